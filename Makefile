@@ -1,0 +1,59 @@
+# The two commands of the README: `make demo` and `make test`. Everything else is CMake.
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 30
+RELEASE := build/release
+ASAN := build/asan
+CMAKE_FLAGS := -G Ninja
+
+.PHONY: all deps test-deps release asan test unit integration fuzz demo install clean
+
+all: release
+
+deps:
+	@scripts/deps.sh build
+
+test-deps:
+	@scripts/deps.sh test
+
+release: deps
+	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release -DTRAINQ_TESTS=OFF >/dev/null
+	@cmake --build $(RELEASE) -j $(JOBS)
+
+asan: test-deps
+	@cmake -S . -B $(ASAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DTRAINQ_SANITIZE=ON \
+	  -DCMAKE_CXX_FLAGS="-O1" >/dev/null
+	@cmake --build $(ASAN) -j $(JOBS)
+
+# The whole suite under ASan+UBSan, then the fuzzers for a bounded time.
+test: asan fuzz
+	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 600
+
+unit: asan
+	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
+
+integration: asan
+	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L integration
+
+FUZZ_SRCS := src/core/size.cc src/core/spec.cc src/core/job.cc src/core/status.cc
+build/fuzz/spec_fuzz: fuzz/spec_fuzz.cc $(FUZZ_SRCS) $(wildcard include/trainq/*.h src/core/*.h) | test-deps
+	@mkdir -p build/fuzz
+	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \
+	  fuzz/spec_fuzz.cc $(FUZZ_SRCS) -lfmt -o $@
+
+fuzz: build/fuzz/spec_fuzz
+	@mkdir -p build/fuzz/corpus
+	build/fuzz/spec_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  build/fuzz/corpus fuzz/seeds >build/fuzz/log 2>&1 || { tail -40 build/fuzz/log; exit 1; }
+	@tail -1 build/fuzz/log
+
+demo: release
+	@scripts/demo.sh $(RELEASE)/trainq
+
+install: release
+	cmake --install $(RELEASE) --prefix $(PREFIX)
+
+clean:
+	rm -rf build

@@ -1,0 +1,85 @@
+// The job model shared by every part: what a user asks for (JobSpec), each execution
+// (Attempt) and the job as stored (Job). Plain data; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "trainq/status.h"
+
+namespace trainq {
+
+using JobId = int64_t;
+using UnixMs = int64_t;  // milliseconds since the Unix epoch, UTC
+
+// DESIGN.md section 2. Waiting: queued, blocked. Running: starting, running.
+// Done: succeeded, failed, cancelled.
+enum class JobState { kQueued, kBlocked, kStarting, kRunning, kSucceeded, kFailed, kCancelled };
+
+std::string_view StateName(JobState s);  // "queued", ...
+std::optional<JobState> ParseState(std::string_view name);
+bool IsWaiting(JobState s);
+bool IsActive(JobState s);  // starting or running
+bool IsDone(JobState s);
+
+// What a user submits. Validated by ValidateSpec (src/core/spec.h) before it is stored.
+struct JobSpec {
+  std::string name;                  // defaults to the command's basename
+  std::vector<std::string> command;  // argv, exec'd directly
+  std::string cwd;                   // absolute
+  // The environment the job starts with: the submitter's, then --env overrides.
+  std::vector<std::pair<std::string, std::string>> env;
+  int gpus = 1;                        // on one node; 0 = CPU job
+  std::optional<uint64_t> mem_bytes;   // per GPU
+  std::optional<double> mem_percent;   // per GPU, of its total; exclusive if neither
+  int cpus = 1;                        // host CPU slots held
+  int priority = 0;                    // higher first
+  int retries = 3;                     // OOM retries allowed
+  std::string user;                    // who submitted (from the socket's peer credentials)
+
+  bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
+};
+
+// One execution of a job. Attempts are numbered from 1.
+struct Attempt {
+  int n = 0;
+  JobState state = JobState::kStarting;  // starting, running, or a done state
+  std::string node;
+  std::vector<int> gpu_indices;          // NVML indices on the node
+  std::vector<std::string> gpu_uuids;
+  uint64_t reserved_bytes = 0;           // per GPU; the GPU's total for exclusive jobs
+  int cpus = 0;
+  std::string run_dir;                   // spec, log, exit record
+  std::string log_path;
+  int64_t pid = 0;                       // the shim's pid, 0 until known
+  uint64_t pid_start_ticks = 0;          // /proc/PID/stat starttime, guards pid reuse
+  UnixMs started_at = 0;
+  std::optional<UnixMs> ended_at;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool oom = false;
+  uint64_t peak_mem_bytes = 0;           // sum over the attempt's GPUs, highest sample
+  std::string end_reason;                // "exit code 1", "out of memory (retry 1 of 3 in 30s)"
+};
+
+struct Job {
+  JobId id = 0;
+  JobSpec spec;
+  JobState state = JobState::kQueued;
+  UnixMs submitted_at = 0;
+  std::string reason;           // why it waits, or why it ended
+  int attempt = 0;              // number of the latest attempt, 0 before the first
+  UnixMs not_before = 0;        // OOM backoff: not placed before this time
+  std::vector<Attempt> attempts;  // oldest first; may be empty in listings
+
+  const Attempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
+};
+
+// RFC 3339 UTC with milliseconds: "2026-11-22T10:00:00.123Z".
+std::string FormatTime(UnixMs t);
+
+}  // namespace trainq

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trainq needs to build and test, only those missing.
+# Usage: scripts/deps.sh build|test
+set -euo pipefail
+build=(cmake ninja-build make g++ pkg-config libboost-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
+       libtomlplusplus-dev libspdlog-dev libfmt-dev)
+test=(libgtest-dev libgmock-dev clang libclang-rt-14-dev python3 python3-pytest)
+want=("${build[@]}")
+[ "${1:-build}" = test ] && want+=("${test[@]}")
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "trainq: installing Debian packages: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo=sudo
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

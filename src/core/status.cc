@@ -1,0 +1,49 @@
+#include "trainq/status.h"
+
+#include <cstring>
+
+namespace trainq {
+
+const char* CodeName(Code code) {
+  switch (code) {
+    case Code::kOk: return "ok";
+    case Code::kInvalid: return "invalid";
+    case Code::kNotFound: return "not_found";
+    case Code::kConflict: return "conflict";
+    case Code::kUnavailable: return "unavailable";
+    case Code::kIo: return "io";
+    case Code::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+int ExitCodeFor(Code code) {
+  switch (code) {
+    case Code::kOk: return 0;
+    case Code::kInvalid: return 2;
+    case Code::kNotFound: return 3;
+    default: return 1;
+  }
+}
+
+int HttpStatusFor(Code code) {
+  switch (code) {
+    case Code::kOk: return 200;
+    case Code::kInvalid: return 400;
+    case Code::kNotFound: return 404;
+    case Code::kConflict: return 409;
+    case Code::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  return std::string(CodeName(code_)) + ": " + message_;
+}
+
+Status ErrnoStatus(const std::string& what, int err) {
+  return Status::Io(what + ": " + std::strerror(err));
+}
+
+}  // namespace trainq

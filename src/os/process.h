@@ -1,0 +1,59 @@
+// Processes (STYLE.md rule 12): one function spawns, every job gets its own session,
+// every fd we open is close-on-exec, exit code and signal are kept apart.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/os/fd.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+struct ProcStat {
+  int64_t pid = 0;
+  int64_t ppid = 0;
+  int64_t sid = 0;
+  char state = '?';          // R, S, Z, ...
+  uint64_t start_ticks = 0;  // field 22: start time in clock ticks since boot
+};
+
+// /proc/PID/stat; nullopt if the process does not exist.
+std::optional<ProcStat> ReadProcStat(int64_t pid);
+// True if `pid` exists, is not a zombie, and started at `start_ticks`.
+bool ProcessAlive(int64_t pid, uint64_t start_ticks);
+// All live descendants of `root` (not root itself), from one scan of /proc.
+std::vector<int64_t> Descendants(int64_t root);
+// pid -> parent for every live process, from one scan of /proc (the daemon maps GPU
+// processes to attempts with it).
+std::vector<ProcStat> ScanProcesses();
+
+struct SpawnedShim {
+  int64_t pid = 0;
+  uint64_t start_ticks = 0;
+  UniqueFd pidfd;  // readable when the shim exits
+};
+
+// Starts `trainq_binary shim RUN_DIR` in a new session, with the lock file of the run dir
+// (run_dir.h) already flock'ed in the child before exec, stdin from /dev/null and
+// stdout/stderr to `daemon_log_fd` (or /dev/null if -1). No other fd is inherited.
+Result<SpawnedShim> SpawnShim(const std::string& trainq_binary, const std::string& run_dir,
+                              int daemon_log_fd = -1);
+// A pidfd for a process we did not start (re-adoption after a daemon restart).
+Result<UniqueFd> OpenPidfd(int64_t pid);
+// Reaps `pid` if it is our child and has exited; harmless otherwise.
+void ReapIfChild(int64_t pid);
+Status SendSignal(int64_t pid, int sig);
+// True if some process holds the run dir's lock (the shim is alive).
+bool RunDirLocked(const std::string& run_dir);
+
+// The shim's main (`trainq shim RUN_DIR`): reads spec.json, writes shim.json, runs the
+// command as a child subreaper, stops the whole tree on SIGTERM (SIGTERM, grace, SIGKILL),
+// writes exit.json. Returns the shim's exit code.
+int RunShim(const std::string& run_dir);
+
+}  // namespace trainq

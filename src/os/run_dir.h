@@ -1,0 +1,68 @@
+// The run directory of one attempt (DESIGN.md section 4), the contract between the daemon
+// and the shim. All records are JSON, written atomically (temp file, fsync, rename).
+//   spec.json  written by the daemon before the shim starts: what to run
+//   lock       flock'ed by the shim for its whole life: held <=> the shim is alive
+//   shim.json  written by the shim once it runs: its pid and start time
+//   output.log stdout and stderr of the command, appended
+//   exit.json  written by the shim after the command ended
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainq/job.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+struct RunSpec {
+  std::vector<std::string> command;  // argv, exec'd with execvpe semantics (PATH from env)
+  std::string cwd;
+  std::vector<std::pair<std::string, std::string>> env;  // the whole environment
+  std::string log_path;
+  int64_t grace_ms = 10000;  // SIGTERM -> SIGKILL
+};
+
+struct ShimRecord {
+  int64_t pid = 0;
+  uint64_t start_ticks = 0;  // /proc/PID/stat field 22
+};
+
+struct ExitRecord {
+  std::optional<int> exit_code;  // set when the command exited
+  std::optional<int> signal;     // set when it was killed by a signal
+  bool cancelled = false;        // the shim was told to stop it
+  bool spawn_failed = false;     // exec failed (message in `error`)
+  std::string error;
+  UnixMs started_at = 0;
+  UnixMs ended_at = 0;
+};
+
+std::string SpecPath(const std::string& run_dir);
+std::string LockPath(const std::string& run_dir);
+std::string ShimPath(const std::string& run_dir);
+std::string ExitPath(const std::string& run_dir);
+std::string LogPath(const std::string& run_dir);
+
+Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec);
+Result<RunSpec> ReadRunSpec(const std::string& run_dir);
+Status WriteShimRecord(const std::string& run_dir, const ShimRecord& rec);
+// kNotFound when absent (the shim has not written it yet).
+Result<ShimRecord> ReadShimRecord(const std::string& run_dir);
+Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec);
+// kNotFound when absent (the command has not ended, or the shim died first).
+Result<ExitRecord> ReadExitRecord(const std::string& run_dir);
+
+// Writes `data` to `path` atomically: temp file in the same directory, fsync, rename,
+// fsync of the directory.
+Status WriteFileAtomic(const std::string& path, const std::string& data);
+Result<std::string> ReadFile(const std::string& path);
+// The last `max_bytes` of a file (the OOM matcher reads log tails).
+Result<std::string> ReadFileTail(const std::string& path, size_t max_bytes);
+// mkdir -p with mode 0700 for new directories.
+Status MakeDirs(const std::string& path);
+
+}  // namespace trainq

@@ -1,0 +1,101 @@
+// The Store: where jobs and attempts live (DESIGN.md section 6). Shaped so that a Redis
+// backend can implement it without changing callers: ids come from the store, every
+// transition is a compare-and-set on (state, attempt), leadership is a lease.
+// Thread: a Store is used from one thread at a time. Every call is bounded (busy
+// timeouts) and reports failure as a Status; none throws.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainq/job.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+struct ListQuery {
+  std::vector<JobState> states;  // empty: every state
+  JobId after_id = 0;            // paging: only ids greater than this
+  int limit = 0;                 // 0: no limit
+  bool with_attempts = false;    // fill Job::attempts
+};
+
+// Where a placed attempt runs; written by StartAttempt.
+struct Placement {
+  std::string node;
+  std::vector<int> gpu_indices;
+  std::vector<std::string> gpu_uuids;
+  uint64_t reserved_bytes = 0;  // per GPU
+  int cpus = 0;
+  std::string run_dir;
+  std::string log_path;
+};
+
+// How an attempt ended; written by FinishAttempt.
+struct AttemptEnd {
+  JobState attempt_state = JobState::kFailed;  // succeeded, failed or cancelled
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool oom = false;
+  UnixMs ended_at = 0;
+  std::string end_reason;
+  // What becomes of the job: a done state, or kQueued to retry (with not_before).
+  JobState job_state = JobState::kFailed;
+  UnixMs not_before = 0;
+  std::string job_reason;
+};
+
+struct Lease {
+  std::string holder;
+  int64_t epoch = 0;  // grows each time the holder changes; fences stale holders
+  UnixMs expires_at = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Stores all specs in one durable transaction (fsync'd before return) as queued jobs
+  // with fresh ids, in order; ids are never reused, even after deletion or restart.
+  virtual Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) = 0;
+
+  // One job with all its attempts. kNotFound if there is no such id.
+  virtual Result<Job> Get(JobId id) = 0;
+  virtual Result<std::vector<Job>> List(const ListQuery& query) = 0;
+  // Counts by state, for summaries: index is static_cast<int>(JobState).
+  virtual Result<std::vector<int64_t>> CountByState() = 0;
+
+  // queued -> starting: creates attempt (expected_attempt + 1) with the placement.
+  // kConflict if the job is not queued or its attempt number is not expected_attempt.
+  virtual Status StartAttempt(JobId id, int expected_attempt, const Placement& placement,
+                              UnixMs now) = 0;
+  // starting -> running for the current attempt `attempt`: records the shim's pid.
+  virtual Status MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
+                             UnixMs now) = 0;
+  // starting|running -> end.job_state for attempt `attempt` (which must be current);
+  // the attempt takes end.attempt_state. kConflict otherwise.
+  virtual Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) = 0;
+  // Raises the attempt's recorded peak GPU memory if `bytes` is higher.
+  virtual Status RecordPeak(JobId id, int attempt, uint64_t bytes) = 0;
+
+  // queued|blocked -> cancelled. kConflict if the job is in another state.
+  virtual Status CancelWaiting(JobId id, const std::string& reason, UnixMs now) = 0;
+  // succeeded|failed|cancelled -> queued (the next attempt gets a new number).
+  virtual Status Requeue(JobId id, const std::string& reason) = 0;
+  // Reasons the scheduler wrote for waiting jobs; ids no longer waiting are skipped.
+  virtual Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) = 0;
+
+  // Takes or renews the named lease for `holder` if it is free, expired or already its
+  // own; kConflict (with the current holder in the message) if someone else holds it.
+  virtual Result<Lease> AcquireLease(const std::string& name, const std::string& holder,
+                                     int64_t ttl_ms, UnixMs now) = 0;
+};
+
+// Opens (creating if absent) the SQLite store at `path`: WAL, schema migrations.
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
+
+}  // namespace trainq
