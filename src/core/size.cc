@@ -11,20 +11,23 @@ namespace trainq {
 namespace {
 
 constexpr uint64_t kKiB = 1024;
+// Stored sizes must fit a signed 64-bit column (SQLite, Redis), with room to spare.
+constexpr uint64_t kMaxBytes = 9'000'000'000'000'000'000ull;
 
 struct Unit {
   std::string_view suffix;  // lower case
-  double factor;
+  uint64_t factor;
 };
 
 // Single letters are binary, as in Slurm and nvidia-smi; "GB" is SI.
 constexpr Unit kUnits[] = {
-    {"", static_cast<double>(kKiB * kKiB)},  // bare number: MiB
-    {"b", 1.0},
-    {"k", 1024.0},       {"kib", 1024.0},       {"kb", 1e3},
-    {"m", 1048576.0},    {"mib", 1048576.0},    {"mb", 1e6},
-    {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
-    {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+    {"", kKiB * kKiB},  // bare number: MiB
+    {"b", 1},
+    {"k", kKiB},               {"kib", kKiB},               {"kb", 1'000},
+    {"m", kKiB * kKiB},        {"mib", kKiB * kKiB},        {"mb", 1'000'000},
+    {"g", kKiB * kKiB * kKiB}, {"gib", kKiB * kKiB * kKiB}, {"gb", 1'000'000'000},
+    {"t", kKiB * kKiB * kKiB * kKiB}, {"tib", kKiB * kKiB * kKiB * kKiB},
+    {"tb", 1'000'000'000'000},
 };
 
 std::string Lower(std::string_view s) {
@@ -61,6 +64,38 @@ std::optional<double> ParseNumber(std::string_view s) {
   return v;
 }
 
+const Unit* FindUnit(std::string_view suffix) {
+  for (const Unit& unit : kUnits) {
+    if (unit.suffix == suffix) return &unit;
+  }
+  return nullptr;
+}
+
+// Whole numbers are multiplied exactly, so "9007199254740993B" keeps every byte; only
+// decimals go through floating point.
+Result<uint64_t> Scale(std::string_view number, const Unit& unit, std::string_view field,
+                       std::string_view text) {
+  uint64_t bytes = 0;
+  if (number.find('.') == std::string_view::npos) {
+    uint64_t n = 0;
+    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), n);
+    if (ec == std::errc::result_out_of_range) return BadSize(field, text, "is too large");
+    if (ec != std::errc() || ptr != number.data() + number.size()) {
+      return BadSize(field, text, "is not a size");
+    }
+    if (__builtin_mul_overflow(n, unit.factor, &bytes)) return BadSize(field, text, "is too large");
+  } else {
+    std::optional<double> v = ParseNumber(number);
+    if (!v) return BadSize(field, text, "is not a size");
+    double d = std::round(*v * static_cast<double>(unit.factor));
+    if (d > static_cast<double>(kMaxBytes)) return BadSize(field, text, "is too large");
+    bytes = static_cast<uint64_t>(d);
+  }
+  if (bytes == 0) return BadSize(field, text, "must be more than zero");
+  if (bytes > kMaxBytes) return BadSize(field, text, "is too large");
+  return bytes;
+}
+
 }  // namespace
 
 Result<uint64_t> ParseSize(std::string_view text, std::string_view field) {
@@ -68,17 +103,12 @@ Result<uint64_t> ParseSize(std::string_view text, std::string_view field) {
   if (s.empty()) return BadSize(field, text, "is empty");
   if (s.front() == '-') return BadSize(field, text, "is negative");
   size_t end = NumberEnd(s);
-  std::optional<double> number = ParseNumber(s.substr(0, end));
-  if (!number) return BadSize(field, text, "is not a size");
-  std::string suffix = Lower(Trim(s.substr(end)));
-  for (const Unit& unit : kUnits) {
-    if (unit.suffix != suffix) continue;
-    double bytes = std::round(*number * unit.factor);
-    if (!(bytes >= 1.0)) return BadSize(field, text, "must be more than zero");
-    if (bytes > 9.0e18) return BadSize(field, text, "is too large");
-    return static_cast<uint64_t>(bytes);
+  if (end == 0) return BadSize(field, text, "is not a size");
+  const Unit* unit = FindUnit(Lower(Trim(s.substr(end))));
+  if (unit == nullptr) {
+    return BadSize(field, text, fmt::format("has an unknown unit '{}'", Trim(s.substr(end))));
   }
-  return BadSize(field, text, fmt::format("has an unknown unit '{}'", s.substr(end)));
+  return Scale(s.substr(0, end), *unit, field, text);
 }
 
 Result<MemRequest> ParseMemRequest(std::string_view text, std::string_view field) {
@@ -104,7 +134,8 @@ std::string FormatBytes(uint64_t bytes) {
   if (bytes < kKiB) return fmt::format("{} B", bytes);
   double v = static_cast<double>(bytes);
   size_t i = 0;
-  while (v >= 1024.0 && i + 1 < std::size(kNames)) {
+  // 1023.96 KiB would print as "1024.0 KiB": move up a unit first.
+  while (v >= 1023.95 && i + 1 < std::size(kNames)) {
     v /= 1024.0;
     ++i;
   }

@@ -16,6 +16,9 @@ struct FieldError {
   std::string message;  // what is wrong and the accepted form
 };
 
+constexpr size_t kMaxJobNameBytes = 200;
+constexpr int kMaxRetries = 100;
+
 struct SpecLimits {
   int max_gpus_per_node = 0;   // 0 with gpus requested: no GPUs anywhere
   int max_cpu_slots = 1;
@@ -28,6 +31,11 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
 // One Status (kInvalid) naming each field, or Ok.
 Status ToStatus(const std::vector<FieldError>& errors);
 
+// The name a job gets when none is given: the basename of the first argument that looks
+// like a script (train.py, run.sh), else of the program ("python train.py" -> "train.py").
+// At most 200 bytes; "" for an empty command.
+std::string DefaultJobName(const std::vector<std::string>& command);
+
 // Parses "K=V" for --env; kInvalid naming --env when there is no '=' or K is empty.
 Result<std::pair<std::string, std::string>> ParseEnvAssignment(const std::string& text);
 
@@ -37,7 +45,8 @@ struct AttemptEnvInput {
   std::vector<int> gpu_indices;
   std::vector<std::string> gpu_uuids;
 };
-// The job's environment plus CUDA_VISIBLE_DEVICES (NVML indices, "" for CPU jobs),
+// The job's environment (each name once; a later entry wins, as with repeated --env) plus,
+// overriding any the job set, CUDA_VISIBLE_DEVICES (NVML indices, "" for CPU jobs),
 // CUDA_DEVICE_ORDER=PCI_BUS_ID, TRAINQ_JOB_ID, TRAINQ_ATTEMPT, TRAINQ_GPUS (uuids).
 std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& spec,
                                                                  const AttemptEnvInput& in);

@@ -1,0 +1,124 @@
+// libFuzzer target for every parser of user input in src/core: sizes, --mem, --env and the
+// JSON submit request (SpecFromJson -> ValidateSpec). Build and run: `make fuzz`.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "src/core/json_codec.h"
+#include "src/core/spec.h"
+#include "trainq/size.h"
+
+namespace trainq {
+namespace {
+
+// An invariant broke: report it and abort so libFuzzer saves the input.
+#define FUZZ_CHECK(cond)                                                                \
+  do {                                                                                  \
+    if (!(cond)) {                                                                      \
+      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                     \
+    }                                                                                   \
+  } while (0)
+
+constexpr uint64_t kMaxBytes = 9'000'000'000'000'000'000ull;
+
+void CheckInvalid(const Status& st) {
+  FUZZ_CHECK(st.code() == Code::kInvalid);
+  FUZZ_CHECK(!st.message().empty());
+}
+
+void CheckSize(std::string_view text) {
+  Result<uint64_t> size = ParseSize(text, "size");
+  if (!size.ok()) return CheckInvalid(size.status());
+  FUZZ_CHECK(*size > 0 && *size <= kMaxBytes);
+  Result<uint64_t> exact = ParseSize(fmt::format("{}B", *size));
+  FUZZ_CHECK(exact.ok() && *exact == *size);
+  FUZZ_CHECK(!FormatBytes(*size).empty());
+}
+
+void CheckMem(std::string_view text) {
+  Result<MemRequest> mem = ParseMemRequest(text);
+  if (!mem.ok()) return CheckInvalid(mem.status());
+  FUZZ_CHECK(mem->bytes.has_value() != mem->percent.has_value());
+  if (mem->bytes) {
+    FUZZ_CHECK(*mem->bytes > 0);
+    return;
+  }
+  FUZZ_CHECK(*mem->percent > 0.0 && *mem->percent <= 100.0);
+  Result<MemRequest> again = ParseMemRequest(fmt::format("{}%", *mem->percent));
+  FUZZ_CHECK(again.ok() && again->percent == mem->percent);
+}
+
+void CheckEnv(std::string_view text) {
+  std::string s(text);
+  Result<std::pair<std::string, std::string>> kv = ParseEnvAssignment(s);
+  if (!kv.ok()) return CheckInvalid(kv.status());
+  FUZZ_CHECK(!kv->first.empty() && kv->first.find('=') == std::string::npos);
+  FUZZ_CHECK(kv->first + "=" + kv->second == s);
+}
+
+bool SameSpec(const JobSpec& a, const JobSpec& b) {
+  return a.name == b.name && a.command == b.command && a.cwd == b.cwd && a.env == b.env &&
+         a.gpus == b.gpus && a.mem_bytes == b.mem_bytes && a.mem_percent == b.mem_percent &&
+         a.cpus == b.cpus && a.priority == b.priority && a.retries == b.retries;
+}
+
+void CheckValidation(const JobSpec& spec) {
+  const SpecLimits limits{.max_gpus_per_node = 4, .max_cpu_slots = 16};
+  for (bool cwd_exists : {true, false}) {
+    std::vector<FieldError> errors = ValidateSpec(spec, limits, cwd_exists);
+    FUZZ_CHECK(ToStatus(errors).ok() == errors.empty());
+    for (const FieldError& e : errors) FUZZ_CHECK(!e.field.empty() && !e.message.empty());
+    if (!errors.empty()) continue;
+    FUZZ_CHECK(!spec.command.empty() && spec.gpus >= 0 && spec.gpus <= 4);
+    FUZZ_CHECK(spec.cpus >= 1 && spec.cpus <= 16 && spec.retries >= 0 && spec.retries <= 100);
+    FUZZ_CHECK(cwd_exists && !spec.cwd.empty() && spec.cwd[0] == '/');
+  }
+  std::string name = DefaultJobName(spec.command);
+  FUZZ_CHECK(name.size() <= kMaxJobNameBytes);
+  auto env =
+      BuildAttemptEnv(spec, {.job = 1, .attempt = 1, .gpu_indices = {0}, .gpu_uuids = {"u"}});
+  FUZZ_CHECK(env.size() <= spec.env.size() + 5);
+}
+
+void CheckSpecJson(std::string_view text) {
+  nlohmann::json request = nlohmann::json::parse(text, nullptr, false);
+  if (request.is_discarded()) return;
+  Result<JobSpec> spec = SpecFromJson(request);
+  if (!spec.ok()) return CheckInvalid(spec.status());
+  CheckValidation(*spec);
+  nlohmann::json wire = nlohmann::json::parse(DumpJson(SpecToJson(*spec)), nullptr, false);
+  FUZZ_CHECK(!wire.is_discarded());
+  Result<JobSpec> back = SpecFromJson(wire);
+  FUZZ_CHECK(back.ok());
+  FUZZ_CHECK(SameSpec(*spec, *back));
+}
+
+// The raw bytes as JSON string values (not necessarily UTF-8), as a client could send them.
+void CheckRawStrings(std::string_view text) {
+  nlohmann::json request = {{"command", {std::string(text)}},
+                            {"mem", std::string(text)},
+                            {"env", {{std::string(text), std::string(text)}}}};
+  Result<JobSpec> spec = SpecFromJson(request);
+  FUZZ_CHECK(spec.ok() == ParseMemRequest(text).ok());
+  if (spec.ok()) CheckValidation(*spec);
+  FUZZ_CHECK(!DumpJson(request).empty());
+}
+
+}  // namespace
+}  // namespace trainq
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  trainq::CheckSize(text);
+  trainq::CheckMem(text);
+  trainq::CheckEnv(text);
+  trainq::CheckSpecJson(text);
+  trainq::CheckRawStrings(text);
+  return 0;
+}

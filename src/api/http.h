@@ -1,0 +1,68 @@
+// HTTP over the daemon's Unix socket (DESIGN.md section 7): the request and response as
+// plain data, so routes and the CLI never see Beast.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "trainq/status.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace trainq {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // without the query
+  std::map<std::string, std::string> query;
+  std::string body;
+  int64_t peer_uid = -1;  // SO_PEERCRED of the Unix socket's client
+  int64_t peer_pid = -1;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+// Routes answer through the Responder, now or later (a batched submit answers after its
+// transaction). It must be called exactly once, on the event loop's thread.
+using Responder = std::function<void(HttpResponse)>;
+using HttpHandler = std::function<void(HttpRequest, Responder)>;
+
+// Serves HTTP/1.1 on a Unix socket from the given io_context. Malformed or oversized
+// requests get a JSON error (400/413) without reaching the handler; the server keeps serving.
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context& io, HttpHandler handler, uint64_t max_body_bytes);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Replaces a stale socket file; the socket is made 0600 (only its owner may talk to it).
+  Status ListenUnix(const std::string& path);
+  void Close();
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// One request on a new connection; kUnavailable when nobody listens at `socket_path`.
+Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
+                              std::string_view target, const std::string& body,
+                              int timeout_ms = 30000);
+
+// {"error": {"code": "invalid", "message": "..."}} with the status's HTTP code.
+HttpResponse ErrorResponse(const Status& status);
+// Splits "a=1&b=x%20y" into a map, percent-decoding.
+std::map<std::string, std::string> ParseQuery(std::string_view query);
+
+}  // namespace trainq

@@ -1,0 +1,109 @@
+#include "src/cli/cli.h"
+
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "src/cli/commands.h"
+#include "src/os/process.h"
+
+namespace trainq {
+
+namespace {
+
+struct Parsed {
+  std::string state_dir;
+  SubmitArgs submit;
+  bool all = false, json = false, follow = false, foreground = false;
+  std::string state, id;
+  std::vector<std::string> ids;
+  int attempt = 0;
+  std::string shim_dir;
+};
+
+void AddSubmit(CLI::App& app, Parsed& p) {
+  CLI::App* s = app.add_subcommand("submit", "queue a job: trainq submit [opts] -- CMD [ARG...]");
+  s->alias("add");
+  SubmitArgs& a = p.submit;
+  s->add_option("--gpus", a.gpus, "GPUs on one node (0 = CPU job)");
+  s->add_option("--mem", a.mem, "GPU memory per GPU: 20GiB, 20G, 512MiB, 20GB, 40% (default: whole GPUs)");
+  s->add_option("--cpus", a.cpus, "host CPU slots the job holds");
+  s->add_option("--name", a.name, "a name (default: the command)");
+  s->add_option("--priority", a.priority, "higher runs first");
+  s->add_option("--retries", a.retries, "retries after GPU out-of-memory");
+  s->add_option("--cwd", a.cwd, "working directory (default: the current one)");
+  s->add_option("--env", a.env, "K=V added to the job's environment (repeatable)");
+  s->add_flag("--json", a.json, "print the job as JSON");
+  s->add_option("command", a.command, "the command and its arguments, after --");
+}
+
+void AddQueries(CLI::App& app, Parsed& p) {
+  CLI::App* ls = app.add_subcommand("ls", "waiting and running jobs");
+  ls->add_flag("--all,-a", p.all, "done jobs too");
+  ls->add_option("--state", p.state, "only these states, comma-separated");
+  ls->add_flag("--json", p.json, "JSON output");
+  CLI::App* show = app.add_subcommand("show", "everything about a job, all its attempts");
+  show->add_option("id", p.id, "job id")->required();
+  show->add_flag("--json", p.json, "JSON output");
+  CLI::App* logs = app.add_subcommand("logs", "output of the latest (or Nth) attempt");
+  logs->add_option("id", p.id, "job id")->required();
+  logs->add_flag("--follow,-f", p.follow, "keep printing until the attempt ends");
+  logs->add_option("--attempt", p.attempt, "attempt number");
+  CLI::App* cancel = app.add_subcommand("cancel", "remove waiting jobs, stop running ones");
+  cancel->add_option("ids", p.ids, "job ids")->required();
+  CLI::App* retry = app.add_subcommand("retry", "queue a job that ended again, as a new attempt");
+  retry->add_option("id", p.id, "job id")->required();
+  CLI::App* gpus = app.add_subcommand("gpus", "each GPU: memory, utilisation, jobs, other processes");
+  gpus->add_flag("--json", p.json, "JSON output");
+}
+
+void AddDaemon(CLI::App& app, Parsed& p) {
+  CLI::App* d = app.add_subcommand("daemon", "run the daemon (normally started on demand)");
+  d->add_flag("--foreground", p.foreground, "stay in the foreground, log to stderr");
+  d->add_subcommand("stop", "stop the daemon; running jobs keep running");
+  CLI::App* shim = app.add_subcommand("shim", "");  // internal: supervises one attempt
+  shim->group("");
+  shim->add_option("run_dir", p.shim_dir)->required();
+}
+
+int Dispatch(CLI::App& app, Parsed& p) {
+  CLI::App* sub = app.get_subcommands().front();
+  std::string name = sub->get_name();
+  if (name == "shim") return RunShim(p.shim_dir);
+  Client client(ResolveStatePaths(p.state_dir));
+  if (name == "submit") return CmdSubmit(client, p.submit);
+  if (name == "ls") return CmdList(client, p.all, p.state, p.json);
+  if (name == "show") return CmdShow(client, p.id, p.json);
+  if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt);
+  if (name == "cancel") return CmdCancel(client, p.ids);
+  if (name == "retry") return CmdRetry(client, p.id);
+  if (name == "gpus") return CmdGpus(client, p.json);
+  if (sub->got_subcommand("stop")) return CmdDaemonStop(client);
+  return CmdDaemon(client, p.foreground);
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"trainq: a GPU-aware queue for deep-learning training jobs", "trainq"};
+  app.require_subcommand(1, 1);
+  app.fallthrough();
+  Parsed p;
+  app.add_option("--state-dir", p.state_dir, "instance directory (default: $TRAINQ_STATE_DIR or ~/.local/state/trainq)");
+  AddSubmit(app, p);
+  AddQueries(app, p);
+  AddDaemon(app, p);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "trainq: %s; see 'trainq --help'\n", e.what());
+    return 2;
+  }
+  return Dispatch(app, p);
+}
+
+}  // namespace trainq

@@ -1,0 +1,225 @@
+#include "src/cli/commands.h"
+
+#include <chrono>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "src/cli/format.h"
+#include "src/core/json_codec.h"
+#include "src/core/spec.h"
+#include "src/daemon/daemon.h"
+#include "src/os/system.h"
+
+namespace trainq {
+
+using json = nlohmann::json;
+
+int Fail(const Status& status) {
+  std::fprintf(stderr, "trainq: %s\n", status.message().c_str());
+  return ExitCodeFor(status.code());
+}
+
+Result<int64_t> ParseJobId(const std::string& text) {
+  int64_t id = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || id <= 0) {
+    return Status::Invalid(fmt::format("job id: '{}' is not a job id; use the number that "
+                                       "'trainq submit' printed (see 'trainq ls')", text));
+  }
+  return id;
+}
+
+namespace {
+
+// Every command but `daemon` talks to a running daemon, starting it first if needed.
+Result<json> Call(Client& client, const std::string& method, const std::string& target,
+                  const std::string& body = "") {
+  TRAINQ_RETURN_IF_ERROR(client.EnsureDaemon());
+  return client.Call(method, target, body);
+}
+
+Result<json> GetJob(Client& client, const std::string& id_text) {
+  Result<int64_t> id = ParseJobId(id_text);
+  if (!id.ok()) return id.status();
+  return Call(client, "GET", fmt::format("/v1/jobs/{}", *id));
+}
+
+Result<json> SubmitBody(const SubmitArgs& a) {
+  json env = json::object();
+  for (const auto& [k, v] : CurrentEnvironment()) env[k] = v;
+  for (const std::string& e : a.env) {
+    Result<std::pair<std::string, std::string>> kv = ParseEnvAssignment(e);
+    if (!kv.ok()) return kv.status();
+    env[kv->first] = kv->second;
+  }
+  std::string cwd = a.cwd.empty() ? CurrentDirectory() : a.cwd;
+  if (cwd[0] != '/') cwd = CurrentDirectory() + "/" + cwd;
+  json body = {{"command", a.command}, {"cwd", cwd},         {"env", env},
+               {"gpus", a.gpus},       {"cpus", a.cpus},     {"priority", a.priority},
+               {"retries", a.retries}};
+  if (!a.name.empty()) body["name"] = a.name;
+  if (!a.mem.empty()) body["mem"] = a.mem;
+  return body;
+}
+
+}  // namespace
+
+int CmdSubmit(Client& client, const SubmitArgs& args) {
+  Result<json> body = SubmitBody(args);
+  if (!body.ok()) return Fail(body.status());
+  Result<json> r = Call(client, "POST", "/v1/jobs", DumpJson(*body));
+  if (!r.ok()) return Fail(r.status());
+  int64_t id = (*r)["ids"][0].get<int64_t>();
+  if (!args.json) {
+    std::printf("%lld\n", static_cast<long long>(id));
+    return 0;
+  }
+  Result<json> job = client.Call("GET", fmt::format("/v1/jobs/{}", id));
+  if (!job.ok()) return Fail(job.status());
+  std::printf("%s\n", DumpJson(*job, 2).c_str());
+  return 0;
+}
+
+int CmdList(Client& client, bool all, const std::string& state, bool as_json) {
+  std::string target = "/v1/jobs";
+  if (!state.empty()) {
+    target += "?state=" + state;
+  } else if (all) {
+    target += "?all=1";
+  }
+  Result<json> r = Call(client, "GET", target);
+  if (!r.ok()) return Fail(r.status());
+  if (as_json) {
+    std::printf("%s\n", DumpJson((*r)["jobs"], 2).c_str());
+  } else {
+    std::fputs(JobsTable((*r)["jobs"]).c_str(), stdout);
+  }
+  return 0;
+}
+
+int CmdShow(Client& client, const std::string& id, bool as_json) {
+  Result<json> job = GetJob(client, id);
+  if (!job.ok()) return Fail(job.status());
+  std::fputs(as_json ? (DumpJson(*job, 2) + "\n").c_str() : JobDetails(*job).c_str(), stdout);
+  return 0;
+}
+
+namespace {
+
+// Copies what was appended to `path` since `offset` to stdout.
+size_t PrintFrom(const std::string& path, size_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return offset;
+  in.seekg(static_cast<std::streamoff>(offset));
+  char buf[65536];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    std::fwrite(buf, 1, static_cast<size_t>(in.gcount()), stdout);
+    offset += static_cast<size_t>(in.gcount());
+  }
+  std::fflush(stdout);
+  return offset;
+}
+
+const json* FindAttempt(const json& job, int n) {
+  const json& attempts = job["attempts"];
+  if (attempts.empty()) return nullptr;
+  if (n == 0) return &attempts.back();
+  for (const json& a : attempts) {
+    if (a["n"].get<int>() == n) return &a;
+  }
+  return nullptr;
+}
+
+bool AttemptActive(const json& a) {
+  std::string s = a["state"].get<std::string>();
+  return s == "starting" || s == "running";
+}
+
+}  // namespace
+
+int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
+  Result<json> job = GetJob(client, id);
+  if (!job.ok()) return Fail(job.status());
+  const json* a = FindAttempt(*job, attempt);
+  if (!a) {
+    if (attempt != 0) {
+      return Fail(Status::NotFound(fmt::format("job {} has no attempt {}", id, attempt)));
+    }
+    if (!follow) return Fail(Status::Conflict(fmt::format("job {} has not started yet: {}", id,
+                                                          (*job)["reason"].get<std::string>())));
+  }
+  int n = a ? (*a)["n"].get<int>() : 0;
+  size_t offset = a ? PrintFrom((*a)["log_path"].get<std::string>(), 0) : 0;
+  while (follow) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    job = client.Call("GET", fmt::format("/v1/jobs/{}", id));
+    if (!job.ok()) return Fail(job.status());
+    a = FindAttempt(*job, n);
+    if (!a) continue;  // still waiting for its first attempt
+    n = (*a)["n"].get<int>();
+    offset = PrintFrom((*a)["log_path"].get<std::string>(), offset);
+    if (!AttemptActive(*a)) break;
+  }
+  return 0;
+}
+
+int CmdCancel(Client& client, const std::vector<std::string>& ids) {
+  int rc = 0;
+  for (const std::string& text : ids) {
+    Result<int64_t> id = ParseJobId(text);
+    Result<json> r = id.ok() ? Call(client, "POST", fmt::format("/v1/jobs/{}/cancel", *id))
+                             : Result<json>(id.status());
+    if (!r.ok()) {
+      rc = std::max(rc, Fail(r.status()));
+      continue;
+    }
+    std::printf("%s\n", (*r)["message"].get<std::string>().c_str());
+  }
+  return rc;
+}
+
+int CmdRetry(Client& client, const std::string& text) {
+  Result<int64_t> id = ParseJobId(text);
+  if (!id.ok()) return Fail(id.status());
+  Result<json> r = Call(client, "POST", fmt::format("/v1/jobs/{}/retry", *id));
+  if (!r.ok()) return Fail(r.status());
+  std::printf("%s\n", (*r)["message"].get<std::string>().c_str());
+  return 0;
+}
+
+int CmdGpus(Client& client, bool as_json) {
+  Result<json> r = Call(client, "GET", "/v1/gpus");
+  if (!r.ok()) return Fail(r.status());
+  std::fputs(as_json ? (DumpJson(*r, 2) + "\n").c_str() : GpusTable(*r).c_str(), stdout);
+  return 0;
+}
+
+int CmdDaemon(Client& client, bool foreground) {
+  if (foreground) return RunDaemon({client.paths(), true});
+  if (Status st = client.EnsureDaemon(); !st.ok()) return Fail(st);
+  std::printf("trainq daemon running for %s\n", client.paths().state_dir.c_str());
+  return 0;
+}
+
+int CmdDaemonStop(Client& client) {
+  if (!client.DaemonRunning()) {
+    std::printf("no trainq daemon runs for %s\n", client.paths().state_dir.c_str());
+    return 0;
+  }
+  Result<json> r = client.Call("POST", "/v1/daemon/stop");
+  if (!r.ok()) return Fail(r.status());
+  // Stopped once it lets go of its lock.
+  for (int i = 0; i < 500; ++i) {
+    if (LockFile(client.paths().lock).ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::printf("%s\n", (*r)["message"].get<std::string>().c_str());
+  return 0;
+}
+
+}  // namespace trainq

@@ -1,0 +1,41 @@
+// One function per CLI command; each returns the process exit code and prints errors as
+// one line on stderr.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/cli/client.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+struct SubmitArgs {
+  std::vector<std::string> command;
+  int gpus = 1;
+  std::string mem;
+  int cpus = 1;
+  std::string name;
+  int priority = 0;
+  int retries = 3;
+  std::string cwd;
+  std::vector<std::string> env;
+  bool json = false;
+};
+
+int Fail(const Status& status);
+// "job id: 'abc' is not a job id; ..." as kInvalid.
+Result<int64_t> ParseJobId(const std::string& text);
+
+int CmdSubmit(Client& client, const SubmitArgs& args);
+int CmdList(Client& client, bool all, const std::string& state, bool json);
+int CmdShow(Client& client, const std::string& id, bool json);
+int CmdLogs(Client& client, const std::string& id, bool follow, int attempt);
+int CmdCancel(Client& client, const std::vector<std::string>& ids);
+int CmdRetry(Client& client, const std::string& id);
+int CmdGpus(Client& client, bool json);
+int CmdDaemon(Client& client, bool foreground);
+int CmdDaemonStop(Client& client);
+
+}  // namespace trainq

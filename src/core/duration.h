@@ -1,0 +1,17 @@
+// Durations as users write them: 500ms, 30s, 2m, 1h, 2h30m, 1d (and combinations).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "trainq/status.h"
+
+namespace trainq {
+
+// kInvalid naming `field` for empty, negative, unknown units or overflow. Zero is allowed.
+Result<int64_t> ParseDurationMs(std::string_view text, std::string_view field);
+// "25s", "2m05s", "1h30m", "850ms".
+std::string FormatDuration(int64_t ms);
+
+}  // namespace trainq

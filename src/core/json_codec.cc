@@ -1,0 +1,211 @@
+#include "src/core/json_codec.h"
+
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "trainq/size.h"
+
+namespace trainq {
+
+namespace {
+
+using nlohmann::json;
+
+json TimeOrNull(UnixMs t) { return t == 0 ? json(nullptr) : json(FormatTime(t)); }
+
+template <class T>
+json OrNull(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// "string", "number", ... and for numbers which kind, so "expected an integer, got
+// number 1.5" says what is wrong.
+std::string Describe(const json& v) {
+  if (v.is_number_float()) return fmt::format("number {}", v.get<double>());
+  return v.type_name();
+}
+
+std::string Expected(std::string_view field, std::string_view what, const json& got) {
+  return fmt::format("{}: expected {}, got {}", field, what, Describe(got));
+}
+
+class SpecReader {
+ public:
+  explicit SpecReader(JobSpec& spec) : spec_(spec) {}
+
+  void Field(const std::string& key, const json& v);
+  Status Finish(bool has_command);
+
+ private:
+  void Int(const std::string& key, const json& v, int& out);
+  void String(const std::string& key, const json& v, std::string& out);
+  void Command(const json& v);
+  void Env(const json& v);
+  void Mem(const json& v);
+
+  JobSpec& spec_;
+  std::vector<std::string> errors_;
+};
+
+void SpecReader::Field(const std::string& key, const json& v) {
+  if (key == "command") return Command(v);
+  if (key == "cwd") return String(key, v, spec_.cwd);
+  if (key == "name") return String(key, v, spec_.name);
+  if (key == "env") return Env(v);
+  if (key == "mem") return Mem(v);
+  if (key == "gpus") return Int(key, v, spec_.gpus);
+  if (key == "cpus") return Int(key, v, spec_.cpus);
+  if (key == "priority") return Int(key, v, spec_.priority);
+  if (key == "retries") return Int(key, v, spec_.retries);
+  errors_.push_back(fmt::format(
+      "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries",
+      key));
+}
+
+void SpecReader::Int(const std::string& key, const json& v, int& out) {
+  if (!v.is_number_integer()) return errors_.push_back(Expected(key, "an integer", v));
+  constexpr int64_t kMin = std::numeric_limits<int>::min();
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (v.is_number_unsigned()) {
+    auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(kMax)) {
+      return errors_.push_back(fmt::format("{}: {} is out of range", key, u));
+    }
+    out = static_cast<int>(u);
+    return;
+  }
+  auto i = v.get<int64_t>();
+  if (i < kMin || i > kMax) return errors_.push_back(fmt::format("{}: {} is out of range", key, i));
+  out = static_cast<int>(i);
+}
+
+void SpecReader::String(const std::string& key, const json& v, std::string& out) {
+  if (!v.is_string()) return errors_.push_back(Expected(key, "a string", v));
+  out = v.get<std::string>();
+}
+
+void SpecReader::Command(const json& v) {
+  if (!v.is_array()) return errors_.push_back(Expected("command", "an array of strings", v));
+  spec_.command.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) {
+      errors_.push_back(Expected(fmt::format("command[{}]", i), "a string", v[i]));
+      continue;
+    }
+    spec_.command.push_back(v[i].get<std::string>());
+  }
+}
+
+void SpecReader::Env(const json& v) {
+  if (!v.is_object()) return errors_.push_back(Expected("env", "an object of strings", v));
+  spec_.env.clear();
+  for (const auto& [name, value] : v.items()) {
+    if (!value.is_string()) {
+      errors_.push_back(Expected(fmt::format("env.{}", name), "a string", value));
+      continue;
+    }
+    spec_.env.emplace_back(name, value.get<std::string>());
+  }
+}
+
+void SpecReader::Mem(const json& v) {
+  if (v.is_null()) {
+    spec_.mem_bytes.reset();
+    spec_.mem_percent.reset();
+    return;
+  }
+  if (!v.is_string()) return errors_.push_back(Expected("mem", "a string or null", v));
+  Result<MemRequest> mem = ParseMemRequest(v.get<std::string>(), "--mem");
+  if (!mem.ok()) return errors_.push_back(mem.status().message());
+  spec_.mem_bytes = mem->bytes;
+  spec_.mem_percent = mem->percent;
+}
+
+Status SpecReader::Finish(bool has_command) {
+  if (!has_command) {
+    errors_.insert(errors_.begin(), "command: required; give the command as an array of strings");
+  }
+  if (errors_.empty()) return Status::Ok();
+  return Status::Invalid(fmt::format("{}", fmt::join(errors_, "; ")));
+}
+
+std::string MemText(const JobSpec& spec) {
+  if (spec.mem_bytes) return fmt::format("{}B", *spec.mem_bytes);
+  return fmt::format("{}%", *spec.mem_percent);
+}
+
+}  // namespace
+
+json AttemptToJson(const Attempt& a) {
+  return json{{"n", a.n},
+              {"state", std::string(StateName(a.state))},
+              {"node", a.node},
+              {"gpu_indices", a.gpu_indices},
+              {"gpu_uuids", a.gpu_uuids},
+              {"reserved_bytes", a.reserved_bytes},
+              {"cpus", a.cpus},
+              {"started_at", TimeOrNull(a.started_at)},
+              {"ended_at", a.ended_at ? json(FormatTime(*a.ended_at)) : json(nullptr)},
+              {"exit_code", OrNull(a.exit_code)},
+              {"signal", OrNull(a.signal)},
+              {"oom", a.oom},
+              {"peak_mem_bytes", a.peak_mem_bytes},
+              {"log_path", a.log_path},
+              {"run_dir", a.run_dir},
+              {"pid", a.pid},
+              {"end_reason", a.end_reason}};
+}
+
+json JobToJson(const Job& job) {
+  const JobSpec& s = job.spec;
+  json attempts = json::array();
+  for (const Attempt& a : job.attempts) attempts.push_back(AttemptToJson(a));
+  return json{{"id", job.id},
+              {"name", s.name},
+              {"state", std::string(StateName(job.state))},
+              {"command", s.command},
+              {"cwd", s.cwd},
+              {"gpus", s.gpus},
+              {"mem_bytes", OrNull(s.mem_bytes)},
+              {"mem_percent", OrNull(s.mem_percent)},
+              {"exclusive", s.exclusive()},
+              {"cpus", s.cpus},
+              {"priority", s.priority},
+              {"retries", s.retries},
+              {"user", s.user},
+              {"submitted_at", FormatTime(job.submitted_at)},
+              {"reason", job.reason},
+              {"attempt", job.attempt},
+              {"not_before", TimeOrNull(job.not_before)},
+              {"attempts", std::move(attempts)}};
+}
+
+Result<JobSpec> SpecFromJson(const json& request) {
+  if (!request.is_object()) {
+    return Status::Invalid(Expected("request", "an object", request));
+  }
+  JobSpec spec;
+  SpecReader reader(spec);
+  for (const auto& [key, value] : request.items()) reader.Field(key, value);
+  TRAINQ_RETURN_IF_ERROR(reader.Finish(request.contains("command")));
+  return spec;
+}
+
+json SpecToJson(const JobSpec& spec) {
+  json env = json::object();
+  for (const auto& [name, value] : spec.env) env[name] = value;
+  bool has_mem = spec.mem_bytes || spec.mem_percent;
+  return json{{"command", spec.command}, {"cwd", spec.cwd},
+              {"env", std::move(env)},   {"name", spec.name},
+              {"gpus", spec.gpus},       {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
+              {"cpus", spec.cpus},       {"priority", spec.priority},
+              {"retries", spec.retries}};
+}
+
+std::string DumpJson(const json& value, int indent) {
+  return value.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace trainq

@@ -1,0 +1,43 @@
+// The JSON forms of jobs and submit requests, shared by the HTTP API, the CLI's --json
+// output and the stores. Pure; never throws.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "trainq/job.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+// {n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, started_at, ended_at,
+//  exit_code, signal, oom, peak_mem_bytes, log_path, run_dir, pid, end_reason}.
+// Times are RFC 3339 (FormatTime), null when unset (started_at 0, ended_at empty);
+// exit_code and signal are null when unset.
+nlohmann::json AttemptToJson(const Attempt& attempt);
+
+// {id, name, state, command, cwd, gpus, mem_bytes, mem_percent, exclusive, cpus, priority,
+//  retries, user, submitted_at, reason, attempt, not_before, attempts}. mem_* are null
+// unless set; not_before is null when 0. The environment is left out: it is large and
+// holds secrets.
+nlohmann::json JobToJson(const Job& job);
+
+// A submit request: {"command": [str, ...] (required), "cwd": str, "env": {str: str},
+// "name": str, "gpus": int, "mem": str | null, "cpus": int, "priority": int,
+// "retries": int}. Absent keys keep JobSpec's defaults; `user` is never taken from here.
+// Unknown keys and wrong types are kInvalid, every problem in one message:
+// "gpus: expected an integer, got string; bogus: unknown field; ...". Values are only
+// type-checked and parsed ("mem" with ParseMemRequest); ValidateSpec judges them.
+Result<JobSpec> SpecFromJson(const nlohmann::json& request);
+
+// The inverse of SpecFromJson: mem as "21474836480B" or "40%" (null when neither), env as
+// an object (a repeated name keeps its last value). SpecFromJson(SpecToJson(s)) gives s
+// back for every s that SpecFromJson produced (user aside).
+nlohmann::json SpecToJson(const JobSpec& spec);
+
+// Serialises without throwing: argv, paths and env values are bytes and may not be valid
+// UTF-8, which json::dump would throw on; such bytes become U+FFFD here.
+std::string DumpJson(const nlohmann::json& value, int indent = -1);
+
+}  // namespace trainq

@@ -1,0 +1,212 @@
+#include "src/core/spec.h"
+
+#include <functional>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace trainq {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+JobSpec GoodSpec() {
+  JobSpec spec;
+  spec.name = "train";
+  spec.command = {"python", "train.py", "--lr", "3e-4"};
+  spec.cwd = "/home/ada/proj";
+  spec.env = {{"PATH", "/usr/bin"}, {"WANDB_MODE", "offline"}};
+  spec.gpus = 2;
+  spec.mem_bytes = 20ull << 30;
+  spec.cpus = 4;
+  spec.retries = 3;
+  return spec;
+}
+
+constexpr SpecLimits kLimits{.max_gpus_per_node = 4, .max_cpu_slots = 16};
+
+TEST(ValidateSpecTest, AcceptsAGoodSpec) {
+  EXPECT_THAT(ValidateSpec(GoodSpec(), kLimits, true), IsEmpty());
+  JobSpec cpu = GoodSpec();
+  cpu.gpus = 0;
+  cpu.mem_bytes.reset();
+  EXPECT_THAT(ValidateSpec(cpu, kLimits, true), IsEmpty());
+  JobSpec pct = GoodSpec();
+  pct.mem_bytes.reset();
+  pct.mem_percent = 100.0;
+  EXPECT_THAT(ValidateSpec(pct, kLimits, true), IsEmpty());
+}
+
+struct SpecCase {
+  const char* what;
+  std::function<void(JobSpec&)> edit;
+  const char* field;
+  const char* message;  // substring
+  SpecLimits limits = kLimits;
+  bool cwd_exists = true;
+};
+
+TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
+  const SpecCase cases[] = {
+      {"no command", [](JobSpec& s) { s.command.clear(); }, "command",
+       "give the command after --, e.g. trainq submit -- python train.py"},
+      {"empty program", [](JobSpec& s) { s.command = {""}; }, "command", "program name is empty"},
+      {"NUL in argv", [](JobSpec& s) { s.command[1] = std::string("a\0b", 3); }, "command",
+       "argument 1 contains a NUL"},
+      {"negative gpus", [](JobSpec& s) { s.gpus = -1; }, "--gpus", "got -1"},
+      {"too many gpus", [](JobSpec& s) { s.gpus = 9999; }, "--gpus",
+       "asks for 9999 GPUs but the largest node has 4; use --gpus 4 or fewer"},
+      {"no gpus here", [](JobSpec& s) { s.gpus = 1; }, "--gpus",
+       "this machine has no GPUs; use --gpus 0 to run on CPU", {0, 16}},
+      {"mem without gpus", [](JobSpec& s) { s.gpus = 0; }, "--mem", "needs GPUs"},
+      {"zero mem", [](JobSpec& s) { s.mem_bytes = 0; }, "--mem", "more than zero"},
+      {"zero percent",
+       [](JobSpec& s) {
+         s.mem_bytes.reset();
+         s.mem_percent = 0.0;
+       },
+       "--mem", "0% is not a percentage"},
+      {"percent over 100",
+       [](JobSpec& s) {
+         s.mem_bytes.reset();
+         s.mem_percent = 100.5;
+       },
+       "--mem", "100.5% is not a percentage"},
+      {"both mem forms", [](JobSpec& s) { s.mem_percent = 50.0; }, "--mem", "not both"},
+      {"zero cpus", [](JobSpec& s) { s.cpus = 0; }, "--cpus", "asks for 0 CPU slots; use 1 to 16"},
+      {"too many cpus", [](JobSpec& s) { s.cpus = 17; }, "--cpus", "use 1 to 16"},
+      {"negative retries", [](JobSpec& s) { s.retries = -1; }, "--retries", "-1 is not between"},
+      {"too many retries", [](JobSpec& s) { s.retries = 101; }, "--retries", "between 0 and 100"},
+      {"relative cwd", [](JobSpec& s) { s.cwd = "proj"; }, "--cwd", "'proj' is not an absolute"},
+      {"empty cwd", [](JobSpec& s) { s.cwd = ""; }, "--cwd", "not an absolute path"},
+      {"missing cwd", [](JobSpec&) {}, "--cwd", "directory /home/ada/proj does not exist",
+       kLimits, false},
+      {"long name", [](JobSpec& s) { s.name = std::string(201, 'x'); }, "--name",
+       "201 bytes long; use at most 200"},
+      {"newline in name", [](JobSpec& s) { s.name = "a\nb"; }, "--name", "control characters"},
+      {"DEL in name", [](JobSpec& s) { s.name = "a\x7f"; }, "--name", "control characters"},
+      {"empty env key", [](JobSpec& s) { s.env.push_back({"", "x"}); }, "--env", "empty name"},
+      {"= in env key", [](JobSpec& s) { s.env.push_back({"A=B", "x"}); }, "--env",
+       "'A=B' is not a variable name"},
+      {"NUL in env key", [](JobSpec& s) { s.env.push_back({std::string("A\0B", 3), "x"}); },
+       "--env", "is not a variable name"},
+      {"NUL in env value", [](JobSpec& s) { s.env.push_back({"A", std::string("x\0y", 3)}); },
+       "--env", "value of A contains NUL"},
+  };
+  for (const SpecCase& c : cases) {
+    JobSpec spec = GoodSpec();
+    c.edit(spec);
+    std::vector<FieldError> errors = ValidateSpec(spec, c.limits, c.cwd_exists);
+    ASSERT_EQ(errors.size(), 1u) << c.what << ": " << ToStatus(errors).message();
+    EXPECT_EQ(errors[0].field, c.field) << c.what;
+    EXPECT_THAT(errors[0].message, HasSubstr(c.message)) << c.what;
+  }
+}
+
+TEST(ValidateSpecTest, AcceptsBoundaries) {
+  JobSpec spec = GoodSpec();
+  spec.gpus = 4;
+  spec.cpus = 16;
+  spec.retries = 100;
+  spec.name = std::string(200, 'x');
+  EXPECT_THAT(ValidateSpec(spec, kLimits, true), IsEmpty());
+  spec.retries = 0;
+  spec.name = "résumé-训练";  // UTF-8 is not a control character
+  EXPECT_THAT(ValidateSpec(spec, kLimits, true), IsEmpty());
+}
+
+TEST(ValidateSpecTest, ReportsEveryProblemAtOnce) {
+  JobSpec spec = GoodSpec();
+  spec.command.clear();
+  spec.gpus = 0;
+  spec.cwd = "rel";
+  std::vector<FieldError> errors = ValidateSpec(spec, kLimits, false);
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0].field, "command");
+  EXPECT_EQ(errors[1].field, "--mem");
+  EXPECT_EQ(errors[2].field, "--cwd");
+  Status st = ToStatus(errors);
+  EXPECT_EQ(st.code(), Code::kInvalid);
+  EXPECT_THAT(st.message(), HasSubstr("command: give the command"));
+  EXPECT_THAT(st.message(), HasSubstr("; --mem: is GPU memory and needs GPUs"));
+  EXPECT_THAT(st.message(), HasSubstr("; --cwd: 'rel' is not an absolute path"));
+}
+
+TEST(ToStatusTest, OkWhenNoErrorsAndJoinsInOrder) {
+  EXPECT_TRUE(ToStatus({}).ok());
+  Status st = ToStatus({{"--mem", "bad"}, {"--gpus", "worse"}});
+  EXPECT_EQ(st.code(), Code::kInvalid);
+  EXPECT_EQ(st.message(), "--mem: bad; --gpus: worse");
+}
+
+TEST(ParseEnvAssignmentTest, SplitsAtTheFirstEquals) {
+  Result<std::pair<std::string, std::string>> kv = ParseEnvAssignment("OPTS=a=b");
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->first, "OPTS");
+  EXPECT_EQ(kv->second, "a=b");
+  kv = ParseEnvAssignment("EMPTY=");
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->first, "EMPTY");
+  EXPECT_EQ(kv->second, "");
+}
+
+TEST(ParseEnvAssignmentTest, RejectsMissingEqualsOrName) {
+  Result<std::pair<std::string, std::string>> kv = ParseEnvAssignment("NOEQUALS");
+  ASSERT_FALSE(kv.ok());
+  EXPECT_EQ(kv.status().code(), Code::kInvalid);
+  EXPECT_EQ(kv.status().message(), "--env: 'NOEQUALS' is not K=V; use --env NAME=value");
+  kv = ParseEnvAssignment("=value");
+  ASSERT_FALSE(kv.ok());
+  EXPECT_THAT(kv.status().message(), HasSubstr("--env: '=value' has an empty name"));
+}
+
+TEST(BuildAttemptEnvTest, SetsGpuAndJobVariablesOverridingTheJobs) {
+  JobSpec spec;
+  spec.env = {{"PATH", "/usr/bin"},
+              {"CUDA_VISIBLE_DEVICES", "7"},
+              {"HOME", "/home/ada"},
+              {"TRAINQ_JOB_ID", "999"}};
+  auto env = BuildAttemptEnv(spec, {.job = 42,
+                                    .attempt = 2,
+                                    .gpu_indices = {3, 1},
+                                    .gpu_uuids = {"GPU-aaa", "GPU-bbb"}});
+  EXPECT_THAT(env, ElementsAre(Pair("PATH", "/usr/bin"), Pair("CUDA_VISIBLE_DEVICES", "3,1"),
+                               Pair("HOME", "/home/ada"), Pair("TRAINQ_JOB_ID", "42"),
+                               Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_ATTEMPT", "2"),
+                               Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb")));
+}
+
+TEST(BuildAttemptEnvTest, CpuJobsSeeNoGpusAndLaterEnvEntriesWin) {
+  JobSpec spec;
+  spec.env = {{"A", "1"}, {"B", "2"}, {"A", "3"}};
+  auto env = BuildAttemptEnv(spec, {.job = 1, .attempt = 1, .gpu_indices = {}, .gpu_uuids = {}});
+  EXPECT_THAT(env, ElementsAre(Pair("A", "3"), Pair("B", "2"), Pair("CUDA_VISIBLE_DEVICES", ""),
+                               Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_JOB_ID", "1"),
+                               Pair("TRAINQ_ATTEMPT", "1"), Pair("TRAINQ_GPUS", "")));
+}
+
+TEST(DefaultJobNameTest, PrefersTheScriptOverTheInterpreter) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"python", "train.py", "--lr", "3e-4"}, "train.py"},
+      {{"torchrun", "--nproc_per_node", "8", "/src/exp/pretrain.py"}, "pretrain.py"},
+      {{"bash", "scripts/run.sh"}, "run.sh"},
+      {{"/opt/bin/my-trainer", "--epochs", "3"}, "my-trainer"},
+      {{"python", "-c", "print(1)"}, "python"},
+      {{"python", "--config=x.py"}, "python"},
+      {{"./a\nb"}, "a?b"},
+      {{}, ""},
+  };
+  for (const auto& [command, name] : cases) EXPECT_EQ(DefaultJobName(command), name);
+}
+
+TEST(DefaultJobNameTest, TruncatesLongNamesOnACharacterBoundary) {
+  std::string name = DefaultJobName({std::string(199, 'x') + "é.py"});
+  EXPECT_EQ(name, std::string(199, 'x'));  // the 2-byte é would straddle byte 200
+  EXPECT_EQ(DefaultJobName({std::string(300, 'y')}), std::string(200, 'y'));
+}
+
+}  // namespace
+}  // namespace trainq

@@ -1,0 +1,46 @@
+#include "src/core/state_machine.h"
+
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace trainq {
+namespace {
+
+using S = JobState;
+
+constexpr S kAll[] = {S::kQueued,    S::kBlocked, S::kStarting, S::kRunning,
+                      S::kSucceeded, S::kFailed,  S::kCancelled};
+
+// DESIGN.md section 2, written out pair by pair; every pair not listed is refused.
+const std::set<std::pair<S, S>> kAllowed = {
+    {S::kQueued, S::kStarting},     {S::kQueued, S::kCancelled},    {S::kQueued, S::kBlocked},
+    {S::kBlocked, S::kQueued},      {S::kBlocked, S::kCancelled},   {S::kStarting, S::kRunning},
+    {S::kStarting, S::kSucceeded},  {S::kStarting, S::kFailed},     {S::kStarting, S::kCancelled},
+    {S::kStarting, S::kQueued},     {S::kRunning, S::kSucceeded},   {S::kRunning, S::kFailed},
+    {S::kRunning, S::kCancelled},   {S::kRunning, S::kQueued},      {S::kSucceeded, S::kQueued},
+    {S::kFailed, S::kQueued},       {S::kCancelled, S::kQueued},
+};
+
+TEST(StateMachineTest, EveryPairMatchesTheDesign) {
+  int allowed = 0;
+  for (S from : kAll) {
+    for (S to : kAll) {
+      bool want = kAllowed.count({from, to}) == 1;
+      EXPECT_EQ(TransitionAllowed(from, to), want) << StateName(from) << " -> " << StateName(to);
+      allowed += want ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(allowed, 17);
+}
+
+TEST(StateMachineTest, CheckTransitionExplainsARefusal) {
+  EXPECT_TRUE(CheckTransition(S::kQueued, S::kStarting).ok());
+  Status st = CheckTransition(S::kSucceeded, S::kRunning);
+  EXPECT_EQ(st.code(), Code::kConflict);
+  EXPECT_EQ(st.message(), "job is succeeded; it cannot become running");
+}
+
+}  // namespace
+}  // namespace trainq

@@ -1,0 +1,256 @@
+// The agent role: starts the attempts placed on this node, watches their shims through
+// pidfds, reports exits, and re-adopts live shims after a restart (DESIGN.md section 4).
+#include <csignal>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "src/core/spec.h"
+#include "src/daemon/daemon_impl.h"
+#include "src/daemon/outcome.h"
+#include "src/os/process.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
+
+namespace trainq {
+
+namespace {
+
+LiveAttempt FromAttempt(const Job& job, const Attempt& a) {
+  LiveAttempt live;
+  live.job = job.id;
+  live.n = a.n;
+  live.pid = a.pid;
+  live.start_ticks = a.pid_start_ticks;
+  live.gpu_indices = a.gpu_indices;
+  live.gpu_uuids = a.gpu_uuids;
+  live.reserved_bytes = a.reserved_bytes;
+  live.exclusive = job.spec.exclusive();
+  live.cpus = a.cpus;
+  live.started_at = a.started_at;
+  live.run_dir = a.run_dir;
+  live.log_path = a.log_path;
+  live.peak_bytes = a.peak_mem_bytes;
+  return live;
+}
+
+// Waits briefly for a shim that holds its lock but has not written shim.json yet.
+Result<ShimRecord> AwaitShimRecord(const std::string& run_dir) {
+  for (int i = 0; i < 200; ++i) {
+    Result<ShimRecord> rec = ReadShimRecord(run_dir);
+    if (rec.ok() || rec.status().code() != Code::kNotFound) return rec;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Status::Unavailable("shim holds its lock but wrote no shim.json in " + run_dir);
+}
+
+}  // namespace
+
+Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
+  int n = job.attempt + 1;
+  Placement p;
+  p.node = d.node;
+  p.gpu_indices = d.gpu_indices;
+  for (int index : d.gpu_indices) {
+    for (const GpuInfo& g : snapshot_->gpus) {
+      if (g.index == index) p.gpu_uuids.push_back(g.uuid);
+    }
+  }
+  p.reserved_bytes = d.reserved_bytes;
+  p.cpus = d.cpus;
+  p.run_dir = fmt::format("{}/{}/{}", options_.paths.runs, job.id, n);
+  p.log_path = LogPath(p.run_dir);
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(p.run_dir));
+  RunSpec spec;
+  spec.command = job.spec.command;
+  spec.cwd = job.spec.cwd;
+  spec.env = BuildAttemptEnv(job.spec, {job.id, n, p.gpu_indices, p.gpu_uuids});
+  spec.log_path = p.log_path;
+  spec.grace_ms = config_.grace_ms;
+  TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
+  UnixMs now = clock_.Now();
+  // Recorded as starting before the shim exists: a crash from here on is seen on restart.
+  TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, now));
+
+  Result<SpawnedShim> shim = SpawnShim(self_exe_, p.run_dir, daemon_log_fd_.get());
+  if (!shim.ok()) {
+    AttemptEnd end;
+    end.ended_at = clock_.Now();
+    end.end_reason = end.job_reason = "could not start the shim: " + shim.status().message();
+    return store_->FinishAttempt(job.id, n, end);
+  }
+  TRAINQ_RETURN_IF_ERROR(store_->MarkRunning(job.id, n, shim->pid, shim->start_ticks, now));
+  Job started = job;
+  started.attempt = n;
+  Attempt a;
+  a.n = n;
+  a.gpu_indices = p.gpu_indices;
+  a.gpu_uuids = p.gpu_uuids;
+  a.reserved_bytes = p.reserved_bytes;
+  a.cpus = p.cpus;
+  a.run_dir = p.run_dir;
+  a.log_path = p.log_path;
+  a.started_at = now;
+  a.pid = shim->pid;
+  a.pid_start_ticks = shim->start_ticks;
+  LiveAttempt live = FromAttempt(started, a);
+  live.pidfd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, shim->pidfd.Release());
+  auto [it, inserted] = live_.insert_or_assign(job.id, std::move(live));
+  Watch(it->second);
+  spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}])", job.id, n, shim->pid,
+               fmt::join(p.gpu_indices, ","));
+  return Status::Ok();
+}
+
+void DaemonImpl::Watch(LiveAttempt& live) {
+  JobId id = live.job;
+  live.pidfd->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                         [this, id](const boost::system::error_code& ec) {
+                           if (!ec && !stopping_) OnShimExit(id);
+                         });
+}
+
+void DaemonImpl::OnShimExit(JobId id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  LiveAttempt& live = it->second;
+  ReapIfChild(live.pid);
+  Result<Job> job = store_->Get(id);
+  OutcomeInput in;
+  Result<ExitRecord> rec = ReadExitRecord(live.run_dir);
+  if (rec.ok()) in.record = *rec;
+  Result<std::string> tail = ReadFileTail(live.log_path, config_.log_tail_bytes);
+  if (tail.ok()) in.log_tail = std::move(*tail);
+  in.oom_patterns = config_.oom_patterns;
+  if (job.ok()) {
+    for (const Attempt& a : job->attempts) in.oom_retries_used += a.n != live.n && a.oom ? 1 : 0;
+    in.retries_allowed = job->spec.retries;
+  }
+  in.backoff_ms = config_.oom_backoff_ms;
+  in.backoff_max_ms = config_.oom_backoff_max_ms;
+  in.now = clock_.Now();
+  AttemptEnd end = DecideOutcome(in);
+  if (Status st = store_->FinishAttempt(id, live.n, end); !st.ok()) {
+    spdlog::error("job {} attempt {}: recording its end failed: {}", id, live.n, st.message());
+  } else {
+    spdlog::info("job {} attempt {} ended: {} -> {}", id, live.n, end.end_reason,
+                 StateName(end.job_state));
+  }
+  live_.erase(it);
+  RequestSchedule();
+}
+
+void DaemonImpl::RecoverAttempts() {
+  ListQuery query;
+  query.states = {JobState::kStarting, JobState::kRunning};
+  query.with_attempts = true;
+  Result<std::vector<Job>> active = store_->List(query);
+  if (!active.ok()) {
+    spdlog::error("recovery: {}", active.status().message());
+    return;
+  }
+  for (const Job& job : *active) {
+    const Attempt* a = job.current();
+    if (!a || a->node != node_) continue;
+    RecoverOne(job, *a);
+  }
+}
+
+void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
+  LiveAttempt live = FromAttempt(job, a);
+  // Lock first, exit record second: a shim writes exit.json before it lets go of its lock.
+  if (RunDirLocked(a.run_dir)) {
+    Result<ShimRecord> rec = AwaitShimRecord(a.run_dir);
+    Result<UniqueFd> fd = rec.ok() ? OpenPidfd(rec->pid) : Result<UniqueFd>(rec.status());
+    if (fd.ok() && ProcessAlive(rec->pid, rec->start_ticks)) {
+      live.pid = rec->pid;
+      live.start_ticks = rec->start_ticks;
+      if (job.state == JobState::kStarting) {
+        Status st = store_->MarkRunning(job.id, a.n, rec->pid, rec->start_ticks, clock_.Now());
+        if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
+      }
+      live.pidfd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd->Release());
+      auto [it, inserted] = live_.insert_or_assign(job.id, std::move(live));
+      Watch(it->second);
+      spdlog::info("job {} attempt {}: re-adopted shim pid {}", job.id, a.n, rec->pid);
+      return;
+    }
+  }
+  if (!FileExists(ExitPath(a.run_dir)) && !FileExists(ShimPath(a.run_dir))) {
+    // The daemon died between recording the attempt and starting its shim: nothing ran.
+    AttemptEnd end;
+    end.ended_at = clock_.Now();
+    end.end_reason = "the daemon stopped before this attempt started";
+    end.job_state = JobState::kQueued;
+    end.job_reason = "requeued: " + end.end_reason;
+    Status st = store_->FinishAttempt(job.id, a.n, end);
+    if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
+    return;
+  }
+  // The shim ended while the daemon was away: collect its record like a live exit.
+  live_.insert_or_assign(job.id, std::move(live));
+  OnShimExit(job.id);
+}
+
+Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
+  if (IsWaiting(job.state)) {
+    TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user, clock_.Now()));
+    *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
+    RequestSchedule();
+    return Status::Ok();
+  }
+  if (IsDone(job.state)) {
+    return Status::Conflict(fmt::format("job {} already ended ({}); nothing to cancel", job.id,
+                                        StateName(job.state)));
+  }
+  auto it = live_.find(job.id);
+  if (it == live_.end()) return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
+  it->second.cancel_requested = true;
+  TRAINQ_RETURN_IF_ERROR(SendSignal(it->second.pid, SIGTERM));
+  *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {} ms)",
+                         job.id, config_.grace_ms);
+  return Status::Ok();
+}
+
+void DaemonImpl::AttributeUsage() {
+  pid_owner_.clear();
+  for (auto& [id, live] : live_) {
+    live.used_by_gpu.clear();
+    live.usage_known = false;
+  }
+  if (!snapshot_ || live_.empty()) return;
+  bool any_process = false;
+  for (const GpuInfo& g : snapshot_->gpus) any_process = any_process || !g.processes.empty();
+  std::map<int64_t, int64_t> parent;
+  if (any_process) {
+    for (const ProcStat& p : ScanProcesses()) parent[p.pid] = p.ppid;
+  }
+  std::map<int64_t, JobId> shim_of;
+  for (const auto& [id, live] : live_) shim_of[live.pid] = id;
+  for (const GpuInfo& g : snapshot_->gpus) {
+    for (const GpuProcess& proc : g.processes) {
+      // Walk up to a shim: shims are subreapers, so every job process stays below one.
+      int64_t pid = proc.pid;
+      for (int depth = 0; depth < 64 && pid > 1 && !shim_of.count(pid); ++depth) {
+        auto p = parent.find(pid);
+        pid = p == parent.end() ? 0 : p->second;
+      }
+      auto owner = shim_of.find(pid);
+      if (owner == shim_of.end()) continue;
+      pid_owner_[proc.pid] = owner->second;
+      live_[owner->second].used_by_gpu[g.index] += proc.used_bytes;
+    }
+  }
+  for (auto& [id, live] : live_) {
+    uint64_t total = 0;
+    for (auto& [gpu, bytes] : live.used_by_gpu) total += bytes;
+    if (total > live.peak_bytes) {
+      live.peak_bytes = total;
+      Status st = store_->RecordPeak(id, live.n, total);
+      if (!st.ok()) spdlog::warn("job {}: recording peak memory: {}", id, st.message());
+    }
+  }
+}
+
+}  // namespace trainq

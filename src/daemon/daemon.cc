@@ -1,0 +1,134 @@
+#include "src/daemon/daemon.h"
+
+#include <csignal>
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "src/core/oom.h"
+#include "src/daemon/daemon_impl.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
+
+namespace trainq {
+
+DaemonImpl::DaemonImpl(DaemonOptions options, Config config, std::unique_ptr<Store> store,
+                       ProbeChoice probe, std::string self_exe)
+    : options_(std::move(options)),
+      config_(std::move(config)),
+      store_(std::move(store)),
+      probe_(std::move(probe)),
+      self_exe_(std::move(self_exe)) {
+  node_ = config_.node_name.empty() ? HostName() : config_.node_name;
+  cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
+}
+
+Status DaemonImpl::Start() {
+  Result<UniqueFd> log = OpenAppend(options_.paths.log);
+  if (log.ok()) daemon_log_fd_ = std::move(*log);
+  server_ = std::make_unique<HttpServer>(
+      io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
+      config_.max_request_bytes);
+  SampleGpus();
+  RecoverAttempts();
+  TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping; running jobs keep running", sig);
+    RequestStop();
+  });
+  ArmSampleTimer();
+  RequestSchedule();
+  spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
+               options_.paths.socket, node_, cpu_slots_, probe_.probe->Describe());
+  return Status::Ok();
+}
+
+void DaemonImpl::RequestStop() {
+  if (stopping_) return;
+  stopping_ = true;
+  // Running shims are in their own sessions: they outlive the daemon, which re-adopts them.
+  server_->Close();
+  ::unlink(options_.paths.socket.c_str());
+  signals_.cancel();
+  sample_timer_.cancel();
+  wakeup_timer_.cancel();
+  for (auto& [id, live] : live_) {
+    if (live.pidfd) live.pidfd->cancel();
+  }
+  io_.stop();
+}
+
+void DaemonImpl::ArmSampleTimer() {
+  sample_timer_.expires_after(std::chrono::milliseconds(config_.sample_interval_ms));
+  sample_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    SampleGpus();
+    if (waiting_jobs_ > 0) RequestSchedule();
+    ArmSampleTimer();
+  });
+}
+
+void DaemonImpl::SampleGpus() {
+  Result<GpuSnapshot> snap = probe_.probe->Sample();
+  if (!snap.ok()) {
+    // Keep the last good snapshot: a half-written simulated file or a passing NVML error
+    // must not make the GPUs vanish.
+    spdlog::warn("GPU sample failed: {}", snap.status().message());
+    return;
+  }
+  snapshot_ = std::move(*snap);
+  AttributeUsage();
+}
+
+namespace {
+
+Result<Config> LoadDaemonConfig(const StatePaths& paths) {
+  Result<Config> config = LoadConfig(paths.config);
+  if (!config.ok()) return config;
+  std::string fake = GetEnv("TRAINQ_FAKE_GPUS");
+  if (!fake.empty()) config->fake_gpus = fake;
+  if (!config->fake_gpus.empty() && config->fake_gpus[0] != '/') {
+    config->fake_gpus = CurrentDirectory() + "/" + config->fake_gpus;
+  }
+  for (const std::string& p : DefaultOomPatterns()) config->oom_patterns.push_back(p);
+  return config;
+}
+
+int Fail(const Status& st) {
+  spdlog::error("{}", st.message());
+  return ExitCodeFor(st.code());
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& options) {
+  spdlog::set_default_logger(spdlog::stderr_logger_st("trainq"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  std::signal(SIGPIPE, SIG_IGN);
+  const StatePaths& paths = options.paths;
+  if (Status st = MakeDirs(paths.runs); !st.ok()) return Fail(st);
+  Result<UniqueFd> lock = LockFile(paths.lock);
+  if (!lock.ok()) {
+    return Fail(Status::Conflict("a trainq daemon already runs for " + paths.state_dir));
+  }
+  Result<Config> config = LoadDaemonConfig(paths);
+  if (!config.ok()) return Fail(config.status());
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(paths.db);
+  if (!store.ok()) return Fail(store.status());
+  Result<ProbeChoice> probe = ChooseGpuProbe(config->fake_gpus, config->nvml_library);
+  if (!probe.ok()) return Fail(probe.status());
+  if (!probe->note.empty()) spdlog::warn("{}", probe->note);
+  Result<std::string> self = SelfExecutable();
+  if (!self.ok()) return Fail(self.status());
+
+  DaemonImpl daemon(options, std::move(*config), std::move(*store), std::move(*probe), *self);
+  if (Status st = daemon.Start(); !st.ok()) return Fail(st);
+  daemon.Run();
+  spdlog::info("daemon stopped");
+  return 0;
+}
+
+}  // namespace trainq

@@ -1,0 +1,110 @@
+// The daemon's insides, shared by daemon.cc (loop, sampling), agent.cc (attempts),
+// scheduler.cc (placement passes) and routes.cc (the API). Everything runs on the one
+// event-loop thread: no locks.
+#pragma once
+
+#include "src/api/asio.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/api/http.h"
+#include "src/core/placement.h"
+#include "src/daemon/config.h"
+#include "src/daemon/daemon.h"
+#include "src/os/clock.h"
+#include "src/os/fd.h"
+#include "src/os/gpu/gpu_probe.h"
+#include "src/store/store.h"
+
+namespace trainq {
+
+// An attempt this daemon runs (or re-adopted), with what the GPU samples say of it.
+struct LiveAttempt {
+  JobId job = 0;
+  int n = 0;
+  int64_t pid = 0;
+  uint64_t start_ticks = 0;
+  std::vector<int> gpu_indices;
+  std::vector<std::string> gpu_uuids;
+  uint64_t reserved_bytes = 0;
+  bool exclusive = false;
+  int cpus = 0;
+  UnixMs started_at = 0;
+  std::string run_dir;
+  std::string log_path;
+  bool cancel_requested = false;
+  std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
+  bool usage_known = false;
+  uint64_t peak_bytes = 0;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> pidfd;
+};
+
+struct PendingSubmit {
+  std::vector<JobSpec> specs;
+  Responder respond;
+};
+
+class DaemonImpl {
+ public:
+  DaemonImpl(DaemonOptions options, Config config, std::unique_ptr<Store> store,
+             ProbeChoice probe, std::string self_exe);
+  Status Start();
+  void Run() { io_.run(); }
+
+  // daemon.cc
+  void RequestStop();
+  void SampleGpus();
+  void ArmSampleTimer();
+
+  // scheduler.cc
+  void RequestSchedule();
+  void SchedulePass();
+  std::vector<NodeState> BuildNodes() const;
+  int MaxGpusPerNodeNow() const;
+  void ArmWakeup(const std::vector<Job>& waiting, UnixMs now);
+
+  // agent.cc
+  void RecoverAttempts();
+  void RecoverOne(const Job& job, const Attempt& attempt);
+  Status StartAttempt(const Job& job, const StartDecision& decision);
+  void Watch(LiveAttempt& live);
+  void OnShimExit(JobId job);
+  Status CancelJob(const Job& job, std::string* message);
+  void AttributeUsage();
+
+  // routes.cc
+  void Handle(HttpRequest request, Responder respond);
+  void FlushSubmits();
+
+  boost::asio::io_context io_;
+  DaemonOptions options_;
+  Config config_;
+  std::unique_ptr<Store> store_;
+  ProbeChoice probe_;
+  std::string self_exe_;
+  SystemClock clock_;
+  std::string node_;
+  int cpu_slots_ = 1;
+  UniqueFd daemon_log_fd_;
+
+  std::unique_ptr<HttpServer> server_;
+  boost::asio::signal_set signals_{io_};
+  boost::asio::steady_timer sample_timer_{io_};
+  boost::asio::steady_timer wakeup_timer_{io_};
+  std::optional<GpuSnapshot> snapshot_;
+  std::map<JobId, LiveAttempt> live_;
+  std::map<JobId, std::string> written_reasons_;
+  std::map<int64_t, JobId> pid_owner_;  // GPU process pid -> the attempt it belongs to
+  std::vector<PendingSubmit> pending_submits_;
+  bool flush_posted_ = false;
+  bool schedule_posted_ = false;
+  bool stopping_ = false;
+  int64_t waiting_jobs_ = 0;
+};
+
+}  // namespace trainq

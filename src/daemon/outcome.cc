@@ -1,0 +1,90 @@
+#include "src/daemon/outcome.h"
+
+#include <csignal>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "src/core/duration.h"
+#include "src/core/oom.h"
+
+namespace trainq {
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+namespace {
+
+AttemptEnd Ended(JobState state, UnixMs now, std::string reason) {
+  AttemptEnd end;
+  end.attempt_state = state;
+  end.job_state = state;
+  end.ended_at = now;
+  end.end_reason = reason;
+  end.job_reason = std::move(reason);
+  return end;
+}
+
+AttemptEnd OutOfMemory(const OutcomeInput& in, const ExitRecord& rec, const std::string& match,
+                       std::string failure) {
+  int retry = in.oom_retries_used + 1;
+  AttemptEnd end = Ended(JobState::kFailed, in.now, "");
+  end.exit_code = rec.exit_code;
+  end.signal = rec.signal;
+  end.oom = true;
+  if (retry > in.retries_allowed) {
+    end.end_reason = fmt::format("out of memory ({}), {}", match, failure);
+    end.job_reason = fmt::format("out of memory ({}); no retries left (--retries {})", match,
+                                 in.retries_allowed);
+    return end;
+  }
+  int64_t wait = OomBackoffMs(retry, in.backoff_ms, in.backoff_max_ms);
+  end.job_state = JobState::kQueued;
+  end.not_before = in.now + wait;
+  end.end_reason = fmt::format("out of memory ({}), {}", match, failure);
+  end.job_reason = fmt::format("out of memory ({}) on attempt {}: retry {} of {} after {}", match,
+                               retry, retry, in.retries_allowed, FormatDuration(wait));
+  return end;
+}
+
+}  // namespace
+
+AttemptEnd DecideOutcome(const OutcomeInput& in) {
+  if (!in.record) {
+    return Ended(JobState::kFailed, in.now, "the job's supervisor (shim) died without an exit record");
+  }
+  const ExitRecord& rec = *in.record;
+  UnixMs ended = rec.ended_at ? rec.ended_at : in.now;
+  if (rec.spawn_failed) {
+    AttemptEnd end = Ended(JobState::kFailed, ended, "could not start: " + rec.error);
+    end.exit_code = rec.exit_code;
+    return end;
+  }
+  if (rec.cancelled) {
+    AttemptEnd end = Ended(JobState::kCancelled, ended, "cancelled");
+    end.exit_code = rec.exit_code;
+    end.signal = rec.signal;
+    return end;
+  }
+  if (rec.exit_code && *rec.exit_code == 0) {
+    AttemptEnd end = Ended(JobState::kSucceeded, ended, "exit code 0");
+    end.exit_code = 0;
+    return end;
+  }
+  std::string failure = rec.signal ? "killed by " + SignalName(*rec.signal)
+                                   : fmt::format("exit code {}", rec.exit_code.value_or(-1));
+  std::string match = MatchOom(in.log_tail, in.oom_patterns);
+  if (!match.empty()) {
+    OutcomeInput at = in;
+    at.now = ended;
+    return OutOfMemory(at, rec, match, failure);
+  }
+  AttemptEnd end = Ended(JobState::kFailed, ended, failure);
+  end.exit_code = rec.exit_code;
+  end.signal = rec.signal;
+  return end;
+}
+
+}  // namespace trainq

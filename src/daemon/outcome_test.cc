@@ -1,0 +1,110 @@
+#include "src/daemon/outcome.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/core/oom.h"
+
+namespace trainq {
+namespace {
+
+using ::testing::HasSubstr;
+
+OutcomeInput Exited(std::optional<int> code, std::optional<int> sig = std::nullopt) {
+  OutcomeInput in;
+  ExitRecord rec;
+  rec.exit_code = code;
+  rec.signal = sig;
+  rec.ended_at = 5000;
+  in.record = rec;
+  in.oom_patterns = DefaultOomPatterns();
+  in.now = 6000;
+  return in;
+}
+
+const char kTorchOom[] =
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 79.10 GiB of which 1.19 GiB is free.\n";
+
+TEST(OutcomeTest, ExitZeroSucceeds) {
+  AttemptEnd e = DecideOutcome(Exited(0));
+  EXPECT_EQ(e.job_state, JobState::kSucceeded);
+  EXPECT_EQ(e.attempt_state, JobState::kSucceeded);
+  EXPECT_EQ(e.exit_code, 0);
+  EXPECT_EQ(e.ended_at, 5000);
+}
+
+TEST(OutcomeTest, NonZeroExitFails) {
+  AttemptEnd e = DecideOutcome(Exited(3));
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_EQ(e.exit_code, 3);
+  EXPECT_FALSE(e.oom);
+  EXPECT_EQ(e.job_reason, "exit code 3");
+}
+
+TEST(OutcomeTest, SignalIsNamed) {
+  AttemptEnd e = DecideOutcome(Exited(std::nullopt, 9));
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_EQ(e.signal, 9);
+  EXPECT_FALSE(e.exit_code.has_value());
+  EXPECT_THAT(e.job_reason, HasSubstr("SIGKILL"));
+}
+
+TEST(OutcomeTest, OomIsRetriedAfterBackoff) {
+  OutcomeInput in = Exited(1);
+  in.log_tail = std::string("epoch 1\n") + kTorchOom;
+  in.oom_retries_used = 1;
+  in.retries_allowed = 3;
+  in.backoff_ms = 30000;
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_TRUE(e.oom);
+  EXPECT_EQ(e.attempt_state, JobState::kFailed);
+  EXPECT_EQ(e.job_state, JobState::kQueued);
+  EXPECT_EQ(e.not_before, 5000 + 60000);  // second retry: 30 s doubled
+  EXPECT_THAT(e.job_reason, HasSubstr("retry 2 of 3"));
+}
+
+TEST(OutcomeTest, OomWithoutRetriesLeftFails) {
+  OutcomeInput in = Exited(1);
+  in.log_tail = kTorchOom;
+  in.oom_retries_used = 3;
+  in.retries_allowed = 3;
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_TRUE(e.oom);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_THAT(e.job_reason, HasSubstr("no retries left"));
+}
+
+TEST(OutcomeTest, OomTextInASuccessfulRunIsIgnored) {
+  OutcomeInput in = Exited(0);
+  in.log_tail = kTorchOom;  // caught and handled by the job itself
+  EXPECT_EQ(DecideOutcome(in).job_state, JobState::kSucceeded);
+}
+
+TEST(OutcomeTest, CancelledWins) {
+  OutcomeInput in = Exited(std::nullopt, 15);
+  in.record->cancelled = true;
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kCancelled);
+  EXPECT_EQ(e.attempt_state, JobState::kCancelled);
+}
+
+TEST(OutcomeTest, SpawnFailureFailsWithTheError) {
+  OutcomeInput in = Exited(127);
+  in.record->spawn_failed = true;
+  in.record->error = "cannot run 'trian.py': No such file or directory";
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_THAT(e.job_reason, HasSubstr("No such file"));
+}
+
+TEST(OutcomeTest, MissingRecordFails) {
+  OutcomeInput in = Exited(0);
+  in.record.reset();
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_THAT(e.job_reason, HasSubstr("without an exit record"));
+}
+
+}  // namespace
+}  // namespace trainq

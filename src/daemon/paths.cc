@@ -1,0 +1,48 @@
+#include "src/daemon/paths.h"
+
+#include <sys/un.h>
+
+#include <filesystem>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "src/os/system.h"
+
+namespace trainq {
+
+std::string DefaultStateDir() {
+  std::string xdg = GetEnv("XDG_STATE_HOME");
+  if (!xdg.empty()) return xdg + "/trainq";
+  std::string home = GetEnv("HOME");
+  if (home.empty()) home = "/tmp";
+  return home + "/.local/state/trainq";
+}
+
+StatePaths ResolveStatePaths(const std::string& flag) {
+  std::string dir = flag;
+  if (dir.empty()) dir = GetEnv("TRAINQ_STATE_DIR");
+  if (dir.empty()) dir = DefaultStateDir();
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(dir, ec);
+  if (!ec) dir = abs.lexically_normal().string();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+
+  StatePaths p;
+  p.state_dir = dir;
+  p.db = dir + "/trainq.db";
+  p.runs = dir + "/runs";
+  p.lock = dir + "/daemon.lock";
+  p.log = dir + "/daemon.log";
+  p.config = dir + "/config.toml";
+  p.socket = dir + "/trainq.sock";
+  if (p.socket.size() >= sizeof(sockaddr_un::sun_path)) {
+    // Unix socket paths are limited to 107 bytes: use the runtime dir, keyed by the state dir.
+    std::string runtime = GetEnv("XDG_RUNTIME_DIR");
+    if (runtime.empty()) runtime = "/tmp";
+    p.socket = fmt::format("{}/trainq-{:016x}.sock", runtime, std::hash<std::string>{}(dir));
+  }
+  return p;
+}
+
+}  // namespace trainq

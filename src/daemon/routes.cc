@@ -1,0 +1,287 @@
+// The HTTP API (DESIGN.md section 7), one table of routes. Bodies are JSON; errors are
+// {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
+#include <charconv>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "src/core/json_codec.h"
+#include "src/core/placement.h"
+#include "src/core/spec.h"
+#include "src/daemon/daemon_impl.h"
+#include "src/os/system.h"
+
+namespace trainq {
+
+using json = nlohmann::json;
+
+namespace {
+
+HttpResponse Json(int status, const json& body) { return {status, DumpJson(body), "application/json"}; }
+
+std::optional<JobId> ParseId(std::string_view text) {
+  JobId id = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || ptr != text.data() + text.size() || id <= 0) return std::nullopt;
+  return id;
+}
+
+// "/v1/jobs/12/cancel" -> (12, "cancel"); "/v1/jobs/12" -> (12, "").
+std::optional<std::pair<std::string, std::string>> SplitJobPath(const std::string& path) {
+  static const std::string kPrefix = "/v1/jobs/";
+  if (path.rfind(kPrefix, 0) != 0) return std::nullopt;
+  std::string rest = path.substr(kPrefix.size());
+  size_t slash = rest.find('/');
+  if (slash == std::string::npos) return std::make_pair(rest, std::string());
+  return std::make_pair(rest.substr(0, slash), rest.substr(slash + 1));
+}
+
+}  // namespace
+
+struct RouteContext {
+  DaemonImpl& d;
+  HttpRequest& req;
+  Responder& respond;
+};
+
+namespace {
+
+void Submit(RouteContext& c);
+void ListJobs(RouteContext& c);
+void Gpus(RouteContext& c);
+void StatusRoute(RouteContext& c);
+void StopRoute(RouteContext& c);
+void JobRoute(RouteContext& c);
+
+struct Route {
+  const char* method;
+  const char* path;  // exact, or a prefix when it ends in '/'
+  void (*handle)(RouteContext&);
+};
+
+constexpr Route kRoutes[] = {
+    {"POST", "/v1/jobs", Submit},         {"GET", "/v1/jobs", ListJobs},
+    {"GET", "/v1/gpus", Gpus},            {"GET", "/v1/status", StatusRoute},
+    {"POST", "/v1/daemon/stop", StopRoute}, {"GET", "/v1/jobs/", JobRoute},
+    {"POST", "/v1/jobs/", JobRoute},
+};
+
+bool Matches(const Route& r, const HttpRequest& req) {
+  std::string_view path = r.path;
+  if (path.back() == '/') return req.path.rfind(path, 0) == 0 && req.method == r.method;
+  return req.path == path && req.method == r.method;
+}
+
+Result<std::vector<JobSpec>> ParseSubmitBody(const std::string& body) {
+  json doc = json::parse(body, nullptr, false);
+  if (doc.is_discarded()) return Status::Invalid("request body is not valid JSON");
+  if (!doc.is_object()) return Status::Invalid("request body must be a JSON object");
+  std::vector<JobSpec> specs;
+  if (!doc.contains("jobs")) {
+    Result<JobSpec> spec = SpecFromJson(doc);
+    if (!spec.ok()) return spec.status();
+    specs.push_back(std::move(*spec));
+    return specs;
+  }
+  const json& jobs = doc["jobs"];
+  if (!jobs.is_array() || jobs.empty() || doc.size() != 1) {
+    return Status::Invalid("jobs: expected a non-empty array of job objects and nothing else");
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Result<JobSpec> spec = SpecFromJson(jobs[i]);
+    if (!spec.ok()) return Status::Invalid(fmt::format("jobs[{}]: {}", i, spec.status().message()));
+    specs.push_back(std::move(*spec));
+  }
+  return specs;
+}
+
+void Submit(RouteContext& c) {
+  Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
+  if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
+  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_};
+  std::string user = UserName(c.req.peer_uid);
+  for (size_t i = 0; i < specs->size(); ++i) {
+    JobSpec& spec = (*specs)[i];
+    spec.user = user;
+    if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
+    Status st = ToStatus(ValidateSpec(spec, limits, IsDirectory(spec.cwd)));
+    if (!st.ok()) {
+      std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
+      return c.respond(ErrorResponse(Status::Invalid(where + st.message())));
+    }
+  }
+  c.d.pending_submits_.push_back({std::move(*specs), std::move(c.respond)});
+  if (!c.d.flush_posted_) {
+    // Submits that arrive in the same loop turn share one transaction (group commit).
+    c.d.flush_posted_ = true;
+    boost::asio::post(c.d.io_, [&d = c.d] { d.FlushSubmits(); });
+  }
+}
+
+std::vector<JobState> StatesFor(const HttpRequest& req, Status* error) {
+  auto it = req.query.find("state");
+  if (it != req.query.end() && !it->second.empty()) {
+    std::vector<JobState> states;
+    std::string_view rest = it->second;
+    while (!rest.empty()) {
+      size_t comma = rest.find(',');
+      std::string_view name = rest.substr(0, comma);
+      std::optional<JobState> s = ParseState(name);
+      if (!s) {
+        *error = Status::Invalid(fmt::format(
+            "state: '{}' is not a state; use queued, blocked, starting, running, succeeded, "
+            "failed or cancelled",
+            name));
+        return {};
+      }
+      states.push_back(*s);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    return states;
+  }
+  if (req.query.count("all")) return {};
+  return {JobState::kQueued, JobState::kBlocked, JobState::kStarting, JobState::kRunning};
+}
+
+void ListJobs(RouteContext& c) {
+  Status error;
+  ListQuery q;
+  q.states = StatesFor(c.req, &error);
+  if (!error.ok()) return c.respond(ErrorResponse(error));
+  q.with_attempts = true;
+  if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
+    std::optional<JobId> n = ParseId(it->second);
+    if (!n) return c.respond(ErrorResponse(Status::Invalid("limit: expected a positive integer")));
+    q.limit = static_cast<int>(std::min<JobId>(*n, 1 << 30));
+  }
+  if (auto it = c.req.query.find("after"); it != c.req.query.end()) {
+    std::optional<JobId> n = ParseId(it->second);
+    if (!n) return c.respond(ErrorResponse(Status::Invalid("after: expected a job id")));
+    q.after_id = *n;
+  }
+  Result<std::vector<Job>> jobs = c.d.store_->List(q);
+  if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
+  json out = json::array();
+  for (const Job& job : *jobs) out.push_back(JobToJson(job));
+  c.respond(Json(200, {{"jobs", std::move(out)}}));
+}
+
+json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
+  PolicyConfig policy{d.config_.headroom_bytes, d.config_.ramp_up_ms};
+  uint64_t reserved = 0;
+  json attempts = json::array();
+  for (const Holding& h : state.holdings) {
+    uint64_t used = h.used_now.value_or(0);
+    reserved += h.reserved_bytes > used ? h.reserved_bytes - used : 0;
+    const LiveAttempt& live = d.live_.at(h.job);
+    attempts.push_back({{"job", h.job}, {"attempt", live.n}, {"reserved_bytes", h.reserved_bytes},
+                        {"used_bytes", h.used_now ? json(*h.used_now) : json(nullptr)},
+                        {"exclusive", h.exclusive}});
+  }
+  json others = json::array();
+  for (const GpuProcess& p : info.processes) {
+    if (!d.pid_owner_.count(p.pid)) others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
+  }
+  return {{"index", info.index}, {"uuid", info.uuid}, {"name", info.name},
+          {"memory_total", info.total_bytes}, {"memory_used", info.used_bytes},
+          {"memory_free", info.free_bytes}, {"memory_reserved", reserved},
+          {"memory_usable", UsableBytes(state, policy, now)},
+          {"utilization", info.utilization_pct < 0 ? json(nullptr) : json(info.utilization_pct)},
+          {"processes_known", info.processes_known}, {"attempts", std::move(attempts)},
+          {"other_processes", std::move(others)}};
+}
+
+void Gpus(RouteContext& c) {
+  json gpus = json::array();
+  std::vector<NodeState> nodes = c.d.BuildNodes();
+  UnixMs now = c.d.clock_.Now();
+  if (c.d.snapshot_) {
+    for (size_t i = 0; i < c.d.snapshot_->gpus.size() && i < nodes[0].gpus.size(); ++i) {
+      gpus.push_back(GpuJson(c.d, c.d.snapshot_->gpus[i], nodes[0].gpus[i], now));
+    }
+  }
+  c.respond(Json(200, {{"node", c.d.node_},
+                       {"source", c.d.snapshot_ ? c.d.snapshot_->source : "none"},
+                       {"probe", c.d.probe_.probe->Describe()},
+                       {"cpu_slots", nodes[0].cpu_slots},
+                       {"cpu_slots_used", nodes[0].cpu_slots_used},
+                       {"gpus", std::move(gpus)}}));
+}
+
+void StatusRoute(RouteContext& c) {
+  c.respond(Json(200, {{"pid", ::getpid()},
+                       {"node", c.d.node_},
+                       {"state_dir", c.d.options_.paths.state_dir},
+                       {"probe", c.d.probe_.probe->Describe()},
+                       {"running", c.d.live_.size()}}));
+}
+
+void StopRoute(RouteContext& c) {
+  c.respond(Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
+                                               ::getpid(), c.d.live_.size())}}));
+  boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
+}
+
+void JobRoute(RouteContext& c) {
+  auto parts = SplitJobPath(c.req.path);
+  std::optional<JobId> id = parts ? ParseId(parts->first) : std::nullopt;
+  if (!id) {
+    return c.respond(ErrorResponse(Status::Invalid(
+        fmt::format("job id: '{}' is not a job id; use a positive integer", parts ? parts->first : ""))));
+  }
+  Result<Job> job = c.d.store_->Get(*id);
+  if (!job.ok()) return c.respond(ErrorResponse(job.status()));
+  const std::string& action = parts->second;
+  if (c.req.method == "GET" && action.empty()) return c.respond(Json(200, JobToJson(*job)));
+  std::string message;
+  Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);
+  if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
+  if (c.req.method == "POST" && action == "retry") {
+    st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid));
+    message = fmt::format("job {} queued again (was {})", *id, StateName(job->state));
+    if (!st.ok() && st.code() == Code::kConflict) {
+      st = Status::Conflict(fmt::format("job {} is {}; only a job that ended can be retried", *id,
+                                        StateName(job->state)));
+    }
+    c.d.RequestSchedule();
+  }
+  if (!st.ok()) return c.respond(ErrorResponse(st));
+  Result<Job> now = c.d.store_->Get(*id);
+  c.respond(Json(200, {{"message", message}, {"job", now.ok() ? JobToJson(*now) : json(nullptr)}}));
+}
+
+}  // namespace
+
+void DaemonImpl::Handle(HttpRequest request, Responder respond) {
+  RouteContext c{*this, request, respond};
+  for (const Route& r : kRoutes) {
+    if (Matches(r, request)) return r.handle(c);
+  }
+  respond(ErrorResponse(Status::NotFound("no route " + request.method + " " + request.path)));
+}
+
+void DaemonImpl::FlushSubmits() {
+  flush_posted_ = false;
+  std::vector<PendingSubmit> batch = std::move(pending_submits_);
+  pending_submits_.clear();
+  std::vector<JobSpec> specs;
+  for (PendingSubmit& p : batch) {
+    for (JobSpec& s : p.specs) specs.push_back(std::move(s));
+  }
+  Result<std::vector<JobId>> ids = store_->Submit(specs, clock_.Now());
+  size_t next = 0;
+  for (PendingSubmit& p : batch) {
+    if (!ids.ok()) {
+      p.respond(ErrorResponse(ids.status()));
+      continue;
+    }
+    json out = json::array();
+    for (size_t i = 0; i < p.specs.size(); ++i) out.push_back((*ids)[next++]);
+    p.respond(Json(201, {{"ids", std::move(out)}}));
+  }
+  RequestSchedule();
+}
+
+}  // namespace trainq

@@ -1,0 +1,130 @@
+// The scheduler role: turns the store's waiting jobs and this node's GPUs into the pure
+// policy's input, and carries out its decisions. Runs after every submit, exit and sample
+// (coalesced into one pass per loop turn), never on a fixed tick.
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "src/daemon/daemon_impl.h"
+
+namespace trainq {
+
+void DaemonImpl::RequestSchedule() {
+  if (schedule_posted_ || stopping_) return;
+  schedule_posted_ = true;
+  boost::asio::post(io_, [this] {
+    schedule_posted_ = false;
+    if (!stopping_) SchedulePass();
+  });
+}
+
+std::vector<NodeState> DaemonImpl::BuildNodes() const {
+  NodeState node;
+  node.name = node_;
+  node.cpu_slots = cpu_slots_;
+  for (const auto& [id, live] : live_) node.cpu_slots_used += live.cpus;
+  if (!snapshot_) return {node};
+  for (const GpuInfo& info : snapshot_->gpus) {
+    GpuState gpu;
+    gpu.index = info.index;
+    gpu.uuid = info.uuid;
+    gpu.total_bytes = info.total_bytes;
+    gpu.free_bytes = info.free_bytes;
+    std::set<int64_t> ours;
+    for (const auto& [id, live] : live_) {
+      if (std::find(live.gpu_indices.begin(), live.gpu_indices.end(), info.index) ==
+          live.gpu_indices.end()) {
+        continue;
+      }
+      Holding h;
+      h.job = id;
+      h.reserved_bytes = live.reserved_bytes;
+      h.exclusive = live.exclusive;
+      h.started_at = live.started_at;
+      if (info.processes_known) {
+        auto it = live.used_by_gpu.find(info.index);
+        h.used_now = it == live.used_by_gpu.end() ? 0 : it->second;
+      }
+      gpu.holdings.push_back(h);
+    }
+    for (const GpuProcess& p : info.processes) {
+      if (!pid_owner_.count(p.pid)) ++gpu.foreign_processes;
+    }
+    node.gpus.push_back(std::move(gpu));
+  }
+  return {node};
+}
+
+int DaemonImpl::MaxGpusPerNodeNow() const {
+  return snapshot_ ? static_cast<int>(snapshot_->gpus.size()) : 0;
+}
+
+namespace {
+
+PendingJob ToPending(const Job& job) {
+  PendingJob p;
+  p.id = job.id;
+  p.gpus = job.spec.gpus;
+  p.mem_bytes = job.spec.mem_bytes;
+  p.mem_percent = job.spec.mem_percent;
+  p.cpus = job.spec.cpus;
+  p.priority = job.spec.priority;
+  p.submitted_at = job.submitted_at;
+  p.not_before = job.not_before;
+  return p;
+}
+
+}  // namespace
+
+void DaemonImpl::SchedulePass() {
+  ListQuery query;
+  query.states = {JobState::kQueued};
+  Result<std::vector<Job>> waiting = store_->List(query);
+  if (!waiting.ok()) {
+    spdlog::error("scheduling pass: {}", waiting.status().message());
+    return;
+  }
+  waiting_jobs_ = static_cast<int64_t>(waiting->size());
+  if (waiting->empty()) return;
+  std::vector<PendingJob> pending;
+  std::map<JobId, const Job*> by_id;
+  for (const Job& job : *waiting) {
+    pending.push_back(ToPending(job));
+    by_id[job.id] = &job;
+  }
+  std::vector<NodeState> nodes = BuildNodes();
+  PolicyConfig policy{config_.headroom_bytes, config_.ramp_up_ms};
+  UnixMs now = clock_.Now();
+  PlacementResult result = Place(pending, nodes, policy, now);
+
+  for (const StartDecision& d : result.starts) {
+    written_reasons_.erase(d.job);
+    Status st = StartAttempt(*by_id[d.job], d);
+    if (!st.ok()) spdlog::error("job {}: {}", d.job, st.message());
+  }
+  std::vector<std::pair<JobId, std::string>> changed;
+  for (auto& [id, reason] : result.reasons) {
+    auto it = written_reasons_.find(id);
+    if (it != written_reasons_.end() && it->second == reason) continue;
+    written_reasons_[id] = reason;
+    changed.emplace_back(id, reason);
+  }
+  if (!changed.empty()) {
+    if (Status st = store_->SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
+  }
+  ArmWakeup(*waiting, now);
+}
+
+void DaemonImpl::ArmWakeup(const std::vector<Job>& waiting, UnixMs now) {
+  UnixMs next = 0;
+  for (const Job& job : waiting) {
+    if (job.not_before > now && (next == 0 || job.not_before < next)) next = job.not_before;
+  }
+  if (next == 0) return;
+  wakeup_timer_.expires_after(std::chrono::milliseconds(next - now + 1));
+  wakeup_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) RequestSchedule();
+  });
+}
+
+}  // namespace trainq

@@ -1,0 +1,152 @@
+// Starting shims and watching processes we did not start (DESIGN.md section 4).
+#include "src/os/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "src/os/child_setup.h"
+#include "src/os/run_dir.h"
+
+extern char** environ;
+
+namespace trainq {
+namespace {
+
+enum SpawnStep : int { kStepSession = 1, kStepLockOpen, kStepLock, kStepFds, kStepExec };
+
+const char* StepName(int step) {
+  switch (step) {
+    case kStepSession: return "setsid";
+    case kStepLockOpen: return "open lock";
+    case kStepLock: return "flock";
+    case kStepFds: return "set up fds";
+    default: return "exec";
+  }
+}
+
+// Everything the child needs, built before fork so the child does not allocate.
+struct ShimExec {
+  std::string binary;
+  std::string lock_path;
+  CStringArray argv;
+  CStringArray envp;
+};
+
+CStringArray ShimEnvironment() {
+  std::string prefix = std::string(kShimLockFdEnv) + "=";
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0) env.emplace_back(*e);
+  }
+  env.push_back(prefix + std::to_string(kShimLockFd));
+  return CStringArray(std::move(env));
+}
+
+ShimExec PrepareShimExec(const std::string& binary, const std::string& run_dir) {
+  return ShimExec{binary, LockPath(run_dir), CStringArray({"trainq", "shim", run_dir}),
+                  ShimEnvironment()};
+}
+
+// Async-signal-safe from here to execve (the daemon may have threads).
+[[noreturn]] void ShimChild(const ShimExec& e, int daemon_log_fd, int report_fd) {
+  int report = child::MoveHigh(report_fd);
+  if (report < 0) ::_exit(125);
+  child::ResetSignals();
+  if (::setsid() < 0) child::Fail(report, kStepSession, errno, 125);
+  int lock = ::open(e.lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) child::Fail(report, kStepLockOpen, errno, 125);
+  if (int err = child::LockExclusive(lock); err != 0) {
+    child::Fail(report, kStepLock, err, err == EWOULDBLOCK ? kShimLockedExit : 125);
+  }
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  int out = daemon_log_fd >= 0 ? daemon_log_fd : devnull;
+  const int fds[] = {devnull, out, out, lock};
+  static_assert(kShimLockFd == 3, "fds[] puts the lock at index 3");
+  if (devnull < 0 || !child::InstallFds(fds, 4)) child::Fail(report, kStepFds, errno, 125);
+  ::execve(e.binary.c_str(), e.argv.data(), e.envp.data());
+  child::Fail(report, kStepExec, errno, 127);
+}
+
+Status FailedShim(pid_t pid, const ChildFailure& f, const ShimExec& e) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (f.step == kStepLock && f.err == EWOULDBLOCK) {
+    return Status::Conflict(e.lock_path + " is held by another shim (exit " +
+                            std::to_string(WEXITSTATUS(status)) + ")");
+  }
+  std::string what = std::string(StepName(f.step)) + " for shim";
+  if (f.step == kStepExec) what = "exec " + e.binary;
+  if (f.step == kStepLockOpen || f.step == kStepLock) what += " " + e.lock_path;
+  return ErrnoStatus(what, f.err);
+}
+
+Result<SpawnedShim> AdoptChild(pid_t pid) {
+  auto pidfd = OpenPidfd(pid);
+  auto st = ReadProcStat(pid);
+  if (pidfd.ok() && st) return SpawnedShim{pid, st->start_ticks, std::move(*pidfd)};
+  // Unwatchable: stop it rather than leave a shim nobody will collect.
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (!pidfd.ok()) return pidfd.status();
+  return Status::Internal("no /proc entry for our child " + std::to_string(pid));
+}
+
+}  // namespace
+
+Result<SpawnedShim> SpawnShim(const std::string& trainq_binary, const std::string& run_dir,
+                              int daemon_log_fd) {
+  ShimExec exec = PrepareShimExec(trainq_binary, run_dir);
+  auto report = MakeCloexecPipe();
+  if (!report.ok()) return report.status();
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) ShimChild(exec, daemon_log_fd, report->write.get());
+  report->write.Reset();
+  // EOF once execve closed the child's end: the lock is held and the shim runs.
+  if (auto failure = ReadChildReport(report->read.get())) return FailedShim(pid, *failure, exec);
+  return AdoptChild(pid);
+}
+
+Result<UniqueFd> OpenPidfd(int64_t pid) {
+  if (pid <= 0) return Status::Invalid("pid " + std::to_string(pid));
+  // pidfds are always close-on-exec.
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (fd >= 0) return UniqueFd(fd);
+  if (errno == ESRCH) return Status::NotFound("no process " + std::to_string(pid));
+  if (errno == ENOSYS) return Status::Unavailable("pidfd_open: kernel older than 5.3");
+  return ErrnoStatus("pidfd_open " + std::to_string(pid), errno);
+}
+
+void ReapIfChild(int64_t pid) {
+  if (pid <= 0) return;
+  while (::waitpid(static_cast<pid_t>(pid), nullptr, WNOHANG) < 0 && errno == EINTR) {
+  }
+}
+
+Status SendSignal(int64_t pid, int sig) {
+  if (pid <= 0) return Status::Invalid("refusing to signal pid " + std::to_string(pid));
+  if (::kill(static_cast<pid_t>(pid), sig) == 0) return Status::Ok();
+  if (errno == ESRCH) return Status::NotFound("no process " + std::to_string(pid));
+  return ErrnoStatus("kill " + std::to_string(pid), errno);
+}
+
+bool RunDirLocked(const std::string& run_dir) {
+  UniqueFd fd(::open(LockPath(run_dir).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return false;
+  // A shared probe: two probes never collide, and a shim retries its exclusive lock for
+  // longer than a probe holds this one.
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) < 0) return errno == EWOULDBLOCK;
+  (void)::flock(fd.get(), LOCK_UN);
+  return false;
+}
+
+}  // namespace trainq

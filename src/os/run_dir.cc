@@ -1,0 +1,227 @@
+// Run-dir records as JSON. Readers never trust the bytes: a record cut short by a crash or
+// edited by hand is kInvalid, never a crash.
+#include "src/os/run_dir.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+#include <utility>
+
+namespace trainq {
+namespace {
+
+using nlohmann::json;
+
+Result<json> ParseRecord(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::Invalid(path + ": not a JSON object");
+  return j;
+}
+
+// strict: refuse strings that are not UTF-8 (a spec must round-trip exactly); otherwise
+// replace bad bytes (an exit record must be written whatever its message holds).
+Result<std::string> Dump(const json& j, bool strict) {
+  try {
+    return j.dump(1, ' ', false,
+                  strict ? json::error_handler_t::strict : json::error_handler_t::replace) +
+           "\n";
+  } catch (const json::exception& e) {
+    return Status::Invalid(std::string("not valid UTF-8: ") + e.what());
+  }
+}
+
+Status WriteRecord(const std::string& path, const json& j, bool strict) {
+  auto text = Dump(j, strict);
+  if (!text.ok()) return text.status();
+  return WriteFileAtomic(path, *text);
+}
+
+// Field readers: absent keeps the default; present with the wrong type is an error.
+class Fields {
+ public:
+  Fields(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  template <class T>
+  void Int(const char* key, T& out) {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return;
+    if (!it->is_number_integer()) return Bad(key, "an integer");
+    if constexpr (std::is_unsigned_v<T>) {
+      if (it->is_number_unsigned()) return Assign(key, it->template get<uint64_t>(), out);
+      return Bad(key, "a non-negative integer");
+    } else {
+      Assign(key, it->template get<int64_t>(), out);
+    }
+  }
+  template <class T>
+  void OptInt(const char* key, std::optional<T>& out) {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return;
+    T v{};
+    Int(key, v);
+    out = v;
+  }
+  void Bool(const char* key, bool& out);
+  void String(const char* key, std::string& out);
+  void Strings(const char* key, std::vector<std::string>& out);
+  void Env(const char* key, std::vector<std::pair<std::string, std::string>>& out);
+  void Require(const char* key) {
+    if (!j_.contains(key)) errors_ += std::string(errors_.empty() ? "" : "; ") + key + ": missing";
+  }
+  Status status() const {
+    return errors_.empty() ? Status::Ok() : Status::Invalid(path_ + ": " + errors_);
+  }
+
+ private:
+  template <class V, class T>
+  void Assign(const char* key, V v, T& out) {
+    if (!std::in_range<T>(v)) return Bad(key, "in range");
+    out = static_cast<T>(v);
+  }
+  void Bad(const char* key, const char* want) {
+    errors_ += std::string(errors_.empty() ? "" : "; ") + key + ": must be " + want;
+  }
+  bool GoodString(const json& v) const {
+    return v.is_string() && v.get_ref<const std::string&>().find('\0') == std::string::npos;
+  }
+  bool EnvPair(const std::string& k, const json& v,
+               std::vector<std::pair<std::string, std::string>>& out);
+
+  const json& j_;
+  std::string path_;
+  std::string errors_;
+};
+
+void Fields::Bool(const char* key, bool& out) {
+  auto it = j_.find(key);
+  if (it == j_.end() || it->is_null()) return;
+  if (!it->is_boolean()) return Bad(key, "true or false");
+  out = it->get<bool>();
+}
+
+void Fields::String(const char* key, std::string& out) {
+  auto it = j_.find(key);
+  if (it == j_.end() || it->is_null()) return;
+  if (!GoodString(*it)) return Bad(key, "a string without NUL");
+  out = it->get<std::string>();
+}
+
+void Fields::Strings(const char* key, std::vector<std::string>& out) {
+  auto it = j_.find(key);
+  if (it == j_.end()) return;
+  bool ok = it->is_array() &&
+            std::all_of(it->begin(), it->end(), [this](const json& v) { return GoodString(v); });
+  if (!ok) return Bad(key, "an array of strings without NUL");
+  out = it->get<std::vector<std::string>>();
+}
+
+bool Fields::EnvPair(const std::string& k, const json& v,
+                     std::vector<std::pair<std::string, std::string>>& out) {
+  if (k.empty() || k.find_first_of(std::string("=\0", 2)) != std::string::npos) return false;
+  if (!GoodString(v)) return false;
+  out.emplace_back(k, v.get<std::string>());
+  return true;
+}
+
+// {"K": "V", ...} or [["K", "V"], ...] (order kept, as environ has it).
+void Fields::Env(const char* key, std::vector<std::pair<std::string, std::string>>& out) {
+  auto it = j_.find(key);
+  if (it == j_.end() || it->is_null()) return;
+  std::vector<std::pair<std::string, std::string>> env;
+  bool ok = it->is_object() || it->is_array();
+  if (it->is_object()) {
+    for (auto& [k, v] : it->items()) ok = ok && EnvPair(k, v, env);
+  } else if (ok) {
+    for (const json& p : *it) {
+      ok = ok && p.is_array() && p.size() == 2 && p[0].is_string() &&
+           EnvPair(p[0].get<std::string>(), p[1], env);
+    }
+  }
+  if (!ok) return Bad(key, "an object or [name, value] pairs, names without '='");
+  out = std::move(env);
+}
+
+}  // namespace
+
+std::string SpecPath(const std::string& run_dir) { return run_dir + "/spec.json"; }
+std::string LockPath(const std::string& run_dir) { return run_dir + "/lock"; }
+std::string ShimPath(const std::string& run_dir) { return run_dir + "/shim.json"; }
+std::string ExitPath(const std::string& run_dir) { return run_dir + "/exit.json"; }
+std::string LogPath(const std::string& run_dir) { return run_dir + "/output.log"; }
+
+Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
+  json env = json::array();
+  for (const auto& [k, v] : spec.env) env.push_back({k, v});
+  json j = {{"command", spec.command},
+            {"cwd", spec.cwd},
+            {"env", env},
+            {"log_path", spec.log_path},
+            {"grace_ms", spec.grace_ms}};
+  return WriteRecord(SpecPath(run_dir), j, /*strict=*/true);
+}
+
+Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
+  auto j = ParseRecord(SpecPath(run_dir));
+  if (!j.ok()) return j.status();
+  RunSpec spec;
+  Fields f(*j, SpecPath(run_dir));
+  f.Require("command");
+  f.Strings("command", spec.command);
+  f.String("cwd", spec.cwd);
+  f.Env("env", spec.env);
+  f.String("log_path", spec.log_path);
+  f.Int("grace_ms", spec.grace_ms);
+  if (spec.grace_ms < 0) return Status::Invalid(SpecPath(run_dir) + ": grace_ms: negative");
+  TRAINQ_RETURN_IF_ERROR(f.status());
+  return spec;
+}
+
+Status WriteShimRecord(const std::string& run_dir, const ShimRecord& rec) {
+  json j = {{"pid", rec.pid}, {"start_ticks", rec.start_ticks}};
+  return WriteRecord(ShimPath(run_dir), j, /*strict=*/true);
+}
+
+Result<ShimRecord> ReadShimRecord(const std::string& run_dir) {
+  auto j = ParseRecord(ShimPath(run_dir));
+  if (!j.ok()) return j.status();
+  ShimRecord rec;
+  Fields f(*j, ShimPath(run_dir));
+  f.Require("pid");
+  f.Require("start_ticks");
+  f.Int("pid", rec.pid);
+  f.Int("start_ticks", rec.start_ticks);
+  TRAINQ_RETURN_IF_ERROR(f.status());
+  return rec;
+}
+
+Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec) {
+  json j = {{"cancelled", rec.cancelled},
+            {"spawn_failed", rec.spawn_failed},
+            {"error", rec.error},
+            {"started_at", rec.started_at},
+            {"ended_at", rec.ended_at}};
+  if (rec.exit_code) j["exit_code"] = *rec.exit_code;
+  if (rec.signal) j["signal"] = *rec.signal;
+  return WriteRecord(ExitPath(run_dir), j, /*strict=*/false);
+}
+
+Result<ExitRecord> ReadExitRecord(const std::string& run_dir) {
+  auto j = ParseRecord(ExitPath(run_dir));
+  if (!j.ok()) return j.status();
+  ExitRecord rec;
+  Fields f(*j, ExitPath(run_dir));
+  f.Require("ended_at");
+  f.OptInt("exit_code", rec.exit_code);
+  f.OptInt("signal", rec.signal);
+  f.Bool("cancelled", rec.cancelled);
+  f.Bool("spawn_failed", rec.spawn_failed);
+  f.String("error", rec.error);
+  f.Int("started_at", rec.started_at);
+  f.Int("ended_at", rec.ended_at);
+  TRAINQ_RETURN_IF_ERROR(f.status());
+  return rec;
+}
+
+}  // namespace trainq

@@ -1,0 +1,324 @@
+// The shim (DESIGN.md section 4): supervises one attempt's command so the daemon can die or
+// restart while the job runs. All state lives in the run dir; the shim is single-threaded
+// and learns about signals and exits only through a signalfd.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/os/child_setup.h"
+#include "src/os/clock.h"
+#include "src/os/process.h"
+#include "src/os/run_dir.h"
+
+namespace trainq {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kPoll{20};             // rescan of the tree while waiting for exits
+constexpr milliseconds kLeftoverGrace{2000};  // leftovers after the command exited
+constexpr milliseconds kKillPatience{30000};  // leftovers that survive SIGKILL (stuck in D)
+constexpr int kSpawnFailedExit = 127;
+
+enum CommandStep : int { kStepStdio = 1, kStepChdir, kStepExec };
+
+// Everything the command's child needs, built before fork.
+struct PreparedCommand {
+  std::vector<std::string> candidates;  // paths to try with execve, in PATH order
+  CStringArray argv;
+  CStringArray envp;
+  std::string cwd;
+};
+
+// execvpe's search, but with PATH from the job's environment rather than the shim's.
+std::vector<std::string> ExecCandidates(const RunSpec& spec) {
+  const std::string& file = spec.command[0];
+  if (file.empty()) return {};
+  if (file.find('/') != std::string::npos) return {file};
+  std::string path = "/bin:/usr/bin";  // glibc's default when PATH is unset
+  auto it = std::find_if(spec.env.begin(), spec.env.end(),
+                         [](const auto& kv) { return kv.first == "PATH"; });
+  if (it != spec.env.end()) path = it->second;
+  std::vector<std::string> out;
+  for (size_t start = 0;;) {
+    size_t colon = path.find(':', start);
+    std::string dir = path.substr(start, colon - start);
+    out.push_back((dir.empty() ? "." : dir) + "/" + file);
+    if (colon == std::string::npos) return out;
+    start = colon + 1;
+  }
+}
+
+PreparedCommand PrepareCommand(const RunSpec& spec) {
+  std::vector<std::string> env;
+  for (const auto& [k, v] : spec.env) env.push_back(k + "=" + v);
+  return {ExecCandidates(spec), CStringArray(spec.command), CStringArray(std::move(env)), spec.cwd};
+}
+
+// Like glibc's execvpe: skip directories that lack the file, report EACCES if any candidate
+// was denied, stop at any other error. Never falls back to /bin/sh.
+int ExecSearch(const PreparedCommand& c) {
+  int err = ENOENT;
+  bool denied = false;
+  for (const std::string& path : c.candidates) {
+    ::execve(path.c_str(), c.argv.data(), c.envp.data());
+    err = errno;
+    if (err == EACCES) {
+      denied = true;
+    } else if (err != ENOENT && err != ENOTDIR && err != ESTALE && err != ENODEV &&
+               err != ETIMEDOUT) {
+      return err;
+    }
+  }
+  return denied ? EACCES : err;
+}
+
+[[noreturn]] void CommandChild(const PreparedCommand& c, int log_fd, int report_fd) {
+  int report = child::MoveHigh(report_fd);
+  if (report < 0) ::_exit(kSpawnFailedExit);
+  ::setpgid(0, 0);
+  child::ResetSignals();
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int fds[] = {devnull, log_fd, log_fd};
+  if (devnull < 0 || !child::InstallFds(fds, 3)) {
+    child::Fail(report, kStepStdio, errno, kSpawnFailedExit);
+  }
+  if (!c.cwd.empty() && ::chdir(c.cwd.c_str()) < 0) {
+    child::Fail(report, kStepChdir, errno, kSpawnFailedExit);
+  }
+  child::Fail(report, kStepExec, ExecSearch(c), kSpawnFailedExit);
+}
+
+// The lock fd SpawnShim left us, if the variable names an fd open on this run dir's lock.
+int InheritedLockFd(const std::string& lock_path) {
+  const char* value = std::getenv(kShimLockFdEnv);
+  if (value == nullptr) return -1;
+  int fd = std::atoi(value);
+  ::unsetenv(kShimLockFdEnv);
+  struct stat inherited = {}, expected = {};
+  if (fd < 0 || ::fstat(fd, &inherited) < 0 || ::stat(lock_path.c_str(), &expected) < 0) return -1;
+  bool same = inherited.st_dev == expected.st_dev && inherited.st_ino == expected.st_ino;
+  return same ? fd : -1;
+}
+
+class Shim {
+ public:
+  explicit Shim(std::string run_dir) : run_dir_(std::move(run_dir)) {}
+  int Run();
+
+ private:
+  Status TakeLock();
+  Status BlockSignals();
+  Status Prepare();
+  Status StartCommand();
+  void Supervise();
+  void StopTree(milliseconds grace);
+  void SignalTree(int sig);
+  bool TreeGone();
+  void WaitSignals(milliseconds timeout);
+  void Reap();
+  std::string FailureMessage(const ChildFailure& f) const;
+  void LogLine(const std::string& line);
+  int Finish();
+
+  std::string run_dir_;
+  RunSpec spec_;
+  UniqueFd lock_;
+  UniqueFd signal_fd_;
+  UniqueFd log_;
+  pid_t main_pid_ = -1;
+  bool main_reaped_ = false;
+  bool cancel_requested_ = false;
+  ExitRecord rec_;
+};
+
+int Shim::Run() {
+  if (Status st = TakeLock(); !st.ok()) {
+    std::fprintf(stderr, "trainq shim: %s\n", st.ToString().c_str());
+    return st.code() == Code::kConflict ? kShimLockedExit : 1;
+  }
+  rec_.started_at = SystemClock().Now();
+  Status st = BlockSignals();
+  if (st.ok()) st = Prepare();
+  WaitSignals(milliseconds(0));  // a stop that came before the start: do not start at all
+  rec_.cancelled = cancel_requested_;
+  if (st.ok() && !rec_.cancelled) st = StartCommand();
+  if (!st.ok()) {
+    rec_.spawn_failed = true;
+    rec_.error = st.message();
+    LogLine("trainq: " + st.message());
+  }
+  if (main_pid_ > 0) Supervise();
+  return Finish();
+}
+
+Status Shim::TakeLock() {
+  std::string path = LockPath(run_dir_);
+  int fd = InheritedLockFd(path);
+  if (fd >= 0 && ::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return ErrnoStatus("fcntl lock", errno);
+  if (fd < 0) fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus("open " + path, errno);
+  lock_.Reset(fd);
+  // Idempotent on the fd SpawnShim already locked; the guard when we opened it ourselves.
+  int err = child::LockExclusive(fd);
+  if (err == EWOULDBLOCK) return Status::Conflict(path + " is held by another shim");
+  if (err != 0) return ErrnoStatus("flock " + path, err);
+  return Status::Ok();
+}
+
+// No logic in handlers: the signals stay blocked and are read from a signalfd.
+Status Shim::BlockSignals() {
+  ::signal(SIGCHLD, SIG_DFL);  // SIG_IGN inherited from a careless parent would auto-reap
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, sig);
+  if (::sigprocmask(SIG_BLOCK, &set, nullptr) < 0) return ErrnoStatus("sigprocmask", errno);
+  signal_fd_.Reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd_.valid()) return ErrnoStatus("signalfd", errno);
+  return Status::Ok();
+}
+
+Status Shim::Prepare() {
+  auto spec = ReadRunSpec(run_dir_);
+  if (!spec.ok()) return spec.status();
+  spec_ = std::move(*spec);
+  if (spec_.command.empty()) return Status::Invalid(SpecPath(run_dir_) + ": empty command");
+  // Workers that daemonise (torchrun's, in their own sessions) stay our descendants.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return ErrnoStatus("PR_SET_CHILD_SUBREAPER", errno);
+  auto self = ReadProcStat(::getpid());
+  if (!self) return Status::Internal("cannot read /proc/self/stat");
+  TRAINQ_RETURN_IF_ERROR(WriteShimRecord(run_dir_, {self->pid, self->start_ticks}));
+  std::string log_path = spec_.log_path.empty() ? LogPath(run_dir_) : spec_.log_path;
+  log_.Reset(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!log_.valid()) return ErrnoStatus("open log " + log_path, errno);
+  return Status::Ok();
+}
+
+Status Shim::StartCommand() {
+  PreparedCommand command = PrepareCommand(spec_);
+  auto report = MakeCloexecPipe();
+  if (!report.ok()) return report.status();
+  rec_.started_at = SystemClock().Now();
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) CommandChild(command, log_.get(), report->write.get());
+  main_pid_ = pid;
+  ::setpgid(pid, pid);  // the child does it too; whichever runs first wins
+  report->write.Reset();
+  if (auto failure = ReadChildReport(report->read.get())) {
+    rec_.spawn_failed = true;
+    rec_.error = FailureMessage(*failure);
+    LogLine("trainq: " + rec_.error);
+  }
+  return Status::Ok();
+}
+
+std::string Shim::FailureMessage(const ChildFailure& f) const {
+  std::string reason = std::strerror(f.err);
+  switch (f.step) {
+    case kStepChdir: return "cannot change directory to '" + spec_.cwd + "': " + reason;
+    case kStepExec: return "cannot run '" + spec_.command[0] + "': " + reason;
+    default: return "cannot set up stdin/stdout/stderr: " + reason;
+  }
+}
+
+void Shim::Supervise() {
+  while (!main_reaped_) {
+    WaitSignals(milliseconds(-1));
+    Reap();
+    if (cancel_requested_ && !rec_.cancelled) {
+      rec_.cancelled = true;
+      StopTree(milliseconds(spec_.grace_ms));
+    }
+  }
+  // Leftovers (background processes, orphaned workers) would keep holding GPU memory.
+  StopTree(std::min(milliseconds(spec_.grace_ms), kLeftoverGrace));
+}
+
+void Shim::StopTree(milliseconds grace) {
+  if (TreeGone()) return;
+  SignalTree(SIGTERM);
+  auto deadline = Steady::now() + grace;
+  while (!TreeGone() && Steady::now() < deadline) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Steady::now());
+    WaitSignals(std::clamp(left, milliseconds(0), kPoll));
+  }
+  auto give_up = Steady::now() + kKillPatience;
+  while (!TreeGone()) {  // rescan: processes may fork while we kill
+    if (main_reaped_ && Steady::now() > give_up) {
+      LogLine("trainq: some processes of this job survive SIGKILL; leaving them");
+      return;
+    }
+    SignalTree(SIGKILL);
+    WaitSignals(kPoll);
+  }
+}
+
+void Shim::SignalTree(int sig) {
+  // The group id cannot be reused while its leader is unreaped; afterwards the scan suffices.
+  if (!main_reaped_) ::kill(-main_pid_, sig);
+  for (int64_t pid : Descendants(::getpid())) ::kill(static_cast<pid_t>(pid), sig);
+}
+
+bool Shim::TreeGone() {
+  Reap();
+  return main_reaped_ && Descendants(::getpid()).empty();
+}
+
+void Shim::WaitSignals(milliseconds timeout) {
+  struct pollfd p = {signal_fd_.get(), POLLIN, 0};
+  if (!signal_fd_.valid() || ::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return;
+  struct signalfd_siginfo info;
+  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
+    if (info.ssi_signo != SIGCHLD) cancel_requested_ = true;
+  }
+}
+
+// Reaps every exited child: the command and orphans reparented to us as subreaper.
+void Shim::Reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) return;
+    if (pid != main_pid_) continue;
+    main_reaped_ = true;
+    if (WIFEXITED(status)) rec_.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) rec_.signal = WTERMSIG(status);
+  }
+}
+
+void Shim::LogLine(const std::string& line) {
+  if (!log_.valid()) return;
+  std::string text = line + "\n";
+  ssize_t ignored = ::write(log_.get(), text.data(), text.size());  // O_APPEND: one write
+  (void)ignored;
+}
+
+int Shim::Finish() {
+  rec_.ended_at = SystemClock().Now();
+  if (Status st = WriteExitRecord(run_dir_, rec_); !st.ok()) {
+    std::fprintf(stderr, "trainq shim: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunShim(const std::string& run_dir) { return Shim(run_dir).Run(); }
+
+}  // namespace trainq

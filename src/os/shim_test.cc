@@ -1,0 +1,320 @@
+// The shim with real commands. Each test forks and calls RunShim(run_dir) in the child, so
+// no trainq binary is needed; the forked child is the shim (pid, subreaper, lock holder).
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "src/os/proc_test_util.h"
+#include "src/os/process.h"
+#include "src/os/run_dir.h"
+
+namespace trainq {
+namespace {
+
+using testing::ForkRun;
+using ::testing::HasSubstr;
+using testing::ReadAll;
+using testing::TempDir;
+using testing::WaitChild;
+using testing::WaitUntil;
+using testing::WriteAll;
+using Steady = std::chrono::steady_clock;
+
+constexpr int64_t kGraceMs = 300;
+
+RunSpec Spec(std::vector<std::string> command, const TempDir& dir) {
+  RunSpec spec;
+  spec.command = std::move(command);
+  spec.cwd = dir.path();
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  spec.log_path = LogPath(dir.path());
+  spec.grace_ms = kGraceMs;
+  return spec;
+}
+
+pid_t StartShim(const std::string& run_dir) {
+  return ForkRun([&] { return RunShim(run_dir); });
+}
+
+// The shim's exit record once it has finished with status 0.
+Result<ExitRecord> FinishShim(pid_t shim, const std::string& run_dir) {
+  auto status = WaitChild(shim);
+  if (!status) return Status::Internal("the shim did not finish");
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    return Status::Internal("shim wait status " + std::to_string(*status));
+  }
+  return ReadExitRecord(run_dir);
+}
+
+Result<ExitRecord> RunToEnd(const RunSpec& spec, const std::string& run_dir) {
+  TRAINQ_RETURN_IF_ERROR(WriteRunSpec(run_dir, spec));
+  return FinishShim(StartShim(run_dir), run_dir);
+}
+
+// A pid the command wrote into `file` (relative to its cwd), once the write is complete.
+int64_t AwaitPidFile(const std::string& path) {
+  std::string text;
+  WaitUntil([&] {
+    text = ReadAll(path);
+    return !text.empty() && text.back() == '\n';
+  });
+  return text.empty() ? 0 : std::atoll(text.c_str());
+}
+
+TEST(ShimTest, RecordsExitCodes) {
+  TempDir dir;
+  RunSpec spec = Spec({"true"}, dir);
+  spec.log_path = "";  // default: output.log in the run dir
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 0);
+  EXPECT_FALSE(rec->signal.has_value());
+  EXPECT_FALSE(rec->cancelled);
+  EXPECT_FALSE(rec->spawn_failed);
+  EXPECT_GT(rec->started_at, 1'600'000'000'000);
+  EXPECT_LE(rec->started_at, rec->ended_at);
+  EXPECT_EQ(::access(LogPath(dir.path()).c_str(), F_OK), 0);
+
+  rec = RunToEnd(Spec({"sh", "-c", "exit 3"}, dir), dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 3);
+  EXPECT_FALSE(rec->signal.has_value());
+}
+
+TEST(ShimTest, RecordsDeathBySignalApartFromExitCode) {
+  TempDir dir;
+  auto rec = RunToEnd(Spec({"sh", "-c", "kill -9 $$"}, dir), dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->signal, SIGKILL);
+  EXPECT_FALSE(rec->exit_code.has_value());
+  EXPECT_FALSE(rec->cancelled);
+}
+
+TEST(ShimTest, CommandNotFoundIsASpawnFailureExplainedInTheLog) {
+  TempDir dir;
+  auto rec = RunToEnd(Spec({"no-such-command-for-trainq", "x"}, dir), dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->spawn_failed);
+  EXPECT_EQ(rec->exit_code, 127);
+  EXPECT_EQ(rec->error, "cannot run 'no-such-command-for-trainq': No such file or directory");
+  EXPECT_EQ(ReadAll(LogPath(dir.path())),
+            "trainq: cannot run 'no-such-command-for-trainq': No such file or directory\n");
+}
+
+TEST(ShimTest, MissingWorkingDirectoryIsASpawnFailure) {
+  TempDir dir;
+  RunSpec spec = Spec({"true"}, dir);
+  spec.cwd = dir / "gone";
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->spawn_failed);
+  EXPECT_EQ(rec->exit_code, 127);
+  EXPECT_THAT(rec->error, HasSubstr(dir / "gone"));
+  EXPECT_THAT(rec->error, HasSubstr("No such file or directory"));
+  EXPECT_THAT(ReadAll(LogPath(dir.path())), HasSubstr("trainq: cannot change directory"));
+}
+
+TEST(ShimTest, UnreadableSpecIsRecorded) {
+  TempDir dir;
+  ASSERT_TRUE(WriteAll(SpecPath(dir.path()), "{\"command\": [\"tr"));
+  auto rec = FinishShim(StartShim(dir.path()), dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->spawn_failed);
+  EXPECT_THAT(rec->error, HasSubstr("spec.json"));
+  EXPECT_FALSE(rec->exit_code.has_value());
+}
+
+TEST(ShimTest, StdoutAndStderrAreAppendedToTheLog) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c", "echo out; echo err >&2"}, dir);
+  ASSERT_TRUE(RunToEnd(spec, dir.path()).ok());
+  ASSERT_TRUE(RunToEnd(spec, dir.path()).ok());
+  EXPECT_EQ(ReadAll(LogPath(dir.path())), "out\nerr\nout\nerr\n");
+  struct stat st = {};
+  ASSERT_EQ(::stat(LogPath(dir.path()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(ShimTest, EnvironmentIsExactlyTheSpecs) {
+  TempDir dir;
+  RunSpec spec = Spec({"env"}, dir);
+  spec.env = {{"PATH", "/usr/bin:/bin"}, {"FOO", "bar baz"}, {"EMPTY", ""}, {"Z", "a=b"}};
+  ::setenv("TRAINQ_SHIM_TEST_LEAK", "1", 1);  // in the shim's environment, not the spec
+  auto rec = RunToEnd(spec, dir.path());
+  ::unsetenv("TRAINQ_SHIM_TEST_LEAK");
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 0);
+  EXPECT_EQ(ReadAll(LogPath(dir.path())), "PATH=/usr/bin:/bin\nFOO=bar baz\nEMPTY=\nZ=a=b\n");
+}
+
+TEST(ShimTest, CommandIsLookedUpInTheSpecsPath) {
+  TempDir dir;
+  ASSERT_TRUE(MakeDirs(dir / "bin").ok() && MakeDirs(dir / "noexec").ok());
+  ASSERT_TRUE(WriteAll(dir / "bin/mytool", "#!/bin/sh\necho \"mytool ran with $1\"\n", 0755));
+  ASSERT_TRUE(WriteAll(dir / "noexec/mytool", "not a program\n", 0644));
+  RunSpec spec = Spec({"mytool", "arg"}, dir);
+  spec.env = {{"PATH", dir / "missing" + ":" + dir / "noexec" + ":" + dir / "bin"}};
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 0);
+  EXPECT_EQ(ReadAll(LogPath(dir.path())), "mytool ran with arg\n");
+
+  // The shim's own PATH finds `env`; the job's does not.
+  spec = Spec({"env"}, dir);
+  spec.env = {{"PATH", dir / "bin"}};
+  rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->spawn_failed);
+  EXPECT_EQ(rec->exit_code, 127);
+}
+
+TEST(ShimTest, ArgvIsPassedVerbatimWithoutAShell) {
+  TempDir dir;
+  auto rec = RunToEnd(Spec({"printf", "[%s]", "a b", "\"q\"", "$HOME", "*", "'s'", "", "x;y"}, dir),
+                      dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(ReadAll(LogPath(dir.path())), "[a b][\"q\"][$HOME][*]['s'][][x;y]");
+}
+
+TEST(ShimTest, CancelStopsTheWholeTreeIncludingOtherSessions) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c", "setsid sleep 300 & echo $! > gc.pid; sleep 300"}, dir);
+  spec.grace_ms = 5000;  // everything here dies of SIGTERM well before
+  ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+  pid_t shim = StartShim(dir.path());
+  int64_t gc = AwaitPidFile(dir / "gc.pid");
+  ASSERT_GT(gc, 0);
+  std::optional<ProcStat> gc_stat;
+  ASSERT_TRUE(WaitUntil([&] {  // setsid has run: the grandchild leads its own session
+    gc_stat = ReadProcStat(gc);
+    return gc_stat && gc_stat->sid == gc;
+  }));
+
+  auto t0 = Steady::now();
+  ASSERT_TRUE(SendSignal(shim, SIGTERM).ok());
+  auto rec = FinishShim(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_LT(Steady::now() - t0, std::chrono::milliseconds(spec.grace_ms));
+  EXPECT_TRUE(rec->cancelled);
+  EXPECT_EQ(rec->signal, SIGTERM);
+  EXPECT_FALSE(rec->exit_code.has_value());
+  EXPECT_FALSE(ProcessAlive(gc, gc_stat->start_ticks));
+}
+
+TEST(ShimTest, CancelKillsWhatIgnoresSigtermAfterTheGrace) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c", "trap '' TERM; echo $$ > ready.pid; sleep 300"}, dir);
+  ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+  pid_t shim = StartShim(dir.path());
+  ASSERT_GT(AwaitPidFile(dir / "ready.pid"), 0);
+
+  auto t0 = Steady::now();
+  ASSERT_TRUE(SendSignal(shim, SIGTERM).ok());
+  auto rec = FinishShim(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_GE(Steady::now() - t0, std::chrono::milliseconds(kGraceMs));
+  EXPECT_TRUE(rec->cancelled);
+  EXPECT_EQ(rec->signal, SIGKILL);
+}
+
+TEST(ShimTest, LeftoverProcessesAreStoppedAfterTheCommandExits) {
+  TempDir dir;
+  // The second leftover ignores SIGTERM and needs the SIGKILL after the grace.
+  auto rec = RunToEnd(Spec({"sh", "-c",
+                            "sleep 300 & echo $! > bg.pid; "
+                            "(trap '' TERM; exec sleep 300) & echo $! > stubborn.pid"},
+                           dir),
+                      dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 0);
+  EXPECT_FALSE(rec->cancelled);
+  for (const char* file : {"bg.pid", "stubborn.pid"}) {
+    int64_t pid = std::atoll(ReadAll(dir / file).c_str());
+    ASSERT_GT(pid, 0) << file;
+    EXPECT_FALSE(ReadProcStat(pid).has_value()) << file << " still there";
+  }
+}
+
+// fd -> target from `ls -l /proc/self/fd` output, without ls's own directory fd.
+std::map<int, std::string> ListedFds(const std::string& listing) {
+  std::map<int, std::string> fds;
+  std::istringstream in(listing);
+  for (std::string line; std::getline(in, line);) {
+    size_t arrow = line.find(" -> ");
+    if (arrow == std::string::npos) continue;
+    size_t sp = line.rfind(' ', arrow - 1);
+    std::string target = line.substr(arrow + 4);
+    if (!target.ends_with("/fd")) fds[std::atoi(line.c_str() + sp + 1)] = target;
+  }
+  return fds;
+}
+
+TEST(ShimTest, CommandInheritsNoFdsBeyondStdio) {
+  TempDir dir;
+  ASSERT_TRUE(WriteRunSpec(dir.path(), Spec({"ls", "-l", "/proc/self/fd"}, dir)).ok());
+  int junk = ::open("/dev/null", O_RDONLY);  // not close-on-exec, like a careless parent's
+  ASSERT_GE(::dup2(junk, 57), 0);
+  pid_t shim = ForkRun([&] {
+    // As SpawnShim leaves it: the lock open without close-on-exec, flocked, named in env.
+    int lock = ::open(LockPath(dir.path()).c_str(), O_RDWR | O_CREAT, 0600);
+    if (lock < 0 || ::dup2(lock, 63) < 0 || ::flock(63, LOCK_EX | LOCK_NB) < 0) return 99;
+    ::setenv(kShimLockFdEnv, "63", 1);
+    return RunShim(dir.path());
+  });
+  ::close(57);
+  ::close(junk);
+  auto rec = FinishShim(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  ASSERT_EQ(rec->exit_code, 0);
+  std::string listing = ReadAll(LogPath(dir.path()));
+  auto fds = ListedFds(listing);
+  EXPECT_EQ(fds.size(), 3u) << listing;
+  EXPECT_EQ(fds[0], "/dev/null");
+  EXPECT_EQ(fds[1], LogPath(dir.path()));
+  EXPECT_EQ(fds[2], LogPath(dir.path()));
+}
+
+TEST(ShimTest, WritesShimRecordHoldsTheLockAndRefusesASecondShim) {
+  TempDir dir;
+  std::string fifo = dir / "release";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_TRUE(WriteRunSpec(dir.path(), Spec({"cat", fifo}, dir)).ok());
+  pid_t shim = StartShim(dir.path());
+  ASSERT_TRUE(WaitUntil([&] { return ReadShimRecord(dir.path()).ok(); }));
+  auto rec = ReadShimRecord(dir.path());
+  auto st = ReadProcStat(shim);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(rec->pid, shim);
+  EXPECT_EQ(rec->start_ticks, st->start_ticks);
+  EXPECT_TRUE(RunDirLocked(dir.path()));
+
+  auto second = WaitChild(StartShim(dir.path()));
+  ASSERT_TRUE(second.has_value());
+  EXPECT_TRUE(WIFEXITED(*second) && WEXITSTATUS(*second) == kShimLockedExit) << *second;
+  EXPECT_EQ(ReadExitRecord(dir.path()).status().code(), Code::kNotFound);
+
+  // Let cat finish: a writer that opens and closes the fifo gives it EOF.
+  int writer = -1;
+  ASSERT_TRUE(WaitUntil([&] {
+    writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    return writer >= 0;
+  }));
+  ::close(writer);
+  auto exit = FinishShim(shim, dir.path());
+  ASSERT_TRUE(exit.ok()) << exit.status().ToString();
+  EXPECT_EQ(exit->exit_code, 0);
+  EXPECT_FALSE(RunDirLocked(dir.path()));
+}
+
+}  // namespace
+}  // namespace trainq

@@ -1,0 +1,185 @@
+#include "src/store/sqlite/rows.h"
+
+#include <nlohmann/json.hpp>
+
+#include "src/store/sqlite/json_text.h"
+
+namespace trainq::sqlite {
+
+namespace {
+
+using nlohmann::json;
+
+Status NotUtf8(std::string_view field) {
+  return Status::Invalid(std::string(field) + ": not valid UTF-8");
+}
+
+Result<std::string> EncodeEnv(const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string out = "[";
+  for (const auto& [key, value] : env) {
+    if (out.size() > 1) out += ',';
+    out += '[';
+    if (!AppendJsonString(out, key)) return NotUtf8("env");
+    out += ',';
+    if (!AppendJsonString(out, value)) return NotUtf8("env " + key);
+    out += ']';
+  }
+  return out + "]";
+}
+
+Status Corrupt(std::string_view column, std::string_view text) {
+  return Status::Internal("stored " + std::string(column) + " is not what trainq writes: " +
+                          std::string(text.substr(0, 80)));
+}
+
+json ParseArray(std::string_view text) {
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return value.is_array() ? value : json();
+}
+
+Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::string_view column) {
+  json array = ParseArray(text);
+  if (!array.is_array()) return Corrupt(column, text);
+  std::vector<std::string> out;
+  out.reserve(array.size());
+  for (const json& item : array) {
+    if (!item.is_string()) return Corrupt(column, text);
+    out.push_back(item.get_ref<const std::string&>());
+  }
+  return out;
+}
+
+Result<std::vector<int>> DecodeInts(std::string_view text, std::string_view column) {
+  json array = ParseArray(text);
+  if (!array.is_array()) return Corrupt(column, text);
+  std::vector<int> out;
+  out.reserve(array.size());
+  for (const json& item : array) {
+    if (!item.is_number_integer()) return Corrupt(column, text);
+    out.push_back(item.get<int>());
+  }
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> DecodeEnv(std::string_view text) {
+  json array = ParseArray(text);
+  if (!array.is_array()) return Corrupt("env", text);
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(array.size());
+  for (const json& item : array) {
+    if (!item.is_array() || item.size() != 2 || !item[0].is_string() || !item[1].is_string()) {
+      return Corrupt("env", text);
+    }
+    out.emplace_back(item[0].get_ref<const std::string&>(), item[1].get_ref<const std::string&>());
+  }
+  return out;
+}
+
+// Moves a decoded value into `out`, or hands back the failure.
+template <class T>
+Status Take(Result<T> decoded, T& out) {
+  if (!decoded.ok()) return decoded.status();
+  out = std::move(decoded).value();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::string> EncodeStrings(std::span<const std::string> values, std::string_view field) {
+  std::string out = "[";
+  for (const std::string& value : values) {
+    if (out.size() > 1) out += ',';
+    if (!AppendJsonString(out, value)) return NotUtf8(field);
+  }
+  return out + "]";
+}
+
+Result<std::string> EncodeInts(std::span<const int> values) {
+  return json(std::vector<int>(values.begin(), values.end())).dump();
+}
+
+std::string ListJobsSql(bool by_state) {
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id > ?1";
+  if (by_state) sql += " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+  return sql + " ORDER BY id LIMIT ?2";
+}
+
+std::string AttemptsOfJobsSql() {
+  return std::string("SELECT ") + kAttemptColumns +
+         " FROM attempts WHERE job_id IN (SELECT value FROM json_each(?1)) ORDER BY job_id, n";
+}
+
+std::string AttemptsOfJobSql() {
+  return std::string("SELECT ") + kAttemptColumns + " FROM attempts WHERE job_id = ?1 ORDER BY n";
+}
+
+std::string GetJobSql() {
+  return std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?1";
+}
+
+std::string_view StateText(JobState state) { return StateName(state); }
+
+Result<JobState> DecodeState(std::string_view text) {
+  std::optional<JobState> state = ParseState(text);
+  if (!state) return Corrupt("state", text);
+  return *state;
+}
+
+Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at) {
+  Result<std::string> command = EncodeStrings(spec.command, "command");
+  if (!command.ok()) return command.status();
+  Result<std::string> env = EncodeEnv(spec.env);
+  if (!env.ok()) return env.status();
+  query.BindAll(spec.name, *command, spec.cwd, *env, spec.gpus, spec.mem_bytes,
+                spec.mem_percent, spec.cpus, spec.priority, spec.retries, spec.user,
+                submitted_at);
+  return Status::Ok();
+}
+
+Result<Job> ReadJob(const Query& q) {
+  Job job;
+  job.id = q.Int64(0);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeState(q.Text(1)), job.state));
+  job.spec.name = q.Text(2);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(3), "command"), job.spec.command));
+  job.spec.cwd = q.Text(4);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeEnv(q.Text(5)), job.spec.env));
+  job.spec.gpus = q.Int(6);
+  if (!q.IsNull(7)) job.spec.mem_bytes = q.Uint64(7);
+  job.spec.mem_percent = q.OptDouble(8);
+  job.spec.cpus = q.Int(9);
+  job.spec.priority = q.Int(10);
+  job.spec.retries = q.Int(11);
+  job.spec.user = q.Text(12);
+  job.submitted_at = q.Int64(13);
+  job.reason = q.Text(14);
+  job.attempt = q.Int(15);
+  job.not_before = q.Int64(16);
+  return job;
+}
+
+Result<Attempt> ReadAttempt(const Query& q, JobId* job_id) {
+  Attempt a;
+  *job_id = q.Int64(0);
+  a.n = q.Int(1);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeState(q.Text(2)), a.state));
+  a.node = q.Text(3);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeInts(q.Text(4), "gpu_indices"), a.gpu_indices));
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(5), "gpu_uuids"), a.gpu_uuids));
+  a.reserved_bytes = q.Uint64(6);
+  a.cpus = q.Int(7);
+  a.run_dir = q.Text(8);
+  a.log_path = q.Text(9);
+  a.pid = q.Int64(10);
+  a.pid_start_ticks = q.Uint64(11);
+  a.started_at = q.Int64(12);
+  a.ended_at = q.OptInt64(13);
+  if (!q.IsNull(14)) a.exit_code = q.Int(14);
+  if (!q.IsNull(15)) a.signal = q.Int(15);
+  a.oom = q.Int64(16) != 0;
+  a.peak_mem_bytes = q.Uint64(17);
+  a.end_reason = q.Text(18);
+  return a;
+}
+
+}  // namespace trainq::sqlite

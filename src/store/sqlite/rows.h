@@ -1,0 +1,60 @@
+// How the job model maps to rows of the SQLite store: column lists in one place, and the
+// codecs for the columns that hold arrays (JSON text) and states (their names).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "src/store/sqlite/sqlite_db.h"
+#include "trainq/job.h"
+#include "trainq/status.h"
+
+namespace trainq::sqlite {
+
+// SELECT lists; ReadJob/ReadAttempt expect exactly these columns in this order.
+inline constexpr char kJobColumns[] =
+    "id, state, name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, priority, "
+    "retries, user, submitted_at, reason, attempt, not_before";
+inline constexpr char kAttemptColumns[] =
+    "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
+    "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
+    "peak_mem_bytes, end_reason";
+
+// The INSERT for a new queued job; bind with BindNewJob.
+inline constexpr char kInsertJobSql[] =
+    "INSERT INTO jobs (state, name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
+    "priority, retries, user, submitted_at) "
+    "VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+// Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those
+// whose state is one of ?3..?9 (repeat a state to fill unused slots), through the
+// (state, id) index.
+std::string ListJobsSql(bool by_state);
+// Attempts of the jobs whose ids are in the JSON array ?1, by job id then number.
+std::string AttemptsOfJobsSql();
+// Attempts of job ?1, oldest first.
+std::string AttemptsOfJobSql();
+// Job ?1.
+std::string GetJobSql();
+
+// kInvalid naming the field when a string is not valid UTF-8 (JSON cannot hold it, and
+// every API speaks JSON, so such a value could not be shown or sent anyway).
+Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at);
+
+// kInternal when a stored value cannot be decoded (a row we did not write).
+Result<Job> ReadJob(const Query& query);
+// The attempt and, through job_id, the job it belongs to.
+Result<Attempt> ReadAttempt(const Query& query, JobId* job_id);
+
+// JSON array codecs, exposed for the attempts columns written by the store.
+Result<std::string> EncodeStrings(std::span<const std::string> values, std::string_view field);
+Result<std::string> EncodeInts(std::span<const int> values);
+
+// The stored name of a state ("queued", ...), and back.
+std::string_view StateText(JobState state);
+Result<JobState> DecodeState(std::string_view text);
+
+}  // namespace trainq::sqlite

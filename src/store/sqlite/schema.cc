@@ -1,0 +1,108 @@
+#include "src/store/sqlite/schema.h"
+
+#include <string>
+
+namespace trainq::sqlite {
+
+namespace {
+
+// Version 1. Arrays (command, env, GPU lists) are JSON text; unsigned 64-bit values are
+// stored bit for bit in SQLite's signed integers. AUTOINCREMENT keeps ids from ever being
+// reused, even after the highest job is deleted.
+constexpr char kSchemaV1[] = R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'blocked', 'starting', 'running',
+                                       'succeeded', 'failed', 'cancelled')),
+  name TEXT NOT NULL,
+  command TEXT NOT NULL,
+  cwd TEXT NOT NULL,
+  env TEXT NOT NULL,
+  gpus INTEGER NOT NULL,
+  mem_bytes INTEGER,
+  mem_percent REAL,
+  cpus INTEGER NOT NULL,
+  priority INTEGER NOT NULL,
+  retries INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  submitted_at INTEGER NOT NULL,
+  reason TEXT NOT NULL DEFAULT '',
+  attempt INTEGER NOT NULL DEFAULT 0,
+  not_before INTEGER NOT NULL DEFAULT 0
+);
+-- Listing the few waiting jobs among many done ones must not scan the table.
+CREATE INDEX jobs_state_id ON jobs (state, id);
+
+CREATE TABLE attempts (
+  job_id INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+  n INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  node TEXT NOT NULL,
+  gpu_indices TEXT NOT NULL,
+  gpu_uuids TEXT NOT NULL,
+  reserved_bytes INTEGER NOT NULL,
+  cpus INTEGER NOT NULL,
+  run_dir TEXT NOT NULL,
+  log_path TEXT NOT NULL,
+  pid INTEGER NOT NULL DEFAULT 0,
+  pid_start_ticks INTEGER NOT NULL DEFAULT 0,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  exit_code INTEGER,
+  signal INTEGER,
+  oom INTEGER NOT NULL DEFAULT 0,
+  peak_mem_bytes INTEGER NOT NULL DEFAULT 0,
+  end_reason TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (job_id, n)
+) WITHOUT ROWID;
+
+CREATE TABLE leases (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  epoch INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+)sql";
+
+constexpr Migration kMigrations[] = {
+    {1, kSchemaV1},
+};
+
+Status ApplyStep(Db& db, const Migration& step) {
+  Result<Transaction> txn = Transaction::Begin(db, Transaction::Kind::kWrite);
+  if (!txn.ok()) return txn.status();
+  Result<int64_t> version = db.QueryInt("PRAGMA user_version");
+  if (!version.ok()) return version.status();
+  if (*version >= step.version) return Status::Ok();  // another process got here first
+  if (*version != step.version - 1) {
+    return Status::Internal("schema version " + std::to_string(*version) +
+                            " cannot be migrated to " + std::to_string(step.version));
+  }
+  TRAINQ_RETURN_IF_ERROR(db.Exec(step.sql));
+  // user_version lives in the database header, so it commits or rolls back with the step.
+  std::string set_version = "PRAGMA user_version = " + std::to_string(step.version);
+  TRAINQ_RETURN_IF_ERROR(db.Exec(set_version.c_str()));
+  return txn->Commit();
+}
+
+}  // namespace
+
+std::span<const Migration> SchemaMigrations() { return kMigrations; }
+
+Status Migrate(Db& db, std::span<const Migration> steps) {
+  int latest = steps.empty() ? 0 : steps.back().version;
+  Result<int64_t> version = db.QueryInt("PRAGMA user_version");
+  if (!version.ok()) return version.status();
+  if (*version > latest) {
+    return Status::Unavailable("the database has schema version " + std::to_string(*version) +
+                               " but this trainq knows versions up to " +
+                               std::to_string(latest) + "; upgrade trainq to open it");
+  }
+  for (const Migration& step : steps) {
+    if (step.version <= *version) continue;
+    TRAINQ_RETURN_IF_ERROR(ApplyStep(db, step));
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainq::sqlite

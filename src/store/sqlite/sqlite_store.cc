@@ -1,0 +1,358 @@
+#include "src/store/sqlite/sqlite_store.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "src/store/sqlite/rows.h"
+#include "src/store/sqlite/schema.h"
+
+namespace trainq {
+
+using sqlite::Db;
+using sqlite::Query;
+using sqlite::Transaction;
+
+namespace {
+
+constexpr int kStateCount = static_cast<int>(JobState::kCancelled) + 1;
+
+Status CheckEnd(const AttemptEnd& end) {
+  if (!IsDone(end.attempt_state)) {
+    return Status::Invalid("an attempt cannot end as " + std::string(StateName(end.attempt_state)));
+  }
+  if (IsActive(end.job_state)) {
+    return Status::Invalid("a job cannot go from its attempt's end to " +
+                           std::string(StateName(end.job_state)));
+  }
+  return Status::Ok();
+}
+
+Result<Lease> NextLease(Query& current, const std::string& name, const std::string& holder,
+                        int64_t ttl_ms, UnixMs now) {
+  Result<bool> row = current.Step();
+  if (!row.ok()) return row.status();
+  Lease lease{holder, 1, now + ttl_ms};
+  if (!*row) return lease;
+  std::string current_holder = current.Text(0);
+  int64_t epoch = current.Int64(1);
+  UnixMs expires_at = current.Int64(2);
+  if (current_holder == holder) {
+    lease.epoch = epoch;
+  } else if (expires_at <= now) {
+    lease.epoch = epoch + 1;
+  } else {
+    return Status::Conflict("lease '" + name + "' is held by " + current_holder + " until " +
+                            FormatTime(expires_at));
+  }
+  return lease;
+}
+
+}  // namespace
+
+Status ConfigureConnection(Db& db, const SqliteOptions& options) {
+  int rc = sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
+  if (rc != SQLITE_OK) return sqlite::SqliteStatus(db.handle(), rc, "setting busy_timeout");
+  // FULL: in WAL mode NORMAL may lose the last commits on power loss; a submit that was
+  // acknowledged must not disappear. Set first so that it also covers the switch to WAL.
+  TRAINQ_RETURN_IF_ERROR(
+      db.Exec(options.durable ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = OFF"));
+  Result<std::string> mode = db.QueryText("PRAGMA journal_mode = WAL");
+  if (!mode.ok()) return mode.status();
+  if (*mode != "wal") return Status::Io("the database cannot use WAL (journal_mode " + *mode + ")");
+  return db.Exec("PRAGMA foreign_keys = ON");
+}
+
+Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
+                                                       const SqliteOptions& options) {
+  Result<Db> db = Db::Open(path);
+  if (!db.ok()) return db.status();
+  TRAINQ_RETURN_IF_ERROR(ConfigureConnection(*db, options));
+  Status migrated = sqlite::Migrate(*db, sqlite::SchemaMigrations());
+  if (!migrated.ok()) return Status(migrated.code(), path + ": " + migrated.message());
+  return std::make_unique<SqliteStore>(std::move(db).value());
+}
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                               const SqliteOptions& options) {
+  Result<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(path, options);
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<Store>(std::move(store).value());
+}
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+  return OpenSqliteStore(path, SqliteOptions{});
+}
+
+Result<Transaction> SqliteStore::BeginWrite() {
+  return Transaction::Begin(db_, Transaction::Kind::kWrite);
+}
+
+Status SqliteStore::CheckCas(const Result<int64_t>& changed, JobId id,
+                             std::string_view expected) {
+  if (!changed.ok()) return changed.status();
+  if (*changed == 1) return Status::Ok();
+  Result<Query> query = db_.Prepare("SELECT state, attempt FROM jobs WHERE id = ?1");
+  if (!query.ok()) return query.status();
+  Result<bool> row = query->BindAll(id).Step();
+  if (!row.ok()) return row.status();
+  std::string job = "job " + std::to_string(id);
+  if (!*row) return Status::NotFound("no " + job);
+  return Status::Conflict(job + " is " + query->Text(0) + " with attempt " +
+                          std::to_string(query->Int64(1)) + ", not " + std::string(expected));
+}
+
+// --- Submit and reads ---
+
+Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, UnixMs now) {
+  std::vector<JobId> ids;
+  if (specs.empty()) return ids;
+  ids.reserve(specs.size());
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  for (const JobSpec& spec : specs) {
+    Result<Query> insert = db_.Prepare(sqlite::kInsertJobSql);
+    if (!insert.ok()) return insert.status();
+    TRAINQ_RETURN_IF_ERROR(sqlite::BindNewJob(*insert, spec, now));
+    TRAINQ_RETURN_IF_ERROR(insert->Run());
+    ids.push_back(db_.LastInsertRowid());
+  }
+  TRAINQ_RETURN_IF_ERROR(txn->Commit());
+  return ids;
+}
+
+Result<Job> SqliteStore::Get(JobId id) {
+  // One snapshot for both reads, so the job and its attempts agree.
+  Result<Transaction> txn = Transaction::Begin(db_, Transaction::Kind::kRead);
+  if (!txn.ok()) return txn.status();
+  Result<Job> job = Status::NotFound("no job " + std::to_string(id));
+  {
+    Result<Query> query = db_.Prepare(sqlite::GetJobSql());
+    if (!query.ok()) return query.status();
+    Result<bool> row = query->BindAll(id).Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return job;
+    job = sqlite::ReadJob(*query);
+    if (!job.ok()) return job;
+  }
+  std::vector<Job> one;
+  one.push_back(std::move(job).value());
+  TRAINQ_RETURN_IF_ERROR(FillAttempts(one));
+  TRAINQ_RETURN_IF_ERROR(txn->Commit());
+  return std::move(one.front());
+}
+
+Result<std::vector<Job>> SqliteStore::List(const ListQuery& query) {
+  Result<Transaction> txn = Transaction::Begin(db_, Transaction::Kind::kRead);
+  if (!txn.ok()) return txn.status();
+  Result<std::vector<Job>> jobs = SelectJobs(query);
+  if (!jobs.ok()) return jobs;
+  if (query.with_attempts) TRAINQ_RETURN_IF_ERROR(FillAttempts(*jobs));
+  TRAINQ_RETURN_IF_ERROR(txn->Commit());
+  return jobs;
+}
+
+Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
+  bool by_state = !query.states.empty();
+  if (query.states.size() > static_cast<size_t>(kStateCount)) {
+    return Status::Invalid("more states than exist in a list query");
+  }
+  Result<Query> select = db_.Prepare(sqlite::ListJobsSql(by_state));
+  if (!select.ok()) return select.status();
+  select->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
+  for (int slot = 0; by_state && slot < kStateCount; ++slot) {
+    // Unused slots repeat the first state, which changes nothing in an IN list.
+    size_t from = static_cast<size_t>(slot) < query.states.size() ? static_cast<size_t>(slot) : 0;
+    select->Bind(3 + slot, sqlite::StateText(query.states[from]));
+  }
+  std::vector<Job> jobs;
+  for (;;) {
+    Result<bool> row = select->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return jobs;
+    Result<Job> job = sqlite::ReadJob(*select);
+    if (!job.ok()) return job.status();
+    jobs.push_back(std::move(job).value());
+  }
+}
+
+// One query for the attempts of all `jobs` (sorted by id, as listed), merged in order.
+Status SqliteStore::FillAttempts(std::vector<Job>& jobs) {
+  if (jobs.empty()) return Status::Ok();
+  bool single = jobs.size() == 1;
+  Result<Query> select =
+      db_.Prepare(single ? sqlite::AttemptsOfJobSql() : sqlite::AttemptsOfJobsSql());
+  if (!select.ok()) return select.status();
+  if (single) {
+    select->Bind(1, jobs.front().id);
+  } else {
+    nlohmann::json ids = nlohmann::json::array();
+    for (const Job& job : jobs) ids.push_back(job.id);
+    select->Bind(1, ids.dump());
+  }
+  auto next = jobs.begin();
+  for (;;) {
+    Result<bool> row = select->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Ok();
+    JobId job_id = 0;
+    Result<Attempt> attempt = sqlite::ReadAttempt(*select, &job_id);
+    if (!attempt.ok()) return attempt.status();
+    while (next != jobs.end() && next->id < job_id) ++next;
+    if (next == jobs.end() || next->id != job_id) {
+      return Status::Internal("attempt of job " + std::to_string(job_id) + " out of order");
+    }
+    next->attempts.push_back(std::move(attempt).value());
+  }
+}
+
+Result<std::vector<int64_t>> SqliteStore::CountByState() {
+  Result<Query> select = db_.Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state");
+  if (!select.ok()) return select.status();
+  std::vector<int64_t> counts(kStateCount, 0);
+  for (;;) {
+    Result<bool> row = select->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return counts;
+    Result<JobState> state = sqlite::DecodeState(select->Text(0));
+    if (!state.ok()) return state.status();
+    counts[static_cast<size_t>(*state)] = select->Int64(1);
+  }
+}
+
+// --- Transitions: each a compare-and-set on (state, attempt) in one transaction ---
+
+Status SqliteStore::StartAttempt(JobId id, int expected_attempt, const Placement& placement,
+                                 UnixMs now) {
+  Result<std::string> indices = sqlite::EncodeInts(placement.gpu_indices);
+  Result<std::string> uuids = sqlite::EncodeStrings(placement.gpu_uuids, "gpu_uuids");
+  if (!indices.ok()) return indices.status();
+  if (!uuids.ok()) return uuids.status();
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  TRAINQ_RETURN_IF_ERROR(CheckCas(
+      db_.Run("UPDATE jobs SET state = 'starting', attempt = attempt + 1, reason = '' "
+              "WHERE id = ?1 AND state = 'queued' AND attempt = ?2",
+              id, expected_attempt),
+      id, "queued with attempt " + std::to_string(expected_attempt)));
+  Result<int64_t> inserted = db_.Run(
+      "INSERT INTO attempts (job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, "
+      "cpus, run_dir, log_path, started_at) VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?)",
+      id, expected_attempt + 1, placement.node, *indices, *uuids, placement.reserved_bytes,
+      placement.cpus, placement.run_dir, placement.log_path, now);
+  if (!inserted.ok()) return inserted.status();
+  return txn->Commit();
+}
+
+Status SqliteStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
+                                UnixMs /*now*/) {
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  TRAINQ_RETURN_IF_ERROR(CheckCas(
+      db_.Run("UPDATE jobs SET state = 'running' "
+              "WHERE id = ?1 AND state = 'starting' AND attempt = ?2",
+              id, attempt),
+      id, "starting with attempt " + std::to_string(attempt)));
+  Result<int64_t> updated =
+      db_.Run("UPDATE attempts SET state = 'running', pid = ?3, pid_start_ticks = ?4 "
+              "WHERE job_id = ?1 AND n = ?2",
+              id, attempt, pid, pid_start_ticks);
+  if (!updated.ok()) return updated.status();
+  if (*updated != 1) return Status::Internal("job " + std::to_string(id) + " lacks its attempt");
+  return txn->Commit();
+}
+
+Status SqliteStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
+  TRAINQ_RETURN_IF_ERROR(CheckEnd(end));
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  TRAINQ_RETURN_IF_ERROR(CheckCas(
+      db_.Run("UPDATE jobs SET state = ?3, reason = ?4, not_before = ?5 "
+              "WHERE id = ?1 AND attempt = ?2 AND state IN ('starting', 'running')",
+              id, attempt, sqlite::StateText(end.job_state), end.job_reason, end.not_before),
+      id, "starting or running with attempt " + std::to_string(attempt)));
+  Result<int64_t> updated = db_.Run(
+      "UPDATE attempts SET state = ?3, ended_at = ?4, exit_code = ?5, signal = ?6, oom = ?7, "
+      "end_reason = ?8 WHERE job_id = ?1 AND n = ?2",
+      id, attempt, sqlite::StateText(end.attempt_state), end.ended_at, end.exit_code,
+      end.signal, end.oom, end.end_reason);
+  if (!updated.ok()) return updated.status();
+  if (*updated != 1) return Status::Internal("job " + std::to_string(id) + " lacks its attempt");
+  return txn->Commit();
+}
+
+Status SqliteStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
+  Result<int64_t> updated =
+      db_.Run("UPDATE attempts SET peak_mem_bytes = MAX(peak_mem_bytes, ?3) "
+              "WHERE job_id = ?1 AND n = ?2",
+              id, attempt, bytes);
+  if (!updated.ok()) return updated.status();
+  if (*updated != 1) {
+    return Status::NotFound("job " + std::to_string(id) + " has no attempt " +
+                            std::to_string(attempt));
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::CancelWaiting(JobId id, const std::string& reason, UnixMs /*now*/) {
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  TRAINQ_RETURN_IF_ERROR(
+      CheckCas(db_.Run("UPDATE jobs SET state = 'cancelled', reason = ?2 "
+                       "WHERE id = ?1 AND state IN ('queued', 'blocked')",
+                       id, reason),
+               id, "queued or blocked"));
+  return txn->Commit();
+}
+
+Status SqliteStore::Requeue(JobId id, const std::string& reason) {
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  TRAINQ_RETURN_IF_ERROR(
+      CheckCas(db_.Run("UPDATE jobs SET state = 'queued', reason = ?2, not_before = 0 "
+                       "WHERE id = ?1 AND state IN ('succeeded', 'failed', 'cancelled')",
+                       id, reason),
+               id, "succeeded, failed or cancelled"));
+  return txn->Commit();
+}
+
+Status SqliteStore::SetReasons(std::span<const std::pair<JobId, std::string>> reasons) {
+  if (reasons.empty()) return Status::Ok();
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  for (const auto& [id, reason] : reasons) {
+    Result<int64_t> updated =
+        db_.Run("UPDATE jobs SET reason = ?2 WHERE id = ?1 AND state IN ('queued', 'blocked')",
+                id, reason);
+    if (!updated.ok()) return updated.status();
+  }
+  return txn->Commit();
+}
+
+// --- Leases ---
+
+Result<Lease> SqliteStore::AcquireLease(const std::string& name, const std::string& holder,
+                                        int64_t ttl_ms, UnixMs now) {
+  if (ttl_ms <= 0) return Status::Invalid("a lease needs a positive ttl");
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  Result<Lease> lease = Status::Internal("unset");
+  {
+    Result<Query> current =
+        db_.Prepare("SELECT holder, epoch, expires_at FROM leases WHERE name = ?1");
+    if (!current.ok()) return current.status();
+    current->BindAll(name);
+    lease = NextLease(*current, name, holder, ttl_ms, now);
+    if (!lease.ok()) return lease;
+  }
+  Result<int64_t> written = db_.Run(
+      "INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?1, ?2, ?3, ?4) "
+      "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, "
+      "expires_at = excluded.expires_at",
+      name, lease->holder, lease->epoch, lease->expires_at);
+  if (!written.ok()) return written.status();
+  TRAINQ_RETURN_IF_ERROR(txn->Commit());
+  return lease;
+}
+
+}  // namespace trainq

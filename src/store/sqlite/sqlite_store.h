@@ -1,0 +1,73 @@
+// The SQLite implementation of Store (DESIGN.md section 6): one database file in WAL mode
+// with synchronous=FULL, so an acknowledged write is on disk, and several connections
+// (the daemon, the CLI) may share the file. Every state change is one transaction whose
+// first statement is a compare-and-set on the job's (state, attempt).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/store/sqlite/sqlite_db.h"
+#include "src/store/store.h"
+
+namespace trainq {
+
+struct SqliteOptions {
+  // How long a call waits for another connection's write lock before kUnavailable.
+  int busy_timeout_ms = 5000;
+  // synchronous=FULL: every commit is fsync'd before the call returns. false
+  // (synchronous=OFF) is for tests and scratch databases only: a crash of the machine
+  // may then lose or corrupt recent commits.
+  bool durable = true;
+};
+
+// As OpenSqliteStore(path), with options. kUnavailable if the database was written by a
+// newer trainq (schema version unknown here); kIo if the file cannot be opened or is not
+// a database.
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                               const SqliteOptions& options);
+
+// Sets a fresh connection up as the store needs it: busy timeout, WAL, synchronous=FULL
+// (unless !options.durable), foreign keys. (Connection settings other than WAL do not persist in the file.)
+Status ConfigureConnection(sqlite::Db& db, const SqliteOptions& options);
+
+// Thread: one thread at a time (the Store contract); the connection is opened without
+// SQLite's own mutexes.
+class SqliteStore final : public Store {
+ public:
+  static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path,
+                                                   const SqliteOptions& options);
+  // Takes a connection already configured and migrated; use Open.
+  explicit SqliteStore(sqlite::Db db) : db_(std::move(db)) {}
+
+  Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) override;
+  Result<Job> Get(JobId id) override;
+  Result<std::vector<Job>> List(const ListQuery& query) override;
+  Result<std::vector<int64_t>> CountByState() override;
+  Status StartAttempt(JobId id, int expected_attempt, const Placement& placement,
+                      UnixMs now) override;
+  Status MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
+                     UnixMs now) override;
+  Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) override;
+  Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
+  Status CancelWaiting(JobId id, const std::string& reason, UnixMs now) override;
+  Status Requeue(JobId id, const std::string& reason) override;
+  Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override;
+  Result<Lease> AcquireLease(const std::string& name, const std::string& holder,
+                             int64_t ttl_ms, UnixMs now) override;
+
+ private:
+  Result<sqlite::Transaction> BeginWrite();
+  // Ok when the compare-and-set changed exactly one job; otherwise kNotFound or a
+  // kConflict that says what the job is instead of `expected`.
+  Status CheckCas(const Result<int64_t>& changed, JobId id, std::string_view expected);
+  Result<std::vector<Job>> SelectJobs(const ListQuery& query);
+  Status FillAttempts(std::vector<Job>& jobs);
+
+  sqlite::Db db_;
+};
+
+}  // namespace trainq

@@ -1,0 +1,286 @@
+#include "src/store/sqlite/sqlite_store.h"
+
+#include <gmock/gmock.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "src/store/sqlite/rows.h"
+#include "src/store/sqlite/schema.h"
+#include "src/store/sqlite/sqlite_test_util.h"
+#include "src/store/store_conformance.h"
+
+namespace trainq {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using sqlite::RawDb;
+using sqlite::TempDir;
+
+// --- The conformance suite on SQLite: one new database file per test ---
+
+std::unique_ptr<Store> MakeSqliteStore() {
+  static TempDir dir;  // removed at exit with every database made here
+  static int made = 0;
+  std::string path = dir.File("conformance-" + std::to_string(++made) + ".db");
+  // Not durable: the suite is about behaviour, and an fsync per commit would make it slow.
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, {.durable = false});
+  if (!store.ok()) {
+    ADD_FAILURE() << store.status().ToString();
+    return nullptr;
+  }
+  return std::move(store).value();
+}
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformance,
+                         ::testing::Values(StoreBackend{"sqlite", &MakeSqliteStore}),
+                         StoreBackendName);
+
+// --- SQLite specifics ---
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  static constexpr UnixMs kT0 = 1'790'000'000'000;
+
+  // Not durable unless a test asks: fsync per commit only makes tests slow.
+  std::unique_ptr<Store> Open(const SqliteOptions& options = {.durable = false}) {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path_, options);
+    EXPECT_TRUE(IsOk(store));
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  static JobSpec Spec(std::string name) {
+    JobSpec spec;
+    spec.name = std::move(name);
+    spec.command = {"python", "train.py"};
+    spec.cwd = "/work";
+    spec.user = "alice";
+    return spec;
+  }
+
+  static std::vector<JobId> SubmitN(Store& store, int n) {
+    std::vector<JobSpec> specs;
+    for (int i = 0; i < n; ++i) specs.push_back(Spec("job" + std::to_string(i)));
+    Result<std::vector<JobId>> ids = store.Submit(specs, kT0);
+    EXPECT_TRUE(IsOk(ids));
+    return ids.ok() ? *ids : std::vector<JobId>{};
+  }
+
+  TempDir dir_;
+  std::string path_ = dir_.File("trainq.db");
+};
+
+TEST_F(SqliteStoreTest, CreatesTheFileInAnExistingDirectory) {
+  ASSERT_FALSE(std::filesystem::exists(path_));
+  ASSERT_NE(Open(), nullptr);
+  EXPECT_TRUE(std::filesystem::exists(path_));
+}
+
+TEST_F(SqliteStoreTest, MissingDirectoryIsAnIoError) {
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_.File("absent/trainq.db"));
+  EXPECT_TRUE(HasCode(store, Code::kIo));
+}
+
+TEST_F(SqliteStoreTest, FileThatIsNotADatabaseIsAnIoError) {
+  std::ofstream(path_) << "this is not an SQLite database, just some text long enough\n";
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path_);
+  EXPECT_TRUE(HasCode(store, Code::kIo));
+}
+
+TEST_F(SqliteStoreTest, IdsAreNotReusedAfterReopenOrDelete) {
+  {
+    std::unique_ptr<Store> store = Open();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(SubmitN(*store, 3), (std::vector<JobId>{1, 2, 3}));
+  }
+  {
+    std::unique_ptr<Store> store = Open();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(SubmitN(*store, 1), (std::vector<JobId>{4}));
+  }
+  RawDb raw(path_);
+  ASSERT_TRUE(raw.Exec("DELETE FROM jobs WHERE id = 4"));
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(SubmitN(*store, 1), (std::vector<JobId>{5}));
+}
+
+TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
+  Job before;
+  {
+    std::unique_ptr<Store> store = Open();
+    ASSERT_NE(store, nullptr);
+    JobId id = SubmitN(*store, 1).at(0);
+    Placement placement{"node-a", {0, 1}, {"GPU-a", "GPU-b"}, 1 << 20, 4, "/runs/1", "/runs/1/log"};
+    ASSERT_TRUE(IsOk(store->StartAttempt(id, 0, placement, kT0 + 1)));
+    ASSERT_TRUE(IsOk(store->MarkRunning(id, 1, 77, 88, kT0 + 2)));
+    ASSERT_TRUE(IsOk(store->RecordPeak(id, 1, 12345)));
+    ASSERT_TRUE(IsOk(store->AcquireLease("scheduler", "me", 1000, kT0)));
+    Result<Job> job = store->Get(id);
+    ASSERT_TRUE(IsOk(job));
+    before = *job;
+  }
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  Result<Job> after = store->Get(before.id);
+  ASSERT_TRUE(IsOk(after));
+  EXPECT_EQ(after->spec.command, before.spec.command);
+  EXPECT_EQ(after->state, JobState::kRunning);
+  ASSERT_EQ(after->attempts.size(), 1u);
+  EXPECT_EQ(after->attempts[0].gpu_uuids, before.attempts[0].gpu_uuids);
+  EXPECT_EQ(after->attempts[0].pid, 77);
+  EXPECT_EQ(after->attempts[0].peak_mem_bytes, 12345u);
+  EXPECT_TRUE(HasCode(store->AcquireLease("scheduler", "other", 1000, kT0 + 1), Code::kConflict));
+}
+
+TEST_F(SqliteStoreTest, ConnectionRunsInWalWithFullSync) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Text("PRAGMA journal_mode"), "wal");
+  // Per-connection settings cannot be seen from another connection: check the setup step.
+  Result<sqlite::Db> db = sqlite::Db::Open(dir_.File("other.db"));
+  ASSERT_TRUE(IsOk(db));
+  ASSERT_TRUE(IsOk(ConfigureConnection(*db, SqliteOptions{.busy_timeout_ms = 1234})));
+  EXPECT_EQ(*db->QueryInt("PRAGMA synchronous"), 2);  // FULL
+  EXPECT_EQ(*db->QueryInt("PRAGMA foreign_keys"), 1);
+  EXPECT_EQ(*db->QueryInt("PRAGMA busy_timeout"), 1234);
+  EXPECT_EQ(*db->QueryText("PRAGMA journal_mode"), "wal");
+  ASSERT_TRUE(IsOk(ConfigureConnection(*db, {.durable = false})));
+  EXPECT_EQ(*db->QueryInt("PRAGMA synchronous"), 0);  // OFF
+}
+
+TEST_F(SqliteStoreTest, TwoStoresOnOneFileSeeEachOthersWrites) {
+  std::unique_ptr<Store> daemon = Open();
+  std::unique_ptr<Store> cli = Open();
+  ASSERT_NE(daemon, nullptr);
+  ASSERT_NE(cli, nullptr);
+  JobId id = SubmitN(*cli, 1).at(0);
+  Result<Job> seen = daemon->Get(id);
+  ASSERT_TRUE(IsOk(seen));
+  EXPECT_EQ(seen->state, JobState::kQueued);
+  Placement placement{"n", {0}, {"GPU-0"}, 1, 1, "/r", "/r/log"};
+  ASSERT_TRUE(IsOk(daemon->StartAttempt(id, 0, placement, kT0)));
+  EXPECT_TRUE(HasCode(cli->StartAttempt(id, 0, placement, kT0), Code::kConflict));
+  EXPECT_TRUE(HasCode(cli->CancelWaiting(id, "too late", kT0), Code::kConflict));
+  Result<Job> started = cli->Get(id);
+  ASSERT_TRUE(IsOk(started));
+  EXPECT_EQ(started->state, JobState::kStarting);
+  EXPECT_EQ(started->attempts.size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, ReopenLeavesTheSchemaVersionAlone) {
+  ASSERT_NE(Open(), nullptr);
+  RawDb raw(path_);
+  std::string latest = std::to_string(sqlite::SchemaMigrations().back().version);
+  EXPECT_EQ(raw.Text("PRAGMA user_version"), latest);
+  ASSERT_NE(Open(), nullptr);
+  EXPECT_EQ(raw.Text("PRAGMA user_version"), latest);
+}
+
+TEST_F(SqliteStoreTest, DatabaseFromANewerTrainqIsRefused) {
+  ASSERT_NE(Open(), nullptr);
+  RawDb raw(path_);
+  int future = sqlite::SchemaMigrations().back().version + 1;
+  ASSERT_TRUE(raw.Exec("PRAGMA user_version = " + std::to_string(future)));
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path_);
+  EXPECT_TRUE(HasCode(store, Code::kUnavailable));
+  EXPECT_THAT(store.status().message(), HasSubstr("upgrade trainq"));
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+}
+
+TEST_F(SqliteStoreTest, WriterHeldElsewhereIsUnavailableAndLeavesNothingBehind) {
+  std::unique_ptr<Store> store = Open({.busy_timeout_ms = 20, .durable = false});
+  ASSERT_NE(store, nullptr);
+  JobId first = SubmitN(*store, 1).at(0);
+  RawDb other(path_);
+  ASSERT_TRUE(other.Exec("BEGIN IMMEDIATE"));
+  std::vector<JobSpec> specs = {Spec("a"), Spec("b")};
+  EXPECT_TRUE(HasCode(store->Submit(specs, kT0), Code::kUnavailable));
+  EXPECT_TRUE(HasCode(store->CancelWaiting(first, "x", kT0), Code::kUnavailable));
+  EXPECT_TRUE(IsOk(store->Get(first)));  // WAL: readers are not blocked by the writer
+  ASSERT_TRUE(other.Exec("ROLLBACK"));
+  Result<std::vector<int64_t>> counts = store->CountByState();
+  ASSERT_TRUE(IsOk(counts));
+  EXPECT_EQ((*counts)[static_cast<int>(JobState::kQueued)], 1);
+  EXPECT_EQ(SubmitN(*store, 1), (std::vector<JobId>{first + 1}));
+}
+
+TEST_F(SqliteStoreTest, InvalidUtf8IsRefusedAndNothingIsStored) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  std::vector<JobSpec> specs = {Spec("good"), Spec("bad")};
+  specs[1].env = {{"LATIN1", "caf\xe9"}};
+  Result<std::vector<JobId>> ids = store->Submit(specs, kT0);
+  EXPECT_TRUE(HasCode(ids, Code::kInvalid));
+  EXPECT_THAT(ids.status().message(), HasSubstr("env"));
+  Result<std::vector<Job>> all = store->List({});
+  ASSERT_TRUE(IsOk(all));
+  EXPECT_TRUE(all->empty());  // the good spec went with the bad one: one transaction
+}
+
+TEST_F(SqliteStoreTest, UndecodableRowIsInternalNotACrash) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  JobId id = SubmitN(*store, 1).at(0);
+  RawDb raw(path_);
+  ASSERT_TRUE(raw.Exec("UPDATE jobs SET env = '{\"not\": \"an array\"}'"));
+  EXPECT_TRUE(HasCode(store->Get(id), Code::kInternal));
+  EXPECT_TRUE(HasCode(store->List({}), Code::kInternal));
+}
+
+TEST_F(SqliteStoreTest, FinishRefusesAnEndThatIsNotAnEnd) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  JobId id = SubmitN(*store, 1).at(0);
+  ASSERT_TRUE(IsOk(store->StartAttempt(id, 0, Placement{}, kT0)));
+  AttemptEnd still_running;
+  still_running.attempt_state = JobState::kRunning;
+  EXPECT_TRUE(HasCode(store->FinishAttempt(id, 1, still_running), Code::kInvalid));
+  AttemptEnd job_active;
+  job_active.job_state = JobState::kStarting;
+  EXPECT_TRUE(HasCode(store->FinishAttempt(id, 1, job_active), Code::kInvalid));
+  Result<Job> job = store->Get(id);
+  ASSERT_TRUE(IsOk(job));
+  EXPECT_EQ(job->state, JobState::kStarting);
+  EXPECT_EQ(job->attempts.at(0).ended_at, std::nullopt);
+}
+
+TEST_F(SqliteStoreTest, LeaseNeedsAPositiveTtl) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(HasCode(store->AcquireLease("scheduler", "a", 0, kT0), Code::kInvalid));
+  EXPECT_TRUE(IsOk(store->AcquireLease("scheduler", "b", 1, kT0)));  // nothing was taken
+}
+
+TEST_F(SqliteStoreTest, ListingByStateUsesTheStateIndex) {
+  ASSERT_NE(Open(), nullptr);
+  RawDb raw(path_);
+  std::string plan = raw.AllRows("EXPLAIN QUERY PLAN " + sqlite::ListJobsSql(true));
+  EXPECT_THAT(plan, HasSubstr("jobs_state_id")) << plan;
+  std::string attempts = raw.AllRows("EXPLAIN QUERY PLAN " + sqlite::AttemptsOfJobsSql());
+  EXPECT_THAT(attempts, Not(HasSubstr("SCAN attempts"))) << attempts;
+}
+
+TEST_F(SqliteStoreTest, TenThousandSpecsInOneSubmit) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  std::vector<JobSpec> specs(10'000, Spec("sweep"));
+  for (JobSpec& spec : specs) spec.env = {{"PATH", "/usr/bin"}, {"HOME", "/home/alice"}};
+  auto start = std::chrono::steady_clock::now();
+  Result<std::vector<JobId>> ids = store->Submit(specs, kT0);
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(IsOk(ids));
+  ASSERT_EQ(ids->size(), specs.size());
+  for (size_t i = 0; i < ids->size(); ++i) ASSERT_EQ((*ids)[i], static_cast<JobId>(i + 1));
+  ::testing::Test::RecordProperty(
+      "submit_10000_ms",
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()));
+  Result<std::vector<int64_t>> counts = store->CountByState();
+  ASSERT_TRUE(IsOk(counts));
+  EXPECT_EQ((*counts)[static_cast<int>(JobState::kQueued)], 10'000);
+}
+
+}  // namespace
+}  // namespace trainq
