@@ -36,10 +36,14 @@ TEST_P(StoreConformance, ListFiltersByStateInIdOrder) {
       store().List({.states = {JobState::kRunning, JobState::kStarting}});
   ASSERT_TRUE(IsOk(active));
   EXPECT_THAT(Ids(*active), ElementsAre(id[1], id[3]));
-  Result<std::vector<Job>> waiting_or_done = store().List(
-      {.states = {JobState::kCancelled, JobState::kBlocked, JobState::kQueued}});
+  Result<std::vector<Job>> waiting_or_done =
+      store().List({.states = {JobState::kCancelled, JobState::kBlocked, JobState::kQueued}});
   ASSERT_TRUE(IsOk(waiting_or_done));
   EXPECT_THAT(Ids(*waiting_or_done), ElementsAre(id[0], id[2], id[4]));
+  Result<std::vector<Job>> repeated =
+      store().List({.states = {JobState::kQueued, JobState::kQueued}});
+  ASSERT_TRUE(IsOk(repeated));
+  EXPECT_THAT(Ids(*repeated), ElementsAre(id[0], id[2]));
   Result<std::vector<Job>> none = store().List({.states = {JobState::kSucceeded}});
   ASSERT_TRUE(IsOk(none));
   EXPECT_TRUE(none->empty());
@@ -96,8 +100,8 @@ TEST_P(StoreConformance, ListFillsAttemptsOnlyWhenAsked) {
   ASSERT_EQ((*full)[2].attempts.size(), 1u);
   EXPECT_EQ((*full)[2].attempts[0].pid, 1001);
 
-  Result<std::vector<Job>> one = store().List(
-      {.states = {JobState::kRunning}, .after_id = twice, .with_attempts = true});
+  Result<std::vector<Job>> one =
+      store().List({.states = {JobState::kRunning}, .after_id = twice, .with_attempts = true});
   ASSERT_TRUE(IsOk(one));
   ASSERT_EQ(Ids(*one), (std::vector<JobId>{once}));
   EXPECT_EQ((*one)[0].attempts.size(), 1u);

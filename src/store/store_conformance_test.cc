@@ -36,11 +36,14 @@ TEST_P(StoreConformance, SubmitOfNothingReturnsNoIds) {
 TEST_P(StoreConformance, SubmitRoundTripsEveryField) {
   JobSpec spec;
   spec.name = "sweep lr=3e-4";
-  spec.command = {"python", "train.py", "--msg", "two words", "it's \"quoted\"", "",
-                  "ünïcødé ✓", "a\\b\tc"};
+  spec.command = {"python",          "train.py", "--msg",     "two words",
+                  "it's \"quoted\"", "",         "ünïcødé ✓", "a\\b\tc"};
   spec.cwd = "/home/al ice/проект";
-  spec.env = {{"PATH", "/usr/bin:/bin"}, {"OPTS", "a=b=c"}, {"EMPTY", ""},
-              {"UNI", "日本語 ☃"}, {"OPTS", "later duplicate"}};
+  spec.env = {{"PATH", "/usr/bin:/bin"},
+              {"OPTS", "a=b=c"},
+              {"EMPTY", ""},
+              {"UNI", "日本語 ☃"},
+              {"OPTS", "later duplicate"}};
   spec.gpus = 4;
   spec.mem_bytes = (uint64_t{1} << 62) + 1;  // beyond double precision
   spec.cpus = 8;
@@ -104,12 +107,12 @@ TEST_P(StoreConformance, UnknownIdIsNotFoundEverywhere) {
   JobId known = SubmitOne();
   JobId unknown = known + 1000;
   EXPECT_TRUE(HasCode(store().Get(unknown), Code::kNotFound));
-  EXPECT_TRUE(HasCode(store().StartAttempt(unknown, 0, PlacementOn("n", {0}), kT0),
-                      Code::kNotFound));
+  EXPECT_TRUE(
+      HasCode(store().StartAttempt(unknown, 0, PlacementOn("n", {0}), kT0), Code::kNotFound));
   EXPECT_TRUE(HasCode(store().MarkRunning(unknown, 1, 1, 1, kT0), Code::kNotFound));
-  EXPECT_TRUE(HasCode(store().FinishAttempt(unknown, 1, Ended(JobState::kFailed,
-                                                              JobState::kFailed, "x")),
-                      Code::kNotFound));
+  EXPECT_TRUE(
+      HasCode(store().FinishAttempt(unknown, 1, Ended(JobState::kFailed, JobState::kFailed, "x")),
+              Code::kNotFound));
   EXPECT_TRUE(HasCode(store().RecordPeak(unknown, 1, 1), Code::kNotFound));
   EXPECT_TRUE(HasCode(store().CancelWaiting(unknown, "x", kT0), Code::kNotFound));
   EXPECT_TRUE(HasCode(store().Requeue(unknown, "x"), Code::kNotFound));
@@ -203,12 +206,27 @@ TEST_P(StoreConformance, OnlyOneOfTwoStartsWithTheSameAttemptWins) {
 
 TEST_P(StoreConformance, StartWithWrongExpectedAttemptConflicts) {
   JobId id = SubmitOne();
-  EXPECT_TRUE(HasCode(store().StartAttempt(id, 1, PlacementOn("n", {0}), kT0),
-                      Code::kConflict));
+  EXPECT_TRUE(HasCode(store().StartAttempt(id, 1, PlacementOn("n", {0}), kT0), Code::kConflict));
   Job job = Fetch(id);
   EXPECT_EQ(job.state, JobState::kQueued);
   EXPECT_EQ(job.attempt, 0);
   EXPECT_TRUE(job.attempts.empty());
+}
+
+TEST_P(StoreConformance, StartOfJobThatIsNotQueuedConflicts) {
+  JobId cancelled = SubmitOne();
+  JobId failed = SubmitOne();
+  ASSERT_TRUE(IsOk(store().CancelWaiting(cancelled, "x", kT0)));
+  ASSERT_TRUE(IsOk(StartRunning(failed, 0)));
+  ASSERT_TRUE(IsOk(store().FinishAttempt(
+      failed, 1, Ended(JobState::kFailed, JobState::kFailed, "exit code 1"))));
+  Status refused = store().StartAttempt(cancelled, 0, PlacementOn("n", {0}), kT0);
+  EXPECT_TRUE(HasCode(refused, Code::kConflict));
+  EXPECT_THAT(refused.message(), HasSubstr("cancelled"));
+  EXPECT_TRUE(
+      HasCode(store().StartAttempt(failed, 1, PlacementOn("n", {0}), kT0), Code::kConflict));
+  EXPECT_TRUE(Fetch(cancelled).attempts.empty());
+  EXPECT_EQ(Fetch(failed).attempts.size(), 1u);
 }
 
 TEST_P(StoreConformance, MarkRunningWithStaleOrRepeatedAttemptConflicts) {
@@ -282,8 +300,7 @@ TEST_P(StoreConformance, OomRetryQueuesAgainAndNextStartMakesAttemptTwo) {
   EXPECT_EQ(queued.not_before, kT0 + 90'000);
   EXPECT_EQ(queued.reason, "out of memory (retry 1 of 3 in 30s)");
 
-  EXPECT_TRUE(HasCode(store().StartAttempt(id, 0, PlacementOn("n", {0}), kT0),
-                      Code::kConflict));
+  EXPECT_TRUE(HasCode(store().StartAttempt(id, 0, PlacementOn("n", {0}), kT0), Code::kConflict));
   ASSERT_TRUE(IsOk(store().StartAttempt(id, 1, PlacementOn("node-c", {2}), kT0 + 100'000)));
   Job retried = Fetch(id);
   EXPECT_EQ(retried.state, JobState::kStarting);

@@ -24,13 +24,13 @@ TEST(JsonTextTest, EscapesWhatJsonRequires) {
 }
 
 TEST(JsonTextTest, RefusesMalformedUtf8) {
-  EXPECT_EQ(Encode("caf\xe9"), "<invalid>");            // Latin-1
-  EXPECT_EQ(Encode("\xc0\xaf"), "<invalid>");           // overlong '/'
-  EXPECT_EQ(Encode("\xe0\x80\xaf"), "<invalid>");       // overlong, 3 bytes
-  EXPECT_EQ(Encode("\xed\xa0\x80"), "<invalid>");       // surrogate U+D800
-  EXPECT_EQ(Encode("\xf4\x90\x80\x80"), "<invalid>");   // U+110000
-  EXPECT_EQ(Encode("\xe6\x97"), "<invalid>");           // truncated
-  EXPECT_EQ(Encode("\x80"), "<invalid>");               // lone continuation
+  EXPECT_EQ(Encode("caf\xe9"), "<invalid>");                      // Latin-1
+  EXPECT_EQ(Encode("\xc0\xaf"), "<invalid>");                     // overlong '/'
+  EXPECT_EQ(Encode("\xe0\x80\xaf"), "<invalid>");                 // overlong, 3 bytes
+  EXPECT_EQ(Encode("\xed\xa0\x80"), "<invalid>");                 // surrogate U+D800
+  EXPECT_EQ(Encode("\xf4\x90\x80\x80"), "<invalid>");             // U+110000
+  EXPECT_EQ(Encode("\xe6\x97"), "<invalid>");                     // truncated
+  EXPECT_EQ(Encode("\x80"), "<invalid>");                         // lone continuation
   EXPECT_EQ(Encode("\xf4\x8f\xbf\xbf"), "\"\xf4\x8f\xbf\xbf\"");  // U+10FFFF is fine
 }
 
@@ -38,9 +38,9 @@ TEST(JsonTextTest, RefusesMalformedUtf8) {
 // is written parses back to the input.
 TEST(JsonTextTest, AgreesWithNlohmannOnRandomBytes) {
   std::mt19937 rng(20261122);
-  const uint8_t interesting[] = {0x00, 0x1f, 0x20, '"', '\\', 'a', 0x7f, 0x80, 0xbf, 0xc0,
-                                 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4, 0xf5, 0xff, 0x9f,
-                                 0xa0, 0x8f, 0x90};
+  const uint8_t interesting[] = {0x00, 0x1f, 0x20, '"',  '\\', 'a',  0x7f, 0x80,
+                                 0xbf, 0xc0, 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0,
+                                 0xf4, 0xf5, 0xff, 0x9f, 0xa0, 0x8f, 0x90};
   int accepted = 0;
   for (int round = 0; round < 4000; ++round) {
     std::string text(rng() % 8, '\0');

@@ -28,8 +28,8 @@ Result<std::string> EncodeEnv(const std::vector<std::pair<std::string, std::stri
 }
 
 Status Corrupt(std::string_view column, std::string_view text) {
-  return Status::Internal("stored " + std::string(column) + " is not what trainq writes: " +
-                          std::string(text.substr(0, 80)));
+  return Status::Internal("stored " + std::string(column) +
+                          " is not what trainq writes: " + std::string(text.substr(0, 80)));
 }
 
 json ParseArray(std::string_view text) {
@@ -130,9 +130,8 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at) {
   if (!command.ok()) return command.status();
   Result<std::string> env = EncodeEnv(spec.env);
   if (!env.ok()) return env.status();
-  query.BindAll(spec.name, *command, spec.cwd, *env, spec.gpus, spec.mem_bytes,
-                spec.mem_percent, spec.cpus, spec.priority, spec.retries, spec.user,
-                submitted_at);
+  query.BindAll(spec.name, *command, spec.cwd, *env, spec.gpus, spec.mem_bytes, spec.mem_percent,
+                spec.cpus, spec.priority, spec.retries, spec.user, submitted_at);
   return Status::Ok();
 }
 

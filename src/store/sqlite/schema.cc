@@ -95,8 +95,8 @@ Status Migrate(Db& db, std::span<const Migration> steps) {
   if (!version.ok()) return version.status();
   if (*version > latest) {
     return Status::Unavailable("the database has schema version " + std::to_string(*version) +
-                               " but this trainq knows versions up to " +
-                               std::to_string(latest) + "; upgrade trainq to open it");
+                               " but this trainq knows versions up to " + std::to_string(latest) +
+                               "; upgrade trainq to open it");
   }
   for (const Migration& step : steps) {
     if (step.version <= *version) continue;

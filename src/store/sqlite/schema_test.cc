@@ -36,8 +36,9 @@ class SchemaTest : public ::testing::Test {
 
 constexpr Migration kV1[] = {{1, "CREATE TABLE t (a INTEGER)"}};
 constexpr Migration kV2[] = {{1, "CREATE TABLE t (a INTEGER)"},
-                             {2, "ALTER TABLE t ADD COLUMN b INTEGER NOT NULL DEFAULT 7;"
-                                 "CREATE TABLE u (x)"}};
+                             {2,
+                              "ALTER TABLE t ADD COLUMN b INTEGER NOT NULL DEFAULT 7;"
+                              "CREATE TABLE u (x)"}};
 
 TEST_F(SchemaTest, MigratesAVersionOneDatabaseAndKeepsItsRows) {
   ASSERT_TRUE(Migrate(*db_, kV1).ok());

@@ -28,7 +28,8 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
 // --- Query ---
 
 Query::Query(Query&& other) noexcept
-    : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)),
+    : db_(other.db_),
+      stmt_(std::exchange(other.stmt_, nullptr)),
       bind_status_(std::move(other.bind_status_)) {}
 
 Query::~Query() {
@@ -53,9 +54,9 @@ Query& Query::BindDouble(int index, double value) {
 }
 
 Query& Query::Bind(int index, std::string_view text) {
-  return Check(sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
-                                   SQLITE_UTF8),
-               index);
+  return Check(
+      sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
+      index);
 }
 
 Query& Query::BindNull(int index) { return Check(sqlite3_bind_null(stmt_, index), index); }
@@ -103,8 +104,8 @@ std::optional<double> Query::OptDouble(int col) const {
 Result<Db> Db::Open(const std::string& path) {
   sqlite3* raw = nullptr;
   // NOMUTEX: the Store is used from one thread at a time, so SQLite's own locks are waste.
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
-              SQLITE_OPEN_EXRESCODE;
+  int flags =
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   Db db(raw);  // owns the handle even when opening failed
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "opening " + path);

@@ -1,7 +1,6 @@
 #include "src/store/sqlite/sqlite_store.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "src/store/sqlite/rows.h"
@@ -15,7 +14,7 @@ using sqlite::Transaction;
 
 namespace {
 
-constexpr int kStateCount = static_cast<int>(JobState::kCancelled) + 1;
+constexpr size_t kStateCount = static_cast<size_t>(JobState::kCancelled) + 1;
 
 Status CheckEnd(const AttemptEnd& end) {
   if (!IsDone(end.attempt_state)) {
@@ -26,6 +25,18 @@ Status CheckEnd(const AttemptEnd& end) {
                            std::string(StateName(end.job_state)));
   }
   return Status::Ok();
+}
+
+Result<std::vector<Job>> ReadJobs(Query& select) {
+  std::vector<Job> jobs;
+  for (;;) {
+    Result<bool> row = select.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return jobs;
+    Result<Job> job = sqlite::ReadJob(select);
+    if (!job.ok()) return job.status();
+    jobs.push_back(std::move(job).value());
+  }
 }
 
 Result<Lease> NextLease(Query& current, const std::string& name, const std::string& holder,
@@ -88,8 +99,7 @@ Result<Transaction> SqliteStore::BeginWrite() {
   return Transaction::Begin(db_, Transaction::Kind::kWrite);
 }
 
-Status SqliteStore::CheckCas(const Result<int64_t>& changed, JobId id,
-                             std::string_view expected) {
+Status SqliteStore::CheckCas(const Result<int64_t>& changed, JobId id, std::string_view expected) {
   if (!changed.ok()) return changed.status();
   if (*changed == 1) return Status::Ok();
   Result<Query> query = db_.Prepare("SELECT state, attempt FROM jobs WHERE id = ?1");
@@ -125,21 +135,14 @@ Result<Job> SqliteStore::Get(JobId id) {
   // One snapshot for both reads, so the job and its attempts agree.
   Result<Transaction> txn = Transaction::Begin(db_, Transaction::Kind::kRead);
   if (!txn.ok()) return txn.status();
-  Result<Job> job = Status::NotFound("no job " + std::to_string(id));
-  {
-    Result<Query> query = db_.Prepare(sqlite::GetJobSql());
-    if (!query.ok()) return query.status();
-    Result<bool> row = query->BindAll(id).Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return job;
-    job = sqlite::ReadJob(*query);
-    if (!job.ok()) return job;
-  }
-  std::vector<Job> one;
-  one.push_back(std::move(job).value());
-  TRAINQ_RETURN_IF_ERROR(FillAttempts(one));
+  Result<Query> select = db_.Prepare(sqlite::GetJobSql());
+  if (!select.ok()) return select.status();
+  Result<std::vector<Job>> jobs = ReadJobs(select->BindAll(id));
+  if (!jobs.ok()) return jobs.status();
+  if (jobs->empty()) return Status::NotFound("no job " + std::to_string(id));
+  TRAINQ_RETURN_IF_ERROR(FillAttempts(*jobs));
   TRAINQ_RETURN_IF_ERROR(txn->Commit());
-  return std::move(one.front());
+  return std::move(jobs->front());
 }
 
 Result<std::vector<Job>> SqliteStore::List(const ListQuery& query) {
@@ -153,27 +156,18 @@ Result<std::vector<Job>> SqliteStore::List(const ListQuery& query) {
 }
 
 Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
-  bool by_state = !query.states.empty();
-  if (query.states.size() > static_cast<size_t>(kStateCount)) {
-    return Status::Invalid("more states than exist in a list query");
-  }
-  Result<Query> select = db_.Prepare(sqlite::ListJobsSql(by_state));
+  std::vector<JobState> states = query.states;
+  std::sort(states.begin(), states.end());
+  states.erase(std::unique(states.begin(), states.end()), states.end());
+  Result<Query> select = db_.Prepare(sqlite::ListJobsSql(!states.empty()));
   if (!select.ok()) return select.status();
   select->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
-  for (int slot = 0; by_state && slot < kStateCount; ++slot) {
+  for (size_t slot = 0; !states.empty() && slot < kStateCount; ++slot) {
     // Unused slots repeat the first state, which changes nothing in an IN list.
-    size_t from = static_cast<size_t>(slot) < query.states.size() ? static_cast<size_t>(slot) : 0;
-    select->Bind(3 + slot, sqlite::StateText(query.states[from]));
+    JobState state = slot < states.size() ? states[slot] : states.front();
+    select->Bind(3 + static_cast<int>(slot), sqlite::StateText(state));
   }
-  std::vector<Job> jobs;
-  for (;;) {
-    Result<bool> row = select->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return jobs;
-    Result<Job> job = sqlite::ReadJob(*select);
-    if (!job.ok()) return job.status();
-    jobs.push_back(std::move(job).value());
-  }
+  return ReadJobs(*select);
 }
 
 // One query for the attempts of all `jobs` (sorted by id, as listed), merged in order.
@@ -230,11 +224,11 @@ Status SqliteStore::StartAttempt(JobId id, int expected_attempt, const Placement
   if (!uuids.ok()) return uuids.status();
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  TRAINQ_RETURN_IF_ERROR(CheckCas(
-      db_.Run("UPDATE jobs SET state = 'starting', attempt = attempt + 1, reason = '' "
-              "WHERE id = ?1 AND state = 'queued' AND attempt = ?2",
-              id, expected_attempt),
-      id, "queued with attempt " + std::to_string(expected_attempt)));
+  TRAINQ_RETURN_IF_ERROR(
+      CheckCas(db_.Run("UPDATE jobs SET state = 'starting', attempt = attempt + 1, reason = '' "
+                       "WHERE id = ?1 AND state = 'queued' AND attempt = ?2",
+                       id, expected_attempt),
+               id, "queued with attempt " + std::to_string(expected_attempt)));
   Result<int64_t> inserted = db_.Run(
       "INSERT INTO attempts (job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, "
       "cpus, run_dir, log_path, started_at) VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -248,15 +242,14 @@ Status SqliteStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid
                                 UnixMs /*now*/) {
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  TRAINQ_RETURN_IF_ERROR(CheckCas(
-      db_.Run("UPDATE jobs SET state = 'running' "
-              "WHERE id = ?1 AND state = 'starting' AND attempt = ?2",
-              id, attempt),
-      id, "starting with attempt " + std::to_string(attempt)));
-  Result<int64_t> updated =
-      db_.Run("UPDATE attempts SET state = 'running', pid = ?3, pid_start_ticks = ?4 "
-              "WHERE job_id = ?1 AND n = ?2",
-              id, attempt, pid, pid_start_ticks);
+  TRAINQ_RETURN_IF_ERROR(CheckCas(db_.Run("UPDATE jobs SET state = 'running' "
+                                          "WHERE id = ?1 AND state = 'starting' AND attempt = ?2",
+                                          id, attempt),
+                                  id, "starting with attempt " + std::to_string(attempt)));
+  Result<int64_t> updated = db_.Run(
+      "UPDATE attempts SET state = 'running', pid = ?3, pid_start_ticks = ?4 "
+      "WHERE job_id = ?1 AND n = ?2",
+      id, attempt, pid, pid_start_ticks);
   if (!updated.ok()) return updated.status();
   if (*updated != 1) return Status::Internal("job " + std::to_string(id) + " lacks its attempt");
   return txn->Commit();
@@ -274,18 +267,18 @@ Status SqliteStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) 
   Result<int64_t> updated = db_.Run(
       "UPDATE attempts SET state = ?3, ended_at = ?4, exit_code = ?5, signal = ?6, oom = ?7, "
       "end_reason = ?8 WHERE job_id = ?1 AND n = ?2",
-      id, attempt, sqlite::StateText(end.attempt_state), end.ended_at, end.exit_code,
-      end.signal, end.oom, end.end_reason);
+      id, attempt, sqlite::StateText(end.attempt_state), end.ended_at, end.exit_code, end.signal,
+      end.oom, end.end_reason);
   if (!updated.ok()) return updated.status();
   if (*updated != 1) return Status::Internal("job " + std::to_string(id) + " lacks its attempt");
   return txn->Commit();
 }
 
 Status SqliteStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
-  Result<int64_t> updated =
-      db_.Run("UPDATE attempts SET peak_mem_bytes = MAX(peak_mem_bytes, ?3) "
-              "WHERE job_id = ?1 AND n = ?2",
-              id, attempt, bytes);
+  Result<int64_t> updated = db_.Run(
+      "UPDATE attempts SET peak_mem_bytes = MAX(peak_mem_bytes, ?3) "
+      "WHERE job_id = ?1 AND n = ?2",
+      id, attempt, bytes);
   if (!updated.ok()) return updated.status();
   if (*updated != 1) {
     return Status::NotFound("job " + std::to_string(id) + " has no attempt " +
@@ -297,11 +290,10 @@ Status SqliteStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
 Status SqliteStore::CancelWaiting(JobId id, const std::string& reason, UnixMs /*now*/) {
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  TRAINQ_RETURN_IF_ERROR(
-      CheckCas(db_.Run("UPDATE jobs SET state = 'cancelled', reason = ?2 "
-                       "WHERE id = ?1 AND state IN ('queued', 'blocked')",
-                       id, reason),
-               id, "queued or blocked"));
+  TRAINQ_RETURN_IF_ERROR(CheckCas(db_.Run("UPDATE jobs SET state = 'cancelled', reason = ?2 "
+                                          "WHERE id = ?1 AND state IN ('queued', 'blocked')",
+                                          id, reason),
+                                  id, "queued or blocked"));
   return txn->Commit();
 }
 
@@ -321,9 +313,8 @@ Status SqliteStore::SetReasons(std::span<const std::pair<JobId, std::string>> re
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   for (const auto& [id, reason] : reasons) {
-    Result<int64_t> updated =
-        db_.Run("UPDATE jobs SET reason = ?2 WHERE id = ?1 AND state IN ('queued', 'blocked')",
-                id, reason);
+    Result<int64_t> updated = db_.Run(
+        "UPDATE jobs SET reason = ?2 WHERE id = ?1 AND state IN ('queued', 'blocked')", id, reason);
     if (!updated.ok()) return updated.status();
   }
   return txn->Commit();

@@ -31,7 +31,8 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                const SqliteOptions& options);
 
 // Sets a fresh connection up as the store needs it: busy timeout, WAL, synchronous=FULL
-// (unless !options.durable), foreign keys. (Connection settings other than WAL do not persist in the file.)
+// (OFF when !options.durable), foreign keys. Only WAL persists in the file; the rest is
+// per connection.
 Status ConfigureConnection(sqlite::Db& db, const SqliteOptions& options);
 
 // Thread: one thread at a time (the Store contract); the connection is opened without
@@ -56,8 +57,8 @@ class SqliteStore final : public Store {
   Status CancelWaiting(JobId id, const std::string& reason, UnixMs now) override;
   Status Requeue(JobId id, const std::string& reason) override;
   Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override;
-  Result<Lease> AcquireLease(const std::string& name, const std::string& holder,
-                             int64_t ttl_ms, UnixMs now) override;
+  Result<Lease> AcquireLease(const std::string& name, const std::string& holder, int64_t ttl_ms,
+                             UnixMs now) override;
 
  private:
   Result<sqlite::Transaction> BeginWrite();

@@ -13,10 +13,10 @@
 namespace trainq {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using sqlite::RawDb;
 using sqlite::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // --- The conformance suite on SQLite: one new database file per test ---
 
