@@ -6,7 +6,7 @@ RELEASE := build/release
 ASAN := build/asan
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test unit integration fuzz demo install clean
+.PHONY: all deps test-deps release asan test test-gpu release-tests unit integration fuzz demo install clean
 
 all: release
 
@@ -29,7 +29,15 @@ asan: test-deps
 test: asan fuzz
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) --timeout 600
+	  ctest --output-on-failure -j $(JOBS) --timeout 600 -LE gpu
+
+# Needs an NVIDIA GPU, its driver and a CUDA build of PyTorch (python3 -c 'import torch').
+test-gpu: release-tests
+	@cd build/gpu && ctest --output-on-failure -L gpu
+
+release-tests:
+	@cmake -S . -B build/gpu $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build build/gpu -j $(JOBS) --target trainq fake_nvml
 
 unit: asan
 	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L unit

@@ -248,7 +248,9 @@ TEST(SpawnShimTest, ShimGetsNewSessionLockStdioAndNothingElse) {
   EXPECT_EQ(v.lock_env, std::to_string(kShimLockFd));
   EXPECT_EQ(v.sig_blocked, "0000000000000000");
   // Python itself ignores SIGPIPE and SIGXFSZ; nothing else may be ignored (SIGHUP was).
-  uint64_t ignored = std::stoull(v.sig_ignored, nullptr, 16);
+  // Only the classic signals count: glibc reserves 32 and 33 and refuses to change them, so
+  // they keep whatever disposition the test runner (ctest, make) gave them.
+  uint64_t ignored = std::stoull(v.sig_ignored, nullptr, 16) & ((1ULL << 31) - 1);
   EXPECT_EQ(ignored & ~((1ULL << (SIGPIPE - 1)) | (1ULL << (SIGXFSZ - 1))), 0u) << v.sig_ignored;
   std::map<int, std::string> want = {
       {0, "/dev/null"}, {1, daemon_log}, {2, daemon_log}, {kShimLockFd, LockPath(dir.path())}};
