@@ -43,11 +43,16 @@ def main():
     p.add_argument("--exit", type=int, default=0)
     p.add_argument("--env-out", default="", help="write the environment as JSON here")
     p.add_argument("--wait-file", default="", help="run until this file exists")
+    p.add_argument("--marker", default="", help="append a line here when an attempt starts")
+    p.add_argument("--oom-text", default=OOM_TEXT, help="what an out-of-memory attempt prints")
     a = p.parse_args()
 
     attempt = os.environ.get("TRAINQ_ATTEMPT", "0")
     print(f"fake_train: job {os.environ.get('TRAINQ_JOB_ID')} attempt {attempt} "
           f"on CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}", flush=True)
+    if a.marker:
+        with open(a.marker, "a") as f:
+            f.write(f"job {os.environ.get('TRAINQ_JOB_ID')} attempt {attempt} pid {os.getpid()}\n")
     if a.env_out:
         with open(a.env_out + ".tmp", "w") as f:
             json.dump(dict(os.environ), f)
@@ -64,7 +69,7 @@ def main():
             os.replace(path + ".tmp", path)
     if oom_now:
         time.sleep(0.2)
-        sys.stderr.write(OOM_TEXT)
+        sys.stderr.write(a.oom_text.rstrip("\n") + "\n")
         sys.exit(1)
     deadline = time.monotonic() + a.duration
     while time.monotonic() < deadline or (a.wait_file and not os.path.exists(a.wait_file)):

@@ -32,7 +32,10 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   s->add_option("--priority", a.priority, "higher runs first");
   s->add_option("--retries", a.retries, "retries after GPU out-of-memory");
   s->add_option("--cwd", a.cwd, "working directory (default: the current one)");
-  s->add_option("--env", a.env, "K=V added to the job's environment (repeatable)");
+  // One value per --env: a vector option would otherwise also take the words after it and
+  // swallow the `--` that ends the options, so the command's own flags would be refused.
+  s->add_option("--env", a.env, "K=V added to the job's environment (repeatable)")
+      ->allow_extra_args(false);
   s->add_flag("--json", a.json, "print the job as JSON");
   s->add_option("command", a.command, "the command and its arguments, after --");
 }

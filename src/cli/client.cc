@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/api/http.h"
+#include "src/daemon/config.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -31,6 +32,8 @@ bool Client::DaemonRunning() const {
 
 Status Client::EnsureDaemon() {
   if (DaemonRunning()) return Status::Ok();
+  // A config the daemon would refuse: say why now, not after the start timeout.
+  if (Result<Config> config = LoadConfig(paths_.config); !config.ok()) return config.status();
   TRAINQ_RETURN_IF_ERROR(MakeDirs(paths_.state_dir));
   Result<std::string> self = SelfExecutable();
   if (!self.ok()) return self.status();

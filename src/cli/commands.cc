@@ -140,6 +140,23 @@ bool AttemptActive(const json& a) {
   return s == "starting" || s == "running";
 }
 
+// A job that ended (cancelled while waiting) without ever starting: no log will come.
+bool EndedUnstarted(const json& job) {
+  std::string s = job["state"].get<std::string>();
+  return s == "succeeded" || s == "failed" || s == "cancelled";
+}
+
+Status NoOutput(const json& job) {
+  std::string state = job["state"].get<std::string>();
+  std::string reason = job["reason"].get<std::string>();
+  if (EndedUnstarted(job)) {
+    return Status::Conflict(fmt::format("job {} never started ({}): {}", job["id"].get<int64_t>(),
+                                        state, reason));
+  }
+  return Status::Conflict(fmt::format("job {} has not started yet: {}", job["id"].get<int64_t>(),
+                                      reason));
+}
+
 }  // namespace
 
 int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
@@ -150,16 +167,16 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
     if (attempt != 0) {
       return Fail(Status::NotFound(fmt::format("job {} has no attempt {}", id, attempt)));
     }
-    if (!follow) return Fail(Status::Conflict(fmt::format("job {} has not started yet: {}", id,
-                                                          (*job)["reason"].get<std::string>())));
+    if (!follow || EndedUnstarted(*job)) return Fail(NoOutput(*job));
   }
   int n = a ? (*a)["n"].get<int>() : 0;
   size_t offset = a ? PrintFrom((*a)["log_path"].get<std::string>(), 0) : 0;
   while (follow) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    job = client.Call("GET", fmt::format("/v1/jobs/{}", id));
+    job = GetJob(client, id);  // starts the daemon again if it went away meanwhile
     if (!job.ok()) return Fail(job.status());
     a = FindAttempt(*job, n);
+    if (!a && EndedUnstarted(*job)) return Fail(NoOutput(*job));
     if (!a) continue;  // still waiting for its first attempt
     n = (*a)["n"].get<int>();
     offset = PrintFrom((*a)["log_path"].get<std::string>(), offset);

@@ -107,8 +107,21 @@ void DaemonImpl::Watch(LiveAttempt& live) {
   JobId id = live.job;
   live.pidfd->async_wait(boost::asio::posix::stream_descriptor::wait_read,
                          [this, id](const boost::system::error_code& ec) {
-                           if (!ec && !stopping_) OnShimExit(id);
+                           if (!ec && !stopping_) OnPidfdReady(id);
                          });
+}
+
+void DaemonImpl::OnPidfdReady(JobId id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  // Under load a wait on the pidfd has completed while the shim still ran (poll(2) on the
+  // pidfd said not ready: asio's reactor, not the kernel). Ending the attempt then would
+  // lose its real end, so believe the exit only once the shim is gone.
+  if (ProcessAlive(it->second.pid, it->second.start_ticks)) {
+    spdlog::debug("job {}: spurious wake-up for live shim pid {}", id, it->second.pid);
+    return Watch(it->second);
+  }
+  OnShimExit(id);
 }
 
 void DaemonImpl::OnShimExit(JobId id) {
@@ -138,6 +151,8 @@ void DaemonImpl::OnShimExit(JobId id) {
                  StateName(end.job_state));
   }
   live_.erase(it);
+  // The attempt's memory is free now: sample at once so the next job need not wait a tick.
+  SampleGpus();
   RequestSchedule();
 }
 

@@ -29,8 +29,10 @@ Status DaemonImpl::Start() {
   server_ = std::make_unique<HttpServer>(
       io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
       config_.max_request_bytes);
-  SampleGpus();
+  // Re-adopt first: the first sample must match GPU processes to the attempts that hold
+  // them, or their memory would count twice (used, and reserved as not yet allocated).
   RecoverAttempts();
+  SampleGpus();
   TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
   signals_.add(SIGTERM);
   signals_.add(SIGINT);

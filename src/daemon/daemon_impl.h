@@ -67,12 +67,14 @@ class DaemonImpl {
   std::vector<NodeState> BuildNodes() const;
   int MaxGpusPerNodeNow() const;
   void ArmWakeup(const std::vector<Job>& waiting, UnixMs now);
+  void ForgetReasonsExcept(const std::vector<Job>& waiting);
 
   // agent.cc
   void RecoverAttempts();
   void RecoverOne(const Job& job, const Attempt& attempt);
   Status StartAttempt(const Job& job, const StartDecision& decision);
   void Watch(LiveAttempt& live);
+  void OnPidfdReady(JobId job);
   void OnShimExit(JobId job);
   Status CancelJob(const Job& job, std::string* message);
   void AttributeUsage();

@@ -240,6 +240,7 @@ void JobRoute(RouteContext& c) {
   if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
   if (c.req.method == "POST" && action == "retry") {
     st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid));
+    c.d.written_reasons_.erase(*id);  // waiting again: its reason must be written anew
     message = fmt::format("job {} queued again (was {})", *id, StateName(job->state));
     if (!st.ok() && st.code() == Code::kConflict) {
       st = Status::Conflict(fmt::format("job {} is {}; only a job that ended can be retried", *id,

@@ -85,6 +85,7 @@ void DaemonImpl::SchedulePass() {
     return;
   }
   waiting_jobs_ = static_cast<int64_t>(waiting->size());
+  ForgetReasonsExcept(*waiting);
   if (waiting->empty()) return;
   std::vector<PendingJob> pending;
   std::map<JobId, const Job*> by_id;
@@ -113,6 +114,13 @@ void DaemonImpl::SchedulePass() {
     if (Status st = store_->SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
   }
   ArmWakeup(*waiting, now);
+}
+
+// A job that left the queue (cancelled, retried later) must get its reason written again.
+void DaemonImpl::ForgetReasonsExcept(const std::vector<Job>& waiting) {
+  std::set<JobId> ids;
+  for (const Job& job : waiting) ids.insert(job.id);
+  std::erase_if(written_reasons_, [&ids](const auto& entry) { return !ids.count(entry.first); });
 }
 
 void DaemonImpl::ArmWakeup(const std::vector<Job>& waiting, UnixMs now) {

@@ -1,12 +1,16 @@
 """Black-box harness: the real trainq binary, a real daemon, simulated GPUs.
 
 Each test gets a fresh state dir with its own config and simulated-GPU file, and drives the
-CLI exactly as a user would. Nothing here fakes trainq itself.
+CLI exactly as a user would (plus raw HTTP on the daemon's socket where the API is the point).
+Nothing here fakes trainq itself. At the end of a test the daemon is stopped, every process
+of the instance is killed by pid (found through its environment, which names the state dir),
+and the daemon's log is checked for sanitizer reports.
 """
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -15,8 +19,11 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAKE_TRAIN = os.path.join(HERE, "..", "..", "examples", "fake_train.py")
+FAKE_TRAIN = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "fake_train.py"))
 GIB = 1 << 30
+MIB = 1 << 20
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "ERROR: UndefinedBehaviorSanitizer")
 
 
 def trainq_binary():
@@ -38,26 +45,82 @@ def wait_for(predicate, timeout=15.0, interval=0.02, what="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
+def process_gone(pid):
+    """True when pid no longer runs: absent from /proc, or a zombie nobody reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def read_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return f.read().splitlines()
+
+
+def read_json(path):
+    """The JSON a job wrote atomically, or None while it has not."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def check_no_sanitizer_report(text, what):
+    for mark in SANITIZER_MARKS:
+        assert mark not in text, f"sanitizer report in {what}:\n{text[-4000:]}"
+
+
+class HttpAnswer:
+    def __init__(self, raw):
+        self.raw = raw
+        self.status = None
+        self.body = None
+        if not raw:
+            return
+        head, _, body = raw.partition(b"\r\n\r\n")
+        self.status = int(head.split(b" ", 2)[1])
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                body = body[:int(value)]  # the first answer only
+        self.body = json.loads(body) if body else None
+
+    @property
+    def error_code(self):
+        return self.body["error"]["code"] if isinstance(self.body, dict) else None
+
+
 class Trainq:
     """One trainq instance: a state dir, its simulated GPUs and the CLI."""
 
-    def __init__(self, root, gpus, config):
+    def __init__(self, root, gpus, config, state_subdir="state"):
         self.root = root
-        self.state_dir = os.path.join(root, "state")
+        self.state_dir = os.path.join(root, state_subdir)
         os.makedirs(self.state_dir)
+        self.socket_path = os.path.join(self.state_dir, "trainq.sock")
         self.gpu_file = os.path.join(root, "gpus.json")
         self.usage_dir = os.path.join(root, "usage")
         os.makedirs(self.usage_dir)
         self.work = os.path.join(root, "work")
         os.makedirs(self.work)
         self.set_gpus(gpus)
-        lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]
-        with open(os.path.join(self.state_dir, "config.toml"), "w") as f:
-            f.write("\n".join(lines) + "\n")
+        self.write_config(config)
         self.env = dict(os.environ)
         self.env["TRAINQ_STATE_DIR"] = self.state_dir
         self.env["TRAINQ_FAKE_GPUS"] = self.gpu_file
+        self.env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         self.env.pop("XDG_STATE_HOME", None)
+
+    def write_config(self, config):
+        # JSON strings, numbers and arrays of strings are valid TOML values.
+        lines = [f"{k} = {json.dumps(v)}" for k, v in config.items()]
+        with open(os.path.join(self.state_dir, "config.toml"), "w") as f:
+            f.write("\n".join(lines) + "\n")
 
     def set_gpus(self, gpus, **extra):
         """Rewrites the simulated GPU file (atomically); the daemon re-reads it every sample."""
@@ -68,9 +131,16 @@ class Trainq:
             json.dump(doc, f)
         os.replace(tmp, self.gpu_file)
 
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    # --- the CLI ---
+
     def run(self, *args, check=True, timeout=60, **kw):
-        proc = subprocess.run([trainq_binary(), *args], env=self.env, cwd=kw.pop("cwd", self.work),
-                              capture_output=True, text=True, timeout=timeout, **kw)
+        proc = subprocess.run([trainq_binary(), *args], env=kw.pop("env", self.env),
+                              cwd=kw.pop("cwd", self.work), capture_output=True, text=True,
+                              timeout=timeout, **kw)
+        check_no_sanitizer_report(proc.stderr, f"stderr of trainq {' '.join(args)}")
         if check and proc.returncode != 0:
             raise AssertionError(f"trainq {' '.join(args)} exited {proc.returncode}\n"
                                  f"stdout: {proc.stdout}\nstderr: {proc.stderr}")
@@ -92,8 +162,21 @@ class Trainq:
 
     def wait_state(self, job_id, states, timeout=20.0):
         states = {states} if isinstance(states, str) else set(states)
-        return wait_for(lambda: self.show(job_id) if self.state(job_id) in states else None,
-                        timeout=timeout, what=f"job {job_id} to reach {states}")
+        seen = []
+
+        def reached():
+            job = self.show(job_id)
+            seen[:] = [job]
+            return job if job["state"] in states else None
+
+        try:
+            return wait_for(reached, timeout=timeout, what=f"job {job_id} to reach {states}")
+        except AssertionError as e:
+            job = seen[0] if seen else {}
+            attempts = [(a["n"], a["state"], a["end_reason"]) for a in job.get("attempts", [])]
+            raise AssertionError(f"{e}\nlast seen: {job.get('state')} ({job.get('reason')}), "
+                                 f"attempts {attempts}\nrun dirs:\n{self.run_dirs_text(job_id)}"
+                                 f"\ndaemon log:\n{self.daemon_log()[-3000:]}")
 
     def ls(self, *opts):
         return json.loads(self.run("ls", "--json", *opts).stdout)
@@ -101,20 +184,107 @@ class Trainq:
     def gpus(self):
         return json.loads(self.run("gpus", "--json").stdout)
 
+    # --- the daemon ---
+
+    def api(self, method, target, body=None, timeout=10):
+        """One HTTP request on the daemon's socket (no daemon is started for it)."""
+        data = b"" if body is None else (body if isinstance(body, bytes) else
+                                         json.dumps(body).encode())
+        head = (f"{method} {target} HTTP/1.1\r\nHost: trainq\r\nConnection: close\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
+        return self.raw_request(head.encode() + data, timeout=timeout)
+
+    def raw_request(self, data, half_close=True, timeout=10):
+        """Sends bytes as they are and reads until the daemon closes the connection."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(self.socket_path)
+            try:
+                s.sendall(data)
+                if half_close:
+                    s.shutdown(socket.SHUT_WR)
+            except BrokenPipeError:
+                pass  # the daemon answered (413, say) and closed before reading it all
+            chunks = []
+            while True:
+                try:
+                    chunk = s.recv(65536)
+                except ConnectionResetError:
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        return HttpAnswer(b"".join(chunks))
+
+    def start_daemon(self):
+        self.run("daemon")
+        return self.daemon_pid()
+
     def daemon_pid(self):
-        out = subprocess.run(["pgrep", "-f", f"daemon --foreground --state-dir {self.state_dir}$"],
-                             capture_output=True, text=True)
-        pids = [int(p) for p in out.stdout.split()]
-        return pids[0] if pids else None
+        """The running daemon's pid from its status route, None when none answers."""
+        try:
+            answer = self.api("GET", "/v1/status", timeout=5)
+        except OSError:
+            return None
+        return answer.body["pid"] if answer.status == 200 else None
+
+    def kill_daemon(self):
+        """kill -9 of the daemon; returns once it is gone."""
+        pid = self.daemon_pid()
+        assert pid, "no daemon answers"
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: process_gone(pid), timeout=10, what=f"daemon {pid} to die")
+        return pid
 
     def daemon_log(self):
         path = os.path.join(self.state_dir, "daemon.log")
-        return open(path).read() if os.path.exists(path) else ""
+        return open(path, errors="replace").read() if os.path.exists(path) else ""
+
+    def run_dir(self, job_id, attempt=1):
+        return os.path.join(self.state_dir, "runs", str(job_id), str(attempt))
+
+    def run_dirs_text(self, job_id):
+        """The records of every attempt of a job, for failure messages."""
+        out = []
+        base = os.path.join(self.state_dir, "runs", str(job_id))
+        for attempt in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            for name in ("shim.json", "exit.json", "output.log"):
+                path = os.path.join(base, attempt, name)
+                text = open(path, errors="replace").read()[-1000:] if os.path.exists(path) else "-"
+                out.append(f"{attempt}/{name}: {text}")
+        return "\n".join(out)
+
+    def processes(self):
+        """Pids of every process of this instance (daemon, shims, jobs and their children):
+        they all carry TRAINQ_STATE_DIR in their environment."""
+        mark = f"TRAINQ_STATE_DIR={self.state_dir}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read().split(b"\0")
+            except OSError:
+                continue
+            if mark in environ and not process_gone(int(entry)):
+                found.append(int(entry))
+        return found
 
     def cleanup(self):
         self.run("daemon", "stop", check=False, timeout=30)
         # Jobs outlive the daemon by design: stop whatever this instance left running.
-        subprocess.run(["pkill", "-KILL", "-f", self.root], capture_output=True)
+        for _ in range(50):
+            pids = self.processes()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        check_no_sanitizer_report(self.daemon_log(), f"{self.state_dir}/daemon.log")
 
 
 def gpu(i, total="80GiB", others=0, **kw):
@@ -132,20 +302,31 @@ DEFAULT_CONFIG = {"cpu_slots": 16, "sample_interval": "100ms", "grace_period": "
 def make_trainq():
     made = []
 
-    def make(gpus=None, **config):
+    def make(gpus=None, state_subdir="state", **config):
         cfg = dict(DEFAULT_CONFIG)
         cfg.update(config)
         root = tempfile.mkdtemp(prefix="tq-", dir="/tmp")
-        t = Trainq(root, [gpu(0)] if gpus is None else gpus, cfg)
+        t = Trainq(root, [gpu(0)] if gpus is None else gpus, cfg, state_subdir)
         made.append(t)
         return t
 
     yield make
     for t in made:
-        t.cleanup()
-        shutil.rmtree(t.root, ignore_errors=True)
+        try:
+            t.cleanup()
+        finally:
+            shutil.rmtree(t.root, ignore_errors=True)
 
 
 @pytest.fixture
 def tq(make_trainq):
     return make_trainq()
+
+
+@pytest.fixture
+def foreign_process():
+    """A live process outside trainq, to name in a simulated GPU's other_processes."""
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()

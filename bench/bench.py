@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""`make bench`: trainq measured beside task-spooler and Slurm, in one run, on this machine.
+
+The peers are brought up and measured by ../shared/bench/peers.sh, unchanged; trainq is
+measured here the same way (the same trivial jobs, the same latency probe, the same rounds),
+and both land in one table in docs/benchmarks.md. Every figure is a median of several rounds
+with its min-max, and where a peer measured the same thing, the ratio to it.
+
+Knobs (environment): N_JOBS=200 ROUNDS=5 LAT_SAMPLES=10 SLOTS=2 SCALE_JOBS=100000
+IDLE_SECONDS=60 BENCH_PEERS=1 (0: skip the peers) PEERS=path/to/peers.sh OUT=docs/benchmarks.md
+"""
+import csv
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N_JOBS = int(os.environ.get("N_JOBS", 200))
+ROUNDS = int(os.environ.get("ROUNDS", 5))
+LAT_SAMPLES = int(os.environ.get("LAT_SAMPLES", 10))
+SLOTS = int(os.environ.get("SLOTS", 2))
+SCALE_JOBS = int(os.environ.get("SCALE_JOBS", 100000))
+IDLE_SECONDS = float(os.environ.get("IDLE_SECONDS", 60))
+POLL = 0.01  # as peers.sh polls task-spooler
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- timing helpers
+
+class Stat:
+    """Median with min and max of samples (seconds or any unit)."""
+
+    def __init__(self, samples):
+        self.samples = list(samples)
+        self.median = statistics.median(self.samples)
+        self.min = min(self.samples)
+        self.max = max(self.samples)
+
+    def fmt(self, scale=1.0, digits=3):
+        return (f"{self.median * scale:.{digits}f} "
+                f"({self.min * scale:.{digits}f}–{self.max * scale:.{digits}f})")
+
+
+def timed(fn, *args):
+    t0 = time.monotonic()
+    fn(*args)
+    return time.monotonic() - t0
+
+
+def wait_until(predicate, timeout=600, interval=POLL):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError("benchmark timed out waiting")
+        time.sleep(interval)
+
+
+def read_timestamp(path):
+    wait_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0, interval=0.001)
+    with open(path) as f:
+        return float(f.read())
+
+
+def stamp_command(path):
+    """The latency probe of peers.sh: the job writes its own start time."""
+    return ["sh", "-c", f"date +%s.%N > {path}.tmp && mv {path}.tmp {path}"]
+
+
+# ---------------------------------------------------------------- a trainq instance
+
+class Trainq:
+    def __init__(self, binary, name, config, gpus=None):
+        self.binary = binary
+        self.root = tempfile.mkdtemp(prefix=f"tqb-{name}-", dir="/tmp")
+        self.state = os.path.join(self.root, "state")
+        os.makedirs(self.state)
+        with open(os.path.join(self.state, "config.toml"), "w") as f:
+            for k, v in config.items():
+                f.write(f"{k} = {json.dumps(v)}\n")
+        self.env = dict(os.environ, TRAINQ_STATE_DIR=self.state)
+        self.env.pop("TRAINQ_FAKE_GPUS", None)
+        if gpus is not None:
+            gpu_file = os.path.join(self.root, "gpus.json")
+            with open(gpu_file, "w") as f:
+                json.dump({"gpus": gpus}, f)
+            self.env["TRAINQ_FAKE_GPUS"] = gpu_file
+        self.cli("daemon")
+
+    def cli(self, *args, stdin=None):
+        return subprocess.run([self.binary, *args], env=self.env, cwd=self.root, check=True,
+                              stdout=subprocess.PIPE, stdin=stdin, text=True).stdout
+
+    def submit(self, cmd, *opts):
+        self.cli("submit", *opts, "--", *cmd)
+
+    def submit_file(self, lines, *opts):
+        path = os.path.join(self.root, "batch.txt")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.cli("submit", "--from", path, *opts)
+
+    def active(self):
+        return len(json.loads(self.cli("ls", "--json")))
+
+    def wait_idle(self):
+        wait_until(lambda: self.active() == 0)
+
+    def daemon_pid(self):
+        return json.loads(self.cli("status", "--json"))["pid"]
+
+    def stop(self):
+        subprocess.run([self.binary, "daemon", "stop"], env=self.env, capture_output=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def proc_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def sim_gpus(n, used_by_others=0):
+    return [{"uuid": f"GPU-bench-{i}", "name": "Simulated A100 80GB", "memory_total": "80GiB",
+             "memory_used_by_others": used_by_others} for i in range(n)]
+
+
+# ---------------------------------------------------------------- the measurements
+
+def measure_burst(tq, submit_all):
+    """(a) submit N trivial jobs, (b) first submit -> all finished: peers.sh's method."""
+    submit_s, done_s = [], []
+    for r in range(ROUNDS):
+        tq.wait_idle()
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        submit_all()
+        t1 = time.monotonic()
+        tq.wait_idle()
+        t2 = time.monotonic()
+        submit_s.append(t1 - t0)
+        done_s.append(t2 - t0)
+        log(f"  round {r + 1}: submit {t1 - t0:.3f} s, all done {t2 - t0:.3f} s")
+    return Stat(submit_s), Stat(done_s)
+
+
+def measure_cli_burst(tq):
+    return measure_burst(tq, lambda: [tq.submit(["true"], "--gpus", "0") for _ in range(N_JOBS)])
+
+
+def measure_batch_burst(tq):
+    return measure_burst(tq, lambda: tq.submit_file(["true"] * N_JOBS, "--gpus", "0"))
+
+
+def measure_latency(tq):
+    """(c) idle queue: submit -> the job's first instruction."""
+    samples = []
+    for i in range(LAT_SAMPLES):
+        tq.wait_idle()
+        time.sleep(0.5)
+        path = os.path.join(tq.root, f"lat.{i}")
+        t0 = time.time()
+        tq.submit(stamp_command(path), "--gpus", "0")
+        samples.append(read_timestamp(path) - t0)
+    return Stat(samples)
+
+
+def measure_turnover(tq):
+    """A job exits -> the next waiting job starts (one slot): the time a slot sits idle."""
+    samples = []
+    for i in range(LAT_SAMPLES):
+        tq.wait_idle()
+        a, b = os.path.join(tq.root, f"a.{i}"), os.path.join(tq.root, f"b.{i}")
+        tq.submit(["sh", "-c", f"sleep 0.3; date +%s.%N > {a}"], "--gpus", "0")
+        tq.submit(stamp_command(b), "--gpus", "0")
+        samples.append(read_timestamp(b) - read_timestamp(a))
+    return Stat(samples)
+
+
+def measure_scale(tq):
+    """SCALE_JOBS queued jobs that cannot run (the GPU is full): costs of a big queue."""
+    lines = ["true"] * SCALE_JOBS
+    t_submit = timed(tq.submit_file, lines, "--mem", "1GiB")
+    out = {"submit_s": t_submit, "jobs_per_s": SCALE_JOBS / t_submit}
+    out["ls_page"] = Stat([timed(tq.cli, "ls", "--limit", "50") for _ in range(ROUNDS)])
+    out["show"] = Stat([timed(tq.cli, "show", str(SCALE_JOBS // 2)) for _ in range(ROUNDS)])
+    time.sleep(3)  # a few GPU samples and scheduling passes with the big queue
+    out["rss"] = proc_rss_bytes(tq.daemon_pid())
+    restarts = []
+    for _ in range(3):
+        tq.cli("daemon", "stop")
+        restarts.append(timed(tq.cli, "ls", "--limit", "1"))  # starts it and waits for it
+    out["restart"] = Stat(restarts)
+    return out
+
+
+def measure_idle(tq):
+    pid = tq.daemon_pid()
+    time.sleep(2)
+    c0, t0 = proc_cpu_seconds(pid), time.monotonic()
+    time.sleep(IDLE_SECONDS)
+    cpu = (proc_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
+    return {"cpu_pct": 100 * cpu, "rss": proc_rss_bytes(pid)}
+
+
+# ---------------------------------------------------------------- peers
+
+def run_peers():
+    if os.environ.get("BENCH_PEERS", "1") == "0":
+        log("BENCH_PEERS=0: peers skipped")
+        return None
+    script = os.environ.get("PEERS", os.path.join(ROOT, "..", "shared", "bench", "peers.sh"))
+    if not os.path.exists(script):
+        log(f"no peers script at {script}: peers skipped")
+        return None
+    results = tempfile.mkdtemp(prefix="tqb-peers-")
+    env = dict(os.environ, N_JOBS=str(N_JOBS), ROUNDS=str(ROUNDS), LAT_SAMPLES=str(LAT_SAMPLES),
+               SLOTS=str(SLOTS), INSTALL="1", RESULTS_DIR=results)
+    log(f"peers: {script}")
+    proc = subprocess.run(["bash", script], env=env, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"peers.sh failed ({proc.returncode})")
+    samples = {}
+    with open(os.path.join(results, f"raw-slots{SLOTS}.csv")) as f:
+        for row in csv.DictReader(f):
+            key = (f"{row['system']} {row['profile']}", row["metric"])
+            samples.setdefault(key, []).append(float(row["seconds"]))
+    shutil.rmtree(results, ignore_errors=True)
+    peers = {}
+    for (system, metric), values in samples.items():
+        peers.setdefault(system, {})[metric] = Stat(values)
+    return {"stats": peers, "versions": peer_versions()}
+
+
+def peer_versions():
+    def first_line(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()[0]
+        except (OSError, IndexError):
+            return "?"
+    return {"slurm": first_line(["slurmctld", "-V"]), "tsp": first_line(["tsp", "-V"])}
+
+
+# ---------------------------------------------------------------- report
+
+def machine():
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Linux {platform.release()}"
+
+
+def git_version():
+    out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or "?"
+
+
+def ratio(ours, theirs, higher_is_better=False):
+    if theirs is None:
+        return ""
+    r = theirs.median / ours.median if higher_is_better else ours.median / theirs.median
+    return f"{r:.2f}×"
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/release/trainq")
+    out_path = os.environ.get("OUT", os.path.join(ROOT, "docs", "benchmarks.md"))
+    results = {}
+    made = []
+
+    def instance(*a, **kw):
+        t = Trainq(binary, *a, **kw)
+        made.append(t)
+        return t
+
+    try:
+        log(f"trainq: CLI submit and drain, {N_JOBS} jobs on {SLOTS} slots, {ROUNDS} rounds")
+        cpu = instance("burst", {"cpu_slots": SLOTS})
+        results["cli"] = measure_cli_burst(cpu)
+        log("trainq: batch submit and drain")
+        results["batch"] = measure_batch_burst(cpu)
+        log("trainq: idle latency")
+        results["latency"] = measure_latency(cpu)
+        log("trainq: turnover on one slot")
+        results["turnover"] = measure_turnover(instance("turnover", {"cpu_slots": 1}))
+        log(f"trainq: {SCALE_JOBS} queued jobs")
+        results["scale"] = measure_scale(instance("scale", {"cpu_slots": 8}, sim_gpus(1, "80GiB")))
+        for t in made:
+            t.stop()
+        made.clear()
+        log(f"trainq: idle daemon for {IDLE_SECONDS:.0f} s, no GPUs")
+        results["idle0"] = measure_idle(instance("idle0", {}, sim_gpus(0)))
+        log(f"trainq: idle daemon for {IDLE_SECONDS:.0f} s, 8 simulated GPUs")
+        results["idle8"] = measure_idle(instance("idle8", {}, sim_gpus(8)))
+    finally:
+        for t in made:
+            t.stop()
+    peers = run_peers()
+    report = render(results, peers, binary)
+    with open(out_path, "w") as f:
+        f.write(report)
+    print(report)
+    log(f"wrote {out_path}")
+
+
+def render(res, peers, binary):
+    p = peers["stats"] if peers else {}
+    tsp = p.get(f"tsp slots{SLOTS}", {})
+    slurm = p.get("slurm default", {})
+    slurm_fix = p.get("slurm epilog", {})
+    lines = []
+    add = lines.append
+    add("# Benchmarks\n")
+    add("Made by `make bench` (bench/bench.py; the peers by `../shared/bench/peers.sh`, unchanged),")
+    add("everything in one run on one machine. Each figure is the median of the rounds with")
+    add("(min–max). Ratios compare medians measured in this same run: for times, trainq ÷ peer")
+    add("(below 1 is faster); for rates, trainq ÷ peer (above 1 is faster).\n")
+    add(f"- machine: {machine()}")
+    add(f"- trainq {git_version()} (release build, embedded SQLite with fsync on every commit)")
+    if peers:
+        add(f"- peers: {peers['versions']['slurm']}; {peers['versions']['tsp']}")
+    else:
+        add("- peers: not measured in this run (BENCH_PEERS=0)")
+    add(f"- N_JOBS={N_JOBS} trivial jobs (`true`) per round, ROUNDS={ROUNDS}, "
+        f"LAT_SAMPLES={LAT_SAMPLES}, SLOTS={SLOTS}\n")
+    add("## Submit, drain, latency\n")
+    add("| system | submit N jobs s | jobs/s | first submit → all done s | idle latency ms |")
+    add("| --- | --- | --- | --- | --- |")
+    cli_submit, cli_done = res["cli"]
+    batch_submit, batch_done = res["batch"]
+    lat = res["latency"]
+    add(f"| trainq (one CLI call per job) | {cli_submit.fmt()} | {N_JOBS / cli_submit.median:.0f} "
+        f"| {cli_done.fmt(digits=2)} | {lat.fmt(1000, 1)} |")
+    add(f"| trainq (`submit --from`, one request) | {batch_submit.fmt()} | "
+        f"{N_JOBS / batch_submit.median:.0f} | {batch_done.fmt(digits=2)} | |")
+    for name, s in sorted(p.items()):
+        add(f"| {name} | {s['submit'].fmt()} | {N_JOBS / s['submit'].median:.0f} "
+            f"| {s['all_done'].fmt(digits=2)} | {s['latency'].fmt(1000, 1)} |")
+    if p:
+        add("\n| trainq ÷ peer | CLI submit rate | batch submit rate | drain time | idle latency |")
+        add("| --- | --- | --- | --- | --- |")
+        for name, s in sorted(p.items()):
+            add(f"| {name} | {ratio(cli_submit, s['submit'], True)} | "
+                f"{ratio(batch_submit, s['submit'], True)} | {ratio(cli_done, s['all_done'])} | "
+                f"{ratio(lat, s['latency'])} |")
+    sc = res["scale"]
+    add("\n## trainq alone\n")
+    add("| measurement | figure |")
+    add("| --- | --- |")
+    add(f"| turnover: a job exits → the next waiting job starts (1 slot) | "
+        f"{res['turnover'].fmt(1000, 1)} ms |")
+    add(f"| {SCALE_JOBS} jobs submitted in one `submit --from` | {sc['submit_s']:.2f} s "
+        f"({sc['jobs_per_s']:.0f} jobs/s) |")
+    add(f"| `trainq ls --limit 50` with {SCALE_JOBS} queued | {sc['ls_page'].fmt(1000, 1)} ms |")
+    add(f"| `trainq show ID` with {SCALE_JOBS} queued | {sc['show'].fmt(1000, 1)} ms |")
+    add(f"| daemon RSS with {SCALE_JOBS} queued | {sc['rss'] / (1 << 20):.1f} MiB |")
+    add(f"| daemon restart with {SCALE_JOBS} queued (stop, then a command until it answers) | "
+        f"{sc['restart'].fmt(digits=2)} s |")
+    for key, label in (("idle0", "no GPUs"), ("idle8", "8 simulated GPUs sampled every second")):
+        add(f"| idle daemon, {label}: CPU over {IDLE_SECONDS:.0f} s | {res[key]['cpu_pct']:.3f} % |")
+        add(f"| idle daemon, {label}: RSS | {res[key]['rss'] / (1 << 20):.1f} MiB |")
+    add("\n## Goals\n")
+    add("| goal | where we stand |")
+    add("| --- | --- |")
+    tsp_rate = N_JOBS / tsp["submit"].median if tsp else None
+    add(f"| CLI submit ≥ 1,600 jobs/s (durable) | {N_JOBS / cli_submit.median:.0f} jobs/s"
+        + (f" (task-spooler here: {tsp_rate:.0f}, not durable)" if tsp_rate else "") + " |")
+    add(f"| batch submit ≥ 20,000 jobs/s | {sc['jobs_per_s']:.0f} jobs/s ({SCALE_JOBS} jobs) |")
+    if tsp:
+        add(f"| 200-job drain ≤ 2× task-spooler | {ratio(cli_done, tsp['all_done'])} |")
+    add(f"| idle latency ≤ 5 ms | {lat.median * 1000:.1f} ms |")
+    add(f"| turnover ≤ 5 ms | {res['turnover'].median * 1000:.1f} ms |")
+    add(f"| `ls` first page ≤ 50 ms with 100,000 queued | {sc['ls_page'].median * 1000:.1f} ms |")
+    add(f"| RSS ≤ 100 MiB with 100,000 queued | {sc['rss'] / (1 << 20):.1f} MiB |")
+    add(f"| idle daemon ≤ 0.5 % CPU | {res['idle0']['cpu_pct']:.3f} % (8 GPUs: "
+        f"{res['idle8']['cpu_pct']:.3f} %) |")
+    add("\nReproduce: `make bench` (add `BENCH_PEERS=0` to skip the peers).")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""Bad input (issue point 9): refused with exit 2 (3 for unknown jobs), one line on stderr,
+nothing stored; malformed requests on the socket get an error and the daemon keeps serving."""
+import shutil
+import socket
+import tempfile
+
+import pytest
+
+from conftest import DEFAULT_CONFIG, Trainq, gpu
+
+BAD_SUBMITS = {
+    "unknown unit": (["--mem", "20XB"], ["true"], "--mem"),
+    "negative mem": (["--mem", "-1G"], ["true"], "--mem"),
+    "negative mem =": (["--mem=-1G"], ["true"], "--mem"),
+    "zero mem": (["--mem", "0"], ["true"], "--mem"),
+    "negative gpus": (["--gpus", "-1"], ["true"], "--gpus"),
+    "negative gpus =": (["--gpus=-1"], ["true"], "--gpus"),
+    "too many gpus": (["--gpus", "9999"], ["true"], "--gpus 2"),
+    "not a count": (["--gpus", "two"], ["true"], "--gpus"),
+    "empty command": ([], [], "command"),
+    "missing cwd": (["--cwd", "/nonexistent/dir"], ["true"], "--cwd"),
+    "env without =": (["--env", "NOEQUALS"], ["true"], "--env"),
+    "unknown flag": (["--bogus"], ["true"], "--bogus"),
+    "mem on a cpu job": (["--gpus", "0", "--mem", "1GiB"], ["true"], "--mem"),
+    "too many cpus": (["--cpus", "1000"], ["true"], "--cpus"),
+    "negative retries": (["--retries", "-2"], ["true"], "--retries"),
+}
+
+
+def stored_ids(t):
+    answer = t.api("GET", "/v1/jobs?all=1")
+    assert answer.status == 200, answer.raw
+    return [j["id"] for j in answer.body["jobs"]]
+
+
+@pytest.fixture(scope="module")
+def instance():
+    """One daemon for the whole file: refusals must leave it and the queue untouched. At the
+    end, the next id follows the last stored one: refusals use up no ids."""
+    root = tempfile.mkdtemp(prefix="tq-", dir="/tmp")
+    t = Trainq(root, [gpu(0), gpu(1)], dict(DEFAULT_CONFIG, max_request="256KiB"))
+    try:
+        first = t.submit("--gpus", "0", cmd=["true"])
+        yield t
+        assert [j["id"] for j in t.ls("--all")] == [first]
+        assert t.submit("--gpus", "0", cmd=["true"]) == first + 1
+    finally:
+        try:
+            t.cleanup()
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def tq(instance):
+    """The instance; checks afterwards that the test stored nothing."""
+    before = stored_ids(instance)
+    yield instance
+    assert stored_ids(instance) == before, "a refused input was stored"
+
+
+def assert_one_line_error(r, code, mentions=None):
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    assert r.stdout == ""
+    assert r.stderr.startswith("trainq: ") and r.stderr.count("\n") == 1, r.stderr
+    if mentions:
+        assert mentions in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SUBMITS))
+def test_bad_submit_is_refused(tq, case):
+    opts, cmd, mentions = BAD_SUBMITS[case]
+    args = ["submit", *opts, "--", *cmd] if cmd or opts else ["submit"]
+    assert_one_line_error(tq.run(*args, check=False), 2, mentions)
+    if not cmd:
+        assert_one_line_error(tq.run("submit", "--", check=False), 2, "command")
+
+
+def test_too_many_gpus_names_the_largest_count(tq):
+    r = tq.run("submit", "--gpus", "3", "--", "true", check=False)
+    assert_one_line_error(r, 2, "--gpus")
+    assert "has 2" in r.stderr and "--gpus 2" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [["show", "abc"], ["show", "1.5"], ["logs", "x"],
+                                  ["cancel", "1x"], ["retry", "0"], ["show", "--", "-3"],
+                                  ["ls", "--bogus"], ["show"], ["frobnicate"]])
+def test_bad_arguments_exit_2(tq, args):
+    assert_one_line_error(tq.run(*args, check=False), 2)
+
+
+@pytest.mark.parametrize("command", ["show", "logs", "cancel", "retry"])
+def test_unknown_job_exits_3(tq, command):
+    assert_one_line_error(tq.run(command, "999", check=False), 3, "999")
+
+
+def test_bad_state_filter(tq):
+    assert_one_line_error(tq.run("ls", "--state", "sleeping", check=False), 2, "sleeping")
+
+
+# --- straight to the socket ---
+
+def assert_still_serving(tq):
+    assert tq.run("ls").returncode == 0
+    assert tq.api("GET", "/v1/status").status == 200
+
+
+@pytest.mark.parametrize("body", [
+    b'{"command": ["true"]',                         # truncated
+    b'{"command": "true"}',                          # wrong type
+    b'{"command": ["true"], "gpus": "1"}',
+    b'{"command": ["true"], "mem": 20}',
+    b'{"command": ["true"], "env": {"A": 1}}',
+    b'{"command": ["true"], "surprise": 1}',
+    b'["true"]',
+    b'{"jobs": []}',
+    b'{"jobs": "x"}',
+    b'\xff\xfe not json',
+    b'',
+])
+def test_malformed_submit_body(tq, body):
+    answer = tq.api("POST", "/v1/jobs", body)
+    assert answer.status == 400, answer.raw
+    assert answer.error_code == "invalid"
+    assert answer.body["error"]["message"]
+    assert_still_serving(tq)
+
+
+def test_body_over_the_limit(tq):
+    body = b'{"command": ["true"], "name": "' + b"x" * (1 << 20) + b'"}'
+    answer = tq.api("POST", "/v1/jobs", body)
+    assert answer.status == 413, answer.raw
+    assert answer.error_code == "invalid"
+    assert_still_serving(tq)
+
+
+@pytest.mark.parametrize("data", [
+    b"\x00\x01\x02garbage that is not HTTP\r\n\r\n",
+    b"HELLO\r\n\r\n",
+    b"GET / HTTP/9.9\r\n\r\n",
+    b"POST /v1/jobs HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+    b"POST /v1/jobs HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+])
+def test_garbage_bytes(tq, data):
+    answer = tq.raw_request(data)
+    if answer.raw:  # an error response, or nothing and a closed connection
+        assert answer.status == 400, answer.raw
+        assert answer.error_code == "invalid"
+    assert_still_serving(tq)
+
+
+def test_half_request_then_close(tq):
+    for data in (b"POST /v1/jobs HTTP/1.1\r\nContent-Length: 100\r\n\r\n{\"comm",
+                 b"GET /v1/jo", b"POST /v1/jobs HTTP/1.1\r\nContent-Le"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(tq.socket_path)
+            s.sendall(data)
+        assert_still_serving(tq)
+
+
+def test_a_stalled_client_does_not_block_others(tq):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(tq.socket_path)
+        s.sendall(b"POST /v1/jobs HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+        assert_still_serving(tq)
+
+
+@pytest.mark.parametrize("method,target,status,code", [
+    ("GET", "/v1/nothing", 404, "not_found"),
+    ("DELETE", "/v1/jobs", 404, "not_found"),
+    ("GET", "/v1/jobs/abc", 400, "invalid"),
+    ("GET", "/v1/jobs/999", 404, "not_found"),
+    ("POST", "/v1/jobs/1/explode", 404, "not_found"),
+    ("GET", "/v1/jobs?state=nope", 400, "invalid"),
+    ("GET", "/v1/jobs?limit=-1", 400, "invalid"),
+])
+def test_bad_routes(tq, method, target, status, code):
+    answer = tq.api(method, target)
+    assert answer.status == status, answer.raw
+    assert answer.error_code == code
+    assert_still_serving(tq)
+
+
+def test_bad_config_is_reported_at_once(make_trainq):
+    t = make_trainq(oom_backoff="soon", bogus_option=1)
+    r = t.run("ls", check=False, timeout=10)
+    assert r.returncode == 2, r
+    assert r.stderr.count("\n") == 1 and "oom_backoff" in r.stderr, r.stderr
+    assert t.daemon_pid() is None
+    t.write_config(DEFAULT_CONFIG)
+    assert t.run("ls").stdout.startswith("ID")
