@@ -45,7 +45,8 @@ unit: asan
 integration: asan
 	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L integration
 
-FUZZ_SRCS := src/core/size.cc src/core/spec.cc src/core/job.cc src/core/status.cc src/core/json_codec.cc
+FUZZ_SRCS := src/core/size.cc src/core/spec.cc src/core/job.cc src/core/status.cc src/core/json_codec.cc \
+  src/core/words.cc
 build/fuzz/spec_fuzz: fuzz/spec_fuzz.cc $(FUZZ_SRCS) $(wildcard include/trainq/*.h src/core/*.h) | test-deps
 	@mkdir -p build/fuzz
 	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \

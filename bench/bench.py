@@ -115,7 +115,7 @@ class Trainq:
         wait_until(lambda: self.active() == 0)
 
     def daemon_pid(self):
-        return json.loads(self.cli("status", "--json"))["pid"]
+        return json.loads(self.cli("daemon", "status", "--json"))["pid"]
 
     def stop(self):
         subprocess.run([self.binary, "daemon", "stop"], env=self.env, capture_output=True)

@@ -11,6 +11,7 @@
 
 #include "src/core/json_codec.h"
 #include "src/core/spec.h"
+#include "src/core/words.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -60,6 +61,20 @@ void CheckEnv(std::string_view text) {
   if (!kv.ok()) return CheckInvalid(kv.status());
   FUZZ_CHECK(!kv->first.empty() && kv->first.find('=') == std::string::npos);
   FUZZ_CHECK(kv->first + "=" + kv->second == s);
+}
+
+// --from lines: splitting never invents words, and quoting each word splits back the same.
+void CheckWords(std::string_view text) {
+  Result<std::vector<std::string>> words = SplitWords(text, "line");
+  if (!words.ok()) return CheckInvalid(words.status());
+  std::string quoted;
+  for (const std::string& w : *words) {
+    quoted += " '";
+    for (char c : w) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+  }
+  Result<std::vector<std::string>> again = SplitWords(quoted, "line");
+  FUZZ_CHECK(again.ok() && *again == *words);
 }
 
 bool SameSpec(const JobSpec& a, const JobSpec& b) {
@@ -120,5 +135,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trainq::CheckEnv(text);
   trainq::CheckSpecJson(text);
   trainq::CheckRawStrings(text);
+  trainq::CheckWords(text);
   return 0;
 }

@@ -18,6 +18,7 @@ struct Parsed {
   std::string state, id;
   std::vector<std::string> ids;
   int attempt = 0;
+  int limit = 0;
   std::string shim_dir;
 };
 
@@ -37,6 +38,8 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   s->add_option("--env", a.env, "K=V added to the job's environment (repeatable)")
       ->allow_extra_args(false);
   s->add_flag("--json", a.json, "print the job as JSON");
+  s->add_option("--from", a.from, "queue one job per line of FILE: a command line (quoted as in sh, "
+                "never expanded) or a JSON job object; the options above are each job's defaults");
   s->add_option("command", a.command, "the command and its arguments, after --");
 }
 
@@ -45,6 +48,7 @@ void AddQueries(CLI::App& app, Parsed& p) {
   ls->add_flag("--all,-a", p.all, "done jobs too");
   ls->add_option("--state", p.state, "only these states, comma-separated");
   ls->add_flag("--json", p.json, "JSON output");
+  ls->add_option("--limit", p.limit, "show at most N jobs, oldest first");
   CLI::App* show = app.add_subcommand("show", "everything about a job, all its attempts");
   show->add_option("id", p.id, "job id")->required();
   show->add_flag("--json", p.json, "JSON output");
@@ -64,6 +68,7 @@ void AddDaemon(CLI::App& app, Parsed& p) {
   CLI::App* d = app.add_subcommand("daemon", "run the daemon (normally started on demand)");
   d->add_flag("--foreground", p.foreground, "stay in the foreground, log to stderr");
   d->add_subcommand("stop", "stop the daemon; running jobs keep running");
+  d->add_subcommand("status", "whether the daemon runs, its pid and GPUs")->add_flag("--json", p.json, "JSON output");
   CLI::App* shim = app.add_subcommand("shim", "");  // internal: supervises one attempt
   shim->group("");
   shim->add_option("run_dir", p.shim_dir)->required();
@@ -75,13 +80,14 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "shim") return RunShim(p.shim_dir);
   Client client(ResolveStatePaths(p.state_dir));
   if (name == "submit") return CmdSubmit(client, p.submit);
-  if (name == "ls") return CmdList(client, p.all, p.state, p.json);
+  if (name == "ls") return CmdList(client, {p.all, p.state, p.limit, p.json});
   if (name == "show") return CmdShow(client, p.id, p.json);
   if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt);
   if (name == "cancel") return CmdCancel(client, p.ids);
   if (name == "retry") return CmdRetry(client, p.id);
   if (name == "gpus") return CmdGpus(client, p.json);
   if (sub->got_subcommand("stop")) return CmdDaemonStop(client);
+  if (sub->got_subcommand("status")) return CmdDaemonStatus(client, p.json);
   return CmdDaemon(client, p.foreground);
 }
 

@@ -12,6 +12,7 @@
 #include "src/cli/format.h"
 #include "src/core/json_codec.h"
 #include "src/core/spec.h"
+#include "src/core/words.h"
 #include "src/daemon/daemon.h"
 #include "src/os/system.h"
 
@@ -67,11 +68,59 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   return body;
 }
 
+// The jobs of a --from file: blank lines and # comments are skipped.
+Result<json> JobsFromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Invalid(fmt::format("--from: cannot read '{}'", path));
+  json jobs = json::array();
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    size_t start = line.find_first_not_of(" \t\r");
+    if (start == std::string::npos || line[start] == '#') continue;
+    std::string where = fmt::format("--from {}:{}", path, n);
+    if (line[start] == '{') {
+      json job = json::parse(line, nullptr, false);
+      if (job.is_discarded() || !job.is_object()) {
+        return Status::Invalid(where + ": not a JSON object");
+      }
+      jobs.push_back(std::move(job));
+      continue;
+    }
+    Result<std::vector<std::string>> words = SplitWords(line, where);
+    if (!words.ok()) return words.status();
+    jobs.push_back({{"command", std::move(*words)}});
+  }
+  if (jobs.empty()) return Status::Invalid(fmt::format("--from: '{}' has no jobs", path));
+  return jobs;
+}
+
+// One request for the whole file, so one transaction: the options are every job's defaults.
+int SubmitFromFile(Client& client, const SubmitArgs& args, json defaults) {
+  if (!args.command.empty()) {
+    return Fail(Status::Invalid("--from: give either --from FILE or a command after --, not both"));
+  }
+  Result<json> jobs = JobsFromFile(args.from);
+  if (!jobs.ok()) return Fail(jobs.status());
+  defaults.erase("command");
+  json body = {{"defaults", std::move(defaults)}, {"jobs", std::move(*jobs)}};
+  Result<json> r = Call(client, "POST", "/v1/jobs", DumpJson(body));
+  if (!r.ok()) return Fail(r.status());
+  if (args.json) {
+    std::printf("%s\n", DumpJson((*r)["ids"]).c_str());
+    return 0;
+  }
+  std::string out;
+  for (const json& id : (*r)["ids"]) out += std::to_string(id.get<int64_t>()) + "\n";
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int CmdSubmit(Client& client, const SubmitArgs& args) {
   Result<json> body = SubmitBody(args);
   if (!body.ok()) return Fail(body.status());
+  if (!args.from.empty()) return SubmitFromFile(client, args, std::move(*body));
   Result<json> r = Call(client, "POST", "/v1/jobs", DumpJson(*body));
   if (!r.ok()) return Fail(r.status());
   int64_t id = (*r)["ids"][0].get<int64_t>();
@@ -85,13 +134,17 @@ int CmdSubmit(Client& client, const SubmitArgs& args) {
   return 0;
 }
 
-int CmdList(Client& client, bool all, const std::string& state, bool as_json) {
-  std::string target = "/v1/jobs";
-  if (!state.empty()) {
-    target += "?state=" + state;
-  } else if (all) {
-    target += "?all=1";
+int CmdList(Client& client, const ListArgs& args) {
+  std::string target = "/v1/jobs?";
+  if (!args.state.empty()) {
+    target += "state=" + args.state + "&";
+  } else if (args.all) {
+    target += "all=1&";
   }
+  if (args.limit < 0) return Fail(Status::Invalid("--limit: use a positive number of jobs"));
+  if (args.limit > 0) target += fmt::format("limit={}&", args.limit);
+  target.pop_back();
+  bool as_json = args.json;
   Result<json> r = Call(client, "GET", target);
   if (!r.ok()) return Fail(r.status());
   if (as_json) {
@@ -236,6 +289,35 @@ int CmdDaemonStop(Client& client) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::printf("%s\n", (*r)["message"].get<std::string>().c_str());
+  return 0;
+}
+
+}  // namespace trainq
+
+namespace trainq {
+
+int CmdDaemonStatus(Client& client, bool as_json) {
+  if (!client.DaemonRunning()) {
+    if (as_json) {
+      std::printf("%s\n", DumpJson({{"running", false}, {"state_dir", client.paths().state_dir}}).c_str());
+    } else {
+      std::printf("no trainq daemon runs for %s\n", client.paths().state_dir.c_str());
+    }
+    return 0;
+  }
+  Result<json> r = client.Call("GET", "/v1/status");
+  if (!r.ok()) return Fail(r.status());
+  int64_t attempts = (*r)["running_attempts"].get<int64_t>();
+  (*r)["running"] = true;
+  if (as_json) {
+    std::printf("%s\n", DumpJson(*r, 2).c_str());
+    return 0;
+  }
+  std::printf("trainq daemon pid %lld for %s: node %s, %s, %lld running attempt(s)\n",
+              static_cast<long long>((*r)["pid"].get<int64_t>()),
+              (*r)["state_dir"].get<std::string>().c_str(), (*r)["node"].get<std::string>().c_str(),
+              (*r)["probe"].get<std::string>().c_str(),
+              static_cast<long long>(attempts));
   return 0;
 }
 

@@ -21,6 +21,14 @@ struct SubmitArgs {
   int retries = 3;
   std::string cwd;
   std::vector<std::string> env;
+  std::string from;  // --from FILE
+  bool json = false;
+};
+
+struct ListArgs {
+  bool all = false;
+  std::string state;
+  int limit = 0;
   bool json = false;
 };
 
@@ -29,7 +37,7 @@ int Fail(const Status& status);
 Result<int64_t> ParseJobId(const std::string& text);
 
 int CmdSubmit(Client& client, const SubmitArgs& args);
-int CmdList(Client& client, bool all, const std::string& state, bool json);
+int CmdList(Client& client, const ListArgs& args);
 int CmdShow(Client& client, const std::string& id, bool json);
 int CmdLogs(Client& client, const std::string& id, bool follow, int attempt);
 int CmdCancel(Client& client, const std::vector<std::string>& ids);
@@ -37,5 +45,6 @@ int CmdRetry(Client& client, const std::string& id);
 int CmdGpus(Client& client, bool json);
 int CmdDaemon(Client& client, bool foreground);
 int CmdDaemonStop(Client& client);
+int CmdDaemonStatus(Client& client, bool json);
 
 }  // namespace trainq

@@ -67,22 +67,47 @@ void DaemonImpl::ArmSampleTimer() {
   sample_timer_.expires_after(std::chrono::milliseconds(config_.sample_interval_ms));
   sample_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
-    SampleGpus();
-    if (waiting_jobs_ > 0) RequestSchedule();
+    // Only a sample that changed what the GPUs offer can change a placement decision.
+    if (SampleGpus() && waiting_jobs_ > 0) RequestSchedule();
     ArmSampleTimer();
   });
 }
 
-void DaemonImpl::SampleGpus() {
+namespace {
+
+bool SameGpus(const GpuSnapshot& a, const GpuSnapshot& b) {
+  if (a.gpus.size() != b.gpus.size()) return false;
+  for (size_t i = 0; i < a.gpus.size(); ++i) {
+    const GpuInfo& x = a.gpus[i];
+    const GpuInfo& y = b.gpus[i];
+    if (x.uuid != y.uuid || x.free_bytes != y.free_bytes || x.total_bytes != y.total_bytes ||
+        x.processes.size() != y.processes.size()) {
+      return false;
+    }
+    for (size_t p = 0; p < x.processes.size(); ++p) {
+      if (x.processes[p].pid != y.processes[p].pid ||
+          x.processes[p].used_bytes != y.processes[p].used_bytes) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool DaemonImpl::SampleGpus() {
   Result<GpuSnapshot> snap = probe_.probe->Sample();
   if (!snap.ok()) {
     // Keep the last good snapshot: a half-written simulated file or a passing NVML error
     // must not make the GPUs vanish.
     spdlog::warn("GPU sample failed: {}", snap.status().message());
-    return;
+    return false;
   }
+  bool changed = !snapshot_ || !SameGpus(*snapshot_, *snap);
   snapshot_ = std::move(*snap);
   AttributeUsage();
+  return changed;
 }
 
 namespace {

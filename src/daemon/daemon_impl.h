@@ -58,7 +58,8 @@ class DaemonImpl {
 
   // daemon.cc
   void RequestStop();
-  void SampleGpus();
+  // Returns whether the GPUs changed since the last sample.
+  bool SampleGpus();
   void ArmSampleTimer();
 
   // scheduler.cc

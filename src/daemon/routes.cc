@@ -73,11 +73,33 @@ bool Matches(const Route& r, const HttpRequest& req) {
   return req.path == path && req.method == r.method;
 }
 
+// {"defaults": {...}, "jobs": [{...}, ...]}: each job is the defaults with its own keys on
+// top, so a large batch carries the shared environment once.
+Result<std::vector<JobSpec>> ParseBatch(const json& doc) {
+  const json& defaults = doc["defaults"];
+  const json& jobs = doc.contains("jobs") ? doc["jobs"] : json();
+  if (!defaults.is_object() || !jobs.is_array() || jobs.empty() || doc.size() != 2) {
+    return Status::Invalid("a batch is {\"defaults\": {...}, \"jobs\": [{...}, ...]} and nothing else");
+  }
+  std::vector<JobSpec> specs;
+  specs.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!jobs[i].is_object()) return Status::Invalid(fmt::format("jobs[{}]: expected an object", i));
+    json merged = defaults;
+    for (const auto& [key, value] : jobs[i].items()) merged[key] = value;
+    Result<JobSpec> spec = SpecFromJson(merged);
+    if (!spec.ok()) return Status::Invalid(fmt::format("jobs[{}]: {}", i, spec.status().message()));
+    specs.push_back(std::move(*spec));
+  }
+  return specs;
+}
+
 Result<std::vector<JobSpec>> ParseSubmitBody(const std::string& body) {
   json doc = json::parse(body, nullptr, false);
   if (doc.is_discarded()) return Status::Invalid("request body is not valid JSON");
   if (!doc.is_object()) return Status::Invalid("request body must be a JSON object");
   std::vector<JobSpec> specs;
+  if (doc.contains("defaults")) return ParseBatch(doc);
   if (!doc.contains("jobs")) {
     Result<JobSpec> spec = SpecFromJson(doc);
     if (!spec.ok()) return spec.status();
@@ -151,6 +173,7 @@ void ListJobs(RouteContext& c) {
   q.states = StatesFor(c.req, &error);
   if (!error.ok()) return c.respond(ErrorResponse(error));
   q.with_attempts = true;
+  q.with_env = false;  // JobToJson leaves the environment out anyway
   if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
     std::optional<JobId> n = ParseId(it->second);
     if (!n) return c.respond(ErrorResponse(Status::Invalid("limit: expected a positive integer")));
@@ -215,7 +238,7 @@ void StatusRoute(RouteContext& c) {
                        {"node", c.d.node_},
                        {"state_dir", c.d.options_.paths.state_dir},
                        {"probe", c.d.probe_.probe->Describe()},
-                       {"running", c.d.live_.size()}}));
+                       {"running_attempts", c.d.live_.size()}}));
 }
 
 void StopRoute(RouteContext& c) {

@@ -79,6 +79,7 @@ PendingJob ToPending(const Job& job) {
 void DaemonImpl::SchedulePass() {
   ListQuery query;
   query.states = {JobState::kQueued};
+  query.with_env = false;  // the policy needs the requests; a started job is read in full
   Result<std::vector<Job>> waiting = store_->List(query);
   if (!waiting.ok()) {
     spdlog::error("scheduling pass: {}", waiting.status().message());
@@ -100,7 +101,8 @@ void DaemonImpl::SchedulePass() {
 
   for (const StartDecision& d : result.starts) {
     written_reasons_.erase(d.job);
-    Status st = StartAttempt(*by_id[d.job], d);
+    Result<Job> job = store_->Get(d.job);
+    Status st = job.ok() ? StartAttempt(*job, d) : job.status();
     if (!st.ok()) spdlog::error("job {}: {}", d.job, st.message());
   }
   std::vector<std::pair<JobId, std::string>> changed;

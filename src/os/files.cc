@@ -58,27 +58,27 @@ Status SyncDir(const std::string& dir) {
 }
 
 // Writes and syncs the temp file; the caller renames it.
-Status FillTemp(int fd, const std::string& tmp, const std::string& data) {
+Status FillTemp(int fd, const std::string& tmp, const std::string& data, Durability durability) {
   TRAINQ_RETURN_IF_ERROR(WriteAll(fd, data, tmp));
-  if (::fsync(fd) < 0) return ErrnoStatus("fsync " + tmp, errno);
+  if (durability == Durability::kSync && ::fsync(fd) < 0) return ErrnoStatus("fsync " + tmp, errno);
   return Status::Ok();
 }
 
 }  // namespace
 
-Status WriteFileAtomic(const std::string& path, const std::string& data) {
+Status WriteFileAtomic(const std::string& path, const std::string& data, Durability durability) {
   std::string dir = DirOf(path);
   std::string tmp = path + ".tmp.XXXXXX";  // same directory: rename stays atomic
   UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (!fd.valid()) return ErrnoStatus("create temp file for " + path, errno);
-  Status st = FillTemp(fd.get(), tmp, data);
+  Status st = FillTemp(fd.get(), tmp, data, durability);
   fd.Reset();
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) < 0) st = ErrnoStatus("rename " + tmp, errno);
   if (!st.ok()) {
     ::unlink(tmp.c_str());
     return st;
   }
-  return SyncDir(dir);
+  return durability == Durability::kSync ? SyncDir(dir) : Status::Ok();
 }
 
 Result<std::string> ReadFile(const std::string& path) {

@@ -35,7 +35,7 @@ Result<std::string> Dump(const json& j, bool strict) {
 Status WriteRecord(const std::string& path, const json& j, bool strict) {
   auto text = Dump(j, strict);
   if (!text.ok()) return text.status();
-  return WriteFileAtomic(path, *text);
+  return WriteFileAtomic(path, *text, Durability::kNoSync);
 }
 
 // Field readers: absent keeps the default; present with the wrong type is an error.

@@ -1,5 +1,6 @@
 // The run directory of one attempt (DESIGN.md section 4), the contract between the daemon
-// and the shim. All records are JSON, written atomically (temp file, fsync, rename).
+// and the shim. All records are JSON, written atomically (temp file, rename); not fsync'd:
+// they must survive a crash of the daemon or the shim, and a power loss ends the jobs too.
 //   spec.json  written by the daemon before the shim starts: what to run
 //   lock       flock'ed by the shim for its whole life: held <=> the shim is alive
 //   shim.json  written by the shim once it runs: its pid and start time
@@ -56,9 +57,14 @@ Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec);
 // kNotFound when absent (the command has not ended, or the shim died first).
 Result<ExitRecord> ReadExitRecord(const std::string& run_dir);
 
-// Writes `data` to `path` atomically: temp file in the same directory, fsync, rename,
-// fsync of the directory.
-Status WriteFileAtomic(const std::string& path, const std::string& data);
+// kSync: also fsync the file and then its directory, so the write survives a power loss.
+// kNoSync: atomic against crashes of processes only, which is all a run dir's records
+// need — a power loss ends every job with them — and it saves milliseconds a record.
+enum class Durability { kSync, kNoSync };
+
+// Writes `data` to `path` atomically: temp file in the same directory, rename.
+Status WriteFileAtomic(const std::string& path, const std::string& data,
+                       Durability durability = Durability::kSync);
 Result<std::string> ReadFile(const std::string& path);
 // The last `max_bytes` of a file (the OOM matcher reads log tails).
 Result<std::string> ReadFileTail(const std::string& path, size_t max_bytes);

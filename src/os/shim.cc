@@ -275,7 +275,12 @@ void Shim::SignalTree(int sig) {
 
 bool Shim::TreeGone() {
   Reap();
-  return main_reaped_ && Descendants(::getpid()).empty();
+  if (!main_reaped_) return false;
+  // As a subreaper the shim is the parent of every orphan, so each live descendant hangs
+  // below a child of the shim: no children at all means no tree, without a /proc scan.
+  siginfo_t info = {};
+  if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) return true;
+  return Descendants(::getpid()).empty();
 }
 
 void Shim::WaitSignals(milliseconds timeout) {

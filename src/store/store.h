@@ -22,6 +22,7 @@ struct ListQuery {
   JobId after_id = 0;            // paging: only ids greater than this
   int limit = 0;                 // 0: no limit
   bool with_attempts = false;    // fill Job::attempts
+  bool with_env = true;          // false: JobSpec::env left empty (listings, the scheduler)
 };
 
 // Where a placed attempt runs; written by StartAttempt.

@@ -168,3 +168,27 @@ TEST_P(StoreConformance, LeaseIsTakenRenewedRefusedAndTakenOverAfterExpiry) {
 
 }  // namespace
 }  // namespace trainq
+
+namespace trainq {
+namespace {
+
+TEST_P(StoreConformance, ListWithoutEnvKeepsEverythingButTheEnvironment) {
+  JobSpec spec = Spec("train");
+  spec.env = {{"PATH", "/usr/bin"}, {"SECRET", "x=y"}};
+  JobId id = SubmitOne(spec);
+  ListQuery query;
+  query.with_env = false;
+  Result<std::vector<Job>> lean = store().List(query);
+  ASSERT_TRUE(IsOk(lean));
+  ASSERT_EQ(lean->size(), 1u);
+  EXPECT_EQ((*lean)[0].id, id);
+  EXPECT_TRUE((*lean)[0].spec.env.empty());
+  EXPECT_EQ((*lean)[0].spec.command, spec.command);
+  EXPECT_EQ((*lean)[0].spec.gpus, spec.gpus);
+  Result<std::vector<Job>> full = store().List({});
+  ASSERT_TRUE(IsOk(full));
+  EXPECT_EQ((*full)[0].spec.env, spec.env);
+}
+
+}  // namespace
+}  // namespace trainq

@@ -135,14 +135,14 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at) {
   return Status::Ok();
 }
 
-Result<Job> ReadJob(const Query& q) {
+Result<Job> ReadJob(const Query& q, bool with_env) {
   Job job;
   job.id = q.Int64(0);
   TRAINQ_RETURN_IF_ERROR(Take(DecodeState(q.Text(1)), job.state));
   job.spec.name = q.Text(2);
   TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(3), "command"), job.spec.command));
   job.spec.cwd = q.Text(4);
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeEnv(q.Text(5)), job.spec.env));
+  if (with_env) TRAINQ_RETURN_IF_ERROR(Take(DecodeEnv(q.Text(5)), job.spec.env));
   job.spec.gpus = q.Int(6);
   if (!q.IsNull(7)) job.spec.mem_bytes = q.Uint64(7);
   job.spec.mem_percent = q.OptDouble(8);

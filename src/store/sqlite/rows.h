@@ -45,7 +45,8 @@ std::string GetJobSql();
 Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at);
 
 // kInternal when a stored value cannot be decoded (a row we did not write).
-Result<Job> ReadJob(const Query& query);
+// `with_env` false leaves spec.env empty: decoding it is most of a listing's cost.
+Result<Job> ReadJob(const Query& query, bool with_env = true);
 // The attempt and, through job_id, the job it belongs to.
 Result<Attempt> ReadAttempt(const Query& query, JobId* job_id);
 

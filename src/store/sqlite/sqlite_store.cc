@@ -27,13 +27,13 @@ Status CheckEnd(const AttemptEnd& end) {
   return Status::Ok();
 }
 
-Result<std::vector<Job>> ReadJobs(Query& select) {
+Result<std::vector<Job>> ReadJobs(Query& select, bool with_env = true) {
   std::vector<Job> jobs;
   for (;;) {
     Result<bool> row = select.Step();
     if (!row.ok()) return row.status();
     if (!*row) return jobs;
-    Result<Job> job = sqlite::ReadJob(select);
+    Result<Job> job = sqlite::ReadJob(select, with_env);
     if (!job.ok()) return job.status();
     jobs.push_back(std::move(job).value());
   }
@@ -64,10 +64,11 @@ Result<Lease> NextLease(Query& current, const std::string& name, const std::stri
 Status ConfigureConnection(Db& db, const SqliteOptions& options) {
   int rc = sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
   if (rc != SQLITE_OK) return sqlite::SqliteStatus(db.handle(), rc, "setting busy_timeout");
-  // FULL: in WAL mode NORMAL may lose the last commits on power loss; a submit that was
-  // acknowledged must not disappear. Set first so that it also covers the switch to WAL.
+  // NORMAL: in WAL mode it keeps the database consistent across a power loss, losing at
+  // most the last commits; writes a user is told about switch to FULL (CommitDurably).
+  // Each fsync costs milliseconds on common disks, and a job's life has several commits.
   TRAINQ_RETURN_IF_ERROR(
-      db.Exec(options.durable ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = OFF"));
+      db.Exec(options.durable ? "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = OFF"));
   Result<std::string> mode = db.QueryText("PRAGMA journal_mode = WAL");
   if (!mode.ok()) return mode.status();
   if (*mode != "wal") return Status::Io("the database cannot use WAL (journal_mode " + *mode + ")");
@@ -81,7 +82,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
   TRAINQ_RETURN_IF_ERROR(ConfigureConnection(*db, options));
   Status migrated = sqlite::Migrate(*db, sqlite::SchemaMigrations());
   if (!migrated.ok()) return Status(migrated.code(), path + ": " + migrated.message());
-  return std::make_unique<SqliteStore>(std::move(db).value());
+  return std::make_unique<SqliteStore>(std::move(db).value(), options.durable);
 }
 
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
@@ -94,6 +95,30 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
   return OpenSqliteStore(path, SqliteOptions{});
 }
+
+// Raises synchronous to FULL for one write a user is told about and lowers it again
+// afterwards. SQLite reads the level at commit but lets it change only outside a
+// transaction, so the guard must outlive the transaction it covers.
+class FullSyncScope {
+ public:
+  FullSyncScope(Db& db, bool durable) : db_(durable ? &db : nullptr) {}
+  FullSyncScope(const FullSyncScope&) = delete;
+  FullSyncScope& operator=(const FullSyncScope&) = delete;
+  ~FullSyncScope() {
+    // Failing to lower it only keeps later commits synced: safe.
+    if (raised_) (void)db_->Exec("PRAGMA synchronous = NORMAL");
+  }
+  Status Raise() {
+    if (!db_) return Status::Ok();
+    TRAINQ_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = FULL"));
+    raised_ = true;
+    return Status::Ok();
+  }
+
+ private:
+  Db* db_;
+  bool raised_ = false;
+};
 
 Result<Transaction> SqliteStore::BeginWrite() {
   return Transaction::Begin(db_, Transaction::Kind::kWrite);
@@ -118,6 +143,8 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
   std::vector<JobId> ids;
   if (specs.empty()) return ids;
   ids.reserve(specs.size());
+  FullSyncScope full_sync(db_, durable_);
+  TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   for (const JobSpec& spec : specs) {
@@ -167,7 +194,7 @@ Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
     JobState state = slot < states.size() ? states[slot] : states.front();
     select->Bind(3 + static_cast<int>(slot), sqlite::StateText(state));
   }
-  return ReadJobs(*select);
+  return ReadJobs(*select, query.with_env);
 }
 
 // One query for the attempts of all `jobs` (sorted by id, as listed), merged in order.
@@ -288,6 +315,8 @@ Status SqliteStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
 }
 
 Status SqliteStore::CancelWaiting(JobId id, const std::string& reason, UnixMs /*now*/) {
+  FullSyncScope full_sync(db_, durable_);
+  TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(CheckCas(db_.Run("UPDATE jobs SET state = 'cancelled', reason = ?2 "
@@ -298,6 +327,8 @@ Status SqliteStore::CancelWaiting(JobId id, const std::string& reason, UnixMs /*
 }
 
 Status SqliteStore::Requeue(JobId id, const std::string& reason) {
+  FullSyncScope full_sync(db_, durable_);
+  TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(

@@ -18,9 +18,11 @@ namespace trainq {
 struct SqliteOptions {
   // How long a call waits for another connection's write lock before kUnavailable.
   int busy_timeout_ms = 5000;
-  // synchronous=FULL: every commit is fsync'd before the call returns. false
-  // (synchronous=OFF) is for tests and scratch databases only: a crash of the machine
-  // may then lose or corrupt recent commits.
+  // What a user was told happened (Submit, CancelWaiting, Requeue) is fsync'd before the
+  // call returns (synchronous=FULL); the daemon's own transitions are not (NORMAL): a
+  // power loss may undo the last of them, which the run dirs' records redo on restart, and
+  // the next durable commit syncs them too. false (synchronous=OFF everywhere) is for tests
+  // and scratch databases only.
   bool durable = true;
 };
 
@@ -30,7 +32,7 @@ struct SqliteOptions {
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                const SqliteOptions& options);
 
-// Sets a fresh connection up as the store needs it: busy timeout, WAL, synchronous=FULL
+// Sets a fresh connection up as the store needs it: busy timeout, WAL, synchronous=NORMAL
 // (OFF when !options.durable), foreign keys. Only WAL persists in the file; the rest is
 // per connection.
 Status ConfigureConnection(sqlite::Db& db, const SqliteOptions& options);
@@ -42,7 +44,7 @@ class SqliteStore final : public Store {
   static Result<std::unique_ptr<SqliteStore>> Open(const std::string& path,
                                                    const SqliteOptions& options);
   // Takes a connection already configured and migrated; use Open.
-  explicit SqliteStore(sqlite::Db db) : db_(std::move(db)) {}
+  SqliteStore(sqlite::Db db, bool durable) : db_(std::move(db)), durable_(durable) {}
 
   Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) override;
   Result<Job> Get(JobId id) override;
@@ -69,6 +71,7 @@ class SqliteStore final : public Store {
   Status FillAttempts(std::vector<Job>& jobs);
 
   sqlite::Db db_;
+  bool durable_ = true;
 };
 
 }  // namespace trainq
