@@ -55,7 +55,8 @@ class HttpServer {
   std::shared_ptr<Impl> impl_;
 };
 
-// One request on a new connection; kUnavailable when nobody listens at `socket_path`.
+// One request on a new connection; kUnavailable when nobody listens at `socket_path` (the
+// request was not sent), kIo when the exchange broke after connecting.
 Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
                               std::string_view target, const std::string& body,
                               int timeout_ms = 30000);

@@ -44,13 +44,14 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view m
   req.body() = body;
   req.prepare_payload();
   http::write(socket, req, ec);
-  if (ec) return Status::Unavailable("sending to the trainq daemon failed: " + ec.message());
+  // kIo from here on: the request may have been received, so it must not be resent blindly.
+  if (ec) return Status::Io("sending to the trainq daemon failed: " + ec.message());
 
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(1ull << 34);
   http::read(socket, buffer, parser, ec);
-  if (ec) return Status::Unavailable("reading the trainq daemon's answer failed: " + ec.message());
+  if (ec) return Status::Io("reading the trainq daemon's answer failed: " + ec.message());
   http::response<http::string_body> res = parser.release();
   socket.shutdown(Local::socket::shutdown_both, ec);
   return HttpResponse{static_cast<int>(res.result_int()), std::move(res.body()),

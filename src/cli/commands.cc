@@ -37,9 +37,12 @@ Result<int64_t> ParseJobId(const std::string& text) {
 
 namespace {
 
-// Every command but `daemon` talks to a running daemon, starting it first if needed.
+// Every command but `daemon` talks to a running daemon, starting it when nobody answered.
+// Only a refused connection is retried: then the request surely did not arrive.
 Result<json> Call(Client& client, const std::string& method, const std::string& target,
                   const std::string& body = "") {
+  Result<json> r = client.Call(method, target, body);
+  if (r.ok() || r.status().code() != Code::kUnavailable) return r;
   TRAINQ_RETURN_IF_ERROR(client.EnsureDaemon());
   return client.Call(method, target, body);
 }

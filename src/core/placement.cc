@@ -1,6 +1,8 @@
 #include "src/core/placement.h"
 
 #include <algorithm>
+#include <set>
+#include <map>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -353,25 +355,47 @@ uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu) {
   return job.gpus > 0 ? gpu.total_bytes : 0;
 }
 
+namespace {
+
+// What a job asks for, apart from who it is. Within a pass resources only shrink, so once a
+// shape does not fit, no later job of that shape fits either, and they share one reason.
+using Shape = std::tuple<int, std::optional<uint64_t>, std::optional<double>, int>;
+
+Shape ShapeOf(const PendingJob& job) { return {job.gpus, job.mem_bytes, job.mem_percent, job.cpus}; }
+
+}  // namespace
+
 PlacementResult Place(std::span<const PendingJob> jobs, std::span<const NodeState> nodes,
                       const PolicyConfig& config, UnixMs now) {
   std::vector<NodeState> work(nodes.begin(), nodes.end());
   PlacementResult result;
   std::vector<size_t> waiting;
+  std::set<Shape> failed;  // keeps a pass over a long queue of alike jobs linear
   for (size_t i : PlacementOrder(jobs)) {
     const PendingJob& job = jobs[i];
     std::optional<NodeChoice> choice;
-    if (RequestReason(job, work, now).empty()) choice = ChooseNode(job, work, config, now);
+    bool placeable = RequestReason(job, work, now).empty();
+    if (placeable && !failed.count(ShapeOf(job))) choice = ChooseNode(job, work, config, now);
     if (choice) {
       result.starts.push_back(Commit(job, *choice, work[choice->node], now));
-    } else {
-      waiting.push_back(i);
+      continue;
     }
+    waiting.push_back(i);
+    if (placeable) failed.insert(ShapeOf(job));
   }
   // Explained against the pass's final state: what a user sees until the next pass. A job
   // that did not fit earlier in the pass fits no better now, as a pass only takes resources.
-  for (size_t i : waiting)
-    result.reasons.emplace_back(jobs[i].id, WhyWaiting(jobs[i], work, config, now));
+  std::map<Shape, std::string> explained;
+  for (size_t i : waiting) {
+    const PendingJob& job = jobs[i];
+    if (!RequestReason(job, work, now).empty()) {
+      result.reasons.emplace_back(job.id, WhyWaiting(job, work, config, now));
+      continue;
+    }
+    auto [it, fresh] = explained.try_emplace(ShapeOf(job));
+    if (fresh) it->second = WhyWaiting(job, work, config, now);
+    result.reasons.emplace_back(job.id, it->second);
+  }
   return result;
 }
 

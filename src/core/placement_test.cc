@@ -380,3 +380,28 @@ TEST(MaxGpusPerNodeTest, LargestNode) {
 
 }  // namespace
 }  // namespace trainq
+
+namespace trainq {
+namespace {
+
+// A long queue of alike jobs: once a shape does not fit, the rest of that shape share its
+// reason without being tried again, and smaller jobs behind them still backfill.
+TEST(PlaceTest, AlikeJobsShareTheirReasonAndSmallerOnesStillBackfill) {
+  std::vector<NodeState> nodes = {Node("n", {Gpu(0, 80, 80)})};
+  std::vector<PendingJob> jobs;
+  for (JobId id = 1; id <= 500; ++id) jobs.push_back(Shared(id, 50));
+  jobs.push_back(Shared(501, 10));
+  jobs.push_back(Cpu(502, 1));
+  PlacementResult r = Place(jobs, nodes, PolicyConfig{}, 0);
+  std::vector<JobId> started;
+  for (const StartDecision& d : r.starts) started.push_back(d.job);
+  EXPECT_EQ(started, (std::vector<JobId>{1, 501, 502}));
+  ASSERT_EQ(r.reasons.size(), 499u);
+  for (const auto& [id, reason] : r.reasons) {
+    EXPECT_EQ(reason, r.reasons.front().second) << id;
+  }
+  EXPECT_THAT(r.reasons.front().second, ::testing::HasSubstr("needs 1 GPU with 50.0 GiB usable"));
+}
+
+}  // namespace
+}  // namespace trainq

@@ -150,6 +150,7 @@ void DaemonImpl::OnShimExit(JobId id) {
     spdlog::info("job {} attempt {} ended: {} -> {}", id, live.n, end.end_reason,
                  StateName(end.job_state));
   }
+  if (end.job_state == JobState::kQueued) waiting_stale_ = true;
   live_.erase(it);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
   SampleGpus();
@@ -200,6 +201,7 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
     end.job_state = JobState::kQueued;
     end.job_reason = "requeued: " + end.end_reason;
     Status st = store_->FinishAttempt(job.id, a.n, end);
+    waiting_stale_ = true;
     if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
     return;
   }
@@ -211,6 +213,7 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
 Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   if (IsWaiting(job.state)) {
     TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user, clock_.Now()));
+    waiting_.erase(job.id);
     *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
     RequestSchedule();
     return Status::Ok();

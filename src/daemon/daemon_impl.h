@@ -67,8 +67,12 @@ class DaemonImpl {
   void SchedulePass();
   std::vector<NodeState> BuildNodes() const;
   int MaxGpusPerNodeNow() const;
-  void ArmWakeup(const std::vector<Job>& waiting, UnixMs now);
-  void ForgetReasonsExcept(const std::vector<Job>& waiting);
+  void ArmWakeup(UnixMs now);
+  // Rebuilds waiting_ from the store when an event outside the hot path made it stale.
+  Status RefreshWaiting();
+  void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at);
+  void ForgetReasonsExcept();
+  void WriteReasons(const std::vector<std::pair<JobId, std::string>>& reasons);
 
   // agent.cc
   void RecoverAttempts();
@@ -108,6 +112,10 @@ class DaemonImpl {
   bool schedule_posted_ = false;
   bool stopping_ = false;
   int64_t waiting_jobs_ = 0;
+  // The queued jobs' requests, so a pass never reads the store: submits add, starts
+  // remove; rarer changes (retries, cancels, recovery) mark it stale for a reload.
+  std::map<JobId, PendingJob> waiting_;
+  bool waiting_stale_ = true;
 };
 
 }  // namespace trainq

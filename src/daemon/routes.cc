@@ -1,5 +1,7 @@
 // The HTTP API (DESIGN.md section 7), one table of routes. Bodies are JSON; errors are
 // {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
+#include <malloc.h>
+
 #include <charconv>
 
 #include <fmt/format.h>
@@ -263,6 +265,7 @@ void JobRoute(RouteContext& c) {
   if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
   if (c.req.method == "POST" && action == "retry") {
     st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid));
+    c.d.waiting_stale_ = true;
     c.d.written_reasons_.erase(*id);  // waiting again: its reason must be written anew
     message = fmt::format("job {} queued again (was {})", *id, StateName(job->state));
     if (!st.ok() && st.code() == Code::kConflict) {
@@ -294,7 +297,11 @@ void DaemonImpl::FlushSubmits() {
   for (PendingSubmit& p : batch) {
     for (JobSpec& s : p.specs) specs.push_back(std::move(s));
   }
-  Result<std::vector<JobId>> ids = store_->Submit(specs, clock_.Now());
+  UnixMs now = clock_.Now();
+  Result<std::vector<JobId>> ids = store_->Submit(specs, now);
+  if (ids.ok()) {
+    for (size_t i = 0; i < specs.size(); ++i) AddWaiting((*ids)[i], specs[i], now);
+  }
   size_t next = 0;
   for (PendingSubmit& p : batch) {
     if (!ids.ok()) {
@@ -305,6 +312,11 @@ void DaemonImpl::FlushSubmits() {
     for (size_t i = 0; i < p.specs.size(); ++i) out.push_back((*ids)[next++]);
     p.respond(Json(201, {{"ids", std::move(out)}}));
   }
+  batch.clear();
+  specs.clear();
+  // A large batch leaves hundreds of MiB of freed parse trees and environments in the
+  // allocator's arenas: give them back rather than keep them resident.
+  if (specs.capacity() > 1000) ::malloc_trim(0);
   RequestSchedule();
 }
 

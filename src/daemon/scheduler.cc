@@ -76,24 +76,42 @@ PendingJob ToPending(const Job& job) {
 
 }  // namespace
 
-void DaemonImpl::SchedulePass() {
+Status DaemonImpl::RefreshWaiting() {
+  if (!waiting_stale_) return Status::Ok();
   ListQuery query;
   query.states = {JobState::kQueued};
   query.with_env = false;  // the policy needs the requests; a started job is read in full
   Result<std::vector<Job>> waiting = store_->List(query);
-  if (!waiting.ok()) {
-    spdlog::error("scheduling pass: {}", waiting.status().message());
+  if (!waiting.ok()) return waiting.status();
+  waiting_.clear();
+  for (const Job& job : *waiting) waiting_.emplace(job.id, ToPending(job));
+  waiting_stale_ = false;
+  return Status::Ok();
+}
+
+void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at) {
+  PendingJob p;
+  p.id = id;
+  p.gpus = spec.gpus;
+  p.mem_bytes = spec.mem_bytes;
+  p.mem_percent = spec.mem_percent;
+  p.cpus = spec.cpus;
+  p.priority = spec.priority;
+  p.submitted_at = submitted_at;
+  waiting_.emplace(id, p);
+}
+
+void DaemonImpl::SchedulePass() {
+  if (Status st = RefreshWaiting(); !st.ok()) {
+    spdlog::error("scheduling pass: {}", st.message());
     return;
   }
-  waiting_jobs_ = static_cast<int64_t>(waiting->size());
-  ForgetReasonsExcept(*waiting);
-  if (waiting->empty()) return;
+  waiting_jobs_ = static_cast<int64_t>(waiting_.size());
+  ForgetReasonsExcept();
+  if (waiting_.empty()) return;
   std::vector<PendingJob> pending;
-  std::map<JobId, const Job*> by_id;
-  for (const Job& job : *waiting) {
-    pending.push_back(ToPending(job));
-    by_id[job.id] = &job;
-  }
+  pending.reserve(waiting_.size());
+  for (const auto& [id, p] : waiting_) pending.push_back(p);
   std::vector<NodeState> nodes = BuildNodes();
   PolicyConfig policy{config_.headroom_bytes, config_.ramp_up_ms};
   UnixMs now = clock_.Now();
@@ -101,33 +119,40 @@ void DaemonImpl::SchedulePass() {
 
   for (const StartDecision& d : result.starts) {
     written_reasons_.erase(d.job);
+    waiting_.erase(d.job);
     Result<Job> job = store_->Get(d.job);
     Status st = job.ok() ? StartAttempt(*job, d) : job.status();
-    if (!st.ok()) spdlog::error("job {}: {}", d.job, st.message());
+    if (!st.ok()) {
+      spdlog::error("job {}: {}", d.job, st.message());
+      waiting_stale_ = true;  // whatever the store now says of it
+    }
   }
+  waiting_jobs_ = static_cast<int64_t>(waiting_.size());
+  WriteReasons(result.reasons);
+  ArmWakeup(now);
+}
+
+// Writes only the reasons that changed since the last pass: most passes change few.
+void DaemonImpl::WriteReasons(const std::vector<std::pair<JobId, std::string>>& reasons) {
   std::vector<std::pair<JobId, std::string>> changed;
-  for (auto& [id, reason] : result.reasons) {
+  for (auto& [id, reason] : reasons) {
     auto it = written_reasons_.find(id);
     if (it != written_reasons_.end() && it->second == reason) continue;
     written_reasons_[id] = reason;
     changed.emplace_back(id, reason);
   }
-  if (!changed.empty()) {
-    if (Status st = store_->SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
-  }
-  ArmWakeup(*waiting, now);
+  if (changed.empty()) return;
+  if (Status st = store_->SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
 }
 
 // A job that left the queue (cancelled, retried later) must get its reason written again.
-void DaemonImpl::ForgetReasonsExcept(const std::vector<Job>& waiting) {
-  std::set<JobId> ids;
-  for (const Job& job : waiting) ids.insert(job.id);
-  std::erase_if(written_reasons_, [&ids](const auto& entry) { return !ids.count(entry.first); });
+void DaemonImpl::ForgetReasonsExcept() {
+  std::erase_if(written_reasons_, [this](const auto& entry) { return !waiting_.count(entry.first); });
 }
 
-void DaemonImpl::ArmWakeup(const std::vector<Job>& waiting, UnixMs now) {
+void DaemonImpl::ArmWakeup(UnixMs now) {
   UnixMs next = 0;
-  for (const Job& job : waiting) {
+  for (const auto& [id, job] : waiting_) {
     if (job.not_before > now && (next == 0 || job.not_before < next)) next = job.not_before;
   }
   if (next == 0) return;
