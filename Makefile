@@ -6,7 +6,7 @@ RELEASE := build/release
 ASAN := build/asan
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test test-gpu release-tests unit integration fuzz demo install clean
+.PHONY: all deps test-deps release asan test test-gpu release-tests bench unit integration fuzz demo install clean
 
 all: release
 
@@ -57,6 +57,10 @@ fuzz: build/fuzz/spec_fuzz
 	build/fuzz/spec_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/fuzz/corpus fuzz/seeds >build/fuzz/log 2>&1 || { tail -40 build/fuzz/log; exit 1; }
 	@tail -1 build/fuzz/log
+
+# trainq beside task-spooler and Slurm (../shared/bench/peers.sh); BENCH_PEERS=0 skips them.
+bench: release
+	@python3 bench/bench.py $(RELEASE)/trainq
 
 demo: release
 	@scripts/demo.sh $(RELEASE)/trainq
