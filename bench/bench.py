@@ -297,7 +297,7 @@ def ratio(ours, theirs, higher_is_better=False):
     if theirs is None:
         return ""
     r = theirs.median / ours.median if higher_is_better else ours.median / theirs.median
-    return f"{r:.2f}×"
+    return f"{r:.3g}×"
 
 
 def main():

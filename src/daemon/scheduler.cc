@@ -61,16 +61,16 @@ int DaemonImpl::MaxGpusPerNodeNow() const {
 
 namespace {
 
-PendingJob ToPending(const Job& job) {
+PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs not_before) {
   PendingJob p;
-  p.id = job.id;
-  p.gpus = job.spec.gpus;
-  p.mem_bytes = job.spec.mem_bytes;
-  p.mem_percent = job.spec.mem_percent;
-  p.cpus = job.spec.cpus;
-  p.priority = job.spec.priority;
-  p.submitted_at = job.submitted_at;
-  p.not_before = job.not_before;
+  p.id = id;
+  p.gpus = spec.gpus;
+  p.mem_bytes = spec.mem_bytes;
+  p.mem_percent = spec.mem_percent;
+  p.cpus = spec.cpus;
+  p.priority = spec.priority;
+  p.submitted_at = submitted_at;
+  p.not_before = not_before;
   return p;
 }
 
@@ -84,21 +84,15 @@ Status DaemonImpl::RefreshWaiting() {
   Result<std::vector<Job>> waiting = store_->List(query);
   if (!waiting.ok()) return waiting.status();
   waiting_.clear();
-  for (const Job& job : *waiting) waiting_.emplace(job.id, ToPending(job));
+  for (const Job& job : *waiting) {
+    waiting_.emplace(job.id, PendingOf(job.id, job.spec, job.submitted_at, job.not_before));
+  }
   waiting_stale_ = false;
   return Status::Ok();
 }
 
 void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at) {
-  PendingJob p;
-  p.id = id;
-  p.gpus = spec.gpus;
-  p.mem_bytes = spec.mem_bytes;
-  p.mem_percent = spec.mem_percent;
-  p.cpus = spec.cpus;
-  p.priority = spec.priority;
-  p.submitted_at = submitted_at;
-  waiting_.emplace(id, p);
+  waiting_.emplace(id, PendingOf(id, spec, submitted_at, 0));
 }
 
 void DaemonImpl::SchedulePass() {

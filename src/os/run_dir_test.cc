@@ -33,7 +33,7 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   TempDir dir;
   RunSpec spec;
   spec.command = {"python", "train.py", "--name", "a b \"c\" $HOME *", "", "ünï"};
-  spec.cwd = "/work/x y";
+  spec.cwd = "/srv/x y";
   spec.env = {{"ZED", "1"}, {"ALPHA", "with=equals"}, {"EMPTY", ""}, {"ZED", "dup"}};
   spec.log_path = dir / "custom.log";
   spec.grace_ms = 1234;
