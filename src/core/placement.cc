@@ -366,7 +366,8 @@ Shape ShapeOf(const PendingJob& job) { return {job.gpus, job.mem_bytes, job.mem_
 }  // namespace
 
 PlacementResult Place(std::span<const PendingJob> jobs, std::span<const NodeState> nodes,
-                      const PolicyConfig& config, UnixMs now) {
+                      const PolicyConfig& config, UnixMs now, const UsageByUser& /*usage*/,
+                      std::span<const Hold> /*previous_holds*/) {
   std::vector<NodeState> work(nodes.begin(), nodes.end());
   PlacementResult result;
   std::vector<size_t> waiting;

@@ -66,6 +66,7 @@ class DaemonImpl {
   void RequestSchedule();
   void SchedulePass();
   std::vector<NodeState> BuildNodes() const;
+  PolicyConfig Policy() const;  // the placement policy's settings from the config
   int MaxGpusPerNodeNow() const;
   void ArmWakeup(UnixMs now);
   // Rebuilds waiting_ from the store when an event outside the hot path made it stale.

@@ -194,7 +194,7 @@ void ListJobs(RouteContext& c) {
 }
 
 json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
-  PolicyConfig policy{d.config_.headroom_bytes, d.config_.ramp_up_ms};
+  PolicyConfig policy = d.Policy();
   uint64_t reserved = 0;
   json attempts = json::array();
   for (const Holding& h : state.holdings) {

@@ -55,6 +55,16 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
   return {node};
 }
 
+PolicyConfig DaemonImpl::Policy() const {
+  PolicyConfig policy;
+  policy.headroom_bytes = config_.headroom_bytes;
+  policy.ramp_up_ms = config_.ramp_up_ms;
+  policy.devices = config_.devices;
+  policy.max_jobs_per_gpu = config_.max_jobs_per_gpu;
+  policy.aging_ms = config_.aging_ms;
+  return policy;
+}
+
 int DaemonImpl::MaxGpusPerNodeNow() const {
   return snapshot_ ? static_cast<int>(snapshot_->gpus.size()) : 0;
 }
@@ -107,7 +117,7 @@ void DaemonImpl::SchedulePass() {
   pending.reserve(waiting_.size());
   for (const auto& [id, p] : waiting_) pending.push_back(p);
   std::vector<NodeState> nodes = BuildNodes();
-  PolicyConfig policy{config_.headroom_bytes, config_.ramp_up_ms};
+  PolicyConfig policy = Policy();
   UnixMs now = clock_.Now();
   PlacementResult result = Place(pending, nodes, policy, now);
 
