@@ -14,12 +14,13 @@ namespace {
 struct Parsed {
   std::string state_dir;
   SubmitArgs submit;
-  bool all = false, json = false, follow = false, foreground = false;
+  bool all = false, json = false, follow = false, foreground = false, topo = false;
   std::string state, id;
   std::vector<std::string> ids;
   int attempt = 0;
   int limit = 0;
   std::string shim_dir;
+  std::string config_key, config_value;
 };
 
 void AddSubmit(CLI::App& app, Parsed& p) {
@@ -62,6 +63,7 @@ void AddQueries(CLI::App& app, Parsed& p) {
   retry->add_option("id", p.id, "job id")->required();
   CLI::App* gpus = app.add_subcommand("gpus", "each GPU: memory, utilisation, jobs, other processes");
   gpus->add_flag("--json", p.json, "JSON output");
+  gpus->add_flag("--topo", p.topo, "how far apart the GPUs are (as nvidia-smi topo -m)");
 }
 
 void AddDaemon(CLI::App& app, Parsed& p) {
@@ -72,6 +74,29 @@ void AddDaemon(CLI::App& app, Parsed& p) {
   CLI::App* shim = app.add_subcommand("shim", "");  // internal: supervises one attempt
   shim->group("");
   shim->add_option("run_dir", p.shim_dir)->required();
+}
+
+void AddConfig(CLI::App& app, Parsed& p) {
+  CLI::App* c = app.add_subcommand("config", "the daemon's options; change limits while it runs");
+  c->require_subcommand(1, 1);
+  CLI::App* show = c->add_subcommand("show", "every option, its value and where it came from");
+  show->add_flag("--json", p.json, "JSON output");
+  CLI::App* get = c->add_subcommand("get", "one option's value in force (all without KEY)");
+  get->add_option("key", p.config_key, "option name, e.g. devices or max-jobs-per-gpu");
+  get->add_flag("--json", p.json, "JSON output");
+  CLI::App* set = c->add_subcommand(
+      "set", "change a limit now, kept across restarts: devices 0,1,3|all, max-jobs-per-gpu N");
+  set->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
+  set->add_option("value", p.config_value, "the new value")->required();
+  CLI::App* unset = c->add_subcommand("unset", "drop a run-time value: the config file's applies");
+  unset->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
+}
+
+int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {
+  if (config.got_subcommand("set")) return CmdConfigSet(client, p.config_key, p.config_value);
+  if (config.got_subcommand("unset")) return CmdConfigUnset(client, p.config_key);
+  if (config.got_subcommand("get")) return CmdConfigGet(client, p.config_key, p.json);
+  return CmdConfigShow(client, p.json);
 }
 
 int Dispatch(CLI::App& app, Parsed& p) {
@@ -85,7 +110,8 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt);
   if (name == "cancel") return CmdCancel(client, p.ids);
   if (name == "retry") return CmdRetry(client, p.id);
-  if (name == "gpus") return CmdGpus(client, p.json);
+  if (name == "gpus") return p.topo ? CmdGpuTopology(client, p.json) : CmdGpus(client, p.json);
+  if (name == "config") return DispatchConfig(client, *sub, p);
   if (sub->got_subcommand("stop")) return CmdDaemonStop(client);
   if (sub->got_subcommand("status")) return CmdDaemonStatus(client, p.json);
   return CmdDaemon(client, p.foreground);
@@ -102,6 +128,7 @@ int RunCli(int argc, char** argv) {
   AddSubmit(app, p);
   AddQueries(app, p);
   AddDaemon(app, p);
+  AddConfig(app, p);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

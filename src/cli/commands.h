@@ -46,5 +46,12 @@ int CmdGpus(Client& client, bool json);
 int CmdDaemon(Client& client, bool foreground);
 int CmdDaemonStop(Client& client);
 int CmdDaemonStatus(Client& client, bool json);
+// gpu_topology.cc: `trainq gpus --topo`
+int CmdGpuTopology(Client& client, bool json);
+// config_commands.cc
+int CmdConfigShow(Client& client, bool json);
+int CmdConfigGet(Client& client, const std::string& key, bool json);  // empty key: show
+int CmdConfigSet(Client& client, const std::string& key, const std::string& value);
+int CmdConfigUnset(Client& client, const std::string& key);
 
 }  // namespace trainq

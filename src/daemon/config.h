@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainq/status.h"
@@ -32,6 +35,8 @@ struct Config {
   // Limits `trainq config set` changes at run time; the daemon persists them.
   std::vector<int> devices;  // GPU indices jobs may use; empty: all
   int max_jobs_per_gpu = 0;  // 0: no limit
+  // The options the file set (the rest kept their defaults), for `trainq config show`.
+  std::set<std::string> from_file;
 };
 
 struct OptionDoc {
@@ -47,5 +52,52 @@ std::vector<OptionDoc> ConfigOptions();
 // options and wrong types are kInvalid naming the option and the accepted form.
 Result<Config> LoadConfig(const std::string& path);
 Result<Config> ParseConfig(const std::string& toml_text, const std::string& origin);
+
+// One option's value as the config file would spell it ("512MiB", "30s", "[0, 1]",
+// "29500-29999"); nullopt for an unknown name.
+std::optional<std::string> OptionValueText(const Config& config, std::string_view name);
+
+// ---- Settings changed while the daemon runs (`trainq config set`) ----
+//
+// Only these keys; the daemon keeps them in a file in its state dir and, at its next start,
+// they override the config file. A key also takes its dashed form (max-jobs-per-gpu).
+struct RuntimeSettings {
+  std::optional<std::vector<int>> devices;  // set: overrides the file; empty: all GPUs
+  std::optional<int> max_jobs_per_gpu;
+};
+inline constexpr std::string_view kSettableKeys = "devices, max_jobs_per_gpu";
+
+// "max-jobs-per-gpu" -> "max_jobs_per_gpu": the name in the options table.
+std::string CanonicalOptionName(std::string_view key);
+bool IsOption(std::string_view name);
+bool IsSettable(std::string_view name);
+
+// "0,1,3" -> {0, 1, 3} (sorted, duplicates dropped); "all" or "" -> {} (every GPU).
+// kInvalid naming `field` and the accepted form otherwise.
+Result<std::vector<int>> ParseDeviceList(std::string_view text, std::string_view field);
+// {} -> "all"; {0, 1, 3} -> "0,1,3".
+std::string FormatDeviceList(const std::vector<int>& devices);
+// A whole number from 0 (no limit) to kMaxJobsPerGpu.
+inline constexpr int kMaxJobsPerGpu = 10000;
+Result<int> ParseMaxJobsPerGpu(std::string_view text, std::string_view field);
+
+// A request to change run-time settings, from a JSON object such as {"devices": [0, 1, 3]},
+// {"devices": "0,1,3"}, {"max-jobs-per-gpu": 2}; a null value resets the key to the config
+// file's value. Every key is checked before anything is kept: kInvalid naming each bad key
+// (unknown ones with the settable keys, file-only ones with "set it in the config file").
+struct RuntimeUpdate {
+  RuntimeSettings set;
+  std::vector<std::string> reset;  // canonical names
+};
+Result<RuntimeUpdate> ParseRuntimeUpdate(const std::string& json_body);
+// `update` applied to `settings`.
+RuntimeSettings Updated(RuntimeSettings settings, const RuntimeUpdate& update);
+
+// `runtime` applied on top of `config`.
+Config WithRuntime(Config config, const RuntimeSettings& runtime);
+// The persisted form: a JSON object with only the keys that are set. Parse errors name
+// `origin` and the key.
+std::string RuntimeSettingsToJson(const RuntimeSettings& settings);
+Result<RuntimeSettings> RuntimeSettingsFromJson(const std::string& text, const std::string& origin);
 
 }  // namespace trainq

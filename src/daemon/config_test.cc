@@ -65,6 +65,205 @@ TEST(ConfigTest, MissingFileGivesDefaults) {
   EXPECT_EQ(c->sample_interval_ms, 1000);
 }
 
+TEST(ConfigTest, SchedulingOptionsHaveTheirDefaults) {
+  Result<Config> c = ParseConfig("", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->aging_ms, 2 * 3600 * 1000);
+  EXPECT_EQ(c->fair_share_half_life_ms, 7 * 24 * 3600 * 1000ll);
+  EXPECT_EQ(c->master_port_first, 29500);
+  EXPECT_EQ(c->master_port_last, 29999);
+  EXPECT_TRUE(c->devices.empty());
+  EXPECT_EQ(c->max_jobs_per_gpu, 0);
+  EXPECT_TRUE(c->from_file.empty());
+}
+
+TEST(ConfigTest, ReadsEverySchedulingOption) {
+  Result<Config> c = ParseConfig(R"(
+aging_limit = "30m"
+fair_share_half_life = "2d12h"
+master_port_range = "31000-31010"
+devices = [3, 0, 1, 3]
+max_jobs_per_gpu = 2
+)", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->aging_ms, 30 * 60 * 1000);
+  EXPECT_EQ(c->fair_share_half_life_ms, 60 * 3600 * 1000ll);
+  EXPECT_EQ(c->master_port_first, 31000);
+  EXPECT_EQ(c->master_port_last, 31010);
+  EXPECT_THAT(c->devices, ::testing::ElementsAre(0, 1, 3));  // sorted, once each
+  EXPECT_EQ(c->max_jobs_per_gpu, 2);
+  EXPECT_THAT(c->from_file, ::testing::ElementsAre("aging_limit", "devices", "fair_share_half_life",
+                                                   "master_port_range", "max_jobs_per_gpu"));
+}
+
+TEST(ConfigTest, DevicesTakeTextOrAll) {
+  Result<Config> text = ParseConfig("devices = \"2, 0\"\n", "config.toml");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_THAT(text->devices, ::testing::ElementsAre(0, 2));
+  Result<Config> all = ParseConfig("devices = \"all\"\n", "config.toml");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(all->devices.empty());
+  Result<Config> single = ParseConfig("master_port_range = \"29500-29500\"\n", "config.toml");
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  EXPECT_EQ(single->master_port_first, single->master_port_last);
+}
+
+TEST(ConfigTest, BadSchedulingValuesNameTheOptionAndTheForm) {
+  struct Case {
+    const char* toml;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"aging_limit = \"soon\"", "config option aging_limit: 'soon' is not a duration"},
+      {"aging_limit = 7200", "aging_limit: expected a duration"},
+      {"fair_share_half_life = \"7y\"", "fair_share_half_life: '7y' is not a duration"},
+      {"master_port_range = \"29999-29500\"", "master_port_range: '29999-29500' is not a port range"},
+      {"master_port_range = \"80-90\"", "master_port_range: '80-90' is not a port range \"FIRST-LAST\" "
+                                        "with 1024 <= FIRST <= LAST <= 65535"},
+      {"master_port_range = \"29500-70000\"", "master_port_range: '29500-70000' is not a port range"},
+      {"master_port_range = \"29500\"", "master_port_range: expected a port range"},
+      {"master_port_range = 29500", "master_port_range: expected a port range"},
+      {"master_port_range = \"a-b\"", "master_port_range: 'a-b' is not a port range"},
+      {"devices = \"0,x\"", "devices: '0,x' is not a GPU list; use GPU indices separated by commas"},
+      {"devices = \"0,,1\"", "devices: '0,,1' is not a GPU list"},
+      {"devices = [-1]", "devices: expected GPU indices like [0, 1, 3]"},
+      {"devices = [\"0\"]", "devices: expected GPU indices"},
+      {"devices = 3", "devices: expected GPU indices"},
+      {"max_jobs_per_gpu = -1", "max_jobs_per_gpu: expected a whole number from 0 (no limit)"},
+      {"max_jobs_per_gpu = \"2\"", "max_jobs_per_gpu: expected a whole number"},
+      {"max_jobs_per_gpu = 1.5", "max_jobs_per_gpu: expected a whole number"},
+  };
+  for (const Case& c : cases) {
+    Result<Config> r = ParseConfig(c.toml, "config.toml");
+    ASSERT_FALSE(r.ok()) << c.toml;
+    EXPECT_EQ(r.status().code(), Code::kInvalid) << c.toml;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.expected)) << c.toml;
+  }
+}
+
+TEST(ConfigTest, ShownValuesReadBackToTheSameConfig) {
+  Result<Config> c = ParseConfig(R"(
+headroom = "512MiB"
+log_tail = 1000
+aging_limit = "90m"
+master_port_range = "30000-30100"
+devices = "1,3"
+max_jobs_per_gpu = 4
+oom_patterns = ["x \"y\""]
+)", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(OptionValueText(*c, "headroom"), "\"512MiB\"");
+  EXPECT_EQ(OptionValueText(*c, "log_tail"), "\"1000\"");
+  EXPECT_EQ(OptionValueText(*c, "devices"), "\"1,3\"");
+  EXPECT_EQ(OptionValueText(*c, "max_jobs_per_gpu"), "4");
+  EXPECT_EQ(OptionValueText(*c, "colour"), std::nullopt);
+  std::string again;
+  for (const OptionDoc& o : ConfigOptions()) {
+    if (o.name == "node_name" || o.name == "fake_gpus") continue;
+    again += o.name + " = " + *OptionValueText(*c, o.name) + "\n";
+  }
+  Result<Config> back = ParseConfig(again, "again.toml");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << again;
+  EXPECT_EQ(back->headroom_bytes, c->headroom_bytes);
+  EXPECT_EQ(back->log_tail_bytes, 1000u);
+  EXPECT_EQ(back->aging_ms, c->aging_ms);
+  EXPECT_EQ(back->fair_share_half_life_ms, c->fair_share_half_life_ms);
+  EXPECT_EQ(back->master_port_first, 30000);
+  EXPECT_EQ(back->master_port_last, 30100);
+  EXPECT_EQ(back->devices, c->devices);
+  EXPECT_EQ(back->max_jobs_per_gpu, 4);
+  EXPECT_EQ(back->oom_patterns, c->oom_patterns);
+}
+
+TEST(RuntimeSettingsTest, DeviceListForms) {
+  EXPECT_THAT(*ParseDeviceList("0,1,3", "devices"), ::testing::ElementsAre(0, 1, 3));
+  EXPECT_THAT(*ParseDeviceList(" 3 , 1 ", "devices"), ::testing::ElementsAre(1, 3));
+  EXPECT_TRUE(ParseDeviceList("all", "devices")->empty());
+  EXPECT_TRUE(ParseDeviceList("", "devices")->empty());
+  for (const char* bad : {"0,", ",1", "1-3", "x", "-1", "0;1", "2000", "ALL"}) {
+    Result<std::vector<int>> r = ParseDeviceList(bad, "devices");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(),
+                HasSubstr(std::string("devices: '") + bad + "' is not a GPU list; use GPU indices"));
+  }
+  EXPECT_EQ(FormatDeviceList({}), "all");
+  EXPECT_EQ(FormatDeviceList({0, 1, 3}), "0,1,3");
+}
+
+TEST(RuntimeSettingsTest, MaxJobsPerGpuForms) {
+  EXPECT_EQ(*ParseMaxJobsPerGpu("2", "max_jobs_per_gpu"), 2);
+  EXPECT_EQ(*ParseMaxJobsPerGpu("0", "max_jobs_per_gpu"), 0);
+  for (const char* bad : {"-1", "two", "1.5", "", "10001"}) {
+    Result<int> r = ParseMaxJobsPerGpu(bad, "max_jobs_per_gpu");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(),
+                HasSubstr("use a whole number from 0 (no limit) to 10000"));
+  }
+}
+
+TEST(RuntimeSettingsTest, UpdateTakesArraysTextAndDashedNames) {
+  Result<RuntimeUpdate> u = ParseRuntimeUpdate(R"({"devices": [3, 0], "max-jobs-per-gpu": "2"})");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_THAT(*u->set.devices, ::testing::ElementsAre(0, 3));
+  EXPECT_EQ(u->set.max_jobs_per_gpu, 2);
+  Result<RuntimeUpdate> text = ParseRuntimeUpdate(R"({"devices": "all", "max_jobs_per_gpu": 0})");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_TRUE(text->set.devices->empty());
+  EXPECT_EQ(text->set.max_jobs_per_gpu, 0);
+  Result<RuntimeUpdate> reset = ParseRuntimeUpdate(R"({"devices": null})");
+  ASSERT_TRUE(reset.ok());
+  EXPECT_THAT(reset->reset, ::testing::ElementsAre("devices"));
+  EXPECT_FALSE(reset->set.devices);
+}
+
+TEST(RuntimeSettingsTest, UpdateRefusesEveryBadKeyAtOnce) {
+  Result<RuntimeUpdate> u = ParseRuntimeUpdate(
+      R"({"devices": "0,x", "max_jobs_per_gpu": -2, "colour": 1, "headroom": "1GiB"})");
+  ASSERT_FALSE(u.ok());
+  EXPECT_EQ(u.status().code(), Code::kInvalid);
+  const std::string& m = u.status().message();
+  EXPECT_THAT(m, HasSubstr("devices: '0,x' is not a GPU list"));
+  EXPECT_THAT(m, HasSubstr("max_jobs_per_gpu: '-2' is not a job count"));
+  EXPECT_THAT(m, HasSubstr("unknown setting 'colour'; the settings that change at run time are "
+                           "devices, max_jobs_per_gpu"));
+  EXPECT_THAT(m, HasSubstr("headroom cannot change while the daemon runs; set it in the config "
+                           "file and restart"));
+  for (const char* bad : {"", "[]", "{}", "{\"devices\": true}", "{\"devices\": [0.5]}",
+                          "{\"max_jobs_per_gpu\": 1.5}", "{\"max_jobs_per_gpu\": true}"}) {
+    EXPECT_FALSE(ParseRuntimeUpdate(bad).ok()) << bad;
+  }
+}
+
+TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
+  RuntimeSettings s;
+  s.devices = std::vector<int>{0, 2};
+  Result<RuntimeSettings> back = RuntimeSettingsFromJson(RuntimeSettingsToJson(s), "settings.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->devices, s.devices);
+  EXPECT_FALSE(back->max_jobs_per_gpu);
+  Result<RuntimeSettings> none = RuntimeSettingsFromJson(RuntimeSettingsToJson({}), "settings.json");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->devices);
+
+  Config file;
+  file.devices = {1};
+  file.max_jobs_per_gpu = 3;
+  Config effective = WithRuntime(file, *back);
+  EXPECT_THAT(effective.devices, ::testing::ElementsAre(0, 2));
+  EXPECT_EQ(effective.max_jobs_per_gpu, 3);  // not set at run time: the file's value
+
+  RuntimeUpdate all;
+  all.set.devices = std::vector<int>{};
+  EXPECT_TRUE(WithRuntime(file, Updated(*back, all)).devices.empty());  // "all" overrides too
+  RuntimeUpdate reset;
+  reset.reset = {"devices"};
+  EXPECT_FALSE(Updated(*back, reset).devices);
+
+  Result<RuntimeSettings> bad = RuntimeSettingsFromJson("{\"devices\": \"x\"}", "/s/settings.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("/s/settings.json: devices: 'x' is not a GPU list"));
+}
+
 // docs/config.md is the user's reference: it must list every option with its default.
 TEST(ConfigTest, DocsListEveryOptionWithItsDefault) {
   std::ifstream in(std::string(TRAINQ_SOURCE_DIR) + "/docs/config.md");

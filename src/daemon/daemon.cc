@@ -33,6 +33,7 @@ Status DaemonImpl::Start() {
   // them, or their memory would count twice (used, and reserved as not yet allocated).
   RecoverAttempts();
   SampleGpus();
+  TRAINQ_RETURN_IF_ERROR(LoadRuntimeSettings());  // after the sample: it checks the devices
   TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
   signals_.add(SIGTERM);
   signals_.add(SIGINT);

@@ -89,9 +89,21 @@ class DaemonImpl {
   void Handle(HttpRequest request, Responder respond);
   void FlushSubmits();
 
+  // config_routes.cc: settings changed at run time (`trainq config set`), persisted.
+  // Applies settings.json of the state dir on top of the config file; called at start.
+  Status LoadRuntimeSettings();
+  void ApplyRuntime(const RuntimeSettings& settings);
+  // The indices in `devices` that no GPU of the latest sample has.
+  std::vector<int> MissingDevices(const std::vector<int>& devices) const;
+  std::string ConfigJson() const;
+  void GetConfigRoute(Responder& respond);
+  void SetConfigRoute(const HttpRequest& req, Responder& respond);
+
   boost::asio::io_context io_;
   DaemonOptions options_;
-  Config config_;
+  Config config_;       // in force: the file's, with runtime_ on top
+  Config file_config_;  // as the config file (and environment) gave it
+  RuntimeSettings runtime_;
   std::unique_ptr<Store> store_;
   ProbeChoice probe_;
   std::string self_exe_;

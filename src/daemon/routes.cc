@@ -67,6 +67,9 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/gpus", Gpus},            {"GET", "/v1/status", StatusRoute},
     {"POST", "/v1/daemon/stop", StopRoute}, {"GET", "/v1/jobs/", JobRoute},
     {"POST", "/v1/jobs/", JobRoute},
+    {"GET", "/v1/config", [](RouteContext& c) { c.d.GetConfigRoute(c.respond); }},
+    {"PUT", "/v1/config", [](RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }},
+    {"POST", "/v1/config", [](RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }},
 };
 
 bool Matches(const Route& r, const HttpRequest& req) {
@@ -232,7 +235,9 @@ void Gpus(RouteContext& c) {
                        {"probe", c.d.probe_.probe->Describe()},
                        {"cpu_slots", nodes[0].cpu_slots},
                        {"cpu_slots_used", nodes[0].cpu_slots_used},
-                       {"gpus", std::move(gpus)}}));
+                       {"gpus", std::move(gpus)},
+                       {"topology", c.d.snapshot_ ? c.d.snapshot_->topology
+                                                  : std::vector<std::vector<int>>{}}}));
 }
 
 void StatusRoute(RouteContext& c) {

@@ -1,0 +1,166 @@
+// The config API: GET /v1/config shows every option's value in force and where it came
+// from; PUT (or POST) /v1/config changes the limits that may change at run time. Changes
+// are persisted in settings.json in the state dir before they take effect, so they survive
+// a restart or a crash of the daemon (docs/config.md).
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "src/core/json_codec.h"
+#include "src/daemon/daemon_impl.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
+
+namespace trainq {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string SettingsPath(const StatePaths& paths) { return paths.state_dir + "/settings.json"; }
+
+HttpResponse Json(int status, const json& body) {
+  return {status, DumpJson(body), "application/json"};
+}
+
+// The option's value as JSON: every value the table shows is valid JSON too.
+json ValueJson(const Config& config, const std::string& name) {
+  return json::parse(OptionValueText(config, name).value_or("null"), nullptr, false);
+}
+
+// As a person reads it: 0,1,3 rather than "0,1,3".
+std::string Shown(const Config& config, const std::string& name) {
+  json v = ValueJson(config, name);
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// The settings a request names, in the order of the table.
+std::vector<std::string> Named(const RuntimeUpdate& u) {
+  std::vector<std::string> names;
+  for (const char* name : {"devices", "max_jobs_per_gpu"}) {
+    bool reset = std::find(u.reset.begin(), u.reset.end(), name) != u.reset.end();
+    bool set = std::string_view(name) == "devices" ? u.set.devices.has_value()
+                                                   : u.set.max_jobs_per_gpu.has_value();
+    if (set || reset) names.push_back(name);
+  }
+  return names;
+}
+
+bool SetAtRuntime(const RuntimeSettings& runtime, const std::string& name) {
+  return (name == "devices" && runtime.devices) ||
+         (name == "max_jobs_per_gpu" && runtime.max_jobs_per_gpu);
+}
+
+std::string SourceOf(const Config& file, const RuntimeSettings& runtime, const std::string& name) {
+  if (SetAtRuntime(runtime, name)) return "runtime";
+  return file.from_file.count(name) ? "file" : "default";
+}
+
+std::string Describe(const RuntimeSettings& s) {
+  std::vector<std::string> parts;
+  if (s.devices) parts.push_back("devices " + FormatDeviceList(*s.devices));
+  if (s.max_jobs_per_gpu) parts.push_back(fmt::format("max_jobs_per_gpu {}", *s.max_jobs_per_gpu));
+  return parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+std::vector<int> DaemonImpl::MissingDevices(const std::vector<int>& devices) const {
+  std::vector<int> missing;
+  for (int d : devices) {
+    bool found = snapshot_ && std::any_of(snapshot_->gpus.begin(), snapshot_->gpus.end(),
+                                          [d](const GpuInfo& g) { return g.index == d; });
+    if (!found) missing.push_back(d);
+  }
+  return missing;
+}
+
+Status DaemonImpl::LoadRuntimeSettings() {
+  file_config_ = config_;
+  std::string path = SettingsPath(options_.paths);
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok() && text.status().code() == Code::kNotFound) return Status::Ok();
+  if (!text.ok()) return text.status();
+  Result<RuntimeSettings> settings = RuntimeSettingsFromJson(*text, path);
+  if (!settings.ok()) {
+    return Status::Invalid(settings.status().message() +
+                           " (it holds `trainq config set` values; fix or remove it)");
+  }
+  ApplyRuntime(*settings);
+  spdlog::info("run-time settings from {}: {}", path, Describe(runtime_));
+  return Status::Ok();
+}
+
+void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
+  runtime_ = settings;
+  Config effective = WithRuntime(file_config_, runtime_);
+  config_.devices = effective.devices;
+  config_.max_jobs_per_gpu = effective.max_jobs_per_gpu;
+  std::vector<int> missing = MissingDevices(config_.devices);
+  if (!missing.empty()) {
+    spdlog::warn("devices {}: this node has no GPU {}; jobs use the listed GPUs that exist",
+                 FormatDeviceList(config_.devices), FormatDeviceList(missing));
+  }
+}
+
+std::string DaemonImpl::ConfigJson() const {
+  json options = json::array();
+  for (const OptionDoc& o : ConfigOptions()) {
+    json entry = {{"name", o.name},
+                  {"value", ValueJson(config_, o.name)},
+                  {"source", SourceOf(file_config_, runtime_, o.name)},
+                  {"settable", IsSettable(o.name)}};
+    if (SetAtRuntime(runtime_, o.name)) entry["file_value"] = ValueJson(file_config_, o.name);
+    options.push_back(std::move(entry));
+  }
+  return DumpJson({{"options", std::move(options)},
+                   {"devices", config_.devices},
+                   {"max_jobs_per_gpu", config_.max_jobs_per_gpu},
+                   {"settings_file", SettingsPath(options_.paths)}});
+}
+
+void DaemonImpl::GetConfigRoute(Responder& respond) {
+  respond({200, ConfigJson(), "application/json"});
+}
+
+// Checks the whole request, then persists, then applies: a refused or failed request
+// changes nothing.
+void DaemonImpl::SetConfigRoute(const HttpRequest& req, Responder& respond) {
+  Result<RuntimeUpdate> update = ParseRuntimeUpdate(req.body);
+  if (!update.ok()) return respond(ErrorResponse(update.status()));
+  if (update->set.devices) {
+    std::vector<int> missing = MissingDevices(*update->set.devices);
+    if (!missing.empty()) {
+      std::vector<int> have;
+      if (snapshot_) {
+        for (const GpuInfo& g : snapshot_->gpus) have.push_back(g.index);
+      }
+      return respond(ErrorResponse(Status::Invalid(fmt::format(
+          "devices: this node has no GPU {}; its GPUs are {} (see trainq gpus)",
+          FormatDeviceList(missing), have.empty() ? "none" : FormatDeviceList(have)))));
+    }
+  }
+  RuntimeSettings next = Updated(runtime_, *update);
+  std::string path = SettingsPath(options_.paths);
+  if (Status st = WriteFileAtomic(path, RuntimeSettingsToJson(next), Durability::kSync); !st.ok()) {
+    return respond(ErrorResponse(st));
+  }
+  Config before = config_;
+  ApplyRuntime(next);
+  std::vector<std::string> changes;
+  for (const std::string& name : Named(*update)) {
+    std::string was = Shown(before, name);
+    std::string now = Shown(config_, name);
+    changes.push_back(was == now ? fmt::format("{} = {} (unchanged)", name, now)
+                                 : fmt::format("{} = {} (was {})", name, now, was));
+  }
+  spdlog::info("config set by {}: {}", UserName(req.peer_uid), fmt::join(changes, ", "));
+  RequestSchedule();
+  json out = json::parse(ConfigJson());
+  out["message"] = fmt::format("{}", fmt::join(changes, "\n"));
+  respond(Json(200, out));
+}
+
+}  // namespace trainq
