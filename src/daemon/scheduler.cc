@@ -52,6 +52,7 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
     }
     node.gpus.push_back(std::move(gpu));
   }
+  node.topology = snapshot_->topology;  // by position, as node.gpus: both in snapshot order
   return {node};
 }
 

@@ -19,12 +19,17 @@
  *                                  starting between the count query and the list query.
  *   FAKE_NVML_INIT_ERROR=9         nvmlInit returns this code
  *   FAKE_NVML_LOST_GPU=1           memory queries of this GPU return GPU_IS_LOST
+ *   FAKE_NVML_TOPO=0,10,10,0       common-ancestor level of every pair, row by row (N*N
+ *                                  values; the last repeats); default 50 (SYSTEM) between
+ *                                  two GPUs, 0 for a GPU with itself
+ *   FAKE_NVML_TOPO_ERROR=3         nvmlDeviceGetTopologyCommonAncestor returns this code
  * UUIDs are GPU-00000000-0000-0000-0000-0000000000NN with NN the index.
  *
  * Functions check what the real library checks where a caller's bug would show: calls
  * before init fail with UNINITIALIZED, short buffers with INSUFFICIENT_SIZE, and the
- * nvmlMemory_v2_t version field must be right. Two extra exports, fake_nvml_init_count and
- * fake_nvml_insufficient_size_answers, let tests see how the library was used. */
+ * nvmlMemory_v2_t version field must be right. Three extra exports, fake_nvml_init_count,
+ * fake_nvml_insufficient_size_answers and fake_nvml_topology_queries, let tests see how
+ * the library was used. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +92,7 @@ struct fake_proc {
 
 static int g_init_count;
 static int g_insufficient_answers;
+static int g_topology_queries;
 static unsigned int g_gpus;
 static struct fake_device g_devices[MAX_GPUS];
 static unsigned long long g_total[MAX_GPUS], g_used[MAX_GPUS], g_reserved[MAX_GPUS];
@@ -150,6 +156,7 @@ static void load_config(void) {
   g_lost_gpu = atoi(env_or("FAKE_NVML_LOST_GPU", "-1"));
   g_nprocs = 0;
   g_insufficient_answers = 0;
+  g_topology_queries = 0;
   parse_procs(env_or("FAKE_NVML_PROCS", ""), 0);
   parse_procs(env_or("FAKE_NVML_PROCS_LATE", ""), 1);
 }
@@ -172,6 +179,7 @@ static nvmlReturn_t copy_string(const char* s, char* out, unsigned int length) {
 /* ---- test helpers (not NVML) ---- */
 int fake_nvml_init_count(void) { return g_init_count; }
 int fake_nvml_insufficient_size_answers(void) { return g_insufficient_answers; }
+int fake_nvml_topology_queries(void) { return g_topology_queries; }
 
 /* ---- init and system ---- */
 nvmlReturn_t nvmlInit_v2(void) {
@@ -350,4 +358,23 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsign
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
                                                   nvmlProcessInfo_v1_t* infos) {
   return list_processes(device, count, infos, store_v1);
+}
+
+/* ---- topology ---- */
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 int* path_info) {
+  nvmlReturn_t r = check_device(device1);
+  if (r == NVML_SUCCESS) r = check_device(device2);
+  if (r != NVML_SUCCESS) return r;
+  if (path_info == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+  ++g_topology_queries;
+  int code = atoi(env_or("FAKE_NVML_TOPO_ERROR", "0"));
+  if (code != 0) return code;
+  const char* topo = getenv("FAKE_NVML_TOPO");
+  if (topo != NULL && topo[0] != '\0') {
+    *path_info = (int)list_value(topo, device1->index * g_gpus + device2->index);
+  } else {
+    *path_info = device1 == device2 ? 0 : 50;
+  }
+  return NVML_SUCCESS;
 }

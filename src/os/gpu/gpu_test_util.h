@@ -93,7 +93,8 @@ inline void ClearFakeNvmlEnv(ScopedEnv* env) {
   for (const char* var :
        {"FAKE_NVML_GPUS", "FAKE_NVML_TOTAL_MIB", "FAKE_NVML_USED_MIB", "FAKE_NVML_RESERVED_MIB",
         "FAKE_NVML_UTIL", "FAKE_NVML_NAME", "FAKE_NVML_DRIVER", "FAKE_NVML_PROCS",
-        "FAKE_NVML_PROCS_LATE", "FAKE_NVML_INIT_ERROR", "FAKE_NVML_LOST_GPU"}) {
+        "FAKE_NVML_PROCS_LATE", "FAKE_NVML_INIT_ERROR", "FAKE_NVML_LOST_GPU", "FAKE_NVML_TOPO",
+        "FAKE_NVML_TOPO_ERROR"}) {
     env->Unset(var);
   }
 }

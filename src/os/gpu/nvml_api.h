@@ -88,6 +88,8 @@ using MemoryV2Fn = Return (*)(Device, MemoryV2*);
 using UtilizationFn = Return (*)(Device, Utilization*);
 using ProcessesV1Fn = Return (*)(Device, unsigned int*, ProcessInfoV1*);
 using ProcessesV2Fn = Return (*)(Device, unsigned int*, ProcessInfoV2*);
+// nvmlGpuTopologyLevel_t is a C enum: int-sized, values as kTopo* in gpu_probe.h.
+using TopologyCommonAncestorFn = Return (*)(Device, Device, int*);
 
 }  // namespace nvml
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -42,6 +43,7 @@ struct NvmlApi {
   nvml::UtilizationFn utilization = nullptr;   // optional
   nvml::ProcessesV2Fn processes_v2 = nullptr;  // _v3 or _v2; optional
   nvml::ProcessesV1Fn processes_v1 = nullptr;  // used when processes_v2 is null; optional
+  nvml::TopologyCommonAncestorFn topology = nullptr;  // optional (absent on some platforms)
 };
 
 class SymbolResolver {
@@ -98,6 +100,7 @@ Result<NvmlApi> ResolveApi(void* handle, const SymbolLookup& lookup, const std::
   if (api.processes_v2 == nullptr) {
     api.processes_v1 = r.Find<nvml::ProcessesV1Fn>({"nvmlDeviceGetComputeRunningProcesses"});
   }
+  api.topology = r.Find<nvml::TopologyCommonAncestorFn>({"nvmlDeviceGetTopologyCommonAncestor"});
   TRAINQ_RETURN_IF_ERROR(r.Check(library));
   return api;
 }
@@ -162,12 +165,16 @@ class NvmlProbe final : public GpuProbe {
   Status ReadMemory(nvml::Device device, GpuInfo* gpu) const;
   int ReadUtilization(nvml::Device device) const;
   void ReadProcesses(nvml::Device device, GpuInfo* gpu) const;
+  std::vector<std::vector<int>> ReadTopology(unsigned int count) const;
 
   LibraryHandle library_;  // first member: closed after shutdown
   NvmlApi api_;
   bool initialized_ = false;
   std::string driver_;
   unsigned int gpus_at_open_ = 0;
+  // The topology does not change while the GPUs stay the same: read once per GPU count.
+  std::optional<std::vector<std::vector<int>>> topology_;
+  unsigned int topology_count_ = 0;
 };
 
 Status NvmlProbe::Init() {
@@ -197,7 +204,32 @@ Result<GpuSnapshot> NvmlProbe::Sample() {
     if (!gpu.ok()) return gpu.status();
     snapshot.gpus.push_back(std::move(gpu).value());
   }
+  if (!topology_ || topology_count_ != count) {
+    topology_ = ReadTopology(count);
+    topology_count_ = count;
+  }
+  snapshot.topology = *topology_;
   return snapshot;
+}
+
+// Any pair NVML cannot tell (not supported, no permission) makes the whole matrix unknown:
+// the policy then treats every pair alike, rather than trusting half a picture.
+std::vector<std::vector<int>> NvmlProbe::ReadTopology(unsigned int count) const {
+  if (api_.topology == nullptr || count == 0) return {};
+  std::vector<nvml::Device> devices(count, nullptr);
+  for (unsigned int i = 0; i < count; ++i) {
+    if (api_.handle_by_index(i, &devices[i]) != nvml::kSuccess) return {};
+  }
+  std::vector<std::vector<int>> levels(count, std::vector<int>(count, kTopoInternal));
+  for (unsigned int i = 0; i < count; ++i) {
+    for (unsigned int j = i + 1; j < count; ++j) {
+      int level = -1;
+      if (api_.topology(devices[i], devices[j], &level) != nvml::kSuccess) return {};
+      if (!TopologyLevelFromName(std::to_string(level))) return {};  // a level we do not know
+      levels[i][j] = levels[j][i] = level;
+    }
+  }
+  return levels;
 }
 
 Result<GpuInfo> NvmlProbe::SampleDevice(unsigned int index) const {

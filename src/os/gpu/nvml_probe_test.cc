@@ -272,5 +272,49 @@ TEST_F(NvmlProbeTest, EachProbeHoldsOneInitOfNvml) {
   EXPECT_EQ(fake.Call("fake_nvml_init_count"), 1);
 }
 
+TEST_F(NvmlProbeTest, TopologyHoldsTheCommonAncestorOfEveryPair) {
+  env_.Set("FAKE_NVML_GPUS", "3");
+  // GPUs 0 and 1 behind one PCIe switch, GPU 2 on the other socket.
+  env_.Set("FAKE_NVML_TOPO", "0,10,50,10,0,50,50,50,0");
+  GpuSnapshot snapshot = SampleWith();
+  ASSERT_EQ(snapshot.gpus.size(), 3u);
+  EXPECT_THAT(snapshot.topology,
+              ElementsAre(ElementsAre(0, 10, 50), ElementsAre(10, 0, 50), ElementsAre(50, 50, 0)));
+  EXPECT_TRUE(asked_.count("nvmlDeviceGetTopologyCommonAncestor"));
+}
+
+TEST_F(NvmlProbeTest, TopologyIsReadOnceWhileTheGpusStayTheSame) {
+  env_.Set("FAKE_NVML_GPUS", "4");
+  FakeLibrary fake;
+  auto probe = Open();
+  ASSERT_NE(probe, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    auto snapshot = probe->Sample();
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+    ASSERT_EQ(snapshot->topology.size(), 4u);
+    EXPECT_EQ(snapshot->topology[0][3], kTopoSystem);  // the fake's default between two GPUs
+    EXPECT_EQ(snapshot->topology[2][2], kTopoInternal);
+  }
+  EXPECT_EQ(fake.Call("fake_nvml_topology_queries"), 6);  // the 6 pairs of 4 GPUs, once
+}
+
+TEST_F(NvmlProbeTest, TopologyIsUnknownWithoutTheSymbol) {
+  env_.Set("FAKE_NVML_GPUS", "2");
+  GpuSnapshot snapshot = SampleWith({"nvmlDeviceGetTopologyCommonAncestor"});
+  EXPECT_EQ(snapshot.gpus.size(), 2u);  // the rest of the sample is whole
+  EXPECT_TRUE(snapshot.topology.empty());
+}
+
+TEST_F(NvmlProbeTest, TopologyIsUnknownWhenNvmlCannotTell) {
+  env_.Set("FAKE_NVML_GPUS", "2");
+  env_.Set("FAKE_NVML_TOPO_ERROR", "3");  // NOT_SUPPORTED
+  GpuSnapshot unsupported = SampleWith();
+  EXPECT_EQ(unsupported.gpus.size(), 2u);
+  EXPECT_TRUE(unsupported.topology.empty());
+  env_.Unset("FAKE_NVML_TOPO_ERROR");
+  env_.Set("FAKE_NVML_TOPO", "0,35,35,0");  // no such level
+  EXPECT_TRUE(SampleWith().topology.empty());
+}
+
 }  // namespace
 }  // namespace trainq

@@ -55,6 +55,7 @@ class FieldErrors {
   }
   void AddMessage(std::string message) { messages_.push_back(std::move(message)); }
   bool empty() const { return messages_.empty(); }
+  size_t size() const { return messages_.size(); }
   Status ToStatus(const std::string& path) const {
     return Status::Invalid(
         fmt::format("simulated GPU file {}: {}", path, fmt::join(messages_, "; ")));
@@ -184,8 +185,61 @@ GpuInfo ParseGpu(const json& entry, size_t index, FieldErrors* errors) {
 
 struct SimulatedConfig {
   std::vector<GpuInfo> gpus;
+  std::vector<std::vector<int>> topology;
   fs::path usage_dir;
 };
+
+constexpr const char* kLevelForm =
+    "must be a level: X, NV# (NVLink), BRD, PIX, PXB, PHB, NODE, SYS, or 0, 10, 20, 30, 40, 50";
+
+std::optional<int> ParseLevel(const json& value) {
+  if (value.is_string()) return TopologyLevelFromName(value.get<std::string>());
+  if (value.is_number_unsigned()) return TopologyLevelFromName(value.dump());
+  return std::nullopt;
+}
+
+void ParseTopologyRow(const json& row, size_t i, size_t n, std::vector<int>* out,
+                      FieldErrors* errors) {
+  std::string at = fmt::format("topology[{}]", i);
+  if (!row.is_array() || row.size() != n) {
+    return errors->Add(at, fmt::format("must be an array of {} levels, one per GPU", n));
+  }
+  for (size_t j = 0; j < n; ++j) {
+    std::optional<int> level = ParseLevel(row[j]);
+    if (!level) errors->Add(fmt::format("{}[{}]", at, j), kLevelForm);
+    if (level) (*out)[j] = *level;
+  }
+}
+
+// A GPU with itself is X; the pair (i, j) is the pair (j, i).
+void CheckTopologyShape(const std::vector<std::vector<int>>& levels, FieldErrors* errors) {
+  for (size_t i = 0; i < levels.size(); ++i) {
+    if (levels[i][i] != kTopoInternal) {
+      errors->Add(fmt::format("topology[{}][{}]", i, i), "a GPU with itself must be X");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (levels[i][j] != levels[j][i]) {
+        errors->Add(fmt::format("topology[{}][{}]", i, j),
+                    fmt::format("must equal topology[{}][{}]: both describe the same pair", j, i));
+      }
+    }
+  }
+}
+
+// Optional "topology": one row per GPU, as `nvidia-smi topo -m` prints it.
+std::vector<std::vector<int>> ParseTopology(const json& root, size_t n, FieldErrors* errors) {
+  const json* topology = Find(root, "topology");
+  if (topology == nullptr) return {};
+  if (!topology->is_array() || topology->size() != n) {
+    errors->Add("topology", fmt::format("must be {} rows (one per GPU) of {} levels each", n, n));
+    return {};
+  }
+  std::vector<std::vector<int>> levels(n, std::vector<int>(n, kTopoInternal));
+  size_t before = errors->size();
+  for (size_t i = 0; i < n; ++i) ParseTopologyRow((*topology)[i], i, n, &levels[i], errors);
+  if (errors->size() == before) CheckTopologyShape(levels, errors);
+  return levels;
+}
 
 void CheckUniqueUuids(const std::vector<GpuInfo>& gpus, FieldErrors* errors) {
   for (size_t i = 0; i < gpus.size(); ++i) {
@@ -228,6 +282,7 @@ Result<SimulatedConfig> LoadConfig(const std::string& path) {
     config.gpus.push_back(ParseGpu((*gpus)[i], i, &errors));
   }
   CheckUniqueUuids(config.gpus, &errors);
+  config.topology = ParseTopology(root, config.gpus.size(), &errors);
   config.usage_dir = ParseUsageDir(root, path, &errors);
   if (!errors.empty()) return errors.ToStatus(path);
   return config;
@@ -297,6 +352,7 @@ class SimulatedProbe final : public GpuProbe {
       gpu.free_bytes = gpu.total_bytes > gpu.used_bytes ? gpu.total_bytes - gpu.used_bytes : 0;
       snapshot.gpus.push_back(std::move(gpu));
     }
+    snapshot.topology = std::move(config->topology);
     return snapshot;
   }
 

@@ -264,6 +264,49 @@ TEST_F(SimulatedProbeTest, UnreadableFileIsInvalid) {
   EXPECT_THAT(status.message(), HasSubstr("cannot read simulated GPU file " + gpus_file()));
 }
 
+// Two GPUs for the topology tests, then the given "topology" member.
+std::string TwoGpusWith(const std::string& topology) {
+  return R"({"gpus": [{"uuid": "GPU-sim-0", "memory_total": "80GiB"},
+                      {"uuid": "GPU-sim-1", "memory_total": "80GiB"},
+                      {"uuid": "GPU-sim-2", "memory_total": "80GiB"}], "topology": )" +
+         topology + "}";
+}
+
+TEST_F(SimulatedProbeTest, TopologyTakesNvidiaSmiNamesAndLevels) {
+  WriteGpus(TwoGpusWith(R"([["X", "NV12", "SYS"], [0, "X", 50], ["SYS", "SYS", "X"]])"));
+  GpuSnapshot snapshot = Sample();
+  EXPECT_THAT(snapshot.topology, ElementsAre(ElementsAre(0, 0, 50), ElementsAre(0, 0, 50),
+                                             ElementsAre(50, 50, 0)));
+  WriteGpus(TwoGpusWith(R"([["X", "PIX", "PXB"], ["PIX", "X", "PHB"], ["PXB", "PHB", 0]])"));
+  EXPECT_THAT(Sample().topology, ElementsAre(ElementsAre(0, 10, 20), ElementsAre(10, 0, 30),
+                                             ElementsAre(20, 30, 0)));
+  WriteGpus(TwoGpusWith(R"([["X", "NODE", 40], ["NODE", "X", "BRD"], [40, "BRD", "X"]])"));
+  EXPECT_THAT(Sample().topology, ElementsAre(ElementsAre(0, 40, 40), ElementsAre(40, 0, 0),
+                                             ElementsAre(40, 0, 0)));
+}
+
+TEST_F(SimulatedProbeTest, NoTopologyIsUnknown) {
+  WriteOneGpu();
+  EXPECT_THAT(Sample().topology, IsEmpty());
+}
+
+TEST_F(SimulatedProbeTest, BadTopologyNamesEveryField) {
+  WriteGpus(TwoGpusWith(R"([["X", "PCI", 35], ["X"], ["SYS", "SYS", "X"]])"));
+  std::string m = OpenError().message();
+  EXPECT_THAT(m, HasSubstr("topology[0][1]: must be a level: X, NV# (NVLink), BRD, PIX, PXB"));
+  EXPECT_THAT(m, HasSubstr("topology[0][2]: must be a level"));
+  EXPECT_THAT(m, HasSubstr("topology[1]: must be an array of 3 levels, one per GPU"));
+
+  WriteGpus(TwoGpusWith(R"([["X", "SYS"], ["SYS", "X"]])"));
+  EXPECT_THAT(OpenError().message(),
+              HasSubstr("topology: must be 3 rows (one per GPU) of 3 levels each"));
+
+  WriteGpus(TwoGpusWith(R"([["PIX", "SYS", "SYS"], ["PIX", "X", "SYS"], ["SYS", "SYS", "X"]])"));
+  m = OpenError().message();
+  EXPECT_THAT(m, HasSubstr("topology[0][0]: a GPU with itself must be X"));
+  EXPECT_THAT(m, HasSubstr("topology[1][0]: must equal topology[0][1]: both describe the same pair"));
+}
+
 TEST_F(SimulatedProbeTest, DescribeNamesTheFile) {
   WriteOneGpu();
   auto probe = OpenSimulatedProbe(gpus_file());
