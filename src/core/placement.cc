@@ -252,19 +252,30 @@ std::vector<GpuPick> ClosestSubset(const NodeState& node, size_t n, std::vector<
   return best->picks;
 }
 
-std::optional<NodeChoice> ChooseOnNode(const PendingJob& job, const Pass& p, size_t n,
-                                       unsigned ignore = kIgnoreNone) {
-  const NodeState& node = p.node(n);
-  if (FreeSlots(node) < job.cpus || !HostMemFits(job, node)) return std::nullopt;
-  std::vector<GpuPick> picks = FittingGpus(job, p, n, ignore);
+// The job's GPUs on node `n` out of those that fit it (best first): the closest set where
+// the topology is known, else the first.
+NodeChoice PickOnNode(const PendingJob& job, const NodeState& node, size_t n,
+                      std::vector<GpuPick> picks) {
   size_t k = static_cast<size_t>(job.gpus);
-  if (picks.size() < k) return std::nullopt;
   if (k > 1 && picks.size() > k && TopologyKnown(node)) {
     picks = ClosestSubset(node, n, std::move(picks), k);
   } else {
     picks.resize(k);
   }
   return Summarise(node, n, std::move(picks));
+}
+
+bool HostFits(const PendingJob& job, const NodeState& node) {
+  return FreeSlots(node) >= job.cpus && HostMemFits(job, node);
+}
+
+std::optional<NodeChoice> ChooseOnNode(const PendingJob& job, const Pass& p, size_t n,
+                                       unsigned ignore = kIgnoreNone) {
+  const NodeState& node = p.node(n);
+  if (!HostFits(job, node)) return std::nullopt;
+  std::vector<GpuPick> picks = FittingGpus(job, p, n, ignore);
+  if (picks.size() < static_cast<size_t>(job.gpus)) return std::nullopt;
+  return PickOnNode(job, node, n, std::move(picks));
 }
 
 // Over nodes: closest GPUs, then the same preference as within one (fewer used GPUs, then
@@ -349,17 +360,18 @@ std::optional<NodeChoice> ChooseNodeFgd(const PendingJob& job, const Pass& p) {
   };
   for (size_t n = 0; n < p.size(); ++n) {
     const NodeState& node = p.node(n);
-    if (job.gpus > static_cast<int>(node.gpus.size())) continue;
-    std::optional<NodeChoice> usual = ChooseOnNode(job, p, n);
-    if (!usual) continue;
+    if (job.gpus > static_cast<int>(node.gpus.size()) || !HostFits(job, node)) continue;
+    std::vector<GpuPick> picks = FittingGpus(job, p, n);
+    if (picks.size() < static_cast<size_t>(job.gpus)) continue;
     FragView(job, p, n, gpus, host);
     model.Prepare(gpus, host);
     if (job.gpus != 1 || job.exclusive()) {
-      consider(Evaluate(job, node, model, gpus, std::move(*usual), pos, after));
+      consider(Evaluate(job, node, model, gpus, PickOnNode(job, node, n, std::move(picks)), pos,
+                        after));
       continue;
     }
     // A one-GPU share: every GPU it fits is a candidate of its own.
-    for (const GpuPick& pick : FittingGpus(job, p, n)) {
+    for (const GpuPick& pick : picks) {
       consider(Evaluate(job, node, model, gpus, Summarise(node, n, {pick}), pos, after));
     }
   }
@@ -558,6 +570,12 @@ std::string AllowlistText(const PolicyConfig& config) {
   return fmt::format("the device allowlist ({})", fmt::join(config.devices, ","));
 }
 
+// Whether RequestReason has nothing to say: the hot path of a long queue, no string built.
+bool Placeable(const PendingJob& job, const Pass& p) {
+  return job.not_before <= p.now && job.gpus >= 0 && job.cpus >= 0 &&
+         (job.gpus == 0 || (job.gpus <= p.max_gpus() && job.gpus <= p.max_allowed()));
+}
+
 // Reasons that need no look at the GPUs' state; "" when there is none.
 std::string RequestReason(const PendingJob& job, const Pass& p) {
   if (job.not_before > p.now) {
@@ -726,7 +744,7 @@ void HoldForAged(std::span<const PendingJob* const> order, Pass& p,
   std::set<Shape> hopeless;  // holds only shrink what is left to hold
   for (const PendingJob* job : order) {
     if (p.AllHeld()) return;
-    if (job->gpus <= 0 || !Aged(*job, p.config, p.now) || !RequestReason(*job, p).empty()) continue;
+    if (job->gpus <= 0 || !Aged(*job, p.config, p.now) || !Placeable(*job, p)) continue;
     Shape shape = ShapeOf(*job);
     if (hopeless.count(shape)) continue;
     auto hold = KeptHold(*job, p, previous);
@@ -757,53 +775,75 @@ std::vector<Hold> HoldsInForce(const Pass& p) {
   return holds;
 }
 
+// A job left waiting, with the shape its reason is shared by (-1: a reason of its own).
+struct Waiter {
+  const PendingJob* job;
+  JobId id;  // a copy: explaining a long queue then touches only this array
+  int shape;
+};
+
+// The distinct shapes of a pass, numbered; a long queue has few, often in runs.
+class Shapes {
+ public:
+  int Index(const PendingJob& job) {
+    Shape shape = ShapeOf(job);
+    if (last_ >= 0 && shapes_[last_] == shape) return last_;
+    auto [it, added] = index_.try_emplace(shape, static_cast<int>(shapes_.size()));
+    if (added) shapes_.push_back(shape);
+    return last_ = it->second;
+  }
+  size_t size() const { return shapes_.size(); }
+
+ private:
+  std::map<Shape, int> index_;
+  std::vector<Shape> shapes_;
+  int last_ = -1;
+};
+
 // Phase two: start what fits, in order; returns the jobs left waiting.
-std::vector<const PendingJob*> StartWhatFits(std::span<const PendingJob* const> order, Pass& p,
-                                             PlacementResult& result) {
-  std::vector<const PendingJob*> waiting;
-  std::set<Shape> failed;  // keeps a pass over a long queue of alike jobs linear
-  std::optional<Shape> last_failed;
+std::vector<Waiter> StartWhatFits(std::span<const PendingJob* const> order, Pass& p,
+                                  PlacementResult& result, Shapes& shapes) {
+  std::vector<Waiter> waiting;
+  waiting.reserve(order.size());
+  std::vector<char> failed;  // by shape: keeps a pass over a long queue of alike jobs linear
   for (const PendingJob* job : order) {
-    bool placeable = RequestReason(*job, p).empty();
-    bool holder = p.HoldsFor(job->id);
-    std::optional<NodeChoice> choice;
-    if (placeable) {
-      Shape shape = ShapeOf(*job);
-      bool known_failed = !holder && ((last_failed && *last_failed == shape) || failed.count(shape));
-      if (!known_failed) choice = Choose(*job, p);
-      if (!choice && !holder) {
-        if (!known_failed) failed.insert(shape);
-        last_failed = shape;
-      }
+    if (!Placeable(*job, p)) {
+      waiting.push_back({job, job->id, -1});
+      continue;
     }
+    bool holder = p.AnyHolds() && p.HoldsFor(job->id);
+    int shape = shapes.Index(*job);
+    if (failed.size() < shapes.size()) failed.resize(shapes.size(), 0);
+    std::optional<NodeChoice> choice;
+    if (holder || !failed[shape]) choice = Choose(*job, p);
     if (!choice) {
-      waiting.push_back(job);
+      if (!holder) failed[shape] = 1;
+      waiting.push_back({job, job->id, holder ? -1 : shape});
       continue;
     }
     result.starts.push_back(Commit(*job, *choice, p.Mutable(choice->node), p.now));
     // Its other held GPUs open up again: shapes that failed may fit now.
-    if (holder && p.Release(job->id)) failed.clear(), last_failed.reset();
+    if (holder && p.Release(job->id)) std::fill(failed.begin(), failed.end(), 0);
   }
   return waiting;
 }
 
 // Explained against the pass's final state: what a user sees until the next pass. A job
 // that did not fit earlier in the pass fits no better now, as a pass only takes resources.
-void ExplainWaiting(std::span<const PendingJob* const> waiting, const Pass& p,
+void ExplainWaiting(std::span<const Waiter> waiting, const Pass& p, size_t shape_count,
                     PlacementResult& result) {
-  std::map<Shape, std::string> explained;
-  for (const PendingJob* job : waiting) {
-    if (!RequestReason(*job, p).empty()) {
-      result.reasons.emplace_back(job->id, WhyWaiting(*job, p));
+  std::vector<std::optional<std::string>> explained(shape_count);
+  result.reasons.reserve(waiting.size());
+  for (const Waiter& w : waiting) {
+    if (w.shape < 0) {
+      std::string why = WhyWaiting(*w.job, p);
+      if (p.HoldsFor(w.job->id)) why += HeldNote(p, w.job->id);
+      result.reasons.emplace_back(w.job->id, std::move(why));
       continue;
     }
-    if (p.HoldsFor(job->id)) {
-      result.reasons.emplace_back(job->id, WhyWaiting(*job, p) + HeldNote(p, job->id));
-      continue;
-    }
-    auto [it, fresh] = explained.try_emplace(ShapeOf(*job));
-    if (fresh) it->second = WhyWaiting(*job, p);
-    result.reasons.emplace_back(job->id, it->second);
+    std::optional<std::string>& reason = explained[w.shape];
+    if (!reason) reason = WhyWaiting(*w.job, p);
+    result.reasons.emplace_back(w.id, *reason);
   }
 }
 
@@ -811,8 +851,9 @@ PlacementResult Run(std::span<const PendingJob* const> order, Pass& p,
                     std::span<const Hold> previous) {
   PlacementResult result;
   HoldForAged(order, p, previous);
-  std::vector<const PendingJob*> waiting = StartWhatFits(order, p, result);
-  ExplainWaiting(waiting, p, result);
+  Shapes shapes;
+  std::vector<Waiter> waiting = StartWhatFits(order, p, result, shapes);
+  ExplainWaiting(waiting, p, shapes.size(), result);
   result.holds = HoldsInForce(p);
   return result;
 }
@@ -927,8 +968,9 @@ Explanation Explain(JobId id, std::span<const PendingJob> jobs, std::span<const 
   HoldForAged(order, pass, previous_holds);
   e.gpus = GpusFor(job, pass);
   PlacementResult result;
-  std::vector<const PendingJob*> waiting = StartWhatFits(order, pass, result);
-  ExplainWaiting(waiting, pass, result);
+  Shapes shapes;
+  std::vector<Waiter> waiting = StartWhatFits(order, pass, result, shapes);
+  ExplainWaiting(waiting, pass, shapes.size(), result);
   e.holds = HoldsInForce(pass);
   e.would_start = std::any_of(result.starts.begin(), result.starts.end(),
                               [id](const StartDecision& d) { return d.job == id; });

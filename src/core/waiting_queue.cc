@@ -15,7 +15,15 @@ bool WaitingQueue::emplace(JobId id, PendingJob job) {
   auto [it, added] = by_id_.emplace(id, std::move(job));
   if (!added) return false;
   const PendingJob& j = it->second;
-  queues_[{KeyPriority(j.priority), j.user}].insert({j.submitted_at, id, &j});
+  Queue& q = queues_[{KeyPriority(j.priority), j.user}];
+  Entry e{j.submitted_at, id, &j};
+  // New submissions are the newest: almost always an append.
+  if (q.entries.empty() || q.entries.back() < e) {
+    q.entries.push_back(e);
+  } else {
+    q.entries.insert(std::lower_bound(q.entries.begin(), q.entries.end(), e), e);
+  }
+  ++q.live;
   return true;
 }
 
@@ -24,8 +32,14 @@ size_t WaitingQueue::erase(JobId id) {
   if (it == by_id_.end()) return 0;
   const PendingJob& j = it->second;
   auto q = queues_.find({KeyPriority(j.priority), j.user});
-  q->second.erase({j.submitted_at, id, &j});
-  if (q->second.empty()) queues_.erase(q);
+  Entry e{j.submitted_at, id, &j};
+  auto at = std::lower_bound(q->second.entries.begin(), q->second.entries.end(), e);
+  at->job = nullptr;
+  if (--q->second.live == 0) {
+    queues_.erase(q);
+  } else if (q->second.live * 2 < q->second.entries.size()) {
+    std::erase_if(q->second.entries, [](const Entry& x) { return x.job == nullptr; });
+  }
   by_id_.erase(it);
   return 1;
 }
@@ -44,16 +58,19 @@ const PendingJob* WaitingQueue::find(JobId id) const {
 void WaitingQueue::AppendTied(std::vector<const Queue*>& tied,
                               std::vector<const PendingJob*>& out) const {
   if (tied.size() == 1) {
-    for (const Entry& e : *tied[0]) out.push_back(e.job);
+    for (const Entry& e : tied[0]->entries) {
+      if (e.job != nullptr) out.push_back(e.job);
+    }
   } else if (!tied.empty()) {
-    using Cursor = std::pair<Queue::const_iterator, Queue::const_iterator>;
+    using It = std::vector<Entry>::const_iterator;
+    using Cursor = std::pair<It, It>;
     auto later = [](const Cursor& a, const Cursor& b) { return *b.first < *a.first; };
     std::priority_queue<Cursor, std::vector<Cursor>, decltype(later)> heads(later);
-    for (const Queue* q : tied) heads.push({q->begin(), q->end()});
+    for (const Queue* q : tied) heads.push({q->entries.begin(), q->entries.end()});
     while (!heads.empty()) {
       Cursor c = heads.top();
       heads.pop();
-      out.push_back(c.first->job);
+      if (c.first->job != nullptr) out.push_back(c.first->job);
       if (++c.first != c.second) heads.push(c);
     }
   }

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +40,12 @@ class WaitingQueue {
       return std::pair(submitted_at, id) < std::pair(o.submitted_at, o.id);
     }
   };
-  using Queue = std::set<Entry>;
+  // Sorted by (submitted_at, id); an erased job leaves a null entry until the queue is
+  // compacted, so erasing is O(log n) and a pass walks contiguous memory.
+  struct Queue {
+    std::vector<Entry> entries;
+    size_t live = 0;
+  };
   using Key = std::pair<int64_t, std::string>;  // (-priority, user): higher priority first
 
   void AppendTied(std::vector<const Queue*>& tied, std::vector<const PendingJob*>& out) const;
