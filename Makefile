@@ -6,7 +6,7 @@ RELEASE := build/release
 ASAN := build/asan
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test test-gpu release-tests bench unit integration fuzz demo install clean
+.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-sched unit integration fuzz demo install clean
 
 all: release
 
@@ -61,6 +61,12 @@ fuzz: build/fuzz/spec_fuzz
 # trainq beside task-spooler and Slurm (../shared/bench/peers.sh); BENCH_PEERS=0 skips them.
 bench: release
 	@python3 bench/bench.py $(RELEASE)/trainq
+
+# The scheduling pass and one-pod placement timings (Google Benchmark, bench/sched_bench.cc).
+bench-sched: test-deps
+	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release -DTRAINQ_TESTS=OFF >/dev/null
+	@cmake --build $(RELEASE) -j $(JOBS) --target sched_bench
+	@$(RELEASE)/sched_bench
 
 demo: release
 	@scripts/demo.sh $(RELEASE)/trainq

@@ -53,6 +53,9 @@ void AddQueries(CLI::App& app, Parsed& p) {
   CLI::App* show = app.add_subcommand("show", "everything about a job, all its attempts");
   show->add_option("id", p.id, "job id")->required();
   show->add_flag("--json", p.json, "JSON output");
+  CLI::App* explain = app.add_subcommand("explain", "why a job waits: reason, GPUs, holds, line, fair share");
+  explain->add_option("id", p.id, "job id")->required();
+  explain->add_flag("--json", p.json, "JSON output");
   CLI::App* logs = app.add_subcommand("logs", "output of the latest (or Nth) attempt");
   logs->add_option("id", p.id, "job id")->required();
   logs->add_flag("--follow,-f", p.follow, "keep printing until the attempt ends");
@@ -107,6 +110,7 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "submit") return CmdSubmit(client, p.submit);
   if (name == "ls") return CmdList(client, {p.all, p.state, p.limit, p.json});
   if (name == "show") return CmdShow(client, p.id, p.json);
+  if (name == "explain") return CmdExplain(client, p.id, p.json);
   if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt);
   if (name == "cancel") return CmdCancel(client, p.ids);
   if (name == "retry") return CmdRetry(client, p.id);

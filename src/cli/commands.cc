@@ -165,6 +165,15 @@ int CmdShow(Client& client, const std::string& id, bool as_json) {
   return 0;
 }
 
+int CmdExplain(Client& client, const std::string& id_text, bool as_json) {
+  Result<int64_t> id = ParseJobId(id_text);
+  if (!id.ok()) return Fail(id.status());
+  Result<json> doc = Call(client, "GET", fmt::format("/v1/jobs/{}/explain", *id));
+  if (!doc.ok()) return Fail(doc.status());
+  std::fputs(as_json ? (DumpJson(*doc, 2) + "\n").c_str() : ExplainReport(*doc).c_str(), stdout);
+  return 0;
+}
+
 namespace {
 
 // Copies what was appended to `path` since `offset` to stdout.

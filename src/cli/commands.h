@@ -43,6 +43,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt);
 int CmdCancel(Client& client, const std::vector<std::string>& ids);
 int CmdRetry(Client& client, const std::string& id);
 int CmdGpus(Client& client, bool json);
+int CmdExplain(Client& client, const std::string& id, bool json);
 int CmdDaemon(Client& client, bool foreground);
 int CmdDaemonStop(Client& client);
 int CmdDaemonStatus(Client& client, bool json);

@@ -169,4 +169,45 @@ std::string GpusTable(const json& doc) {
   return out;
 }
 
+namespace {
+
+std::string ExplainGpus(const json& doc) {
+  std::vector<std::vector<std::string>> rows = {{"GPU", "USABLE", "TOTAL", "JOBS", "FITS", "NOTE"}};
+  bool many_nodes = false;
+  for (const json& g : doc.value("gpus", json::array())) many_nodes |= g["node"] != doc["gpus"][0]["node"];
+  for (const json& g : doc.value("gpus", json::array())) {
+    std::string name = many_nodes ? Str(g, "node") + "/" + Str(g, "index") : Str(g, "index");
+    std::string jobs = g["jobs"].empty() ? "" : JoinInts(g["jobs"]);
+    int others = g.value("other_processes", 0);
+    if (others > 0) jobs += fmt::format("{}+{} other", jobs.empty() ? "" : " ", others);
+    rows.push_back({name, Bytes(g, "memory_usable"), Bytes(g, "memory_total"),
+                    jobs.empty() ? "-" : jobs, g.value("fits", false) ? "yes" : "no",
+                    g.value("closed", "").empty() ? "-" : Str(g, "closed")});
+  }
+  return RenderTable(rows);
+}
+
+}  // namespace
+
+std::string ExplainReport(const json& doc) {
+  std::string out = fmt::format("job {}: {}\n", Str(doc, "job"), Str(doc, "state"));
+  out += fmt::format("reason: {}\n", Str(doc, "reason"));
+  if (!doc.value("waiting", false)) return out;
+  out += fmt::format("position: {} in line ({} ahead)\n", Str(doc, "position"), Str(doc, "ahead"));
+  const json& fs = doc["fair_share"];
+  out += fmt::format("fair share: user {} holds {:.2f} decayed GPU-hours; rank {} of {} users "
+                     "waiting (fewest hours first)\n",
+                     fs.value("user", "").empty() ? "-" : Str(fs, "user"),
+                     fs.value("gpu_hours", 0.0), Str(fs, "rank"), Str(fs, "users_waiting"));
+  out += "GPUs:\n" + ExplainGpus(doc);
+  const json& holds = doc["holds"];
+  if (holds.empty()) return out + "held GPUs: none\n";
+  out += "held GPUs:\n";
+  for (const json& h : holds) {
+    out += fmt::format("  for job {}: node {} GPU {}\n", Str(h, "job"), Str(h, "node"),
+                       JoinInts(h["gpus"]));
+  }
+  return out;
+}
+
 }  // namespace trainq

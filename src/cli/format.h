@@ -14,6 +14,8 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows);
 std::string JobsTable(const nlohmann::json& jobs);
 std::string JobDetails(const nlohmann::json& job);
 std::string GpusTable(const nlohmann::json& gpus);
+// `trainq explain`: a job's reason and the numbers behind it.
+std::string ExplainReport(const nlohmann::json& doc);
 // "1 GPU × 20.0 GiB", "2 whole GPUs", "CPU".
 std::string RequestSummary(const nlohmann::json& job);
 

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/fair_share.h"
+#include "src/core/fragmentation.h"
 #include "trainq/job.h"
 
 namespace trainq {
@@ -68,15 +70,13 @@ struct PolicyConfig {
   // Limits an operator changes at run time (`trainq config set`).
   std::vector<int> devices;   // GPU indices jobs may use; empty: all
   int max_jobs_per_gpu = 0;   // trainq attempts on one GPU; 0: no limit
-  // A job that has waited this long gets the GPUs it would best use held for it.
+  // A job that has waited this long gets the GPUs it would best use held for it; <= 0:
+  // never.
   int64_t aging_ms = 2 * 3600 * 1000;
   // Fragmentation-aware GPU choice: the mix of requests expected to arrive. Empty: the
   // plain rule (unused GPUs first, then best fit).
-  struct WorkloadClass {
-    int gpus = 1;
-    double fraction = 1.0;  // of one GPU's memory; 1.0 for whole GPUs
-    double weight = 1.0;    // how often it arrives, relative to the others
-  };
+  // (src/core/fragmentation.h; a class may also name the host CPUs and memory it needs.)
+  using WorkloadClass = trainq::WorkloadClass;
   std::vector<WorkloadClass> workload;
 };
 
@@ -87,8 +87,7 @@ struct Hold {
   std::vector<int> gpu_indices;
 };
 
-// Decayed GPU-hours per user (src/core/fair_share.h); the user holding fewer goes first.
-using UsageByUser = std::map<std::string, double>;
+// UsageByUser (src/core/fair_share.h): decayed GPU-hours per user; fewer goes first.
 
 struct StartDecision {
   JobId job = 0;
@@ -114,14 +113,69 @@ uint64_t UsableBytes(const GpuState& gpu, const PolicyConfig& config, UnixMs now
 // The bytes `job` needs on `gpu` (its percent of the total, or its bytes).
 uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu);
 
-// Places `jobs` in order: priority (higher first), then submit order; a later job may
-// start where an earlier one does not fit (backfill). Decisions already taken in this pass
-// count against the GPUs for later jobs. Exclusive jobs take only GPUs with no holding and
-// no foreign process; no job joins a GPU held exclusively. Multi-GPU jobs take GPUs of one
-// node. Among GPUs that fit, those no job uses come first, then best fit.
+// Places `jobs` in order: priority (higher first), then fair share (the user with fewer
+// decayed GPU-hours in `usage` first; a user not in it has none), then submit order, then
+// id. A later job may start where an earlier one does not fit (backfill). Decisions already
+// taken in this pass count against the GPUs for later jobs.
+//
+// Starvation protection: a job that has waited longer than config.aging_ms (since it was
+// submitted, or since its not_before if later) and does not fit gets the GPUs where it would
+// fit soonest held for it (result.holds); no other job starts there until it starts. A
+// previous hold (`previous_holds`) stays on its GPUs while they are still a valid choice.
+// Aged jobs are served in order, each holding GPUs no earlier one holds.
+//
+// GPU choice: only GPUs in config.devices (when not empty) and with fewer than
+// config.max_jobs_per_gpu trainq attempts (when > 0). Exclusive jobs take only GPUs with no
+// holding and no foreign process; no job joins a GPU held exclusively. Host memory is checked
+// where the node enforces it. Multi-GPU jobs take GPUs of one node, closest in topology where
+// it is known (least worst, then summed, pairwise distance). Among GPUs that fit, those no job
+// uses come first, then best fit; with config.workload, the choice that raises the node's
+// expected fragmentation least (FGD), ties to best fit.
 PlacementResult Place(std::span<const PendingJob> jobs, std::span<const NodeState> nodes,
                       const PolicyConfig& config, UnixMs now, const UsageByUser& usage = {},
                       std::span<const Hold> previous_holds = {});
+
+// As Place, for jobs already in placement order (PlacedBefore): a caller keeping its queue
+// in an ordered index need not sort the world on every pass.
+PlacementResult PlaceOrdered(std::span<const PendingJob* const> ordered,
+                             std::span<const NodeState> nodes, const PolicyConfig& config,
+                             UnixMs now, std::span<const Hold> previous_holds = {});
+
+// The placement order: whether `a` goes before `b`.
+bool PlacedBefore(const PendingJob& a, const PendingJob& b, const UsageByUser& usage);
+
+// One GPU as the job sees it, for `trainq explain`.
+struct GpuExplanation {
+  std::string node;
+  int index = 0;
+  uint64_t usable_bytes = 0;
+  uint64_t total_bytes = 0;
+  std::vector<JobId> jobs;  // trainq attempts on it
+  int foreign_processes = 0;
+  bool fits = false;        // the job's share of it would fit there now
+  std::string closed;       // why the job may not use it ("not in the device allowlist"), or ""
+  JobId held_for = 0;       // the aged job it is held for, 0: none
+};
+
+struct Explanation {
+  JobId job = 0;
+  bool waiting = false;      // among `jobs`; nothing else below is set otherwise
+  bool would_start = false;  // a pass now would start it
+  std::string reason;        // as the pass would write it ("" when it would start)
+  int position = 0;          // 1-based, in placement order
+  int ahead = 0;             // waiting jobs placed before it
+  std::string user;
+  double user_gpu_hours = 0;  // decayed, as in `usage`
+  int user_rank = 0;          // 1-based among the users with waiting jobs, fewest hours first
+  int users_waiting = 0;
+  std::vector<GpuExplanation> gpus;
+  std::vector<Hold> holds;    // in force after the pass
+};
+
+// The numbers behind one job's reason: the same pass Place runs, seen from `job`.
+Explanation Explain(JobId job, std::span<const PendingJob> jobs, std::span<const NodeState> nodes,
+                    const PolicyConfig& config, UnixMs now, const UsageByUser& usage = {},
+                    std::span<const Hold> previous_holds = {});
 
 // The most GPUs any node offers; a job asking more can never run ("--gpus 9999").
 int MaxGpusPerNode(std::span<const NodeState> nodes);

@@ -33,7 +33,21 @@ GpuState Gpu(int index, double total, double free, std::vector<Holding> held = {
 }
 
 NodeState Node(std::string name, std::vector<GpuState> gpus, int slots = 64, int used = 0) {
-  return {std::move(name), std::move(gpus), slots, used};
+  NodeState node;
+  node.name = std::move(name);
+  node.gpus = std::move(gpus);
+  node.cpu_slots = slots;
+  node.cpu_slots_used = used;
+  return node;
+}
+
+// Holds off: these cases test fitting, and their jobs were "submitted" at the epoch.
+PolicyConfig Config(uint64_t headroom, int64_t ramp_up_ms) {
+  PolicyConfig c;
+  c.aging_ms = 0;
+  c.headroom_bytes = headroom;
+  c.ramp_up_ms = ramp_up_ms;
+  return c;
 }
 
 PendingJob Job(JobId id, int gpus) {
@@ -86,10 +100,10 @@ struct Case {
   std::vector<PendingJob> jobs;
   std::vector<Start> starts;                           // in decision order
   std::vector<std::pair<JobId, std::string>> reasons;  // substrings, in order
-  PolicyConfig config = {.headroom_bytes = 0, .ramp_up_ms = 60 * kSec};
+  PolicyConfig config = Config(0, 60 * kSec);
 };
 
-const PolicyConfig kRealConfig{};  // 256 MiB headroom, 60 s ramp-up
+const PolicyConfig kRealConfig = Config(256ull << 20, 60 * kSec);
 
 std::vector<Case> Cases() {
   return {
@@ -317,14 +331,14 @@ TEST(PlaceTest, EveryJobIsStartedOrGivenAReasonExactlyOnce) {
 TEST(PlaceTest, NoDoubleBookingWithinAPassEvenWithoutRampUp) {
   std::vector<NodeState> nodes = {Node("a", {Gpu(0, 80, 80)})};
   std::vector<PendingJob> jobs = {Shared(1, 50), Shared(2, 50)};
-  PlacementResult got = Place(jobs, nodes, {.headroom_bytes = 0, .ramp_up_ms = 0}, kNow);
+  PlacementResult got = Place(jobs, nodes, Config(0, 0), kNow);
   ASSERT_EQ(got.starts.size(), 1u);
   EXPECT_EQ(got.starts[0].job, 1);
   EXPECT_EQ(nodes[0].gpus[0].holdings.size(), 0u);  // the caller's state is not touched
 }
 
 TEST(UsableBytesTest, Formula) {
-  PolicyConfig config{.headroom_bytes = 256 * kMiB, .ramp_up_ms = 60 * kSec};
+  PolicyConfig config = Config(256 * kMiB, 60 * kSec);
   struct UsableCase {
     const char* what;
     GpuState gpu;
@@ -351,7 +365,7 @@ TEST(UsableBytesTest, Formula) {
 }
 
 TEST(UsableBytesTest, ExtremeTimesDoNotOverflow) {
-  PolicyConfig config{.headroom_bytes = 0, .ramp_up_ms = 60 * kSec};
+  PolicyConfig config = Config(0, 60 * kSec);
   GpuState gpu = Gpu(0, 80, 80, {{1, G(30), std::nullopt, false, INT64_MIN}});
   EXPECT_EQ(UsableBytes(gpu, config, INT64_MAX), G(80));  // long past ramp-up
   gpu.holdings[0].started_at = INT64_MAX;

@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "src/api/http.h"
+#include "src/core/fair_share.h"
 #include "src/core/placement.h"
+#include "src/core/waiting_queue.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
 #include "src/os/clock.h"
@@ -74,6 +76,11 @@ class DaemonImpl {
   void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at);
   void ForgetReasonsExcept();
   void WriteReasons(const std::vector<std::pair<JobId, std::string>>& reasons);
+  // Decayed GPU-hours per user now: ended attempts (read from the store once) plus running.
+  UsageByUser FairShareNow(UnixMs now);
+  void TrackRunning(JobId id, const std::string& user);
+  // The numbers behind a waiting job's reason (`trainq explain`).
+  Result<Explanation> ExplainWaiting(JobId id);
 
   // agent.cc
   void RecoverAttempts();
@@ -127,8 +134,20 @@ class DaemonImpl {
   int64_t waiting_jobs_ = 0;
   // The queued jobs' requests, so a pass never reads the store: submits add, starts
   // remove; rarer changes (retries, cancels, recovery) mark it stale for a reload.
-  std::map<JobId, PendingJob> waiting_;
+  WaitingQueue waiting_;
   bool waiting_stale_ = true;
+  std::vector<Hold> holds_;  // GPUs held for aged jobs, handed to the next pass
+  // Fair share: ended attempts folded per user; the attempts seen running, by (job,
+  // attempt), so one that is gone is added as ended.
+  FairShareLedger fair_share_{0};
+  bool fair_share_loaded_ = false;
+  struct RunningUse {
+    std::string user;
+    int gpus = 0;
+    UnixMs started_at = 0;
+  };
+  std::map<std::pair<JobId, int>, RunningUse> running_use_;
+  std::map<JobId, std::string> user_of_;  // for attempts started or adopted by this daemon
 };
 
 }  // namespace trainq

@@ -254,6 +254,47 @@ void StopRoute(RouteContext& c) {
   boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
 }
 
+json HoldJson(const Hold& h) { return {{"job", h.job}, {"node", h.node}, {"gpus", h.gpu_indices}}; }
+
+// GET /v1/jobs/ID/explain: the numbers behind a waiting job's reason.
+json ExplainJson(const Job& job, const Explanation& e, int64_t half_life_ms) {
+  json doc = {{"job", job.id}, {"state", StateName(job.state)}, {"waiting", e.waiting}};
+  if (!e.waiting) {
+    doc["reason"] = job.reason;
+    return doc;
+  }
+  json gpus = json::array();
+  for (const GpuExplanation& g : e.gpus) {
+    gpus.push_back({{"node", g.node}, {"index", g.index}, {"memory_usable", g.usable_bytes},
+                    {"memory_total", g.total_bytes}, {"jobs", g.jobs},
+                    {"other_processes", g.foreign_processes}, {"fits", g.fits},
+                    {"closed", g.closed},
+                    {"held_for", g.held_for == 0 ? json(nullptr) : json(g.held_for)}});
+  }
+  json holds = json::array();
+  for (const Hold& h : e.holds) holds.push_back(HoldJson(h));
+  doc.update({{"would_start", e.would_start},
+              {"reason", e.would_start ? std::string("fits now; starts on the next pass") : e.reason},
+              {"position", e.position},
+              {"ahead", e.ahead},
+              {"fair_share", {{"user", e.user}, {"gpu_hours", e.user_gpu_hours},
+                              {"rank", e.user_rank}, {"users_waiting", e.users_waiting},
+                              {"half_life_ms", half_life_ms}}},
+              {"gpus", std::move(gpus)},
+              {"holds", std::move(holds)}});
+  return doc;
+}
+
+void ExplainRoute(RouteContext& c, const Job& job) {
+  Explanation e;
+  if (job.state == JobState::kQueued) {
+    Result<Explanation> got = c.d.ExplainWaiting(job.id);
+    if (!got.ok()) return c.respond(ErrorResponse(got.status()));
+    e = std::move(*got);
+  }
+  c.respond(Json(200, ExplainJson(job, e, c.d.config_.fair_share_half_life_ms)));
+}
+
 void JobRoute(RouteContext& c) {
   auto parts = SplitJobPath(c.req.path);
   std::optional<JobId> id = parts ? ParseId(parts->first) : std::nullopt;
@@ -265,6 +306,7 @@ void JobRoute(RouteContext& c) {
   if (!job.ok()) return c.respond(ErrorResponse(job.status()));
   const std::string& action = parts->second;
   if (c.req.method == "GET" && action.empty()) return c.respond(Json(200, JobToJson(*job)));
+  if (c.req.method == "GET" && action == "explain") return ExplainRoute(c, *job);
   std::string message;
   Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);
   if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);

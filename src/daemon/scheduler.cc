@@ -82,6 +82,7 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.priority = spec.priority;
   p.submitted_at = submitted_at;
   p.not_before = not_before;
+  p.user = spec.user;
   return p;
 }
 
@@ -113,20 +114,24 @@ void DaemonImpl::SchedulePass() {
   }
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
   ForgetReasonsExcept();
-  if (waiting_.empty()) return;
-  std::vector<PendingJob> pending;
-  pending.reserve(waiting_.size());
-  for (const auto& [id, p] : waiting_) pending.push_back(p);
+  UnixMs now = clock_.Now();
+  UsageByUser usage = FairShareNow(now);
+  if (waiting_.empty()) {
+    holds_.clear();
+    return;
+  }
   std::vector<NodeState> nodes = BuildNodes();
   PolicyConfig policy = Policy();
-  UnixMs now = clock_.Now();
-  PlacementResult result = Place(pending, nodes, policy, now);
+  // The index keeps the order: no sort of the whole queue on each pass.
+  PlacementResult result = PlaceOrdered(waiting_.Ordered(usage), nodes, policy, now, holds_);
+  holds_ = std::move(result.holds);
 
   for (const StartDecision& d : result.starts) {
     written_reasons_.erase(d.job);
     waiting_.erase(d.job);
     Result<Job> job = store_->Get(d.job);
     Status st = job.ok() ? StartAttempt(*job, d) : job.status();
+    if (job.ok()) TrackRunning(d.job, job->spec.user);
     if (!st.ok()) {
       spdlog::error("job {}: {}", d.job, st.message());
       waiting_stale_ = true;  // whatever the store now says of it
@@ -135,6 +140,68 @@ void DaemonImpl::SchedulePass() {
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
   WriteReasons(result.reasons);
   ArmWakeup(now);
+}
+
+void DaemonImpl::TrackRunning(JobId id, const std::string& user) { user_of_[id] = user; }
+
+UsageByUser DaemonImpl::FairShareNow(UnixMs now) {
+  int64_t half_life = config_.fair_share_half_life_ms;
+  if (!fair_share_loaded_) {
+    fair_share_ = FairShareLedger(half_life);
+    ListQuery query;
+    query.with_attempts = true;
+    query.with_env = false;
+    Result<std::vector<Job>> jobs = store_->List(query);
+    if (!jobs.ok()) {
+      spdlog::warn("fair share: {}", jobs.status().message());
+    } else {
+      for (const Job& job : *jobs) {
+        for (const Attempt& a : job.attempts) {
+          if (!a.ended_at) continue;
+          int gpus = static_cast<int>(a.gpu_indices.size());
+          fair_share_.AddEnded(job.spec.user, gpus, a.started_at, *a.ended_at);
+        }
+      }
+    }
+    fair_share_loaded_ = true;
+  }
+  // Attempts seen running that are gone ended about now.
+  for (auto it = running_use_.begin(); it != running_use_.end();) {
+    auto live = live_.find(it->first.first);
+    if (live != live_.end() && live->second.n == it->first.second) {
+      ++it;
+      continue;
+    }
+    fair_share_.AddEnded(it->second.user, it->second.gpus, it->second.started_at, now);
+    user_of_.erase(it->first.first);
+    it = running_use_.erase(it);
+  }
+  for (const auto& [id, live] : live_) {
+    if (running_use_.count({id, live.n})) continue;
+    auto user = user_of_.find(id);
+    if (user == user_of_.end()) {  // adopted at start: ask the store once
+      Result<Job> job = store_->Get(id);
+      user = user_of_.emplace(id, job.ok() ? job->spec.user : "").first;
+    }
+    running_use_[{id, live.n}] = {user->second, static_cast<int>(live.gpu_indices.size()),
+                                  live.started_at};
+  }
+  UsageByUser usage = fair_share_.At(now);
+  for (const auto& [key, run] : running_use_) {
+    usage[run.user] += DecayedGpuHours(run.gpus, run.started_at, now, now, half_life);
+  }
+  return usage;
+}
+
+Result<Explanation> DaemonImpl::ExplainWaiting(JobId id) {
+  TRAINQ_RETURN_IF_ERROR(RefreshWaiting());
+  UnixMs now = clock_.Now();
+  UsageByUser usage = FairShareNow(now);
+  std::vector<PendingJob> pending;
+  pending.reserve(waiting_.size());
+  for (const auto& [jid, p] : waiting_) pending.push_back(p);
+  std::vector<NodeState> nodes = BuildNodes();
+  return Explain(id, pending, nodes, Policy(), now, usage, holds_);
 }
 
 // Writes only the reasons that changed since the last pass: most passes change few.

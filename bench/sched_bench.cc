@@ -1,0 +1,162 @@
+// Scheduling-pass benchmarks (`make bench-sched`): the placement policy on the shapes the
+// issue sets targets for. Timings here, never in unit tests.
+//  - a pass over 100,000 waiting jobs on 8 nodes x 8 GPUs (target <= 20 ms), with the
+//    daemon's incremental order (WaitingQueue) and without aged jobs or with many;
+//  - one pod placed on a 1,213-node cluster with thousands of holdings, as the placement
+//    simulator calls it (target < 1 ms), best fit and fragmentation-aware (FGD).
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "src/core/placement.h"
+#include "src/core/waiting_queue.h"
+
+namespace trainq {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr UnixMs kNow = 1'700'000'000'000;
+constexpr int64_t kHour = 3600 * 1000;
+
+// 8 nodes x 8 GPUs of 80 GiB, each GPU holding two jobs that leave 8 GiB usable.
+std::vector<NodeState> BusyLab() {
+  std::vector<NodeState> nodes;
+  JobId id = 1'000'000;
+  for (int n = 0; n < 8; ++n) {
+    NodeState node;
+    node.name = "node" + std::to_string(n);
+    node.cpu_slots = 128;
+    for (int g = 0; g < 8; ++g) {
+      GpuState gpu{g, "GPU-" + std::to_string(g), 80 * kGiB, 8 * kGiB, 0, {}};
+      gpu.holdings.push_back({id++, 36 * kGiB, 36 * kGiB, false, kNow - kHour});
+      gpu.holdings.push_back({id++, 36 * kGiB, 36 * kGiB, false, kNow - kHour});
+      node.gpus.push_back(std::move(gpu));
+    }
+    node.cpu_slots_used = 16;
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+// Many waiting jobs of a few shapes from a few users; `aged_every`: one in that many waited
+// past the aging limit (0: none).
+WaitingQueue LongQueue(int jobs, int aged_every) {
+  WaitingQueue q;
+  std::mt19937 rng(42);
+  const char* users[] = {"ann", "bob", "cy", "dee", "eve", "fay"};
+  for (JobId id = 1; id <= jobs; ++id) {
+    PendingJob j;
+    j.id = id;
+    j.user = users[rng() % 6];
+    j.priority = rng() % 10 == 0 ? 1 : 0;
+    j.submitted_at = kNow - 10'000 + id / 100;
+    if (aged_every > 0 && id % aged_every == 0) j.submitted_at = kNow - 3 * kHour;
+    switch (rng() % 5) {
+      case 0: j.mem_bytes = 10 * kGiB; break;
+      case 1: j.mem_bytes = 20 * kGiB; break;
+      case 2: j.mem_percent = 50; break;
+      case 3: j.gpus = 2; break;  // exclusive
+      default: j.gpus = 1; break;
+    }
+    q.emplace(id, j);
+  }
+  return q;
+}
+
+void SchedulingPass(benchmark::State& state, int aged_every) {
+  std::vector<NodeState> nodes = BusyLab();
+  WaitingQueue queue = LongQueue(static_cast<int>(state.range(0)), aged_every);
+  UsageByUser usage = {{"ann", 30}, {"bob", 2}, {"cy", 7}, {"dee", 7}, {"eve", 0.5}};
+  PolicyConfig config;
+  std::vector<Hold> holds;
+  size_t reasons = 0;
+  for (auto _ : state) {
+    std::vector<const PendingJob*> order = queue.Ordered(usage);
+    PlacementResult r = PlaceOrdered(order, nodes, config, kNow, holds);
+    holds = r.holds;
+    reasons = r.reasons.size();
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["waiting"] = static_cast<double>(reasons);
+  state.counters["holds"] = static_cast<double>(holds.size());
+}
+
+void BM_PassOver100kWaitingOn64Gpus(benchmark::State& state) { SchedulingPass(state, 0); }
+void BM_PassOver100kWaitingOn64GpusManyAged(benchmark::State& state) { SchedulingPass(state, 7); }
+BENCHMARK(BM_PassOver100kWaitingOn64Gpus)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PassOver100kWaitingOn64GpusManyAged)->Arg(100'000)->Unit(benchmark::kMillisecond);
+
+// Ordering alone, for the record: the index against a full sort of the same jobs.
+void BM_OrderFromIndex(benchmark::State& state) {
+  WaitingQueue queue = LongQueue(100'000, 0);
+  UsageByUser usage = {{"ann", 30}, {"bob", 2}};
+  for (auto _ : state) benchmark::DoNotOptimize(queue.Ordered(usage));
+}
+BENCHMARK(BM_OrderFromIndex)->Unit(benchmark::kMillisecond);
+
+// A cluster shaped like the openb trace's: 1,213 nodes of 2, 4 or 8 GPUs, CPU in millicores,
+// host memory enforced, GPUs shared by several pods.
+std::vector<NodeState> BigCluster() {
+  std::mt19937 rng(7);
+  std::vector<NodeState> nodes;
+  JobId id = 1;
+  for (int n = 0; n < 1213; ++n) {
+    NodeState node;
+    node.name = "node" + std::to_string(n);
+    int gpus = n % 3 == 0 ? 2 : (n % 3 == 1 ? 4 : 8);
+    node.cpu_slots = 96'000;
+    node.host_mem_bytes = 512 * kGiB;
+    for (int g = 0; g < gpus; ++g) {
+      GpuState gpu{g, "", 16 * kGiB, 16 * kGiB, 0, {}};
+      int pods = static_cast<int>(rng() % 3);
+      for (int k = 0; k < pods; ++k) {
+        uint64_t bytes = (1 + rng() % 4) * kGiB;
+        gpu.holdings.push_back({id++, bytes, 0, false, kNow});
+        node.cpu_slots_used += 4'000;
+        node.host_mem_used += 16 * kGiB;
+      }
+      node.gpus.push_back(std::move(gpu));
+    }
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+void OnePod(benchmark::State& state, bool fgd, bool exclusive) {
+  std::vector<NodeState> nodes = BigCluster();
+  PolicyConfig config;
+  config.headroom_bytes = 0;
+  if (fgd) {
+    config.workload = {{1, 0.25, 3, 4'000, 16 * kGiB}, {1, 0.5, 2, 8'000, 32 * kGiB},
+                       {1, 1.0, 4, 8'000, 32 * kGiB},  {2, 1.0, 1, 16'000, 64 * kGiB},
+                       {8, 1.0, 0.5, 64'000, 256 * kGiB}, {1, 0.1, 1, 2'000, 8 * kGiB}};
+  }
+  PendingJob pod;
+  pod.id = 1 << 30;
+  pod.submitted_at = kNow;
+  pod.cpus = 8'000;
+  pod.host_mem_bytes = 32 * kGiB;
+  if (!exclusive) pod.mem_percent = 40;
+  std::vector<PendingJob> jobs = {pod};
+  size_t started = 0;
+  for (auto _ : state) {
+    PlacementResult r = Place(jobs, nodes, config, kNow);
+    started += r.starts.size();
+    benchmark::DoNotOptimize(r);
+  }
+  if (started != static_cast<size_t>(state.iterations())) state.SkipWithError("pod not placed");
+}
+
+void BM_OnePodOn1213NodesBestFit(benchmark::State& s) { OnePod(s, false, false); }
+void BM_OnePodOn1213NodesFgdShared(benchmark::State& s) { OnePod(s, true, false); }
+void BM_OnePodOn1213NodesFgdWholeGpu(benchmark::State& s) { OnePod(s, true, true); }
+BENCHMARK(BM_OnePodOn1213NodesBestFit)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_OnePodOn1213NodesFgdShared)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_OnePodOn1213NodesFgdWholeGpu)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace trainq
+
+BENCHMARK_MAIN();
