@@ -153,7 +153,9 @@ void SpecReader::Time(const json& v) {
     spec_.time_limit_ms = 0;
     return;
   }
-  if (!v.is_string()) return errors_.push_back(Expected("time", "a string such as \"2h30m\" or null", v));
+  if (!v.is_string()) {
+    return errors_.push_back(Expected("time", "a string such as \"2h30m\" or null", v));
+  }
   Result<int64_t> ms = ParseTimeLimit(v.get<std::string>());
   if (!ms.ok()) return errors_.push_back(ms.status().message());
   spec_.time_limit_ms = *ms;

@@ -339,9 +339,11 @@ TEST(JobToJsonTest, DependenciesAndTimeLimit) {
 TEST(SpecFromJsonTest, DependenciesAndTimeAreCheckedByType) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"command": ["x"], "after": 12})", "after: expected an array of job ids, got number"},
-      {R"({"command": ["x"], "after": ["12"]})", "after[0]: expected a job id (integer), got string"},
+      {R"({"command": ["x"], "after": ["12"]})",
+       "after[0]: expected a job id (integer), got string"},
       {R"({"command": ["x"], "after_any": [1.5]})", "after_any[0]: expected a job id (integer)"},
-      {R"({"command": ["x"], "after": [18446744073709551615]})", "after[0]: 18446744073709551615 is out of range"},
+      {R"({"command": ["x"], "after": [18446744073709551615]})",
+       "after[0]: 18446744073709551615 is out of range"},
       {R"({"command": ["x"], "time": 90})", "time: expected a string"},
       {R"({"command": ["x"], "time": "soon"})", "--time: 'soon' is not a time limit"},
       {R"({"command": ["x"], "time": "0m"})", "--time: must be more than zero"},

@@ -191,7 +191,9 @@ TEST(BuildAttemptEnvTest, CpuJobsSeeNoGpusAndLaterEnvEntriesWin) {
                                Pair("TRAINQ_NUM_GPUS", "0")));
 }
 
-std::map<std::string, std::string> AsMap(const std::vector<std::pair<std::string, std::string>>& env) {
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+std::map<std::string, std::string> AsMap(const Env& env) {
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : env) {
     EXPECT_TRUE(out.emplace(k, v).second) << k << " set twice";

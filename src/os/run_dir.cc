@@ -176,7 +176,9 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("grace_ms", spec.grace_ms);
   f.Int("time_limit_ms", spec.time_limit_ms);
   if (spec.grace_ms < 0) return Status::Invalid(SpecPath(run_dir) + ": grace_ms: negative");
-  if (spec.time_limit_ms < 0) return Status::Invalid(SpecPath(run_dir) + ": time_limit_ms: negative");
+  if (spec.time_limit_ms < 0) {
+    return Status::Invalid(SpecPath(run_dir) + ": time_limit_ms: negative");
+  }
   TRAINQ_RETURN_IF_ERROR(f.status());
   return spec;
 }

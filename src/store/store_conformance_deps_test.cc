@@ -54,7 +54,8 @@ TEST_P(StoreConformance, UnknownDependencyRefusesTheWholeBatchNamingFieldAndId) 
   std::vector<JobSpec> batch = {Spec("fine"), After({a}), After({}, {a + 100})};
   Result<std::vector<JobId>> ids = store().Submit(batch, kT0);
   ASSERT_TRUE(HasCode(ids, Code::kInvalid));
-  EXPECT_THAT(ids.status().message(), HasSubstr("jobs[2]: after_any: no job " + std::to_string(a + 100)));
+  EXPECT_THAT(ids.status().message(),
+              HasSubstr("jobs[2]: after_any: no job " + std::to_string(a + 100)));
   ListQuery all;
   Result<std::vector<Job>> stored = store().List(all);
   ASSERT_TRUE(IsOk(stored));
@@ -98,13 +99,13 @@ TEST_P(StoreConformance, BlockedMovesToQueuedOrCancelledOnceAsCompareAndSet) {
                       Code::kConflict));
   EXPECT_EQ(Fetch(b1).state, JobState::kQueued);
 
-  ASSERT_TRUE(IsOk(store().MoveWaiting(b2, JobState::kBlocked, JobState::kCancelled,
-                                       "dependency 1 failed")));
+  ASSERT_TRUE(IsOk(
+      store().MoveWaiting(b2, JobState::kBlocked, JobState::kCancelled, "dependency 1 failed")));
   Job cancelled = Fetch(b2);
   EXPECT_EQ(cancelled.state, JobState::kCancelled);
   EXPECT_EQ(cancelled.reason, "dependency 1 failed");
-  EXPECT_TRUE(HasCode(store().MoveWaiting(b2, JobState::kBlocked, JobState::kQueued, ""),
-                      Code::kConflict));
+  EXPECT_TRUE(
+      HasCode(store().MoveWaiting(b2, JobState::kBlocked, JobState::kQueued, ""), Code::kConflict));
   EXPECT_TRUE(HasCode(store().MoveWaiting(999999, JobState::kBlocked, JobState::kQueued, ""),
                       Code::kNotFound));
 }
@@ -112,12 +113,12 @@ TEST_P(StoreConformance, BlockedMovesToQueuedOrCancelledOnceAsCompareAndSet) {
 TEST_P(StoreConformance, MoveWaitingRefusesMovesThatAreNotDependencyResolution) {
   JobId a = SubmitOne();
   JobId b = SubmitOne(After({a}));
-  EXPECT_TRUE(HasCode(store().MoveWaiting(b, JobState::kBlocked, JobState::kRunning, ""),
-                      Code::kInvalid));
-  EXPECT_TRUE(HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kCancelled, ""),
-                      Code::kInvalid));
-  EXPECT_TRUE(HasCode(store().MoveWaiting(a, JobState::kSucceeded, JobState::kQueued, ""),
-                      Code::kInvalid));
+  EXPECT_TRUE(
+      HasCode(store().MoveWaiting(b, JobState::kBlocked, JobState::kRunning, ""), Code::kInvalid));
+  EXPECT_TRUE(
+      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kCancelled, ""), Code::kInvalid));
+  EXPECT_TRUE(
+      HasCode(store().MoveWaiting(a, JobState::kSucceeded, JobState::kQueued, ""), Code::kInvalid));
   EXPECT_EQ(Fetch(b).state, JobState::kBlocked);
   EXPECT_EQ(Fetch(a).state, JobState::kQueued);
 }
@@ -125,19 +126,20 @@ TEST_P(StoreConformance, MoveWaitingRefusesMovesThatAreNotDependencyResolution) 
 TEST_P(StoreConformance, QueuedJobCanBeBlockedAgainButNotARunningOne) {
   JobId a = SubmitOne();
   JobId b = SubmitOne();
-  ASSERT_TRUE(IsOk(store().MoveWaiting(b, JobState::kQueued, JobState::kBlocked,
-                                       "waiting for job 1 (queued)")));
+  ASSERT_TRUE(IsOk(
+      store().MoveWaiting(b, JobState::kQueued, JobState::kBlocked, "waiting for job 1 (queued)")));
   EXPECT_EQ(Fetch(b).state, JobState::kBlocked);
   ASSERT_TRUE(IsOk(StartRunning(a, 0)));
-  EXPECT_TRUE(HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kBlocked, "x"),
-                      Code::kConflict));
+  EXPECT_TRUE(
+      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kBlocked, "x"), Code::kConflict));
   EXPECT_EQ(Fetch(a).state, JobState::kRunning);
 }
 
 TEST_P(StoreConformance, BlockedJobsCannotStartButCanBeCancelledAndHaveReasons) {
   JobId a = SubmitOne();
   JobId b = SubmitOne(After({a}));
-  EXPECT_TRUE(HasCode(store().StartAttempt(b, 0, PlacementOn("node-a", {0}), kT0), Code::kConflict));
+  EXPECT_TRUE(
+      HasCode(store().StartAttempt(b, 0, PlacementOn("node-a", {0}), kT0), Code::kConflict));
   std::vector<std::pair<JobId, std::string>> reasons = {{b, "waiting for job 1 (running)"}};
   ASSERT_TRUE(IsOk(store().SetReasons(reasons)));
   EXPECT_EQ(Fetch(b).reason, "waiting for job 1 (running)");

@@ -380,7 +380,8 @@ Result<std::vector<Job>> SqliteStore::Dependents(JobId id) {
 }
 
 Status SqliteStore::MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason) {
-  bool resolves = from == JobState::kBlocked && (to == JobState::kQueued || to == JobState::kCancelled);
+  bool resolves =
+      from == JobState::kBlocked && (to == JobState::kQueued || to == JobState::kCancelled);
   bool blocks = from == JobState::kQueued && to == JobState::kBlocked;
   if (!resolves && !blocks) {
     return Status::Invalid(fmt::format("dependencies cannot move a job from {} to {}",
@@ -388,10 +389,10 @@ Status SqliteStore::MoveWaiting(JobId id, JobState from, JobState to, const std:
   }
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  TRAINQ_RETURN_IF_ERROR(CheckCas(db_.Run("UPDATE jobs SET state = ?3, reason = ?4 "
-                                          "WHERE id = ?1 AND state = ?2",
-                                          id, sqlite::StateText(from), sqlite::StateText(to), reason),
-                                  id, std::string(StateName(from))));
+  Result<int64_t> changed = db_.Run("UPDATE jobs SET state = ?3, reason = ?4 "
+                                    "WHERE id = ?1 AND state = ?2",
+                                    id, sqlite::StateText(from), sqlite::StateText(to), reason);
+  TRAINQ_RETURN_IF_ERROR(CheckCas(changed, id, std::string(StateName(from))));
   return txn->Commit();
 }
 
