@@ -40,8 +40,15 @@ struct JobSpec {
   int priority = 0;                    // higher first
   int retries = 3;                     // OOM retries allowed
   std::string user;                    // who submitted (from the socket's peer credentials)
+  // Dependencies (--after, --after-any): ids of jobs that existed when this one was
+  // submitted. `after`: start once all succeeded; one failing or cancelled cancels this
+  // job. `after_any`: start once all ended, whatever the outcome.
+  std::vector<JobId> after;
+  std::vector<JobId> after_any;
+  int64_t time_limit_ms = 0;           // wall-clock limit per attempt (--time); 0: none
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
+  bool has_deps() const { return !after.empty() || !after_any.empty(); }
 };
 
 // One execution of a job. Attempts are numbered from 1.
@@ -63,6 +70,7 @@ struct Attempt {
   std::optional<int> signal;
   bool oom = false;
   uint64_t peak_mem_bytes = 0;           // sum over the attempt's GPUs, highest sample
+  int master_port = 0;                   // MASTER_PORT of a multi-GPU attempt; 0: none
   std::string end_reason;                // "exit code 1", "out of memory (retry 1 of 3 in 30s)"
 };
 

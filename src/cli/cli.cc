@@ -38,6 +38,14 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   // swallow the `--` that ends the options, so the command's own flags would be refused.
   s->add_option("--env", a.env, "K=V added to the job's environment (repeatable)")
       ->allow_extra_args(false);
+  s->add_option("--after", a.after, "start only after these jobs succeeded: ID[,ID...]; if one "
+                "fails or is cancelled, this job is cancelled")
+      ->allow_extra_args(false);
+  s->add_option("--after-any", a.after_any, "start after these jobs ended, whatever the outcome: "
+                "ID[,ID...]")
+      ->allow_extra_args(false);
+  s->add_option("--time", a.time, "wall-clock limit per attempt: 2h30m, 90m, 45s, 1d, plain "
+                "minutes (90) or H:MM:SS; then SIGTERM, grace, SIGKILL and the job fails");
   s->add_flag("--json", a.json, "print the job as JSON");
   s->add_option("--from", a.from, "queue one job per line of FILE: a command line (quoted as in sh, "
                 "never expanded) or a JSON job object; the options above are each job's defaults");

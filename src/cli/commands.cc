@@ -37,6 +37,17 @@ Result<int64_t> ParseJobId(const std::string& text) {
 
 namespace {
 
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 // Every command but `daemon` talks to a running daemon, starting it when nobody answered.
 // Only a refused connection is retried: then the request surely did not arrive.
 Result<json> Call(Client& client, const std::string& method, const std::string& target,
@@ -51,6 +62,23 @@ Result<json> GetJob(Client& client, const std::string& id_text) {
   Result<int64_t> id = ParseJobId(id_text);
   if (!id.ok()) return id.status();
   return Call(client, "GET", fmt::format("/v1/jobs/{}", *id));
+}
+
+// "12,13" (and repeated options) -> [12, 13]; kInvalid naming `option` otherwise.
+Result<json> JobIdList(const std::vector<std::string>& values, const char* option) {
+  json ids = json::array();
+  for (const std::string& value : values) {
+    for (const std::string& word : SplitList(value)) {
+      Result<int64_t> id = ParseJobId(word);
+      if (!id.ok()) {
+        return Status::Invalid(fmt::format("{}: '{}' is not a job id; use {} ID[,ID...], e.g. "
+                                           "{} 12,13",
+                                           option, word, option, option));
+      }
+      ids.push_back(*id);
+    }
+  }
+  return ids;
 }
 
 Result<json> SubmitBody(const SubmitArgs& a) {
@@ -68,6 +96,13 @@ Result<json> SubmitBody(const SubmitArgs& a) {
                {"retries", a.retries}};
   if (!a.name.empty()) body["name"] = a.name;
   if (!a.mem.empty()) body["mem"] = a.mem;
+  if (!a.time.empty()) body["time"] = a.time;
+  Result<json> after = JobIdList(a.after, "--after");
+  if (!after.ok()) return after.status();
+  Result<json> after_any = JobIdList(a.after_any, "--after-any");
+  if (!after_any.ok()) return after_any.status();
+  if (!after->empty()) body["after"] = std::move(*after);
+  if (!after_any->empty()) body["after_any"] = std::move(*after_any);
   return body;
 }
 

@@ -22,6 +22,9 @@ struct SubmitArgs {
   std::string cwd;
   std::vector<std::string> env;
   std::string from;  // --from FILE
+  std::vector<std::string> after;      // --after ID[,ID]: each value a comma-separated list
+  std::vector<std::string> after_any;  // --after-any ID[,ID]
+  std::string time;                    // --time: checked by the daemon (ParseTimeLimit)
   bool json = false;
 };
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/duration.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -129,6 +130,15 @@ std::string JobDetails(const json& job) {
   line("user", Str(job, "user"));
   line("submitted", Str(job, "submitted_at"));
   if (job.contains("not_before") && !job["not_before"].is_null()) line("not before", Str(job, "not_before"));
+  for (const char* key : {"after", "after_any"}) {
+    auto ids = job.find(key);
+    if (ids != job.end() && ids->is_array() && !ids->empty()) {
+      line(key == std::string("after") ? "after" : "after any", JoinInts(*ids));
+    }
+  }
+  if (job.contains("time_limit_ms") && job["time_limit_ms"].is_number_integer()) {
+    line("time limit", FormatDuration(job["time_limit_ms"].get<int64_t>()));
+  }
   for (const json& a : Attempts(job)) {
     out += fmt::format("attempt {}: {}\n", Str(a, "n"), Str(a, "state"));
     out += fmt::format("  node {}  GPUs [{}]  reserved {} per GPU  peak {}\n", Str(a, "node"),
@@ -138,6 +148,9 @@ std::string JobDetails(const json& job) {
                        Str(a, "signal"), a.value("oom", false) ? "yes" : "no");
     if (Str(a, "end_reason") != "-" && Str(a, "end_reason") != "exit code " + Str(a, "exit_code")) {
       out += "  " + Str(a, "end_reason") + "\n";
+    }
+    if (a.contains("master_port") && a["master_port"].is_number_integer()) {
+      out += "  MASTER_ADDR 127.0.0.1  MASTER_PORT " + Str(a, "master_port") + "\n";
     }
     out += "  log " + Str(a, "log_path") + "\n";
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/spec.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -44,6 +45,8 @@ class SpecReader {
   void Command(const json& v);
   void Env(const json& v);
   void Mem(const json& v);
+  void Ids(const std::string& key, const json& v, std::vector<JobId>& out);
+  void Time(const json& v);
 
   JobSpec& spec_;
   std::vector<std::string> errors_;
@@ -59,8 +62,12 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "cpus") return Int(key, v, spec_.cpus);
   if (key == "priority") return Int(key, v, spec_.priority);
   if (key == "retries") return Int(key, v, spec_.retries);
+  if (key == "after") return Ids(key, v, spec_.after);
+  if (key == "after_any") return Ids(key, v, spec_.after_any);
+  if (key == "time") return Time(v);
   errors_.push_back(fmt::format(
-      "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries",
+      "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
+      "after, after_any, time",
       key));
 }
 
@@ -123,6 +130,37 @@ void SpecReader::Mem(const json& v) {
   spec_.mem_percent = mem->percent;
 }
 
+void SpecReader::Ids(const std::string& key, const json& v, std::vector<JobId>& out) {
+  if (v.is_null()) return out.clear();
+  if (!v.is_array()) return errors_.push_back(Expected(key, "an array of job ids", v));
+  out.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number_integer()) {
+      errors_.push_back(Expected(fmt::format("{}[{}]", key, i), "a job id (integer)", v[i]));
+      continue;
+    }
+    if (v[i].is_number_unsigned() && v[i].get<uint64_t>() > uint64_t{INT64_MAX}) {
+      errors_.push_back(fmt::format("{}[{}]: {} is out of range", key, i, v[i].dump()));
+      continue;
+    }
+    out.push_back(v[i].get<JobId>());
+  }
+}
+
+// A duration text as --time takes it (ParseTimeLimit), or null for no limit.
+void SpecReader::Time(const json& v) {
+  if (v.is_null()) {
+    spec_.time_limit_ms = 0;
+    return;
+  }
+  if (!v.is_string()) {
+    return errors_.push_back(Expected("time", "a string such as \"2h30m\" or null", v));
+  }
+  Result<int64_t> ms = ParseTimeLimit(v.get<std::string>());
+  if (!ms.ok()) return errors_.push_back(ms.status().message());
+  spec_.time_limit_ms = *ms;
+}
+
 Status SpecReader::Finish(bool has_command) {
   if (!has_command) {
     errors_.insert(errors_.begin(), "command: required; give the command as an array of strings");
@@ -155,7 +193,8 @@ json AttemptToJson(const Attempt& a) {
               {"log_path", a.log_path},
               {"run_dir", a.run_dir},
               {"pid", a.pid},
-              {"end_reason", a.end_reason}};
+              {"end_reason", a.end_reason},
+              {"master_port", a.master_port > 0 ? json(a.master_port) : json(nullptr)}};
 }
 
 json JobToJson(const Job& job) {
@@ -179,6 +218,9 @@ json JobToJson(const Job& job) {
               {"reason", job.reason},
               {"attempt", job.attempt},
               {"not_before", TimeOrNull(job.not_before)},
+              {"after", s.after},
+              {"after_any", s.after_any},
+              {"time_limit_ms", s.time_limit_ms > 0 ? json(s.time_limit_ms) : json(nullptr)},
               {"attempts", std::move(attempts)}};
 }
 
@@ -201,7 +243,10 @@ json SpecToJson(const JobSpec& spec) {
               {"env", std::move(env)},   {"name", spec.name},
               {"gpus", spec.gpus},       {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
               {"cpus", spec.cpus},       {"priority", spec.priority},
-              {"retries", spec.retries}};
+              {"retries", spec.retries}, {"after", spec.after},
+              {"after_any", spec.after_any},
+              {"time", spec.time_limit_ms > 0 ? json(fmt::format("{}ms", spec.time_limit_ms))
+                                              : json(nullptr)}};
 }
 
 std::string DumpJson(const json& value, int indent) {

@@ -12,26 +12,31 @@
 namespace trainq {
 
 // {n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, started_at, ended_at,
-//  exit_code, signal, oom, peak_mem_bytes, log_path, run_dir, pid, end_reason}.
+//  exit_code, signal, oom, peak_mem_bytes, log_path, run_dir, pid, end_reason,
+//  master_port}. master_port is null for attempts without one (fewer than 2 GPUs).
 // Times are RFC 3339 (FormatTime), null when unset (started_at 0, ended_at empty);
 // exit_code and signal are null when unset.
 nlohmann::json AttemptToJson(const Attempt& attempt);
 
 // {id, name, state, command, cwd, gpus, mem_bytes, mem_percent, exclusive, cpus, priority,
-//  retries, user, submitted_at, reason, attempt, not_before, attempts}. mem_* are null
-// unless set; not_before is null when 0. The environment is left out: it is large and
+//  retries, user, submitted_at, reason, attempt, not_before, after, after_any,
+//  time_limit_ms, attempts}. mem_* are null unless set; not_before and time_limit_ms are
+// null when 0; after and after_any are arrays of job ids. The environment is left out: it is large and
 // holds secrets.
 nlohmann::json JobToJson(const Job& job);
 
 // A submit request: {"command": [str, ...] (required), "cwd": str, "env": {str: str},
 // "name": str, "gpus": int, "mem": str | null, "cpus": int, "priority": int,
-// "retries": int}. Absent keys keep JobSpec's defaults; `user` is never taken from here.
+// "retries": int, "after": [id, ...], "after_any": [id, ...], "time": str | null}.
+// "time" takes what --time takes (ParseTimeLimit). Absent keys keep JobSpec's defaults;
+// `user` is never taken from here.
 // Unknown keys and wrong types are kInvalid, every problem in one message:
 // "gpus: expected an integer, got string; bogus: unknown field; ...". Values are only
 // type-checked and parsed ("mem" with ParseMemRequest); ValidateSpec judges them.
 Result<JobSpec> SpecFromJson(const nlohmann::json& request);
 
-// The inverse of SpecFromJson: mem as "21474836480B" or "40%" (null when neither), env as
+// The inverse of SpecFromJson: mem as "21474836480B" or "40%" (null when neither), time as
+// "9000000ms" (null when none), env as
 // an object (a repeated name keeps its last value). SpecFromJson(SpecToJson(s)) gives s
 // back for every s that SpecFromJson produced (user aside).
 nlohmann::json SpecToJson(const JobSpec& spec);

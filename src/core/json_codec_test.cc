@@ -40,6 +40,9 @@ void ExpectSameSpec(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.cpus, b.cpus);
   EXPECT_EQ(a.priority, b.priority);
   EXPECT_EQ(a.retries, b.retries);
+  EXPECT_EQ(a.after, b.after);
+  EXPECT_EQ(a.after_any, b.after_any);
+  EXPECT_EQ(a.time_limit_ms, b.time_limit_ms);
 }
 
 Attempt FullAttempt() {
@@ -60,6 +63,7 @@ Attempt FullAttempt() {
   a.oom = true;
   a.peak_mem_bytes = 39ull << 30;
   a.end_reason = "out of memory (retry 1 of 3 in 30s)";
+  a.master_port = 29501;
   return a;
 }
 
@@ -68,7 +72,8 @@ TEST(AttemptToJsonTest, EveryKeyWithTimesAsRfc3339) {
   EXPECT_EQ(Keys(j), (std::set<std::string>{"n", "state", "node", "gpu_indices", "gpu_uuids",
                                             "reserved_bytes", "cpus", "started_at", "ended_at",
                                             "exit_code", "signal", "oom", "peak_mem_bytes",
-                                            "log_path", "run_dir", "pid", "end_reason"}));
+                                            "log_path", "run_dir", "pid", "end_reason",
+                                            "master_port"}));
   EXPECT_EQ(j["n"], 2);
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["node"], "gpu07");
@@ -85,6 +90,7 @@ TEST(AttemptToJsonTest, EveryKeyWithTimesAsRfc3339) {
   EXPECT_EQ(j["run_dir"], "/state/runs/42.2");
   EXPECT_EQ(j["pid"], 4242);
   EXPECT_EQ(j["end_reason"], "out of memory (retry 1 of 3 in 30s)");
+  EXPECT_EQ(j["master_port"], 29501);
 }
 
 TEST(AttemptToJsonTest, UnsetValuesAreNull) {
@@ -97,6 +103,7 @@ TEST(AttemptToJsonTest, UnsetValuesAreNull) {
   EXPECT_EQ(j["signal"], 9);
   EXPECT_EQ(j["state"], "starting");
   EXPECT_EQ(j["oom"], false);
+  EXPECT_TRUE(j["master_port"].is_null());
 }
 
 Job FullJob() {
@@ -112,6 +119,9 @@ Job FullJob() {
   job.spec.priority = 5;
   job.spec.retries = 3;
   job.spec.user = "ada";
+  job.spec.after = {40, 41};
+  job.spec.after_any = {39};
+  job.spec.time_limit_ms = 9'000'000;
   job.state = JobState::kQueued;
   job.submitted_at = kT0;
   job.reason = "retrying after out of memory in 25s";
@@ -126,7 +136,8 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
   EXPECT_EQ(Keys(j), (std::set<std::string>{"id", "name", "state", "command", "cwd", "gpus",
                                             "mem_bytes", "mem_percent", "exclusive", "cpus",
                                             "priority", "retries", "user", "submitted_at",
-                                            "reason", "attempt", "not_before", "attempts"}));
+                                            "reason", "attempt", "not_before", "after",
+                                            "after_any", "time_limit_ms", "attempts"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");
@@ -169,8 +180,11 @@ TEST(SpecFromJsonTest, ReadsEveryField) {
   Result<JobSpec> spec = SpecFromJson(Parse(R"({
     "command": ["python", "train.py"], "cwd": "/home/ada/proj", "name": "sweep-1",
     "env": {"B": "2", "A": "1"}, "gpus": 2, "mem": "20GiB", "cpus": 4, "priority": -3,
-    "retries": 0})"));
+    "retries": 0, "after": [12, 13], "after_any": [7], "time": "2h30m"})"));
   ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->after, (std::vector<JobId>{12, 13}));
+  EXPECT_EQ(spec->after_any, (std::vector<JobId>{7}));
+  EXPECT_EQ(spec->time_limit_ms, 9'000'000);
   EXPECT_EQ(spec->command, (std::vector<std::string>{"python", "train.py"}));
   EXPECT_EQ(spec->cwd, "/home/ada/proj");
   EXPECT_EQ(spec->name, "sweep-1");
@@ -274,7 +288,10 @@ TEST(SpecToJsonTest, WireForm) {
   spec.user = "ada";
   json j = SpecToJson(spec);
   EXPECT_EQ(Keys(j), (std::set<std::string>{"command", "cwd", "env", "name", "gpus", "mem",
-                                            "cpus", "priority", "retries"}));
+                                            "cpus", "priority", "retries", "after", "after_any",
+                                            "time"}));
+  EXPECT_TRUE(j["time"].is_null());
+  EXPECT_EQ(j["after"], json::array());
   EXPECT_EQ(j["mem"], "21474836480B");
   EXPECT_EQ(j["env"], json::object());
   spec.mem_bytes.reset();
@@ -295,6 +312,9 @@ TEST(SpecToJsonTest, RoundTripsThroughText) {
   specs[0].cpus = 32;
   specs[0].priority = -7;
   specs[0].retries = 100;
+  specs[0].after = {3, 1, 2};
+  specs[0].after_any = {9};
+  specs[0].time_limit_ms = 9'000'001;  // not a whole second
   specs[1].command = {"python", "eval.py"};
   specs[1].mem_percent = 100.0 / 3;
   specs[2].gpus = 0;
@@ -303,6 +323,40 @@ TEST(SpecToJsonTest, RoundTripsThroughText) {
     ASSERT_TRUE(back.ok()) << back.status().message();
     ExpectSameSpec(*back, spec);
   }
+}
+
+TEST(JobToJsonTest, DependenciesAndTimeLimit) {
+  json j = JobToJson(FullJob());
+  EXPECT_EQ(j["after"], json({40, 41}));
+  EXPECT_EQ(j["after_any"], json({39}));
+  EXPECT_EQ(j["time_limit_ms"], 9'000'000);
+  Job plain;
+  j = JobToJson(plain);
+  EXPECT_EQ(j["after"], json::array());
+  EXPECT_TRUE(j["time_limit_ms"].is_null());
+}
+
+TEST(SpecFromJsonTest, DependenciesAndTimeAreCheckedByType) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"command": ["x"], "after": 12})", "after: expected an array of job ids, got number"},
+      {R"({"command": ["x"], "after": ["12"]})",
+       "after[0]: expected a job id (integer), got string"},
+      {R"({"command": ["x"], "after_any": [1.5]})", "after_any[0]: expected a job id (integer)"},
+      {R"({"command": ["x"], "after": [18446744073709551615]})",
+       "after[0]: 18446744073709551615 is out of range"},
+      {R"({"command": ["x"], "time": 90})", "time: expected a string"},
+      {R"({"command": ["x"], "time": "soon"})", "--time: 'soon' is not a time limit"},
+      {R"({"command": ["x"], "time": "0m"})", "--time: must be more than zero"},
+  };
+  for (const auto& [request, message] : cases) {
+    Result<JobSpec> spec = SpecFromJson(Parse(request));
+    ASSERT_FALSE(spec.ok()) << request;
+    EXPECT_THAT(spec.status().message(), HasSubstr(message)) << request;
+  }
+  Result<JobSpec> spec = SpecFromJson(Parse(R"({"command": ["x"], "time": null, "after": null})"));
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->time_limit_ms, 0);
+  EXPECT_TRUE(spec->after.empty());
 }
 
 TEST(DumpJsonTest, InvalidUtf8DoesNotThrow) {

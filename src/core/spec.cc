@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
+
+#include "src/core/duration.h"
 
 namespace trainq {
 
@@ -108,6 +112,37 @@ void CheckEnv(const JobSpec& spec, std::vector<FieldError>& out) {
   }
 }
 
+void CheckDepIds(const std::vector<JobId>& ids, const char* field, std::vector<FieldError>& out) {
+  for (JobId id : ids) {
+    if (id <= 0) {
+      out.push_back({field, fmt::format("{} is not a job id; use ids that 'trainq submit' printed, "
+                                        "e.g. {} 12,13", id, field)});
+      return;
+    }
+  }
+}
+
+void CheckDeps(const JobSpec& spec, std::vector<FieldError>& out) {
+  CheckDepIds(spec.after, "--after", out);
+  CheckDepIds(spec.after_any, "--after-any", out);
+  if (spec.after.size() + spec.after_any.size() > kMaxDeps) {
+    out.push_back({"--after", fmt::format("names {} jobs; at most {} dependencies are allowed",
+                                          spec.after.size() + spec.after_any.size(), kMaxDeps)});
+  }
+  if (spec.time_limit_ms < 0) {
+    out.push_back({"--time", "must be more than zero, e.g. --time 2h30m"});
+  }
+}
+
+// The per-worker variables torchrun (torch.distributed.run) sets for each rank.
+constexpr std::array<std::string_view, 8> kWorkerVars = {
+    "WORLD_SIZE",       "RANK",       "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
+    "GROUP_WORLD_SIZE", "GROUP_RANK", "ROLE_WORLD_SIZE", "ROLE_RANK"};
+
+void Unset(Env& env, std::string_view key) {
+  std::erase_if(env, [key](const auto& kv) { return kv.first == key; });
+}
+
 // Sets `key` once: replaces the first occurrence and drops any later ones.
 void SetVar(Env& env, const std::string& key, std::string value) {
   auto same = [&key](const auto& kv) { return kv.first == key; };
@@ -146,6 +181,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckCwd(spec, cwd_exists, errors);
   CheckName(spec, errors);
   CheckEnv(spec, errors);
+  CheckDeps(spec, errors);
   return errors;
 }
 
@@ -186,6 +222,56 @@ Result<std::pair<std::string, std::string>> ParseEnvAssignment(const std::string
   return std::pair{text.substr(0, eq), text.substr(eq + 1)};
 }
 
+namespace {
+
+Status BadTime(std::string_view text) {
+  return Status::Invalid(fmt::format(
+      "--time: '{}' is not a time limit; use a duration (30s, 90m, 2h30m, 1d), minutes (90) "
+      "or H:MM:SS (2:30:00)",
+      text));
+}
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && s.size() <= 9 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "2:30:00" (H:M:S) or "45:00" (M:S), as Slurm writes them.
+std::optional<int64_t> ClockMs(std::string_view text) {
+  std::vector<int64_t> parts;
+  for (size_t start = 0;;) {
+    size_t colon = text.find(':', start);
+    std::string_view part = text.substr(start, colon - start);
+    if (!AllDigits(part)) return std::nullopt;
+    parts.push_back(std::stoll(std::string(part)));
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return std::nullopt;
+  int64_t seconds = 0;
+  for (int64_t p : parts) seconds = seconds * 60 + p;
+  return seconds * 1000;
+}
+
+}  // namespace
+
+Result<int64_t> ParseTimeLimit(std::string_view text) {
+  int64_t ms = 0;
+  if (AllDigits(text)) {
+    ms = std::stoll(std::string(text)) * 60 * 1000;
+  } else if (text.find(':') != std::string_view::npos) {
+    std::optional<int64_t> clock = ClockMs(text);
+    if (!clock) return BadTime(text);
+    ms = *clock;
+  } else {
+    Result<int64_t> parsed = ParseDurationMs(text, "--time");
+    if (!parsed.ok()) return BadTime(text);
+    ms = *parsed;
+  }
+  if (ms <= 0) return Status::Invalid("--time: must be more than zero, e.g. --time 2h30m");
+  return ms;
+}
+
 std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& spec,
                                                                  const AttemptEnvInput& in) {
   Env env;
@@ -196,6 +282,16 @@ std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& 
   SetVar(env, "TRAINQ_JOB_ID", std::to_string(in.job));
   SetVar(env, "TRAINQ_ATTEMPT", std::to_string(in.attempt));
   SetVar(env, "TRAINQ_GPUS", fmt::format("{}", fmt::join(in.gpu_uuids, ",")));
+  SetVar(env, "TRAINQ_NUM_GPUS", std::to_string(in.gpu_indices.size()));
+  if (in.master_port <= 0) return env;
+  std::string port = std::to_string(in.master_port);
+  for (std::string_view key : kWorkerVars) Unset(env, key);
+  SetVar(env, "MASTER_ADDR", kMasterAddr);
+  SetVar(env, "MASTER_PORT", port);
+  SetVar(env, "PET_MASTER_ADDR", kMasterAddr);
+  SetVar(env, "PET_MASTER_PORT", port);
+  SetVar(env, "PET_NPROC_PER_NODE", std::to_string(in.gpu_indices.size()));
+  SetVar(env, "PET_NNODES", "1");
   return env;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct FieldError {
 
 constexpr size_t kMaxJobNameBytes = 200;
 constexpr int kMaxRetries = 100;
+constexpr size_t kMaxDeps = 1000;  // ids in --after and --after-any together
+constexpr char kMasterAddr[] = "127.0.0.1";
 
 struct SpecLimits {
   int max_gpus_per_node = 0;   // 0 with gpus requested: no GPUs anywhere
@@ -39,15 +42,30 @@ std::string DefaultJobName(const std::vector<std::string>& command);
 // Parses "K=V" for --env; kInvalid naming --env when there is no '=' or K is empty.
 Result<std::pair<std::string, std::string>> ParseEnvAssignment(const std::string& text);
 
+// --time: a duration (30s, 90m, 2h30m, 1d; src/core/duration.h), plain minutes as Slurm
+// takes them ("90"), or Slurm's clock forms H:MM:SS and MM:SS ("2:30:00", "45:00"). kInvalid naming
+// --time for anything else, zero included.
+Result<int64_t> ParseTimeLimit(std::string_view text);
+
+// A multi-GPU attempt (gpus > 1) needs a MASTER_PORT for its ranks to meet on.
+inline bool NeedsMasterPort(const JobSpec& spec) { return spec.gpus > 1; }
+
 struct AttemptEnvInput {
   JobId job = 0;
   int attempt = 0;
   std::vector<int> gpu_indices;
   std::vector<std::string> gpu_uuids;
+  int master_port = 0;  // 0: none (single-GPU and CPU jobs)
 };
 // The job's environment (each name once; a later entry wins, as with repeated --env) plus,
 // overriding any the job set, CUDA_VISIBLE_DEVICES (NVML indices, "" for CPU jobs),
-// CUDA_DEVICE_ORDER=PCI_BUS_ID, TRAINQ_JOB_ID, TRAINQ_ATTEMPT, TRAINQ_GPUS (uuids).
+// CUDA_DEVICE_ORDER=PCI_BUS_ID, TRAINQ_JOB_ID, TRAINQ_ATTEMPT, TRAINQ_GPUS (uuids),
+// TRAINQ_NUM_GPUS. With a master_port (multi-GPU jobs), the distributed environment an
+// unmodified `torchrun train.py` needs to use exactly the attempt's GPUs on this node:
+// MASTER_ADDR=127.0.0.1, MASTER_PORT, PET_MASTER_ADDR, PET_MASTER_PORT,
+// PET_NPROC_PER_NODE=<gpus>, PET_NNODES=1; and the per-worker variables torchrun sets
+// itself (WORLD_SIZE, RANK, LOCAL_RANK, ...) removed, so stale ones from the submitting
+// shell cannot mislead it.
 std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& spec,
                                                                  const AttemptEnvInput& in);
 

@@ -1,6 +1,7 @@
 #include "src/core/spec.h"
 
 #include <functional>
+#include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -176,7 +177,8 @@ TEST(BuildAttemptEnvTest, SetsGpuAndJobVariablesOverridingTheJobs) {
   EXPECT_THAT(env, ElementsAre(Pair("PATH", "/usr/bin"), Pair("CUDA_VISIBLE_DEVICES", "3,1"),
                                Pair("HOME", "/home/ada"), Pair("TRAINQ_JOB_ID", "42"),
                                Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_ATTEMPT", "2"),
-                               Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb")));
+                               Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb"),
+                               Pair("TRAINQ_NUM_GPUS", "2")));
 }
 
 TEST(BuildAttemptEnvTest, CpuJobsSeeNoGpusAndLaterEnvEntriesWin) {
@@ -185,7 +187,103 @@ TEST(BuildAttemptEnvTest, CpuJobsSeeNoGpusAndLaterEnvEntriesWin) {
   auto env = BuildAttemptEnv(spec, {.job = 1, .attempt = 1, .gpu_indices = {}, .gpu_uuids = {}});
   EXPECT_THAT(env, ElementsAre(Pair("A", "3"), Pair("B", "2"), Pair("CUDA_VISIBLE_DEVICES", ""),
                                Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_JOB_ID", "1"),
-                               Pair("TRAINQ_ATTEMPT", "1"), Pair("TRAINQ_GPUS", "")));
+                               Pair("TRAINQ_ATTEMPT", "1"), Pair("TRAINQ_GPUS", ""),
+                               Pair("TRAINQ_NUM_GPUS", "0")));
+}
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+std::map<std::string, std::string> AsMap(const Env& env) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : env) {
+    EXPECT_TRUE(out.emplace(k, v).second) << k << " set twice";
+  }
+  return out;
+}
+
+TEST(BuildAttemptEnvTest, MultiGpuJobsGetTheDistributedEnvironmentForTorchrun) {
+  JobSpec spec;
+  spec.gpus = 2;
+  // Stale values from the submitting shell (say, inside another torchrun): replaced or gone.
+  spec.env = {{"PATH", "/usr/bin"},  {"WORLD_SIZE", "16"}, {"RANK", "3"},
+              {"LOCAL_RANK", "3"},   {"LOCAL_WORLD_SIZE", "8"}, {"GROUP_RANK", "1"},
+              {"MASTER_PORT", "1234"}, {"PET_NPROC_PER_NODE", "8"}, {"MASTER_ADDR", "10.0.0.9"}};
+  auto env = AsMap(BuildAttemptEnv(spec, {.job = 7,
+                                          .attempt = 1,
+                                          .gpu_indices = {2, 5},
+                                          .gpu_uuids = {"GPU-c", "GPU-f"},
+                                          .master_port = 29501}));
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "2,5");
+  EXPECT_EQ(env["TRAINQ_NUM_GPUS"], "2");
+  EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "29501");
+  EXPECT_EQ(env["PET_MASTER_ADDR"], "127.0.0.1");
+  EXPECT_EQ(env["PET_MASTER_PORT"], "29501");
+  EXPECT_EQ(env["PET_NPROC_PER_NODE"], "2");
+  EXPECT_EQ(env["PET_NNODES"], "1");
+  EXPECT_EQ(env["PATH"], "/usr/bin");
+  for (const char* gone : {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"}) {
+    EXPECT_EQ(env.count(gone), 0u) << gone;
+  }
+}
+
+TEST(BuildAttemptEnvTest, SingleGpuJobsKeepTheirOwnDistributedVariables) {
+  JobSpec spec;
+  spec.gpus = 1;
+  spec.env = {{"MASTER_PORT", "1234"}, {"WORLD_SIZE", "1"}};
+  EXPECT_FALSE(NeedsMasterPort(spec));
+  auto env = AsMap(BuildAttemptEnv(spec, {.job = 7, .attempt = 1, .gpu_indices = {4},
+                                          .gpu_uuids = {"GPU-e"}, .master_port = 0}));
+  EXPECT_EQ(env["TRAINQ_NUM_GPUS"], "1");
+  EXPECT_EQ(env["MASTER_PORT"], "1234");
+  EXPECT_EQ(env["WORLD_SIZE"], "1");
+  EXPECT_EQ(env.count("MASTER_ADDR"), 0u);
+  EXPECT_EQ(env.count("PET_NPROC_PER_NODE"), 0u);
+  spec.gpus = 2;
+  EXPECT_TRUE(NeedsMasterPort(spec));
+}
+
+TEST(ParseTimeLimitTest, AcceptsDurationsMinutesAndClockForms) {
+  const std::pair<const char*, int64_t> cases[] = {
+      {"2h30m", 9'000'000}, {"90s", 90'000},     {"1d", 86'400'000}, {"500ms", 500},
+      {"90", 5'400'000},    {"2:30:00", 9'000'000}, {"45:30", 2'730'000}, {"0:00:01", 1000},
+  };
+  for (const auto& [text, ms] : cases) {
+    Result<int64_t> got = ParseTimeLimit(text);
+    ASSERT_TRUE(got.ok()) << text << ": " << got.status().message();
+    EXPECT_EQ(*got, ms) << text;
+  }
+}
+
+TEST(ParseTimeLimitTest, RefusesOtherFormsNamingTheOption) {
+  for (const char* text : {"", "0", "0s", "0:00", "soon", "2h30", "-5", "1:2:3:4", ":30", "1::2",
+                           "2 h", "10000000000"}) {
+    Result<int64_t> got = ParseTimeLimit(text);
+    ASSERT_FALSE(got.ok()) << text;
+    EXPECT_THAT(got.status().message(), HasSubstr("--time")) << text;
+    EXPECT_EQ(got.status().code(), Code::kInvalid) << text;
+  }
+}
+
+TEST(ValidateSpecTest, DependencyIdsMustBePositiveAndFew) {
+  JobSpec spec = GoodSpec();
+  spec.after = {12, 0};
+  spec.after_any = {-3};
+  std::vector<FieldError> errors = ValidateSpec(spec, kLimits, true);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].field, "--after");
+  EXPECT_THAT(errors[0].message, HasSubstr("0 is not a job id"));
+  EXPECT_EQ(errors[1].field, "--after-any");
+  spec = GoodSpec();
+  spec.after.assign(kMaxDeps + 1, 5);
+  errors = ValidateSpec(spec, kLimits, true);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].message, HasSubstr("at most 1000"));
+  spec = GoodSpec();
+  spec.after = {1, 2};
+  spec.after_any = {3};
+  spec.time_limit_ms = 60'000;
+  EXPECT_THAT(ValidateSpec(spec, kLimits, true), IsEmpty());
 }
 
 TEST(DefaultJobNameTest, PrefersTheScriptOverTheInterpreter) {

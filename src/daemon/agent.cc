@@ -32,6 +32,7 @@ LiveAttempt FromAttempt(const Job& job, const Attempt& a) {
   live.run_dir = a.run_dir;
   live.log_path = a.log_path;
   live.peak_bytes = a.peak_mem_bytes;
+  live.master_port = a.master_port;
   return live;
 }
 
@@ -45,10 +46,45 @@ Result<ShimRecord> AwaitShimRecord(const std::string& run_dir) {
   return Status::Unavailable("shim holds its lock but wrote no shim.json in " + run_dir);
 }
 
+// Frees a MASTER_PORT unless the attempt that holds it got under way.
+class PortLease {
+ public:
+  PortLease(PortPool& pool, int port) : pool_(pool), port_(port) {}
+  PortLease(const PortLease&) = delete;
+  PortLease& operator=(const PortLease&) = delete;
+  ~PortLease() {
+    if (port_ > 0) pool_.Release(port_);
+  }
+  void Keep() { port_ = 0; }
+
+ private:
+  PortPool& pool_;
+  int port_;
+};
+
 }  // namespace
+
+// A multi-GPU job whose port range is used up waits, queued, with a reason; the next exit
+// frees a port and triggers a pass.
+Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
+  if (!NeedsMasterPort(job.spec)) return 0;
+  std::optional<int> port = ports_.Allocate();
+  if (port) return *port;
+  std::pair<JobId, std::string> reason{
+      job.id, fmt::format("waiting for a free MASTER_PORT: all {} ports of master_port_range "
+                          "{}-{} are held by running multi-GPU jobs",
+                          ports_.held_count(), ports_.first(), ports_.last())};
+  if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
+    spdlog::warn("job {}: {}", job.id, st.message());
+  }
+  return Status::Unavailable(reason.second);
+}
 
 Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   int n = job.attempt + 1;
+  Result<int> port = TakeMasterPort(job);
+  if (!port.ok()) return port.status();
+  PortLease lease(ports_, *port);
   Placement p;
   p.node = d.node;
   p.gpu_indices = d.gpu_indices;
@@ -61,13 +97,15 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   p.cpus = d.cpus;
   p.run_dir = fmt::format("{}/{}/{}", options_.paths.runs, job.id, n);
   p.log_path = LogPath(p.run_dir);
+  p.master_port = *port;
   TRAINQ_RETURN_IF_ERROR(MakeDirs(p.run_dir));
   RunSpec spec;
   spec.command = job.spec.command;
   spec.cwd = job.spec.cwd;
-  spec.env = BuildAttemptEnv(job.spec, {job.id, n, p.gpu_indices, p.gpu_uuids});
+  spec.env = BuildAttemptEnv(job.spec, {job.id, n, p.gpu_indices, p.gpu_uuids, p.master_port});
   spec.log_path = p.log_path;
   spec.grace_ms = config_.grace_ms;
+  spec.time_limit_ms = job.spec.time_limit_ms;
   TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
   UnixMs now = clock_.Now();
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
@@ -78,8 +116,11 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
     AttemptEnd end;
     end.ended_at = clock_.Now();
     end.end_reason = end.job_reason = "could not start the shim: " + shim.status().message();
-    return store_->FinishAttempt(job.id, n, end);
+    Status st = store_->FinishAttempt(job.id, n, end);
+    ResolveDependents(job.id);
+    return st;
   }
+  lease.Keep();  // from here the live attempt holds the port until its shim is gone
   TRAINQ_RETURN_IF_ERROR(store_->MarkRunning(job.id, n, shim->pid, shim->start_ticks, now));
   Job started = job;
   started.attempt = n;
@@ -94,12 +135,15 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   a.started_at = now;
   a.pid = shim->pid;
   a.pid_start_ticks = shim->start_ticks;
+  a.master_port = p.master_port;
   LiveAttempt live = FromAttempt(started, a);
   live.pidfd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, shim->pidfd.Release());
   auto [it, inserted] = live_.insert_or_assign(job.id, std::move(live));
   Watch(it->second);
-  spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}])", job.id, n, shim->pid,
-               fmt::join(p.gpu_indices, ","));
+  spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}]{})", job.id, n, shim->pid,
+               fmt::join(p.gpu_indices, ","),
+               p.master_port ? fmt::format(", MASTER_PORT {}", p.master_port) : "");
+  ResolveDependents(job.id);  // their reasons say what they wait for: now a running job
   return Status::Ok();
 }
 
@@ -139,6 +183,7 @@ void DaemonImpl::OnShimExit(JobId id) {
   if (job.ok()) {
     for (const Attempt& a : job->attempts) in.oom_retries_used += a.n != live.n && a.oom ? 1 : 0;
     in.retries_allowed = job->spec.retries;
+    in.time_limit_ms = job->spec.time_limit_ms;
   }
   in.backoff_ms = config_.oom_backoff_ms;
   in.backoff_max_ms = config_.oom_backoff_max_ms;
@@ -151,7 +196,9 @@ void DaemonImpl::OnShimExit(JobId id) {
                  StateName(end.job_state));
   }
   if (end.job_state == JobState::kQueued) waiting_stale_ = true;
+  if (live.master_port > 0) ports_.Release(live.master_port);  // the shim and its tree are gone
   live_.erase(it);
+  if (IsDone(end.job_state)) ResolveDependents(id);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
   SampleGpus();
   RequestSchedule();
@@ -171,6 +218,9 @@ void DaemonImpl::RecoverAttempts() {
     if (!a || a->node != node_) continue;
     RecoverOne(job, *a);
   }
+  // After the re-adoptions above (ports held again, ended attempts collected): a crash
+  // between a job's end and its dependents' resolution must not leave them blocked.
+  ResolveAllBlocked();
 }
 
 void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
@@ -187,6 +237,10 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
         if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
       }
       live.pidfd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd->Release());
+      if (a.master_port > 0 && !ports_.Take(a.master_port)) {
+        spdlog::warn("job {}: MASTER_PORT {} is outside master_port_range or held twice",
+                     job.id, a.master_port);
+      }
       auto [it, inserted] = live_.insert_or_assign(job.id, std::move(live));
       Watch(it->second);
       spdlog::info("job {} attempt {}: re-adopted shim pid {}", job.id, a.n, rec->pid);
@@ -215,6 +269,7 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
     TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user, clock_.Now()));
     waiting_.erase(job.id);
     *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
+    ResolveDependents(job.id);
     RequestSchedule();
     return Status::Ok();
   }

@@ -15,6 +15,7 @@
 #include "src/api/http.h"
 #include "src/core/fair_share.h"
 #include "src/core/placement.h"
+#include "src/core/ports.h"
 #include "src/core/waiting_queue.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
@@ -39,6 +40,7 @@ struct LiveAttempt {
   UnixMs started_at = 0;
   std::string run_dir;
   std::string log_path;
+  int master_port = 0;  // held in ports_ until the shim is gone
   bool cancel_requested = false;
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
@@ -85,12 +87,22 @@ class DaemonImpl {
   // agent.cc
   void RecoverAttempts();
   void RecoverOne(const Job& job, const Attempt& attempt);
+  // kUnavailable (and the job's reason set) when a multi-GPU job finds every MASTER_PORT
+  // of the range held: the job stays queued and is placed again after the next exit.
   Status StartAttempt(const Job& job, const StartDecision& decision);
+  Result<int> TakeMasterPort(const Job& job);  // 0 for jobs that need none
   void Watch(LiveAttempt& live);
   void OnPidfdReady(JobId job);
   void OnShimExit(JobId job);
   Status CancelJob(const Job& job, std::string* message);
   void AttributeUsage();
+
+  // dependencies.cc
+  void ResolveDependents(JobId id);
+  void ResolveAllBlocked();
+  // A job just queued again (`trainq retry`) with dependencies: blocked again while one is
+  // open, cancelled if an --after one failed.
+  void RecheckDeps(JobId id);
 
   // routes.cc
   void Handle(HttpRequest request, Responder respond);
@@ -125,6 +137,8 @@ class DaemonImpl {
   boost::asio::steady_timer wakeup_timer_{io_};
   std::optional<GpuSnapshot> snapshot_;
   std::map<JobId, LiveAttempt> live_;
+  // MASTER_PORTs of live multi-GPU attempts (config_ is declared, so initialised, earlier).
+  PortPool ports_{config_.master_port_first, config_.master_port_last};
   std::map<JobId, std::string> written_reasons_;
   std::map<int64_t, JobId> pid_owner_;  // GPU process pid -> the attempt it belongs to
   std::vector<PendingSubmit> pending_submits_;

@@ -68,6 +68,13 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.signal = rec.signal;
     return end;
   }
+  if (rec.time_limit) {
+    std::string limit = in.time_limit_ms > 0 ? " (" + FormatDuration(in.time_limit_ms) + ")" : "";
+    AttemptEnd end = Ended(JobState::kFailed, ended, "time limit" + limit);
+    end.exit_code = rec.exit_code;
+    end.signal = rec.signal;
+    return end;
+  }
   if (rec.exit_code && *rec.exit_code == 0) {
     AttemptEnd end = Ended(JobState::kSucceeded, ended, "exit code 0");
     end.exit_code = 0;

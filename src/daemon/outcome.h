@@ -20,8 +20,12 @@ struct OutcomeInput {
   int64_t backoff_ms = 30000;
   int64_t backoff_max_ms = 3600000;
   UnixMs now = 0;
+  int64_t time_limit_ms = 0;  // the job's --time, for the reason; 0: none
 };
 
+// Cancelled beats everything; a stop at the time limit is a failure "time limit (2h30m)"
+// whatever the exit status or the log says (never an OOM retry: the limit would only
+// fire again); then success, OOM (retry or fail), other failures.
 AttemptEnd DecideOutcome(const OutcomeInput& in);
 
 // "SIGKILL" for 9, "signal 64" for unknown numbers.

@@ -89,6 +89,45 @@ TEST(OutcomeTest, CancelledWins) {
   EXPECT_EQ(e.attempt_state, JobState::kCancelled);
 }
 
+TEST(OutcomeTest, TimeLimitFailsNamingTheLimit) {
+  OutcomeInput in = Exited(std::nullopt, 15);
+  in.record->time_limit = true;
+  in.time_limit_ms = 9'000'000;
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_EQ(e.attempt_state, JobState::kFailed);
+  EXPECT_EQ(e.job_reason, "time limit (2h30m)");
+  EXPECT_EQ(e.signal, 15);
+  EXPECT_EQ(e.ended_at, 5000);
+}
+
+TEST(OutcomeTest, TimeLimitIsNotRetriedAsOomEvenWithOomText) {
+  OutcomeInput in = Exited(1);
+  in.record->time_limit = true;
+  in.time_limit_ms = 60'000;
+  in.log_tail = kTorchOom;
+  in.retries_allowed = 3;
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_FALSE(e.oom);
+  EXPECT_EQ(e.not_before, 0);
+  EXPECT_EQ(e.job_reason, "time limit (1m00s)");
+}
+
+TEST(OutcomeTest, TimeLimitThatTheJobSurvivedWithExitZeroStillFails) {
+  OutcomeInput in = Exited(0);  // it caught SIGTERM and exited cleanly
+  in.record->time_limit = true;
+  in.time_limit_ms = 30'000;
+  EXPECT_EQ(DecideOutcome(in).job_state, JobState::kFailed);
+}
+
+TEST(OutcomeTest, CancelBeatsTimeLimit) {
+  OutcomeInput in = Exited(std::nullopt, 15);
+  in.record->cancelled = true;
+  in.record->time_limit = true;
+  EXPECT_EQ(DecideOutcome(in).job_state, JobState::kCancelled);
+}
+
 TEST(OutcomeTest, SpawnFailureFailsWithTheError) {
   OutcomeInput in = Exited(127);
   in.record->spawn_failed = true;

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <charconv>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -123,16 +124,39 @@ Result<std::vector<JobSpec>> ParseSubmitBody(const std::string& body) {
   return specs;
 }
 
+// Dependencies must name jobs that exist; checked here rather than only in the store's
+// transaction, so that one bad request cannot fail the others of its group commit.
+Status CheckDepsExist(Store& store, const JobSpec& spec, std::set<JobId>& known) {
+  auto check = [&](const std::vector<JobId>& ids, const char* option) -> Status {
+    for (JobId id : ids) {
+      if (known.count(id)) continue;
+      Result<Job> dep = store.Get(id);
+      if (dep.status().code() == Code::kNotFound) {
+        return Status::Invalid(fmt::format("{}: no job {}; a job can only wait for jobs submitted "
+                                           "before it (see 'trainq ls --all')",
+                                           option, id));
+      }
+      if (!dep.ok()) return dep.status();
+      known.insert(id);
+    }
+    return Status::Ok();
+  };
+  TRAINQ_RETURN_IF_ERROR(check(spec.after, "--after"));
+  return check(spec.after_any, "--after-any");
+}
+
 void Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_};
   std::string user = UserName(c.req.peer_uid);
+  std::set<JobId> known;  // dependencies already found to exist
   for (size_t i = 0; i < specs->size(); ++i) {
     JobSpec& spec = (*specs)[i];
     spec.user = user;
     if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
     Status st = ToStatus(ValidateSpec(spec, limits, IsDirectory(spec.cwd)));
+    if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
       return c.respond(ErrorResponse(Status::Invalid(where + st.message())));
@@ -314,6 +338,7 @@ void JobRoute(RouteContext& c) {
     st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid));
     c.d.waiting_stale_ = true;
     c.d.written_reasons_.erase(*id);  // waiting again: its reason must be written anew
+    if (st.ok()) c.d.RecheckDeps(*id);  // a retried job waits for its dependencies again
     message = fmt::format("job {} queued again (was {})", *id, StateName(job->state));
     if (!st.ok() && st.code() == Code::kConflict) {
       st = Status::Conflict(fmt::format("job {} is {}; only a job that ended can be retried", *id,
@@ -347,7 +372,14 @@ void DaemonImpl::FlushSubmits() {
   UnixMs now = clock_.Now();
   Result<std::vector<JobId>> ids = store_->Submit(specs, now);
   if (ids.ok()) {
-    for (size_t i = 0; i < specs.size(); ++i) AddWaiting((*ids)[i], specs[i], now);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      // A job with dependencies may have been stored blocked or cancelled: the store knows.
+      if (specs[i].has_deps()) {
+        waiting_stale_ = true;
+      } else {
+        AddWaiting((*ids)[i], specs[i], now);
+      }
+    }
   }
   size_t next = 0;
   for (PendingSubmit& p : batch) {

@@ -158,7 +158,8 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
             {"cwd", spec.cwd},
             {"env", env},
             {"log_path", spec.log_path},
-            {"grace_ms", spec.grace_ms}};
+            {"grace_ms", spec.grace_ms},
+            {"time_limit_ms", spec.time_limit_ms}};
   return WriteRecord(SpecPath(run_dir), j, /*strict=*/true);
 }
 
@@ -173,7 +174,11 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Env("env", spec.env);
   f.String("log_path", spec.log_path);
   f.Int("grace_ms", spec.grace_ms);
+  f.Int("time_limit_ms", spec.time_limit_ms);
   if (spec.grace_ms < 0) return Status::Invalid(SpecPath(run_dir) + ": grace_ms: negative");
+  if (spec.time_limit_ms < 0) {
+    return Status::Invalid(SpecPath(run_dir) + ": time_limit_ms: negative");
+  }
   TRAINQ_RETURN_IF_ERROR(f.status());
   return spec;
 }
@@ -198,6 +203,7 @@ Result<ShimRecord> ReadShimRecord(const std::string& run_dir) {
 
 Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec) {
   json j = {{"cancelled", rec.cancelled},
+            {"time_limit", rec.time_limit},
             {"spawn_failed", rec.spawn_failed},
             {"error", rec.error},
             {"started_at", rec.started_at},
@@ -216,6 +222,7 @@ Result<ExitRecord> ReadExitRecord(const std::string& run_dir) {
   f.OptInt("exit_code", rec.exit_code);
   f.OptInt("signal", rec.signal);
   f.Bool("cancelled", rec.cancelled);
+  f.Bool("time_limit", rec.time_limit);
   f.Bool("spawn_failed", rec.spawn_failed);
   f.String("error", rec.error);
   f.Int("started_at", rec.started_at);

@@ -25,6 +25,9 @@ struct RunSpec {
   std::vector<std::pair<std::string, std::string>> env;  // the whole environment
   std::string log_path;
   int64_t grace_ms = 10000;  // SIGTERM -> SIGKILL
+  // Wall-clock limit of the command from its start; 0: none. The shim enforces it (so it
+  // holds while the daemon is down): SIGTERM to the tree, grace_ms, SIGKILL.
+  int64_t time_limit_ms = 0;
 };
 
 struct ShimRecord {
@@ -36,6 +39,7 @@ struct ExitRecord {
   std::optional<int> exit_code;  // set when the command exited
   std::optional<int> signal;     // set when it was killed by a signal
   bool cancelled = false;        // the shim was told to stop it
+  bool time_limit = false;       // the shim stopped it at RunSpec::time_limit_ms
   bool spawn_failed = false;     // exec failed (message in `error`)
   std::string error;
   UnixMs started_at = 0;

@@ -37,6 +37,7 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   spec.env = {{"ZED", "1"}, {"ALPHA", "with=equals"}, {"EMPTY", ""}, {"ZED", "dup"}};
   spec.log_path = dir / "custom.log";
   spec.grace_ms = 1234;
+  spec.time_limit_ms = 9'000'000;
   ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
 
   auto back = ReadRunSpec(dir.path());
@@ -46,6 +47,7 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   EXPECT_EQ(back->env, spec.env);
   EXPECT_EQ(back->log_path, spec.log_path);
   EXPECT_EQ(back->grace_ms, 1234);
+  EXPECT_EQ(back->time_limit_ms, 9'000'000);
 }
 
 TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
@@ -110,10 +112,12 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   EXPECT_FALSE(rec->signal.has_value());
   EXPECT_EQ(rec->started_at, 1700000000000);
   EXPECT_EQ(rec->ended_at, 1700000005000);
+  EXPECT_FALSE(rec->time_limit);
 
   ExitRecord killed;
   killed.signal = 9;
   killed.cancelled = true;
+  killed.time_limit = true;
   killed.spawn_failed = true;
   killed.error = "cannot run '\xff': No such file";  // bytes from a user's argv
   ASSERT_TRUE(WriteExitRecord(dir.path(), killed).ok());
@@ -122,6 +126,7 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   EXPECT_FALSE(rec->exit_code.has_value());
   EXPECT_EQ(rec->signal, 9);
   EXPECT_TRUE(rec->cancelled);
+  EXPECT_TRUE(rec->time_limit);
   EXPECT_TRUE(rec->spawn_failed);
   EXPECT_THAT(rec->error, HasSubstr("No such file"));
 }

@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
+#include "src/core/duration.h"
 #include "src/os/child_setup.h"
 #include "src/os/clock.h"
 #include "src/os/process.h"
@@ -125,6 +127,8 @@ class Shim {
   Status Prepare();
   Status StartCommand();
   void Supervise();
+  milliseconds UntilDeadline() const;
+  bool PastDeadline() const;
   void StopTree(milliseconds grace);
   void SignalTree(int sig);
   bool TreeGone();
@@ -142,6 +146,7 @@ class Shim {
   pid_t main_pid_ = -1;
   bool main_reaped_ = false;
   bool cancel_requested_ = false;
+  std::optional<Steady::time_point> deadline_;  // the time limit, from the command's start
   ExitRecord rec_;
 };
 
@@ -212,6 +217,7 @@ Status Shim::StartCommand() {
   auto report = MakeCloexecPipe();
   if (!report.ok()) return report.status();
   rec_.started_at = SystemClock().Now();
+  if (spec_.time_limit_ms > 0) deadline_ = Steady::now() + milliseconds(spec_.time_limit_ms);
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
   if (pid == 0) CommandChild(command, log_.get(), report->write.get());
@@ -237,16 +243,32 @@ std::string Shim::FailureMessage(const ChildFailure& f) const {
 
 void Shim::Supervise() {
   while (!main_reaped_) {
-    WaitSignals(milliseconds(-1));
+    WaitSignals(UntilDeadline());
     Reap();
-    if (cancel_requested_ && !rec_.cancelled) {
+    if (rec_.cancelled || rec_.time_limit || main_reaped_) continue;
+    if (cancel_requested_) {
       rec_.cancelled = true;
+      StopTree(milliseconds(spec_.grace_ms));
+    } else if (PastDeadline()) {
+      rec_.time_limit = true;
+      LogLine("trainq: time limit (" + FormatDuration(spec_.time_limit_ms) +
+              ") reached; stopping the job");
       StopTree(milliseconds(spec_.grace_ms));
     }
   }
   // Leftovers (background processes, orphaned workers) would keep holding GPU memory.
   StopTree(std::min(milliseconds(spec_.grace_ms), kLeftoverGrace));
 }
+
+// How long the supervision loop may sleep: until the time limit, or forever without one.
+milliseconds Shim::UntilDeadline() const {
+  if (!deadline_) return milliseconds(-1);
+  auto left = std::chrono::ceil<milliseconds>(*deadline_ - Steady::now());
+  // poll(2) takes an int; a far deadline is simply approached in steps.
+  return std::clamp(left, milliseconds(0), milliseconds(3600 * 1000));
+}
+
+bool Shim::PastDeadline() const { return deadline_ && Steady::now() >= *deadline_; }
 
 void Shim::StopTree(milliseconds grace) {
   if (TreeGone()) return;

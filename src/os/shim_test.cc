@@ -227,6 +227,36 @@ TEST(ShimTest, CancelKillsWhatIgnoresSigtermAfterTheGrace) {
   EXPECT_EQ(rec->signal, SIGKILL);
 }
 
+TEST(ShimTest, TimeLimitStopsTheWholeTreeAndSaysSoInTheExitRecord) {
+  TempDir dir;
+  // The grandchild ignores SIGTERM and lives in its own session: only the SIGKILL after the
+  // grace ends it, and only because the shim hunts the whole tree.
+  RunSpec spec = Spec({"sh", "-c",
+                       "setsid sh -c \"trap '' TERM; exec sleep 300\" & echo $! > gc.pid; "
+                       "sleep 300"},
+                      dir);
+  spec.time_limit_ms = 200;
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->time_limit);
+  EXPECT_FALSE(rec->cancelled);
+  EXPECT_EQ(rec->signal, SIGTERM);
+  int64_t gc = std::atoll(ReadAll(dir / "gc.pid").c_str());
+  ASSERT_GT(gc, 0);
+  EXPECT_FALSE(ReadProcStat(gc).has_value()) << "the grandchild outlived the time limit";
+  EXPECT_THAT(ReadAll(LogPath(dir.path())), HasSubstr("time limit (200ms) reached"));
+}
+
+TEST(ShimTest, CommandEndingWithinItsTimeLimitIsNotMarked) {
+  TempDir dir;
+  RunSpec spec = Spec({"true"}, dir);
+  spec.time_limit_ms = 3600 * 1000;
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_FALSE(rec->time_limit);
+  EXPECT_EQ(rec->exit_code, 0);
+}
+
 TEST(ShimTest, LeftoverProcessesAreStoppedAfterTheCommandExits) {
   TempDir dir;
   // The second leftover ignores SIGTERM and needs the SIGKILL after the grace.

@@ -34,6 +34,7 @@ struct Placement {
   int cpus = 0;
   std::string run_dir;
   std::string log_path;
+  int master_port = 0;  // multi-GPU attempts: the MASTER_PORT they hold; 0: none
 };
 
 // How an attempt ended; written by FinishAttempt.
@@ -60,8 +61,14 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Stores all specs in one durable transaction (fsync'd before return) as queued jobs
-  // with fresh ids, in order; ids are never reused, even after deletion or restart.
+  // Stores all specs in one durable transaction (fsync'd before return) with fresh ids, in
+  // order; ids are never reused, even after deletion or restart. A job without
+  // dependencies is stored queued. One with dependencies (spec.after, spec.after_any) is
+  // stored as DecideDeps (src/core/deps.h) judges it from its dependencies' states in the
+  // same transaction: blocked with the reason naming the open ones, queued when all are
+  // satisfied, or cancelled when an --after dependency already failed. kInvalid naming the
+  // field and id ("after: no job 99", prefixed "jobs[2]: " in a batch) when a dependency
+  // does not exist (a job may only wait for jobs stored before it); nothing is stored then.
   virtual Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) = 0;
 
   // One job with all its attempts. kNotFound if there is no such id.
@@ -87,6 +94,14 @@ class Store {
   virtual Status CancelWaiting(JobId id, const std::string& reason, UnixMs now) = 0;
   // succeeded|failed|cancelled -> queued (the next attempt gets a new number).
   virtual Status Requeue(JobId id, const std::string& reason) = 0;
+  // The blocked jobs waiting on `id` (listing it in after or after_any), in id order,
+  // without attempts. Empty when none.
+  virtual Result<std::vector<Job>> Dependents(JobId id) = 0;
+  // Resolves a job's dependencies: blocked -> queued or cancelled, or queued -> blocked
+  // (a retried job whose dependencies are open again), with `reason`. A compare-and-set
+  // on the state `from`: kConflict if the job is in another state (someone resolved it
+  // first), kInvalid for any other pair of states.
+  virtual Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason) = 0;
   // Reasons the scheduler wrote for waiting jobs; ids no longer waiting are skipped.
   virtual Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) = 0;
 

@@ -115,6 +115,34 @@ class StoreConformance : public ::testing::TestWithParam<StoreBackend> {
     return store().MarkRunning(id, n, 1000 + n, 5000 + n, kT0 + n);
   }
 
+  // A spec waiting on other jobs (--after, --after-any).
+  static JobSpec After(std::vector<JobId> after, std::vector<JobId> after_any = {}) {
+    JobSpec spec = Spec("dependent");
+    spec.after = std::move(after);
+    spec.after_any = std::move(after_any);
+    return spec;
+  }
+
+  // A job that ran one attempt and ended in `state` (succeeded, failed or cancelled).
+  JobId EndedJob(JobState state) {
+    JobId id = SubmitOne();
+    EXPECT_TRUE(IsOk(StartRunning(id, 0)));
+    std::string reason(StateName(state));
+    EXPECT_TRUE(IsOk(store().FinishAttempt(id, 1, Ended(state, state, reason))));
+    return id;
+  }
+
+  // The ids of Dependents(id); a test failure if the call fails.
+  std::vector<JobId> DependentIds(JobId id) {
+    Result<std::vector<Job>> jobs = store().Dependents(id);
+    EXPECT_TRUE(IsOk(jobs));
+    std::vector<JobId> ids;
+    if (jobs.ok()) {
+      for (const Job& job : *jobs) ids.push_back(job.id);
+    }
+    return ids;
+  }
+
   // The job as stored; a default Job (id 0) and a test failure if Get fails.
   Job Fetch(JobId id) {
     Result<Job> job = store().Get(id);

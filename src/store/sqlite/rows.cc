@@ -61,6 +61,18 @@ Result<std::vector<int>> DecodeInts(std::string_view text, std::string_view colu
   return out;
 }
 
+Result<std::vector<JobId>> DecodeIds(std::string_view text, std::string_view column) {
+  json array = ParseArray(text);
+  if (!array.is_array()) return Corrupt(column, text);
+  std::vector<JobId> out;
+  out.reserve(array.size());
+  for (const json& item : array) {
+    if (!item.is_number_integer()) return Corrupt(column, text);
+    out.push_back(item.get<JobId>());
+  }
+  return out;
+}
+
 Result<std::vector<std::pair<std::string, std::string>>> DecodeEnv(std::string_view text) {
   json array = ParseArray(text);
   if (!array.is_array()) return Corrupt("env", text);
@@ -113,6 +125,12 @@ std::string AttemptsOfJobSql() {
   return std::string("SELECT ") + kAttemptColumns + " FROM attempts WHERE job_id = ?1 ORDER BY n";
 }
 
+std::string DependentsSql() {
+  return std::string("SELECT ") + kJobColumns +
+         " FROM jobs WHERE state = 'blocked' AND (?1 IN (SELECT value FROM json_each(after)) "
+         "OR ?1 IN (SELECT value FROM json_each(after_any))) ORDER BY id";
+}
+
 std::string GetJobSql() {
   return std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?1";
 }
@@ -125,13 +143,16 @@ Result<JobState> DecodeState(std::string_view text) {
   return *state;
 }
 
-Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at) {
+Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobState state,
+                  const std::string& reason) {
   Result<std::string> command = EncodeStrings(spec.command, "command");
   if (!command.ok()) return command.status();
   Result<std::string> env = EncodeEnv(spec.env);
   if (!env.ok()) return env.status();
   query.BindAll(spec.name, *command, spec.cwd, *env, spec.gpus, spec.mem_bytes, spec.mem_percent,
-                spec.cpus, spec.priority, spec.retries, spec.user, submitted_at);
+                spec.cpus, spec.priority, spec.retries, spec.user, submitted_at,
+                json(spec.after).dump(), json(spec.after_any).dump(), spec.time_limit_ms,
+                StateText(state), reason);
   return Status::Ok();
 }
 
@@ -154,6 +175,9 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   job.reason = q.Text(14);
   job.attempt = q.Int(15);
   job.not_before = q.Int64(16);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeIds(q.Text(17), "after"), job.spec.after));
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeIds(q.Text(18), "after_any"), job.spec.after_any));
+  job.spec.time_limit_ms = q.Int64(19);
   return job;
 }
 
@@ -178,6 +202,7 @@ Result<Attempt> ReadAttempt(const Query& q, JobId* job_id) {
   a.oom = q.Int64(16) != 0;
   a.peak_mem_bytes = q.Uint64(17);
   a.end_reason = q.Text(18);
+  a.master_port = q.Int(19);
   return a;
 }
 

@@ -17,17 +17,17 @@ namespace trainq::sqlite {
 // SELECT lists; ReadJob/ReadAttempt expect exactly these columns in this order.
 inline constexpr char kJobColumns[] =
     "id, state, name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, priority, "
-    "retries, user, submitted_at, reason, attempt, not_before";
+    "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms";
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
-    "peak_mem_bytes, end_reason";
+    "peak_mem_bytes, end_reason, master_port";
 
-// The INSERT for a new queued job; bind with BindNewJob.
+// The INSERT for a new job; bind with BindNewJob (its state and reason are bound last).
 inline constexpr char kInsertJobSql[] =
-    "INSERT INTO jobs (state, name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
-    "priority, retries, user, submitted_at) "
-    "VALUES ('queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "INSERT INTO jobs (name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
+    "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 // Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those
 // whose state is one of ?3..?9 (repeat a state to fill unused slots), through the
@@ -42,7 +42,10 @@ std::string GetJobSql();
 
 // kInvalid naming the field when a string is not valid UTF-8 (JSON cannot hold it, and
 // every API speaks JSON, so such a value could not be shown or sent anyway).
-Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at);
+Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobState state,
+                  const std::string& reason);
+// The blocked jobs that list job ?1 in after or after_any, in id order.
+std::string DependentsSql();
 
 // kInternal when a stored value cannot be decoded (a row we did not write).
 // `with_env` false leaves spec.env empty: decoding it is most of a listing's cost.

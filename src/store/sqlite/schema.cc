@@ -64,8 +64,19 @@ CREATE TABLE leases (
 );
 )sql";
 
+// Version 2: dependencies (JSON arrays of job ids, read back with json_each to find a
+// job's dependents among the few blocked jobs), the wall-clock limit, and the
+// MASTER_PORT an attempt holds (so the port pool can be rebuilt after a restart).
+constexpr char kSchemaV2[] = R"sql(
+ALTER TABLE jobs ADD COLUMN after TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN after_any TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN time_limit_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN master_port INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1},
+    {2, kSchemaV2},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

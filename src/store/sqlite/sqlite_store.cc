@@ -1,6 +1,7 @@
 #include "src/store/sqlite/sqlite_store.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/store/sqlite/rows.h"
@@ -24,6 +25,13 @@ Status CheckEnd(const AttemptEnd& end) {
     return Status::Invalid("a job cannot go from its attempt's end to " +
                            std::string(StateName(end.job_state)));
   }
+  return Status::Ok();
+}
+
+template <class T>
+Status Take(Result<T> decoded, T& out) {
+  if (!decoded.ok()) return decoded.status();
+  out = std::move(decoded).value();
   return Status::Ok();
 }
 
@@ -147,15 +155,40 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  for (const JobSpec& spec : specs) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const JobSpec& spec = specs[i];
+    Result<DepDecision> start = InitialState(spec);
+    if (!start.ok()) {
+      std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
+      return Status(start.status().code(), where + start.status().message());
+    }
     Result<Query> insert = db_.Prepare(sqlite::kInsertJobSql);
     if (!insert.ok()) return insert.status();
-    TRAINQ_RETURN_IF_ERROR(sqlite::BindNewJob(*insert, spec, now));
+    TRAINQ_RETURN_IF_ERROR(sqlite::BindNewJob(*insert, spec, now, start->state, start->reason));
     TRAINQ_RETURN_IF_ERROR(insert->Run());
     ids.push_back(db_.LastInsertRowid());
   }
   TRAINQ_RETURN_IF_ERROR(txn->Commit());
   return ids;
+}
+
+Result<DepDecision> SqliteStore::InitialState(const JobSpec& spec) {
+  if (!spec.has_deps()) return DepDecision{};
+  std::vector<DepState> deps;
+  auto read = [&](JobId id, const char* field) -> Status {
+    Result<Query> select = db_.Prepare("SELECT state, reason FROM jobs WHERE id = ?1");
+    if (!select.ok()) return select.status();
+    Result<bool> row = select->BindAll(id).Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::Invalid(std::string(field) + ": no job " + std::to_string(id));
+    DepState d{id, true, JobState::kQueued, select->Text(1)};
+    TRAINQ_RETURN_IF_ERROR(Take(sqlite::DecodeState(select->Text(0)), d.state));
+    deps.push_back(std::move(d));
+    return Status::Ok();
+  };
+  for (JobId id : spec.after) TRAINQ_RETURN_IF_ERROR(read(id, "after"));
+  for (JobId id : spec.after_any) TRAINQ_RETURN_IF_ERROR(read(id, "after_any"));
+  return DecideDeps(spec, deps);
 }
 
 Result<Job> SqliteStore::Get(JobId id) {
@@ -258,9 +291,10 @@ Status SqliteStore::StartAttempt(JobId id, int expected_attempt, const Placement
                id, "queued with attempt " + std::to_string(expected_attempt)));
   Result<int64_t> inserted = db_.Run(
       "INSERT INTO attempts (job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, "
-      "cpus, run_dir, log_path, started_at) VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?)",
+      "cpus, run_dir, log_path, started_at, master_port) "
+      "VALUES (?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
       id, expected_attempt + 1, placement.node, *indices, *uuids, placement.reserved_bytes,
-      placement.cpus, placement.run_dir, placement.log_path, now);
+      placement.cpus, placement.run_dir, placement.log_path, now, placement.master_port);
   if (!inserted.ok()) return inserted.status();
   return txn->Commit();
 }
@@ -336,6 +370,29 @@ Status SqliteStore::Requeue(JobId id, const std::string& reason) {
                        "WHERE id = ?1 AND state IN ('succeeded', 'failed', 'cancelled')",
                        id, reason),
                id, "succeeded, failed or cancelled"));
+  return txn->Commit();
+}
+
+Result<std::vector<Job>> SqliteStore::Dependents(JobId id) {
+  Result<Query> select = db_.Prepare(sqlite::DependentsSql());
+  if (!select.ok()) return select.status();
+  return ReadJobs(select->BindAll(id));
+}
+
+Status SqliteStore::MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason) {
+  bool resolves =
+      from == JobState::kBlocked && (to == JobState::kQueued || to == JobState::kCancelled);
+  bool blocks = from == JobState::kQueued && to == JobState::kBlocked;
+  if (!resolves && !blocks) {
+    return Status::Invalid(fmt::format("dependencies cannot move a job from {} to {}",
+                                       StateName(from), StateName(to)));
+  }
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  Result<int64_t> changed = db_.Run("UPDATE jobs SET state = ?3, reason = ?4 "
+                                    "WHERE id = ?1 AND state = ?2",
+                                    id, sqlite::StateText(from), sqlite::StateText(to), reason);
+  TRAINQ_RETURN_IF_ERROR(CheckCas(changed, id, std::string(StateName(from))));
   return txn->Commit();
 }
 

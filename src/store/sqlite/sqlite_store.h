@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/deps.h"
 #include "src/store/sqlite/sqlite_db.h"
 #include "src/store/store.h"
 
@@ -58,6 +59,8 @@ class SqliteStore final : public Store {
   Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
   Status CancelWaiting(JobId id, const std::string& reason, UnixMs now) override;
   Status Requeue(JobId id, const std::string& reason) override;
+  Result<std::vector<Job>> Dependents(JobId id) override;
+  Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason) override;
   Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override;
   Result<Lease> AcquireLease(const std::string& name, const std::string& holder, int64_t ttl_ms,
                              UnixMs now) override;
@@ -68,6 +71,8 @@ class SqliteStore final : public Store {
   // kConflict that says what the job is instead of `expected`.
   Status CheckCas(const Result<int64_t>& changed, JobId id, std::string_view expected);
   Result<std::vector<Job>> SelectJobs(const ListQuery& query);
+  // The state a new job starts in, judged from its dependencies as stored now.
+  Result<DepDecision> InitialState(const JobSpec& spec);
   Status FillAttempts(std::vector<Job>& jobs);
 
   sqlite::Db db_;

@@ -179,6 +179,43 @@ TEST_F(SqliteStoreTest, ReopenLeavesTheSchemaVersionAlone) {
   EXPECT_EQ(raw.Text("PRAGMA user_version"), latest);
 }
 
+TEST_F(SqliteStoreTest, VersionOneDatabaseIsMigratedKeepingJobsAndAttempts) {
+  {
+    Result<sqlite::Db> db = sqlite::Db::Open(path_);
+    ASSERT_TRUE(IsOk(db));
+    ASSERT_TRUE(IsOk(sqlite::Migrate(*db, sqlite::SchemaMigrations().first(1))));
+  }
+  RawDb raw(path_);
+  ASSERT_TRUE(raw.Exec(
+      "INSERT INTO jobs (id, state, name, command, cwd, env, gpus, cpus, priority, retries, "
+      "user, submitted_at, attempt) VALUES (7, 'running', 'old', '[\"python\"]', '/w', '[]', "
+      "2, 1, 0, 3, 'alice', 1, 1);"
+      "INSERT INTO attempts (job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, "
+      "cpus, run_dir, log_path, started_at) VALUES (7, 1, 'running', 'n', '[0,1]', '[]', 0, 1, "
+      "'/r', '/r/log', 1);"));
+  ASSERT_EQ(raw.Text("PRAGMA user_version"), "1");
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(raw.Text("PRAGMA user_version"), "2");
+  Result<Job> job = store->Get(7);
+  ASSERT_TRUE(IsOk(job));
+  EXPECT_EQ(job->spec.name, "old");
+  EXPECT_TRUE(job->spec.after.empty());
+  EXPECT_TRUE(job->spec.after_any.empty());
+  EXPECT_EQ(job->spec.time_limit_ms, 0);
+  ASSERT_EQ(job->attempts.size(), 1u);
+  EXPECT_EQ(job->attempts[0].master_port, 0);
+  // And the new columns work on the migrated file.
+  JobSpec dependent = Spec("after-old");
+  dependent.after = {7};
+  Result<std::vector<JobId>> ids = store->Submit(std::span(&dependent, 1), kT0);
+  ASSERT_TRUE(IsOk(ids));
+  Result<std::vector<Job>> dependents = store->Dependents(7);
+  ASSERT_TRUE(IsOk(dependents));
+  ASSERT_EQ(dependents->size(), 1u);
+  EXPECT_EQ((*dependents)[0].id, ids->at(0));
+}
+
 TEST_F(SqliteStoreTest, DatabaseFromANewerTrainqIsRefused) {
   ASSERT_NE(Open(), nullptr);
   RawDb raw(path_);

@@ -1,0 +1,111 @@
+// Job dependencies in the daemon: when a job reaches a done state its blocked dependents
+// are judged again (DecideDeps) and moved on (queued, or cancelled, which in turn
+// resolves their own dependents). Every move is a compare-and-set in the store, so doing
+// it twice is harmless; on start every blocked job is judged again, which covers a crash
+// between a job's end and the resolution of its dependents.
+#include <deque>
+#include <set>
+#include <span>
+
+#include <spdlog/spdlog.h>
+
+#include "src/core/deps.h"
+#include "src/daemon/daemon_impl.h"
+
+namespace trainq {
+
+namespace {
+
+std::vector<DepState> ReadDeps(Store& store, const JobSpec& spec) {
+  std::vector<DepState> deps;
+  auto read = [&](JobId id) {
+    Result<Job> job = store.Get(id);
+    if (job.ok()) {
+      deps.push_back({id, true, job->state, job->reason});
+    } else if (job.status().code() == Code::kNotFound) {
+      deps.push_back({id, false, JobState::kCancelled, ""});
+    }  // other errors: left out, so it counts as open and is judged again later
+  };
+  for (JobId id : spec.after) read(id);
+  for (JobId id : spec.after_any) read(id);
+  return deps;
+}
+
+}  // namespace
+
+void DaemonImpl::ResolveDependents(JobId id) {
+  std::deque<JobId> ended = {id};
+  while (!ended.empty()) {
+    Result<std::vector<Job>> dependents = store_->Dependents(ended.front());
+    ended.pop_front();
+    if (!dependents.ok()) {
+      spdlog::error("dependencies: {}", dependents.status().message());
+      continue;
+    }
+    for (const Job& job : *dependents) {
+      DepDecision d = DecideDeps(job.spec, ReadDeps(*store_, job.spec));
+      if (d.state == JobState::kBlocked) {
+        if (d.reason != job.reason) {
+          std::pair<JobId, std::string> reason{job.id, d.reason};
+          if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
+            spdlog::warn("job {}: {}", job.id, st.message());
+          }
+        }
+        continue;
+      }
+      Status st = store_->MoveWaiting(job.id, JobState::kBlocked, d.state, d.reason);
+      if (!st.ok()) {
+        // kConflict: resolved already (a cancel, an earlier pass); nothing left to do.
+        if (st.code() != Code::kConflict) spdlog::error("job {}: {}", job.id, st.message());
+        continue;
+      }
+      spdlog::info("job {}: dependencies resolved: {}{}", job.id, StateName(d.state),
+                   d.reason.empty() ? "" : " (" + d.reason + ")");
+      if (d.state == JobState::kQueued) {
+        AddWaiting(job.id, job.spec, job.submitted_at);
+        RequestSchedule();
+      } else {
+        ended.push_back(job.id);  // cancelled: its own dependents follow
+      }
+    }
+  }
+}
+
+void DaemonImpl::RecheckDeps(JobId id) {
+  Result<Job> job = store_->Get(id);
+  if (!job.ok() || job->state != JobState::kQueued || !job->spec.has_deps()) return;
+  DepDecision d = DecideDeps(job->spec, ReadDeps(*store_, job->spec));
+  Status st;
+  if (d.state == JobState::kBlocked) {
+    st = store_->MoveWaiting(id, JobState::kQueued, JobState::kBlocked, d.reason);
+  } else if (d.state == JobState::kCancelled) {
+    st = store_->CancelWaiting(id, d.reason, clock_.Now());
+  } else {
+    return;
+  }
+  if (!st.ok()) spdlog::warn("job {}: {}", id, st.message());
+  waiting_.erase(id);
+  waiting_stale_ = true;
+  if (d.state == JobState::kCancelled) ResolveDependents(id);
+}
+
+void DaemonImpl::ResolveAllBlocked() {
+  ListQuery query;
+  query.states = {JobState::kBlocked};
+  query.with_env = false;
+  Result<std::vector<Job>> blocked = store_->List(query);
+  if (!blocked.ok()) {
+    spdlog::error("dependencies: {}", blocked.status().message());
+    return;
+  }
+  // Judging a blocked job's dependencies is what ResolveDependents does for the dependents
+  // of each of them; one pass over the distinct dependencies covers every blocked job.
+  std::set<JobId> deps;
+  for (const Job& job : *blocked) {
+    deps.insert(job.spec.after.begin(), job.spec.after.end());
+    deps.insert(job.spec.after_any.begin(), job.spec.after_any.end());
+  }
+  for (JobId id : deps) ResolveDependents(id);
+}
+
+}  // namespace trainq

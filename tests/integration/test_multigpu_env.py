@@ -1,0 +1,78 @@
+"""The distributed-training environment of multi-GPU jobs: a job script checks what an
+unmodified `torchrun train.py` would read, and MASTER_PORTs are never shared."""
+import os
+import sys
+
+from conftest import gpu, read_json, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECK = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "check_dist_env.py"))
+FIRST_PORT, LAST_PORT = 29500, 29999  # the default master_port_range
+
+
+def check_job(tq, gpus, name, *extra):
+    return [sys.executable, CHECK, "--gpus", str(gpus), "--out", tq.path(name), *extra]
+
+
+def seen(tq, name):
+    return wait_for(lambda: read_json(tq.path(name)), what=f"{name} to be written")
+
+
+def test_multi_gpu_job_gets_exactly_its_gpus_and_the_torchrun_environment(make_trainq):
+    tq = make_trainq(gpus=[gpu(i) for i in range(4)])
+    tq.env.update({"WORLD_SIZE": "16", "RANK": "5", "LOCAL_RANK": "5", "MASTER_PORT": "1"})
+    job_id = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "env.json"))
+    job = tq.wait_state(job_id, "succeeded")
+    got = seen(tq, "env.json")
+    assert got["problems"] == []
+    env = got["env"]
+    attempt = job["attempts"][0]
+    assert env["CUDA_VISIBLE_DEVICES"] == ",".join(map(str, attempt["gpu_indices"]))
+    assert int(env["MASTER_PORT"]) == attempt["master_port"]
+    assert FIRST_PORT <= attempt["master_port"] <= LAST_PORT
+    assert env["WORLD_SIZE"] is None
+    assert f"MASTER_PORT {attempt['master_port']}" in tq.run("show", str(job_id)).stdout
+
+
+def test_single_gpu_job_gets_no_master_port(make_trainq):
+    tq = make_trainq(gpus=[gpu(0), gpu(1)])
+    job_id = tq.submit("--gpus", "1", cmd=[sys.executable, "-c",
+                                           "import os, sys; "
+                                           "sys.exit(0 if os.environ['TRAINQ_NUM_GPUS'] == '1' "
+                                           "and 'PET_MASTER_PORT' not in os.environ else 1)"])
+    job = tq.wait_state(job_id, "succeeded")
+    assert job["attempts"][0]["master_port"] is None
+
+
+def test_concurrent_multi_gpu_jobs_get_different_ports_and_freed_ones_return(make_trainq):
+    tq = make_trainq(gpus=[gpu(i) for i in range(4)])
+    go = tq.path("go")
+    a = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "a.json", "--wait-file", go))
+    b = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "b.json", "--wait-file", go))
+    env_a, env_b = seen(tq, "a.json"), seen(tq, "b.json")
+    assert env_a["problems"] == [] and env_b["problems"] == []
+    ports = {env_a["env"]["MASTER_PORT"], env_b["env"]["MASTER_PORT"]}
+    assert ports == {str(FIRST_PORT), str(FIRST_PORT + 1)}, ports
+    gpus_a = set(env_a["env"]["CUDA_VISIBLE_DEVICES"].split(","))
+    gpus_b = set(env_b["env"]["CUDA_VISIBLE_DEVICES"].split(","))
+    assert not gpus_a & gpus_b
+    open(go, "w").close()
+    tq.wait_state(a, "succeeded")
+    tq.wait_state(b, "succeeded")
+    c = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "c.json"))
+    tq.wait_state(c, "succeeded")
+    assert seen(tq, "c.json")["env"]["MASTER_PORT"] == str(FIRST_PORT), "a freed port is reused"
+
+
+def test_ports_of_running_jobs_are_not_reissued_after_a_daemon_restart(make_trainq):
+    tq = make_trainq(gpus=[gpu(i) for i in range(4)])
+    go = tq.path("go")
+    a = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "a.json", "--wait-file", go))
+    port_a = seen(tq, "a.json")["env"]["MASTER_PORT"]
+    tq.kill_daemon()
+    b = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "b.json", "--wait-file", go))
+    port_b = seen(tq, "b.json")["env"]["MASTER_PORT"]
+    assert port_a != port_b, "the restarted daemon handed out a port a running job holds"
+    open(go, "w").close()
+    tq.wait_state(a, "succeeded")
+    tq.wait_state(b, "succeeded")
