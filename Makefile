@@ -52,11 +52,24 @@ build/fuzz/spec_fuzz: fuzz/spec_fuzz.cc $(FUZZ_SRCS) $(wildcard include/trainq/*
 	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \
 	  fuzz/spec_fuzz.cc $(FUZZ_SRCS) -lfmt -o $@
 
-fuzz: build/fuzz/spec_fuzz
-	@mkdir -p build/fuzz/corpus
-	build/fuzz/spec_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+# The simulator's parsers (trace, node lists, seeds), with small inputs replayed too.
+TRACE_FUZZ_SRCS := $(filter-out %_test.cc,$(wildcard src/sim/*.cc)) src/core/placement.cc \
+  src/core/size.cc src/core/status.cc
+build/fuzz/trace_fuzz: fuzz/trace_fuzz.cc $(TRACE_FUZZ_SRCS) $(wildcard src/sim/*.h src/core/*.h include/trainq/*.h) | test-deps
+	@mkdir -p build/fuzz
+	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \
+	  fuzz/trace_fuzz.cc $(TRACE_FUZZ_SRCS) -lfmt -o $@
+
+# FUZZ_SECONDS in all, split between the two targets.
+FUZZ_HALF = $(shell echo $$(( ($(FUZZ_SECONDS) + 1) / 2 )))
+fuzz: build/fuzz/spec_fuzz build/fuzz/trace_fuzz
+	@mkdir -p build/fuzz/corpus build/fuzz/trace_corpus
+	build/fuzz/spec_fuzz -max_total_time=$(FUZZ_HALF) -max_len=4096 \
 	  build/fuzz/corpus fuzz/seeds >build/fuzz/log 2>&1 || { tail -40 build/fuzz/log; exit 1; }
 	@tail -1 build/fuzz/log
+	build/fuzz/trace_fuzz -max_total_time=$(FUZZ_HALF) -max_len=4096 \
+	  build/fuzz/trace_corpus fuzz/trace_seeds >build/fuzz/trace_log 2>&1 || { tail -40 build/fuzz/trace_log; exit 1; }
+	@tail -1 build/fuzz/trace_log
 
 # trainq beside task-spooler and Slurm (../shared/bench/peers.sh); BENCH_PEERS=0 skips them.
 bench: release

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "src/cli/commands.h"
+#include "src/cli/sim_command.h"
 #include "src/os/process.h"
 
 namespace trainq {
@@ -21,6 +22,7 @@ struct Parsed {
   int limit = 0;
   std::string shim_dir;
   std::string config_key, config_value;
+  SimArgs sim;
 };
 
 void AddSubmit(CLI::App& app, Parsed& p) {
@@ -114,6 +116,7 @@ int Dispatch(CLI::App& app, Parsed& p) {
   CLI::App* sub = app.get_subcommands().front();
   std::string name = sub->get_name();
   if (name == "shim") return RunShim(p.shim_dir);
+  if (name == "sim") return RunSimCommand(*sub, p.sim);
   Client client(ResolveStatePaths(p.state_dir));
   if (name == "submit") return CmdSubmit(client, p.submit);
   if (name == "ls") return CmdList(client, {p.all, p.state, p.limit, p.json});
@@ -141,6 +144,7 @@ int RunCli(int argc, char** argv) {
   AddQueries(app, p);
   AddDaemon(app, p);
   AddConfig(app, p);
+  AddSimCommand(app, p.sim);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,155 @@
+#include "src/cli/sim_command.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "src/core/duration.h"
+#include "src/sim/allocation.h"
+#include "src/sim/inputs.h"
+#include "src/sim/replay.h"
+
+namespace trainq {
+
+namespace {
+
+void AddInputs(CLI::App& cmd, SimArgs& a) {
+  cmd.add_option("--trace", a.trace, "trace CSV: job_id,submit_s,duration_s,gpus,gpu_fraction,"
+                 "gpu_mem_gib,user[,cpu_milli,memory_mib]")->required();
+  cmd.add_option("--nodes", a.nodes, "node list: CSV (node_id,gpus,gpu_model,gpu_mem_gib,"
+                 "cpu_milli,memory_mib), JSON ({\"nodes\":[...]}) or NxG[:MEM] like 8x8:32GiB")
+      ->required();
+  cmd.add_option("--default-gpu-mem", a.default_gpu_mem_gib,
+                 "GiB of a GPU whose memory the node list leaves empty (default 16)");
+  cmd.add_flag("--json", a.json, "one line of JSON");
+}
+
+Result<std::string> ReadFile(const std::string& path, const char* option) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Invalid(fmt::format("{}: cannot read '{}'", option, path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result<std::vector<sim::NodeSpec>> LoadNodes(const SimArgs& a) {
+  std::ifstream probe(a.nodes);
+  if (!probe && sim::LooksLikeShorthand(a.nodes))
+    return sim::ParseNodesShorthand(a.nodes, a.default_gpu_mem_gib);
+  Result<std::string> text = ReadFile(a.nodes, "--nodes");
+  if (!text.ok()) return text.status();
+  size_t first = text->find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && (*text)[first] == '{')
+    return sim::ParseNodesJson(*text, a.nodes, a.default_gpu_mem_gib);
+  return sim::ParseNodesCsv(*text, a.nodes, a.default_gpu_mem_gib);
+}
+
+Result<std::vector<sim::TraceJob>> LoadTrace(const SimArgs& a) {
+  Result<std::string> text = ReadFile(a.trace, "--trace");
+  if (!text.ok()) return text.status();
+  return sim::ParseTrace(*text, a.trace);
+}
+
+void Print(const std::string& one_line_json, bool json) {
+  if (json) {
+    std::printf("%s\n", one_line_json.c_str());
+    return;
+  }
+  std::printf("%s\n", nlohmann::ordered_json::parse(one_line_json).dump(2).c_str());
+}
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "trainq sim: %s\n", st.message().c_str());
+  return ExitCodeFor(st.code());
+}
+
+Result<sim::ReplayOptions> ReplayOptionsFrom(const SimArgs& a) {
+  sim::ReplayOptions o;
+  std::optional<sim::ReplayPolicy> policy = sim::ParseReplayPolicy(a.policy);
+  if (!policy) {
+    return Status::Invalid(fmt::format("--policy: '{}' is not a replay policy; expected trainq, "
+                                       "fifo or naive", a.policy));
+  }
+  o.policy = *policy;
+  Result<int64_t> aging = ParseDurationMs(a.aging, "--aging");
+  if (!aging.ok()) return aging.status();
+  Result<int64_t> half_life = ParseDurationMs(a.half_life, "--half-life");
+  if (!half_life.ok()) return half_life.status();
+  o.aging_ms = *aging;
+  o.half_life_ms = *half_life;
+  return o;
+}
+
+int RunReplay(const SimArgs& a) {
+  Result<sim::ReplayOptions> options = ReplayOptionsFrom(a);
+  if (!options.ok()) return Fail(options.status());
+  Result<std::vector<sim::TraceJob>> trace = LoadTrace(a);
+  if (!trace.ok()) return Fail(trace.status());
+  Result<std::vector<sim::NodeSpec>> nodes = LoadNodes(a);
+  if (!nodes.ok()) return Fail(nodes.status());
+  sim::ReplayMetrics m = sim::Replay(*trace, *nodes, *options);
+  Print(sim::ReplayJson(m, *options), a.json);
+  return 0;
+}
+
+Result<sim::AllocationOptions> AllocationOptionsFrom(const SimArgs& a) {
+  sim::AllocationOptions o;
+  std::optional<sim::AllocationPolicy> policy = sim::ParseAllocationPolicy(a.policy);
+  if (!policy) {
+    return Status::Invalid(fmt::format("--policy: '{}' is not a placement policy; expected "
+                                       "trainq, bestfit or random", a.policy));
+  }
+  o.policy = *policy;
+  if (!(a.inflate >= 0.01 && a.inflate <= 100)) {
+    return Status::Invalid(fmt::format("--inflate: {} is out of range; expected a factor of the "
+                                       "cluster's GPUs from 0.01 to 100, e.g. 1.3", a.inflate));
+  }
+  o.inflate = a.inflate;
+  Result<std::vector<uint64_t>> seeds = sim::ParseSeeds(a.seeds);
+  if (!seeds.ok()) return seeds.status();
+  o.seeds = *seeds;
+  return o;
+}
+
+int RunPlacement(const SimArgs& a) {
+  Result<sim::AllocationOptions> options = AllocationOptionsFrom(a);
+  if (!options.ok()) return Fail(options.status());
+  Result<std::vector<sim::TraceJob>> trace = LoadTrace(a);
+  if (!trace.ok()) return Fail(trace.status());
+  Result<std::vector<sim::NodeSpec>> nodes = LoadNodes(a);
+  if (!nodes.ok()) return Fail(nodes.status());
+  sim::AllocationReport report = sim::RunAllocation(*trace, *nodes, *options);
+  Print(sim::AllocationJson(report, *options), a.json);
+  return 0;
+}
+
+}  // namespace
+
+void AddSimCommand(CLI::App& app, SimArgs& a) {
+  CLI::App* sim = app.add_subcommand("sim", "simulate the placement policy on a trace, faster "
+                                     "than real time (docs/scheduling.md)");
+  sim->require_subcommand(1, 1);
+  CLI::App* replay = sim->add_subcommand(
+      "replay", "jobs arrive, run and leave on a virtual clock; queueing and JCT metrics");
+  AddInputs(*replay, a);
+  replay->add_option("--policy", a.policy, "trainq, fifo or naive (default trainq)");
+  replay->add_option("--aging", a.aging, "trainq: wait before GPUs are held for a job (default 2h)");
+  replay->add_option("--half-life", a.half_life, "trainq: fair-share usage half-life (default 7d)");
+  CLI::App* placement = sim->add_subcommand(
+      "placement", "the FGD protocol: no departures, inflated arrivals, GPU allocation ratio");
+  AddInputs(*placement, a);
+  placement->add_option("--policy", a.policy, "trainq, bestfit or random (default trainq)");
+  placement->add_option("--inflate", a.inflate, "arrivals as a factor of the cluster's GPUs (default 1.3)");
+  placement->add_option("--seeds", a.seeds, "seeds: 42, 42-51 or 1,5,9 (default 42-51)");
+}
+
+int RunSimCommand(const CLI::App& sim, const SimArgs& args) {
+  if (sim.got_subcommand("replay")) return RunReplay(args);
+  return RunPlacement(args);
+}
+
+}  // namespace trainq

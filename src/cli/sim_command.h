@@ -1,0 +1,26 @@
+// `trainq sim replay|placement`: the scheduling simulator (docs/scheduling.md). Runs in the
+// CLI process, no daemon. Exit codes: 0 done, 2 bad input (file, line, field named).
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace trainq {
+
+struct SimArgs {
+  std::string trace, nodes, policy = "trainq";
+  std::string aging = "2h", half_life = "7d";
+  std::string seeds = "42-51";
+  double inflate = 1.3;
+  double default_gpu_mem_gib = 16.0;
+  bool json = false;
+};
+
+void AddSimCommand(CLI::App& app, SimArgs& args);
+// `sim` is the subcommand AddSimCommand added, after parsing.
+int RunSimCommand(const CLI::App& sim, const SimArgs& args);
+
+}  // namespace trainq
