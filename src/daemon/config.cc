@@ -39,12 +39,13 @@ struct Option {
 
 std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
 
-// "256MiB", "64KiB", or a byte count: a size that reads back to exactly the same bytes.
+// "256MiB", "64KiB", or an integer of bytes (a bare number in a string would be MiB): a
+// size that reads back to exactly the same bytes.
 std::string ExactSize(uint64_t bytes) {
   constexpr const char* kUnits[] = {"TiB", "GiB", "MiB", "KiB"};
   for (int i = 0; i < 4; ++i) {
     uint64_t unit = 1ull << (10 * (4 - i));
-    if (bytes != 0 && bytes % unit == 0) return fmt::format("{}{}", bytes / unit, kUnits[i]);
+    if (bytes != 0 && bytes % unit == 0) return Quoted(fmt::format("{}{}", bytes / unit, kUnits[i]));
   }
   return std::to_string(bytes);
 }
@@ -67,7 +68,7 @@ Access SizeOption(uint64_t Config::*field) {
     c.*field = *v;
     return Status::Ok();
   };
-  return {set, [field](const Config& c) { return Quoted(ExactSize(c.*field)); }};
+  return {set, [field](const Config& c) { return ExactSize(c.*field); }};
 }
 
 Access DurationOption(int64_t Config::*field) {

@@ -153,7 +153,7 @@ oom_patterns = ["x \"y\""]
 )", "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(OptionValueText(*c, "headroom"), "\"512MiB\"");
-  EXPECT_EQ(OptionValueText(*c, "log_tail"), "\"1000\"");
+  EXPECT_EQ(OptionValueText(*c, "log_tail"), "1000");  // a bare "1000" would be MiB
   EXPECT_EQ(OptionValueText(*c, "devices"), "\"1,3\"");
   EXPECT_EQ(OptionValueText(*c, "max_jobs_per_gpu"), "4");
   EXPECT_EQ(OptionValueText(*c, "colour"), std::nullopt);
