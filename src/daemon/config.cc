@@ -373,7 +373,8 @@ Result<std::vector<int>> DevicesFromJson(const json& v, const std::string& field
   std::string text;
   for (const json& e : v) {
     if (!e.is_number_integer()) return BadDevices(field, v.dump());
-    text += (text.empty() ? "" : ",") + e.dump();
+    if (!text.empty()) text += ',';
+    text += e.dump();
   }
   if (text.empty()) return std::vector<int>{};
   return ParseDeviceList(text, field);

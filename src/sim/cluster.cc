@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 namespace trainq::sim {
 
@@ -107,12 +108,20 @@ uint64_t Cluster::HeldBytes(size_t node, int gpu_pos) const {
 namespace trainq::sim {
 
 std::vector<PolicyConfig::WorkloadClass> WorkloadMix(std::span<const TraceJob> jobs) {
-  std::map<std::pair<int, int>, double> counts;
+  // A class is a whole request: FGD counts a node's free GPUs as lost to a class whose CPU
+  // or host memory no longer fits there, not only to one whose GPU share does not.
+  using Key = std::tuple<int, int, int64_t, uint64_t>;
+  std::map<Key, double> counts;
   for (const TraceJob& j : jobs) {
-    if (j.gpus > 0) counts[{j.gpus, j.gpu_milli}] += 1.0;
+    if (j.gpus > 0) {
+      counts[{j.gpus, j.gpu_milli, j.cpu_milli.value_or(0), j.host_mem_bytes.value_or(0)}] += 1.0;
+    }
   }
   std::vector<PolicyConfig::WorkloadClass> mix;
-  for (const auto& [key, n] : counts) mix.push_back({key.first, key.second / 1000.0, n});
+  for (const auto& [key, n] : counts) {
+    auto [gpus, milli, cpu, mem] = key;
+    mix.push_back({gpus, milli / 1000.0, n, cpu, mem});
+  }
   return mix;
 }
 
