@@ -76,7 +76,7 @@ void SchedulingPass(benchmark::State& state, int aged_every) {
     std::vector<const PendingJob*> order = queue.Ordered(usage);
     PlacementResult r = PlaceOrdered(order, nodes, config, kNow, holds);
     holds = r.holds;
-    reasons = r.reasons.size();
+    reasons = r.waiting.size();
     benchmark::DoNotOptimize(r);
   }
   state.counters["waiting"] = static_cast<double>(reasons);

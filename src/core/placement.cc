@@ -832,18 +832,23 @@ std::vector<Waiter> StartWhatFits(std::span<const PendingJob* const> order, Pass
 // that did not fit earlier in the pass fits no better now, as a pass only takes resources.
 void ExplainWaiting(std::span<const Waiter> waiting, const Pass& p, size_t shape_count,
                     PlacementResult& result) {
-  std::vector<std::optional<std::string>> explained(shape_count);
-  result.reasons.reserve(waiting.size());
+  constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<uint32_t> explained(shape_count, kNone);
+  result.waiting.reserve(waiting.size());
+  auto add = [&result](std::string text) {
+    result.reason_texts.push_back(std::move(text));
+    return static_cast<uint32_t>(result.reason_texts.size() - 1);
+  };
   for (const Waiter& w : waiting) {
     if (w.shape < 0) {
       std::string why = WhyWaiting(*w.job, p);
       if (p.HoldsFor(w.job->id)) why += HeldNote(p, w.job->id);
-      result.reasons.emplace_back(w.job->id, std::move(why));
+      result.waiting.push_back({w.job->id, add(std::move(why))});
       continue;
     }
-    std::optional<std::string>& reason = explained[w.shape];
-    if (!reason) reason = WhyWaiting(*w.job, p);
-    result.reasons.emplace_back(w.id, *reason);
+    uint32_t& reason = explained[w.shape];
+    if (reason == kNone) reason = add(WhyWaiting(*w.job, p));
+    result.waiting.push_back({w.id, reason});
   }
 }
 
@@ -974,10 +979,17 @@ Explanation Explain(JobId id, std::span<const PendingJob> jobs, std::span<const 
   e.holds = HoldsInForce(pass);
   e.would_start = std::any_of(result.starts.begin(), result.starts.end(),
                               [id](const StartDecision& d) { return d.job == id; });
-  for (const auto& [j, reason] : result.reasons) {
-    if (j == id) e.reason = reason;
+  for (const PlacementResult::Waiting& w : result.waiting) {
+    if (w.job == id) e.reason = result.ReasonOf(w);
   }
   return e;
+}
+
+std::vector<std::pair<JobId, std::string>> PlacementResult::Reasons() const {
+  std::vector<std::pair<JobId, std::string>> out;
+  out.reserve(waiting.size());
+  for (const Waiting& w : waiting) out.emplace_back(w.job, ReasonOf(w));
+  return out;
 }
 
 int MaxGpusPerNode(std::span<const NodeState> nodes) {

@@ -100,8 +100,18 @@ struct StartDecision {
 struct PlacementResult {
   std::vector<StartDecision> starts;
   // A reason for every job given that is not started, e.g.
-  // "needs 1 GPU with 20.0 GiB usable; best: GPU 1 with 11.2 GiB".
-  std::vector<std::pair<JobId, std::string>> reasons;
+  // "needs 1 GPU with 20.0 GiB usable; best: GPU 1 with 11.2 GiB", in placement order.
+  // Jobs of one shape share one text, so a pass over a long queue builds a string per
+  // shape, not per job.
+  struct Waiting {
+    JobId job = 0;
+    uint32_t reason = 0;  // index in reason_texts
+  };
+  std::vector<Waiting> waiting;
+  std::vector<std::string> reason_texts;
+  const std::string& ReasonOf(const Waiting& w) const { return reason_texts[w.reason]; }
+  // The same as (job, text) pairs: for tests and callers with short queues.
+  std::vector<std::pair<JobId, std::string>> Reasons() const;
   // Holds in force after this pass; the caller hands them back to the next pass so a
   // hold stays on the same GPUs while it still fits there.
   std::vector<Hold> holds;

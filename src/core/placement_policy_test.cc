@@ -274,10 +274,10 @@ TEST(PolicyTest, Table) {
       EXPECT_EQ(got.starts[i].node, c.starts[i].node) << "start " << i;
       EXPECT_EQ(got.starts[i].gpu_indices, c.starts[i].gpus) << "start " << i;
     }
-    ASSERT_EQ(got.reasons.size(), c.reasons.size());
+    ASSERT_EQ(got.Reasons().size(), c.reasons.size());
     for (size_t i = 0; i < c.reasons.size(); ++i) {
-      EXPECT_EQ(got.reasons[i].first, c.reasons[i].first);
-      EXPECT_THAT(got.reasons[i].second, HasSubstr(c.reasons[i].second));
+      EXPECT_EQ(got.Reasons()[i].first, c.reasons[i].first);
+      EXPECT_THAT(got.Reasons()[i].second, HasSubstr(c.reasons[i].second));
     }
     ASSERT_EQ(got.holds.size(), c.holds.size());
     for (size_t i = 0; i < c.holds.size(); ++i) {
@@ -398,7 +398,7 @@ TEST(WaitingQueueTest, OrderedMatchesPlacedBeforeAndFollowsErases) {
   PlacementResult b = Place(all, nodes, Config(), kNow, usage);
   ASSERT_EQ(a.starts.size(), b.starts.size());
   for (size_t i = 0; i < a.starts.size(); ++i) EXPECT_EQ(a.starts[i].job, b.starts[i].job);
-  EXPECT_EQ(a.reasons, b.reasons);
+  EXPECT_EQ(a.Reasons(), b.Reasons());
 }
 
 // ---- explain. ----

@@ -304,10 +304,10 @@ TEST(PlaceTest, Table) {
       ASSERT_NE(job, c.jobs.end());
       EXPECT_EQ(d.cpus, job->cpus);
     }
-    ASSERT_EQ(got.reasons.size(), c.reasons.size());
+    ASSERT_EQ(got.Reasons().size(), c.reasons.size());
     for (size_t i = 0; i < c.reasons.size(); ++i) {
-      EXPECT_EQ(got.reasons[i].first, c.reasons[i].first);
-      EXPECT_THAT(got.reasons[i].second, HasSubstr(c.reasons[i].second));
+      EXPECT_EQ(got.Reasons()[i].first, c.reasons[i].first);
+      EXPECT_THAT(got.Reasons()[i].second, HasSubstr(c.reasons[i].second));
     }
   }
 }
@@ -318,7 +318,7 @@ TEST(PlaceTest, EveryJobIsStartedOrGivenAReasonExactlyOnce) {
     PlacementResult got = Place(c.jobs, c.nodes, c.config, kNow);
     std::multiset<JobId> seen;
     for (const StartDecision& d : got.starts) seen.insert(d.job);
-    for (const auto& [id, reason] : got.reasons) {
+    for (const auto& [id, reason] : got.Reasons()) {
       seen.insert(id);
       EXPECT_FALSE(reason.empty()) << "job " << id;
     }
@@ -410,11 +410,11 @@ TEST(PlaceTest, AlikeJobsShareTheirReasonAndSmallerOnesStillBackfill) {
   std::vector<JobId> started;
   for (const StartDecision& d : r.starts) started.push_back(d.job);
   EXPECT_EQ(started, (std::vector<JobId>{1, 501, 502}));
-  ASSERT_EQ(r.reasons.size(), 499u);
-  for (const auto& [id, reason] : r.reasons) {
-    EXPECT_EQ(reason, r.reasons.front().second) << id;
+  ASSERT_EQ(r.Reasons().size(), 499u);
+  for (const auto& [id, reason] : r.Reasons()) {
+    EXPECT_EQ(reason, r.Reasons().front().second) << id;
   }
-  EXPECT_THAT(r.reasons.front().second, ::testing::HasSubstr("needs 1 GPU with 50.0 GiB usable"));
+  EXPECT_THAT(r.Reasons().front().second, ::testing::HasSubstr("needs 1 GPU with 50.0 GiB usable"));
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ class DaemonImpl {
   Status RefreshWaiting();
   void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at);
   void ForgetReasonsExcept();
-  void WriteReasons(const std::vector<std::pair<JobId, std::string>>& reasons);
+  void WriteReasons(const PlacementResult& result);
   // Decayed GPU-hours per user now: ended attempts (read from the store once) plus running.
   UsageByUser FairShareNow(UnixMs now);
   void TrackRunning(JobId id, const std::string& user);

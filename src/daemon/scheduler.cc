@@ -138,7 +138,7 @@ void DaemonImpl::SchedulePass() {
     }
   }
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
-  WriteReasons(result.reasons);
+  WriteReasons(result);
   ArmWakeup(now);
 }
 
@@ -205,9 +205,11 @@ Result<Explanation> DaemonImpl::ExplainWaiting(JobId id) {
 }
 
 // Writes only the reasons that changed since the last pass: most passes change few.
-void DaemonImpl::WriteReasons(const std::vector<std::pair<JobId, std::string>>& reasons) {
+void DaemonImpl::WriteReasons(const PlacementResult& result) {
   std::vector<std::pair<JobId, std::string>> changed;
-  for (auto& [id, reason] : reasons) {
+  for (const PlacementResult::Waiting& w : result.waiting) {
+    JobId id = w.job;
+    const std::string& reason = result.ReasonOf(w);
     auto it = written_reasons_.find(id);
     if (it != written_reasons_.end() && it->second == reason) continue;
     written_reasons_[id] = reason;
