@@ -63,8 +63,9 @@ class Cluster {
 
 namespace trainq::sim {
 
-// The trace's GPU requests as the policy's expected workload: one class per (GPUs, share),
-// weighted by how many jobs ask for it. CPU-only jobs are left out.
+// The trace's GPU requests as the policy's expected workload: one class per (GPUs, share,
+// CPU), weighted by how many jobs ask for it times (1 + the GPUs each takes). CPU-only jobs
+// are left out.
 std::vector<PolicyConfig::WorkloadClass> WorkloadMix(std::span<const TraceJob> jobs);
 
 }  // namespace trainq::sim
