@@ -1,4 +1,5 @@
 #include "src/sim/allocation.h"
+#include "src/sim/cluster.h"
 
 #include <algorithm>
 
@@ -161,6 +162,31 @@ TEST(UniformIndex, StaysInRange) {
   std::vector<int> seen(3);
   for (int i = 0; i < 300; ++i) ++seen[UniformIndex(rng, 3)];
   EXPECT_THAT(seen, ::testing::Each(::testing::Gt(50)));
+}
+
+}  // namespace
+}  // namespace trainq::sim
+
+namespace trainq::sim {
+namespace {
+
+TEST(WorkloadMix, ClassesAreGpusShareAndCpuWeightedByCountAndGpuDemand) {
+  // Host memory is not part of the key; CPU is. CPU-only pods are no class.
+  std::vector<TraceJob> pods = Pods(
+      "a,0,1,1,0.5,,,4000,100\nb,0,1,1,0.5,,,4000,900\nc,0,1,1,0.5,,,8000,100\n"
+      "d,0,1,8,1,,,32000,100\ne,0,1,0,0,,,1000,100\n");
+  std::vector<trainq::PolicyConfig::WorkloadClass> mix = WorkloadMix(pods);
+  ASSERT_EQ(mix.size(), 3u);
+  auto find = [&mix](int gpus, double share, int64_t cpus) {
+    auto it = std::find_if(mix.begin(), mix.end(), [&](const trainq::PolicyConfig::WorkloadClass& c) {
+      return c.gpus == gpus && c.fraction == share && c.cpus == cpus;
+    });
+    EXPECT_NE(it, mix.end()) << gpus << " " << share << " " << cpus;
+    return it == mix.end() ? 0.0 : it->weight;
+  };
+  EXPECT_DOUBLE_EQ(find(1, 0.5, 4000), 2 * 1.5);  // a and b merge
+  EXPECT_DOUBLE_EQ(find(1, 0.5, 8000), 1 * 1.5);
+  EXPECT_DOUBLE_EQ(find(8, 1.0, 32000), 1 * 9.0);
 }
 
 }  // namespace
