@@ -81,6 +81,11 @@ Result<sim::ReplayOptions> ReplayOptionsFrom(const SimArgs& a) {
   if (!half_life.ok()) return half_life.status();
   o.aging_ms = *aging;
   o.half_life_ms = *half_life;
+  if (a.max_holds < 0) {
+    return Status::Invalid(fmt::format("--max-holds: {} is not valid; expected a whole number of "
+                                       "jobs (0 = every aged job)", a.max_holds));
+  }
+  o.max_holds = a.max_holds;
   return o;
 }
 
@@ -138,6 +143,8 @@ void AddSimCommand(CLI::App& app, SimArgs& a) {
   AddInputs(*replay, a);
   replay->add_option("--policy", a.policy, "trainq, fifo or naive (default trainq)");
   replay->add_option("--aging", a.aging, "trainq: wait before GPUs are held for a job (default 2h)");
+  replay->add_option("--max-holds", a.max_holds,
+                     "trainq: aged jobs that cannot start yet with GPUs held at once (default 1; 0: all)");
   replay->add_option("--half-life", a.half_life, "trainq: fair-share usage half-life (default 7d)");
   CLI::App* placement = sim->add_subcommand(
       "placement", "the FGD protocol: no departures, inflated arrivals, GPU allocation ratio");

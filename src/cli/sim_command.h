@@ -13,6 +13,7 @@ namespace trainq {
 struct SimArgs {
   std::string trace, nodes, policy = "trainq";
   std::string aging = "2h", half_life = "7d";
+  int max_holds = 1;
   std::string seeds = "42-51";
   double inflate = 1.3;
   double default_gpu_mem_gib = 16.0;

@@ -742,24 +742,33 @@ void HoldForAged(std::span<const PendingJob* const> order, Pass& p,
                  std::span<const Hold> previous) {
   if (p.config.aging_ms <= 0) return;
   std::set<Shape> hopeless;  // holds only shrink what is left to hold
+  int blocking = 0;          // holds for jobs that cannot start now
   for (const PendingJob* job : order) {
     if (p.AllHeld()) return;
     if (job->gpus <= 0 || !Aged(*job, p.config, p.now) || !Placeable(*job, p)) continue;
     Shape shape = ShapeOf(*job);
     if (hopeless.count(shape)) continue;
-    auto hold = KeptHold(*job, p, previous);
+    // Past max_holds, an aged job is held for only where it starts now: every GPU held
+    // idle for a job that cannot start yet is lost to backfill, and holding for a whole
+    // backlog of aged jobs idles the cluster (the Philly replay in docs/scheduling.md).
+    bool capped = p.config.max_holds > 0 && blocking >= p.config.max_holds;
+    std::optional<std::pair<size_t, std::vector<size_t>>> hold;
+    if (!capped) hold = KeptHold(*job, p, previous);
+    bool starts_now = false;
     if (!hold) {
       if (std::optional<NodeChoice> now = ChooseNode(*job, p)) {
         std::vector<size_t> gpus;
         for (const GpuPick& pick : now->picks) gpus.push_back(pick.pos);
         hold = std::pair(now->node, std::move(gpus));
+        starts_now = true;
       }
     }
-    if (!hold) hold = ChooseHold(*job, p);
-    if (!hold) {
+    if (!hold && !capped) hold = ChooseHold(*job, p);
+    if (!hold) {  // once capped, a shape that cannot start now never will in this phase
       hopeless.insert(shape);
       continue;
     }
+    if (!starts_now) ++blocking;
     p.Hold(hold->first, hold->second, job->id);
   }
 }

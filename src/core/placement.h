@@ -73,6 +73,9 @@ struct PolicyConfig {
   // A job that has waited this long gets the GPUs it would best use held for it; <= 0:
   // never.
   int64_t aging_ms = 2 * 3600 * 1000;
+  // How many aged jobs that cannot start yet get GPUs held at once, oldest in line
+  // first; 0: every aged job.
+  int max_holds = 1;
   // Fragmentation-aware GPU choice: the mix of requests expected to arrive. Empty: the
   // plain rule (unused GPUs first, then best fit).
   // (src/core/fragmentation.h; a class may also name the host CPUs and memory it needs.)

@@ -96,6 +96,8 @@ struct Case {
 };
 
 std::vector<Case> Cases() {
+  PolicyConfig hold_all = Config();
+  hold_all.max_holds = 0;
   PolicyConfig allow_1_2 = Config();
   allow_1_2.devices = {1, 2};
   PolicyConfig max_two = Config();
@@ -204,7 +206,14 @@ std::vector<Case> Cases() {
        {Aged(Exclusive(1)), Aged(Exclusive(2)), Shared(3, 45)},
        {{3, "a", {2}}},
        {{1, "GPU 0 held for it"}, {2, "GPU 1 held for it"}},
-       {{1, "a", {0}}, {2, "a", {1}}}},
+       {{1, "a", {0}}, {2, "a", {1}}},
+       hold_all},
+      {"max_holds 1: only the first aged job in line that cannot start holds GPUs",
+       {Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
+       {Aged(Exclusive(1)), Aged(Exclusive(2)), Shared(3, 45)},
+       {{3, "a", {2}}},
+       {{1, "GPU 0 held for it"}, {2, "needs 1 whole GPU"}},
+       {{1, "a", {0}}}},
       {"a hold never blocks its own job, and ends when it starts",
        {Node("a", {Gpu(0, 80), Gpu(1, 80, {Held(11, 20)})})},
        {Aged(Exclusive(1)), Shared(2, 50)},

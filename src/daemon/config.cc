@@ -107,6 +107,18 @@ Access CpuSlotsOption() {
   return {set, [](const Config& c) { return std::to_string(c.cpu_slots); }};
 }
 
+Access MaxHoldsOption() {
+  Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
+    auto i = n.value<int64_t>();
+    if (!i || !n.is_integer() || *i < 0 || *i > 100000) {
+      return WrongType(name, "a whole number of jobs (0 = every aged job)");
+    }
+    c.max_holds = static_cast<int>(*i);
+    return Status::Ok();
+  };
+  return {set, [](const Config& c) { return std::to_string(c.max_holds); }};
+}
+
 Access PatternsOption() {
   Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
     const toml::array* a = n.as_array();
@@ -225,6 +237,10 @@ const std::vector<Option>& Options() {
       {"aging_limit", "duration", "2h",
        "a job blocked this long gets the GPUs it would best use held for it (no backfill there)",
        DurationOption(&Config::aging_ms)},
+      {"max_holds", "integer", "1",
+       "how many aged jobs that cannot start yet have GPUs held at once, oldest in line first; "
+       "0 = every aged job",
+       MaxHoldsOption()},
       {"fair_share_half_life", "duration", "7d",
        "half-life of the GPU-hours that order users by fair share",
        DurationOption(&Config::fair_share_half_life_ms)},

@@ -63,6 +63,7 @@ PolicyConfig DaemonImpl::Policy() const {
   policy.devices = config_.devices;
   policy.max_jobs_per_gpu = config_.max_jobs_per_gpu;
   policy.aging_ms = config_.aging_ms;
+  policy.max_holds = config_.max_holds;
   return policy;
 }
 

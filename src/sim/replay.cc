@@ -55,6 +55,7 @@ class Replayer {
       : trace_(trace), options_(options), cluster_(nodes), placed_(trace.size()) {
     config_.headroom_bytes = 0;
     config_.aging_ms = options.aging_ms;
+    config_.max_holds = options.max_holds;
     if (options.policy == ReplayPolicy::kTrainq) config_.workload = WorkloadMix(trace);
     metrics_.start_ms.resize(trace.size());
     metrics_.nodes = int(cluster_.size());
@@ -404,6 +405,7 @@ std::string ReplayJson(const ReplayMetrics& m, const ReplayOptions& options) {
   if (options.policy == ReplayPolicy::kTrainq) {
     knobs["aging_s"] = options.aging_ms / 1000.0;
     knobs["half_life_s"] = options.half_life_ms / 1000.0;
+    knobs["max_holds"] = options.max_holds;
     knobs["note"] = "fair share by decayed GPU-hours per user (user, else vc column); jobs "
                     "waiting past aging_s get GPUs held (gang jobs: whole nodes)";
   } else if (options.policy == ReplayPolicy::kFifo) {

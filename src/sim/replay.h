@@ -25,6 +25,7 @@ const char* ReplayPolicyName(ReplayPolicy policy);
 
 struct ReplayOptions {
   ReplayPolicy policy = ReplayPolicy::kTrainq;
+  int max_holds = 1;                             // PolicyConfig::max_holds
   int64_t aging_ms = 2 * 3600 * 1000;            // PolicyConfig::aging_ms; also for gang jobs
   int64_t half_life_ms = 7 * 24 * 3600 * 1000LL;  // of the fair-share usage; 0: no decay
 };
