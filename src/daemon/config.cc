@@ -95,28 +95,15 @@ Access StringOption(std::string Config::*field) {
   return {set, [field](const Config& c) { return Quoted(c.*field); }};
 }
 
-Access CpuSlotsOption() {
-  Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
+// A whole number from 0 to 100,000; `form` says what it counts and what 0 means.
+Access CountOption(int Config::*field, const char* form) {
+  Setter set = [field, form](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto i = n.value<int64_t>();
-    if (!i || !n.is_integer() || *i < 0 || *i > 100000) {
-      return WrongType(name, "a whole number of slots (0 = the machine's cores)");
-    }
-    c.cpu_slots = static_cast<int>(*i);
+    if (!i || !n.is_integer() || *i < 0 || *i > 100000) return WrongType(name, form);
+    c.*field = static_cast<int>(*i);
     return Status::Ok();
   };
-  return {set, [](const Config& c) { return std::to_string(c.cpu_slots); }};
-}
-
-Access MaxHoldsOption() {
-  Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
-    auto i = n.value<int64_t>();
-    if (!i || !n.is_integer() || *i < 0 || *i > 100000) {
-      return WrongType(name, "a whole number of jobs (0 = every aged job)");
-    }
-    c.max_holds = static_cast<int>(*i);
-    return Status::Ok();
-  };
-  return {set, [](const Config& c) { return std::to_string(c.max_holds); }};
+  return {set, [field](const Config& c) { return std::to_string(c.*field); }};
 }
 
 Access PatternsOption() {
@@ -221,7 +208,7 @@ const std::vector<Option>& Options() {
        "where per-process GPU memory is unknown, how long a new attempt's reservation counts in full",
        DurationOption(&Config::ramp_up_ms)},
       {"cpu_slots", "integer", "0", "host CPU slots jobs can hold (--cpus); 0 = the machine's cores",
-       CpuSlotsOption()},
+       CountOption(&Config::cpu_slots, "a whole number of slots (0 = the machine's cores)")},
       {"fake_gpus", "path", "\"\"", "simulated GPU file (docs/simulated-gpus.md); also TRAINQ_FAKE_GPUS",
        StringOption(&Config::fake_gpus)},
       {"nvml_library", "string", "\"libnvidia-ml.so.1\"", "the NVML library loaded at run time",
@@ -240,7 +227,7 @@ const std::vector<Option>& Options() {
       {"max_holds", "integer", "1",
        "how many aged jobs that cannot start yet have GPUs held at once, oldest in line first; "
        "0 = every aged job",
-       MaxHoldsOption()},
+       CountOption(&Config::max_holds, "a whole number of jobs (0 = every aged job)")},
       {"fair_share_half_life", "duration", "7d",
        "half-life of the GPU-hours that order users by fair share",
        DurationOption(&Config::fair_share_half_life_ms)},

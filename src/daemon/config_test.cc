@@ -53,6 +53,17 @@ colour = "blue"
   EXPECT_THAT(c.status().message(), HasSubstr("unknown config option 'colour'"));
 }
 
+TEST(ConfigTest, MaxHoldsIsACountOfJobs) {
+  Result<Config> c = ParseConfig("max_holds = 3\n", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->max_holds, 3);
+  EXPECT_EQ(ParseConfig("", "config.toml")->max_holds, 1);
+  Result<Config> bad = ParseConfig("max_holds = -1\n", "config.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("max_holds: expected a whole number of jobs (0 = every aged job)"));
+}
+
 TEST(ConfigTest, SyntaxErrorGivesTheLine) {
   Result<Config> c = ParseConfig("headroom = \n", "my.toml");
   ASSERT_FALSE(c.ok());
