@@ -45,16 +45,16 @@ unit: asan
 integration: asan
 	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L integration
 
-FUZZ_SRCS := src/core/size.cc src/core/spec.cc src/core/job.cc src/core/status.cc src/core/json_codec.cc \
-  src/core/words.cc
+# All of src/core (pure code, no I/O), so a new core file needs no edit here.
+CORE_SRCS := $(filter-out %_test.cc,$(wildcard src/core/*.cc))
+FUZZ_SRCS := $(CORE_SRCS)
 build/fuzz/spec_fuzz: fuzz/spec_fuzz.cc $(FUZZ_SRCS) $(wildcard include/trainq/*.h src/core/*.h) | test-deps
 	@mkdir -p build/fuzz
 	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \
 	  fuzz/spec_fuzz.cc $(FUZZ_SRCS) -lfmt -o $@
 
 # The simulator's parsers (trace, node lists, seeds), with small inputs replayed too.
-TRACE_FUZZ_SRCS := $(filter-out %_test.cc,$(wildcard src/sim/*.cc)) src/core/placement.cc \
-  src/core/size.cc src/core/status.cc
+TRACE_FUZZ_SRCS := $(filter-out %_test.cc,$(wildcard src/sim/*.cc)) $(CORE_SRCS)
 build/fuzz/trace_fuzz: fuzz/trace_fuzz.cc $(TRACE_FUZZ_SRCS) $(wildcard src/sim/*.h src/core/*.h include/trainq/*.h) | test-deps
 	@mkdir -p build/fuzz
 	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \

@@ -275,7 +275,7 @@ Result<int64_t> ParseTimeLimit(std::string_view text) {
 std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& spec,
                                                                  const AttemptEnvInput& in) {
   Env env;
-  env.reserve(spec.env.size() + 5);
+  env.reserve(spec.env.size() + 12);
   for (const auto& [key, value] : spec.env) SetVar(env, key, value);
   SetVar(env, "CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(in.gpu_indices, ",")));
   SetVar(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
