@@ -6,7 +6,7 @@ RELEASE := build/release
 ASAN := build/asan
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-sched unit integration fuzz demo install clean
+.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-sched unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -25,8 +25,9 @@ asan: test-deps
 	  -DCMAKE_CXX_FLAGS="-O1" >/dev/null
 	@cmake --build $(ASAN) -j $(JOBS)
 
-# The whole suite under ASan+UBSan, then the fuzzers for a bounded time.
-test: asan fuzz
+# Formatting first (it fails in seconds), then the whole suite under ASan+UBSan, then the
+# fuzzers for a bounded time.
+test: format-check asan fuzz
 	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 600 -LE gpu
@@ -86,6 +87,15 @@ demo: release
 
 install: release
 	cmake --install $(RELEASE) --prefix $(PREFIX)
+
+# Every C and C++ file the repository tracks, as .clang-format says.
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.c')
+format-check: test-deps
+	@clang-format --dry-run --Werror $(FORMAT_FILES) || \
+	  { echo "trainq: run 'make format' to fix the formatting above"; exit 1; }
+
+format: test-deps
+	@clang-format -i $(FORMAT_FILES)
 
 clean:
 	rm -rf build

@@ -4,7 +4,8 @@
 set -euo pipefail
 build=(cmake ninja-build make g++ pkg-config libboost-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
        libtomlplusplus-dev libspdlog-dev libfmt-dev)
-test=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev python3 python3-pytest)
+test=(libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev python3
+      python3-pytest)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}")
 missing=()

@@ -16,7 +16,7 @@ namespace trainq {
 using JobId = int64_t;
 using UnixMs = int64_t;  // milliseconds since the Unix epoch, UTC
 
-// DESIGN.md section 2. Waiting: queued, blocked. Running: starting, running.
+// The life of a job: src/core/state_machine.h. Waiting: queued, blocked. Running: starting, running.
 // Done: succeeded, failed, cancelled.
 enum class JobState { kQueued, kBlocked, kStarting, kRunning, kSucceeded, kFailed, kCancelled };
 
@@ -79,6 +79,9 @@ struct Job {
   JobSpec spec;
   JobState state = JobState::kQueued;
   UnixMs submitted_at = 0;
+  // When it last became queued: submit, retry, dependencies met, an OOM or lost-node retry.
+  // The scheduler ages a waiting job from here.
+  UnixMs queued_at = 0;
   std::string reason;           // why it waits, or why it ended
   int attempt = 0;              // number of the latest attempt, 0 before the first
   UnixMs not_before = 0;        // OOM backoff: not placed before this time

@@ -1,5 +1,5 @@
 // Include this before any Boost.Asio header: Boost 1.74's awaitable.hpp uses std::exchange
-// without including <utility>, which GCC 12 in C++20 mode rejects (DESIGN.md section 10).
+// without including <utility>, which GCC 12 in C++20 mode rejects.
 #pragma once
 
 #include <utility>

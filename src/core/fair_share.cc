@@ -25,14 +25,6 @@ double DecayedGpuHours(int gpus, UnixMs start, UnixMs end, UnixMs now, int64_t h
   return gpus * integral / kMsPerHour;
 }
 
-UsageByUser DecayedUsage(std::span<const GpuRun> runs, UnixMs now, int64_t half_life_ms) {
-  UsageByUser usage;
-  for (const GpuRun& r : runs) {
-    usage[r.user] += DecayedGpuHours(r.gpus, r.start, r.end.value_or(now), now, half_life_ms);
-  }
-  return usage;
-}
-
 double FairShareLedger::Decay(double hours, UnixMs from, UnixMs to) const {
   if (half_life_ms_ <= 0 || to <= from) return hours;
   double age = static_cast<double>(to) - static_cast<double>(from);

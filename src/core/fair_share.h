@@ -19,16 +19,6 @@ using UsageByUser = std::map<std::string, double>;
 // half_life_ms <= 0: no decay (plain GPU-hours). A run that starts after `now` counts 0.
 double DecayedGpuHours(int gpus, UnixMs start, UnixMs end, UnixMs now, int64_t half_life_ms);
 
-// One attempt's run; end nullopt: still running (counts up to `now`).
-struct GpuRun {
-  std::string user;
-  int gpus = 0;
-  UnixMs start = 0;
-  std::optional<UnixMs> end;
-};
-
-UsageByUser DecayedUsage(std::span<const GpuRun> runs, UnixMs now, int64_t half_life_ms);
-
 // Ended runs folded into one decaying number per user, so a daemon keeps O(users) state
 // however many attempts it has seen. Running attempts are added on top by the caller.
 class FairShareLedger {

@@ -1,6 +1,9 @@
 #include "src/core/fair_share.h"
 
 #include <cmath>
+#include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -10,6 +13,23 @@ namespace {
 
 constexpr int64_t kHour = 3600 * 1000;
 constexpr UnixMs kNow = 1'700'000'000'000;
+
+// One attempt's run; end nullopt: still running (counts up to `now`).
+struct GpuRun {
+  std::string user;
+  int gpus = 0;
+  UnixMs start = 0;
+  std::optional<UnixMs> end;
+};
+
+// The direct sum the ledger must agree with.
+UsageByUser DecayedUsage(std::span<const GpuRun> runs, UnixMs now, int64_t half_life_ms) {
+  UsageByUser usage;
+  for (const GpuRun& r : runs) {
+    usage[r.user] += DecayedGpuHours(r.gpus, r.start, r.end.value_or(now), now, half_life_ms);
+  }
+  return usage;
+}
 
 TEST(DecayedGpuHoursTest, Table) {
   const double kLn2 = std::log(2.0);
@@ -36,7 +56,7 @@ TEST(DecayedGpuHoursTest, Table) {
   }
 }
 
-TEST(DecayedUsageTest, SumsPerUserAndRunningRunsCountToNow) {
+TEST(DecayedUsageTest, TheReferenceSumsPerUserAndRunningRunsCountToNow) {
   std::vector<GpuRun> runs = {{"ann", 1, kNow - 2 * kHour, kNow - kHour},
                               {"ann", 2, kNow - kHour, std::nullopt},
                               {"bob", 8, kNow - 10 * kHour, kNow - 9 * kHour}};

@@ -1,4 +1,4 @@
-// Recognising an out-of-memory death from the tail of a job's log (DESIGN.md section 4).
+// Recognising an out-of-memory death from the tail of a job's log; the patterns are listed in docs/config.md.
 #pragma once
 
 #include <string>

@@ -24,6 +24,12 @@ uint64_t SatAdd(uint64_t a, uint64_t b) {
   return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<uint64_t>::max() : sum;
 }
 
+// at + ms, saturated at the largest time rather than wrapping.
+UnixMs SatAddMs(UnixMs at, int64_t ms) {
+  return at > std::numeric_limits<UnixMs>::max() - ms ? std::numeric_limits<UnixMs>::max()
+                                                       : at + ms;
+}
+
 // now - then, 0 when `then` is later; computed unsigned so no input can overflow.
 uint64_t ElapsedMs(UnixMs now, UnixMs then) {
   return now > then ? static_cast<uint64_t>(now) - static_cast<uint64_t>(then) : 0;
@@ -55,10 +61,13 @@ std::string Plural(int64_t n, std::string_view word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
+UnixMs WaitingSince(const PendingJob& job) {
+  return std::max(job.queued_at > 0 ? job.queued_at : job.submitted_at, job.not_before);
+}
+
 bool Aged(const PendingJob& job, const PolicyConfig& config, UnixMs now) {
   if (config.aging_ms <= 0 || job.not_before > now) return false;
-  UnixMs since = std::max(job.submitted_at, job.not_before);
-  return ElapsedMs(now, since) > static_cast<uint64_t>(config.aging_ms);
+  return ElapsedMs(now, WaitingSince(job)) > static_cast<uint64_t>(config.aging_ms);
 }
 
 // What makes a GPU closed to a job; the reasons can look past some of them.
@@ -1001,10 +1010,26 @@ std::vector<std::pair<JobId, std::string>> PlacementResult::Reasons() const {
   return out;
 }
 
-int MaxGpusPerNode(std::span<const NodeState> nodes) {
-  size_t most = 0;
-  for (const NodeState& node : nodes) most = std::max(most, node.gpus.size());
-  return static_cast<int>(most);
+UnixMs NextPassDue(std::span<const PendingJob* const> waiting, std::span<const NodeState> nodes,
+                   const PolicyConfig& config, UnixMs now) {
+  UnixMs next = 0;
+  auto consider = [&](UnixMs at) {
+    if (at > now && (next == 0 || at < next)) next = at;
+  };
+  for (const PendingJob* job : waiting) {
+    consider(job->not_before);
+    // Aged() is strict: one millisecond past the limit.
+    if (config.aging_ms > 0) consider(SatAddMs(SatAddMs(WaitingSince(*job), config.aging_ms), 1));
+  }
+  if (waiting.empty() || config.ramp_up_ms <= 0) return next;
+  for (const NodeState& node : nodes) {
+    for (const GpuState& gpu : node.gpus) {
+      for (const Holding& h : gpu.holdings) {
+        if (!h.used_now) consider(SatAddMs(h.started_at, config.ramp_up_ms));
+      }
+    }
+  }
+  return next;
 }
 
 }  // namespace trainq

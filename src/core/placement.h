@@ -1,4 +1,4 @@
-// The placement policy (DESIGN.md section 3): a pure function from the waiting jobs, the
+// The placement policy (docs/scheduling.md): a pure function from the waiting jobs, the
 // nodes' GPUs and what trainq already holds on them, to decisions. No I/O, no clock.
 #pragma once
 
@@ -54,7 +54,10 @@ struct PendingJob {
   std::optional<double> mem_percent;
   int cpus = 1;
   int priority = 0;
-  UnixMs submitted_at = 0;
+  UnixMs submitted_at = 0;  // the order in line
+  // When it last became queued (submit, retry, dependencies met, an OOM retry): aging counts
+  // from here, so a retried job is not aged at once. 0: submitted_at.
+  UnixMs queued_at = 0;
   UnixMs not_before = 0;  // OOM backoff
   std::string user;       // fair share is between users
   uint64_t host_mem_bytes = 0;
@@ -132,7 +135,7 @@ uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu);
 // taken in this pass count against the GPUs for later jobs.
 //
 // Starvation protection: a job that has waited longer than config.aging_ms (since it was
-// submitted, or since its not_before if later) and does not fit gets the GPUs where it would
+// queued, or since its not_before if later) and does not fit gets the GPUs where it would
 // fit soonest held for it (result.holds); no other job starts there until it starts. A
 // previous hold (`previous_holds`) stays on its GPUs while they are still a valid choice.
 // Aged jobs are served in order, each holding GPUs no earlier one holds.
@@ -190,7 +193,12 @@ Explanation Explain(JobId job, std::span<const PendingJob> jobs, std::span<const
                     const PolicyConfig& config, UnixMs now, const UsageByUser& usage = {},
                     std::span<const Hold> previous_holds = {});
 
-// The most GPUs any node offers; a job asking more can never run ("--gpus 9999").
-int MaxGpusPerNode(std::span<const NodeState> nodes);
+// When time alone can change what a pass decides, so the caller wakes for it even while
+// nothing else happens: the earliest moment after `now` at which a waiting job's backoff
+// ends (not_before), a waiting job passes config.aging_ms, or a holding whose usage is
+// unknown leaves its ramp-up window. 0 when none is ahead. Time limits of running jobs
+// need no wake-up: the shim enforces them and its exit wakes the loop.
+UnixMs NextPassDue(std::span<const PendingJob* const> waiting, std::span<const NodeState> nodes,
+                   const PolicyConfig& config, UnixMs now);
 
 }  // namespace trainq

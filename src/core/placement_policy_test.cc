@@ -1,6 +1,7 @@
 // The scheduling policy's rules beyond fitting memory: order and fair share, starvation
 // protection (holds), limits, topology, host memory, fragmentation-aware choice, explain.
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include <gmock/gmock.h>
@@ -408,6 +409,26 @@ TEST(WaitingQueueTest, OrderedMatchesPlacedBeforeAndFollowsErases) {
   ASSERT_EQ(a.starts.size(), b.starts.size());
   for (size_t i = 0; i < a.starts.size(); ++i) EXPECT_EQ(a.starts[i].job, b.starts[i].job);
   EXPECT_EQ(a.Reasons(), b.Reasons());
+}
+
+// A level of -INT_MIN used to be narrowed to int: the merge loop never advanced and a pass
+// never ended.
+TEST(WaitingQueueTest, EveryIntPriorityIsOrdered) {
+  WaitingQueue q;
+  const int priorities[] = {0, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
+                            -1, std::numeric_limits<int>::min() + 1};
+  JobId id = 0;
+  for (int p : priorities) {
+    ++id;
+    PendingJob j = Shared(id, 1, 1, id % 2 ? "ann" : "bob");
+    j.priority = p;
+    q.emplace(id, j);
+  }
+  std::vector<int> order;
+  for (const PendingJob* j : q.Ordered({})) order.push_back(j->priority);
+  EXPECT_EQ(order, (std::vector<int>{std::numeric_limits<int>::max(), 0, -1,
+                                     std::numeric_limits<int>::min() + 1,
+                                     std::numeric_limits<int>::min()}));
 }
 
 // ---- explain. ----

@@ -1,5 +1,6 @@
 #include "src/core/placement.h"
 
+#include <limits>
 #include <set>
 
 #include <gmock/gmock.h>
@@ -384,12 +385,40 @@ TEST(NeededBytesTest, BytesPercentOrWholeGpu) {
   EXPECT_EQ(NeededBytes(Percent(1, 100), gpu), UINT64_MAX);
 }
 
-TEST(MaxGpusPerNodeTest, LargestNode) {
-  std::vector<NodeState> nodes = {Node("a", {Gpu(0, 1, 1)}),
-                                  Node("b", {Gpu(0, 1, 1), Gpu(1, 1, 1), Gpu(2, 1, 1)}),
-                                  Node("c", {})};
-  EXPECT_EQ(MaxGpusPerNode(nodes), 3);
-  EXPECT_EQ(MaxGpusPerNode({}), 0);
+// The moments time alone changes a pass: a backoff ending, the aging limit reached (counted
+// from when the job was last queued), a ramp-up window closing while jobs wait.
+TEST(NextPassDueTest, BackoffAgingAndRampUp) {
+  PolicyConfig config = Config(0, 60 * kSec);
+  config.aging_ms = 3600 * kSec;
+  PendingJob backoff = NotBefore(Shared(1, 10), kNow + 30 * kSec);
+  PendingJob fresh = Shared(2, 10);
+  fresh.submitted_at = kNow - 7200 * kSec;  // submitted long ago, queued again just now
+  fresh.queued_at = kNow - 10 * kSec;
+  std::vector<NodeState> nodes = {
+      Node("a", {Gpu(0, 80, 10, {Held(9, 40, std::nullopt, 20 * kSec)}),
+                 Gpu(1, 80, 10, {Held(8, 40, 1.0, 50 * kSec)})})};  // usage known: no ramp-up
+  std::vector<const PendingJob*> waiting = {&backoff, &fresh};
+  // Ramp-up of job 9 ends 40 s from now, the backoff 30 s from now: the backoff first.
+  EXPECT_EQ(NextPassDue(waiting, nodes, config, kNow), kNow + 30 * kSec);
+  waiting = {&fresh};
+  EXPECT_EQ(NextPassDue(waiting, nodes, config, kNow), kNow + 40 * kSec);
+  config.ramp_up_ms = 0;
+  // Aged from queued_at, not submitted_at: 3590 s from now, one ms past the limit.
+  EXPECT_EQ(NextPassDue(waiting, nodes, config, kNow), kNow + 3590 * kSec + 1);
+  config.aging_ms = 0;
+  EXPECT_EQ(NextPassDue(waiting, nodes, config, kNow), 0);
+  // Nothing waits: no ramp-up can matter.
+  config.ramp_up_ms = 60 * kSec;
+  EXPECT_EQ(NextPassDue({}, nodes, config, kNow), 0);
+}
+
+TEST(NextPassDueTest, ExtremeTimesDoNotWrap) {
+  PolicyConfig config = Config(0, 0);
+  config.aging_ms = std::numeric_limits<int64_t>::max();
+  PendingJob job = Shared(1, 10);
+  job.queued_at = kNow;
+  std::vector<const PendingJob*> waiting = {&job};
+  EXPECT_EQ(NextPassDue(waiting, {}, config, kNow), std::numeric_limits<UnixMs>::max());
 }
 
 }  // namespace

@@ -265,8 +265,14 @@ Result<int64_t> ParseTimeLimit(std::string_view text) {
     ms = *clock;
   } else {
     Result<int64_t> parsed = ParseDurationMs(text, "--time");
-    if (!parsed.ok()) return BadTime(text);
+    if (!parsed.ok()) return parsed.status().message().find("too long") != std::string::npos
+                                 ? parsed.status()
+                                 : BadTime(text);
     ms = *parsed;
+  }
+  if (ms > kMaxDurationMs) {
+    return Status::Invalid(fmt::format("--time: '{}' is too long; a time limit is at most {}d",
+                                       text, kMaxDurationDays));
   }
   if (ms <= 0) return Status::Invalid("--time: must be more than zero, e.g. --time 2h30m");
   return ms;

@@ -1,5 +1,7 @@
 #include "src/core/spec.h"
 
+#include "src/core/duration.h"
+
 #include <functional>
 #include <map>
 
@@ -263,6 +265,20 @@ TEST(ParseTimeLimitTest, RefusesOtherFormsNamingTheOption) {
     EXPECT_THAT(got.status().message(), HasSubstr("--time")) << text;
     EXPECT_EQ(got.status().code(), Code::kInvalid) << text;
   }
+}
+
+// Each used to wrap to a negative limit (the range was checked before the unit multiplied).
+TEST(ParseTimeLimitTest, RefusesWhatDoesNotFitNamingTheBound) {
+  for (const char* text : {"9999999999999h", "99999999999999999999d", "36501d", "999999999:00:00",
+                           "999999999"}) {
+    Result<int64_t> got = ParseTimeLimit(text);
+    ASSERT_FALSE(got.ok()) << text << " gave " << *got;
+    EXPECT_THAT(got.status().message(), HasSubstr("--time")) << text;
+    EXPECT_THAT(got.status().message(), HasSubstr("at most 36500d")) << text;
+  }
+  Result<int64_t> longest = ParseTimeLimit("36500d");
+  ASSERT_TRUE(longest.ok());
+  EXPECT_EQ(*longest, kMaxDurationMs);
 }
 
 TEST(ValidateSpecTest, DependencyIdsMustBePositiveAndFew) {

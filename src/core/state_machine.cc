@@ -1,29 +1,72 @@
 #include "src/core/state_machine.h"
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <array>
 
 namespace trainq {
 
-bool TransitionAllowed(JobState from, JobState to) {
-  using S = JobState;
-  switch (from) {
-    case S::kQueued: return to == S::kStarting || to == S::kCancelled || to == S::kBlocked;
-    case S::kBlocked: return to == S::kQueued || to == S::kCancelled;
-    case S::kStarting:
-    case S::kRunning:
-      return to == S::kSucceeded || to == S::kFailed || to == S::kCancelled || to == S::kQueued ||
-             (from == S::kStarting && to == S::kRunning);
-    case S::kSucceeded:
-    case S::kFailed:
-    case S::kCancelled: return to == S::kQueued;
+namespace {
+
+using S = JobState;
+
+struct Rule {
+  std::span<const S> from;
+  std::span<const S> to;
+};
+
+constexpr S kQueued[] = {S::kQueued};
+constexpr S kStarting[] = {S::kStarting};
+constexpr S kRunning[] = {S::kRunning};
+constexpr S kBlocked[] = {S::kBlocked};
+constexpr S kCancelled[] = {S::kCancelled};
+constexpr S kActive[] = {S::kStarting, S::kRunning};
+constexpr S kWaiting[] = {S::kQueued, S::kBlocked};
+constexpr S kDone[] = {S::kSucceeded, S::kFailed, S::kCancelled};
+constexpr S kEnds[] = {S::kQueued, S::kSucceeded, S::kFailed, S::kCancelled};
+constexpr S kResolved[] = {S::kQueued, S::kCancelled};
+
+Rule RuleOf(Move move) {
+  switch (move) {
+    case Move::kStart: return {kQueued, kStarting};
+    case Move::kRun: return {kStarting, kRunning};
+    case Move::kFinish: return {kActive, kEnds};
+    case Move::kCancelWaiting: return {kWaiting, kCancelled};
+    case Move::kRequeue: return {kDone, kQueued};
+    case Move::kResolve: return {kBlocked, kResolved};
+    case Move::kBlock: return {kQueued, kBlocked};
   }
-  return false;
+  return {};
 }
 
-Status CheckTransition(JobState from, JobState to) {
-  if (TransitionAllowed(from, to)) return Status::Ok();
-  return Status::Conflict(
-      fmt::format("job is {}; it cannot become {}", StateName(from), StateName(to)));
+constexpr std::array kMoves = {Move::kStart,   Move::kRun,     Move::kFinish, Move::kCancelWaiting,
+                               Move::kRequeue, Move::kResolve, Move::kBlock};
+
+bool Contains(std::span<const S> states, S s) {
+  return std::find(states.begin(), states.end(), s) != states.end();
+}
+
+}  // namespace
+
+std::span<const JobState> MoveFrom(Move move) { return RuleOf(move).from; }
+std::span<const JobState> MoveTo(Move move) { return RuleOf(move).to; }
+
+bool MoveAllowed(Move move, JobState from, JobState to) {
+  Rule rule = RuleOf(move);
+  return Contains(rule.from, from) && Contains(rule.to, to);
+}
+
+bool TransitionAllowed(JobState from, JobState to) {
+  return std::any_of(kMoves.begin(), kMoves.end(),
+                     [&](Move m) { return MoveAllowed(m, from, to); });
+}
+
+std::string StatesText(std::span<const JobState> states) {
+  std::string out;
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (i > 0) out += i + 1 == states.size() ? " or " : ", ";
+    out += StateName(states[i]);
+  }
+  return out;
 }
 
 }  // namespace trainq

@@ -1,19 +1,35 @@
-// The job's life (DESIGN.md section 2) as a table: which state changes are legal. Stores
-// check it inside their compare-and-set so no actor can make an illegal move.
+// The job's life as one table of moves: each way a job's state changes, with the states it
+// may leave and reach. Stores build their compare-and-set conditions (and the words of a
+// refusal) from it, so the rules are written once; docs/architecture.md draws them.
+//
+//   submit -> queued -(placed)-> starting -(shim up)-> running -> succeeded | failed | cancelled
+//             queued <-> blocked (dependencies)     starting|running -> queued (OOM retry)
+//             done -> queued (`trainq retry`)        queued|blocked -> cancelled
 #pragma once
 
+#include <span>
+#include <string>
+
 #include "trainq/job.h"
-#include "trainq/status.h"
 
 namespace trainq {
 
-// queued -> starting | cancelled | blocked;  blocked -> queued | cancelled;
-// starting -> running | succeeded | failed | cancelled | queued (OOM or node lost);
-// running -> succeeded | failed | cancelled | queued;  done -> queued (`trainq retry`).
-// Staying in the same state is not a transition.
-bool TransitionAllowed(JobState from, JobState to);
+enum class Move {
+  kStart,          // queued -> starting: an attempt is placed (Store::StartAttempt)
+  kRun,            // starting -> running: its shim runs (MarkRunning)
+  kFinish,         // starting|running -> queued (retry), succeeded, failed, cancelled
+  kCancelWaiting,  // queued|blocked -> cancelled
+  kRequeue,        // succeeded|failed|cancelled -> queued (`trainq retry`)
+  kResolve,        // blocked -> queued|cancelled: its dependencies were judged
+  kBlock,          // queued -> blocked: a retried job's dependencies are open again
+};
 
-// Ok, or kConflict: "job is succeeded; it cannot become running".
-Status CheckTransition(JobState from, JobState to);
+std::span<const JobState> MoveFrom(Move move);
+std::span<const JobState> MoveTo(Move move);
+bool MoveAllowed(Move move, JobState from, JobState to);
+// Whether any move leads from `from` to `to`. Staying in a state is not a transition.
+bool TransitionAllowed(JobState from, JobState to);
+// "starting or running": the states a refusal expected.
+std::string StatesText(std::span<const JobState> states);
 
 }  // namespace trainq

@@ -13,7 +13,7 @@ using S = JobState;
 constexpr S kAll[] = {S::kQueued,    S::kBlocked, S::kStarting, S::kRunning,
                       S::kSucceeded, S::kFailed,  S::kCancelled};
 
-// DESIGN.md section 2, written out pair by pair; every pair not listed is refused.
+// The life of a job (docs/architecture.md), written out pair by pair; every pair not listed is refused.
 const std::set<std::pair<S, S>> kAllowed = {
     {S::kQueued, S::kStarting},     {S::kQueued, S::kCancelled},    {S::kQueued, S::kBlocked},
     {S::kBlocked, S::kQueued},      {S::kBlocked, S::kCancelled},   {S::kStarting, S::kRunning},
@@ -35,11 +35,14 @@ TEST(StateMachineTest, EveryPairMatchesTheDesign) {
   EXPECT_EQ(allowed, 17);
 }
 
-TEST(StateMachineTest, CheckTransitionExplainsARefusal) {
-  EXPECT_TRUE(CheckTransition(S::kQueued, S::kStarting).ok());
-  Status st = CheckTransition(S::kSucceeded, S::kRunning);
-  EXPECT_EQ(st.code(), Code::kConflict);
-  EXPECT_EQ(st.message(), "job is succeeded; it cannot become running");
+TEST(StateMachineTest, MovesNameTheirStates) {
+  EXPECT_TRUE(MoveAllowed(Move::kFinish, S::kStarting, S::kQueued));
+  EXPECT_FALSE(MoveAllowed(Move::kFinish, S::kQueued, S::kFailed));
+  EXPECT_FALSE(MoveAllowed(Move::kResolve, S::kQueued, S::kBlocked));
+  EXPECT_TRUE(MoveAllowed(Move::kBlock, S::kQueued, S::kBlocked));
+  EXPECT_EQ(StatesText(MoveFrom(Move::kFinish)), "starting or running");
+  EXPECT_EQ(StatesText(MoveFrom(Move::kRequeue)), "succeeded, failed or cancelled");
+  EXPECT_EQ(StatesText(MoveFrom(Move::kStart)), "queued");
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ std::vector<const PendingJob*> WaitingQueue::Ordered(const UsageByUser& usage) c
   while (it != queues_.end()) {
     // One priority level: its users by standing.
     std::vector<std::pair<double, const Queue*>> users;
-    int level = it->first.first;
+    int64_t level = it->first.first;
     for (; it != queues_.end() && it->first.first == level; ++it) {
       auto u = usage.find(it->first.second);
       users.emplace_back(u == usage.end() ? 0.0 : u->second, &it->second);

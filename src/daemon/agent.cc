@@ -1,7 +1,6 @@
 // The agent role: starts the attempts placed on this node, watches their shims through
-// pidfds, reports exits, and re-adopts live shims after a restart (DESIGN.md section 4).
+// pidfds, reports exits, and re-adopts live shims after a restart (docs/architecture.md, "The shim and re-adoption").
 #include <csignal>
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -21,8 +20,7 @@ LiveAttempt FromAttempt(const Job& job, const Attempt& a) {
   LiveAttempt live;
   live.job = job.id;
   live.n = a.n;
-  live.pid = a.pid;
-  live.start_ticks = a.pid_start_ticks;
+  live.shim = {a.pid, a.pid_start_ticks};
   live.gpu_indices = a.gpu_indices;
   live.gpu_uuids = a.gpu_uuids;
   live.reserved_bytes = a.reserved_bytes;
@@ -34,16 +32,6 @@ LiveAttempt FromAttempt(const Job& job, const Attempt& a) {
   live.peak_bytes = a.peak_mem_bytes;
   live.master_port = a.master_port;
   return live;
-}
-
-// Waits briefly for a shim that holds its lock but has not written shim.json yet.
-Result<ShimRecord> AwaitShimRecord(const std::string& run_dir) {
-  for (int i = 0; i < 200; ++i) {
-    Result<ShimRecord> rec = ReadShimRecord(run_dir);
-    if (rec.ok() || rec.status().code() != Code::kNotFound) return rec;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return Status::Unavailable("shim holds its lock but wrote no shim.json in " + run_dir);
 }
 
 // Frees a MASTER_PORT unless the attempt that holds it got under way.
@@ -111,7 +99,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
   TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, now));
 
-  Result<SpawnedShim> shim = SpawnShim(self_exe_, p.run_dir, daemon_log_fd_.get());
+  Result<ShimProcess> shim = launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n));
   if (!shim.ok()) {
     AttemptEnd end;
     end.ended_at = clock_.Now();
@@ -121,7 +109,14 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
     return st;
   }
   lease.Keep();  // from here the live attempt holds the port until its shim is gone
-  TRAINQ_RETURN_IF_ERROR(store_->MarkRunning(job.id, n, shim->pid, shim->start_ticks, now));
+  // The shim runs whatever the store says: a failed MarkRunning must not lose it (its GPUs,
+  // port and process would no longer be counted). It stays live and watched; its exit is
+  // recorded from `starting` as well, and a restart re-adopts it as any starting attempt.
+  Status marked = store_->MarkRunning(job.id, n, shim->pid, shim->start_ticks, now);
+  if (!marked.ok()) {
+    spdlog::error("job {} attempt {}: recording it as running failed ({}); it runs on as starting",
+                  job.id, n, marked.message());
+  }
   Job started = job;
   started.attempt = n;
   Attempt a;
@@ -136,10 +131,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   a.pid = shim->pid;
   a.pid_start_ticks = shim->start_ticks;
   a.master_port = p.master_port;
-  LiveAttempt live = FromAttempt(started, a);
-  live.pidfd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, shim->pidfd.Release());
-  auto [it, inserted] = live_.insert_or_assign(job.id, std::move(live));
-  Watch(it->second);
+  live_.insert_or_assign(job.id, FromAttempt(started, a));
   spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}]{})", job.id, n, shim->pid,
                fmt::join(p.gpu_indices, ","),
                p.master_port ? fmt::format(", MASTER_PORT {}", p.master_port) : "");
@@ -147,32 +139,17 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   return Status::Ok();
 }
 
-void DaemonImpl::Watch(LiveAttempt& live) {
-  JobId id = live.job;
-  live.pidfd->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                         [this, id](const boost::system::error_code& ec) {
-                           if (!ec && !stopping_) OnPidfdReady(id);
-                         });
-}
-
-void DaemonImpl::OnPidfdReady(JobId id) {
-  auto it = live_.find(id);
-  if (it == live_.end()) return;
-  // Under load a wait on the pidfd has completed while the shim still ran (poll(2) on the
-  // pidfd said not ready: asio's reactor, not the kernel). Ending the attempt then would
-  // lose its real end, so believe the exit only once the shim is gone.
-  if (ProcessAlive(it->second.pid, it->second.start_ticks)) {
-    spdlog::debug("job {}: spurious wake-up for live shim pid {}", id, it->second.pid);
-    return Watch(it->second);
-  }
-  OnShimExit(id);
+ShimLauncher::ExitHandler DaemonImpl::ExitHandlerFor(JobId job, int n) {
+  return [this, job, n] {
+    auto it = live_.find(job);
+    if (!stopping_ && it != live_.end() && it->second.n == n) OnShimExit(job);
+  };
 }
 
 void DaemonImpl::OnShimExit(JobId id) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
-  ReapIfChild(live.pid);
   Result<Job> job = store_->Get(id);
   OutcomeInput in;
   Result<ExitRecord> rec = ReadExitRecord(live.run_dir);
@@ -225,27 +202,25 @@ void DaemonImpl::RecoverAttempts() {
 
 void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
   LiveAttempt live = FromAttempt(job, a);
-  // Lock first, exit record second: a shim writes exit.json before it lets go of its lock.
-  if (RunDirLocked(a.run_dir)) {
-    Result<ShimRecord> rec = AwaitShimRecord(a.run_dir);
-    Result<UniqueFd> fd = rec.ok() ? OpenPidfd(rec->pid) : Result<UniqueFd>(rec.status());
-    if (fd.ok() && ProcessAlive(rec->pid, rec->start_ticks)) {
-      live.pid = rec->pid;
-      live.start_ticks = rec->start_ticks;
-      if (job.state == JobState::kStarting) {
-        Status st = store_->MarkRunning(job.id, a.n, rec->pid, rec->start_ticks, clock_.Now());
-        if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
-      }
-      live.pidfd = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd->Release());
-      if (a.master_port > 0 && !ports_.Take(a.master_port)) {
-        spdlog::warn("job {}: MASTER_PORT {} is outside master_port_range or held twice",
-                     job.id, a.master_port);
-      }
-      auto [it, inserted] = live_.insert_or_assign(job.id, std::move(live));
-      Watch(it->second);
-      spdlog::info("job {} attempt {}: re-adopted shim pid {}", job.id, a.n, rec->pid);
-      return;
+  // Live shim first, exit record second: a shim writes exit.json before it lets go of its
+  // lock, so a shim found gone has written all it ever will.
+  Result<ShimProcess> shim = launcher_->Adopt(a.run_dir, ExitHandlerFor(job.id, a.n));
+  if (shim.ok()) {
+    live.shim = *shim;
+    if (job.state == JobState::kStarting) {
+      Status st = store_->MarkRunning(job.id, a.n, shim->pid, shim->start_ticks, clock_.Now());
+      if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
     }
+    if (a.master_port > 0 && !ports_.Take(a.master_port)) {
+      spdlog::warn("job {}: MASTER_PORT {} is outside master_port_range or held twice", job.id,
+                   a.master_port);
+    }
+    live_.insert_or_assign(job.id, std::move(live));
+    spdlog::info("job {} attempt {}: re-adopted shim pid {}", job.id, a.n, shim->pid);
+    return;
+  }
+  if (shim.status().code() != Code::kNotFound) {
+    spdlog::warn("job {} attempt {}: {}", job.id, a.n, shim.status().message());
   }
   if (!FileExists(ExitPath(a.run_dir)) && !FileExists(ShimPath(a.run_dir))) {
     // The daemon died between recording the attempt and starting its shim: nothing ran.
@@ -266,7 +241,7 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
 
 Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   if (IsWaiting(job.state)) {
-    TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user, clock_.Now()));
+    TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user));
     waiting_.erase(job.id);
     *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
     ResolveDependents(job.id);
@@ -280,7 +255,7 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   auto it = live_.find(job.id);
   if (it == live_.end()) return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
   it->second.cancel_requested = true;
-  TRAINQ_RETURN_IF_ERROR(SendSignal(it->second.pid, SIGTERM));
+  TRAINQ_RETURN_IF_ERROR(launcher_->Signal(it->second.shim, SIGTERM));
   *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {} ms)",
                          job.id, config_.grace_ms);
   return Status::Ok();
@@ -297,10 +272,10 @@ void DaemonImpl::AttributeUsage() {
   for (const GpuInfo& g : snapshot_->gpus) any_process = any_process || !g.processes.empty();
   std::map<int64_t, int64_t> parent;
   if (any_process) {
-    for (const ProcStat& p : ScanProcesses()) parent[p.pid] = p.ppid;
+    for (const ProcStat& p : launcher_->Processes()) parent[p.pid] = p.ppid;
   }
   std::map<int64_t, JobId> shim_of;
-  for (const auto& [id, live] : live_) shim_of[live.pid] = id;
+  for (const auto& [id, live] : live_) shim_of[live.shim.pid] = id;
   for (const GpuInfo& g : snapshot_->gpus) {
     for (const GpuProcess& proc : g.processes) {
       // Walk up to a shim: shims are subreapers, so every job process stays below one.

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "src/core/duration.h"
+#include "src/os/run_dir.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -286,11 +285,13 @@ Result<Config> ParseConfig(const std::string& toml_text, const std::string& orig
 }
 
 Result<Config> LoadConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Config{};
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseConfig(buffer.str(), path);
+  Result<std::string> text = ReadFile(path);
+  if (text.ok()) return ParseConfig(*text, path);
+  if (text.status().code() == Code::kNotFound) return Config{};
+  // A file that is there but cannot be read is not "no config": the daemon would run with
+  // settings its operator did not choose.
+  return Status(text.status().code(),
+                fmt::format("config file {} cannot be read: {}", path, text.status().message()));
 }
 
 std::optional<std::string> OptionValueText(const Config& config, std::string_view name) {

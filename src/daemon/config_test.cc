@@ -1,7 +1,9 @@
 #include "src/daemon/config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -74,6 +76,22 @@ TEST(ConfigTest, MissingFileGivesDefaults) {
   Result<Config> c = LoadConfig("/nonexistent/trainq/config.toml");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->sample_interval_ms, 1000);
+}
+
+// It used to be read as no config at all: the daemon ran on defaults its operator never chose.
+TEST(ConfigTest, UnreadableFileIsAnError) {
+  std::string dir = ::testing::TempDir() + "/trainq_config_is_a_dir";
+  std::filesystem::create_directories(dir);
+  Result<Config> c = LoadConfig(dir);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("config file " + dir + " cannot be read"));
+}
+
+TEST(ConfigTest, DurationsThatDoNotFitAreRefusedNamingTheOption) {
+  Result<Config> c = ParseConfig("aging_limit = \"9999999999999h\"\n", "config.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("aging_limit"));
+  EXPECT_THAT(c.status().message(), HasSubstr("too long"));
 }
 
 TEST(ConfigTest, SchedulingOptionsHaveTheirDefaults) {

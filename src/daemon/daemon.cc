@@ -12,28 +12,38 @@
 
 namespace trainq {
 
-DaemonImpl::DaemonImpl(DaemonOptions options, Config config, std::unique_ptr<Store> store,
-                       ProbeChoice probe, std::string self_exe)
-    : options_(std::move(options)),
+DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Config config,
+                       DaemonSeams seams)
+    : io_(io),
+      options_(std::move(options)),
       config_(std::move(config)),
-      store_(std::move(store)),
-      probe_(std::move(probe)),
-      self_exe_(std::move(self_exe)) {
+      store_(std::move(seams.store)),
+      probe_(std::move(seams.probe)),
+      launcher_(std::move(seams.launcher)),
+      clock_(*seams.clock) {
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
 }
 
 Status DaemonImpl::Start() {
-  Result<UniqueFd> log = OpenAppend(options_.paths.log);
-  if (log.ok()) daemon_log_fd_ = std::move(*log);
-  server_ = std::make_unique<HttpServer>(
-      io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
-      config_.max_request_bytes);
+  TRAINQ_RETURN_IF_ERROR(Open());
+  return Serve();
+}
+
+Status DaemonImpl::Open() {
   // Re-adopt first: the first sample must match GPU processes to the attempts that hold
   // them, or their memory would count twice (used, and reserved as not yet allocated).
   RecoverAttempts();
   SampleGpus();
   TRAINQ_RETURN_IF_ERROR(LoadRuntimeSettings());  // after the sample: it checks the devices
+  RequestSchedule();
+  return Status::Ok();
+}
+
+Status DaemonImpl::Serve() {
+  server_ = std::make_unique<HttpServer>(
+      io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
+      config_.max_request_bytes);
   TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
@@ -43,7 +53,6 @@ Status DaemonImpl::Start() {
     RequestStop();
   });
   ArmSampleTimer();
-  RequestSchedule();
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
                options_.paths.socket, node_, cpu_slots_, probe_.probe->Describe());
   return Status::Ok();
@@ -53,23 +62,27 @@ void DaemonImpl::RequestStop() {
   if (stopping_) return;
   stopping_ = true;
   // Running shims are in their own sessions: they outlive the daemon, which re-adopts them.
-  server_->Close();
-  ::unlink(options_.paths.socket.c_str());
+  if (server_) {
+    server_->Close();
+    ::unlink(options_.paths.socket.c_str());
+  }
   signals_.cancel();
   sample_timer_.cancel();
   wakeup_timer_.cancel();
-  for (auto& [id, live] : live_) {
-    if (live.pidfd) live.pidfd->cancel();
-  }
+  launcher_->StopWatching();
   io_.stop();
+}
+
+void DaemonImpl::OnSampleTimer() {
+  // Only a sample that changed what the GPUs offer can change a placement decision.
+  if (SampleGpus() && waiting_jobs_ > 0) RequestSchedule();
 }
 
 void DaemonImpl::ArmSampleTimer() {
   sample_timer_.expires_after(std::chrono::milliseconds(config_.sample_interval_ms));
   sample_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
-    // Only a sample that changed what the GPUs offer can change a placement decision.
-    if (SampleGpus() && waiting_jobs_ > 0) RequestSchedule();
+    OnSampleTimer();
     ArmSampleTimer();
   });
 }
@@ -151,10 +164,17 @@ int RunDaemon(const DaemonOptions& options) {
   if (!probe->note.empty()) spdlog::warn("{}", probe->note);
   Result<std::string> self = SelfExecutable();
   if (!self.ok()) return Fail(self.status());
+  // Shims write here until they open their job's log; without it, to /dev/null.
+  Result<UniqueFd> log = OpenAppend(paths.log);
+  int log_fd = log.ok() ? log->get() : -1;
 
-  DaemonImpl daemon(options, std::move(*config), std::move(*store), std::move(*probe), *self);
+  boost::asio::io_context io;
+  SystemClock clock;
+  DaemonSeams seams{std::move(*store), std::move(*probe), MakeShimLauncher(io, *self, log_fd),
+                    &clock};
+  DaemonImpl daemon(io, options, std::move(*config), std::move(seams));
   if (Status st = daemon.Start(); !st.ok()) return Fail(st);
-  daemon.Run();
+  io.run();
   spdlog::info("daemon stopped");
   return 0;
 }

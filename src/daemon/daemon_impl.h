@@ -1,6 +1,11 @@
 // The daemon's insides, shared by daemon.cc (loop, sampling), agent.cc (attempts),
-// scheduler.cc (placement passes) and routes.cc (the API). Everything runs on the one
-// event-loop thread: no locks.
+// scheduler.cc (placement passes), dependencies.cc and routes.cc (the API). Everything runs
+// on the one event-loop thread: no locks.
+//
+// The OS reaches it only through seams given to the constructor: the clock, the GPU probe,
+// the shim launcher and the store. Unit tests (daemon_test.cc) build it from fakes and drive
+// it through its public face: the API (Handle), the timers' callbacks and the loop
+// (io.poll()), with time moved by hand. See docs/architecture.md.
 #pragma once
 
 #include "src/api/asio.h"
@@ -19,8 +24,8 @@
 #include "src/core/waiting_queue.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
+#include "src/daemon/shim_launcher.h"
 #include "src/os/clock.h"
-#include "src/os/fd.h"
 #include "src/os/gpu/gpu_probe.h"
 #include "src/store/store.h"
 
@@ -30,8 +35,7 @@ namespace trainq {
 struct LiveAttempt {
   JobId job = 0;
   int n = 0;
-  int64_t pid = 0;
-  uint64_t start_ticks = 0;
+  ShimProcess shim;
   std::vector<int> gpu_indices;
   std::vector<std::string> gpu_uuids;
   uint64_t reserved_bytes = 0;
@@ -45,7 +49,6 @@ struct LiveAttempt {
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
   uint64_t peak_bytes = 0;
-  std::unique_ptr<boost::asio::posix::stream_descriptor> pidfd;
 };
 
 struct PendingSubmit {
@@ -53,15 +56,46 @@ struct PendingSubmit {
   Responder respond;
 };
 
+// What the daemon is built from: each part is the OS (or the store) behind an interface.
+struct DaemonSeams {
+  std::unique_ptr<Store> store;
+  ProbeChoice probe;
+  std::unique_ptr<ShimLauncher> launcher;
+  const Clock* clock = nullptr;  // outlives the daemon
+};
+
 class DaemonImpl {
  public:
-  DaemonImpl(DaemonOptions options, Config config, std::unique_ptr<Store> store,
-             ProbeChoice probe, std::string self_exe);
+  // `io` is the event loop the daemon (and the launcher) run on; it outlives the daemon.
+  DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Config config,
+             DaemonSeams seams);
+  DaemonImpl(const DaemonImpl&) = delete;
+  DaemonImpl& operator=(const DaemonImpl&) = delete;
+
+  // Open() then Serve(): what `trainqd` does.
   Status Start();
-  void Run() { io_.run(); }
+  // Re-adopts the attempts a previous daemon left, takes the first GPU sample, applies the
+  // run-time settings and asks for a first pass. Touches no socket, signal or timer.
+  Status Open();
+  // Listens on the socket, handles SIGTERM/SIGINT, arms the GPU sample timer.
+  Status Serve();
+  void RequestStop();
+
+  // The API: every route, answered through `respond` now or from the loop later.
+  void Handle(HttpRequest request, Responder respond);
+
+  // What the timers run. The real daemon arms asio timers for them; tests call them after
+  // moving the fake clock.
+  void OnSampleTimer();
+  void OnWakeupTimer() { RequestSchedule(); }
+  // When the next pass is due on time alone (OOM backoff over, a job reaching the aging
+  // limit, a ramp-up window closing); 0 when nothing waits on time.
+  UnixMs NextWakeup() const { return next_wakeup_; }
+
+ private:
+  friend class Routes;
 
   // daemon.cc
-  void RequestStop();
   // Returns whether the GPUs changed since the last sample.
   bool SampleGpus();
   void ArmSampleTimer();
@@ -75,7 +109,7 @@ class DaemonImpl {
   void ArmWakeup(UnixMs now);
   // Rebuilds waiting_ from the store when an event outside the hot path made it stale.
   Status RefreshWaiting();
-  void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at);
+  void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at);
   void ForgetReasonsExcept();
   void WriteReasons(const PlacementResult& result);
   // Decayed GPU-hours per user now: ended attempts (read from the store once) plus running.
@@ -91,8 +125,8 @@ class DaemonImpl {
   // of the range held: the job stays queued and is placed again after the next exit.
   Status StartAttempt(const Job& job, const StartDecision& decision);
   Result<int> TakeMasterPort(const Job& job);  // 0 for jobs that need none
-  void Watch(LiveAttempt& live);
-  void OnPidfdReady(JobId job);
+  // The handler a launcher calls when attempt `n` of `job` has exited.
+  ShimLauncher::ExitHandler ExitHandlerFor(JobId job, int n);
   void OnShimExit(JobId job);
   Status CancelJob(const Job& job, std::string* message);
   void AttributeUsage();
@@ -105,7 +139,6 @@ class DaemonImpl {
   void RecheckDeps(JobId id);
 
   // routes.cc
-  void Handle(HttpRequest request, Responder respond);
   void FlushSubmits();
 
   // config_routes.cc: settings changed at run time (`trainq config set`), persisted.
@@ -118,18 +151,18 @@ class DaemonImpl {
   void GetConfigRoute(Responder& respond);
   void SetConfigRoute(const HttpRequest& req, Responder& respond);
 
-  boost::asio::io_context io_;
+  boost::asio::io_context& io_;
   DaemonOptions options_;
   Config config_;       // in force: the file's, with runtime_ on top
   Config file_config_;  // as the config file (and environment) gave it
   RuntimeSettings runtime_;
   std::unique_ptr<Store> store_;
   ProbeChoice probe_;
-  std::string self_exe_;
-  SystemClock clock_;
+  std::unique_ptr<ShimLauncher> launcher_;
+  const Clock& clock_;
   std::string node_;
   int cpu_slots_ = 1;
-  UniqueFd daemon_log_fd_;
+  UnixMs next_wakeup_ = 0;
 
   std::unique_ptr<HttpServer> server_;
   boost::asio::signal_set signals_{io_};

@@ -53,7 +53,8 @@ void DaemonImpl::ResolveDependents(JobId id) {
         }
         continue;
       }
-      Status st = store_->MoveWaiting(job.id, JobState::kBlocked, d.state, d.reason);
+      UnixMs now = clock_.Now();
+      Status st = store_->MoveWaiting(job.id, JobState::kBlocked, d.state, d.reason, now);
       if (!st.ok()) {
         // kConflict: resolved already (a cancel, an earlier pass); nothing left to do.
         if (st.code() != Code::kConflict) spdlog::error("job {}: {}", job.id, st.message());
@@ -62,7 +63,7 @@ void DaemonImpl::ResolveDependents(JobId id) {
       spdlog::info("job {}: dependencies resolved: {}{}", job.id, StateName(d.state),
                    d.reason.empty() ? "" : " (" + d.reason + ")");
       if (d.state == JobState::kQueued) {
-        AddWaiting(job.id, job.spec, job.submitted_at);
+        AddWaiting(job.id, job.spec, job.submitted_at, now);
         RequestSchedule();
       } else {
         ended.push_back(job.id);  // cancelled: its own dependents follow
@@ -77,9 +78,9 @@ void DaemonImpl::RecheckDeps(JobId id) {
   DepDecision d = DecideDeps(job->spec, ReadDeps(*store_, job->spec));
   Status st;
   if (d.state == JobState::kBlocked) {
-    st = store_->MoveWaiting(id, JobState::kQueued, JobState::kBlocked, d.reason);
+    st = store_->MoveWaiting(id, JobState::kQueued, JobState::kBlocked, d.reason, clock_.Now());
   } else if (d.state == JobState::kCancelled) {
-    st = store_->CancelWaiting(id, d.reason, clock_.Now());
+    st = store_->CancelWaiting(id, d.reason);
   } else {
     return;
   }

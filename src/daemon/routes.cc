@@ -1,4 +1,4 @@
-// The HTTP API (DESIGN.md section 7), one table of routes. Bodies are JSON; errors are
+// The HTTP API (docs/api.md), one table of routes. Bodies are JSON; errors are
 // {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
 #include <malloc.h>
 
@@ -21,6 +21,7 @@ using json = nlohmann::json;
 
 namespace {
 
+
 HttpResponse Json(int status, const json& body) { return {status, DumpJson(body), "application/json"}; }
 
 std::optional<JobId> ParseId(std::string_view text) {
@@ -40,44 +41,6 @@ std::optional<std::pair<std::string, std::string>> SplitJobPath(const std::strin
   return std::make_pair(rest.substr(0, slash), rest.substr(slash + 1));
 }
 
-}  // namespace
-
-struct RouteContext {
-  DaemonImpl& d;
-  HttpRequest& req;
-  Responder& respond;
-};
-
-namespace {
-
-void Submit(RouteContext& c);
-void ListJobs(RouteContext& c);
-void Gpus(RouteContext& c);
-void StatusRoute(RouteContext& c);
-void StopRoute(RouteContext& c);
-void JobRoute(RouteContext& c);
-
-struct Route {
-  const char* method;
-  const char* path;  // exact, or a prefix when it ends in '/'
-  void (*handle)(RouteContext&);
-};
-
-constexpr Route kRoutes[] = {
-    {"POST", "/v1/jobs", Submit},         {"GET", "/v1/jobs", ListJobs},
-    {"GET", "/v1/gpus", Gpus},            {"GET", "/v1/status", StatusRoute},
-    {"POST", "/v1/daemon/stop", StopRoute}, {"GET", "/v1/jobs/", JobRoute},
-    {"POST", "/v1/jobs/", JobRoute},
-    {"GET", "/v1/config", [](RouteContext& c) { c.d.GetConfigRoute(c.respond); }},
-    {"PUT", "/v1/config", [](RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }},
-    {"POST", "/v1/config", [](RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }},
-};
-
-bool Matches(const Route& r, const HttpRequest& req) {
-  std::string_view path = r.path;
-  if (path.back() == '/') return req.path.rfind(path, 0) == 0 && req.method == r.method;
-  return req.path == path && req.method == r.method;
-}
 
 // {"defaults": {...}, "jobs": [{...}, ...]}: each job is the defaults with its own keys on
 // top, so a large batch carries the shared environment once.
@@ -145,31 +108,6 @@ Status CheckDepsExist(Store& store, const JobSpec& spec, std::set<JobId>& known)
   return check(spec.after_any, "--after-any");
 }
 
-void Submit(RouteContext& c) {
-  Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
-  if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
-  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_};
-  std::string user = UserName(c.req.peer_uid);
-  std::set<JobId> known;  // dependencies already found to exist
-  for (size_t i = 0; i < specs->size(); ++i) {
-    JobSpec& spec = (*specs)[i];
-    spec.user = user;
-    if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
-    Status st = ToStatus(ValidateSpec(spec, limits, IsDirectory(spec.cwd)));
-    if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
-    if (!st.ok()) {
-      std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
-      return c.respond(ErrorResponse(Status::Invalid(where + st.message())));
-    }
-  }
-  c.d.pending_submits_.push_back({std::move(*specs), std::move(c.respond)});
-  if (!c.d.flush_posted_) {
-    // Submits that arrive in the same loop turn share one transaction (group commit).
-    c.d.flush_posted_ = true;
-    boost::asio::post(c.d.io_, [&d = c.d] { d.FlushSubmits(); });
-  }
-}
-
 std::vector<JobState> StatesFor(const HttpRequest& req, Status* error) {
   auto it = req.query.find("state");
   if (it != req.query.end() && !it->second.empty()) {
@@ -194,88 +132,6 @@ std::vector<JobState> StatesFor(const HttpRequest& req, Status* error) {
   }
   if (req.query.count("all")) return {};
   return {JobState::kQueued, JobState::kBlocked, JobState::kStarting, JobState::kRunning};
-}
-
-void ListJobs(RouteContext& c) {
-  Status error;
-  ListQuery q;
-  q.states = StatesFor(c.req, &error);
-  if (!error.ok()) return c.respond(ErrorResponse(error));
-  q.with_attempts = true;
-  q.with_env = false;  // JobToJson leaves the environment out anyway
-  if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
-    std::optional<JobId> n = ParseId(it->second);
-    if (!n) return c.respond(ErrorResponse(Status::Invalid("limit: expected a positive integer")));
-    q.limit = static_cast<int>(std::min<JobId>(*n, 1 << 30));
-  }
-  if (auto it = c.req.query.find("after"); it != c.req.query.end()) {
-    std::optional<JobId> n = ParseId(it->second);
-    if (!n) return c.respond(ErrorResponse(Status::Invalid("after: expected a job id")));
-    q.after_id = *n;
-  }
-  Result<std::vector<Job>> jobs = c.d.store_->List(q);
-  if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
-  json out = json::array();
-  for (const Job& job : *jobs) out.push_back(JobToJson(job));
-  c.respond(Json(200, {{"jobs", std::move(out)}}));
-}
-
-json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
-  PolicyConfig policy = d.Policy();
-  uint64_t reserved = 0;
-  json attempts = json::array();
-  for (const Holding& h : state.holdings) {
-    uint64_t used = h.used_now.value_or(0);
-    reserved += h.reserved_bytes > used ? h.reserved_bytes - used : 0;
-    const LiveAttempt& live = d.live_.at(h.job);
-    attempts.push_back({{"job", h.job}, {"attempt", live.n}, {"reserved_bytes", h.reserved_bytes},
-                        {"used_bytes", h.used_now ? json(*h.used_now) : json(nullptr)},
-                        {"exclusive", h.exclusive}});
-  }
-  json others = json::array();
-  for (const GpuProcess& p : info.processes) {
-    if (!d.pid_owner_.count(p.pid)) others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
-  }
-  return {{"index", info.index}, {"uuid", info.uuid}, {"name", info.name},
-          {"memory_total", info.total_bytes}, {"memory_used", info.used_bytes},
-          {"memory_free", info.free_bytes}, {"memory_reserved", reserved},
-          {"memory_usable", UsableBytes(state, policy, now)},
-          {"utilization", info.utilization_pct < 0 ? json(nullptr) : json(info.utilization_pct)},
-          {"processes_known", info.processes_known}, {"attempts", std::move(attempts)},
-          {"other_processes", std::move(others)}};
-}
-
-void Gpus(RouteContext& c) {
-  json gpus = json::array();
-  std::vector<NodeState> nodes = c.d.BuildNodes();
-  UnixMs now = c.d.clock_.Now();
-  if (c.d.snapshot_) {
-    for (size_t i = 0; i < c.d.snapshot_->gpus.size() && i < nodes[0].gpus.size(); ++i) {
-      gpus.push_back(GpuJson(c.d, c.d.snapshot_->gpus[i], nodes[0].gpus[i], now));
-    }
-  }
-  c.respond(Json(200, {{"node", c.d.node_},
-                       {"source", c.d.snapshot_ ? c.d.snapshot_->source : "none"},
-                       {"probe", c.d.probe_.probe->Describe()},
-                       {"cpu_slots", nodes[0].cpu_slots},
-                       {"cpu_slots_used", nodes[0].cpu_slots_used},
-                       {"gpus", std::move(gpus)},
-                       {"topology", c.d.snapshot_ ? c.d.snapshot_->topology
-                                                  : std::vector<std::vector<int>>{}}}));
-}
-
-void StatusRoute(RouteContext& c) {
-  c.respond(Json(200, {{"pid", ::getpid()},
-                       {"node", c.d.node_},
-                       {"state_dir", c.d.options_.paths.state_dir},
-                       {"probe", c.d.probe_.probe->Describe()},
-                       {"running_attempts", c.d.live_.size()}}));
-}
-
-void StopRoute(RouteContext& c) {
-  c.respond(Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
-                                               ::getpid(), c.d.live_.size())}}));
-  boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
 }
 
 json HoldJson(const Hold& h) { return {{"job", h.job}, {"node", h.node}, {"gpus", h.gpu_indices}}; }
@@ -309,7 +165,141 @@ json ExplainJson(const Job& job, const Explanation& e, int64_t half_life_ms) {
   return doc;
 }
 
-void ExplainRoute(RouteContext& c, const Job& job) {
+}  // namespace
+
+struct RouteContext {
+  DaemonImpl& d;
+  HttpRequest& req;
+  Responder& respond;
+};
+
+// The handlers, one per route. The daemon's friend: they read its state without widening
+// its public face.
+class Routes {
+ public:
+  static void Submit(RouteContext& c);
+  static void ListJobs(RouteContext& c);
+  static void Gpus(RouteContext& c);
+  static void DaemonStatus(RouteContext& c);
+  static void Stop(RouteContext& c);
+  static void JobAction(RouteContext& c);  // GET, cancel, retry, explain of /v1/jobs/ID
+  static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
+  static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }
+
+ private:
+  static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state,
+                      UnixMs now);
+  static void Explain(RouteContext& c, const Job& job);
+};
+
+void Routes::Submit(RouteContext& c) {
+  Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
+  if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
+  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_};
+  std::string user = UserName(c.req.peer_uid);
+  std::set<JobId> known;  // dependencies already found to exist
+  for (size_t i = 0; i < specs->size(); ++i) {
+    JobSpec& spec = (*specs)[i];
+    spec.user = user;
+    if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
+    Status st = ToStatus(ValidateSpec(spec, limits, IsDirectory(spec.cwd)));
+    if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
+    if (!st.ok()) {
+      std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
+      return c.respond(ErrorResponse(Status::Invalid(where + st.message())));
+    }
+  }
+  c.d.pending_submits_.push_back({std::move(*specs), std::move(c.respond)});
+  if (!c.d.flush_posted_) {
+    // Submits that arrive in the same loop turn share one transaction (group commit).
+    c.d.flush_posted_ = true;
+    boost::asio::post(c.d.io_, [&d = c.d] { d.FlushSubmits(); });
+  }
+}
+
+void Routes::ListJobs(RouteContext& c) {
+  Status error;
+  ListQuery q;
+  q.states = StatesFor(c.req, &error);
+  if (!error.ok()) return c.respond(ErrorResponse(error));
+  q.with_attempts = true;
+  q.with_env = false;  // JobToJson leaves the environment out anyway
+  if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
+    std::optional<JobId> n = ParseId(it->second);
+    if (!n) return c.respond(ErrorResponse(Status::Invalid("limit: expected a positive integer")));
+    q.limit = static_cast<int>(std::min<JobId>(*n, 1 << 30));
+  }
+  if (auto it = c.req.query.find("after"); it != c.req.query.end()) {
+    std::optional<JobId> n = ParseId(it->second);
+    if (!n) return c.respond(ErrorResponse(Status::Invalid("after: expected a job id")));
+    q.after_id = *n;
+  }
+  Result<std::vector<Job>> jobs = c.d.store_->List(q);
+  if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
+  json out = json::array();
+  for (const Job& job : *jobs) out.push_back(JobToJson(job));
+  c.respond(Json(200, {{"jobs", std::move(out)}}));
+}
+
+json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
+  PolicyConfig policy = d.Policy();
+  uint64_t reserved = 0;
+  json attempts = json::array();
+  for (const Holding& h : state.holdings) {
+    uint64_t used = h.used_now.value_or(0);
+    reserved += h.reserved_bytes > used ? h.reserved_bytes - used : 0;
+    const LiveAttempt& live = d.live_.at(h.job);
+    attempts.push_back({{"job", h.job}, {"attempt", live.n}, {"reserved_bytes", h.reserved_bytes},
+                        {"used_bytes", h.used_now ? json(*h.used_now) : json(nullptr)},
+                        {"exclusive", h.exclusive}});
+  }
+  json others = json::array();
+  for (const GpuProcess& p : info.processes) {
+    if (!d.pid_owner_.count(p.pid)) others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
+  }
+  return {{"index", info.index}, {"uuid", info.uuid}, {"name", info.name},
+          {"memory_total", info.total_bytes}, {"memory_used", info.used_bytes},
+          {"memory_free", info.free_bytes}, {"memory_reserved", reserved},
+          {"memory_usable", UsableBytes(state, policy, now)},
+          {"utilization", info.utilization_pct < 0 ? json(nullptr) : json(info.utilization_pct)},
+          {"processes_known", info.processes_known}, {"attempts", std::move(attempts)},
+          {"other_processes", std::move(others)}};
+}
+
+void Routes::Gpus(RouteContext& c) {
+  json gpus = json::array();
+  std::vector<NodeState> nodes = c.d.BuildNodes();
+  UnixMs now = c.d.clock_.Now();
+  if (c.d.snapshot_) {
+    for (size_t i = 0; i < c.d.snapshot_->gpus.size() && i < nodes[0].gpus.size(); ++i) {
+      gpus.push_back(GpuJson(c.d, c.d.snapshot_->gpus[i], nodes[0].gpus[i], now));
+    }
+  }
+  c.respond(Json(200, {{"node", c.d.node_},
+                       {"source", c.d.snapshot_ ? c.d.snapshot_->source : "none"},
+                       {"probe", c.d.probe_.probe->Describe()},
+                       {"cpu_slots", nodes[0].cpu_slots},
+                       {"cpu_slots_used", nodes[0].cpu_slots_used},
+                       {"gpus", std::move(gpus)},
+                       {"topology", c.d.snapshot_ ? c.d.snapshot_->topology
+                                                  : std::vector<std::vector<int>>{}}}));
+}
+
+void Routes::DaemonStatus(RouteContext& c) {
+  c.respond(Json(200, {{"pid", ::getpid()},
+                       {"node", c.d.node_},
+                       {"state_dir", c.d.options_.paths.state_dir},
+                       {"probe", c.d.probe_.probe->Describe()},
+                       {"running_attempts", c.d.live_.size()}}));
+}
+
+void Routes::Stop(RouteContext& c) {
+  c.respond(Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
+                                               ::getpid(), c.d.live_.size())}}));
+  boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
+}
+
+void Routes::Explain(RouteContext& c, const Job& job) {
   Explanation e;
   if (job.state == JobState::kQueued) {
     Result<Explanation> got = c.d.ExplainWaiting(job.id);
@@ -319,7 +309,7 @@ void ExplainRoute(RouteContext& c, const Job& job) {
   c.respond(Json(200, ExplainJson(job, e, c.d.config_.fair_share_half_life_ms)));
 }
 
-void JobRoute(RouteContext& c) {
+void Routes::JobAction(RouteContext& c) {
   auto parts = SplitJobPath(c.req.path);
   std::optional<JobId> id = parts ? ParseId(parts->first) : std::nullopt;
   if (!id) {
@@ -330,12 +320,13 @@ void JobRoute(RouteContext& c) {
   if (!job.ok()) return c.respond(ErrorResponse(job.status()));
   const std::string& action = parts->second;
   if (c.req.method == "GET" && action.empty()) return c.respond(Json(200, JobToJson(*job)));
-  if (c.req.method == "GET" && action == "explain") return ExplainRoute(c, *job);
+  if (c.req.method == "GET" && action == "explain") return Explain(c, *job);
   std::string message;
   Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);
   if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
   if (c.req.method == "POST" && action == "retry") {
-    st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid));
+    st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid),
+                             c.d.clock_.Now());
     c.d.waiting_stale_ = true;
     c.d.written_reasons_.erase(*id);  // waiting again: its reason must be written anew
     if (st.ok()) c.d.RecheckDeps(*id);  // a retried job waits for its dependencies again
@@ -349,6 +340,31 @@ void JobRoute(RouteContext& c) {
   if (!st.ok()) return c.respond(ErrorResponse(st));
   Result<Job> now = c.d.store_->Get(*id);
   c.respond(Json(200, {{"message", message}, {"job", now.ok() ? JobToJson(*now) : json(nullptr)}}));
+}
+
+
+namespace {
+
+struct Route {
+  const char* method;
+  const char* path;  // exact, or a prefix when it ends in '/'
+  void (*handle)(RouteContext&);
+};
+
+constexpr Route kRoutes[] = {
+    {"POST", "/v1/jobs", Routes::Submit},         {"GET", "/v1/jobs", Routes::ListJobs},
+    {"GET", "/v1/gpus", Routes::Gpus},            {"GET", "/v1/status", Routes::DaemonStatus},
+    {"POST", "/v1/daemon/stop", Routes::Stop}, {"GET", "/v1/jobs/", Routes::JobAction},
+    {"POST", "/v1/jobs/", Routes::JobAction},
+    {"GET", "/v1/config", Routes::GetConfig},
+    {"PUT", "/v1/config", Routes::SetConfig},
+    {"POST", "/v1/config", Routes::SetConfig},
+};
+
+bool Matches(const Route& r, const HttpRequest& req) {
+  std::string_view path = r.path;
+  if (path.back() == '/') return req.path.rfind(path, 0) == 0 && req.method == r.method;
+  return req.path == path && req.method == r.method;
 }
 
 }  // namespace
@@ -377,7 +393,7 @@ void DaemonImpl::FlushSubmits() {
       if (specs[i].has_deps()) {
         waiting_stale_ = true;
       } else {
-        AddWaiting((*ids)[i], specs[i], now);
+        AddWaiting((*ids)[i], specs[i], now, now);
       }
     }
   }

@@ -73,7 +73,8 @@ int DaemonImpl::MaxGpusPerNodeNow() const {
 
 namespace {
 
-PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs not_before) {
+PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
+                     UnixMs not_before) {
   PendingJob p;
   p.id = id;
   p.gpus = spec.gpus;
@@ -82,6 +83,7 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.cpus = spec.cpus;
   p.priority = spec.priority;
   p.submitted_at = submitted_at;
+  p.queued_at = queued_at;
   p.not_before = not_before;
   p.user = spec.user;
   return p;
@@ -98,14 +100,16 @@ Status DaemonImpl::RefreshWaiting() {
   if (!waiting.ok()) return waiting.status();
   waiting_.clear();
   for (const Job& job : *waiting) {
-    waiting_.emplace(job.id, PendingOf(job.id, job.spec, job.submitted_at, job.not_before));
+    waiting_.emplace(job.id, PendingOf(job.id, job.spec, job.submitted_at, job.queued_at,
+                                       job.not_before));
   }
   waiting_stale_ = false;
   return Status::Ok();
 }
 
-void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at) {
-  waiting_.emplace(id, PendingOf(id, spec, submitted_at, 0));
+void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at,
+                            UnixMs queued_at) {
+  waiting_.emplace(id, PendingOf(id, spec, submitted_at, queued_at, 0));
 }
 
 void DaemonImpl::SchedulePass() {
@@ -119,6 +123,7 @@ void DaemonImpl::SchedulePass() {
   UsageByUser usage = FairShareNow(now);
   if (waiting_.empty()) {
     holds_.clear();
+    ArmWakeup(now);
     return;
   }
   std::vector<NodeState> nodes = BuildNodes();
@@ -225,15 +230,23 @@ void DaemonImpl::ForgetReasonsExcept() {
   std::erase_if(written_reasons_, [this](const auto& entry) { return !waiting_.count(entry.first); });
 }
 
+// Time alone changes what a pass decides (a backoff ends, a job ages, a ramp-up window
+// closes) while no submit, exit or sample comes to say so: wake up for it.
 void DaemonImpl::ArmWakeup(UnixMs now) {
-  UnixMs next = 0;
-  for (const auto& [id, job] : waiting_) {
-    if (job.not_before > now && (next == 0 || job.not_before < next)) next = job.not_before;
+  std::vector<const PendingJob*> waiting;
+  waiting.reserve(waiting_.size());
+  for (const auto& [id, job] : waiting_) waiting.push_back(&job);
+  next_wakeup_ = NextPassDue(waiting, BuildNodes(), Policy(), now);
+  if (next_wakeup_ == 0) {
+    wakeup_timer_.cancel();
+    return;
   }
-  if (next == 0) return;
-  wakeup_timer_.expires_after(std::chrono::milliseconds(next - now + 1));
+  // A far deadline is re-armed by the pass it triggers: a steady clock in nanoseconds
+  // cannot hold a century.
+  constexpr int64_t kMaxDelayMs = 24 * 3600 * 1000;
+  wakeup_timer_.expires_after(std::chrono::milliseconds(std::min(next_wakeup_ - now, kMaxDelayMs)));
   wakeup_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) RequestSchedule();
+    if (!ec && !stopping_) OnWakeupTimer();
   });
 }
 

@@ -1,4 +1,4 @@
-// Starting shims and watching processes we did not start (DESIGN.md section 4).
+// Starting shims and watching processes we did not start (docs/architecture.md).
 #include "src/os/process.h"
 
 #include <fcntl.h>

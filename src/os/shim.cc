@@ -1,4 +1,4 @@
-// The shim (DESIGN.md section 4): supervises one attempt's command so the daemon can die or
+// The shim (docs/architecture.md, "One job's path"): supervises one attempt's command so the daemon can die or
 // restart while the job runs. All state lives in the run dir; the shim is single-threaded
 // and learns about signals and exits only through a signalfd.
 #include <fcntl.h>

@@ -45,7 +45,6 @@ std::string UserName(int64_t uid) {
   return std::to_string(uid);
 }
 
-std::string CurrentUserName() { return UserName(::getuid()); }
 
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment() {
   std::vector<std::pair<std::string, std::string>> env;

@@ -1,4 +1,4 @@
-// Small OS facts and actions the daemon and the CLI need, kept in src/os (DESIGN.md section 8).
+// Small OS facts and actions the daemon and the CLI need, kept in src/os (docs/architecture.md).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,6 @@ std::string HostName();
 int CpuCount();
 // The login name of `uid`, or its number as text.
 std::string UserName(int64_t uid);
-std::string CurrentUserName();
 // The caller's environment as pairs, in order.
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment();
 std::string CurrentDirectory();

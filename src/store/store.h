@@ -1,4 +1,4 @@
-// The Store: where jobs and attempts live (DESIGN.md section 6). Shaped so that a Redis
+// The Store: where jobs and attempts live (docs/architecture.md). Shaped so that a Redis
 // backend can implement it without changing callers: ids come from the store, every
 // transition is a compare-and-set on (state, attempt), leadership is a lease.
 // Thread: a Store is used from one thread at a time. Every call is bounded (busy
@@ -51,12 +51,6 @@ struct AttemptEnd {
   std::string job_reason;
 };
 
-struct Lease {
-  std::string holder;
-  int64_t epoch = 0;  // grows each time the holder changes; fences stale holders
-  UnixMs expires_at = 0;
-};
-
 class Store {
  public:
   virtual ~Store() = default;
@@ -74,8 +68,6 @@ class Store {
   // One job with all its attempts. kNotFound if there is no such id.
   virtual Result<Job> Get(JobId id) = 0;
   virtual Result<std::vector<Job>> List(const ListQuery& query) = 0;
-  // Counts by state, for summaries: index is static_cast<int>(JobState).
-  virtual Result<std::vector<int64_t>> CountByState() = 0;
 
   // queued -> starting: creates attempt (expected_attempt + 1) with the placement.
   // kConflict if the job is not queued or its attempt number is not expected_attempt.
@@ -85,30 +77,29 @@ class Store {
   virtual Status MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
                              UnixMs now) = 0;
   // starting|running -> end.job_state for attempt `attempt` (which must be current);
-  // the attempt takes end.attempt_state. kConflict otherwise.
+  // the attempt takes end.attempt_state. kConflict otherwise. Queued again, the job's
+  // queued_at becomes end.ended_at.
   virtual Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) = 0;
   // Raises the attempt's recorded peak GPU memory if `bytes` is higher.
   virtual Status RecordPeak(JobId id, int attempt, uint64_t bytes) = 0;
 
   // queued|blocked -> cancelled. kConflict if the job is in another state.
-  virtual Status CancelWaiting(JobId id, const std::string& reason, UnixMs now) = 0;
-  // succeeded|failed|cancelled -> queued (the next attempt gets a new number).
-  virtual Status Requeue(JobId id, const std::string& reason) = 0;
+  virtual Status CancelWaiting(JobId id, const std::string& reason) = 0;
+  // succeeded|failed|cancelled -> queued (the next attempt gets a new number), queued_at
+  // `now`.
+  virtual Status Requeue(JobId id, const std::string& reason, UnixMs now) = 0;
   // The blocked jobs waiting on `id` (listing it in after or after_any), in id order,
   // without attempts. Empty when none.
   virtual Result<std::vector<Job>> Dependents(JobId id) = 0;
   // Resolves a job's dependencies: blocked -> queued or cancelled, or queued -> blocked
   // (a retried job whose dependencies are open again), with `reason`. A compare-and-set
   // on the state `from`: kConflict if the job is in another state (someone resolved it
-  // first), kInvalid for any other pair of states.
-  virtual Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason) = 0;
+  // first), kInvalid for any other pair of states. A job moved to queued is queued at `now`.
+  virtual Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
+                             UnixMs now) = 0;
   // Reasons the scheduler wrote for waiting jobs; ids no longer waiting are skipped.
   virtual Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) = 0;
 
-  // Takes or renews the named lease for `holder` if it is free, expired or already its
-  // own; kConflict (with the current holder in the message) if someone else holds it.
-  virtual Result<Lease> AcquireLease(const std::string& name, const std::string& holder,
-                                     int64_t ttl_ms, UnixMs now) = 0;
 };
 
 // Opens (creating if absent) the SQLite store at `path`: WAL, schema migrations.

@@ -74,7 +74,7 @@ TEST_P(StoreConformance, DependentsAreTheBlockedJobsNamingTheId) {
   JobId on_both = SubmitOne(After({b}, {a}));
   JobId any_b = SubmitOne(After({}, {b}));
   JobId cancelled_on_a = SubmitOne(After({a}));
-  ASSERT_TRUE(IsOk(store().CancelWaiting(cancelled_on_a, "cancelled by alice", kT0)));
+  ASSERT_TRUE(IsOk(store().CancelWaiting(cancelled_on_a, "cancelled by alice")));
   EXPECT_THAT(DependentIds(a), ElementsAre(on_a, on_both));
   EXPECT_THAT(DependentIds(b), ElementsAre(on_both, any_b));
   EXPECT_TRUE(DependentIds(on_a).empty());
@@ -90,23 +90,23 @@ TEST_P(StoreConformance, BlockedMovesToQueuedOrCancelledOnceAsCompareAndSet) {
   JobId a = SubmitOne();
   JobId b1 = SubmitOne(After({a}));
   JobId b2 = SubmitOne(After({a}));
-  ASSERT_TRUE(IsOk(store().MoveWaiting(b1, JobState::kBlocked, JobState::kQueued, "")));
+  ASSERT_TRUE(IsOk(store().MoveWaiting(b1, JobState::kBlocked, JobState::kQueued, "", kT0)));
   Job queued = Fetch(b1);
   EXPECT_EQ(queued.state, JobState::kQueued);
   EXPECT_EQ(queued.reason, "");
   // The second of two resolvers loses: the job is no longer blocked.
-  EXPECT_TRUE(HasCode(store().MoveWaiting(b1, JobState::kBlocked, JobState::kCancelled, "late"),
+  EXPECT_TRUE(HasCode(store().MoveWaiting(b1, JobState::kBlocked, JobState::kCancelled, "late", kT0),
                       Code::kConflict));
   EXPECT_EQ(Fetch(b1).state, JobState::kQueued);
 
   ASSERT_TRUE(IsOk(
-      store().MoveWaiting(b2, JobState::kBlocked, JobState::kCancelled, "dependency 1 failed")));
+      store().MoveWaiting(b2, JobState::kBlocked, JobState::kCancelled, "dependency 1 failed", kT0)));
   Job cancelled = Fetch(b2);
   EXPECT_EQ(cancelled.state, JobState::kCancelled);
   EXPECT_EQ(cancelled.reason, "dependency 1 failed");
   EXPECT_TRUE(
-      HasCode(store().MoveWaiting(b2, JobState::kBlocked, JobState::kQueued, ""), Code::kConflict));
-  EXPECT_TRUE(HasCode(store().MoveWaiting(999999, JobState::kBlocked, JobState::kQueued, ""),
+      HasCode(store().MoveWaiting(b2, JobState::kBlocked, JobState::kQueued, "", kT0), Code::kConflict));
+  EXPECT_TRUE(HasCode(store().MoveWaiting(999999, JobState::kBlocked, JobState::kQueued, "", kT0),
                       Code::kNotFound));
 }
 
@@ -114,11 +114,11 @@ TEST_P(StoreConformance, MoveWaitingRefusesMovesThatAreNotDependencyResolution) 
   JobId a = SubmitOne();
   JobId b = SubmitOne(After({a}));
   EXPECT_TRUE(
-      HasCode(store().MoveWaiting(b, JobState::kBlocked, JobState::kRunning, ""), Code::kInvalid));
+      HasCode(store().MoveWaiting(b, JobState::kBlocked, JobState::kRunning, "", kT0), Code::kInvalid));
   EXPECT_TRUE(
-      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kCancelled, ""), Code::kInvalid));
+      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kCancelled, "", kT0), Code::kInvalid));
   EXPECT_TRUE(
-      HasCode(store().MoveWaiting(a, JobState::kSucceeded, JobState::kQueued, ""), Code::kInvalid));
+      HasCode(store().MoveWaiting(a, JobState::kSucceeded, JobState::kQueued, "", kT0), Code::kInvalid));
   EXPECT_EQ(Fetch(b).state, JobState::kBlocked);
   EXPECT_EQ(Fetch(a).state, JobState::kQueued);
 }
@@ -127,11 +127,11 @@ TEST_P(StoreConformance, QueuedJobCanBeBlockedAgainButNotARunningOne) {
   JobId a = SubmitOne();
   JobId b = SubmitOne();
   ASSERT_TRUE(IsOk(
-      store().MoveWaiting(b, JobState::kQueued, JobState::kBlocked, "waiting for job 1 (queued)")));
+      store().MoveWaiting(b, JobState::kQueued, JobState::kBlocked, "waiting for job 1 (queued)", kT0)));
   EXPECT_EQ(Fetch(b).state, JobState::kBlocked);
   ASSERT_TRUE(IsOk(StartRunning(a, 0)));
   EXPECT_TRUE(
-      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kBlocked, "x"), Code::kConflict));
+      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kBlocked, "x", kT0), Code::kConflict));
   EXPECT_EQ(Fetch(a).state, JobState::kRunning);
 }
 
@@ -143,7 +143,7 @@ TEST_P(StoreConformance, BlockedJobsCannotStartButCanBeCancelledAndHaveReasons) 
   std::vector<std::pair<JobId, std::string>> reasons = {{b, "waiting for job 1 (running)"}};
   ASSERT_TRUE(IsOk(store().SetReasons(reasons)));
   EXPECT_EQ(Fetch(b).reason, "waiting for job 1 (running)");
-  ASSERT_TRUE(IsOk(store().CancelWaiting(b, "cancelled by alice", kT0)));
+  ASSERT_TRUE(IsOk(store().CancelWaiting(b, "cancelled by alice")));
   EXPECT_EQ(Fetch(b).state, JobState::kCancelled);
   EXPECT_TRUE(DependentIds(a).empty());
 }

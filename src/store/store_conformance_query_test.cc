@@ -24,7 +24,7 @@ TEST_P(StoreConformance, ListFiltersByStateInIdOrder) {
   const std::vector<JobId>& id = *ids;
   ASSERT_TRUE(IsOk(StartRunning(id[1], 0)));
   ASSERT_TRUE(IsOk(store().StartAttempt(id[3], 0, PlacementOn("n", {1}), kT0)));
-  ASSERT_TRUE(IsOk(store().CancelWaiting(id[4], "x", kT0)));
+  ASSERT_TRUE(IsOk(store().CancelWaiting(id[4], "x")));
 
   Result<std::vector<Job>> all = store().List({});
   ASSERT_TRUE(IsOk(all));
@@ -107,63 +107,34 @@ TEST_P(StoreConformance, ListFillsAttemptsOnlyWhenAsked) {
   EXPECT_EQ((*one)[0].attempts.size(), 1u);
 }
 
-TEST_P(StoreConformance, CountByStateCountsEveryState) {
-  Result<std::vector<int64_t>> empty = store().CountByState();
-  ASSERT_TRUE(IsOk(empty));
-  EXPECT_EQ(*empty, std::vector<int64_t>(7, 0));
-  std::vector<JobSpec> specs(6, Spec("j"));
-  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+// Aging counts from here, so a job queued again is not "aged" at once.
+TEST_P(StoreConformance, QueuedAtIsWhenTheJobLastBecameQueued) {
+  Result<std::vector<JobId>> ids = store().Submit(std::vector<JobSpec>{Spec("a")}, kT0);
   ASSERT_TRUE(IsOk(ids));
-  ASSERT_TRUE(IsOk(StartRunning((*ids)[0], 0)));
-  ASSERT_TRUE(IsOk(store().StartAttempt((*ids)[1], 0, PlacementOn("n", {0}), kT0)));
-  ASSERT_TRUE(IsOk(StartRunning((*ids)[2], 0)));
-  ASSERT_TRUE(IsOk(store().FinishAttempt(
-      (*ids)[2], 1, Ended(JobState::kFailed, JobState::kFailed, "exit code 1"))));
-  ASSERT_TRUE(IsOk(store().CancelWaiting((*ids)[3], "x", kT0)));
-  Result<std::vector<int64_t>> counts = store().CountByState();
-  ASSERT_TRUE(IsOk(counts));
-  std::vector<int64_t> expected(7, 0);
-  expected[static_cast<int>(JobState::kQueued)] = 2;
-  expected[static_cast<int>(JobState::kRunning)] = 1;
-  expected[static_cast<int>(JobState::kStarting)] = 1;
-  expected[static_cast<int>(JobState::kFailed)] = 1;
-  expected[static_cast<int>(JobState::kCancelled)] = 1;
-  EXPECT_EQ(*counts, expected);
-}
+  JobId id = (*ids)[0];
+  auto queued_at = [&] { return store().Get(id)->queued_at; };
+  EXPECT_EQ(queued_at(), kT0);
+  ASSERT_TRUE(IsOk(StartRunning(id, 0)));
+  AttemptEnd oom = Ended(JobState::kFailed, JobState::kQueued, "out of memory");
+  oom.ended_at = kT0 + 100;
+  ASSERT_TRUE(IsOk(store().FinishAttempt(id, 1, oom)));
+  EXPECT_EQ(queued_at(), kT0 + 100);
+  ASSERT_TRUE(IsOk(StartRunning(id, 1)));
+  AttemptEnd failed = Ended(JobState::kFailed, JobState::kFailed, "exit code 1");
+  failed.ended_at = kT0 + 150;
+  ASSERT_TRUE(IsOk(store().FinishAttempt(id, 2, failed)));
+  EXPECT_EQ(queued_at(), kT0 + 100);  // a done job keeps it
+  ASSERT_TRUE(IsOk(store().Requeue(id, "retried", kT0 + 200)));
+  EXPECT_EQ(queued_at(), kT0 + 200);
+  EXPECT_EQ(store().Get(id)->submitted_at, kT0);  // its place in line is kept
 
-// --- Leases ---
-
-TEST_P(StoreConformance, LeaseIsTakenRenewedRefusedAndTakenOverAfterExpiry) {
-  Result<Lease> taken = store().AcquireLease("scheduler", "node-a", 10'000, kT0);
-  ASSERT_TRUE(IsOk(taken));
-  EXPECT_EQ(taken->holder, "node-a");
-  EXPECT_GT(taken->epoch, 0);
-  EXPECT_EQ(taken->expires_at, kT0 + 10'000);
-
-  Result<Lease> renewed = store().AcquireLease("scheduler", "node-a", 10'000, kT0 + 5'000);
-  ASSERT_TRUE(IsOk(renewed));
-  EXPECT_EQ(renewed->epoch, taken->epoch);
-  EXPECT_EQ(renewed->expires_at, kT0 + 15'000);
-
-  Result<Lease> refused = store().AcquireLease("scheduler", "node-b", 10'000, kT0 + 14'999);
-  EXPECT_TRUE(HasCode(refused, Code::kConflict));
-  EXPECT_THAT(refused.status().message(), HasSubstr("node-a"));
-
-  Result<Lease> other = store().AcquireLease("other-lease", "node-b", 1'000, kT0 + 14'999);
-  ASSERT_TRUE(IsOk(other));
-
-  Result<Lease> takeover = store().AcquireLease("scheduler", "node-b", 10'000, kT0 + 15'000);
-  ASSERT_TRUE(IsOk(takeover));
-  EXPECT_EQ(takeover->holder, "node-b");
-  EXPECT_EQ(takeover->epoch, taken->epoch + 1);
-  EXPECT_EQ(takeover->expires_at, kT0 + 25'000);
-
-  Result<Lease> stale = store().AcquireLease("scheduler", "node-a", 10'000, kT0 + 16'000);
-  EXPECT_TRUE(HasCode(stale, Code::kConflict));
-  EXPECT_THAT(stale.status().message(), HasSubstr("node-b"));
-  Result<Lease> back = store().AcquireLease("scheduler", "node-a", 10'000, kT0 + 30'000);
-  ASSERT_TRUE(IsOk(back));
-  EXPECT_EQ(back->epoch, taken->epoch + 2);
+  JobSpec dependent = Spec("b");
+  dependent.after = {id};
+  Result<std::vector<JobId>> b = store().Submit(std::vector<JobSpec>{dependent}, kT0 + 250);
+  ASSERT_TRUE(IsOk(b));
+  ASSERT_EQ(store().Get((*b)[0])->state, JobState::kBlocked);
+  ASSERT_TRUE(IsOk(store().MoveWaiting((*b)[0], JobState::kBlocked, JobState::kQueued, "", kT0 + 300)));
+  EXPECT_EQ(store().Get((*b)[0])->queued_at, kT0 + 300);
 }
 
 }  // namespace

@@ -114,8 +114,8 @@ TEST_P(StoreConformance, UnknownIdIsNotFoundEverywhere) {
       HasCode(store().FinishAttempt(unknown, 1, Ended(JobState::kFailed, JobState::kFailed, "x")),
               Code::kNotFound));
   EXPECT_TRUE(HasCode(store().RecordPeak(unknown, 1, 1), Code::kNotFound));
-  EXPECT_TRUE(HasCode(store().CancelWaiting(unknown, "x", kT0), Code::kNotFound));
-  EXPECT_TRUE(HasCode(store().Requeue(unknown, "x"), Code::kNotFound));
+  EXPECT_TRUE(HasCode(store().CancelWaiting(unknown, "x"), Code::kNotFound));
+  EXPECT_TRUE(HasCode(store().Requeue(unknown, "x", kT0), Code::kNotFound));
 }
 
 // --- The job's life ---
@@ -216,7 +216,7 @@ TEST_P(StoreConformance, StartWithWrongExpectedAttemptConflicts) {
 TEST_P(StoreConformance, StartOfJobThatIsNotQueuedConflicts) {
   JobId cancelled = SubmitOne();
   JobId failed = SubmitOne();
-  ASSERT_TRUE(IsOk(store().CancelWaiting(cancelled, "x", kT0)));
+  ASSERT_TRUE(IsOk(store().CancelWaiting(cancelled, "x")));
   ASSERT_TRUE(IsOk(StartRunning(failed, 0)));
   ASSERT_TRUE(IsOk(store().FinishAttempt(
       failed, 1, Ended(JobState::kFailed, JobState::kFailed, "exit code 1"))));
@@ -272,15 +272,15 @@ TEST_P(StoreConformance, CancelWaitingCancelsQueuedButNotRunning) {
   JobId queued = SubmitOne();
   JobId running = SubmitOne();
   ASSERT_TRUE(IsOk(StartRunning(running, 0)));
-  ASSERT_TRUE(IsOk(store().CancelWaiting(queued, "cancelled by alice", kT0)));
+  ASSERT_TRUE(IsOk(store().CancelWaiting(queued, "cancelled by alice")));
   Job cancelled = Fetch(queued);
   EXPECT_EQ(cancelled.state, JobState::kCancelled);
   EXPECT_EQ(cancelled.reason, "cancelled by alice");
-  Status refused = store().CancelWaiting(running, "cancelled by alice", kT0);
+  Status refused = store().CancelWaiting(running, "cancelled by alice");
   EXPECT_TRUE(HasCode(refused, Code::kConflict));
   EXPECT_THAT(refused.message(), HasSubstr("running"));
   EXPECT_EQ(Fetch(running).state, JobState::kRunning);
-  EXPECT_TRUE(HasCode(store().CancelWaiting(queued, "again", kT0), Code::kConflict));
+  EXPECT_TRUE(HasCode(store().CancelWaiting(queued, "again"), Code::kConflict));
 }
 
 // --- Retries ---
@@ -325,7 +325,7 @@ TEST_P(StoreConformance, RequeueOfDoneJobQueuesItForANewAttempt) {
   AttemptEnd end = Ended(JobState::kFailed, JobState::kFailed, "exit code 1");
   end.not_before = kT0 + 5;
   ASSERT_TRUE(IsOk(store().FinishAttempt(id, 1, end)));
-  ASSERT_TRUE(IsOk(store().Requeue(id, "retried by alice")));
+  ASSERT_TRUE(IsOk(store().Requeue(id, "retried by alice", kT0)));
   Job job = Fetch(id);
   EXPECT_EQ(job.state, JobState::kQueued);
   EXPECT_EQ(job.reason, "retried by alice");
@@ -339,12 +339,12 @@ TEST_P(StoreConformance, RequeueOfCancelledWorksButNotOfWaitingOrRunning) {
   JobId cancelled = SubmitOne();
   JobId queued = SubmitOne();
   JobId running = SubmitOne();
-  ASSERT_TRUE(IsOk(store().CancelWaiting(cancelled, "x", kT0)));
+  ASSERT_TRUE(IsOk(store().CancelWaiting(cancelled, "x")));
   ASSERT_TRUE(IsOk(StartRunning(running, 0)));
-  ASSERT_TRUE(IsOk(store().Requeue(cancelled, "back")));
+  ASSERT_TRUE(IsOk(store().Requeue(cancelled, "back", kT0)));
   EXPECT_EQ(Fetch(cancelled).state, JobState::kQueued);
-  EXPECT_TRUE(HasCode(store().Requeue(queued, "x"), Code::kConflict));
-  EXPECT_TRUE(HasCode(store().Requeue(running, "x"), Code::kConflict));
+  EXPECT_TRUE(HasCode(store().Requeue(queued, "x", kT0), Code::kConflict));
+  EXPECT_TRUE(HasCode(store().Requeue(running, "x", kT0), Code::kConflict));
   EXPECT_EQ(Fetch(running).state, JobState::kRunning);
 }
 

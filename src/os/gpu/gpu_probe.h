@@ -1,4 +1,4 @@
-// The GPU probe (DESIGN.md section 9): NVML loaded at run time, simulated GPUs described
+// The GPU probe (docs/simulated-gpus.md for the simulated one): NVML loaded at run time, simulated GPUs described
 // by a JSON file, or none. The daemon samples it; nothing else touches GPUs.
 // Thread: one caller at a time. Sample() is bounded and never blocks on a job.
 #pragma once

@@ -178,6 +178,7 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   TRAINQ_RETURN_IF_ERROR(Take(DecodeIds(q.Text(17), "after"), job.spec.after));
   TRAINQ_RETURN_IF_ERROR(Take(DecodeIds(q.Text(18), "after_any"), job.spec.after_any));
   job.spec.time_limit_ms = q.Int64(19);
+  job.queued_at = q.Int64(20);
   return job;
 }
 

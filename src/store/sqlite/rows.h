@@ -17,7 +17,8 @@ namespace trainq::sqlite {
 // SELECT lists; ReadJob/ReadAttempt expect exactly these columns in this order.
 inline constexpr char kJobColumns[] =
     "id, state, name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, priority, "
-    "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms";
+    "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms, "
+    "queued_at";
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
@@ -26,8 +27,8 @@ inline constexpr char kAttemptColumns[] =
 // The INSERT for a new job; bind with BindNewJob (its state and reason are bound last).
 inline constexpr char kInsertJobSql[] =
     "INSERT INTO jobs (name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
-    "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason, "
+    "queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12)";
 
 // Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those
 // whose state is one of ?3..?9 (repeat a state to fill unused slots), through the

@@ -74,9 +74,19 @@ ALTER TABLE jobs ADD COLUMN time_limit_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE attempts ADD COLUMN master_port INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 3: when a job last became queued (aging counts from there, not from its submit),
+// set to submitted_at for the jobs already stored. Leases go: the one daemon of a SQLite
+// store holds its lock file, and a cluster's leader lease lives in the cluster's store.
+constexpr char kSchemaV3[] = R"sql(
+ALTER TABLE jobs ADD COLUMN queued_at INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET queued_at = submitted_at;
+DROP TABLE leases;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1},
     {2, kSchemaV2},
+    {3, kSchemaV3},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

@@ -82,8 +82,20 @@ TEST_F(SchemaTest, RealSchemaIsNumberedFromOneAndCreatesTheTables) {
   EXPECT_EQ(Version(), steps.back().version);
   EXPECT_TRUE(HasTable("jobs"));
   EXPECT_TRUE(HasTable("attempts"));
-  EXPECT_TRUE(HasTable("leases"));
+  EXPECT_FALSE(HasTable("leases"));  // dropped by version 3
   EXPECT_TRUE(HasTable("jobs_state_id"));
+}
+
+// A version-2 store's jobs are aged from their submit, as before the column existed.
+TEST_F(SchemaTest, VersionThreeQueuesOldJobsAtTheirSubmit) {
+  std::span<const Migration> steps = SchemaMigrations();
+  ASSERT_TRUE(Migrate(*db_, steps.first(2)).ok());
+  ASSERT_TRUE(db_->Exec("INSERT INTO jobs (state, name, command, cwd, env, gpus, cpus, priority, "
+                        "retries, user, submitted_at) VALUES ('queued', 'j', '[\"x\"]', '/', "
+                        "'[]', 1, 1, 0, 0, 'ann', 1234)")
+                  .ok());
+  ASSERT_TRUE(Migrate(*db_, steps).ok());
+  EXPECT_EQ(*db_->QueryInt("SELECT queued_at FROM jobs"), 1234);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/state_machine.h"
 #include "src/store/sqlite/rows.h"
 #include "src/store/sqlite/schema.h"
 
@@ -21,12 +22,25 @@ Status CheckEnd(const AttemptEnd& end) {
   if (!IsDone(end.attempt_state)) {
     return Status::Invalid("an attempt cannot end as " + std::string(StateName(end.attempt_state)));
   }
-  if (IsActive(end.job_state)) {
+  if (!MoveAllowed(Move::kFinish, JobState::kRunning, end.job_state)) {
     return Status::Invalid("a job cannot go from its attempt's end to " +
                            std::string(StateName(end.job_state)));
   }
   return Status::Ok();
 }
+
+// "state IN ('starting', 'running')": the compare-and-set condition of `move`, from the one
+// table of moves (src/core/state_machine.h).
+std::string FromStates(Move move) {
+  std::string sql = "state IN (";
+  std::span<const JobState> from = MoveFrom(move);
+  for (size_t i = 0; i < from.size(); ++i) {
+    sql += fmt::format("{}'{}'", i ? ", " : "", StateName(from[i]));
+  }
+  return sql + ")";
+}
+
+std::string Expected(Move move) { return StatesText(MoveFrom(move)); }
 
 template <class T>
 Status Take(Result<T> decoded, T& out) {
@@ -45,26 +59,6 @@ Result<std::vector<Job>> ReadJobs(Query& select, bool with_env = true) {
     if (!job.ok()) return job.status();
     jobs.push_back(std::move(job).value());
   }
-}
-
-Result<Lease> NextLease(Query& current, const std::string& name, const std::string& holder,
-                        int64_t ttl_ms, UnixMs now) {
-  Result<bool> row = current.Step();
-  if (!row.ok()) return row.status();
-  Lease lease{holder, 1, now + ttl_ms};
-  if (!*row) return lease;
-  std::string current_holder = current.Text(0);
-  int64_t epoch = current.Int64(1);
-  UnixMs expires_at = current.Int64(2);
-  if (current_holder == holder) {
-    lease.epoch = epoch;
-  } else if (expires_at <= now) {
-    lease.epoch = epoch + 1;
-  } else {
-    return Status::Conflict("lease '" + name + "' is held by " + current_holder + " until " +
-                            FormatTime(expires_at));
-  }
-  return lease;
 }
 
 }  // namespace
@@ -260,20 +254,6 @@ Status SqliteStore::FillAttempts(std::vector<Job>& jobs) {
   }
 }
 
-Result<std::vector<int64_t>> SqliteStore::CountByState() {
-  Result<Query> select = db_.Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state");
-  if (!select.ok()) return select.status();
-  std::vector<int64_t> counts(kStateCount, 0);
-  for (;;) {
-    Result<bool> row = select->Step();
-    if (!row.ok()) return row.status();
-    if (!*row) return counts;
-    Result<JobState> state = sqlite::DecodeState(select->Text(0));
-    if (!state.ok()) return state.status();
-    counts[static_cast<size_t>(*state)] = select->Int64(1);
-  }
-}
-
 // --- Transitions: each a compare-and-set on (state, attempt) in one transaction ---
 
 Status SqliteStore::StartAttempt(JobId id, int expected_attempt, const Placement& placement,
@@ -286,9 +266,9 @@ Status SqliteStore::StartAttempt(JobId id, int expected_attempt, const Placement
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(
       CheckCas(db_.Run("UPDATE jobs SET state = 'starting', attempt = attempt + 1, reason = '' "
-                       "WHERE id = ?1 AND state = 'queued' AND attempt = ?2",
+                       "WHERE id = ?1 AND attempt = ?2 AND " + FromStates(Move::kStart),
                        id, expected_attempt),
-               id, "queued with attempt " + std::to_string(expected_attempt)));
+               id, Expected(Move::kStart) + " with attempt " + std::to_string(expected_attempt)));
   Result<int64_t> inserted = db_.Run(
       "INSERT INTO attempts (job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, "
       "cpus, run_dir, log_path, started_at, master_port) "
@@ -303,10 +283,11 @@ Status SqliteStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid
                                 UnixMs /*now*/) {
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  TRAINQ_RETURN_IF_ERROR(CheckCas(db_.Run("UPDATE jobs SET state = 'running' "
-                                          "WHERE id = ?1 AND state = 'starting' AND attempt = ?2",
-                                          id, attempt),
-                                  id, "starting with attempt " + std::to_string(attempt)));
+  TRAINQ_RETURN_IF_ERROR(
+      CheckCas(db_.Run("UPDATE jobs SET state = 'running' "
+                       "WHERE id = ?1 AND attempt = ?2 AND " + FromStates(Move::kRun),
+                       id, attempt),
+               id, Expected(Move::kRun) + " with attempt " + std::to_string(attempt)));
   Result<int64_t> updated = db_.Run(
       "UPDATE attempts SET state = 'running', pid = ?3, pid_start_ticks = ?4 "
       "WHERE job_id = ?1 AND n = ?2",
@@ -321,10 +302,12 @@ Status SqliteStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) 
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(CheckCas(
-      db_.Run("UPDATE jobs SET state = ?3, reason = ?4, not_before = ?5 "
-              "WHERE id = ?1 AND attempt = ?2 AND state IN ('starting', 'running')",
-              id, attempt, sqlite::StateText(end.job_state), end.job_reason, end.not_before),
-      id, "starting or running with attempt " + std::to_string(attempt)));
+      db_.Run("UPDATE jobs SET state = ?3, reason = ?4, not_before = ?5, "
+              "queued_at = CASE WHEN ?3 = 'queued' THEN ?6 ELSE queued_at END "
+              "WHERE id = ?1 AND attempt = ?2 AND " + FromStates(Move::kFinish),
+              id, attempt, sqlite::StateText(end.job_state), end.job_reason, end.not_before,
+              end.ended_at),
+      id, Expected(Move::kFinish) + " with attempt " + std::to_string(attempt)));
   Result<int64_t> updated = db_.Run(
       "UPDATE attempts SET state = ?3, ended_at = ?4, exit_code = ?5, signal = ?6, oom = ?7, "
       "end_reason = ?8 WHERE job_id = ?1 AND n = ?2",
@@ -348,28 +331,28 @@ Status SqliteStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
   return Status::Ok();
 }
 
-Status SqliteStore::CancelWaiting(JobId id, const std::string& reason, UnixMs /*now*/) {
+Status SqliteStore::CancelWaiting(JobId id, const std::string& reason) {
   FullSyncScope full_sync(db_, durable_);
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(CheckCas(db_.Run("UPDATE jobs SET state = 'cancelled', reason = ?2 "
-                                          "WHERE id = ?1 AND state IN ('queued', 'blocked')",
+                                          "WHERE id = ?1 AND " + FromStates(Move::kCancelWaiting),
                                           id, reason),
-                                  id, "queued or blocked"));
+                                  id, Expected(Move::kCancelWaiting)));
   return txn->Commit();
 }
 
-Status SqliteStore::Requeue(JobId id, const std::string& reason) {
+Status SqliteStore::Requeue(JobId id, const std::string& reason, UnixMs now) {
   FullSyncScope full_sync(db_, durable_);
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(
-      CheckCas(db_.Run("UPDATE jobs SET state = 'queued', reason = ?2, not_before = 0 "
-                       "WHERE id = ?1 AND state IN ('succeeded', 'failed', 'cancelled')",
-                       id, reason),
-               id, "succeeded, failed or cancelled"));
+      CheckCas(db_.Run("UPDATE jobs SET state = 'queued', reason = ?2, not_before = 0, "
+                       "queued_at = ?3 WHERE id = ?1 AND " + FromStates(Move::kRequeue),
+                       id, reason, now),
+               id, Expected(Move::kRequeue)));
   return txn->Commit();
 }
 
@@ -379,19 +362,19 @@ Result<std::vector<Job>> SqliteStore::Dependents(JobId id) {
   return ReadJobs(select->BindAll(id));
 }
 
-Status SqliteStore::MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason) {
-  bool resolves =
-      from == JobState::kBlocked && (to == JobState::kQueued || to == JobState::kCancelled);
-  bool blocks = from == JobState::kQueued && to == JobState::kBlocked;
-  if (!resolves && !blocks) {
+Status SqliteStore::MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
+                                UnixMs now) {
+  if (!MoveAllowed(Move::kResolve, from, to) && !MoveAllowed(Move::kBlock, from, to)) {
     return Status::Invalid(fmt::format("dependencies cannot move a job from {} to {}",
                                        StateName(from), StateName(to)));
   }
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  Result<int64_t> changed = db_.Run("UPDATE jobs SET state = ?3, reason = ?4 "
-                                    "WHERE id = ?1 AND state = ?2",
-                                    id, sqlite::StateText(from), sqlite::StateText(to), reason);
+  Result<int64_t> changed =
+      db_.Run("UPDATE jobs SET state = ?3, reason = ?4, "
+              "queued_at = CASE WHEN ?3 = 'queued' THEN ?5 ELSE queued_at END "
+              "WHERE id = ?1 AND state = ?2",
+              id, sqlite::StateText(from), sqlite::StateText(to), reason, now);
   TRAINQ_RETURN_IF_ERROR(CheckCas(changed, id, std::string(StateName(from))));
   return txn->Commit();
 }
@@ -406,32 +389,6 @@ Status SqliteStore::SetReasons(std::span<const std::pair<JobId, std::string>> re
     if (!updated.ok()) return updated.status();
   }
   return txn->Commit();
-}
-
-// --- Leases ---
-
-Result<Lease> SqliteStore::AcquireLease(const std::string& name, const std::string& holder,
-                                        int64_t ttl_ms, UnixMs now) {
-  if (ttl_ms <= 0) return Status::Invalid("a lease needs a positive ttl");
-  Result<Transaction> txn = BeginWrite();
-  if (!txn.ok()) return txn.status();
-  Result<Lease> lease = Status::Internal("unset");
-  {
-    Result<Query> current =
-        db_.Prepare("SELECT holder, epoch, expires_at FROM leases WHERE name = ?1");
-    if (!current.ok()) return current.status();
-    current->BindAll(name);
-    lease = NextLease(*current, name, holder, ttl_ms, now);
-    if (!lease.ok()) return lease;
-  }
-  Result<int64_t> written = db_.Run(
-      "INSERT INTO leases (name, holder, epoch, expires_at) VALUES (?1, ?2, ?3, ?4) "
-      "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, epoch = excluded.epoch, "
-      "expires_at = excluded.expires_at",
-      name, lease->holder, lease->epoch, lease->expires_at);
-  if (!written.ok()) return written.status();
-  TRAINQ_RETURN_IF_ERROR(txn->Commit());
-  return lease;
 }
 
 }  // namespace trainq

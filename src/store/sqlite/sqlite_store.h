@@ -1,4 +1,4 @@
-// The SQLite implementation of Store (DESIGN.md section 6): one database file in WAL mode
+// The SQLite implementation of Store (docs/architecture.md, "The Store contract"): one database file in WAL mode
 // with synchronous=FULL, so an acknowledged write is on disk, and several connections
 // (the daemon, the CLI) may share the file. Every state change is one transaction whose
 // first statement is a compare-and-set on the job's (state, attempt).
@@ -50,20 +50,18 @@ class SqliteStore final : public Store {
   Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) override;
   Result<Job> Get(JobId id) override;
   Result<std::vector<Job>> List(const ListQuery& query) override;
-  Result<std::vector<int64_t>> CountByState() override;
   Status StartAttempt(JobId id, int expected_attempt, const Placement& placement,
                       UnixMs now) override;
   Status MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
                      UnixMs now) override;
   Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) override;
   Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
-  Status CancelWaiting(JobId id, const std::string& reason, UnixMs now) override;
-  Status Requeue(JobId id, const std::string& reason) override;
+  Status CancelWaiting(JobId id, const std::string& reason) override;
+  Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
   Result<std::vector<Job>> Dependents(JobId id) override;
-  Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason) override;
+  Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
+                     UnixMs now) override;
   Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override;
-  Result<Lease> AcquireLease(const std::string& name, const std::string& holder, int64_t ttl_ms,
-                             UnixMs now) override;
 
  private:
   Result<sqlite::Transaction> BeginWrite();

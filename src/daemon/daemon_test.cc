@@ -1,0 +1,340 @@
+// The daemon's loop against fakes (clock, GPUs, shims), driven through its API and timer
+// callbacks: no process, no socket, no sleep. Time moves only when a test moves it.
+#include "src/daemon/daemon_impl.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "src/core/oom.h"
+#include "src/daemon/fake_shim_launcher.h"
+#include "src/os/fake_clock.h"
+#include "src/os/gpu/fake_gpu_probe.h"
+#include "src/os/run_dir.h"
+#include "src/store/faulty_store.h"
+
+namespace trainq {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr UnixMs kT0 = 1'800'000'000'000;
+constexpr int64_t kMinute = 60'000;
+
+GpuInfo Gpu(int index, uint64_t total_gib, bool processes_known = true) {
+  GpuInfo g;
+  g.index = index;
+  g.uuid = "GPU-" + std::to_string(index);
+  g.name = "Fake 80GB";
+  g.total_bytes = total_gib * kGiB;
+  g.free_bytes = g.total_bytes;
+  g.processes_known = processes_known;
+  return g;
+}
+
+ExitRecord Exited(int code) {
+  ExitRecord r;
+  r.exit_code = code;
+  r.started_at = kT0;
+  r.ended_at = kT0;
+  return r;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "trainq_daemon_test_" + std::to_string(::getpid()) + "_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    paths_ = ResolveStatePaths(dir_);
+    ASSERT_TRUE(MakeDirs(paths_.runs).ok());
+    config_.node_name = "node-a";
+    config_.cpu_slots = 8;
+    config_.headroom_bytes = 0;
+    config_.oom_patterns = DefaultOomPatterns();
+    snapshot_->source = "fake";
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void SetGpus(std::vector<GpuInfo> gpus) { snapshot_->gpus = std::move(gpus); }
+
+  // Starts a daemon on the state dir, as trainqd would after a restart.
+  void Start() {
+    daemon_.reset();  // the previous one "crashed": nothing stopped, its shims live on
+    Result<std::unique_ptr<Store>> sqlite = OpenSqliteStore(paths_.db);
+    ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
+    auto faulty = std::make_unique<FaultyStore>(std::move(*sqlite));
+    store_ = faulty.get();
+    DaemonSeams seams{std::move(faulty),
+                      ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_), ""},
+                      shims_.Launcher(), &clock_};
+    daemon_ = std::make_unique<DaemonImpl>(io_, DaemonOptions{paths_, true}, config_,
+                                           std::move(seams));
+    ASSERT_TRUE(daemon_->Open().ok());
+    Loop();
+  }
+
+  // Runs what the loop has ready (submits to commit, passes to run).
+  void Loop() {
+    io_.restart();
+    io_.poll();
+  }
+
+  HttpResponse Call(const std::string& method, const std::string& path,
+                    const std::string& body = "") {
+    HttpRequest req{method, path, {}, body, static_cast<int64_t>(::getuid()), ::getpid()};
+    std::optional<HttpResponse> got;
+    daemon_->Handle(std::move(req), [&got](HttpResponse r) { got = std::move(r); });
+    Loop();
+    EXPECT_TRUE(got.has_value()) << method << " " << path << " was not answered";
+    return got.value_or(HttpResponse{599, "", ""});
+  }
+
+  JobId Submit(json spec) {
+    spec["command"] = {"train"};
+    spec["cwd"] = dir_;
+    HttpResponse r = Call("POST", "/v1/jobs", spec.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    json ids = json::parse(r.body, nullptr, false);
+    return ids.is_object() && ids.contains("ids") ? ids["ids"][0].get<JobId>() : 0;
+  }
+
+  Job Get(JobId id) {
+    Result<Job> job = store_->Get(id);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? *job : Job{};
+  }
+  std::string RunDir(JobId id, int attempt) {
+    return paths_.runs + "/" + std::to_string(id) + "/" + std::to_string(attempt);
+  }
+
+  // Moves the clock to the daemon's next wake-up and lets its timer fire.
+  void WakeUp() {
+    UnixMs at = daemon_->NextWakeup();
+    ASSERT_GT(at, clock_.Now()) << "the daemon armed no wake-up";
+    clock_.Set(at);
+    daemon_->OnWakeupTimer();
+    Loop();
+  }
+
+  std::string dir_;
+  StatePaths paths_;
+  Config config_;
+  FakeClock clock_{kT0};
+  std::shared_ptr<GpuSnapshot> snapshot_ = std::make_shared<GpuSnapshot>();
+  FakeShims shims_;
+  boost::asio::io_context io_;
+  FaultyStore* store_ = nullptr;
+  std::unique_ptr<DaemonImpl> daemon_;
+};
+
+TEST_F(DaemonTest, SubmittedJobStartsOnAFreeGpuWithItsEnvironment) {
+  SetGpus({Gpu(0, 80), Gpu(1, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}, {"mem", "20GiB"}});
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  ASSERT_NE(shims_.Find(RunDir(id, 1)), nullptr);
+  Result<RunSpec> spec = ReadRunSpec(RunDir(id, 1));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_THAT(spec->env, ::testing::Contains(std::pair<std::string, std::string>(
+                             "CUDA_VISIBLE_DEVICES", "0")));
+  ASSERT_TRUE(shims_.Exit(RunDir(id, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(id).state, JobState::kSucceeded);
+}
+
+// Defect: ArmWakeup knew only the OOM backoff, so a job reaching the aging limit took its
+// hold only when some other event ran a pass.
+TEST_F(DaemonTest, AgingReachesItsLimitAndTheHoldIsTakenOnTimeAlone) {
+  config_.aging_ms = 30 * kMinute;
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId small = Submit({{"mem", "40GiB"}});
+  ASSERT_EQ(Get(small).state, JobState::kRunning);
+  JobId big = Submit({{"mem", "60GiB"}});  // 40 GiB left: waits
+  EXPECT_EQ(Get(big).state, JobState::kQueued);
+  EXPECT_EQ(daemon_->NextWakeup(), kT0 + 30 * kMinute + 1);
+  clock_.Advance(10 * kMinute);
+  JobId backfill = Submit({{"mem", "10GiB"}});  // not aged yet: it may pass the big one
+  EXPECT_EQ(Get(backfill).state, JobState::kRunning);
+
+  WakeUp();  // nothing but time: the big job is aged now and GPU 0 is held for it
+  EXPECT_EQ(clock_.Now(), kT0 + 30 * kMinute + 1);
+  EXPECT_THAT(Get(big).reason, HasSubstr("held"));
+  JobId later = Submit({{"mem", "10GiB"}});
+  EXPECT_EQ(Get(later).state, JobState::kQueued);
+  EXPECT_THAT(Get(later).reason, HasSubstr(std::to_string(big)));
+}
+
+// A retried job is aged from its retry, not its first submit: it must not take the hold
+// from jobs that waited longer.
+TEST_F(DaemonTest, ARetriedJobAgesFromItsRetry) {
+  config_.aging_ms = 30 * kMinute;
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId old = Submit({{"mem", "10GiB"}});
+  ASSERT_TRUE(shims_.Exit(RunDir(old, 1), Exited(1)));
+  Loop();
+  ASSERT_EQ(Get(old).state, JobState::kFailed);
+  JobId hog = Submit({{"mem", "75GiB"}});
+  ASSERT_EQ(Get(hog).state, JobState::kRunning);
+  clock_.Advance(60 * kMinute);
+  HttpResponse r = Call("POST", "/v1/jobs/" + std::to_string(old) + "/retry");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Job retried = Get(old);
+  EXPECT_EQ(retried.state, JobState::kQueued);
+  EXPECT_EQ(retried.queued_at, kT0 + 60 * kMinute);
+  EXPECT_THAT(retried.reason, Not(HasSubstr("held")));
+  EXPECT_EQ(daemon_->NextWakeup(), kT0 + 90 * kMinute + 1);
+}
+
+TEST_F(DaemonTest, OomBackoffEndsAndTheJobStartsAgain) {
+  config_.oom_backoff_ms = 2 * kMinute;
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"mem", "20GiB"}, {"retries", 2}});
+  ASSERT_TRUE(shims_.Exit(RunDir(id, 1), Exited(1),
+                          "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"));
+  Loop();
+  Job job = Get(id);
+  ASSERT_EQ(job.state, JobState::kQueued) << job.reason;
+  EXPECT_EQ(job.not_before, kT0 + 2 * kMinute);
+  EXPECT_EQ(daemon_->NextWakeup(), kT0 + 2 * kMinute);
+  WakeUp();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  EXPECT_EQ(Get(id).attempt, 2);
+  EXPECT_NE(shims_.Find(RunDir(id, 2)), nullptr);
+}
+
+// Per-process usage unknown: a new job's reservation counts in full for ramp_up, then the
+// probe's free memory is trusted. The end of that window alone must start a waiting job.
+TEST_F(DaemonTest, RampUpEndsAndAWaitingJobFits) {
+  config_.ramp_up_ms = 5 * kMinute;
+  config_.aging_ms = 0;
+  SetGpus({Gpu(0, 80, /*processes_known=*/false)});
+  Start();
+  JobId first = Submit({{"mem", "50GiB"}});
+  ASSERT_EQ(Get(first).state, JobState::kRunning);
+  JobId second = Submit({{"mem", "50GiB"}});
+  EXPECT_EQ(Get(second).state, JobState::kQueued);  // 80 free, 50 of them reserved
+  EXPECT_EQ(daemon_->NextWakeup(), kT0 + 5 * kMinute);
+  WakeUp();  // the probe still says 80 GiB free: the first job allocated nothing
+  EXPECT_EQ(Get(second).state, JobState::kRunning);
+}
+
+// Defect: a MarkRunning that failed after the shim was spawned dropped the attempt from the
+// daemon's books while its shim ran on, holding its GPU.
+TEST_F(DaemonTest, FailedMarkRunningKeepsTheShimCounted) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  store_->FailNext("MarkRunning", Status::Unavailable("database is locked"));
+  JobId first = Submit({{"gpus", 1}});  // a whole GPU
+  ASSERT_NE(shims_.Find(RunDir(first, 1)), nullptr);
+  EXPECT_EQ(Get(first).state, JobState::kStarting);
+  JobId second = Submit({{"gpus", 1}});
+  EXPECT_EQ(Get(second).state, JobState::kQueued);  // GPU 0 is still the first job's
+  EXPECT_EQ(shims_.alive_count(), 1);
+  ASSERT_TRUE(shims_.Exit(RunDir(first, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(first).state, JobState::kSucceeded);
+  EXPECT_EQ(Get(second).state, JobState::kRunning);
+}
+
+TEST_F(DaemonTest, AFailedJobCancelsItsDependencyChain) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId a = Submit({{"mem", "10GiB"}});
+  JobId b = Submit({{"mem", "10GiB"}, {"after", {a}}});
+  JobId c = Submit({{"mem", "10GiB"}, {"after", {b}}});
+  EXPECT_EQ(Get(b).state, JobState::kBlocked);
+  EXPECT_EQ(Get(c).state, JobState::kBlocked);
+  ASSERT_TRUE(shims_.Exit(RunDir(a, 1), Exited(3)));
+  Loop();
+  EXPECT_EQ(Get(a).state, JobState::kFailed);
+  EXPECT_EQ(Get(b).state, JobState::kCancelled);
+  EXPECT_EQ(Get(c).state, JobState::kCancelled);
+  EXPECT_THAT(Get(c).reason, HasSubstr(std::to_string(b)));
+  EXPECT_EQ(shims_.alive_count(), 0);
+}
+
+// The daemon dies while a job runs; the next one re-adopts the live shim (its GPU stays
+// taken) and records the exit the shim writes later.
+TEST_F(DaemonTest, RestartReadoptsAnAttemptWhoseExitRecordAppearsLater) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId running = Submit({{"gpus", 1}});
+  ASSERT_EQ(Get(running).state, JobState::kRunning);
+  clock_.Advance(kMinute);
+  Start();  // a restart: the shim is alive and has not written exit.json
+  EXPECT_EQ(Get(running).state, JobState::kRunning);
+  JobId next = Submit({{"gpus", 1}});
+  EXPECT_EQ(Get(next).state, JobState::kQueued);  // the re-adopted job keeps GPU 0
+  ASSERT_TRUE(shims_.Exit(RunDir(running, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(running).state, JobState::kSucceeded);
+  EXPECT_EQ(Get(next).state, JobState::kRunning);
+}
+
+TEST_F(DaemonTest, RestartCollectsAnExitThatHappenedWhileItWasDown) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}});
+  daemon_.reset();  // down: the exit below reaches no daemon
+  ASSERT_TRUE(shims_.Exit(RunDir(id, 1), Exited(4)));
+  Start();
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].exit_code, 4);
+}
+
+TEST_F(DaemonTest, CancelSignalsTheShimAndTheExitEndsTheJobCancelled) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}});
+  HttpResponse r = Call("POST", "/v1/jobs/" + std::to_string(id) + "/cancel");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const FakeShims::Shim* shim = shims_.Find(RunDir(id, 1));
+  ASSERT_NE(shim, nullptr);
+  EXPECT_EQ(shim->signals, std::vector<int>{SIGTERM});
+  ExitRecord rec;
+  rec.signal = SIGTERM;
+  rec.cancelled = true;
+  ASSERT_TRUE(shims_.Exit(RunDir(id, 1), rec));
+  Loop();
+  EXPECT_EQ(Get(id).state, JobState::kCancelled);
+}
+
+TEST_F(DaemonTest, AShimThatCannotStartFailsTheAttempt) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  shims_.FailNextLaunch(Status::Io("exec trainqd: no such file"));
+  JobId id = Submit({{"gpus", 1}});
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_THAT(job.reason, HasSubstr("could not start the shim"));
+}
+
+// Defect: a priority of INT_MIN made the pass loop forever.
+TEST_F(DaemonTest, EveryPriorityTheApiAcceptsIsScheduled) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId low = Submit({{"mem", "1GiB"}, {"priority", std::numeric_limits<int>::min()}});
+  JobId high = Submit({{"mem", "1GiB"}, {"priority", std::numeric_limits<int>::max()}});
+  EXPECT_EQ(Get(low).state, JobState::kRunning);
+  EXPECT_EQ(Get(high).state, JobState::kRunning);
+}
+
+}  // namespace
+}  // namespace trainq

@@ -1,0 +1,115 @@
+// Shims without processes, for the daemon's unit tests. FakeShims is the machine: it
+// remembers every shim "started" on it, alive until the test ends it with Exit(), which
+// writes the exit record and the log as a real shim would and then tells the daemon.
+// Launchers made from one FakeShims share its shims, so a second daemon (a restart) finds
+// the shims the first one started.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/daemon/shim_launcher.h"
+#include "src/os/run_dir.h"
+
+namespace trainq {
+
+class FakeShims {
+ public:
+  struct Shim {
+    ShimProcess process;
+    bool alive = true;
+    std::vector<int> signals;  // as sent, in order
+    int owner = 0;             // the launcher whose daemon watches it; 0: none
+    ShimLauncher::ExitHandler on_exit;
+  };
+
+  // Makes the next Launch fail with `st` (once).
+  void FailNextLaunch(Status st) { launch_error_ = std::move(st); }
+  std::vector<ProcStat> processes;  // what Processes() reports
+
+  // The shim of `run_dir`, or nullptr.
+  const Shim* Find(const std::string& run_dir) const {
+    auto it = shims_.find(run_dir);
+    return it == shims_.end() ? nullptr : &it->second;
+  }
+  int alive_count() const {
+    int n = 0;
+    for (const auto& [dir, shim] : shims_) n += shim.alive ? 1 : 0;
+    return n;
+  }
+
+  // Ends the shim of `run_dir`: its log gets `log`, exit.json `record`; then the daemon
+  // watching it (if any) is told. Returns false when no live shim runs there.
+  bool Exit(const std::string& run_dir, const ExitRecord& record, const std::string& log = "") {
+    auto it = shims_.find(run_dir);
+    if (it == shims_.end() || !it->second.alive) return false;
+    if (!log.empty()) (void)WriteFileAtomic(LogPath(run_dir), log, Durability::kNoSync);
+    (void)WriteExitRecord(run_dir, record);
+    it->second.alive = false;
+    it->second.owner = 0;
+    ShimLauncher::ExitHandler on_exit = std::move(it->second.on_exit);
+    if (on_exit) on_exit();
+    return true;
+  }
+
+  std::unique_ptr<ShimLauncher> Launcher() { return std::make_unique<Launcher_>(*this, ++launchers_); }
+
+ private:
+  class Launcher_ final : public ShimLauncher {
+   public:
+    Launcher_(FakeShims& shims, int id) : shims_(shims), id_(id) {}
+    ~Launcher_() override { StopWatching(); }
+
+    Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) override {
+      if (shims_.launch_error_) {
+        Status st = std::move(*shims_.launch_error_);
+        shims_.launch_error_.reset();
+        return st;
+      }
+      Shim& shim = shims_.shims_[run_dir];
+      if (shim.alive && shim.process.pid != 0) return Status::Conflict(run_dir + " is held");
+      shim = Shim{{shims_.next_pid_++, 1}, true, {}, id_, std::move(on_exit)};
+      return shim.process;
+    }
+    Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) override {
+      auto it = shims_.shims_.find(run_dir);
+      if (it == shims_.shims_.end() || !it->second.alive) {
+        return Status::NotFound("no shim holds " + run_dir);
+      }
+      it->second.owner = id_;
+      it->second.on_exit = std::move(on_exit);
+      return it->second.process;
+    }
+    Status Signal(const ShimProcess& process, int sig) override {
+      for (auto& [dir, shim] : shims_.shims_) {
+        if (shim.process.pid != process.pid || !shim.alive) continue;
+        shim.signals.push_back(sig);
+        return Status::Ok();
+      }
+      return Status::NotFound("the shim is gone");
+    }
+    std::vector<ProcStat> Processes() override { return shims_.processes; }
+    void StopWatching() override {
+      for (auto& [dir, shim] : shims_.shims_) {
+        if (shim.owner != id_) continue;
+        shim.owner = 0;
+        shim.on_exit = nullptr;
+      }
+    }
+
+   private:
+    FakeShims& shims_;
+    int id_;
+  };
+
+  std::map<std::string, Shim> shims_;  // by run dir
+  std::optional<Status> launch_error_;
+  int64_t next_pid_ = 1000;
+  int launchers_ = 0;
+};
+
+}  // namespace trainq

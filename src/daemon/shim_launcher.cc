@@ -1,0 +1,118 @@
+// The real ShimLauncher: shims are processes, watched through pidfds on the event loop.
+#include "src/daemon/shim_launcher.h"
+
+#include "src/api/asio.h"
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "src/os/run_dir.h"
+
+namespace trainq {
+
+namespace {
+
+using Descriptor = boost::asio::posix::stream_descriptor;
+
+// Waits briefly for a shim that holds its lock but has not written shim.json yet.
+Result<ShimRecord> AwaitShimRecord(const std::string& run_dir) {
+  for (int i = 0; i < 200; ++i) {
+    Result<ShimRecord> rec = ReadShimRecord(run_dir);
+    if (rec.ok() || rec.status().code() != Code::kNotFound) return rec;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Status::Unavailable("shim holds its lock but wrote no shim.json in " + run_dir);
+}
+
+class ProcessShimLauncher final : public ShimLauncher {
+ public:
+  ProcessShimLauncher(boost::asio::io_context& io, std::string self_exe, int daemon_log_fd)
+      : io_(io), self_exe_(std::move(self_exe)), daemon_log_fd_(daemon_log_fd) {}
+
+  Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) override {
+    Result<SpawnedShim> shim = SpawnShim(self_exe_, run_dir, daemon_log_fd_);
+    if (!shim.ok()) return shim.status();
+    ShimProcess p{shim->pid, shim->start_ticks};
+    Watch(p, std::move(shim->pidfd), std::move(on_exit));
+    return p;
+  }
+
+  Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) override {
+    // Lock first, record second: a shim writes shim.json while it holds its lock.
+    if (!RunDirLocked(run_dir)) return Status::NotFound("no shim holds " + run_dir);
+    Result<ShimRecord> rec = AwaitShimRecord(run_dir);
+    if (!rec.ok()) return rec.status();
+    Result<UniqueFd> fd = OpenPidfd(rec->pid);
+    if (!fd.ok() || !ProcessAlive(rec->pid, rec->start_ticks)) {
+      return Status::NotFound("the shim of " + run_dir + " is gone");
+    }
+    ShimProcess p{rec->pid, rec->start_ticks};
+    Watch(p, std::move(*fd), std::move(on_exit));
+    return p;
+  }
+
+  Status Signal(const ShimProcess& shim, int sig) override {
+    if (!ProcessAlive(shim.pid, shim.start_ticks)) return Status::NotFound("the shim is gone");
+    return SendSignal(shim.pid, sig);
+  }
+
+  std::vector<ProcStat> Processes() override { return ScanProcesses(); }
+
+  void StopWatching() override {
+    for (auto& [pid, watch] : watches_) watch.fd->cancel();
+    watches_.clear();
+  }
+
+ private:
+  struct Watched {
+    ShimProcess shim;
+    std::unique_ptr<Descriptor> fd;
+    ExitHandler on_exit;
+  };
+
+  void Watch(const ShimProcess& p, UniqueFd pidfd, ExitHandler on_exit) {
+    auto fd = std::make_unique<Descriptor>(io_, pidfd.Release());
+    watches_[p.pid] = Watched{p, std::move(fd), std::move(on_exit)};
+    Arm(p.pid);
+  }
+
+  void Arm(int64_t pid) {
+    watches_.at(pid).fd->async_wait(Descriptor::wait_read,
+                                    [this, pid](const boost::system::error_code& ec) {
+                                      if (!ec) OnReady(pid);
+                                    });
+  }
+
+  void OnReady(int64_t pid) {
+    auto it = watches_.find(pid);
+    if (it == watches_.end()) return;
+    // Under load a wait on the pidfd has completed while the shim still ran (asio's
+    // reactor, not the kernel). Ending the attempt then would lose its real end, so believe
+    // the exit only once the shim is gone.
+    if (ProcessAlive(it->second.shim.pid, it->second.shim.start_ticks)) {
+      spdlog::debug("spurious wake-up for live shim pid {}", pid);
+      return Arm(pid);
+    }
+    ReapIfChild(pid);
+    ExitHandler on_exit = std::move(it->second.on_exit);
+    watches_.erase(it);
+    on_exit();
+  }
+
+  boost::asio::io_context& io_;
+  std::string self_exe_;
+  int daemon_log_fd_;
+  std::map<int64_t, Watched> watches_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, std::string self_exe,
+                                               int daemon_log_fd) {
+  return std::make_unique<ProcessShimLauncher>(io, std::move(self_exe), daemon_log_fd);
+}
+
+}  // namespace trainq

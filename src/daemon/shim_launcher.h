@@ -1,0 +1,53 @@
+// The daemon's seam to the processes it supervises: every shim is started, re-adopted,
+// signalled and watched through a ShimLauncher. The real one (MakeShimLauncher) spawns
+// `trainqd shim RUN_DIR` and watches pidfds on the event loop; the fake one
+// (fake_shim_launcher.h) lets unit tests start and end "shims" by hand, with no process and
+// no sleep, the way ninja tests its build loop against a fake command runner.
+// Thread: the event loop's, like the daemon.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/os/process.h"
+#include "trainq/status.h"
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
+
+namespace trainq {
+
+// A shim process, named by pid and start time so a reused pid is never mistaken for it.
+struct ShimProcess {
+  int64_t pid = 0;
+  uint64_t start_ticks = 0;
+};
+
+class ShimLauncher {
+ public:
+  // Runs on the event loop once the shim has exited (never while it still runs).
+  using ExitHandler = std::function<void()>;
+
+  virtual ~ShimLauncher() = default;
+  // Starts the shim of `run_dir` (its spec.json written) in a new session; kConflict when
+  // another shim holds the run dir, kIo when it could not be started.
+  virtual Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) = 0;
+  // A shim started before this daemon did: kNotFound when none is alive for `run_dir`.
+  virtual Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) = 0;
+  virtual Status Signal(const ShimProcess& shim, int sig) = 0;
+  // Every live process with its parent: GPU processes are traced up to their shim.
+  virtual std::vector<ProcStat> Processes() = 0;
+  // Stops watching every shim (the daemon is stopping; the shims keep running).
+  virtual void StopWatching() = 0;
+};
+
+// `self_exe` is trainqd's path (it runs `self_exe shim RUN_DIR`); shims write to
+// `daemon_log_fd` (-1: /dev/null) until they open the job's log.
+std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, std::string self_exe,
+                                               int daemon_log_fd);
+
+}  // namespace trainq

@@ -1,0 +1,84 @@
+// A Store that passes every call to another one, except those a test told it to fail:
+// a busy database, a full disk or a dropped connection at exactly the call where it hurts.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "src/store/store.h"
+
+namespace trainq {
+
+class FaultyStore final : public Store {
+ public:
+  explicit FaultyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+  // The next call of `method` ("MarkRunning", "Submit", ...) returns `st` and changes nothing.
+  void FailNext(const std::string& method, Status st) { faults_[method] = std::move(st); }
+
+  Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) override {
+    if (Status st = Take("Submit"); !st.ok()) return st;
+    return inner_->Submit(specs, now);
+  }
+  Result<Job> Get(JobId id) override {
+    if (Status st = Take("Get"); !st.ok()) return st;
+    return inner_->Get(id);
+  }
+  Result<std::vector<Job>> List(const ListQuery& query) override {
+    if (Status st = Take("List"); !st.ok()) return st;
+    return inner_->List(query);
+  }
+  Status StartAttempt(JobId id, int expected, const Placement& p, UnixMs now) override {
+    if (Status st = Take("StartAttempt"); !st.ok()) return st;
+    return inner_->StartAttempt(id, expected, p, now);
+  }
+  Status MarkRunning(JobId id, int attempt, int64_t pid, uint64_t ticks, UnixMs now) override {
+    if (Status st = Take("MarkRunning"); !st.ok()) return st;
+    return inner_->MarkRunning(id, attempt, pid, ticks, now);
+  }
+  Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) override {
+    if (Status st = Take("FinishAttempt"); !st.ok()) return st;
+    return inner_->FinishAttempt(id, attempt, end);
+  }
+  Status RecordPeak(JobId id, int attempt, uint64_t bytes) override {
+    if (Status st = Take("RecordPeak"); !st.ok()) return st;
+    return inner_->RecordPeak(id, attempt, bytes);
+  }
+  Status CancelWaiting(JobId id, const std::string& reason) override {
+    if (Status st = Take("CancelWaiting"); !st.ok()) return st;
+    return inner_->CancelWaiting(id, reason);
+  }
+  Status Requeue(JobId id, const std::string& reason, UnixMs now) override {
+    if (Status st = Take("Requeue"); !st.ok()) return st;
+    return inner_->Requeue(id, reason, now);
+  }
+  Result<std::vector<Job>> Dependents(JobId id) override {
+    if (Status st = Take("Dependents"); !st.ok()) return st;
+    return inner_->Dependents(id);
+  }
+  Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
+                     UnixMs now) override {
+    if (Status st = Take("MoveWaiting"); !st.ok()) return st;
+    return inner_->MoveWaiting(id, from, to, reason, now);
+  }
+  Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override {
+    if (Status st = Take("SetReasons"); !st.ok()) return st;
+    return inner_->SetReasons(reasons);
+  }
+
+ private:
+  Status Take(const char* method) {
+    auto it = faults_.find(method);
+    if (it == faults_.end()) return Status::Ok();
+    Status st = std::move(it->second);
+    faults_.erase(it);
+    return st;
+  }
+
+  std::unique_ptr<Store> inner_;
+  std::map<std::string, Status> faults_;
+};
+
+}  // namespace trainq
