@@ -54,11 +54,21 @@ WaitingQueue LongQueue(int jobs, int aged_every) {
     j.submitted_at = kNow - 10'000 + id / 100;
     if (aged_every > 0 && id % aged_every == 0) j.submitted_at = kNow - 3 * kHour;
     switch (rng() % 5) {
-      case 0: j.mem_bytes = 10 * kGiB; break;
-      case 1: j.mem_bytes = 20 * kGiB; break;
-      case 2: j.mem_percent = 50; break;
-      case 3: j.gpus = 2; break;  // exclusive
-      default: j.gpus = 1; break;
+      case 0:
+        j.mem_bytes = 10 * kGiB;
+        break;
+      case 1:
+        j.mem_bytes = 20 * kGiB;
+        break;
+      case 2:
+        j.mem_percent = 50;
+        break;
+      case 3:
+        j.gpus = 2;
+        break;  // exclusive
+      default:
+        j.gpus = 1;
+        break;
     }
     q.emplace(id, j);
   }
@@ -129,8 +139,8 @@ void OnePod(benchmark::State& state, bool fgd, bool exclusive) {
   PolicyConfig config;
   config.headroom_bytes = 0;
   if (fgd) {
-    config.workload = {{1, 0.25, 3, 4'000, 16 * kGiB}, {1, 0.5, 2, 8'000, 32 * kGiB},
-                       {1, 1.0, 4, 8'000, 32 * kGiB},  {2, 1.0, 1, 16'000, 64 * kGiB},
+    config.workload = {{1, 0.25, 3, 4'000, 16 * kGiB},    {1, 0.5, 2, 8'000, 32 * kGiB},
+                       {1, 1.0, 4, 8'000, 32 * kGiB},     {2, 1.0, 1, 16'000, 64 * kGiB},
                        {8, 1.0, 0.5, 64'000, 256 * kGiB}, {1, 0.1, 1, 2'000, 8 * kGiB}};
   }
   PendingJob pod;

@@ -101,8 +101,11 @@ void CheckValidation(const JobSpec& spec) {
       BuildAttemptEnv(spec, {.job = 1, .attempt = 1, .gpu_indices = {0}, .gpu_uuids = {"u"}});
   FUZZ_CHECK(env.size() <= spec.env.size() + 6);
   // Several GPUs: six more for torchrun, and none of the variables torchrun sets itself.
-  auto dist = BuildAttemptEnv(spec, {.job = 1, .attempt = 1, .gpu_indices = {0, 1},
-                                     .gpu_uuids = {"u", "v"}, .master_port = 29500});
+  auto dist = BuildAttemptEnv(spec, {.job = 1,
+                                     .attempt = 1,
+                                     .gpu_indices = {0, 1},
+                                     .gpu_uuids = {"u", "v"},
+                                     .master_port = 29500});
   FUZZ_CHECK(dist.size() <= spec.env.size() + 12);
   for (const auto& [key, value] : dist) FUZZ_CHECK(key != "WORLD_SIZE" && key != "RANK");
 }

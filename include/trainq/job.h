@@ -16,8 +16,8 @@ namespace trainq {
 using JobId = int64_t;
 using UnixMs = int64_t;  // milliseconds since the Unix epoch, UTC
 
-// The life of a job: src/core/state_machine.h. Waiting: queued, blocked. Running: starting, running.
-// Done: succeeded, failed, cancelled.
+// The life of a job: src/core/state_machine.h. Waiting: queued, blocked. Running: starting,
+// running. Done: succeeded, failed, cancelled.
 enum class JobState { kQueued, kBlocked, kStarting, kRunning, kSucceeded, kFailed, kCancelled };
 
 std::string_view StateName(JobState s);  // "queued", ...
@@ -33,19 +33,19 @@ struct JobSpec {
   std::string cwd;                   // absolute
   // The environment the job starts with: the submitter's, then --env overrides.
   std::vector<std::pair<std::string, std::string>> env;
-  int gpus = 1;                        // on one node; 0 = CPU job
-  std::optional<uint64_t> mem_bytes;   // per GPU
-  std::optional<double> mem_percent;   // per GPU, of its total; exclusive if neither
-  int cpus = 1;                        // host CPU slots held
-  int priority = 0;                    // higher first
-  int retries = 3;                     // OOM retries allowed
-  std::string user;                    // who submitted (from the socket's peer credentials)
+  int gpus = 1;                       // on one node; 0 = CPU job
+  std::optional<uint64_t> mem_bytes;  // per GPU
+  std::optional<double> mem_percent;  // per GPU, of its total; exclusive if neither
+  int cpus = 1;                       // host CPU slots held
+  int priority = 0;                   // higher first
+  int retries = 3;                    // OOM retries allowed
+  std::string user;                   // who submitted (from the socket's peer credentials)
   // Dependencies (--after, --after-any): ids of jobs that existed when this one was
   // submitted. `after`: start once all succeeded; one failing or cancelled cancels this
   // job. `after_any`: start once all ended, whatever the outcome.
   std::vector<JobId> after;
   std::vector<JobId> after_any;
-  int64_t time_limit_ms = 0;           // wall-clock limit per attempt (--time); 0: none
+  int64_t time_limit_ms = 0;  // wall-clock limit per attempt (--time); 0: none
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   bool has_deps() const { return !after.empty() || !after_any.empty(); }
@@ -56,22 +56,22 @@ struct Attempt {
   int n = 0;
   JobState state = JobState::kStarting;  // starting, running, or a done state
   std::string node;
-  std::vector<int> gpu_indices;          // NVML indices on the node
+  std::vector<int> gpu_indices;  // NVML indices on the node
   std::vector<std::string> gpu_uuids;
-  uint64_t reserved_bytes = 0;           // per GPU; the GPU's total for exclusive jobs
+  uint64_t reserved_bytes = 0;  // per GPU; the GPU's total for exclusive jobs
   int cpus = 0;
-  std::string run_dir;                   // spec, log, exit record
+  std::string run_dir;  // spec, log, exit record
   std::string log_path;
-  int64_t pid = 0;                       // the shim's pid, 0 until known
-  uint64_t pid_start_ticks = 0;          // /proc/PID/stat starttime, guards pid reuse
+  int64_t pid = 0;               // the shim's pid, 0 until known
+  uint64_t pid_start_ticks = 0;  // /proc/PID/stat starttime, guards pid reuse
   UnixMs started_at = 0;
   std::optional<UnixMs> ended_at;
   std::optional<int> exit_code;
   std::optional<int> signal;
   bool oom = false;
-  uint64_t peak_mem_bytes = 0;           // sum over the attempt's GPUs, highest sample
-  int master_port = 0;                   // MASTER_PORT of a multi-GPU attempt; 0: none
-  std::string end_reason;                // "exit code 1", "out of memory (retry 1 of 3 in 30s)"
+  uint64_t peak_mem_bytes = 0;  // sum over the attempt's GPUs, highest sample
+  int master_port = 0;          // MASTER_PORT of a multi-GPU attempt; 0: none
+  std::string end_reason;       // "exit code 1", "out of memory (retry 1 of 3 in 30s)"
 };
 
 struct Job {
@@ -82,9 +82,9 @@ struct Job {
   // When it last became queued: submit, retry, dependencies met, an OOM or lost-node retry.
   // The scheduler ages a waiting job from here.
   UnixMs queued_at = 0;
-  std::string reason;           // why it waits, or why it ended
-  int attempt = 0;              // number of the latest attempt, 0 before the first
-  UnixMs not_before = 0;        // OOM backoff: not placed before this time
+  std::string reason;             // why it waits, or why it ended
+  int attempt = 0;                // number of the latest attempt, 0 before the first
+  UnixMs not_before = 0;          // OOM backoff: not placed before this time
   std::vector<Attempt> attempts;  // oldest first; may be empty in listings
 
   const Attempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }

@@ -51,7 +51,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be ok
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -76,8 +76,8 @@ Status ErrnoStatus(const std::string& what, int err);
 
 }  // namespace trainq
 
-#define TRAINQ_RETURN_IF_ERROR(expr)      \
-  do {                                    \
-    ::trainq::Status _st = (expr);        \
-    if (!_st.ok()) return _st;            \
+#define TRAINQ_RETURN_IF_ERROR(expr) \
+  do {                               \
+    ::trainq::Status _st = (expr);   \
+    if (!_st.ok()) return _st;       \
   } while (0)

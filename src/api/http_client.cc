@@ -33,7 +33,9 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view m
   Local::socket socket(io);
   beast::error_code ec;
   socket.connect(Local::endpoint(socket_path), ec);
-  if (ec) return Status::Unavailable("cannot reach the trainq daemon at " + socket_path + ": " + ec.message());
+  if (ec)
+    return Status::Unavailable("cannot reach the trainq daemon at " + socket_path + ": " +
+                               ec.message());
   SetTimeouts(socket.native_handle(), timeout_ms);
 
   http::request<http::string_body> req(

@@ -56,7 +56,8 @@ PeerCred ReadPeerCred(int fd) {
 }  // namespace
 
 HttpResponse ErrorResponse(const Status& status) {
-  nlohmann::json body = {{"error", {{"code", CodeName(status.code())}, {"message", status.message()}}}};
+  nlohmann::json body = {
+      {"error", {{"code", CodeName(status.code())}, {"message", status.message()}}}};
   return {HttpStatusFor(status.code()), DumpJson(body), "application/json"};
 }
 
@@ -94,8 +95,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(max_body_);
     parser_->header_limit(64 * 1024);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+    http::async_read(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -124,7 +126,8 @@ class Session : public std::enable_shared_from_this<Session> {
     out.body = std::move(req.body());
     out.peer_uid = peer_uid_;
     out.peer_pid = peer_pid_;
-    handler_(std::move(out), [self = shared_from_this()](HttpResponse r) { self->Write(std::move(r)); });
+    handler_(std::move(out),
+             [self = shared_from_this()](HttpResponse r) { self->Write(std::move(r)); });
   }
 
   void Write(HttpResponse r) {
@@ -164,7 +167,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   void Accept() {
     acceptor->async_accept([self = shared_from_this()](beast::error_code ec, Local::socket s) {
-      if (ec == asio::error::operation_aborted || !self->acceptor || !self->acceptor->is_open()) return;
+      if (ec == asio::error::operation_aborted || !self->acceptor || !self->acceptor->is_open())
+        return;
       if (!ec) std::make_shared<Session>(std::move(s), self->handler, self->max_body)->Start();
       self->Accept();
     });

@@ -30,7 +30,8 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   s->alias("add");
   SubmitArgs& a = p.submit;
   s->add_option("--gpus", a.gpus, "GPUs on one node (0 = CPU job)");
-  s->add_option("--mem", a.mem, "GPU memory per GPU: 20GiB, 20G, 512MiB, 20GB, 40% (default: whole GPUs)");
+  s->add_option("--mem", a.mem,
+                "GPU memory per GPU: 20GiB, 20G, 512MiB, 20GB, 40% (default: whole GPUs)");
   s->add_option("--cpus", a.cpus, "host CPU slots the job holds");
   s->add_option("--name", a.name, "a name (default: the command)");
   s->add_option("--priority", a.priority, "higher runs first");
@@ -40,16 +41,20 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   // swallow the `--` that ends the options, so the command's own flags would be refused.
   s->add_option("--env", a.env, "K=V added to the job's environment (repeatable)")
       ->allow_extra_args(false);
-  s->add_option("--after", a.after, "start only after these jobs succeeded: ID[,ID...]; if one "
+  s->add_option("--after", a.after,
+                "start only after these jobs succeeded: ID[,ID...]; if one "
                 "fails or is cancelled, this job is cancelled")
       ->allow_extra_args(false);
-  s->add_option("--after-any", a.after_any, "start after these jobs ended, whatever the outcome: "
+  s->add_option("--after-any", a.after_any,
+                "start after these jobs ended, whatever the outcome: "
                 "ID[,ID...]")
       ->allow_extra_args(false);
-  s->add_option("--time", a.time, "wall-clock limit per attempt: 2h30m, 90m, 45s, 1d, plain "
+  s->add_option("--time", a.time,
+                "wall-clock limit per attempt: 2h30m, 90m, 45s, 1d, plain "
                 "minutes (90) or H:MM:SS; then SIGTERM, grace, SIGKILL and the job fails");
   s->add_flag("--json", a.json, "print the job as JSON");
-  s->add_option("--from", a.from, "queue one job per line of FILE: a command line (quoted as in sh, "
+  s->add_option("--from", a.from,
+                "queue one job per line of FILE: a command line (quoted as in sh, "
                 "never expanded) or a JSON job object; the options above are each job's defaults");
   s->add_option("command", a.command, "the command and its arguments, after --");
 }
@@ -63,7 +68,8 @@ void AddQueries(CLI::App& app, Parsed& p) {
   CLI::App* show = app.add_subcommand("show", "everything about a job, all its attempts");
   show->add_option("id", p.id, "job id")->required();
   show->add_flag("--json", p.json, "JSON output");
-  CLI::App* explain = app.add_subcommand("explain", "why a job waits: reason, GPUs, holds, line, fair share");
+  CLI::App* explain =
+      app.add_subcommand("explain", "why a job waits: reason, GPUs, holds, line, fair share");
   explain->add_option("id", p.id, "job id")->required();
   explain->add_flag("--json", p.json, "JSON output");
   CLI::App* logs = app.add_subcommand("logs", "output of the latest (or Nth) attempt");
@@ -74,7 +80,8 @@ void AddQueries(CLI::App& app, Parsed& p) {
   cancel->add_option("ids", p.ids, "job ids")->required();
   CLI::App* retry = app.add_subcommand("retry", "queue a job that ended again, as a new attempt");
   retry->add_option("id", p.id, "job id")->required();
-  CLI::App* gpus = app.add_subcommand("gpus", "each GPU: memory, utilisation, jobs, other processes");
+  CLI::App* gpus =
+      app.add_subcommand("gpus", "each GPU: memory, utilisation, jobs, other processes");
   gpus->add_flag("--json", p.json, "JSON output");
   gpus->add_flag("--topo", p.topo, "how far apart the GPUs are (as nvidia-smi topo -m)");
 }
@@ -83,7 +90,8 @@ void AddDaemon(CLI::App& app, Parsed& p) {
   CLI::App* d = app.add_subcommand("daemon", "run the daemon (normally started on demand)");
   d->add_flag("--foreground", p.foreground, "stay in the foreground, log to stderr");
   d->add_subcommand("stop", "stop the daemon; running jobs keep running");
-  d->add_subcommand("status", "whether the daemon runs, its pid and GPUs")->add_flag("--json", p.json, "JSON output");
+  d->add_subcommand("status", "whether the daemon runs, its pid and GPUs")
+      ->add_flag("--json", p.json, "JSON output");
   CLI::App* shim = app.add_subcommand("shim", "");  // internal: supervises one attempt
   shim->group("");
   shim->add_option("run_dir", p.shim_dir)->required();
@@ -139,7 +147,8 @@ int RunCli(int argc, char** argv) {
   app.require_subcommand(1, 1);
   app.fallthrough();
   Parsed p;
-  app.add_option("--state-dir", p.state_dir, "instance directory (default: $TRAINQ_STATE_DIR or ~/.local/state/trainq)");
+  app.add_option("--state-dir", p.state_dir,
+                 "instance directory (default: $TRAINQ_STATE_DIR or ~/.local/state/trainq)");
   AddSubmit(app, p);
   AddQueries(app, p);
   AddDaemon(app, p);

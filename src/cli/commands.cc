@@ -1,7 +1,7 @@
 #include "src/cli/commands.h"
 
-#include <chrono>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -29,8 +29,10 @@ Result<int64_t> ParseJobId(const std::string& text) {
   int64_t id = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || id <= 0) {
-    return Status::Invalid(fmt::format("job id: '{}' is not a job id; use the number that "
-                                       "'trainq submit' printed (see 'trainq ls')", text));
+    return Status::Invalid(
+        fmt::format("job id: '{}' is not a job id; use the number that "
+                    "'trainq submit' printed (see 'trainq ls')",
+                    text));
   }
   return id;
 }
@@ -71,9 +73,10 @@ Result<json> JobIdList(const std::vector<std::string>& values, const char* optio
     for (const std::string& word : SplitList(value)) {
       Result<int64_t> id = ParseJobId(word);
       if (!id.ok()) {
-        return Status::Invalid(fmt::format("{}: '{}' is not a job id; use {} ID[,ID...], e.g. "
-                                           "{} 12,13",
-                                           option, word, option, option));
+        return Status::Invalid(
+            fmt::format("{}: '{}' is not a job id; use {} ID[,ID...], e.g. "
+                        "{} 12,13",
+                        option, word, option, option));
       }
       ids.push_back(*id);
     }
@@ -91,8 +94,8 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   }
   std::string cwd = a.cwd.empty() ? CurrentDirectory() : a.cwd;
   if (cwd[0] != '/') cwd = CurrentDirectory() + "/" + cwd;
-  json body = {{"command", a.command}, {"cwd", cwd},         {"env", env},
-               {"gpus", a.gpus},       {"cpus", a.cpus},     {"priority", a.priority},
+  json body = {{"command", a.command}, {"cwd", cwd},     {"env", env},
+               {"gpus", a.gpus},       {"cpus", a.cpus}, {"priority", a.priority},
                {"retries", a.retries}};
   if (!a.name.empty()) body["name"] = a.name;
   if (!a.mem.empty()) body["mem"] = a.mem;
@@ -250,11 +253,11 @@ Status NoOutput(const json& job) {
   std::string state = job["state"].get<std::string>();
   std::string reason = job["reason"].get<std::string>();
   if (EndedUnstarted(job)) {
-    return Status::Conflict(fmt::format("job {} never started ({}): {}", job["id"].get<int64_t>(),
-                                        state, reason));
+    return Status::Conflict(
+        fmt::format("job {} never started ({}): {}", job["id"].get<int64_t>(), state, reason));
   }
-  return Status::Conflict(fmt::format("job {} has not started yet: {}", job["id"].get<int64_t>(),
-                                      reason));
+  return Status::Conflict(
+      fmt::format("job {} has not started yet: {}", job["id"].get<int64_t>(), reason));
 }
 
 }  // namespace
@@ -346,7 +349,8 @@ namespace trainq {
 int CmdDaemonStatus(Client& client, bool as_json) {
   if (!client.DaemonRunning()) {
     if (as_json) {
-      std::printf("%s\n", DumpJson({{"running", false}, {"state_dir", client.paths().state_dir}}).c_str());
+      std::printf("%s\n",
+                  DumpJson({{"running", false}, {"state_dir", client.paths().state_dir}}).c_str());
     } else {
       std::printf("no trainq daemon runs for %s\n", client.paths().state_dir.c_str());
     }
@@ -363,8 +367,7 @@ int CmdDaemonStatus(Client& client, bool as_json) {
   std::printf("trainq daemon pid %lld for %s: node %s, %s, %lld running attempt(s)\n",
               static_cast<long long>((*r)["pid"].get<int64_t>()),
               (*r)["state_dir"].get<std::string>().c_str(), (*r)["node"].get<std::string>().c_str(),
-              (*r)["probe"].get<std::string>().c_str(),
-              static_cast<long long>(attempts));
+              (*r)["probe"].get<std::string>().c_str(), static_cast<long long>(attempts));
   return 0;
 }
 

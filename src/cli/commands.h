@@ -21,7 +21,7 @@ struct SubmitArgs {
   int retries = 3;
   std::string cwd;
   std::vector<std::string> env;
-  std::string from;  // --from FILE
+  std::string from;                    // --from FILE
   std::vector<std::string> after;      // --after ID[,ID]: each value a comma-separated list
   std::vector<std::string> after_any;  // --after-any ID[,ID]
   std::string time;                    // --time: checked by the daemon (ParseTimeLimit)

@@ -129,7 +129,8 @@ std::string JobDetails(const json& job) {
   line("retries", Str(job, "retries") + " (out-of-memory retries allowed)");
   line("user", Str(job, "user"));
   line("submitted", Str(job, "submitted_at"));
-  if (job.contains("not_before") && !job["not_before"].is_null()) line("not before", Str(job, "not_before"));
+  if (job.contains("not_before") && !job["not_before"].is_null())
+    line("not before", Str(job, "not_before"));
   for (const char* key : {"after", "after_any"}) {
     auto ids = job.find(key);
     if (ids != job.end() && ids->is_array() && !ids->empty()) {
@@ -142,7 +143,8 @@ std::string JobDetails(const json& job) {
   for (const json& a : Attempts(job)) {
     out += fmt::format("attempt {}: {}\n", Str(a, "n"), Str(a, "state"));
     out += fmt::format("  node {}  GPUs [{}]  reserved {} per GPU  peak {}\n", Str(a, "node"),
-                       JoinInts(a["gpu_indices"]), Bytes(a, "reserved_bytes"), Bytes(a, "peak_mem_bytes"));
+                       JoinInts(a["gpu_indices"]), Bytes(a, "reserved_bytes"),
+                       Bytes(a, "peak_mem_bytes"));
     out += fmt::format("  started {}  ended {}\n", Str(a, "started_at"), Str(a, "ended_at"));
     out += fmt::format("  exit code {}  signal {}  out of memory {}\n", Str(a, "exit_code"),
                        Str(a, "signal"), a.value("oom", false) ? "yes" : "no");
@@ -170,8 +172,8 @@ std::string GpusTable(const json& doc) {
       others.push_back(fmt::format("pid {} ({})", p["pid"].get<int64_t>(),
                                    FormatBytes(p["used_bytes"].get<uint64_t>())));
     }
-    rows.push_back({Str(g, "index"), Str(g, "name"), Bytes(g, "memory_total"), Bytes(g, "memory_used"),
-                    Bytes(g, "memory_reserved"), Bytes(g, "memory_usable"),
+    rows.push_back({Str(g, "index"), Str(g, "name"), Bytes(g, "memory_total"),
+                    Bytes(g, "memory_used"), Bytes(g, "memory_reserved"), Bytes(g, "memory_usable"),
                     g["utilization"].is_null() ? "-" : Str(g, "utilization") + "%",
                     ours.empty() ? "-" : fmt::format("{}", fmt::join(ours, " ")),
                     others.empty() ? "-" : fmt::format("{}", fmt::join(others, ", "))});
@@ -187,7 +189,8 @@ namespace {
 std::string ExplainGpus(const json& doc) {
   std::vector<std::vector<std::string>> rows = {{"GPU", "USABLE", "TOTAL", "JOBS", "FITS", "NOTE"}};
   bool many_nodes = false;
-  for (const json& g : doc.value("gpus", json::array())) many_nodes |= g["node"] != doc["gpus"][0]["node"];
+  for (const json& g : doc.value("gpus", json::array()))
+    many_nodes |= g["node"] != doc["gpus"][0]["node"];
   for (const json& g : doc.value("gpus", json::array())) {
     std::string name = many_nodes ? Str(g, "node") + "/" + Str(g, "index") : Str(g, "index");
     std::string jobs = g["jobs"].empty() ? "" : JoinInts(g["jobs"]);
@@ -208,10 +211,11 @@ std::string ExplainReport(const json& doc) {
   if (!doc.value("waiting", false)) return out;
   out += fmt::format("position: {} in line ({} ahead)\n", Str(doc, "position"), Str(doc, "ahead"));
   const json& fs = doc["fair_share"];
-  out += fmt::format("fair share: user {} holds {:.2f} decayed GPU-hours; rank {} of {} users "
-                     "waiting (fewest hours first)\n",
-                     fs.value("user", "").empty() ? "-" : Str(fs, "user"),
-                     fs.value("gpu_hours", 0.0), Str(fs, "rank"), Str(fs, "users_waiting"));
+  out += fmt::format(
+      "fair share: user {} holds {:.2f} decayed GPU-hours; rank {} of {} users "
+      "waiting (fewest hours first)\n",
+      fs.value("user", "").empty() ? "-" : Str(fs, "user"), fs.value("gpu_hours", 0.0),
+      Str(fs, "rank"), Str(fs, "users_waiting"));
   out += "GPUs:\n" + ExplainGpus(doc);
   const json& holds = doc["holds"];
   if (holds.empty()) return out + "held GPUs: none\n";

@@ -47,8 +47,9 @@ int CmdGpuTopology(Client& client, bool as_json) {
   if (as_json) {
     json indices = json::array();
     for (const json& g : gpus) indices.push_back(g["index"]);
-    std::printf("%s\n", DumpJson({{"node", (*r)["node"]}, {"gpus", indices},
-                                  {"topology", topology}}, 2).c_str());
+    std::printf(
+        "%s\n",
+        DumpJson({{"node", (*r)["node"]}, {"gpus", indices}, {"topology", topology}}, 2).c_str());
     return 0;
   }
   if (topology.empty()) {

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "src/core/duration.h"
@@ -18,9 +18,12 @@ namespace trainq {
 namespace {
 
 void AddInputs(CLI::App& cmd, SimArgs& a) {
-  cmd.add_option("--trace", a.trace, "trace CSV: job_id,submit_s,duration_s,gpus,gpu_fraction,"
-                 "gpu_mem_gib,user[,cpu_milli,memory_mib]")->required();
-  cmd.add_option("--nodes", a.nodes, "node list: CSV (node_id,gpus,gpu_model,gpu_mem_gib,"
+  cmd.add_option("--trace", a.trace,
+                 "trace CSV: job_id,submit_s,duration_s,gpus,gpu_fraction,"
+                 "gpu_mem_gib,user[,cpu_milli,memory_mib]")
+      ->required();
+  cmd.add_option("--nodes", a.nodes,
+                 "node list: CSV (node_id,gpus,gpu_model,gpu_mem_gib,"
                  "cpu_milli,memory_mib), JSON ({\"nodes\":[...]}) or NxG[:MEM] like 8x8:32GiB")
       ->required();
   cmd.add_option("--default-gpu-mem", a.default_gpu_mem_gib,
@@ -71,8 +74,10 @@ Result<sim::ReplayOptions> ReplayOptionsFrom(const SimArgs& a) {
   sim::ReplayOptions o;
   std::optional<sim::ReplayPolicy> policy = sim::ParseReplayPolicy(a.policy);
   if (!policy) {
-    return Status::Invalid(fmt::format("--policy: '{}' is not a replay policy; expected trainq, "
-                                       "fifo or naive", a.policy));
+    return Status::Invalid(
+        fmt::format("--policy: '{}' is not a replay policy; expected trainq, "
+                    "fifo or naive",
+                    a.policy));
   }
   o.policy = *policy;
   Result<int64_t> aging = ParseDurationMs(a.aging, "--aging");
@@ -82,8 +87,10 @@ Result<sim::ReplayOptions> ReplayOptionsFrom(const SimArgs& a) {
   o.aging_ms = *aging;
   o.half_life_ms = *half_life;
   if (a.max_holds < 0) {
-    return Status::Invalid(fmt::format("--max-holds: {} is not valid; expected a whole number of "
-                                       "jobs (0 = every aged job)", a.max_holds));
+    return Status::Invalid(
+        fmt::format("--max-holds: {} is not valid; expected a whole number of "
+                    "jobs (0 = every aged job)",
+                    a.max_holds));
   }
   o.max_holds = a.max_holds;
   return o;
@@ -105,13 +112,17 @@ Result<sim::AllocationOptions> AllocationOptionsFrom(const SimArgs& a) {
   sim::AllocationOptions o;
   std::optional<sim::AllocationPolicy> policy = sim::ParseAllocationPolicy(a.policy);
   if (!policy) {
-    return Status::Invalid(fmt::format("--policy: '{}' is not a placement policy; expected "
-                                       "trainq, bestfit or random", a.policy));
+    return Status::Invalid(
+        fmt::format("--policy: '{}' is not a placement policy; expected "
+                    "trainq, bestfit or random",
+                    a.policy));
   }
   o.policy = *policy;
   if (!(a.inflate >= 0.01 && a.inflate <= 100)) {
-    return Status::Invalid(fmt::format("--inflate: {} is out of range; expected a factor of the "
-                                       "cluster's GPUs from 0.01 to 100, e.g. 1.3", a.inflate));
+    return Status::Invalid(
+        fmt::format("--inflate: {} is out of range; expected a factor of the "
+                    "cluster's GPUs from 0.01 to 100, e.g. 1.3",
+                    a.inflate));
   }
   o.inflate = a.inflate;
   Result<std::vector<uint64_t>> seeds = sim::ParseSeeds(a.seeds);
@@ -135,22 +146,26 @@ int RunPlacement(const SimArgs& a) {
 }  // namespace
 
 void AddSimCommand(CLI::App& app, SimArgs& a) {
-  CLI::App* sim = app.add_subcommand("sim", "simulate the placement policy on a trace, faster "
+  CLI::App* sim = app.add_subcommand("sim",
+                                     "simulate the placement policy on a trace, faster "
                                      "than real time (docs/scheduling.md)");
   sim->require_subcommand(1, 1);
   CLI::App* replay = sim->add_subcommand(
       "replay", "jobs arrive, run and leave on a virtual clock; queueing and JCT metrics");
   AddInputs(*replay, a);
   replay->add_option("--policy", a.policy, "trainq, fifo or naive (default trainq)");
-  replay->add_option("--aging", a.aging, "trainq: wait before GPUs are held for a job (default 2h)");
-  replay->add_option("--max-holds", a.max_holds,
-                     "trainq: aged jobs that cannot start yet with GPUs held at once (default 1; 0: all)");
+  replay->add_option("--aging", a.aging,
+                     "trainq: wait before GPUs are held for a job (default 2h)");
+  replay->add_option(
+      "--max-holds", a.max_holds,
+      "trainq: aged jobs that cannot start yet with GPUs held at once (default 1; 0: all)");
   replay->add_option("--half-life", a.half_life, "trainq: fair-share usage half-life (default 7d)");
   CLI::App* placement = sim->add_subcommand(
       "placement", "the FGD protocol: no departures, inflated arrivals, GPU allocation ratio");
   AddInputs(*placement, a);
   placement->add_option("--policy", a.policy, "trainq, bestfit or random (default trainq)");
-  placement->add_option("--inflate", a.inflate, "arrivals as a factor of the cluster's GPUs (default 1.3)");
+  placement->add_option("--inflate", a.inflate,
+                        "arrivals as a factor of the cluster's GPUs (default 1.3)");
   placement->add_option("--seeds", a.seeds, "seeds: 42, 42-51 or 1,5,9 (default 42-51)");
 }
 

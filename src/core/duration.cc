@@ -23,8 +23,8 @@ Status BadDuration(std::string_view field, std::string_view text) {
 }
 
 Status TooLong(std::string_view field, std::string_view text) {
-  return Status::Invalid(
-      fmt::format("{}: '{}' is too long; a duration is at most {}d", field, text, kMaxDurationDays));
+  return Status::Invalid(fmt::format("{}: '{}' is too long; a duration is at most {}d", field, text,
+                                     kMaxDurationDays));
 }
 
 }  // namespace

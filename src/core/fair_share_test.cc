@@ -52,7 +52,8 @@ TEST(DecayedGpuHoursTest, Table) {
       {"CPU jobs hold no GPU-hours", 0, kNow - kHour, kNow, kHour, 0.0},
   };
   for (const Case& c : cases) {
-    EXPECT_NEAR(DecayedGpuHours(c.gpus, c.start, c.end, kNow, c.half_life), c.hours, 1e-9) << c.what;
+    EXPECT_NEAR(DecayedGpuHours(c.gpus, c.start, c.end, kNow, c.half_life), c.hours, 1e-9)
+        << c.what;
   }
 }
 

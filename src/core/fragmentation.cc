@@ -63,9 +63,8 @@ void FragmentationModel::Prepare(std::span<const FragGpu> gpus, const FragHost& 
   if (weight_sum_ > 0) before_ /= weight_sum_;
 }
 
-double FragmentationModel::After(std::span<const size_t> positions,
-                                 std::span<const FragGpu> after, int64_t cpus,
-                                 uint64_t mem) const {
+double FragmentationModel::After(std::span<const size_t> positions, std::span<const FragGpu> after,
+                                 int64_t cpus, uint64_t mem) const {
   double free_total = free_total_;
   for (size_t i = 0; i < positions.size(); ++i) {
     free_total += after[i].free - gpus_[positions[i]].free;

@@ -26,8 +26,8 @@ struct WorkloadClass {
 };
 
 struct FragGpu {
-  double free = 1.0;        // fraction of the GPU still usable, 0..1
-  bool whole_free = true;   // nobody uses it: a whole-GPU request may take it
+  double free = 1.0;       // fraction of the GPU still usable, 0..1
+  bool whole_free = true;  // nobody uses it: a whole-GPU request may take it
 };
 
 struct FragHost {

@@ -24,18 +24,29 @@ TEST(NodeFragmentationTest, Table) {
   };
   const FragHost roomy{64, 0, false};
   const Case cases[] = {
-      {"GPUs less free than the class needs are fragment", {Free(0.3), Free(0.6), Free(1.0)},
-       roomy, {half}, 0.3},
-      {"for whole-GPU classes any used GPU is fragment", {Free(0.3), Free(0.9), Free(1.0)},
-       roomy, {whole}, 1.2},
+      {"GPUs less free than the class needs are fragment",
+       {Free(0.3), Free(0.6), Free(1.0)},
+       roomy,
+       {half},
+       0.3},
+      {"for whole-GPU classes any used GPU is fragment",
+       {Free(0.3), Free(0.9), Free(1.0)},
+       roomy,
+       {whole},
+       1.2},
       {"a class that cannot fit the node sees all free capacity as fragment",
-       {Free(0.9), Free(1.0)}, roomy, {two_whole}, 1.9},
+       {Free(0.9), Free(1.0)},
+       roomy,
+       {two_whole},
+       1.9},
       {"nor can it without the CPUs", {Free(0.6), Free(0.2)}, {4, 0, false}, {needs_cpu}, 0.8},
       {"with the CPUs it can", {Free(0.6), Free(0.2)}, {8, 0, false}, {needs_cpu}, 0.2},
-      {"nor without the host memory",
-       {Free(0.6)}, {8, 1, true}, {{1, 0.5, 1.0, 0, 2}}, 0.6},
-      {"the weighted mean over classes", {Free(0.3), Free(1.0)}, roomy,
-       {{1, 0.5, 3.0}, {2, 1.0, 1.0}}, (3 * 0.3 + 1 * 1.3) / 4},
+      {"nor without the host memory", {Free(0.6)}, {8, 1, true}, {{1, 0.5, 1.0, 0, 2}}, 0.6},
+      {"the weighted mean over classes",
+       {Free(0.3), Free(1.0)},
+       roomy,
+       {{1, 0.5, 3.0}, {2, 1.0, 1.0}},
+       (3 * 0.3 + 1 * 1.3) / 4},
       {"a full node has no fragment", {Free(0), Free(0)}, roomy, {half, whole}, 0.0},
       {"no workload, no fragment", {Free(0.3)}, roomy, {}, 0.0},
   };
@@ -48,8 +59,8 @@ TEST(NodeFragmentationTest, Table) {
 TEST(FragmentationModelTest, AfterMatchesARecount) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> unit(0, 1);
-  std::vector<WorkloadClass> workload = {{1, 0.25, 2, 4}, {1, 0.5, 1, 2}, {1, 1.0, 3, 8},
-                                         {2, 1.0, 1, 16}, {4, 1.0, 0.5, 32}};
+  std::vector<WorkloadClass> workload = {
+      {1, 0.25, 2, 4}, {1, 0.5, 1, 2}, {1, 1.0, 3, 8}, {2, 1.0, 1, 16}, {4, 1.0, 0.5, 32}};
   FragmentationModel model(workload);
   for (int trial = 0; trial < 200; ++trial) {
     std::vector<FragGpu> gpus(8);

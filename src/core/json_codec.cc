@@ -239,11 +239,16 @@ json SpecToJson(const JobSpec& spec) {
   json env = json::object();
   for (const auto& [name, value] : spec.env) env[name] = value;
   bool has_mem = spec.mem_bytes || spec.mem_percent;
-  return json{{"command", spec.command}, {"cwd", spec.cwd},
-              {"env", std::move(env)},   {"name", spec.name},
-              {"gpus", spec.gpus},       {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
-              {"cpus", spec.cpus},       {"priority", spec.priority},
-              {"retries", spec.retries}, {"after", spec.after},
+  return json{{"command", spec.command},
+              {"cwd", spec.cwd},
+              {"env", std::move(env)},
+              {"name", spec.name},
+              {"gpus", spec.gpus},
+              {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
+              {"cpus", spec.cpus},
+              {"priority", spec.priority},
+              {"retries", spec.retries},
+              {"after", spec.after},
               {"after_any", spec.after_any},
               {"time", spec.time_limit_ms > 0 ? json(fmt::format("{}ms", spec.time_limit_ms))
                                               : json(nullptr)}};

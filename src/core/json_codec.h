@@ -21,8 +21,8 @@ nlohmann::json AttemptToJson(const Attempt& attempt);
 // {id, name, state, command, cwd, gpus, mem_bytes, mem_percent, exclusive, cpus, priority,
 //  retries, user, submitted_at, reason, attempt, not_before, after, after_any,
 //  time_limit_ms, attempts}. mem_* are null unless set; not_before and time_limit_ms are
-// null when 0; after and after_any are arrays of job ids. The environment is left out: it is large and
-// holds secrets.
+// null when 0; after and after_any are arrays of job ids. The environment is left out: it is large
+// and holds secrets.
 nlohmann::json JobToJson(const Job& job);
 
 // A submit request: {"command": [str, ...] (required), "cwd": str, "env": {str: str},

@@ -11,9 +11,9 @@
 namespace trainq {
 namespace {
 
+using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using nlohmann::json;
 
 constexpr UnixMs kT0 = 1'795'860'000'123;  // 2026-11-28T10:00:00.123Z
 
@@ -69,11 +69,10 @@ Attempt FullAttempt() {
 
 TEST(AttemptToJsonTest, EveryKeyWithTimesAsRfc3339) {
   json j = AttemptToJson(FullAttempt());
-  EXPECT_EQ(Keys(j), (std::set<std::string>{"n", "state", "node", "gpu_indices", "gpu_uuids",
-                                            "reserved_bytes", "cpus", "started_at", "ended_at",
-                                            "exit_code", "signal", "oom", "peak_mem_bytes",
-                                            "log_path", "run_dir", "pid", "end_reason",
-                                            "master_port"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{
+                         "n", "state", "node", "gpu_indices", "gpu_uuids", "reserved_bytes", "cpus",
+                         "started_at", "ended_at", "exit_code", "signal", "oom", "peak_mem_bytes",
+                         "log_path", "run_dir", "pid", "end_reason", "master_port"}));
   EXPECT_EQ(j["n"], 2);
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["node"], "gpu07");
@@ -133,11 +132,12 @@ Job FullJob() {
 
 TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
   json j = JobToJson(FullJob());
-  EXPECT_EQ(Keys(j), (std::set<std::string>{"id", "name", "state", "command", "cwd", "gpus",
-                                            "mem_bytes", "mem_percent", "exclusive", "cpus",
-                                            "priority", "retries", "user", "submitted_at",
-                                            "reason", "attempt", "not_before", "after",
-                                            "after_any", "time_limit_ms", "attempts"}));
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{
+                "id",        "name",          "state",     "command", "cwd",        "gpus",
+                "mem_bytes", "mem_percent",   "exclusive", "cpus",    "priority",   "retries",
+                "user",      "submitted_at",  "reason",    "attempt", "not_before", "after",
+                "after_any", "time_limit_ms", "attempts"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");
@@ -287,9 +287,8 @@ TEST(SpecToJsonTest, WireForm) {
   spec.mem_bytes = 20ull << 30;
   spec.user = "ada";
   json j = SpecToJson(spec);
-  EXPECT_EQ(Keys(j), (std::set<std::string>{"command", "cwd", "env", "name", "gpus", "mem",
-                                            "cpus", "priority", "retries", "after", "after_any",
-                                            "time"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"command", "cwd", "env", "name", "gpus", "mem", "cpus",
+                                            "priority", "retries", "after", "after_any", "time"}));
   EXPECT_TRUE(j["time"].is_null());
   EXPECT_EQ(j["after"], json::array());
   EXPECT_EQ(j["mem"], "21474836480B");

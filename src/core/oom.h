@@ -1,4 +1,5 @@
-// Recognising an out-of-memory death from the tail of a job's log; the patterns are listed in docs/config.md.
+// Recognising an out-of-memory death from the tail of a job's log; the patterns are listed in
+// docs/config.md.
 #pragma once
 
 #include <string>

@@ -9,9 +9,9 @@ namespace {
 using ::testing::Contains;
 
 constexpr const char* kRequired[] = {
-    "CUDA out of memory",          "torch.OutOfMemoryError",
-    "torch.cuda.OutOfMemoryError", "CUDA error: out of memory",
-    "CUBLAS_STATUS_ALLOC_FAILED",  "CUDNN_STATUS_ALLOC_FAILED",
+    "CUDA out of memory",           "torch.OutOfMemoryError",
+    "torch.cuda.OutOfMemoryError",  "CUDA error: out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",   "CUDNN_STATUS_ALLOC_FAILED",
     "Cuda failure 'out of memory'", "RESOURCE_EXHAUSTED: Out of memory",
     "OOM when allocating tensor",
 };
@@ -102,9 +102,8 @@ TEST(OomBackoffTest, DoublesFromTheBaseUpToTheCap) {
   constexpr int64_t kBase = 30'000;
   constexpr int64_t kMax = 600'000;
   const std::pair<int, int64_t> cases[] = {
-      {1, 30'000},  {2, 60'000},  {3, 120'000}, {4, 240'000}, {5, 480'000},
-      {6, 600'000}, {7, 600'000}, {100, 600'000}, {1'000'000, 600'000},
-      {0, 30'000},  {-3, 30'000},
+      {1, 30'000},  {2, 60'000},    {3, 120'000},         {4, 240'000}, {5, 480'000}, {6, 600'000},
+      {7, 600'000}, {100, 600'000}, {1'000'000, 600'000}, {0, 30'000},  {-3, 30'000},
   };
   for (const auto& [retry, ms] : cases) EXPECT_EQ(OomBackoffMs(retry, kBase, kMax), ms) << retry;
 }

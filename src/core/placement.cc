@@ -27,7 +27,7 @@ uint64_t SatAdd(uint64_t a, uint64_t b) {
 // at + ms, saturated at the largest time rather than wrapping.
 UnixMs SatAddMs(UnixMs at, int64_t ms) {
   return at > std::numeric_limits<UnixMs>::max() - ms ? std::numeric_limits<UnixMs>::max()
-                                                       : at + ms;
+                                                      : at + ms;
 }
 
 // now - then, 0 when `then` is later; computed unsigned so no input can overflow.
@@ -102,9 +102,8 @@ class Pass {
   }
 
   bool Allowed(const GpuState& gpu) const {
-    return config.devices.empty() ||
-           std::find(config.devices.begin(), config.devices.end(), gpu.index) !=
-               config.devices.end();
+    return config.devices.empty() || std::find(config.devices.begin(), config.devices.end(),
+                                               gpu.index) != config.devices.end();
   }
   bool BelowMaxJobs(const GpuState& gpu) const {
     return config.max_jobs_per_gpu <= 0 ||
@@ -149,8 +148,8 @@ class Pass {
 
  private:
   std::span<const NodeState> nodes_;
-  std::vector<int32_t> copy_of_;  // node -> index in copies_, -1: unchanged
-  std::deque<NodeState> copies_;  // a deque: references stay valid as it grows
+  std::vector<int32_t> copy_of_;                     // node -> index in copies_, -1: unchanged
+  std::deque<NodeState> copies_;                     // a deque: references stay valid as it grows
   std::map<std::pair<size_t, size_t>, JobId> held_;  // (node, gpu position) -> job
   std::map<JobId, std::pair<size_t, std::vector<size_t>>> holds_;
   int max_gpus_ = 0;
@@ -208,8 +207,9 @@ std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n,
 
 bool TopologyKnown(const NodeState& node) {
   if (node.topology.size() != node.gpus.size()) return false;
-  return std::all_of(node.topology.begin(), node.topology.end(),
-                     [&node](const std::vector<int>& row) { return row.size() == node.gpus.size(); });
+  return std::all_of(
+      node.topology.begin(), node.topology.end(),
+      [&node](const std::vector<int>& row) { return row.size() == node.gpus.size(); });
 }
 
 // Worst and summed pairwise distance of the picks.
@@ -349,8 +349,8 @@ FgdCandidate Evaluate(const PendingJob& job, const NodeState& node, const Fragme
   double free_after = model.FreeTotal();
   for (const GpuPick& pick : choice.picks) {
     pos.push_back(pick.pos);
-    after.push_back({job.exclusive() ? 0.0 : Fraction(pick.left, node.gpus[pick.pos].total_bytes),
-                     false});
+    after.push_back(
+        {job.exclusive() ? 0.0 : Fraction(pick.left, node.gpus[pick.pos].total_bytes), false});
     free_after += after.back().free - before[pick.pos].free;
   }
   FgdCandidate c{std::move(choice), 0, free_after, FreeSlots(node) - job.cpus};
@@ -375,8 +375,8 @@ std::optional<NodeChoice> ChooseNodeFgd(const PendingJob& job, const Pass& p) {
     FragView(job, p, n, gpus, host);
     model.Prepare(gpus, host);
     if (job.gpus != 1 || job.exclusive()) {
-      consider(Evaluate(job, node, model, gpus, PickOnNode(job, node, n, std::move(picks)), pos,
-                        after));
+      consider(
+          Evaluate(job, node, model, gpus, PickOnNode(job, node, n, std::move(picks)), pos, after));
       continue;
     }
     // A one-GPU share: every GPU it fits is a candidate of its own.
@@ -533,10 +533,9 @@ std::string ExclusiveReason(const PendingJob& job, const Pass& p) {
       }
     }
   }
-  text += most_free == 0
-              ? "; none is free"
-              : fmt::format("; only {} {} free{}", most_free, most_free == 1 ? "is" : "are",
-                            OnNode(p, most_free_node));
+  text += most_free == 0 ? "; none is free"
+                         : fmt::format("; only {} {} free{}", most_free,
+                                       most_free == 1 ? "is" : "are", OnNode(p, most_free_node));
   if (taken_count > 0) text += "; taken: " + Listed(std::move(taken), taken_count);
   return text;
 }
@@ -665,15 +664,17 @@ std::optional<std::pair<uint64_t, uint64_t>> Distance(const PendingJob& job, con
   uint64_t needed = job.exclusive() ? capacity : NeededBytes(job, gpu);
   if (needed > capacity) return std::nullopt;
   uint64_t short_by = SatSub(needed, UsableBytes(gpu, config, now));
-  uint64_t in_the_way = gpu.holdings.size() + static_cast<uint64_t>(std::max(0, gpu.foreign_processes));
+  uint64_t in_the_way =
+      gpu.holdings.size() + static_cast<uint64_t>(std::max(0, gpu.foreign_processes));
   if (job.exclusive()) return std::pair(in_the_way, short_by);
   return std::pair(short_by, in_the_way);
 }
 
 // GPUs on node `n` the job may hold (allowed, not held for an earlier job, large enough),
 // nearest first.
-std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> HoldCandidates(
-    const PendingJob& job, const Pass& p, size_t n) {
+std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> HoldCandidates(const PendingJob& job,
+                                                                             const Pass& p,
+                                                                             size_t n) {
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> out;
   const NodeState& node = p.node(n);
   if (node.cpu_slots < job.cpus) return out;
@@ -688,8 +689,8 @@ std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> HoldCandidates(
 }
 
 // The previous hold, if it is still a valid choice.
-std::optional<std::pair<size_t, std::vector<size_t>>> KeptHold(
-    const PendingJob& job, const Pass& p, std::span<const Hold> previous) {
+std::optional<std::pair<size_t, std::vector<size_t>>> KeptHold(const PendingJob& job, const Pass& p,
+                                                               std::span<const Hold> previous) {
   auto prev = std::find_if(previous.begin(), previous.end(),
                            [&job](const Hold& h) { return h.job == job.id; });
   if (prev == previous.end() || prev->gpu_indices.size() != static_cast<size_t>(job.gpus)) {
@@ -980,7 +981,8 @@ Explanation Explain(JobId id, std::span<const PendingJob> jobs, std::span<const 
   Explanation e;
   e.job = id;
   std::vector<const PendingJob*> order = InOrder(jobs, usage);
-  auto at = std::find_if(order.begin(), order.end(), [id](const PendingJob* j) { return j->id == id; });
+  auto at =
+      std::find_if(order.begin(), order.end(), [id](const PendingJob* j) { return j->id == id; });
   if (at == order.end()) return e;
   const PendingJob& job = **at;
   e.waiting = true;

@@ -29,8 +29,8 @@ struct GpuState {
   int index = 0;
   std::string uuid;
   uint64_t total_bytes = 0;
-  uint64_t free_bytes = 0;       // as the probe measured it
-  int foreign_processes = 0;     // compute processes that are not trainq attempts'
+  uint64_t free_bytes = 0;    // as the probe measured it
+  int foreign_processes = 0;  // compute processes that are not trainq attempts'
   std::vector<Holding> holdings;
 };
 
@@ -71,8 +71,8 @@ struct PolicyConfig {
   // its attempt started, then the probe's free memory is trusted.
   int64_t ramp_up_ms = 60000;
   // Limits an operator changes at run time (`trainq config set`).
-  std::vector<int> devices;   // GPU indices jobs may use; empty: all
-  int max_jobs_per_gpu = 0;   // trainq attempts on one GPU; 0: no limit
+  std::vector<int> devices;  // GPU indices jobs may use; empty: all
+  int max_jobs_per_gpu = 0;  // trainq attempts on one GPU; 0: no limit
   // A job that has waited this long gets the GPUs it would best use held for it; <= 0:
   // never.
   int64_t aging_ms = 2 * 3600 * 1000;
@@ -168,9 +168,9 @@ struct GpuExplanation {
   uint64_t total_bytes = 0;
   std::vector<JobId> jobs;  // trainq attempts on it
   int foreign_processes = 0;
-  bool fits = false;        // the job's share of it would fit there now
-  std::string closed;       // why the job may not use it ("not in the device allowlist"), or ""
-  JobId held_for = 0;       // the aged job it is held for, 0: none
+  bool fits = false;   // the job's share of it would fit there now
+  std::string closed;  // why the job may not use it ("not in the device allowlist"), or ""
+  JobId held_for = 0;  // the aged job it is held for, 0: none
 };
 
 struct Explanation {
@@ -185,7 +185,7 @@ struct Explanation {
   int user_rank = 0;          // 1-based among the users with waiting jobs, fewest hours first
   int users_waiting = 0;
   std::vector<GpuExplanation> gpus;
-  std::vector<Hold> holds;    // in force after the pass
+  std::vector<Hold> holds;  // in force after the pass
 };
 
 // The numbers behind one job's reason: the same pass Place runs, seen from `job`.

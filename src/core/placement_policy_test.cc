@@ -105,7 +105,8 @@ std::vector<Case> Cases() {
   max_two.max_jobs_per_gpu = 2;
   PolicyConfig no_aging = Config();
   no_aging.aging_ms = 0;
-  NodeState close_pairs = Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80), Gpu(2, 80), Gpu(3, 80)});
+  NodeState close_pairs =
+      Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80), Gpu(2, 80), Gpu(3, 80)});
   close_pairs.topology = {{0, 10, 40, 40}, {10, 0, 40, 40}, {40, 40, 0, 10}, {40, 40, 10, 0}};
   NodeState flat = Node("a", {Gpu(0, 80), Gpu(1, 80), Gpu(2, 80), Gpu(3, 80)});
   flat.topology = std::vector<std::vector<int>>(4, std::vector<int>(4, 20));
@@ -194,7 +195,8 @@ std::vector<Case> Cases() {
        {},
        {{1, "a", {1}}}},
       {"a previous hold on a GPU no longer allowed moves",
-       {Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
+       {Node("a",
+             {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
        {Aged(Exclusive(1))},
        {},
        {{1, "GPU 1 held for it"}},
@@ -203,14 +205,16 @@ std::vector<Case> Cases() {
        {},
        {{1, "a", {0}}}},
       {"several aged jobs, in order, hold distinct GPUs",
-       {Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
+       {Node("a",
+             {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
        {Aged(Exclusive(1)), Aged(Exclusive(2)), Shared(3, 45)},
        {{3, "a", {2}}},
        {{1, "GPU 0 held for it"}, {2, "GPU 1 held for it"}},
        {{1, "a", {0}}, {2, "a", {1}}},
        hold_all},
       {"max_holds 1: only the first aged job in line that cannot start holds GPUs",
-       {Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
+       {Node("a",
+             {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
        {Aged(Exclusive(1)), Aged(Exclusive(2)), Shared(3, 45)},
        {{3, "a", {2}}},
        {{1, "GPU 0 held for it"}, {2, "needs 1 whole GPU"}},
@@ -261,11 +265,7 @@ std::vector<Case> Cases() {
        {Exclusive(1, 2)},
        {{1, "a", {2, 3}}},
        {}},
-      {"equal distances: the usual preference",
-       {flat},
-       {Shared(1, 10, 2)},
-       {{1, "a", {0, 1}}},
-       {}},
+      {"equal distances: the usual preference", {flat}, {Shared(1, 10, 2)}, {{1, "a", {0, 1}}}, {}},
       {"host memory is enforced where the node counts it",
        {tight_host, roomy_host},
        {HostMem(Shared(1, 10), 8), HostMem(Shared(2, 15), 8), HostMem(Shared(3, 10), 3)},
@@ -299,7 +299,8 @@ TEST(PolicyTest, Table) {
 }
 
 TEST(PolicyTest, AHeldJobStartsOnceItsGpuFrees) {
-  std::vector<NodeState> busy = {Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)})})};
+  std::vector<NodeState> busy = {
+      Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)})})};
   std::vector<PendingJob> jobs = {Aged(Exclusive(1)), Shared(2, 10)};
   PlacementResult first = Place(jobs, busy, Config(), kNow);
   ASSERT_EQ(first.holds.size(), 1u);
@@ -333,7 +334,8 @@ TEST(PolicyTest, AHoldEndsWhenItsJobFitsElsewhere) {
 // ---- Fragmentation-aware choice. ----
 
 TEST(PolicyTest, WorkloadMixMakesTheChoiceFragmentationAware) {
-  std::vector<NodeState> nodes = {Node("a", {Gpu(0, 10, {Held(10, 3)}), Gpu(1, 10, {Held(11, 1)})})};
+  std::vector<NodeState> nodes = {
+      Node("a", {Gpu(0, 10, {Held(10, 3)}), Gpu(1, 10, {Held(11, 1)})})};
   std::vector<PendingJob> jobs = {Shared(1, 2)};
   // Best fit takes GPU 0 (5 GiB left), where a 6 GiB job no longer fits.
   EXPECT_EQ(Place(jobs, nodes, Config(), kNow).starts.at(0).gpu_indices, std::vector<int>{0});
@@ -358,7 +360,8 @@ TEST(PolicyTest, FragmentationAwareChoiceAcrossNodesKeepsWholeGpusForWholeGpuJob
 }
 
 TEST(PolicyTest, FragmentationAwareChoiceStillObeysLimitsAndHolds) {
-  std::vector<NodeState> nodes = {Node("a", {Gpu(0, 10, {Held(10, 3)}), Gpu(1, 10, {Held(11, 1)})})};
+  std::vector<NodeState> nodes = {
+      Node("a", {Gpu(0, 10, {Held(10, 3)}), Gpu(1, 10, {Held(11, 1)})})};
   PolicyConfig fgd = Config();
   fgd.workload = {{1, 0.6, 1.0}};
   fgd.devices = {0};
@@ -415,8 +418,8 @@ TEST(WaitingQueueTest, OrderedMatchesPlacedBeforeAndFollowsErases) {
 // never ended.
 TEST(WaitingQueueTest, EveryIntPriorityIsOrdered) {
   WaitingQueue q;
-  const int priorities[] = {0, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(),
-                            -1, std::numeric_limits<int>::min() + 1};
+  const int priorities[] = {0, std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), -1,
+                            std::numeric_limits<int>::min() + 1};
   JobId id = 0;
   for (int p : priorities) {
     ++id;
@@ -434,8 +437,8 @@ TEST(WaitingQueueTest, EveryIntPriorityIsOrdered) {
 // ---- explain. ----
 
 TEST(ExplainTest, PositionStandingGpusAndHolds) {
-  std::vector<NodeState> nodes = {Node("a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}),
-                                             Gpu(2, 80, {Held(12, 70)})})};
+  std::vector<NodeState> nodes = {Node(
+      "a", {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 70)})})};
   PolicyConfig config = Config();
   config.devices = {0, 1};
   std::vector<PendingJob> jobs = {Aged(Exclusive(1, 1, "ann")), Shared(2, 65, 1, "bob"),

@@ -114,8 +114,9 @@ std::vector<Case> Cases() {
        {{1, "a", {0}, G(30)}, {2, "a", {0}, G(30)}},
        {{3, "needs 1 GPU with 30.0 GiB usable; best: GPU 0 with 20.0 GiB"}}},
       {"reservations of earlier passes count in full during ramp-up",
-       {Node("a", {Gpu(0, 80, 80, {Held(10, 30, std::nullopt, 10 * kSec),
-                                   Held(11, 30, std::nullopt, 59 * kSec)})})},
+       {Node("a", {Gpu(0, 80, 80,
+                       {Held(10, 30, std::nullopt, 10 * kSec),
+                        Held(11, 30, std::nullopt, 59 * kSec)})})},
        {Shared(1, 30)},
        {},
        {{1, "needs 1 GPU with 30.0 GiB usable; best: GPU 0 with 20.0 GiB"}}},
@@ -161,13 +162,14 @@ std::vector<Case> Cases() {
        {{1, "a", {2}, G(40)}},
        {}},
       {"exclusive waits when every GPU is taken, naming who holds each",
-       {Node("a", {Gpu(0, 80, 70, {}, 2),
-                   Gpu(1, 80, 70, {Held(10, 5, 5, kSec), Held(11, 5, 5, kSec)}),
-                   Gpu(2, 80, 70, {Held(12, 5, 5, kSec)}, 1)})},
+       {Node("a",
+             {Gpu(0, 80, 70, {}, 2), Gpu(1, 80, 70, {Held(10, 5, 5, kSec), Held(11, 5, 5, kSec)}),
+              Gpu(2, 80, 70, {Held(12, 5, 5, kSec)}, 1)})},
        {Exclusive(1)},
        {},
-       {{1, "needs 1 whole GPU (no other job or process on it); none is free; taken: GPU 0 by "
-            "2 other processes, GPU 1 by jobs 10, 11, GPU 2 by job 12 and 1 other process"}}},
+       {{1,
+         "needs 1 whole GPU (no other job or process on it); none is free; taken: GPU 0 by "
+         "2 other processes, GPU 1 by jobs 10, 11, GPU 2 by job 12 and 1 other process"}}},
       {"two exclusive jobs in one pass do not share the free GPU",
        {Node("a", {Gpu(0, 80, 80), Gpu(1, 80, 80, {}, 1)})},
        {Exclusive(1), Exclusive(2)},
@@ -184,10 +186,12 @@ std::vector<Case> Cases() {
         Node("b", {Gpu(0, 80, 80, {Held(11, 80, 80, kSec, true)}), Gpu(1, 80, 80)})},
        {Shared(1, 20, 2), Exclusive(2, 2)},
        {},
-       {{1, "needs 2 GPUs with 20.0 GiB usable on one node; at most 1 on any node has room "
-            "(node a: GPU 0 with 80.0 GiB)"},
-        {2, "needs 2 whole GPUs (no other job or process on them) on one node; only 1 is free "
-            "on node a; taken: a/GPU 1 by job 10, b/GPU 0 by job 11"}}},
+       {{1,
+         "needs 2 GPUs with 20.0 GiB usable on one node; at most 1 on any node has room "
+         "(node a: GPU 0 with 80.0 GiB)"},
+        {2,
+         "needs 2 whole GPUs (no other job or process on them) on one node; only 1 is free "
+         "on node a; taken: a/GPU 1 by job 10, b/GPU 0 by job 11"}}},
       {"multi-GPU job on the node whose GPUs leave the least over",
        {Node("a", {Gpu(0, 80, 80), Gpu(1, 80, 80), Gpu(2, 80, 80)}),
         Node("b", {Gpu(0, 40, 40), Gpu(1, 40, 40)})},
@@ -249,8 +253,9 @@ std::vector<Case> Cases() {
        {Percent(1, 50), Percent(2, 60), Percent(3, 60)},
        // 1: 40 GiB on a/0 (no room), 20 GiB on a/1 -- fits; 2: 48 GiB on b/0.
        {{1, "a", {1}, G(20)}, {2, "b", {0}, G(48)}},
-       {{3, "needs 1 GPU with 60% of its memory usable; best: GPU 0 with 32.0 GiB on node b "
-            "(needs 48.0 GiB there)"}}},
+       {{3,
+         "needs 1 GPU with 60% of its memory usable; best: GPU 0 with 32.0 GiB on node b "
+         "(needs 48.0 GiB there)"}}},
       {"a job asking more GPUs than any node has",
        {Node("a", {Gpu(0, 80, 80), Gpu(1, 80, 80), Gpu(2, 80, 80), Gpu(3, 80, 80)}),
         Node("b", {Gpu(0, 80, 80)})},
@@ -282,8 +287,9 @@ std::vector<Case> Cases() {
        {Node("a", {Gpu(0, 80, 30), Gpu(1, 80, 80), Gpu(2, 80, 10)})},
        {Shared(1, 25, 3), Shared(2, 50, 2)},
        {},
-       {{1, "needs 3 GPUs with 25.0 GiB usable on one node; only 2 have room (GPU 0 with 30.0 "
-            "GiB, GPU 1 with 80.0 GiB)"},
+       {{1,
+         "needs 3 GPUs with 25.0 GiB usable on one node; only 2 have room (GPU 0 with 30.0 "
+         "GiB, GPU 1 with 80.0 GiB)"},
         {2, "only 1 has room (GPU 1 with 80.0 GiB)"}}},
   };
 }
@@ -358,8 +364,9 @@ TEST(UsableBytesTest, Formula) {
       {"floored at zero", Gpu(0, 80, 10, {Held(1, 30, 0, 0)}), 0},
       {"headroom floors at zero", Gpu(0, 80, 0.1), 0},
       {"huge reservations saturate",
-       Gpu(0, 80, 80, {{1, UINT64_MAX, std::nullopt, false, kNow},
-                       {2, UINT64_MAX, std::nullopt, false, kNow}}),
+       Gpu(0, 80, 80,
+           {{1, UINT64_MAX, std::nullopt, false, kNow},
+            {2, UINT64_MAX, std::nullopt, false, kNow}}),
        0},
   };
   for (const UsableCase& c : cases) EXPECT_EQ(UsableBytes(c.gpu, config, kNow), c.usable) << c.what;

@@ -21,12 +21,19 @@ struct Unit {
 
 // Single letters are binary, as in Slurm and nvidia-smi; "GB" is SI.
 constexpr Unit kUnits[] = {
-    {"", kKiB * kKiB},  // bare number: MiB
+    {"", kKiB* kKiB},  // bare number: MiB
     {"b", 1},
-    {"k", kKiB},               {"kib", kKiB},               {"kb", 1'000},
-    {"m", kKiB * kKiB},        {"mib", kKiB * kKiB},        {"mb", 1'000'000},
-    {"g", kKiB * kKiB * kKiB}, {"gib", kKiB * kKiB * kKiB}, {"gb", 1'000'000'000},
-    {"t", kKiB * kKiB * kKiB * kKiB}, {"tib", kKiB * kKiB * kKiB * kKiB},
+    {"k", kKiB},
+    {"kib", kKiB},
+    {"kb", 1'000},
+    {"m", kKiB* kKiB},
+    {"mib", kKiB* kKiB},
+    {"mb", 1'000'000},
+    {"g", kKiB* kKiB* kKiB},
+    {"gib", kKiB* kKiB* kKiB},
+    {"gb", 1'000'000'000},
+    {"t", kKiB* kKiB* kKiB* kKiB},
+    {"tib", kKiB* kKiB* kKiB* kKiB},
     {"tb", 1'000'000'000'000},
 };
 

@@ -98,12 +98,9 @@ TEST(ParseMemRequestTest, PercentagesAndSizes) {
     std::optional<double> percent;
   };
   const Case cases[] = {
-      {"40%", std::nullopt, 40.0},
-      {"100%", std::nullopt, 100.0},
-      {"0.5%", std::nullopt, 0.5},
-      {" 12.5 % ", std::nullopt, 12.5},
-      {"20GiB", 20 * kGiB, std::nullopt},
-      {"2048", 2 * kGiB, std::nullopt},
+      {"40%", std::nullopt, 40.0},        {"100%", std::nullopt, 100.0},
+      {"0.5%", std::nullopt, 0.5},        {" 12.5 % ", std::nullopt, 12.5},
+      {"20GiB", 20 * kGiB, std::nullopt}, {"2048", 2 * kGiB, std::nullopt},
   };
   for (const Case& c : cases) {
     Result<MemRequest> got = ParseMemRequest(c.text);
@@ -115,10 +112,14 @@ TEST(ParseMemRequestTest, PercentagesAndSizes) {
 
 TEST(ParseMemRequestTest, RejectsBadPercentagesAndSizes) {
   const RejectCase cases[] = {
-      {"0%", "not a percentage"},   {"101%", "not a percentage"},
-      {"100.01%", "not a percentage"}, {"abc%", "not a percentage"},
-      {"%", "not a percentage"},    {"-5%", "not a percentage"},
-      {"nan%", "not a percentage"}, {"inf%", "not a percentage"},
+      {"0%", "not a percentage"},
+      {"101%", "not a percentage"},
+      {"100.01%", "not a percentage"},
+      {"abc%", "not a percentage"},
+      {"%", "not a percentage"},
+      {"-5%", "not a percentage"},
+      {"nan%", "not a percentage"},
+      {"inf%", "not a percentage"},
       {"20XB", "or a percentage of the GPU like 40%"},
       {"", "or a percentage of the GPU like 40%"},
   };

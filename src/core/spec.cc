@@ -116,7 +116,8 @@ void CheckDepIds(const std::vector<JobId>& ids, const char* field, std::vector<F
   for (JobId id : ids) {
     if (id <= 0) {
       out.push_back({field, fmt::format("{} is not a job id; use ids that 'trainq submit' printed, "
-                                        "e.g. {} 12,13", id, field)});
+                                        "e.g. {} 12,13",
+                                        id, field)});
       return;
     }
   }
@@ -265,9 +266,9 @@ Result<int64_t> ParseTimeLimit(std::string_view text) {
     ms = *clock;
   } else {
     Result<int64_t> parsed = ParseDurationMs(text, "--time");
-    if (!parsed.ok()) return parsed.status().message().find("too long") != std::string::npos
-                                 ? parsed.status()
-                                 : BadTime(text);
+    if (!parsed.ok())
+      return parsed.status().message().find("too long") != std::string::npos ? parsed.status()
+                                                                             : BadTime(text);
     ms = *parsed;
   }
   if (ms > kMaxDurationMs) {

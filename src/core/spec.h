@@ -23,7 +23,7 @@ constexpr size_t kMaxDeps = 1000;  // ids in --after and --after-any together
 constexpr char kMasterAddr[] = "127.0.0.1";
 
 struct SpecLimits {
-  int max_gpus_per_node = 0;   // 0 with gpus requested: no GPUs anywhere
+  int max_gpus_per_node = 0;  // 0 with gpus requested: no GPUs anywhere
   int max_cpu_slots = 1;
 };
 

@@ -62,8 +62,11 @@ TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
       {"negative gpus", [](JobSpec& s) { s.gpus = -1; }, "--gpus", "got -1"},
       {"too many gpus", [](JobSpec& s) { s.gpus = 9999; }, "--gpus",
        "asks for 9999 GPUs but the largest node has 4; use --gpus 4 or fewer"},
-      {"no gpus here", [](JobSpec& s) { s.gpus = 1; }, "--gpus",
-       "this machine has no GPUs; use --gpus 0 to run on CPU", {0, 16}},
+      {"no gpus here",
+       [](JobSpec& s) { s.gpus = 1; },
+       "--gpus",
+       "this machine has no GPUs; use --gpus 0 to run on CPU",
+       {0, 16}},
       {"mem without gpus", [](JobSpec& s) { s.gpus = 0; }, "--mem", "needs GPUs"},
       {"zero mem", [](JobSpec& s) { s.mem_bytes = 0; }, "--mem", "more than zero"},
       {"zero percent",
@@ -85,18 +88,31 @@ TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
       {"too many retries", [](JobSpec& s) { s.retries = 101; }, "--retries", "between 0 and 100"},
       {"relative cwd", [](JobSpec& s) { s.cwd = "proj"; }, "--cwd", "'proj' is not an absolute"},
       {"empty cwd", [](JobSpec& s) { s.cwd = ""; }, "--cwd", "not an absolute path"},
-      {"missing cwd", [](JobSpec&) {}, "--cwd", "directory /home/ada/proj does not exist",
-       kLimits, false},
+      {"missing cwd", [](JobSpec&) {}, "--cwd", "directory /home/ada/proj does not exist", kLimits,
+       false},
       {"long name", [](JobSpec& s) { s.name = std::string(201, 'x'); }, "--name",
        "201 bytes long; use at most 200"},
       {"newline in name", [](JobSpec& s) { s.name = "a\nb"; }, "--name", "control characters"},
       {"DEL in name", [](JobSpec& s) { s.name = "a\x7f"; }, "--name", "control characters"},
-      {"empty env key", [](JobSpec& s) { s.env.push_back({"", "x"}); }, "--env", "empty name"},
-      {"= in env key", [](JobSpec& s) { s.env.push_back({"A=B", "x"}); }, "--env",
-       "'A=B' is not a variable name"},
-      {"NUL in env key", [](JobSpec& s) { s.env.push_back({std::string("A\0B", 3), "x"}); },
+      {"empty env key",
+       [](JobSpec& s) {
+         s.env.push_back({"", "x"});
+       },
+       "--env", "empty name"},
+      {"= in env key",
+       [](JobSpec& s) {
+         s.env.push_back({"A=B", "x"});
+       },
+       "--env", "'A=B' is not a variable name"},
+      {"NUL in env key",
+       [](JobSpec& s) {
+         s.env.push_back({std::string("A\0B", 3), "x"});
+       },
        "--env", "is not a variable name"},
-      {"NUL in env value", [](JobSpec& s) { s.env.push_back({"A", std::string("x\0y", 3)}); },
+      {"NUL in env value",
+       [](JobSpec& s) {
+         s.env.push_back({"A", std::string("x\0y", 3)});
+       },
        "--env", "value of A contains NUL"},
   };
   for (const SpecCase& c : cases) {
@@ -172,15 +188,13 @@ TEST(BuildAttemptEnvTest, SetsGpuAndJobVariablesOverridingTheJobs) {
               {"CUDA_VISIBLE_DEVICES", "7"},
               {"HOME", "/home/ada"},
               {"TRAINQ_JOB_ID", "999"}};
-  auto env = BuildAttemptEnv(spec, {.job = 42,
-                                    .attempt = 2,
-                                    .gpu_indices = {3, 1},
-                                    .gpu_uuids = {"GPU-aaa", "GPU-bbb"}});
-  EXPECT_THAT(env, ElementsAre(Pair("PATH", "/usr/bin"), Pair("CUDA_VISIBLE_DEVICES", "3,1"),
-                               Pair("HOME", "/home/ada"), Pair("TRAINQ_JOB_ID", "42"),
-                               Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_ATTEMPT", "2"),
-                               Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb"),
-                               Pair("TRAINQ_NUM_GPUS", "2")));
+  auto env = BuildAttemptEnv(
+      spec, {.job = 42, .attempt = 2, .gpu_indices = {3, 1}, .gpu_uuids = {"GPU-aaa", "GPU-bbb"}});
+  EXPECT_THAT(env,
+              ElementsAre(Pair("PATH", "/usr/bin"), Pair("CUDA_VISIBLE_DEVICES", "3,1"),
+                          Pair("HOME", "/home/ada"), Pair("TRAINQ_JOB_ID", "42"),
+                          Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_ATTEMPT", "2"),
+                          Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb"), Pair("TRAINQ_NUM_GPUS", "2")));
 }
 
 TEST(BuildAttemptEnvTest, CpuJobsSeeNoGpusAndLaterEnvEntriesWin) {
@@ -207,8 +221,8 @@ TEST(BuildAttemptEnvTest, MultiGpuJobsGetTheDistributedEnvironmentForTorchrun) {
   JobSpec spec;
   spec.gpus = 2;
   // Stale values from the submitting shell (say, inside another torchrun): replaced or gone.
-  spec.env = {{"PATH", "/usr/bin"},  {"WORLD_SIZE", "16"}, {"RANK", "3"},
-              {"LOCAL_RANK", "3"},   {"LOCAL_WORLD_SIZE", "8"}, {"GROUP_RANK", "1"},
+  spec.env = {{"PATH", "/usr/bin"},    {"WORLD_SIZE", "16"},        {"RANK", "3"},
+              {"LOCAL_RANK", "3"},     {"LOCAL_WORLD_SIZE", "8"},   {"GROUP_RANK", "1"},
               {"MASTER_PORT", "1234"}, {"PET_NPROC_PER_NODE", "8"}, {"MASTER_ADDR", "10.0.0.9"}};
   auto env = AsMap(BuildAttemptEnv(spec, {.job = 7,
                                           .attempt = 1,
@@ -234,8 +248,9 @@ TEST(BuildAttemptEnvTest, SingleGpuJobsKeepTheirOwnDistributedVariables) {
   spec.gpus = 1;
   spec.env = {{"MASTER_PORT", "1234"}, {"WORLD_SIZE", "1"}};
   EXPECT_FALSE(NeedsMasterPort(spec));
-  auto env = AsMap(BuildAttemptEnv(spec, {.job = 7, .attempt = 1, .gpu_indices = {4},
-                                          .gpu_uuids = {"GPU-e"}, .master_port = 0}));
+  auto env = AsMap(BuildAttemptEnv(
+      spec,
+      {.job = 7, .attempt = 1, .gpu_indices = {4}, .gpu_uuids = {"GPU-e"}, .master_port = 0}));
   EXPECT_EQ(env["TRAINQ_NUM_GPUS"], "1");
   EXPECT_EQ(env["MASTER_PORT"], "1234");
   EXPECT_EQ(env["WORLD_SIZE"], "1");
@@ -247,7 +262,7 @@ TEST(BuildAttemptEnvTest, SingleGpuJobsKeepTheirOwnDistributedVariables) {
 
 TEST(ParseTimeLimitTest, AcceptsDurationsMinutesAndClockForms) {
   const std::pair<const char*, int64_t> cases[] = {
-      {"2h30m", 9'000'000}, {"90s", 90'000},     {"1d", 86'400'000}, {"500ms", 500},
+      {"2h30m", 9'000'000}, {"90s", 90'000},        {"1d", 86'400'000},   {"500ms", 500},
       {"90", 5'400'000},    {"2:30:00", 9'000'000}, {"45:30", 2'730'000}, {"0:00:01", 1000},
   };
   for (const auto& [text, ms] : cases) {
@@ -269,8 +284,8 @@ TEST(ParseTimeLimitTest, RefusesOtherFormsNamingTheOption) {
 
 // Each used to wrap to a negative limit (the range was checked before the unit multiplied).
 TEST(ParseTimeLimitTest, RefusesWhatDoesNotFitNamingTheBound) {
-  for (const char* text : {"9999999999999h", "99999999999999999999d", "36501d", "999999999:00:00",
-                           "999999999"}) {
+  for (const char* text :
+       {"9999999999999h", "99999999999999999999d", "36501d", "999999999:00:00", "999999999"}) {
     Result<int64_t> got = ParseTimeLimit(text);
     ASSERT_FALSE(got.ok()) << text << " gave " << *got;
     EXPECT_THAT(got.status().message(), HasSubstr("--time")) << text;

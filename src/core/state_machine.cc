@@ -27,13 +27,20 @@ constexpr S kResolved[] = {S::kQueued, S::kCancelled};
 
 Rule RuleOf(Move move) {
   switch (move) {
-    case Move::kStart: return {kQueued, kStarting};
-    case Move::kRun: return {kStarting, kRunning};
-    case Move::kFinish: return {kActive, kEnds};
-    case Move::kCancelWaiting: return {kWaiting, kCancelled};
-    case Move::kRequeue: return {kDone, kQueued};
-    case Move::kResolve: return {kBlocked, kResolved};
-    case Move::kBlock: return {kQueued, kBlocked};
+    case Move::kStart:
+      return {kQueued, kStarting};
+    case Move::kRun:
+      return {kStarting, kRunning};
+    case Move::kFinish:
+      return {kActive, kEnds};
+    case Move::kCancelWaiting:
+      return {kWaiting, kCancelled};
+    case Move::kRequeue:
+      return {kDone, kQueued};
+    case Move::kResolve:
+      return {kBlocked, kResolved};
+    case Move::kBlock:
+      return {kQueued, kBlocked};
   }
   return {};
 }

@@ -13,14 +13,15 @@ using S = JobState;
 constexpr S kAll[] = {S::kQueued,    S::kBlocked, S::kStarting, S::kRunning,
                       S::kSucceeded, S::kFailed,  S::kCancelled};
 
-// The life of a job (docs/architecture.md), written out pair by pair; every pair not listed is refused.
+// The life of a job (docs/architecture.md), written out pair by pair; every pair not listed is
+// refused.
 const std::set<std::pair<S, S>> kAllowed = {
-    {S::kQueued, S::kStarting},     {S::kQueued, S::kCancelled},    {S::kQueued, S::kBlocked},
-    {S::kBlocked, S::kQueued},      {S::kBlocked, S::kCancelled},   {S::kStarting, S::kRunning},
-    {S::kStarting, S::kSucceeded},  {S::kStarting, S::kFailed},     {S::kStarting, S::kCancelled},
-    {S::kStarting, S::kQueued},     {S::kRunning, S::kSucceeded},   {S::kRunning, S::kFailed},
-    {S::kRunning, S::kCancelled},   {S::kRunning, S::kQueued},      {S::kSucceeded, S::kQueued},
-    {S::kFailed, S::kQueued},       {S::kCancelled, S::kQueued},
+    {S::kQueued, S::kStarting},    {S::kQueued, S::kCancelled},  {S::kQueued, S::kBlocked},
+    {S::kBlocked, S::kQueued},     {S::kBlocked, S::kCancelled}, {S::kStarting, S::kRunning},
+    {S::kStarting, S::kSucceeded}, {S::kStarting, S::kFailed},   {S::kStarting, S::kCancelled},
+    {S::kStarting, S::kQueued},    {S::kRunning, S::kSucceeded}, {S::kRunning, S::kFailed},
+    {S::kRunning, S::kCancelled},  {S::kRunning, S::kQueued},    {S::kSucceeded, S::kQueued},
+    {S::kFailed, S::kQueued},      {S::kCancelled, S::kQueued},
 };
 
 TEST(StateMachineTest, EveryPairMatchesTheDesign) {

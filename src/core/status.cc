@@ -6,34 +6,51 @@ namespace trainq {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalid: return "invalid";
-    case Code::kNotFound: return "not_found";
-    case Code::kConflict: return "conflict";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kIo: return "io";
-    case Code::kInternal: return "internal";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalid:
+      return "invalid";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kConflict:
+      return "conflict";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kIo:
+      return "io";
+    case Code::kInternal:
+      return "internal";
   }
   return "internal";
 }
 
 int ExitCodeFor(Code code) {
   switch (code) {
-    case Code::kOk: return 0;
-    case Code::kInvalid: return 2;
-    case Code::kNotFound: return 3;
-    default: return 1;
+    case Code::kOk:
+      return 0;
+    case Code::kInvalid:
+      return 2;
+    case Code::kNotFound:
+      return 3;
+    default:
+      return 1;
   }
 }
 
 int HttpStatusFor(Code code) {
   switch (code) {
-    case Code::kOk: return 200;
-    case Code::kInvalid: return 400;
-    case Code::kNotFound: return 404;
-    case Code::kConflict: return 409;
-    case Code::kUnavailable: return 503;
-    default: return 500;
+    case Code::kOk:
+      return 200;
+    case Code::kInvalid:
+      return 400;
+    case Code::kNotFound:
+      return 404;
+    case Code::kConflict:
+      return 409;
+    case Code::kUnavailable:
+      return 503;
+    default:
+      return 500;
   }
 }
 

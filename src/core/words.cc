@@ -29,7 +29,8 @@ Result<std::vector<std::string>> SplitWords(std::string_view line, std::string_v
     }
     in_word = true;
     if (c == '\\') {
-      if (i + 1 >= line.size()) return Status::Invalid(fmt::format("{}: a line ends in a backslash", field));
+      if (i + 1 >= line.size())
+        return Status::Invalid(fmt::format("{}: a line ends in a backslash", field));
       word += line[i + 1];
       i += 2;
     } else if (c == '\'') {
@@ -45,7 +46,8 @@ Result<std::vector<std::string>> SplitWords(std::string_view line, std::string_v
         if (line[i] == '\\' && i + 1 < line.size() && EscapableInDouble(line[i + 1])) ++i;
         word += line[i++];
       }
-      if (i >= line.size()) return Status::Invalid(fmt::format("{}: unterminated double quote", field));
+      if (i >= line.size())
+        return Status::Invalid(fmt::format("{}: unterminated double quote", field));
       ++i;
     } else {
       word += c;

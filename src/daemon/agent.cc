@@ -1,5 +1,6 @@
 // The agent role: starts the attempts placed on this node, watches their shims through
-// pidfds, reports exits, and re-adopts live shims after a restart (docs/architecture.md, "The shim and re-adoption").
+// pidfds, reports exits, and re-adopts live shims after a restart (docs/architecture.md, "The shim
+// and re-adoption").
 #include <csignal>
 
 #include <fmt/format.h>
@@ -249,11 +250,12 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
     return Status::Ok();
   }
   if (IsDone(job.state)) {
-    return Status::Conflict(fmt::format("job {} already ended ({}); nothing to cancel", job.id,
-                                        StateName(job.state)));
+    return Status::Conflict(
+        fmt::format("job {} already ended ({}); nothing to cancel", job.id, StateName(job.state)));
   }
   auto it = live_.find(job.id);
-  if (it == live_.end()) return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
+  if (it == live_.end())
+    return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
   it->second.cancel_requested = true;
   TRAINQ_RETURN_IF_ERROR(launcher_->Signal(it->second.shim, SIGTERM));
   *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {} ms)",

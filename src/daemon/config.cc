@@ -44,7 +44,8 @@ std::string ExactSize(uint64_t bytes) {
   constexpr const char* kUnits[] = {"TiB", "GiB", "MiB", "KiB"};
   for (int i = 0; i < 4; ++i) {
     uint64_t unit = 1ull << (10 * (4 - i));
-    if (bytes != 0 && bytes % unit == 0) return Quoted(fmt::format("{}{}", bytes / unit, kUnits[i]));
+    if (bytes != 0 && bytes % unit == 0)
+      return Quoted(fmt::format("{}{}", bytes / unit, kUnits[i]));
   }
   return std::to_string(bytes);
 }
@@ -112,7 +113,8 @@ Access PatternsOption() {
     c.oom_patterns.clear();
     for (const toml::node& e : *a) {
       auto s = e.value<std::string>();
-      if (!s || !e.is_string() || s->empty()) return WrongType(name, "an array of non-empty strings");
+      if (!s || !e.is_string() || s->empty())
+        return WrongType(name, "an array of non-empty strings");
       c.oom_patterns.push_back(*s);
     }
     return Status::Ok();
@@ -195,7 +197,8 @@ const std::vector<Option>& Options() {
   static const std::vector<Option> kOptions = {
       {"headroom", "size", "256MiB", "GPU memory kept free on every GPU, beyond all reservations",
        SizeOption(&Config::headroom_bytes)},
-      {"oom_backoff", "duration", "30s", "wait before the first retry of an out-of-memory attempt; doubles each retry",
+      {"oom_backoff", "duration", "30s",
+       "wait before the first retry of an out-of-memory attempt; doubles each retry",
        DurationOption(&Config::oom_backoff_ms)},
       {"oom_backoff_max", "duration", "1h", "longest wait between out-of-memory retries",
        DurationOption(&Config::oom_backoff_max_ms)},
@@ -204,17 +207,21 @@ const std::vector<Option>& Options() {
       {"sample_interval", "duration", "1s", "how often the GPUs are sampled",
        DurationOption(&Config::sample_interval_ms)},
       {"ramp_up", "duration", "60s",
-       "where per-process GPU memory is unknown, how long a new attempt's reservation counts in full",
+       "where per-process GPU memory is unknown, how long a new attempt's reservation counts in "
+       "full",
        DurationOption(&Config::ramp_up_ms)},
-      {"cpu_slots", "integer", "0", "host CPU slots jobs can hold (--cpus); 0 = the machine's cores",
+      {"cpu_slots", "integer", "0",
+       "host CPU slots jobs can hold (--cpus); 0 = the machine's cores",
        CountOption(&Config::cpu_slots, "a whole number of slots (0 = the machine's cores)")},
-      {"fake_gpus", "path", "\"\"", "simulated GPU file (docs/simulated-gpus.md); also TRAINQ_FAKE_GPUS",
+      {"fake_gpus", "path", "\"\"",
+       "simulated GPU file (docs/simulated-gpus.md); also TRAINQ_FAKE_GPUS",
        StringOption(&Config::fake_gpus)},
       {"nvml_library", "string", "\"libnvidia-ml.so.1\"", "the NVML library loaded at run time",
        StringOption(&Config::nvml_library)},
       {"oom_patterns", "array of strings", "[]",
        "extra log lines that mean GPU out-of-memory, added to the built-in list", PatternsOption()},
-      {"log_tail", "size", "64KiB", "how much of a failed job's log end is searched for out-of-memory",
+      {"log_tail", "size", "64KiB",
+       "how much of a failed job's log end is searched for out-of-memory",
        SizeOption(&Config::log_tail_bytes)},
       {"node_name", "string", "the host name", "this node's name in job records",
        StringOption(&Config::node_name)},
@@ -261,7 +268,8 @@ Result<Config> ParseConfig(const std::string& toml_text, const std::string& orig
   toml::parse_result parsed = toml::parse(toml_text, origin);
   if (!parsed) {
     const toml::parse_error& e = parsed.error();
-    return Status::Invalid(fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
+    return Status::Invalid(
+        fmt::format("{}:{}: {}", origin, e.source().begin.line, e.description()));
   }
   Config config;
   std::vector<std::string> problems;
@@ -314,8 +322,8 @@ namespace {
 
 Status BadDevices(std::string_view field, std::string_view text) {
   return Status::Invalid(fmt::format(
-      "{}: '{}' is not a GPU list; use GPU indices separated by commas, like 0,1,3, or all",
-      field, text));
+      "{}: '{}' is not a GPU list; use GPU indices separated by commas, like 0,1,3, or all", field,
+      text));
 }
 
 std::optional<int> ParseIndex(std::string_view text, int max) {
@@ -359,9 +367,9 @@ std::string FormatDeviceList(const std::vector<int>& devices) {
 Result<int> ParseMaxJobsPerGpu(std::string_view text, std::string_view field) {
   std::optional<int> n = ParseIndex(TrimSpaces(text), kMaxJobsPerGpu);
   if (!n) {
-    return Status::Invalid(fmt::format(
-        "{}: '{}' is not a job count; use a whole number from 0 (no limit) to {}", field, text,
-        kMaxJobsPerGpu));
+    return Status::Invalid(
+        fmt::format("{}: '{}' is not a job count; use a whole number from 0 (no limit) to {}",
+                    field, text, kMaxJobsPerGpu));
   }
   return *n;
 }
@@ -394,9 +402,8 @@ void ParseUpdateKey(const std::string& key, const json& value, RuntimeUpdate* up
                     std::vector<std::string>* problems) {
   std::string name = CanonicalOptionName(key);
   if (!IsOption(name)) {
-    problems->push_back(
-        fmt::format("unknown setting '{}'; the settings that change at run time are {}", key,
-                    kSettableKeys));
+    problems->push_back(fmt::format(
+        "unknown setting '{}'; the settings that change at run time are {}", key, kSettableKeys));
     return;
   }
   if (!IsSettable(name)) {
@@ -426,10 +433,10 @@ void ParseUpdateKey(const std::string& key, const json& value, RuntimeUpdate* up
 Result<RuntimeUpdate> ParseRuntimeUpdate(const std::string& json_body) {
   json doc = json::parse(json_body, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || doc.empty()) {
-    return Status::Invalid(fmt::format(
-        "expected a JSON object of settings, like {{\"devices\": [0, 1, 3]}} or "
-        "{{\"max_jobs_per_gpu\": 2}}; the settings that change at run time are {}",
-        kSettableKeys));
+    return Status::Invalid(
+        fmt::format("expected a JSON object of settings, like {{\"devices\": [0, 1, 3]}} or "
+                    "{{\"max_jobs_per_gpu\": 2}}; the settings that change at run time are {}",
+                    kSettableKeys));
   }
   RuntimeUpdate update;
   std::vector<std::string> problems;
@@ -461,13 +468,15 @@ std::string RuntimeSettingsToJson(const RuntimeSettings& settings) {
   return doc.dump(2) + "\n";
 }
 
-Result<RuntimeSettings> RuntimeSettingsFromJson(const std::string& text, const std::string& origin) {
+Result<RuntimeSettings> RuntimeSettingsFromJson(const std::string& text,
+                                                const std::string& origin) {
   json doc = json::parse(text, nullptr, false);
   if (doc.is_object() && doc.empty()) return RuntimeSettings{};
   Result<RuntimeUpdate> update = ParseRuntimeUpdate(text);
   if (!update.ok()) return Status::Invalid(origin + ": " + update.status().message());
   if (!update->reset.empty()) {
-    return Status::Invalid(fmt::format("{}: {}: expected a value, not null", origin, update->reset[0]));
+    return Status::Invalid(
+        fmt::format("{}: {}: expected a value, not null", origin, update->reset[0]));
   }
   return update->set;
 }

@@ -28,10 +28,10 @@ struct Config {
   std::string node_name;  // empty: the host name
   uint64_t max_request_bytes = 64ull << 20;
   // Scheduling (docs/scheduling.md).
-  int64_t aging_ms = 2 * 3600 * 1000;                  // aging_limit
+  int64_t aging_ms = 2 * 3600 * 1000;  // aging_limit
   int max_holds = 1;
   int64_t fair_share_half_life_ms = 7 * 24 * 3600 * 1000ll;
-  int master_port_first = 29500;                       // master_port_range
+  int master_port_first = 29500;  // master_port_range
   int master_port_last = 29999;
   // Limits `trainq config set` changes at run time; the daemon persists them.
   std::vector<int> devices;  // GPU indices jobs may use; empty: all

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "src/core/json_codec.h"
 #include "src/daemon/daemon_impl.h"
@@ -137,9 +137,9 @@ void DaemonImpl::SetConfigRoute(const HttpRequest& req, Responder& respond) {
       if (snapshot_) {
         for (const GpuInfo& g : snapshot_->gpus) have.push_back(g.index);
       }
-      return respond(ErrorResponse(Status::Invalid(fmt::format(
-          "devices: this node has no GPU {}; its GPUs are {} (see trainq gpus)",
-          FormatDeviceList(missing), have.empty() ? "none" : FormatDeviceList(have)))));
+      return respond(ErrorResponse(Status::Invalid(
+          fmt::format("devices: this node has no GPU {}; its GPUs are {} (see trainq gpus)",
+                      FormatDeviceList(missing), have.empty() ? "none" : FormatDeviceList(have)))));
     }
   }
   RuntimeSettings next = Updated(runtime_, *update);

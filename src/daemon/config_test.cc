@@ -4,7 +4,6 @@
 #include <fstream>
 #include <sstream>
 
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,7 +29,8 @@ cpu_slots = 12
 fake_gpus = "/x/gpus.json"
 oom_patterns = ["alloc failed", "device OOM"]
 log_tail = 4096
-)", "config.toml");
+)",
+                                 "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->headroom_bytes, 1ull << 30);
   EXPECT_EQ(c->oom_backoff_ms, 90000);
@@ -46,7 +46,8 @@ headroom = "lots"
 cpu_slots = "four"
 grace_period = 10
 colour = "blue"
-)", "config.toml");
+)",
+                                 "config.toml");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Code::kInvalid);
   EXPECT_THAT(c.status().message(), HasSubstr("headroom"));
@@ -113,7 +114,8 @@ fair_share_half_life = "2d12h"
 master_port_range = "31000-31010"
 devices = [3, 0, 1, 3]
 max_jobs_per_gpu = 2
-)", "config.toml");
+)",
+                                 "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->aging_ms, 30 * 60 * 1000);
   EXPECT_EQ(c->fair_share_half_life_ms, 60 * 3600 * 1000ll);
@@ -146,14 +148,18 @@ TEST(ConfigTest, BadSchedulingValuesNameTheOptionAndTheForm) {
       {"aging_limit = \"soon\"", "config option aging_limit: 'soon' is not a duration"},
       {"aging_limit = 7200", "aging_limit: expected a duration"},
       {"fair_share_half_life = \"7y\"", "fair_share_half_life: '7y' is not a duration"},
-      {"master_port_range = \"29999-29500\"", "master_port_range: '29999-29500' is not a port range"},
-      {"master_port_range = \"80-90\"", "master_port_range: '80-90' is not a port range \"FIRST-LAST\" "
-                                        "with 1024 <= FIRST <= LAST <= 65535"},
-      {"master_port_range = \"29500-70000\"", "master_port_range: '29500-70000' is not a port range"},
+      {"master_port_range = \"29999-29500\"",
+       "master_port_range: '29999-29500' is not a port range"},
+      {"master_port_range = \"80-90\"",
+       "master_port_range: '80-90' is not a port range \"FIRST-LAST\" "
+       "with 1024 <= FIRST <= LAST <= 65535"},
+      {"master_port_range = \"29500-70000\"",
+       "master_port_range: '29500-70000' is not a port range"},
       {"master_port_range = \"29500\"", "master_port_range: expected a port range"},
       {"master_port_range = 29500", "master_port_range: expected a port range"},
       {"master_port_range = \"a-b\"", "master_port_range: 'a-b' is not a port range"},
-      {"devices = \"0,x\"", "devices: '0,x' is not a GPU list; use GPU indices separated by commas"},
+      {"devices = \"0,x\"",
+       "devices: '0,x' is not a GPU list; use GPU indices separated by commas"},
       {"devices = \"0,,1\"", "devices: '0,,1' is not a GPU list"},
       {"devices = [-1]", "devices: expected GPU indices like [0, 1, 3]"},
       {"devices = [\"0\"]", "devices: expected GPU indices"},
@@ -179,7 +185,8 @@ master_port_range = "30000-30100"
 devices = "1,3"
 max_jobs_per_gpu = 4
 oom_patterns = ["x \"y\""]
-)", "config.toml");
+)",
+                                 "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(OptionValueText(*c, "headroom"), "\"512MiB\"");
   EXPECT_EQ(OptionValueText(*c, "log_tail"), "1000");  // a bare "1000" would be MiB
@@ -212,8 +219,8 @@ TEST(RuntimeSettingsTest, DeviceListForms) {
   for (const char* bad : {"0,", ",1", "1-3", "x", "-1", "0;1", "2000", "ALL"}) {
     Result<std::vector<int>> r = ParseDeviceList(bad, "devices");
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_THAT(r.status().message(),
-                HasSubstr(std::string("devices: '") + bad + "' is not a GPU list; use GPU indices"));
+    EXPECT_THAT(r.status().message(), HasSubstr(std::string("devices: '") + bad +
+                                                "' is not a GPU list; use GPU indices"));
   }
   EXPECT_EQ(FormatDeviceList({}), "all");
   EXPECT_EQ(FormatDeviceList({0, 1, 3}), "0,1,3");
@@ -225,8 +232,7 @@ TEST(RuntimeSettingsTest, MaxJobsPerGpuForms) {
   for (const char* bad : {"-1", "two", "1.5", "", "10001"}) {
     Result<int> r = ParseMaxJobsPerGpu(bad, "max_jobs_per_gpu");
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_THAT(r.status().message(),
-                HasSubstr("use a whole number from 0 (no limit) to 10000"));
+    EXPECT_THAT(r.status().message(), HasSubstr("use a whole number from 0 (no limit) to 10000"));
   }
 }
 
@@ -270,7 +276,8 @@ TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->devices, s.devices);
   EXPECT_FALSE(back->max_jobs_per_gpu);
-  Result<RuntimeSettings> none = RuntimeSettingsFromJson(RuntimeSettingsToJson({}), "settings.json");
+  Result<RuntimeSettings> none =
+      RuntimeSettingsFromJson(RuntimeSettingsToJson({}), "settings.json");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->devices);
 
@@ -290,7 +297,8 @@ TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
 
   Result<RuntimeSettings> bad = RuntimeSettingsFromJson("{\"devices\": \"x\"}", "/s/settings.json");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("/s/settings.json: devices: 'x' is not a GPU list"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("/s/settings.json: devices: 'x' is not a GPU list"));
 }
 
 // docs/config.md is the user's reference: it must list every option with its default.
@@ -302,9 +310,9 @@ TEST(ConfigTest, DocsListEveryOptionWithItsDefault) {
   for (const OptionDoc& o : ConfigOptions()) {
     std::string row = "| `" + o.name + "` | " + o.type + " | ";
     EXPECT_THAT(doc.str(), HasSubstr(row)) << o.name;
-    EXPECT_THAT(doc.str(), HasSubstr(row + (o.default_value == "the host name"
-                                                 ? o.default_value
-                                                 : "`" + o.default_value + "`")))
+    EXPECT_THAT(doc.str(),
+                HasSubstr(row + (o.default_value == "the host name" ? o.default_value
+                                                                    : "`" + o.default_value + "`")))
         << o.name;
   }
 }

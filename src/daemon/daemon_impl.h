@@ -67,8 +67,7 @@ struct DaemonSeams {
 class DaemonImpl {
  public:
   // `io` is the event loop the daemon (and the launcher) run on; it outlives the daemon.
-  DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Config config,
-             DaemonSeams seams);
+  DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Config config, DaemonSeams seams);
   DaemonImpl(const DaemonImpl&) = delete;
   DaemonImpl& operator=(const DaemonImpl&) = delete;
 

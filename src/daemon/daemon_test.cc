@@ -75,11 +75,10 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
     auto faulty = std::make_unique<FaultyStore>(std::move(*sqlite));
     store_ = faulty.get();
-    DaemonSeams seams{std::move(faulty),
-                      ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_), ""},
+    DaemonSeams seams{std::move(faulty), ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_), ""},
                       shims_.Launcher(), &clock_};
-    daemon_ = std::make_unique<DaemonImpl>(io_, DaemonOptions{paths_, true}, config_,
-                                           std::move(seams));
+    daemon_ =
+        std::make_unique<DaemonImpl>(io_, DaemonOptions{paths_, true}, config_, std::move(seams));
     ASSERT_TRUE(daemon_->Open().ok());
     Loop();
   }
@@ -147,8 +146,8 @@ TEST_F(DaemonTest, SubmittedJobStartsOnAFreeGpuWithItsEnvironment) {
   ASSERT_NE(shims_.Find(RunDir(id, 1)), nullptr);
   Result<RunSpec> spec = ReadRunSpec(RunDir(id, 1));
   ASSERT_TRUE(spec.ok());
-  EXPECT_THAT(spec->env, ::testing::Contains(std::pair<std::string, std::string>(
-                             "CUDA_VISIBLE_DEVICES", "0")));
+  EXPECT_THAT(spec->env, ::testing::Contains(
+                             std::pair<std::string, std::string>("CUDA_VISIBLE_DEVICES", "0")));
   ASSERT_TRUE(shims_.Exit(RunDir(id, 1), Exited(0)));
   Loop();
   EXPECT_EQ(Get(id).state, JobState::kSucceeded);

@@ -56,7 +56,9 @@ class FakeShims {
     return true;
   }
 
-  std::unique_ptr<ShimLauncher> Launcher() { return std::make_unique<Launcher_>(*this, ++launchers_); }
+  std::unique_ptr<ShimLauncher> Launcher() {
+    return std::make_unique<Launcher_>(*this, ++launchers_);
+  }
 
  private:
   class Launcher_ final : public ShimLauncher {

@@ -53,7 +53,8 @@ AttemptEnd OutOfMemory(const OutcomeInput& in, const ExitRecord& rec, const std:
 
 AttemptEnd DecideOutcome(const OutcomeInput& in) {
   if (!in.record) {
-    return Ended(JobState::kFailed, in.now, "the job's supervisor (shim) died without an exit record");
+    return Ended(JobState::kFailed, in.now,
+                 "the job's supervisor (shim) died without an exit record");
   }
   const ExitRecord& rec = *in.record;
   UnixMs ended = rec.ended_at ? rec.ended_at : in.now;

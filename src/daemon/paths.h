@@ -8,12 +8,12 @@ namespace trainq {
 
 struct StatePaths {
   std::string state_dir;
-  std::string db;        // trainq.db
-  std::string runs;      // runs/<job>/<attempt>/
-  std::string socket;    // trainq.sock, or under $XDG_RUNTIME_DIR when the path is too long
-  std::string lock;      // daemon.lock: held by the running daemon
-  std::string log;       // daemon.log
-  std::string config;    // config.toml
+  std::string db;      // trainq.db
+  std::string runs;    // runs/<job>/<attempt>/
+  std::string socket;  // trainq.sock, or under $XDG_RUNTIME_DIR when the path is too long
+  std::string lock;    // daemon.lock: held by the running daemon
+  std::string log;     // daemon.log
+  std::string config;  // config.toml
 };
 
 std::string DefaultStateDir();

@@ -6,8 +6,8 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
@@ -21,8 +21,9 @@ using json = nlohmann::json;
 
 namespace {
 
-
-HttpResponse Json(int status, const json& body) { return {status, DumpJson(body), "application/json"}; }
+HttpResponse Json(int status, const json& body) {
+  return {status, DumpJson(body), "application/json"};
+}
 
 std::optional<JobId> ParseId(std::string_view text) {
   JobId id = 0;
@@ -41,19 +42,20 @@ std::optional<std::pair<std::string, std::string>> SplitJobPath(const std::strin
   return std::make_pair(rest.substr(0, slash), rest.substr(slash + 1));
 }
 
-
 // {"defaults": {...}, "jobs": [{...}, ...]}: each job is the defaults with its own keys on
 // top, so a large batch carries the shared environment once.
 Result<std::vector<JobSpec>> ParseBatch(const json& doc) {
   const json& defaults = doc["defaults"];
   const json& jobs = doc.contains("jobs") ? doc["jobs"] : json();
   if (!defaults.is_object() || !jobs.is_array() || jobs.empty() || doc.size() != 2) {
-    return Status::Invalid("a batch is {\"defaults\": {...}, \"jobs\": [{...}, ...]} and nothing else");
+    return Status::Invalid(
+        "a batch is {\"defaults\": {...}, \"jobs\": [{...}, ...]} and nothing else");
   }
   std::vector<JobSpec> specs;
   specs.reserve(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
-    if (!jobs[i].is_object()) return Status::Invalid(fmt::format("jobs[{}]: expected an object", i));
+    if (!jobs[i].is_object())
+      return Status::Invalid(fmt::format("jobs[{}]: expected an object", i));
     json merged = defaults;
     for (const auto& [key, value] : jobs[i].items()) merged[key] = value;
     Result<JobSpec> spec = SpecFromJson(merged);
@@ -95,9 +97,10 @@ Status CheckDepsExist(Store& store, const JobSpec& spec, std::set<JobId>& known)
       if (known.count(id)) continue;
       Result<Job> dep = store.Get(id);
       if (dep.status().code() == Code::kNotFound) {
-        return Status::Invalid(fmt::format("{}: no job {}; a job can only wait for jobs submitted "
-                                           "before it (see 'trainq ls --all')",
-                                           option, id));
+        return Status::Invalid(
+            fmt::format("{}: no job {}; a job can only wait for jobs submitted "
+                        "before it (see 'trainq ls --all')",
+                        option, id));
       }
       if (!dep.ok()) return dep.status();
       known.insert(id);
@@ -145,23 +148,31 @@ json ExplainJson(const Job& job, const Explanation& e, int64_t half_life_ms) {
   }
   json gpus = json::array();
   for (const GpuExplanation& g : e.gpus) {
-    gpus.push_back({{"node", g.node}, {"index", g.index}, {"memory_usable", g.usable_bytes},
-                    {"memory_total", g.total_bytes}, {"jobs", g.jobs},
-                    {"other_processes", g.foreign_processes}, {"fits", g.fits},
+    gpus.push_back({{"node", g.node},
+                    {"index", g.index},
+                    {"memory_usable", g.usable_bytes},
+                    {"memory_total", g.total_bytes},
+                    {"jobs", g.jobs},
+                    {"other_processes", g.foreign_processes},
+                    {"fits", g.fits},
                     {"closed", g.closed},
                     {"held_for", g.held_for == 0 ? json(nullptr) : json(g.held_for)}});
   }
   json holds = json::array();
   for (const Hold& h : e.holds) holds.push_back(HoldJson(h));
-  doc.update({{"would_start", e.would_start},
-              {"reason", e.would_start ? std::string("fits now; starts on the next pass") : e.reason},
-              {"position", e.position},
-              {"ahead", e.ahead},
-              {"fair_share", {{"user", e.user}, {"gpu_hours", e.user_gpu_hours},
-                              {"rank", e.user_rank}, {"users_waiting", e.users_waiting},
-                              {"half_life_ms", half_life_ms}}},
-              {"gpus", std::move(gpus)},
-              {"holds", std::move(holds)}});
+  doc.update(
+      {{"would_start", e.would_start},
+       {"reason", e.would_start ? std::string("fits now; starts on the next pass") : e.reason},
+       {"position", e.position},
+       {"ahead", e.ahead},
+       {"fair_share",
+        {{"user", e.user},
+         {"gpu_hours", e.user_gpu_hours},
+         {"rank", e.user_rank},
+         {"users_waiting", e.users_waiting},
+         {"half_life_ms", half_life_ms}}},
+       {"gpus", std::move(gpus)},
+       {"holds", std::move(holds)}});
   return doc;
 }
 
@@ -187,8 +198,7 @@ class Routes {
   static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }
 
  private:
-  static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state,
-                      UnixMs now);
+  static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now);
   static void Explain(RouteContext& c, const Job& job);
 };
 
@@ -249,20 +259,28 @@ json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& s
     uint64_t used = h.used_now.value_or(0);
     reserved += h.reserved_bytes > used ? h.reserved_bytes - used : 0;
     const LiveAttempt& live = d.live_.at(h.job);
-    attempts.push_back({{"job", h.job}, {"attempt", live.n}, {"reserved_bytes", h.reserved_bytes},
+    attempts.push_back({{"job", h.job},
+                        {"attempt", live.n},
+                        {"reserved_bytes", h.reserved_bytes},
                         {"used_bytes", h.used_now ? json(*h.used_now) : json(nullptr)},
                         {"exclusive", h.exclusive}});
   }
   json others = json::array();
   for (const GpuProcess& p : info.processes) {
-    if (!d.pid_owner_.count(p.pid)) others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
+    if (!d.pid_owner_.count(p.pid))
+      others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
   }
-  return {{"index", info.index}, {"uuid", info.uuid}, {"name", info.name},
-          {"memory_total", info.total_bytes}, {"memory_used", info.used_bytes},
-          {"memory_free", info.free_bytes}, {"memory_reserved", reserved},
+  return {{"index", info.index},
+          {"uuid", info.uuid},
+          {"name", info.name},
+          {"memory_total", info.total_bytes},
+          {"memory_used", info.used_bytes},
+          {"memory_free", info.free_bytes},
+          {"memory_reserved", reserved},
           {"memory_usable", UsableBytes(state, policy, now)},
           {"utilization", info.utilization_pct < 0 ? json(nullptr) : json(info.utilization_pct)},
-          {"processes_known", info.processes_known}, {"attempts", std::move(attempts)},
+          {"processes_known", info.processes_known},
+          {"attempts", std::move(attempts)},
           {"other_processes", std::move(others)}};
 }
 
@@ -294,8 +312,9 @@ void Routes::DaemonStatus(RouteContext& c) {
 }
 
 void Routes::Stop(RouteContext& c) {
-  c.respond(Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
-                                               ::getpid(), c.d.live_.size())}}));
+  c.respond(
+      Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
+                                         ::getpid(), c.d.live_.size())}}));
   boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
 }
 
@@ -313,8 +332,8 @@ void Routes::JobAction(RouteContext& c) {
   auto parts = SplitJobPath(c.req.path);
   std::optional<JobId> id = parts ? ParseId(parts->first) : std::nullopt;
   if (!id) {
-    return c.respond(ErrorResponse(Status::Invalid(
-        fmt::format("job id: '{}' is not a job id; use a positive integer", parts ? parts->first : ""))));
+    return c.respond(ErrorResponse(Status::Invalid(fmt::format(
+        "job id: '{}' is not a job id; use a positive integer", parts ? parts->first : ""))));
   }
   Result<Job> job = c.d.store_->Get(*id);
   if (!job.ok()) return c.respond(ErrorResponse(job.status()));
@@ -328,7 +347,7 @@ void Routes::JobAction(RouteContext& c) {
     st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid),
                              c.d.clock_.Now());
     c.d.waiting_stale_ = true;
-    c.d.written_reasons_.erase(*id);  // waiting again: its reason must be written anew
+    c.d.written_reasons_.erase(*id);    // waiting again: its reason must be written anew
     if (st.ok()) c.d.RecheckDeps(*id);  // a retried job waits for its dependencies again
     message = fmt::format("job {} queued again (was {})", *id, StateName(job->state));
     if (!st.ok() && st.code() == Code::kConflict) {
@@ -342,7 +361,6 @@ void Routes::JobAction(RouteContext& c) {
   c.respond(Json(200, {{"message", message}, {"job", now.ok() ? JobToJson(*now) : json(nullptr)}}));
 }
 
-
 namespace {
 
 struct Route {
@@ -352,13 +370,11 @@ struct Route {
 };
 
 constexpr Route kRoutes[] = {
-    {"POST", "/v1/jobs", Routes::Submit},         {"GET", "/v1/jobs", Routes::ListJobs},
-    {"GET", "/v1/gpus", Routes::Gpus},            {"GET", "/v1/status", Routes::DaemonStatus},
+    {"POST", "/v1/jobs", Routes::Submit},      {"GET", "/v1/jobs", Routes::ListJobs},
+    {"GET", "/v1/gpus", Routes::Gpus},         {"GET", "/v1/status", Routes::DaemonStatus},
     {"POST", "/v1/daemon/stop", Routes::Stop}, {"GET", "/v1/jobs/", Routes::JobAction},
-    {"POST", "/v1/jobs/", Routes::JobAction},
-    {"GET", "/v1/config", Routes::GetConfig},
-    {"PUT", "/v1/config", Routes::SetConfig},
-    {"POST", "/v1/config", Routes::SetConfig},
+    {"POST", "/v1/jobs/", Routes::JobAction},  {"GET", "/v1/config", Routes::GetConfig},
+    {"PUT", "/v1/config", Routes::SetConfig},  {"POST", "/v1/config", Routes::SetConfig},
 };
 
 bool Matches(const Route& r, const HttpRequest& req) {

@@ -100,15 +100,14 @@ Status DaemonImpl::RefreshWaiting() {
   if (!waiting.ok()) return waiting.status();
   waiting_.clear();
   for (const Job& job : *waiting) {
-    waiting_.emplace(job.id, PendingOf(job.id, job.spec, job.submitted_at, job.queued_at,
-                                       job.not_before));
+    waiting_.emplace(job.id,
+                     PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before));
   }
   waiting_stale_ = false;
   return Status::Ok();
 }
 
-void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at,
-                            UnixMs queued_at) {
+void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at) {
   waiting_.emplace(id, PendingOf(id, spec, submitted_at, queued_at, 0));
 }
 
@@ -227,7 +226,8 @@ void DaemonImpl::WriteReasons(const PlacementResult& result) {
 
 // A job that left the queue (cancelled, retried later) must get its reason written again.
 void DaemonImpl::ForgetReasonsExcept() {
-  std::erase_if(written_reasons_, [this](const auto& entry) { return !waiting_.count(entry.first); });
+  std::erase_if(written_reasons_,
+                [this](const auto& entry) { return !waiting_.count(entry.first); });
 }
 
 // Time alone changes what a pass decides (a backoff ends, a job ages, a ramp-up window

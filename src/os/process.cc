@@ -23,11 +23,16 @@ enum SpawnStep : int { kStepSession = 1, kStepLockOpen, kStepLock, kStepFds, kSt
 
 const char* StepName(int step) {
   switch (step) {
-    case kStepSession: return "setsid";
-    case kStepLockOpen: return "open lock";
-    case kStepLock: return "flock";
-    case kStepFds: return "set up fds";
-    default: return "exec";
+    case kStepSession:
+      return "setsid";
+    case kStepLockOpen:
+      return "open lock";
+    case kStepLock:
+      return "flock";
+    case kStepFds:
+      return "set up fds";
+    default:
+      return "exec";
   }
 }
 

@@ -202,12 +202,9 @@ Result<ShimRecord> ReadShimRecord(const std::string& run_dir) {
 }
 
 Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec) {
-  json j = {{"cancelled", rec.cancelled},
-            {"time_limit", rec.time_limit},
-            {"spawn_failed", rec.spawn_failed},
-            {"error", rec.error},
-            {"started_at", rec.started_at},
-            {"ended_at", rec.ended_at}};
+  json j = {{"cancelled", rec.cancelled},       {"time_limit", rec.time_limit},
+            {"spawn_failed", rec.spawn_failed}, {"error", rec.error},
+            {"started_at", rec.started_at},     {"ended_at", rec.ended_at}};
   if (rec.exit_code) j["exit_code"] = *rec.exit_code;
   if (rec.signal) j["signal"] = *rec.signal;
   return WriteRecord(ExitPath(run_dir), j, /*strict=*/false);

@@ -1,6 +1,6 @@
-// The shim (docs/architecture.md, "One job's path"): supervises one attempt's command so the daemon can die or
-// restart while the job runs. All state lives in the run dir; the shim is single-threaded
-// and learns about signals and exits only through a signalfd.
+// The shim (docs/architecture.md, "One job's path"): supervises one attempt's command so the daemon
+// can die or restart while the job runs. All state lives in the run dir; the shim is
+// single-threaded and learns about signals and exits only through a signalfd.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -235,9 +235,12 @@ Status Shim::StartCommand() {
 std::string Shim::FailureMessage(const ChildFailure& f) const {
   std::string reason = std::strerror(f.err);
   switch (f.step) {
-    case kStepChdir: return "cannot change directory to '" + spec_.cwd + "': " + reason;
-    case kStepExec: return "cannot run '" + spec_.command[0] + "': " + reason;
-    default: return "cannot set up stdin/stdout/stderr: " + reason;
+    case kStepChdir:
+      return "cannot change directory to '" + spec_.cwd + "': " + reason;
+    case kStepExec:
+      return "cannot run '" + spec_.command[0] + "': " + reason;
+    default:
+      return "cannot set up stdin/stdout/stderr: " + reason;
   }
 }
 

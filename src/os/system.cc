@@ -45,7 +45,6 @@ std::string UserName(int64_t uid) {
   return std::to_string(uid);
 }
 
-
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment() {
   std::vector<std::pair<std::string, std::string>> env;
   for (char** e = environ; e && *e; ++e) {
@@ -123,7 +122,8 @@ Status StartDetached(const std::vector<std::string>& argv, const std::string& lo
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return Status::Io("could not start the daemon");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Status::Io("could not start the daemon");
   return Status::Ok();
 }
 

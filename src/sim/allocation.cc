@@ -20,9 +20,12 @@ std::optional<AllocationPolicy> ParseAllocationPolicy(std::string_view name) {
 
 const char* AllocationPolicyName(AllocationPolicy policy) {
   switch (policy) {
-    case AllocationPolicy::kTrainq: return "trainq";
-    case AllocationPolicy::kBestFit: return "bestfit";
-    case AllocationPolicy::kRandom: return "random";
+    case AllocationPolicy::kTrainq:
+      return "trainq";
+    case AllocationPolicy::kBestFit:
+      return "bestfit";
+    case AllocationPolicy::kRandom:
+      return "random";
   }
   return "?";
 }
@@ -47,7 +50,8 @@ std::vector<size_t> ArrivalOrder(std::span<const TraceJob> pods, int64_t capacit
   int64_t total = 0;
   for (size_t i = 0; i < pods.size(); ++i) order[i] = i, total += RequestMilli(pods[i]);
   auto limit = static_cast<int64_t>(inflate * double(capacity_milli));
-  bool any_gpu = std::any_of(pods.begin(), pods.end(), [](const TraceJob& p) { return p.gpus > 0; });
+  bool any_gpu =
+      std::any_of(pods.begin(), pods.end(), [](const TraceJob& p) { return p.gpus > 0; });
   while (any_gpu && !pods.empty()) {
     size_t k = UniformIndex(rng, pods.size());
     if (total + RequestMilli(pods[k]) > limit) break;
@@ -110,7 +114,8 @@ class Allocator {
       const TraceJob& pod = pods_[order[k]];
       arrived += RequestMilli(pod);
       if (PlaceOne(pod, JobId(k + 1), run)) used += RequestMilli(pod);
-      for (; level < kLevels.size() && arrived * 100 >= int64_t{kLevels[level]} * capacity_; ++level) {
+      for (; level < kLevels.size() && arrived * 100 >= int64_t{kLevels[level]} * capacity_;
+           ++level) {
         run.ratio[level] = Ratio(used);
       }
     }
@@ -120,14 +125,22 @@ class Allocator {
   }
 
  private:
-  double Ratio(int64_t used) const { return capacity_ > 0 ? 100.0 * double(used) / double(capacity_) : 0; }
+  double Ratio(int64_t used) const {
+    return capacity_ > 0 ? 100.0 * double(used) / double(capacity_) : 0;
+  }
 
   bool PlaceOne(const TraceJob& pod, JobId id, SeedRun& run) {
     std::optional<Choice> c;
     switch (options_.policy) {
-      case AllocationPolicy::kTrainq: c = TrainqChoice(pod, id); break;
-      case AllocationPolicy::kBestFit: c = BestFitChoice(pod); break;
-      case AllocationPolicy::kRandom: c = RandomChoice(pod); break;
+      case AllocationPolicy::kTrainq:
+        c = TrainqChoice(pod, id);
+        break;
+      case AllocationPolicy::kBestFit:
+        c = BestFitChoice(pod);
+        break;
+      case AllocationPolicy::kRandom:
+        c = RandomChoice(pod);
+        break;
     }
     if (c && !Valid(pod, *c)) {
       ++run.invalid;
@@ -150,7 +163,8 @@ class Allocator {
     if (!HostFits(pod, n)) return false;
     if (pod.gpus == 0) return true;
     if (pod.gpu_milli < 1000) {
-      return std::any_of(n.gpu_free.begin(), n.gpu_free.end(), [&](int f) { return f >= pod.gpu_milli; });
+      return std::any_of(n.gpu_free.begin(), n.gpu_free.end(),
+                         [&](int f) { return f >= pod.gpu_milli; });
     }
     return std::count(n.gpu_free.begin(), n.gpu_free.end(), 1000) >= pod.gpus;
   }
@@ -161,7 +175,8 @@ class Allocator {
     if (!HostFits(pod, n)) return false;
     std::vector<int> seen;
     for (int g : c.gpus) {
-      if (g < 0 || size_t(g) >= n.gpu_free.size() || n.gpu_free[size_t(g)] < pod.gpu_milli) return false;
+      if (g < 0 || size_t(g) >= n.gpu_free.size() || n.gpu_free[size_t(g)] < pod.gpu_milli)
+        return false;
       if (std::count(seen.begin(), seen.end(), g)) return false;
       seen.push_back(g);
     }
@@ -272,7 +287,8 @@ AllocationReport RunAllocation(std::span<const TraceJob> pods, std::span<const N
     double sum = 0, sq = 0;
     for (const SeedRun& r : report.per_seed) sum += r.ratio[l];
     report.mean[l] = sum / double(n);
-    for (const SeedRun& r : report.per_seed) sq += (r.ratio[l] - report.mean[l]) * (r.ratio[l] - report.mean[l]);
+    for (const SeedRun& r : report.per_seed)
+      sq += (r.ratio[l] - report.mean[l]) * (r.ratio[l] - report.mean[l]);
     report.stddev[l] = std::sqrt(sq / double(n));
   }
   return report;
@@ -300,8 +316,11 @@ std::string AllocationJson(const AllocationReport& report, const AllocationOptio
   nlohmann::ordered_json per_seed = nlohmann::ordered_json::array();
   double failed = 0, invalid = 0;
   for (const SeedRun& r : report.per_seed) {
-    per_seed.push_back({{"seed", r.seed}, {"pods", r.pods}, {"failed_pods", r.failed},
-                        {"invalid_choices", r.invalid}, {"allocation_ratio", LevelObject(r.ratio)}});
+    per_seed.push_back({{"seed", r.seed},
+                        {"pods", r.pods},
+                        {"failed_pods", r.failed},
+                        {"invalid_choices", r.invalid},
+                        {"allocation_ratio", LevelObject(r.ratio)}});
     failed += r.failed;
     invalid += r.invalid;
   }

@@ -26,7 +26,8 @@ std::vector<NodeSpec> Nodes(const std::string& csv) {
 }
 
 AllocationReport Simulate(const std::vector<TraceJob>& pods, const std::vector<NodeSpec>& nodes,
-                     AllocationPolicy policy, double inflate, std::vector<uint64_t> seeds = {42}) {
+                          AllocationPolicy policy, double inflate,
+                          std::vector<uint64_t> seeds = {42}) {
   return RunAllocation(pods, nodes, {policy, inflate, std::move(seeds)});
 }
 
@@ -96,8 +97,8 @@ TEST(Allocation, HostCpuAndMemoryAreEnforced) {
 
 TEST(Allocation, SharesSummingToOneGpuFitIt) {
   for (AllocationPolicy p : kAll) {
-    AllocationReport r = Simulate(Pods("a,0,1,1,0.46,,,0,0\nb,0,1,1,0.54,,,0,0\n"),
-                             Nodes("n,1,X,16,,\n"), p, 1.0);
+    AllocationReport r =
+        Simulate(Pods("a,0,1,1,0.46,,,0,0\nb,0,1,1,0.54,,,0,0\n"), Nodes("n,1,X,16,,\n"), p, 1.0);
     EXPECT_EQ(r.per_seed[0].failed, 0) << AllocationPolicyName(p);
     EXPECT_DOUBLE_EQ(r.mean[3], 100.0);
   }
@@ -106,17 +107,18 @@ TEST(Allocation, SharesSummingToOneGpuFitIt) {
 TEST(Allocation, BestFitPacksSharesSoAWholeGpuStaysFree) {
   // Whatever the order, BestFit puts the two halves on one GPU and the whole pod fits.
   std::vector<TraceJob> pods = Pods("h1,0,1,1,0.5,,,0,0\nh2,0,1,1,0.5,,,0,0\nw,0,1,1,1,,,0,0\n");
-  AllocationReport r = Simulate(pods, Nodes("n,2,X,16,,\n"), AllocationPolicy::kBestFit, 1.0,
-                           {1, 2, 3, 4, 5, 6});
+  AllocationReport r =
+      Simulate(pods, Nodes("n,2,X,16,,\n"), AllocationPolicy::kBestFit, 1.0, {1, 2, 3, 4, 5, 6});
   for (const SeedRun& s : r.per_seed) EXPECT_EQ(s.failed, 0) << s.seed;
 }
 
 TEST(Allocation, BestFitPrefersTheFullerNode) {
   // The second half-GPU pod joins the node the first one went to (less GPU left there).
-  std::vector<TraceJob> pods = Pods("h1,0,1,1,0.5,,,0,0\nh2,0,1,1,0.5,,,0,0\n"
-                                    "w1,0,1,2,1,,,0,0\nw2,0,1,2,1,,,0,0\n");
+  std::vector<TraceJob> pods = Pods(
+      "h1,0,1,1,0.5,,,0,0\nh2,0,1,1,0.5,,,0,0\n"
+      "w1,0,1,2,1,,,0,0\nw2,0,1,2,1,,,0,0\n");
   AllocationReport r = Simulate(pods, Nodes("a,2,X,16,,\nb,2,X,16,,\nc,2,X,16,,\n"),
-                           AllocationPolicy::kBestFit, 1.0, {11, 12, 13});
+                                AllocationPolicy::kBestFit, 1.0, {11, 12, 13});
   for (const SeedRun& s : r.per_seed) EXPECT_EQ(s.failed, 0) << s.seed;
 }
 
@@ -178,9 +180,10 @@ TEST(WorkloadMix, ClassesAreGpusShareAndCpuWeightedByCountAndGpuDemand) {
   std::vector<trainq::PolicyConfig::WorkloadClass> mix = WorkloadMix(pods);
   ASSERT_EQ(mix.size(), 3u);
   auto find = [&mix](int gpus, double share, int64_t cpus) {
-    auto it = std::find_if(mix.begin(), mix.end(), [&](const trainq::PolicyConfig::WorkloadClass& c) {
-      return c.gpus == gpus && c.fraction == share && c.cpus == cpus;
-    });
+    auto it =
+        std::find_if(mix.begin(), mix.end(), [&](const trainq::PolicyConfig::WorkloadClass& c) {
+          return c.gpus == gpus && c.fraction == share && c.cpus == cpus;
+        });
     EXPECT_NE(it, mix.end()) << gpus << " " << share << " " << cpus;
     return it == mix.end() ? 0.0 : it->weight;
   };

@@ -77,7 +77,8 @@ void Cluster::Finish(const PendingJob& job, size_t node, std::span<const int> gp
 bool Cluster::Idle(size_t node) const {
   const NodeState& n = nodes_[node];
   return n.cpu_slots_used == 0 && n.host_mem_used == 0 &&
-         std::all_of(n.gpus.begin(), n.gpus.end(), [](const GpuState& g) { return g.holdings.empty(); });
+         std::all_of(n.gpus.begin(), n.gpus.end(),
+                     [](const GpuState& g) { return g.holdings.empty(); });
 }
 
 bool Cluster::HostFits(const PendingJob& job, size_t node) const {

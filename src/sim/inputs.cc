@@ -32,7 +32,8 @@ class Errors {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -103,8 +104,10 @@ Result<Table> ReadTable(std::string_view text, std::string_view file,
   size_t header = 0;
   while (header < lines.size() && Blank(lines[header])) ++header;
   if (header == lines.size()) {
-    return Status::Invalid(fmt::format("{}: empty; expected a CSV header line naming the columns "
-                                       "({})", file, fmt::join(required, ", ")));
+    return Status::Invalid(
+        fmt::format("{}: empty; expected a CSV header line naming the columns "
+                    "({})",
+                    file, fmt::join(required, ", ")));
   }
   Table table;
   std::vector<std::string> names = SplitCsvLine(lines[header]);
@@ -166,8 +169,8 @@ class RowReader {
   }
 
   void Bad(std::string_view name, std::string_view value, std::string_view form) {
-    errors_.Add(fmt::format("{}:{}: {}: '{}' is not valid; expected {}", file_, line_, name,
-                            value, form));
+    errors_.Add(
+        fmt::format("{}:{}: {}: '{}' is not valid; expected {}", file_, line_, name, value, form));
   }
 
  private:
@@ -237,8 +240,10 @@ Status CheckUniqueNames(const std::vector<NodeSpec>& nodes, std::string_view fil
   for (size_t i = 0; i < nodes.size(); ++i) {
     auto [it, fresh] = seen.emplace(nodes[i].name, i);
     if (!fresh) {
-      errors.Add(fmt::format("{}: node '{}' appears more than once (nodes {} and {}); names must "
-                             "be unique", file, nodes[i].name, it->second + 1, i + 1));
+      errors.Add(
+          fmt::format("{}: node '{}' appears more than once (nodes {} and {}); names must "
+                      "be unique",
+                      file, nodes[i].name, it->second + 1, i + 1));
     }
   }
   return errors.empty() ? Status::Ok() : errors.ToStatus();
@@ -281,17 +286,21 @@ Result<std::vector<NodeSpec>> ParseNodesCsv(std::string_view text, std::string_v
     NodeSpec node;
     node.name = r.Text("node_id").value_or("");
     if (node.name.empty()) r.Missing("node_id", "a node name");
-    std::optional<int64_t> gpus = r.Integer("gpus", 0, 1024, "a whole number of GPUs from 0 to 1024");
+    std::optional<int64_t> gpus =
+        r.Integer("gpus", 0, 1024, "a whole number of GPUs from 0 to 1024");
     if (!gpus && !r.Text("gpus")) r.Missing("gpus", "a whole number of GPUs from 0 to 1024");
     node.gpus = static_cast<int>(gpus.value_or(0));
     node.gpu_mem_bytes =
         GibBytes(r.Number("gpu_mem_gib", 1e-6, 65536, kGibForm).value_or(*default_gib));
-    node.cpu_milli = static_cast<int>(r.Integer("cpu_milli", 0, 100'000'000, kMilliForm).value_or(0));
-    node.host_mem_bytes = uint64_t(r.Integer("memory_mib", 0, 1'000'000'000, kMibForm).value_or(0)) * kMiB;
+    node.cpu_milli =
+        static_cast<int>(r.Integer("cpu_milli", 0, 100'000'000, kMilliForm).value_or(0));
+    node.host_mem_bytes =
+        uint64_t(r.Integer("memory_mib", 0, 1'000'000'000, kMibForm).value_or(0)) * kMiB;
     nodes.push_back(std::move(node));
   }
   if (!errors.empty()) return errors.ToStatus();
-  if (nodes.empty()) return Status::Invalid(fmt::format("{}: no nodes; expected one row per node", file));
+  if (nodes.empty())
+    return Status::Invalid(fmt::format("{}: no nodes; expected one row per node", file));
   TRAINQ_RETURN_IF_ERROR(CheckUniqueNames(nodes, file));
   return nodes;
 }
@@ -308,7 +317,8 @@ std::optional<int64_t> JsonInt(const nlohmann::json& j, const char* key, int64_t
   if (!j.contains(key)) return fallback;
   const nlohmann::json& v = j[key];
   if (!v.is_number_integer()) return std::nullopt;
-  int64_t n = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(max) ? max + 1 : v.get<int64_t>();
+  int64_t n =
+      v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(max) ? max + 1 : v.get<int64_t>();
   if (n < min || n > max) return std::nullopt;
   return n;
 }
@@ -343,7 +353,8 @@ Result<std::vector<NodeSpec>> ParseNodesJson(std::string_view text, std::string_
   Result<double> default_gib = CheckDefaultGib(default_gpu_mem_gib);
   if (!default_gib.ok()) return default_gib.status();
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("nodes") || !doc["nodes"].is_array()) {
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("nodes") ||
+      !doc["nodes"].is_array()) {
     return Status::Invalid(fmt::format("{}: not a node list; expected {}", file, kJsonForm));
   }
   Errors errors;
@@ -367,7 +378,8 @@ Result<std::vector<NodeSpec>> ParseNodesJson(std::string_view text, std::string_
     }
   }
   if (!errors.empty()) return errors.ToStatus();
-  if (nodes.empty()) return Status::Invalid(fmt::format("{}: no nodes; expected {}", file, kJsonForm));
+  if (nodes.empty())
+    return Status::Invalid(fmt::format("{}: no nodes; expected {}", file, kJsonForm));
   TRAINQ_RETURN_IF_ERROR(CheckUniqueNames(nodes, file));
   return nodes;
 }
@@ -406,7 +418,8 @@ bool LooksLikeShorthand(std::string_view text) {
          text.front() >= '0' && text.front() <= '9';
 }
 
-Result<std::vector<NodeSpec>> ParseNodesShorthand(std::string_view text, double default_gpu_mem_gib) {
+Result<std::vector<NodeSpec>> ParseNodesShorthand(std::string_view text,
+                                                  double default_gpu_mem_gib) {
   Result<double> default_gib = CheckDefaultGib(default_gpu_mem_gib);
   if (!default_gib.ok()) return default_gib.status();
   std::vector<NodeSpec> nodes;
@@ -419,10 +432,12 @@ Result<std::vector<NodeSpec>> ParseNodesShorthand(std::string_view text, double 
     std::optional<double> gib = *default_gib;
     if (colon != std::string_view::npos) gib = GroupGib(group.substr(colon + 1));
     if (!counts || !gib || nodes.size() + size_t(counts->first) > 1'000'000) {
-      return Status::Invalid(fmt::format("--nodes: '{}' is not valid; expected {}", text, kShorthandForm));
+      return Status::Invalid(
+          fmt::format("--nodes: '{}' is not valid; expected {}", text, kShorthandForm));
     }
     for (int64_t i = 0; i < counts->first; ++i) {
-      nodes.push_back({fmt::format("n{}", nodes.size()), int(counts->second), GibBytes(*gib), 0, 0});
+      nodes.push_back(
+          {fmt::format("n{}", nodes.size()), int(counts->second), GibBytes(*gib), 0, 0});
     }
     if (plus == std::string_view::npos) break;
     rest.remove_prefix(plus + 1);

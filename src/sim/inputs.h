@@ -27,9 +27,9 @@ struct TraceJob {
   int64_t submit_ms = 0;
   std::optional<int64_t> duration_ms;  // nullopt: never ran in the trace
   int gpus = 0;
-  int gpu_milli = 1000;                // share of each GPU, in thousandths; 1000 whole GPUs
+  int gpu_milli = 1000;                   // share of each GPU, in thousandths; 1000 whole GPUs
   std::optional<uint64_t> gpu_mem_bytes;  // per GPU, when the trace gives it
-  std::string user;                    // `user`, else `vc`, else ""
+  std::string user;                       // `user`, else `vc`, else ""
   std::optional<int> cpu_milli;
   std::optional<uint64_t> host_mem_bytes;
 };
@@ -43,7 +43,7 @@ struct NodeSpec {
   std::string name;
   int gpus = 0;
   uint64_t gpu_mem_bytes = 0;
-  int cpu_milli = 0;           // 0: not enforced
+  int cpu_milli = 0;            // 0: not enforced
   uint64_t host_mem_bytes = 0;  // 0: not enforced
 };
 

@@ -55,19 +55,18 @@ TEST_P(ParseTraceBad, NamesFileLineFieldAndTheAcceptedForm) {
   EXPECT_THAT(jobs.status().message(), HasSubstr("expected"));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Rows, ParseTraceBad,
-    ::testing::Values(BadRow{"x,abc,1,1,1,,", "t.csv:3: submit_s: 'abc'"},
-                      BadRow{"x,-1,1,1,1,,", "t.csv:3: submit_s: '-1'"},
-                      BadRow{"x,0,1,1.5,1,,", "t.csv:3: gpus: '1.5'"},
-                      BadRow{"x,0,1,-2,1,,", "t.csv:3: gpus: '-2'"},
-                      BadRow{"x,0,1,1,1.2,,", "t.csv:3: gpu_fraction: '1.2'"},
-                      BadRow{"x,0,1,2,0.5,,", "t.csv:3: gpu_fraction: '0.5'"},
-                      BadRow{"x,0,1,1,0,,", "t.csv:3: gpu_fraction: '0'"},
-                      BadRow{"x,0,1,1,,,", "t.csv:3: gpu_fraction: empty"},
-                      BadRow{",0,1,1,1,,", "t.csv:3: job_id: empty"},
-                      BadRow{"x,0,nan,1,1,,", "t.csv:3: duration_s: 'nan'"},
-                      BadRow{"x,0,1,1,1,-4,", "t.csv:3: gpu_mem_gib: '-4'"}));
+INSTANTIATE_TEST_SUITE_P(Rows, ParseTraceBad,
+                         ::testing::Values(BadRow{"x,abc,1,1,1,,", "t.csv:3: submit_s: 'abc'"},
+                                           BadRow{"x,-1,1,1,1,,", "t.csv:3: submit_s: '-1'"},
+                                           BadRow{"x,0,1,1.5,1,,", "t.csv:3: gpus: '1.5'"},
+                                           BadRow{"x,0,1,-2,1,,", "t.csv:3: gpus: '-2'"},
+                                           BadRow{"x,0,1,1,1.2,,", "t.csv:3: gpu_fraction: '1.2'"},
+                                           BadRow{"x,0,1,2,0.5,,", "t.csv:3: gpu_fraction: '0.5'"},
+                                           BadRow{"x,0,1,1,0,,", "t.csv:3: gpu_fraction: '0'"},
+                                           BadRow{"x,0,1,1,,,", "t.csv:3: gpu_fraction: empty"},
+                                           BadRow{",0,1,1,1,,", "t.csv:3: job_id: empty"},
+                                           BadRow{"x,0,nan,1,1,,", "t.csv:3: duration_s: 'nan'"},
+                                           BadRow{"x,0,1,1,1,-4,", "t.csv:3: gpu_mem_gib: '-4'"}));
 
 TEST(ParseTrace, ReportsEveryProblemAndAMissingColumn) {
   Result<std::vector<TraceJob>> both =
@@ -120,10 +119,10 @@ TEST(ParseNodesJson, CountExpandsIntoNamedNodes) {
 }
 
 TEST(ParseNodesJson, BadInputNamesTheEntry) {
-  for (const char* text : {"{", "[]", R"({"nodes":{}})", R"({"nodes":[{"gpus":1}]})",
-                           R"({"nodes":[{"name":"a","gpus":-1}]})",
-                           R"({"nodes":[{"name":"a","gpus":1,"count":0}]})",
-                           R"({"nodes":[{"name":"a","gpus":1,"gpu_mem_gib":"x"}]})"}) {
+  for (const char* text :
+       {"{", "[]", R"({"nodes":{}})", R"({"nodes":[{"gpus":1}]})",
+        R"({"nodes":[{"name":"a","gpus":-1}]})", R"({"nodes":[{"name":"a","gpus":1,"count":0}]})",
+        R"({"nodes":[{"name":"a","gpus":1,"gpu_mem_gib":"x"}]})"}) {
     Result<std::vector<NodeSpec>> nodes = ParseNodesJson(text, "n.json");
     ASSERT_FALSE(nodes.ok()) << text;
     EXPECT_THAT(nodes.status().message(), HasSubstr("n.json"));

@@ -26,9 +26,12 @@ std::optional<ReplayPolicy> ParseReplayPolicy(std::string_view name) {
 
 const char* ReplayPolicyName(ReplayPolicy policy) {
   switch (policy) {
-    case ReplayPolicy::kTrainq: return "trainq";
-    case ReplayPolicy::kFifo: return "fifo";
-    case ReplayPolicy::kNaive: return "naive";
+    case ReplayPolicy::kTrainq:
+      return "trainq";
+    case ReplayPolicy::kFifo:
+      return "fifo";
+    case ReplayPolicy::kNaive:
+      return "naive";
   }
   return "?";
 }
@@ -89,7 +92,8 @@ class Replayer {
       if (IsGang(i)) pending_.back().cpus = 0, pending_.back().host_mem_bytes = 0;
       if (!trace_[i].duration_ms) {
         ++metrics_.skipped_no_duration;
-      } else if (IsGang(i) ? trace_[i].gpus > cluster_.total_gpus() : !cluster_.FitsEmpty(pending_[i])) {
+      } else if (IsGang(i) ? trace_[i].gpus > cluster_.total_gpus()
+                           : !cluster_.FitsEmpty(pending_[i])) {
         ++metrics_.unplaceable;
       } else {
         arrivals_.push_back(i);
@@ -154,9 +158,15 @@ class Replayer {
     if (waiting_.empty() || Futile()) return;
     ++metrics_.passes;
     switch (options_.policy) {
-      case ReplayPolicy::kTrainq: TrainqPass(now); break;
-      case ReplayPolicy::kFifo: FifoPass(now); break;
-      case ReplayPolicy::kNaive: NaivePass(now); break;
+      case ReplayPolicy::kTrainq:
+        TrainqPass(now);
+        break;
+      case ReplayPolicy::kFifo:
+        FifoPass(now);
+        break;
+      case ReplayPolicy::kNaive:
+        NaivePass(now);
+        break;
     }
     DropStarted();
   }
@@ -208,7 +218,8 @@ class Replayer {
       for (const GpuState& g : cluster_.nodes()[n].gpus) b += g.holdings.empty() ? 0 : 1;
       return b;
     };
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return busy(a) < busy(b); });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return busy(a) < busy(b); });
     int gpus = 0;
     for (size_t n : order) {
       if (gpus >= trace_[i].gpus) break;
@@ -340,7 +351,9 @@ class Replayer {
     }
     metrics_.jobs = int(queue.size());
     if (queue.empty()) return;
-    auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+    auto mean = [](const std::vector<double>& v) {
+      return std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+    };
     metrics_.makespan_s = (last - first) / 1000.0;
     metrics_.mean_queue_s = mean(queue);
     metrics_.median_queue_s = Percentile(queue, 50);
@@ -360,10 +373,11 @@ class Replayer {
   std::vector<Placement> placed_;    // per trace row
   std::vector<size_t> arrivals_;     // rows to replay, by submit time
   size_t next_arrival_ = 0;
-  std::vector<size_t> waiting_;      // arrival order
-  std::vector<size_t> started_;      // in this pass
+  std::vector<size_t> waiting_;  // arrival order
+  std::vector<size_t> started_;  // in this pass
   std::priority_queue<std::pair<int64_t, size_t>, std::vector<std::pair<int64_t, size_t>>,
-                      std::greater<>> ends_;
+                      std::greater<>>
+      ends_;
   UsageByUser usage_;
   std::map<std::string, double> running_gpus_;
   std::vector<Hold> holds_;
@@ -406,13 +420,15 @@ std::string ReplayJson(const ReplayMetrics& m, const ReplayOptions& options) {
     knobs["aging_s"] = options.aging_ms / 1000.0;
     knobs["half_life_s"] = options.half_life_ms / 1000.0;
     knobs["max_holds"] = options.max_holds;
-    knobs["note"] = "fair share by decayed GPU-hours per user (user, else vc column); jobs "
-                    "waiting past aging_s get GPUs held (gang jobs: whole nodes)";
+    knobs["note"] =
+        "fair share by decayed GPU-hours per user (user, else vc column); jobs "
+        "waiting past aging_s get GPUs held (gang jobs: whole nodes)";
   } else if (options.policy == ReplayPolicy::kFifo) {
     knobs["note"] = "strict head of line: nothing starts while the first waiting job does not fit";
   } else {
-    knobs["note"] = "a GPU is free when >= 90% of its memory is free; one job per GPU; FIFO "
-                    "with skipping; no fair share, no holds";
+    knobs["note"] =
+        "a GPU is free when >= 90% of its memory is free; one job per GPU; FIFO "
+        "with skipping; no fair share, no holds";
   }
   j["knobs"] = knobs;
   return j.dump();

@@ -25,8 +25,8 @@ const char* ReplayPolicyName(ReplayPolicy policy);
 
 struct ReplayOptions {
   ReplayPolicy policy = ReplayPolicy::kTrainq;
-  int max_holds = 1;                             // PolicyConfig::max_holds
-  int64_t aging_ms = 2 * 3600 * 1000;            // PolicyConfig::aging_ms; also for gang jobs
+  int max_holds = 1;                              // PolicyConfig::max_holds
+  int64_t aging_ms = 2 * 3600 * 1000;             // PolicyConfig::aging_ms; also for gang jobs
   int64_t half_life_ms = 7 * 24 * 3600 * 1000LL;  // of the fair-share usage; 0: no decay
 };
 
@@ -40,7 +40,7 @@ struct ReplayMetrics {
   int64_t passes = 0;           // scheduling passes run (futile ones are skipped)
   int nodes = 0;
   int gpus = 0;
-  double makespan_s = 0;  // last end - first submit
+  double makespan_s = 0;                                         // last end - first submit
   double mean_queue_s = 0, median_queue_s = 0, p99_queue_s = 0;  // start - submit
   double mean_jct_s = 0, median_jct_s = 0, p99_jct_s = 0;        // end - submit
   double gpu_utilization = 0;  // GPU-time the jobs asked for / (GPUs x makespan)

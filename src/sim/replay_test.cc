@@ -17,7 +17,7 @@ std::vector<TraceJob> Trace(const std::string& rows) {
 std::vector<NodeSpec> Nodes(const char* shorthand) { return *ParseNodesShorthand(shorthand); }
 
 ReplayMetrics Simulate(const std::string& rows, const char* nodes, ReplayPolicy policy,
-                  int64_t aging_ms = 2 * 3600 * 1000) {
+                       int64_t aging_ms = 2 * 3600 * 1000) {
   std::vector<TraceJob> trace = Trace(rows);
   ReplayOptions o;
   o.policy = policy;
@@ -49,11 +49,10 @@ TEST_P(HeadOfLine, FifoBlocksBehindTheHeadOthersBackfill) {
   EXPECT_EQ(m.stuck, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Policies, HeadOfLine,
-    ::testing::Values(HeadOfLineCase{ReplayPolicy::kFifo, {0, 100, 110}},
-                      HeadOfLineCase{ReplayPolicy::kNaive, {0, 100, 2}},
-                      HeadOfLineCase{ReplayPolicy::kTrainq, {0, 100, 2}}));
+INSTANTIATE_TEST_SUITE_P(Policies, HeadOfLine,
+                         ::testing::Values(HeadOfLineCase{ReplayPolicy::kFifo, {0, 100, 110}},
+                                           HeadOfLineCase{ReplayPolicy::kNaive, {0, 100, 2}},
+                                           HeadOfLineCase{ReplayPolicy::kTrainq, {0, 100, 2}}));
 
 TEST(Replay, MetricsOnAHandComputedTrace) {
   // fifo: A 0-100, B 100-110, C 110-120. Queues 0, 99, 108; JCTs 100, 109, 118.
@@ -72,7 +71,7 @@ TEST(Replay, MetricsOnAHandComputedTrace) {
 
 TEST(Replay, SkipsRowsWithoutDurationAndCountsUnplaceable) {
   ReplayMetrics m = Simulate("a,0,,1,1,,\nb,0,5,3,1,,\nc,0,5,1,1,40,\nd,0,5,1,1,,\n", "1x2:16GiB",
-                        ReplayPolicy::kTrainq);
+                             ReplayPolicy::kTrainq);
   EXPECT_EQ(m.skipped_no_duration, 1);
   EXPECT_EQ(m.unplaceable, 2);  // 3 GPUs on a 2-GPU cluster; 40 GiB on 16 GiB GPUs
   EXPECT_EQ(m.jobs, 1);
@@ -80,7 +79,8 @@ TEST(Replay, SkipsRowsWithoutDurationAndCountsUnplaceable) {
 }
 
 TEST(Replay, SharesFitOneGpuUnderTrainqNotUnderNaive) {
-  ReplayMetrics trainq = Simulate("a,0,10,1,0.46,,\nb,0,10,1,0.54,,\n", "1x1", ReplayPolicy::kTrainq);
+  ReplayMetrics trainq =
+      Simulate("a,0,10,1,0.46,,\nb,0,10,1,0.54,,\n", "1x1", ReplayPolicy::kTrainq);
   EXPECT_EQ(Starts(trainq), (std::vector<double>{0, 0}));
   ReplayMetrics naive = Simulate("a,0,10,1,0.46,,\nb,0,10,1,0.54,,\n", "1x1", ReplayPolicy::kNaive);
   EXPECT_EQ(Starts(naive), (std::vector<double>{0, 10}));  // one job per GPU

@@ -99,7 +99,6 @@ class Store {
                              UnixMs now) = 0;
   // Reasons the scheduler wrote for waiting jobs; ids no longer waiting are skipped.
   virtual Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) = 0;
-
 };
 
 // Opens (creating if absent) the SQLite store at `path`: WAL, schema migrations.

@@ -95,17 +95,18 @@ TEST_P(StoreConformance, BlockedMovesToQueuedOrCancelledOnceAsCompareAndSet) {
   EXPECT_EQ(queued.state, JobState::kQueued);
   EXPECT_EQ(queued.reason, "");
   // The second of two resolvers loses: the job is no longer blocked.
-  EXPECT_TRUE(HasCode(store().MoveWaiting(b1, JobState::kBlocked, JobState::kCancelled, "late", kT0),
-                      Code::kConflict));
+  EXPECT_TRUE(
+      HasCode(store().MoveWaiting(b1, JobState::kBlocked, JobState::kCancelled, "late", kT0),
+              Code::kConflict));
   EXPECT_EQ(Fetch(b1).state, JobState::kQueued);
 
-  ASSERT_TRUE(IsOk(
-      store().MoveWaiting(b2, JobState::kBlocked, JobState::kCancelled, "dependency 1 failed", kT0)));
+  ASSERT_TRUE(IsOk(store().MoveWaiting(b2, JobState::kBlocked, JobState::kCancelled,
+                                       "dependency 1 failed", kT0)));
   Job cancelled = Fetch(b2);
   EXPECT_EQ(cancelled.state, JobState::kCancelled);
   EXPECT_EQ(cancelled.reason, "dependency 1 failed");
-  EXPECT_TRUE(
-      HasCode(store().MoveWaiting(b2, JobState::kBlocked, JobState::kQueued, "", kT0), Code::kConflict));
+  EXPECT_TRUE(HasCode(store().MoveWaiting(b2, JobState::kBlocked, JobState::kQueued, "", kT0),
+                      Code::kConflict));
   EXPECT_TRUE(HasCode(store().MoveWaiting(999999, JobState::kBlocked, JobState::kQueued, "", kT0),
                       Code::kNotFound));
 }
@@ -113,12 +114,12 @@ TEST_P(StoreConformance, BlockedMovesToQueuedOrCancelledOnceAsCompareAndSet) {
 TEST_P(StoreConformance, MoveWaitingRefusesMovesThatAreNotDependencyResolution) {
   JobId a = SubmitOne();
   JobId b = SubmitOne(After({a}));
-  EXPECT_TRUE(
-      HasCode(store().MoveWaiting(b, JobState::kBlocked, JobState::kRunning, "", kT0), Code::kInvalid));
-  EXPECT_TRUE(
-      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kCancelled, "", kT0), Code::kInvalid));
-  EXPECT_TRUE(
-      HasCode(store().MoveWaiting(a, JobState::kSucceeded, JobState::kQueued, "", kT0), Code::kInvalid));
+  EXPECT_TRUE(HasCode(store().MoveWaiting(b, JobState::kBlocked, JobState::kRunning, "", kT0),
+                      Code::kInvalid));
+  EXPECT_TRUE(HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kCancelled, "", kT0),
+                      Code::kInvalid));
+  EXPECT_TRUE(HasCode(store().MoveWaiting(a, JobState::kSucceeded, JobState::kQueued, "", kT0),
+                      Code::kInvalid));
   EXPECT_EQ(Fetch(b).state, JobState::kBlocked);
   EXPECT_EQ(Fetch(a).state, JobState::kQueued);
 }
@@ -126,12 +127,12 @@ TEST_P(StoreConformance, MoveWaitingRefusesMovesThatAreNotDependencyResolution) 
 TEST_P(StoreConformance, QueuedJobCanBeBlockedAgainButNotARunningOne) {
   JobId a = SubmitOne();
   JobId b = SubmitOne();
-  ASSERT_TRUE(IsOk(
-      store().MoveWaiting(b, JobState::kQueued, JobState::kBlocked, "waiting for job 1 (queued)", kT0)));
+  ASSERT_TRUE(IsOk(store().MoveWaiting(b, JobState::kQueued, JobState::kBlocked,
+                                       "waiting for job 1 (queued)", kT0)));
   EXPECT_EQ(Fetch(b).state, JobState::kBlocked);
   ASSERT_TRUE(IsOk(StartRunning(a, 0)));
-  EXPECT_TRUE(
-      HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kBlocked, "x", kT0), Code::kConflict));
+  EXPECT_TRUE(HasCode(store().MoveWaiting(a, JobState::kQueued, JobState::kBlocked, "x", kT0),
+                      Code::kConflict));
   EXPECT_EQ(Fetch(a).state, JobState::kRunning);
 }
 

@@ -133,7 +133,8 @@ TEST_P(StoreConformance, QueuedAtIsWhenTheJobLastBecameQueued) {
   Result<std::vector<JobId>> b = store().Submit(std::vector<JobSpec>{dependent}, kT0 + 250);
   ASSERT_TRUE(IsOk(b));
   ASSERT_EQ(store().Get((*b)[0])->state, JobState::kBlocked);
-  ASSERT_TRUE(IsOk(store().MoveWaiting((*b)[0], JobState::kBlocked, JobState::kQueued, "", kT0 + 300)));
+  ASSERT_TRUE(
+      IsOk(store().MoveWaiting((*b)[0], JobState::kBlocked, JobState::kQueued, "", kT0 + 300)));
   EXPECT_EQ(store().Get((*b)[0])->queued_at, kT0 + 300);
 }
 

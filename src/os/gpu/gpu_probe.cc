@@ -32,8 +32,10 @@ struct LevelName {
   int level;
   const char* name;
 };
-constexpr LevelName kLevelNames[] = {{kTopoSingle, "PIX"},     {kTopoMultiple, "PXB"},
-                                     {kTopoHostBridge, "PHB"}, {kTopoNode, "NODE"},
+constexpr LevelName kLevelNames[] = {{kTopoSingle, "PIX"},
+                                     {kTopoMultiple, "PXB"},
+                                     {kTopoHostBridge, "PHB"},
+                                     {kTopoNode, "NODE"},
                                      {kTopoSystem, "SYS"}};
 
 bool IsNvLinkName(std::string_view name) {  // NV1 .. NV18: that many NVLinks between them

@@ -1,6 +1,6 @@
-// The GPU probe (docs/simulated-gpus.md for the simulated one): NVML loaded at run time, simulated GPUs described
-// by a JSON file, or none. The daemon samples it; nothing else touches GPUs.
-// Thread: one caller at a time. Sample() is bounded and never blocks on a job.
+// The GPU probe (docs/simulated-gpus.md for the simulated one): NVML loaded at run time, simulated
+// GPUs described by a JSON file, or none. The daemon samples it; nothing else touches GPUs. Thread:
+// one caller at a time. Sample() is bounded and never blocks on a job.
 #pragma once
 
 #include <cstdint>
@@ -21,14 +21,14 @@ struct GpuProcess {
 };
 
 struct GpuInfo {
-  int index = 0;          // NVML index (what CUDA_VISIBLE_DEVICES names with PCI_BUS_ID order)
-  std::string uuid;       // "GPU-..."; the stable key
-  std::string name;       // "NVIDIA A100-SXM4-80GB"
+  int index = 0;     // NVML index (what CUDA_VISIBLE_DEVICES names with PCI_BUS_ID order)
+  std::string uuid;  // "GPU-..."; the stable key
+  std::string name;  // "NVIDIA A100-SXM4-80GB"
   uint64_t total_bytes = 0;
   uint64_t used_bytes = 0;  // everything: trainq jobs, other users, the driver
   uint64_t free_bytes = 0;
-  int utilization_pct = -1;     // -1: unknown
-  bool processes_known = false;  // false: per-process figures unavailable
+  int utilization_pct = -1;           // -1: unknown
+  bool processes_known = false;       // false: per-process figures unavailable
   std::vector<GpuProcess> processes;  // compute processes with their usage
 };
 

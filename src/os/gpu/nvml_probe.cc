@@ -40,9 +40,9 @@ struct NvmlApi {
   nvml::DeviceStringFn name = nullptr;
   nvml::MemoryV2Fn memory_v2 = nullptr;  // one of memory_v2 and memory is set
   nvml::MemoryFn memory = nullptr;
-  nvml::UtilizationFn utilization = nullptr;   // optional
-  nvml::ProcessesV2Fn processes_v2 = nullptr;  // _v3 or _v2; optional
-  nvml::ProcessesV1Fn processes_v1 = nullptr;  // used when processes_v2 is null; optional
+  nvml::UtilizationFn utilization = nullptr;          // optional
+  nvml::ProcessesV2Fn processes_v2 = nullptr;         // _v3 or _v2; optional
+  nvml::ProcessesV1Fn processes_v1 = nullptr;         // used when processes_v2 is null; optional
   nvml::TopologyCommonAncestorFn topology = nullptr;  // optional (absent on some platforms)
 };
 

@@ -275,14 +275,14 @@ std::string TwoGpusWith(const std::string& topology) {
 TEST_F(SimulatedProbeTest, TopologyTakesNvidiaSmiNamesAndLevels) {
   WriteGpus(TwoGpusWith(R"([["X", "NV12", "SYS"], [0, "X", 50], ["SYS", "SYS", "X"]])"));
   GpuSnapshot snapshot = Sample();
-  EXPECT_THAT(snapshot.topology, ElementsAre(ElementsAre(0, 0, 50), ElementsAre(0, 0, 50),
-                                             ElementsAre(50, 50, 0)));
+  EXPECT_THAT(snapshot.topology,
+              ElementsAre(ElementsAre(0, 0, 50), ElementsAre(0, 0, 50), ElementsAre(50, 50, 0)));
   WriteGpus(TwoGpusWith(R"([["X", "PIX", "PXB"], ["PIX", "X", "PHB"], ["PXB", "PHB", 0]])"));
-  EXPECT_THAT(Sample().topology, ElementsAre(ElementsAre(0, 10, 20), ElementsAre(10, 0, 30),
-                                             ElementsAre(20, 30, 0)));
+  EXPECT_THAT(Sample().topology,
+              ElementsAre(ElementsAre(0, 10, 20), ElementsAre(10, 0, 30), ElementsAre(20, 30, 0)));
   WriteGpus(TwoGpusWith(R"([["X", "NODE", 40], ["NODE", "X", "BRD"], [40, "BRD", "X"]])"));
-  EXPECT_THAT(Sample().topology, ElementsAre(ElementsAre(0, 40, 40), ElementsAre(40, 0, 0),
-                                             ElementsAre(40, 0, 0)));
+  EXPECT_THAT(Sample().topology,
+              ElementsAre(ElementsAre(0, 40, 40), ElementsAre(40, 0, 0), ElementsAre(40, 0, 0)));
 }
 
 TEST_F(SimulatedProbeTest, NoTopologyIsUnknown) {
@@ -304,7 +304,8 @@ TEST_F(SimulatedProbeTest, BadTopologyNamesEveryField) {
   WriteGpus(TwoGpusWith(R"([["PIX", "SYS", "SYS"], ["PIX", "X", "SYS"], ["SYS", "SYS", "X"]])"));
   m = OpenError().message();
   EXPECT_THAT(m, HasSubstr("topology[0][0]: a GPU with itself must be X"));
-  EXPECT_THAT(m, HasSubstr("topology[1][0]: must equal topology[0][1]: both describe the same pair"));
+  EXPECT_THAT(m,
+              HasSubstr("topology[1][0]: must equal topology[0][1]: both describe the same pair"));
 }
 
 TEST_F(SimulatedProbeTest, DescribeNamesTheFile) {

@@ -1,7 +1,7 @@
 #include "src/store/sqlite/sqlite_store.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "src/core/state_machine.h"
@@ -266,7 +266,8 @@ Status SqliteStore::StartAttempt(JobId id, int expected_attempt, const Placement
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(
       CheckCas(db_.Run("UPDATE jobs SET state = 'starting', attempt = attempt + 1, reason = '' "
-                       "WHERE id = ?1 AND attempt = ?2 AND " + FromStates(Move::kStart),
+                       "WHERE id = ?1 AND attempt = ?2 AND " +
+                           FromStates(Move::kStart),
                        id, expected_attempt),
                id, Expected(Move::kStart) + " with attempt " + std::to_string(expected_attempt)));
   Result<int64_t> inserted = db_.Run(
@@ -285,7 +286,8 @@ Status SqliteStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(
       CheckCas(db_.Run("UPDATE jobs SET state = 'running' "
-                       "WHERE id = ?1 AND attempt = ?2 AND " + FromStates(Move::kRun),
+                       "WHERE id = ?1 AND attempt = ?2 AND " +
+                           FromStates(Move::kRun),
                        id, attempt),
                id, Expected(Move::kRun) + " with attempt " + std::to_string(attempt)));
   Result<int64_t> updated = db_.Run(
@@ -301,13 +303,14 @@ Status SqliteStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) 
   TRAINQ_RETURN_IF_ERROR(CheckEnd(end));
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  TRAINQ_RETURN_IF_ERROR(CheckCas(
-      db_.Run("UPDATE jobs SET state = ?3, reason = ?4, not_before = ?5, "
-              "queued_at = CASE WHEN ?3 = 'queued' THEN ?6 ELSE queued_at END "
-              "WHERE id = ?1 AND attempt = ?2 AND " + FromStates(Move::kFinish),
-              id, attempt, sqlite::StateText(end.job_state), end.job_reason, end.not_before,
-              end.ended_at),
-      id, Expected(Move::kFinish) + " with attempt " + std::to_string(attempt)));
+  TRAINQ_RETURN_IF_ERROR(
+      CheckCas(db_.Run("UPDATE jobs SET state = ?3, reason = ?4, not_before = ?5, "
+                       "queued_at = CASE WHEN ?3 = 'queued' THEN ?6 ELSE queued_at END "
+                       "WHERE id = ?1 AND attempt = ?2 AND " +
+                           FromStates(Move::kFinish),
+                       id, attempt, sqlite::StateText(end.job_state), end.job_reason,
+                       end.not_before, end.ended_at),
+               id, Expected(Move::kFinish) + " with attempt " + std::to_string(attempt)));
   Result<int64_t> updated = db_.Run(
       "UPDATE attempts SET state = ?3, ended_at = ?4, exit_code = ?5, signal = ?6, oom = ?7, "
       "end_reason = ?8 WHERE job_id = ?1 AND n = ?2",
@@ -337,7 +340,8 @@ Status SqliteStore::CancelWaiting(JobId id, const std::string& reason) {
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(CheckCas(db_.Run("UPDATE jobs SET state = 'cancelled', reason = ?2 "
-                                          "WHERE id = ?1 AND " + FromStates(Move::kCancelWaiting),
+                                          "WHERE id = ?1 AND " +
+                                              FromStates(Move::kCancelWaiting),
                                           id, reason),
                                   id, Expected(Move::kCancelWaiting)));
   return txn->Commit();
@@ -350,7 +354,8 @@ Status SqliteStore::Requeue(JobId id, const std::string& reason, UnixMs now) {
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(
       CheckCas(db_.Run("UPDATE jobs SET state = 'queued', reason = ?2, not_before = 0, "
-                       "queued_at = ?3 WHERE id = ?1 AND " + FromStates(Move::kRequeue),
+                       "queued_at = ?3 WHERE id = ?1 AND " +
+                           FromStates(Move::kRequeue),
                        id, reason, now),
                id, Expected(Move::kRequeue)));
   return txn->Commit();
@@ -370,11 +375,11 @@ Status SqliteStore::MoveWaiting(JobId id, JobState from, JobState to, const std:
   }
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  Result<int64_t> changed =
-      db_.Run("UPDATE jobs SET state = ?3, reason = ?4, "
-              "queued_at = CASE WHEN ?3 = 'queued' THEN ?5 ELSE queued_at END "
-              "WHERE id = ?1 AND state = ?2",
-              id, sqlite::StateText(from), sqlite::StateText(to), reason, now);
+  Result<int64_t> changed = db_.Run(
+      "UPDATE jobs SET state = ?3, reason = ?4, "
+      "queued_at = CASE WHEN ?3 = 'queued' THEN ?5 ELSE queued_at END "
+      "WHERE id = ?1 AND state = ?2",
+      id, sqlite::StateText(from), sqlite::StateText(to), reason, now);
   TRAINQ_RETURN_IF_ERROR(CheckCas(changed, id, std::string(StateName(from))));
   return txn->Commit();
 }

@@ -1,6 +1,6 @@
-// The SQLite implementation of Store (docs/architecture.md, "The Store contract"): one database file in WAL mode
-// with synchronous=FULL, so an acknowledged write is on disk, and several connections
-// (the daemon, the CLI) may share the file. Every state change is one transaction whose
+// The SQLite implementation of Store (docs/architecture.md, "The Store contract"): one database
+// file in WAL mode with synchronous=FULL, so an acknowledged write is on disk, and several
+// connections (the daemon, the CLI) may share the file. Every state change is one transaction whose
 // first statement is a compare-and-set on the job's (state, attempt).
 #pragma once
 
