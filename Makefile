@@ -38,7 +38,7 @@ test-gpu: release-tests
 
 release-tests:
 	@cmake -S . -B build/gpu $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build build/gpu -j $(JOBS) --target trainq fake_nvml
+	@cmake --build build/gpu -j $(JOBS) --target trainq trainqd fake_nvml
 
 unit: asan
 	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L unit

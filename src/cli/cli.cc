@@ -6,7 +6,6 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/sim_command.h"
-#include "src/os/process.h"
 
 namespace trainq {
 
@@ -20,7 +19,6 @@ struct Parsed {
   std::vector<std::string> ids;
   int attempt = 0;
   int limit = 0;
-  std::string shim_dir;
   std::string config_key, config_value;
   SimArgs sim;
 };
@@ -87,14 +85,14 @@ void AddQueries(CLI::App& app, Parsed& p) {
 }
 
 void AddDaemon(CLI::App& app, Parsed& p) {
-  CLI::App* d = app.add_subcommand("daemon", "run the daemon (normally started on demand)");
-  d->add_flag("--foreground", p.foreground, "stay in the foreground, log to stderr");
+  CLI::App* d =
+      app.add_subcommand("daemon", "the daemon, trainqd (started on demand by every command)");
+  d->add_flag("--foreground", p.foreground,
+              "run trainqd in the foreground, logging to stderr (as 'trainqd' does)");
+  d->add_subcommand("start", "start trainqd unless it runs");
   d->add_subcommand("stop", "stop the daemon; running jobs keep running");
   d->add_subcommand("status", "whether the daemon runs, its pid and GPUs")
       ->add_flag("--json", p.json, "JSON output");
-  CLI::App* shim = app.add_subcommand("shim", "");  // internal: supervises one attempt
-  shim->group("");
-  shim->add_option("run_dir", p.shim_dir)->required();
 }
 
 void AddConfig(CLI::App& app, Parsed& p) {
@@ -109,6 +107,8 @@ void AddConfig(CLI::App& app, Parsed& p) {
       "set", "change a limit now, kept across restarts: devices 0,1,3|all, max-jobs-per-gpu N");
   set->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
   set->add_option("value", p.config_value, "the new value")->required();
+  c->add_subcommand("check",
+                    "check the config file as trainqd would read it (trainqd --check-config)");
   CLI::App* unset = c->add_subcommand("unset", "drop a run-time value: the config file's applies");
   unset->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
 }
@@ -116,6 +116,7 @@ void AddConfig(CLI::App& app, Parsed& p) {
 int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {
   if (config.got_subcommand("set")) return CmdConfigSet(client, p.config_key, p.config_value);
   if (config.got_subcommand("unset")) return CmdConfigUnset(client, p.config_key);
+  if (config.got_subcommand("check")) return CmdConfigCheck(client);
   if (config.got_subcommand("get")) return CmdConfigGet(client, p.config_key, p.json);
   return CmdConfigShow(client, p.json);
 }
@@ -123,7 +124,6 @@ int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {
 int Dispatch(CLI::App& app, Parsed& p) {
   CLI::App* sub = app.get_subcommands().front();
   std::string name = sub->get_name();
-  if (name == "shim") return RunShim(p.shim_dir);
   if (name == "sim") return RunSimCommand(*sub, p.sim);
   Client client(ResolveStatePaths(p.state_dir));
   if (name == "submit") return CmdSubmit(client, p.submit);
@@ -137,13 +137,14 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "config") return DispatchConfig(client, *sub, p);
   if (sub->got_subcommand("stop")) return CmdDaemonStop(client);
   if (sub->got_subcommand("status")) return CmdDaemonStatus(client, p.json);
-  return CmdDaemon(client, p.foreground);
+  return p.foreground ? CmdDaemonForeground(client) : CmdDaemonStart(client);
 }
 
 }  // namespace
 
 int RunCli(int argc, char** argv) {
   CLI::App app{"trainq: a GPU-aware queue for deep-learning training jobs", "trainq"};
+  app.set_version_flag("--version", "trainq " TRAINQ_VERSION);
   app.require_subcommand(1, 1);
   app.fallthrough();
   Parsed p;
@@ -159,6 +160,8 @@ int RunCli(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "trainq: %s; see 'trainq --help'\n", e.what());

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "src/api/http.h"
-#include "src/daemon/config.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -23,7 +22,59 @@ Code CodeFromName(const std::string& name) {
   return Code::kInternal;
 }
 
+// HttpCall's contract: kUnavailable only when the connection could not be made, so the
+// request surely did not arrive. Everything else was (or may have been) received.
+bool NotDelivered(const Result<HttpResponse>& r) {
+  return !r.ok() && r.status().code() == Code::kUnavailable;
+}
+
+Result<json> Decode(const Result<HttpResponse>& r) {
+  if (!r.ok()) return r.status();
+  json doc = json::parse(r->body, nullptr, false);
+  if (doc.is_discarded()) {
+    return Status::Internal(
+        "the daemon sent a reply that is not JSON; is trainqd the same version as trainq?");
+  }
+  if (r->status >= 200 && r->status < 300) return doc;
+  if (doc.is_object() && doc.contains("error") && doc["error"].is_object()) {
+    const json& e = doc["error"];
+    json code = e.value("code", json("internal")), message = e.value("message", json());
+    if (code.is_string() && message.is_string()) {
+      return Status(CodeFromName(code.get<std::string>()), message.get<std::string>());
+    }
+  }
+  return Status::Internal("the daemon answered HTTP " + std::to_string(r->status));
+}
+
+// "trainqd: config.toml: ..." -> "config.toml: ...", one line for the caller to prefix.
+std::string DaemonMessage(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  constexpr std::string_view kPrefix = "trainqd: ";
+  if (std::string_view(text).starts_with(kPrefix)) text.erase(0, kPrefix.size());
+  return text;
+}
+
 }  // namespace
+
+Result<std::string> FindDaemonBinary() {
+  if (Result<std::string> self = SelfExecutable(); self.ok()) {
+    std::string beside = self->substr(0, self->rfind('/') + 1) + "trainqd";
+    if (IsExecutable(beside)) return beside;
+  }
+  Result<std::string> on_path = FindOnPath("trainqd");
+  if (on_path.ok()) return on_path;
+  return Status::NotFound(
+      "cannot find trainqd (the trainq daemon) beside trainq or on PATH; install both");
+}
+
+Status CheckConfigWithDaemon(const std::string& daemon_binary, const StatePaths& paths) {
+  Result<CommandOutput> r =
+      RunCommand({daemon_binary, "--check-config", "--state-dir", paths.state_dir});
+  if (!r.ok()) return r.status();
+  if (r->exit_code == 0) return Status::Ok();
+  Code code = r->exit_code == 2 ? Code::kInvalid : Code::kIo;
+  return Status(code, DaemonMessage(r->output));
+}
 
 bool Client::DaemonRunning() const {
   Result<HttpResponse> r = HttpCall(paths_.socket, "GET", "/v1/status", "", 2000);
@@ -32,13 +83,12 @@ bool Client::DaemonRunning() const {
 
 Status Client::EnsureDaemon() {
   if (DaemonRunning()) return Status::Ok();
+  Result<std::string> daemon = FindDaemonBinary();
+  if (!daemon.ok()) return daemon.status();
   // A config the daemon would refuse: say why now, not after the start timeout.
-  if (Result<Config> config = LoadConfig(paths_.config); !config.ok()) return config.status();
+  TRAINQ_RETURN_IF_ERROR(CheckConfigWithDaemon(*daemon, paths_));
   TRAINQ_RETURN_IF_ERROR(MakeDirs(paths_.state_dir));
-  Result<std::string> self = SelfExecutable();
-  if (!self.ok()) return self.status();
-  TRAINQ_RETURN_IF_ERROR(StartDetached(
-      {*self, "daemon", "--foreground", "--state-dir", paths_.state_dir}, paths_.log));
+  TRAINQ_RETURN_IF_ERROR(StartDetached({*daemon, "--state-dir", paths_.state_dir}, paths_.log));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     if (DaemonRunning()) return Status::Ok();
@@ -47,18 +97,19 @@ Status Client::EnsureDaemon() {
   return Status::Unavailable("the trainq daemon did not start; see " + paths_.log);
 }
 
+Result<json> Client::CallRunning(const std::string& method, const std::string& target,
+                                 const std::string& body) {
+  return Decode(HttpCall(paths_.socket, method, target, body));
+}
+
 Result<json> Client::Call(const std::string& method, const std::string& target,
                           const std::string& body) {
   Result<HttpResponse> r = HttpCall(paths_.socket, method, target, body);
-  if (!r.ok()) return r.status();
-  json doc = json::parse(r->body, nullptr, false);
-  if (doc.is_discarded()) return Status::Internal("the daemon sent a malformed answer: " + r->body);
-  if (r->status >= 200 && r->status < 300) return doc;
-  if (doc.is_object() && doc.contains("error") && doc["error"].is_object()) {
-    const json& e = doc["error"];
-    return Status(CodeFromName(e.value("code", "internal")), e.value("message", "unknown error"));
+  if (NotDelivered(r)) {
+    TRAINQ_RETURN_IF_ERROR(EnsureDaemon());
+    r = HttpCall(paths_.socket, method, target, body);
   }
-  return Status::Internal("the daemon answered HTTP " + std::to_string(r->status));
+  return Decode(r);
 }
 
 }  // namespace trainq

@@ -1,12 +1,12 @@
-// The CLI's side of the API: finds (or starts) the personal daemon for a state dir and
-// makes JSON calls to it.
+// The CLI's side of the API: finds (or starts) the daemon for a state dir and makes JSON
+// calls to it.
 #pragma once
 
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "src/daemon/paths.h"
+#include "src/os/state_paths.h"
 #include "trainq/status.h"
 
 namespace trainq {
@@ -15,16 +15,27 @@ class Client {
  public:
   explicit Client(StatePaths paths) : paths_(std::move(paths)) {}
 
-  // Starts `trainq daemon` for this state dir unless one answers; waits until it does.
+  // Starts `trainqd` for this state dir unless a daemon answers; waits until one does. A
+  // config trainqd would refuse is reported first, naming the option (kInvalid).
   Status EnsureDaemon();
   bool DaemonRunning() const;
-  // A call whose non-2xx answer becomes the Status the daemon sent (code and message).
+  // A call whose non-2xx answer becomes the Status the daemon sent (code and message). When
+  // nothing could be sent (no daemon listens), the daemon is started and the call made once
+  // more; a request that was sent is never sent again, whatever came back.
   Result<nlohmann::json> Call(const std::string& method, const std::string& target,
                               const std::string& body = "");
+  // The same without starting a daemon: kUnavailable when none listens.
+  Result<nlohmann::json> CallRunning(const std::string& method, const std::string& target,
+                                     const std::string& body = "");
   const StatePaths& paths() const { return paths_; }
 
  private:
   StatePaths paths_;
 };
+
+// trainqd beside this executable, else the first on PATH.
+Result<std::string> FindDaemonBinary();
+// `trainqd --check-config` for `paths`: kInvalid with its message when the config is bad.
+Status CheckConfigWithDaemon(const std::string& daemon_binary, const StatePaths& paths);
 
 }  // namespace trainq

@@ -4,16 +4,17 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/cli/format.h"
+#include "src/cli/reply.h"
 #include "src/core/json_codec.h"
 #include "src/core/spec.h"
 #include "src/core/words.h"
-#include "src/daemon/daemon.h"
 #include "src/os/system.h"
 
 namespace trainq {
@@ -50,20 +51,10 @@ std::vector<std::string> SplitList(const std::string& text) {
   }
 }
 
-// Every command but `daemon` talks to a running daemon, starting it when nobody answered.
-// Only a refused connection is retried: then the request surely did not arrive.
-Result<json> Call(Client& client, const std::string& method, const std::string& target,
-                  const std::string& body = "") {
-  Result<json> r = client.Call(method, target, body);
-  if (r.ok() || r.status().code() != Code::kUnavailable) return r;
-  TRAINQ_RETURN_IF_ERROR(client.EnsureDaemon());
-  return client.Call(method, target, body);
-}
-
 Result<json> GetJob(Client& client, const std::string& id_text) {
   Result<int64_t> id = ParseJobId(id_text);
   if (!id.ok()) return id.status();
-  return Call(client, "GET", fmt::format("/v1/jobs/{}", *id));
+  return client.Call("GET", fmt::format("/v1/jobs/{}", *id));
 }
 
 // "12,13" (and repeated options) -> [12, 13]; kInvalid naming `option` otherwise.
@@ -144,15 +135,17 @@ int SubmitFromFile(Client& client, const SubmitArgs& args, json defaults) {
   if (!jobs.ok()) return Fail(jobs.status());
   defaults.erase("command");
   json body = {{"defaults", std::move(defaults)}, {"jobs", std::move(*jobs)}};
-  Result<json> r = Call(client, "POST", "/v1/jobs", DumpJson(body));
+  Result<json> r = client.Call("POST", "/v1/jobs", DumpJson(body));
   if (!r.ok()) return Fail(r.status());
-  if (args.json) {
-    std::printf("%s\n", DumpJson((*r)["ids"]).c_str());
-    return 0;
-  }
+  Reply reply(*r);
   std::string out;
-  for (const json& id : (*r)["ids"]) out += std::to_string(id.get<int64_t>()) + "\n";
-  std::fputs(out.c_str(), stdout);
+  json ids = json::array();
+  for (const Reply& id : reply.Array("ids")) {
+    out += std::to_string(id.AsInt()) + "\n";
+    ids.push_back(id.AsInt());
+  }
+  if (!reply.ok()) return Fail(reply.status());
+  std::fputs(args.json ? (DumpJson(ids) + "\n").c_str() : out.c_str(), stdout);
   return 0;
 }
 
@@ -162,14 +155,22 @@ int CmdSubmit(Client& client, const SubmitArgs& args) {
   Result<json> body = SubmitBody(args);
   if (!body.ok()) return Fail(body.status());
   if (!args.from.empty()) return SubmitFromFile(client, args, std::move(*body));
-  Result<json> r = Call(client, "POST", "/v1/jobs", DumpJson(*body));
+  Result<json> r = client.Call("POST", "/v1/jobs", DumpJson(*body));
   if (!r.ok()) return Fail(r.status());
-  int64_t id = (*r)["ids"][0].get<int64_t>();
+  Reply reply(*r);
+  std::vector<Reply> ids = reply.Array("ids");
+  int64_t id = ids.size() == 1 ? ids[0].AsInt() : 0;
+  if (reply.ok() && ids.size() != 1) {
+    return Fail(Status::Internal(
+        "the daemon's reply has field 'ids' without exactly one id; is trainqd the same "
+        "version as trainq?"));
+  }
+  if (!reply.ok()) return Fail(reply.status());
   if (!args.json) {
     std::printf("%lld\n", static_cast<long long>(id));
     return 0;
   }
-  Result<json> job = client.Call("GET", fmt::format("/v1/jobs/{}", id));
+  Result<json> job = client.CallRunning("GET", fmt::format("/v1/jobs/{}", id));
   if (!job.ok()) return Fail(job.status());
   std::printf("%s\n", DumpJson(*job, 2).c_str());
   return 0;
@@ -186,30 +187,49 @@ int CmdList(Client& client, const ListArgs& args) {
   if (args.limit > 0) target += fmt::format("limit={}&", args.limit);
   target.pop_back();
   bool as_json = args.json;
-  Result<json> r = Call(client, "GET", target);
+  Result<json> r = client.Call("GET", target);
   if (!r.ok()) return Fail(r.status());
-  if (as_json) {
-    std::printf("%s\n", DumpJson((*r)["jobs"], 2).c_str());
-  } else {
-    std::fputs(JobsTable((*r)["jobs"]).c_str(), stdout);
-  }
+  Reply reply(*r);
+  std::vector<Reply> jobs = reply.Array("jobs");
+  if (!reply.ok()) return Fail(reply.status());
+  std::string out = as_json ? DumpJson(r->at("jobs"), 2) + "\n" : JobsTable(jobs);
+  if (!reply.ok()) return Fail(reply.status());
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
+
+namespace {
+
+// Prints `text` if the reply it came from had the expected shape, else that reply's error.
+int PrintChecked(const Reply& reply, const std::string& text) {
+  if (!reply.ok()) return Fail(reply.status());
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+// A reply's "message", e.g. "job 12 cancelled".
+int PrintMessage(const json& doc) {
+  Reply reply(doc);
+  std::string message = reply.Str("message");
+  return PrintChecked(reply, message + "\n");
+}
+
+}  // namespace
 
 int CmdShow(Client& client, const std::string& id, bool as_json) {
   Result<json> job = GetJob(client, id);
   if (!job.ok()) return Fail(job.status());
-  std::fputs(as_json ? (DumpJson(*job, 2) + "\n").c_str() : JobDetails(*job).c_str(), stdout);
-  return 0;
+  Reply reply(*job);
+  return PrintChecked(reply, as_json ? DumpJson(*job, 2) + "\n" : JobDetails(reply));
 }
 
 int CmdExplain(Client& client, const std::string& id_text, bool as_json) {
   Result<int64_t> id = ParseJobId(id_text);
   if (!id.ok()) return Fail(id.status());
-  Result<json> doc = Call(client, "GET", fmt::format("/v1/jobs/{}/explain", *id));
+  Result<json> doc = client.Call("GET", fmt::format("/v1/jobs/{}/explain", *id));
   if (!doc.ok()) return Fail(doc.status());
-  std::fputs(as_json ? (DumpJson(*doc, 2) + "\n").c_str() : ExplainReport(*doc).c_str(), stdout);
-  return 0;
+  Reply reply(*doc);
+  return PrintChecked(reply, as_json ? DumpJson(*doc, 2) + "\n" : ExplainReport(reply));
 }
 
 namespace {
@@ -228,62 +248,76 @@ size_t PrintFrom(const std::string& path, size_t offset) {
   return offset;
 }
 
-const json* FindAttempt(const json& job, int n) {
-  const json& attempts = job["attempts"];
-  if (attempts.empty()) return nullptr;
-  if (n == 0) return &attempts.back();
-  for (const json& a : attempts) {
-    if (a["n"].get<int>() == n) return &a;
-  }
-  return nullptr;
-}
+// What `trainq logs` needs of one attempt.
+struct AttemptLog {
+  int64_t n = 0;
+  std::string log_path;
+  bool active = false;  // starting or running: more output may come
+};
 
-bool AttemptActive(const json& a) {
-  std::string s = a["state"].get<std::string>();
-  return s == "starting" || s == "running";
+// What `trainq logs` needs of a job: its attempt `n` (0: the latest), if it has one.
+struct JobLog {
+  int64_t id = 0;
+  std::string state, reason;
+  std::optional<AttemptLog> attempt;
+};
+
+Result<JobLog> ReadJobLog(const json& doc, int64_t n) {
+  Reply job(doc);
+  JobLog out{job.Int("id"), job.Str("state"), job.OptStr("reason").value_or(""), std::nullopt};
+  std::vector<Reply> attempts = job.Array("attempts");
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const Reply& a = attempts[i];
+    int64_t number = a.Int("n");
+    if (n != 0 ? number != n : i + 1 != attempts.size()) continue;
+    std::string state = a.Str("state");
+    out.attempt = AttemptLog{number, a.Str("log_path"), state == "starting" || state == "running"};
+  }
+  if (!job.ok()) return job.status();
+  return out;
 }
 
 // A job that ended (cancelled while waiting) without ever starting: no log will come.
-bool EndedUnstarted(const json& job) {
-  std::string s = job["state"].get<std::string>();
-  return s == "succeeded" || s == "failed" || s == "cancelled";
+bool EndedUnstarted(const JobLog& job) {
+  return job.state == "succeeded" || job.state == "failed" || job.state == "cancelled";
 }
 
-Status NoOutput(const json& job) {
-  std::string state = job["state"].get<std::string>();
-  std::string reason = job["reason"].get<std::string>();
+Status NoOutput(const JobLog& job) {
   if (EndedUnstarted(job)) {
     return Status::Conflict(
-        fmt::format("job {} never started ({}): {}", job["id"].get<int64_t>(), state, reason));
+        fmt::format("job {} never started ({}): {}", job.id, job.state, job.reason));
   }
-  return Status::Conflict(
-      fmt::format("job {} has not started yet: {}", job["id"].get<int64_t>(), reason));
+  return Status::Conflict(fmt::format("job {} has not started yet: {}", job.id, job.reason));
+}
+
+Result<JobLog> FetchJobLog(Client& client, const std::string& id, int64_t n) {
+  Result<json> doc = GetJob(client, id);  // starts the daemon again if it went away meanwhile
+  if (!doc.ok()) return doc.status();
+  return ReadJobLog(*doc, n);
 }
 
 }  // namespace
 
 int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
-  Result<json> job = GetJob(client, id);
+  Result<JobLog> job = FetchJobLog(client, id, attempt);
   if (!job.ok()) return Fail(job.status());
-  const json* a = FindAttempt(*job, attempt);
-  if (!a) {
+  if (!job->attempt) {
     if (attempt != 0) {
       return Fail(Status::NotFound(fmt::format("job {} has no attempt {}", id, attempt)));
     }
     if (!follow || EndedUnstarted(*job)) return Fail(NoOutput(*job));
   }
-  int n = a ? (*a)["n"].get<int>() : 0;
-  size_t offset = a ? PrintFrom((*a)["log_path"].get<std::string>(), 0) : 0;
+  int64_t n = job->attempt ? job->attempt->n : 0;
+  size_t offset = job->attempt ? PrintFrom(job->attempt->log_path, 0) : 0;
   while (follow) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    job = GetJob(client, id);  // starts the daemon again if it went away meanwhile
+    job = FetchJobLog(client, id, n);
     if (!job.ok()) return Fail(job.status());
-    a = FindAttempt(*job, n);
-    if (!a && EndedUnstarted(*job)) return Fail(NoOutput(*job));
-    if (!a) continue;  // still waiting for its first attempt
-    n = (*a)["n"].get<int>();
-    offset = PrintFrom((*a)["log_path"].get<std::string>(), offset);
-    if (!AttemptActive(*a)) break;
+    if (!job->attempt && EndedUnstarted(*job)) return Fail(NoOutput(*job));
+    if (!job->attempt) continue;  // still waiting for its first attempt
+    n = job->attempt->n;
+    offset = PrintFrom(job->attempt->log_path, offset);
+    if (!job->attempt->active) break;
   }
   return 0;
 }
@@ -292,13 +326,9 @@ int CmdCancel(Client& client, const std::vector<std::string>& ids) {
   int rc = 0;
   for (const std::string& text : ids) {
     Result<int64_t> id = ParseJobId(text);
-    Result<json> r = id.ok() ? Call(client, "POST", fmt::format("/v1/jobs/{}/cancel", *id))
+    Result<json> r = id.ok() ? client.Call("POST", fmt::format("/v1/jobs/{}/cancel", *id))
                              : Result<json>(id.status());
-    if (!r.ok()) {
-      rc = std::max(rc, Fail(r.status()));
-      continue;
-    }
-    std::printf("%s\n", (*r)["message"].get<std::string>().c_str());
+    rc = std::max(rc, r.ok() ? PrintMessage(*r) : Fail(r.status()));
   }
   return rc;
 }
@@ -306,21 +336,25 @@ int CmdCancel(Client& client, const std::vector<std::string>& ids) {
 int CmdRetry(Client& client, const std::string& text) {
   Result<int64_t> id = ParseJobId(text);
   if (!id.ok()) return Fail(id.status());
-  Result<json> r = Call(client, "POST", fmt::format("/v1/jobs/{}/retry", *id));
+  Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/retry", *id));
   if (!r.ok()) return Fail(r.status());
-  std::printf("%s\n", (*r)["message"].get<std::string>().c_str());
-  return 0;
+  return PrintMessage(*r);
 }
 
 int CmdGpus(Client& client, bool as_json) {
-  Result<json> r = Call(client, "GET", "/v1/gpus");
+  Result<json> r = client.Call("GET", "/v1/gpus");
   if (!r.ok()) return Fail(r.status());
-  std::fputs(as_json ? (DumpJson(*r, 2) + "\n").c_str() : GpusTable(*r).c_str(), stdout);
-  return 0;
+  Reply reply(*r);
+  return PrintChecked(reply, as_json ? DumpJson(*r, 2) + "\n" : GpusTable(reply));
 }
 
-int CmdDaemon(Client& client, bool foreground) {
-  if (foreground) return RunDaemon({client.paths(), true});
+int CmdDaemonForeground(Client& client) {
+  Result<std::string> daemon = FindDaemonBinary();
+  if (!daemon.ok()) return Fail(daemon.status());
+  return Fail(ExecReplace({*daemon, "--state-dir", client.paths().state_dir}));
+}
+
+int CmdDaemonStart(Client& client) {
   if (Status st = client.EnsureDaemon(); !st.ok()) return Fail(st);
   std::printf("trainq daemon running for %s\n", client.paths().state_dir.c_str());
   return 0;
@@ -331,20 +365,15 @@ int CmdDaemonStop(Client& client) {
     std::printf("no trainq daemon runs for %s\n", client.paths().state_dir.c_str());
     return 0;
   }
-  Result<json> r = client.Call("POST", "/v1/daemon/stop");
+  Result<json> r = client.CallRunning("POST", "/v1/daemon/stop");
   if (!r.ok()) return Fail(r.status());
   // Stopped once it lets go of its lock.
   for (int i = 0; i < 500; ++i) {
     if (LockFile(client.paths().lock).ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  std::printf("%s\n", (*r)["message"].get<std::string>().c_str());
-  return 0;
+  return PrintMessage(*r);
 }
-
-}  // namespace trainq
-
-namespace trainq {
 
 int CmdDaemonStatus(Client& client, bool as_json) {
   if (!client.DaemonRunning()) {
@@ -356,18 +385,27 @@ int CmdDaemonStatus(Client& client, bool as_json) {
     }
     return 0;
   }
-  Result<json> r = client.Call("GET", "/v1/status");
+  Result<json> r = client.CallRunning("GET", "/v1/status");
   if (!r.ok()) return Fail(r.status());
-  int64_t attempts = (*r)["running_attempts"].get<int64_t>();
+  Reply reply(*r);
+  // One by one, so the first field missing is the one reported.
+  int64_t pid = reply.Int("pid");
+  std::string state_dir = reply.Str("state_dir"), node = reply.Str("node");
+  std::string probe = reply.Str("probe");
+  int64_t attempts = reply.Int("running_attempts");
+  std::string text =
+      fmt::format("trainq daemon pid {} for {}: node {}, {}, {} running attempt(s)\n", pid,
+                  state_dir, node, probe, attempts);
+  if (!reply.ok()) return Fail(reply.status());
   (*r)["running"] = true;
-  if (as_json) {
-    std::printf("%s\n", DumpJson(*r, 2).c_str());
-    return 0;
-  }
-  std::printf("trainq daemon pid %lld for %s: node %s, %s, %lld running attempt(s)\n",
-              static_cast<long long>((*r)["pid"].get<int64_t>()),
-              (*r)["state_dir"].get<std::string>().c_str(), (*r)["node"].get<std::string>().c_str(),
-              (*r)["probe"].get<std::string>().c_str(), static_cast<long long>(attempts));
+  return PrintChecked(reply, as_json ? DumpJson(*r, 2) + "\n" : text);
+}
+
+int CmdConfigCheck(Client& client) {
+  Result<std::string> daemon = FindDaemonBinary();
+  if (!daemon.ok()) return Fail(daemon.status());
+  if (Status st = CheckConfigWithDaemon(*daemon, client.paths()); !st.ok()) return Fail(st);
+  std::printf("%s: valid\n", client.paths().config.c_str());
   return 0;
 }
 

@@ -47,11 +47,15 @@ int CmdCancel(Client& client, const std::vector<std::string>& ids);
 int CmdRetry(Client& client, const std::string& id);
 int CmdGpus(Client& client, bool json);
 int CmdExplain(Client& client, const std::string& id, bool json);
-int CmdDaemon(Client& client, bool foreground);
+// `trainq daemon --foreground`: becomes trainqd for this state dir.
+int CmdDaemonForeground(Client& client);
+int CmdDaemonStart(Client& client);
 int CmdDaemonStop(Client& client);
 int CmdDaemonStatus(Client& client, bool json);
 // gpu_topology.cc: `trainq gpus --topo`
 int CmdGpuTopology(Client& client, bool json);
+// `trainq config check`: trainqd --check-config, so the client never parses the config.
+int CmdConfigCheck(Client& client);
 // config_commands.cc
 int CmdConfigShow(Client& client, bool json);
 int CmdConfigGet(Client& client, const std::string& key, bool json);  // empty key: show

@@ -6,8 +6,8 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/format.h"
+#include "src/core/gpu_topology.h"
 #include "src/core/json_codec.h"
-#include "src/os/gpu/gpu_probe.h"
 
 namespace trainq {
 
@@ -20,13 +20,15 @@ constexpr const char* kLegend =
     "switch,\n        PXB = several PCIe switches, PHB = one host bridge, NODE = one NUMA node, "
     "SYS = across sockets\n";
 
-std::string TopologyTable(const json& gpus, const json& topology) {
+// Row and column names, and each level as `nvidia-smi topo -m` names it.
+std::string TopologyTable(const std::vector<int64_t>& indices,
+                          const std::vector<std::vector<int64_t>>& topology) {
   std::vector<std::vector<std::string>> rows(1, std::vector<std::string>{""});
-  for (const json& g : gpus) rows[0].push_back(fmt::format("GPU{}", g["index"].get<int>()));
-  for (size_t i = 0; i < topology.size() && i < gpus.size(); ++i) {
+  for (int64_t index : indices) rows[0].push_back(fmt::format("GPU{}", index));
+  for (size_t i = 0; i < topology.size() && i < indices.size(); ++i) {
     std::vector<std::string> row = {rows[0][i + 1]};
     for (size_t j = 0; j < topology[i].size(); ++j) {
-      row.push_back(TopologyLevelName(topology[i][j].get<int>(), i == j));
+      row.push_back(TopologyLevelName(static_cast<int>(topology[i][j]), i == j));
     }
     rows.push_back(std::move(row));
   }
@@ -37,28 +39,32 @@ std::string TopologyTable(const json& gpus, const json& topology) {
 
 int CmdGpuTopology(Client& client, bool as_json) {
   Result<json> r = client.Call("GET", "/v1/gpus");
-  if (!r.ok() && r.status().code() == Code::kUnavailable) {
-    if (Status st = client.EnsureDaemon(); !st.ok()) return Fail(st);
-    r = client.Call("GET", "/v1/gpus");
-  }
   if (!r.ok()) return Fail(r.status());
-  const json& gpus = (*r)["gpus"];
-  json topology = r->value("topology", json::array());
+  Reply reply(*r);
+  std::vector<int64_t> indices;
+  for (const Reply& g : reply.Array("gpus")) indices.push_back(g.Int("index"));
+  std::vector<std::vector<int64_t>> topology;
+  for (const Reply& row : reply.ArrayOr("topology")) {
+    topology.emplace_back();
+    for (const Reply& level : row.Elements()) {
+      topology.back().push_back(level.AsInt());
+    }
+  }
+  std::string node = reply.Text("node");
+  if (!reply.ok()) return Fail(reply.status());
   if (as_json) {
-    json indices = json::array();
-    for (const json& g : gpus) indices.push_back(g["index"]);
-    std::printf(
-        "%s\n",
-        DumpJson({{"node", (*r)["node"]}, {"gpus", indices}, {"topology", topology}}, 2).c_str());
+    std::printf("%s\n",
+                DumpJson({{"node", node}, {"gpus", indices}, {"topology", topology}}, 2).c_str());
     return 0;
   }
   if (topology.empty()) {
     std::printf("GPU topology unknown: %s\n",
-                gpus.empty() ? "no GPUs"
-                             : "NVML cannot tell, or the simulated GPU file has no \"topology\"");
+                indices.empty()
+                    ? "no GPUs"
+                    : "NVML cannot tell, or the simulated GPU file has no \"topology\"");
     return 0;
   }
-  std::fputs((TopologyTable(gpus, topology) + "\n" + kLegend).c_str(), stdout);
+  std::fputs((TopologyTable(indices, topology) + "\n" + kLegend).c_str(), stdout);
   return 0;
 }
 

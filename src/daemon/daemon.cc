@@ -1,6 +1,7 @@
 #include "src/daemon/daemon.h"
 
 #include <csignal>
+#include <cstdio>
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -144,6 +145,16 @@ int Fail(const Status& st) {
 }
 
 }  // namespace
+
+int CheckDaemonConfig(const StatePaths& paths) {
+  Result<Config> config = LoadDaemonConfig(paths);
+  if (!config.ok()) {
+    std::fprintf(stderr, "trainqd: %s\n", config.status().message().c_str());
+    return ExitCodeFor(config.status().code());
+  }
+  std::printf("%s: valid\n", paths.config.c_str());
+  return 0;
+}
 
 int RunDaemon(const DaemonOptions& options) {
   spdlog::set_default_logger(spdlog::stderr_logger_st("trainq"));

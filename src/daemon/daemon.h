@@ -1,10 +1,10 @@
-// `trainq daemon --foreground`: one process per node with one event loop that owns all
-// state (DESIGN.md section 5).
+// `trainqd`: one daemon process per state dir, with one event loop that owns all
+// state (docs/architecture.md, "The daemon and its seams").
 #pragma once
 
 #include <string>
 
-#include "src/daemon/paths.h"
+#include "src/os/state_paths.h"
 #include "trainq/status.h"
 
 namespace trainq {
@@ -17,5 +17,9 @@ struct DaemonOptions {
 // Runs until stopped (SIGTERM, SIGINT or `trainq daemon stop`). Running jobs keep running
 // after it returns. Returns the process exit code.
 int RunDaemon(const DaemonOptions& options);
+
+// `trainqd --check-config`: reads the config as RunDaemon would and prints the problems on
+// stderr, each naming its option. Returns 0 when the daemon would accept it, 2 when not.
+int CheckDaemonConfig(const StatePaths& paths);
 
 }  // namespace trainq

@@ -15,6 +15,7 @@
 #include "src/os/fake_clock.h"
 #include "src/os/gpu/fake_gpu_probe.h"
 #include "src/os/run_dir.h"
+#include "src/os/state_paths.h"
 #include "src/store/faulty_store.h"
 
 namespace trainq {

@@ -55,7 +55,7 @@ CStringArray ShimEnvironment() {
 }
 
 ShimExec PrepareShimExec(const std::string& binary, const std::string& run_dir) {
-  return ShimExec{binary, LockPath(run_dir), CStringArray({"trainq", "shim", run_dir}),
+  return ShimExec{binary, LockPath(run_dir), CStringArray({"trainqd", "shim", run_dir}),
                   ShimEnvironment()};
 }
 
@@ -107,9 +107,9 @@ Result<SpawnedShim> AdoptChild(pid_t pid) {
 
 }  // namespace
 
-Result<SpawnedShim> SpawnShim(const std::string& trainq_binary, const std::string& run_dir,
+Result<SpawnedShim> SpawnShim(const std::string& daemon_binary, const std::string& run_dir,
                               int daemon_log_fd) {
-  ShimExec exec = PrepareShimExec(trainq_binary, run_dir);
+  ShimExec exec = PrepareShimExec(daemon_binary, run_dir);
   auto report = MakeCloexecPipe();
   if (!report.ok()) return report.status();
   pid_t pid = ::fork();

@@ -41,19 +41,19 @@ struct SpawnedShim {
 // How the shim finds the lock SpawnShim took for it: the lock file is open as fd kShimLockFd
 // (already flock'ed, not close-on-exec) and the environment says so in kShimLockFdEnv. RunShim
 // keeps that fd (close-on-exec from then on) and, when the variable is absent (a test or a
-// manual `trainq shim`), opens and flocks the lock file itself. The job never sees the variable.
+// manual `trainqd shim`), opens and flocks the lock file itself. The job never sees the variable.
 inline constexpr int kShimLockFd = 3;
 inline constexpr const char* kShimLockFdEnv = "TRAINQ_SHIM_LOCK_FD";
 // The shim's exit status when another shim already holds the run dir's lock.
 inline constexpr int kShimLockedExit = 126;
 
-// Starts `trainq_binary shim RUN_DIR` in a new session, with the lock file of the run dir
+// Starts `daemon_binary shim RUN_DIR` in a new session, with the lock file of the run dir
 // (run_dir.h) already flock'ed in the child before exec, stdin from /dev/null and
 // stdout/stderr to `daemon_log_fd` (or /dev/null if -1). No other fd is inherited; the
 // signal mask is empty and every disposition is the default. Returns once the shim has
 // exec'd: kConflict when another shim holds the lock (the child exited kShimLockedExit and
 // was reaped), kIo when the binary could not be exec'd.
-Result<SpawnedShim> SpawnShim(const std::string& trainq_binary, const std::string& run_dir,
+Result<SpawnedShim> SpawnShim(const std::string& daemon_binary, const std::string& run_dir,
                               int daemon_log_fd = -1);
 // A pidfd for a process we did not start (re-adoption after a daemon restart).
 Result<UniqueFd> OpenPidfd(int64_t pid);
@@ -64,7 +64,7 @@ Status SendSignal(int64_t pid, int sig);
 // True if some process holds the run dir's lock (the shim is alive).
 bool RunDirLocked(const std::string& run_dir);
 
-// The shim's main (`trainq shim RUN_DIR`): reads spec.json, writes shim.json, runs the
+// The shim's main (`trainqd shim RUN_DIR`): reads spec.json, writes shim.json, runs the
 // command as a child subreaper, stops the whole tree on SIGTERM (SIGTERM, grace, SIGKILL),
 // writes exit.json. Returns the shim's exit code: 0 once exit.json is written (whatever the
 // command did), kShimLockedExit when another shim holds the lock (nothing written), 1 when

@@ -152,7 +152,7 @@ class Shim {
 
 int Shim::Run() {
   if (Status st = TakeLock(); !st.ok()) {
-    std::fprintf(stderr, "trainq shim: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "trainqd shim: %s\n", st.ToString().c_str());
     return st.code() == Code::kConflict ? kShimLockedExit : 1;
   }
   rec_.started_at = SystemClock().Now();
@@ -341,7 +341,7 @@ void Shim::LogLine(const std::string& line) {
 int Shim::Finish() {
   rec_.ended_at = SystemClock().Now();
   if (Status st = WriteExitRecord(run_dir_, rec_); !st.ok()) {
-    std::fprintf(stderr, "trainq shim: %s\n", st.ToString().c_str());
+    std::fprintf(stderr, "trainqd shim: %s\n", st.ToString().c_str());
     return 1;
   }
   return 0;

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <spawn.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -125,6 +126,72 @@ Status StartDetached(const std::vector<std::string>& argv, const std::string& lo
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return Status::Io("could not start the daemon");
   return Status::Ok();
+}
+
+namespace {
+
+std::vector<char*> ArgvPointers(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  return args;
+}
+
+}  // namespace
+
+bool IsExecutable(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+Result<std::string> FindOnPath(const std::string& name) {
+  std::string path = GetEnv("PATH");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t colon = path.find(':', start);
+    if (colon == std::string::npos) colon = path.size();
+    std::string dir = path.substr(start, colon - start);
+    if (dir.empty()) dir = ".";
+    if (IsExecutable(dir + "/" + name)) return dir + "/" + name;
+    start = colon + 1;
+  }
+  return Status::NotFound(name + " is not on PATH");
+}
+
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
+  std::vector<char*> args = ArgvPointers(argv);
+  pid_t pid = -1;
+  int err = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return ErrnoStatus("cannot run " + argv[0], err);
+  write_end = UniqueFd();  // so the read below ends when the child does
+  CommandOutput out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(read_end.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.output.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return out;
+}
+
+Status ExecReplace(const std::vector<std::string>& argv) {
+  std::vector<char*> args = ArgvPointers(argv);
+  ::execv(args[0], args.data());
+  return ErrnoStatus("cannot run " + argv[0], errno);
 }
 
 }  // namespace trainq

@@ -10,7 +10,8 @@
 
 namespace trainq {
 
-// The running binary (/proc/self/exe), so the daemon can start `trainq shim`.
+// The running binary (/proc/self/exe), so the daemon can start `trainqd shim` and the client
+// can find `trainqd` beside itself.
 Result<std::string> SelfExecutable();
 std::string HostName();
 int CpuCount();
@@ -22,6 +23,9 @@ std::string CurrentDirectory();
 bool IsDirectory(const std::string& path);
 bool FileExists(const std::string& path);
 std::string GetEnv(const char* name);
+// The first executable `name` in the directories of $PATH; kNotFound naming `name` if none.
+Result<std::string> FindOnPath(const std::string& name);
+bool IsExecutable(const std::string& path);
 
 // flock(LOCK_EX|LOCK_NB) on `path` (created 0600); kConflict if another process holds it.
 // The lock lives as long as the returned fd.
@@ -30,6 +34,17 @@ Result<UniqueFd> LockFile(const std::string& path);
 // Starts `argv` detached (double fork, new session, stdin /dev/null, output appended to
 // `log_path`), and returns at once; the caller then waits for it to be ready.
 Status StartDetached(const std::vector<std::string>& argv, const std::string& log_path);
+
+// What a command printed (stdout and stderr interleaved) and how it ended.
+struct CommandOutput {
+  int exit_code = 0;  // 128 + N when killed by signal N, as a shell reports it
+  std::string output;
+};
+// Runs `argv` (argv[0] a path) to its end with stdin from /dev/null; kIo if it cannot start.
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv);
+
+// Replaces this process with `argv` (argv[0] a path). Returns only on failure.
+Status ExecReplace(const std::vector<std::string>& argv);
 
 // Opens `path` for appending (O_CLOEXEC), for the daemon's own log.
 Result<UniqueFd> OpenAppend(const std::string& path);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3 -I
-# Stands in for `trainq shim RUN_DIR` in the SpawnShim tests (src/os/process_test.cc). Records
+# Stands in for `trainqd shim RUN_DIR` in the SpawnShim tests (src/os/process_test.cc). Records
 # what SpawnShim gave it in RUN_DIR/fake_shim.txt (argv, the lock variable, signal mask and
 # ignored signals, inherited fds), says hello on stdout and stderr, then waits for a signal
 # while holding the inherited lock fd. Python, not sh: dash clears its signal mask at startup,

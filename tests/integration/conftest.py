@@ -1,4 +1,4 @@
-"""Black-box harness: the real trainq binary, a real daemon, simulated GPUs.
+"""Black-box harness: the real trainq and trainqd binaries, a real daemon, simulated GPUs.
 
 Each test gets a fresh state dir with its own config and simulated-GPU file, and drives the
 CLI exactly as a user would (plus raw HTTP on the daemon's socket where the API is the point).
@@ -30,6 +30,13 @@ def trainq_binary():
     path = os.environ.get("TRAINQ_BIN")
     if not path:
         pytest.fail("TRAINQ_BIN is not set; run the integration tests through ctest")
+    return path
+
+
+def trainqd_binary():
+    path = os.environ.get("TRAINQD_BIN")
+    if not path:
+        pytest.fail("TRAINQD_BIN is not set; run the integration tests through ctest")
     return path
 
 

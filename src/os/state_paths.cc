@@ -1,4 +1,4 @@
-#include "src/daemon/paths.h"
+#include "src/os/state_paths.h"
 
 #include <sys/un.h>
 
