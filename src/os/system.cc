@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 extern char** environ;
 
@@ -146,14 +147,16 @@ bool IsExecutable(const std::string& path) {
 
 Result<std::string> FindOnPath(const std::string& name) {
   std::string path = GetEnv("PATH");
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t colon = path.find(':', start);
-    if (colon == std::string::npos) colon = path.size();
-    std::string dir = path.substr(start, colon - start);
-    if (dir.empty()) dir = ".";
-    if (IsExecutable(dir + "/" + name)) return dir + "/" + name;
-    start = colon + 1;
+  std::string_view rest = path;
+  for (;;) {
+    size_t colon = rest.find(':');
+    std::string_view dir = rest.substr(0, colon);
+    std::string candidate(dir.empty() ? std::string_view(".") : dir);  // "" is the cwd
+    candidate += '/';
+    candidate += name;
+    if (IsExecutable(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
   }
   return Status::NotFound(name + " is not on PATH");
 }
