@@ -2,6 +2,7 @@
 the daemon it finds beside itself, never links the server's libraries, and leaves the
 config to trainqd."""
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -113,6 +114,20 @@ def test_trainq_links_no_server_library():
     # The check can fail: the daemon does link them.
     daemon = needed_libraries(trainqd_binary())
     assert any(lib.startswith("libsqlite3") for lib in daemon), daemon
+
+
+SERVER_SYMBOLS = re.compile(r"trainq::(ChooseGpuProbe|OpenSqliteStore|HttpServer::)")
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) is not installed")
+def test_trainq_holds_no_server_code():
+    def server_symbols(binary):
+        out = subprocess.run(["nm", "-C", binary], capture_output=True, text=True,
+                             check=True).stdout
+        return sorted({m.group(0) for m in SERVER_SYMBOLS.finditer(out)})
+
+    assert server_symbols(trainq_binary()) == []
+    assert len(server_symbols(trainqd_binary())) == 3  # the check can fail
 
 
 def test_trainqd_help_hides_the_shim(root):
