@@ -6,6 +6,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/sim_command.h"
+#include "src/daemon/config.h"
 #include "src/os/process.h"
 
 namespace trainq {
@@ -105,12 +106,13 @@ void AddConfig(CLI::App& app, Parsed& p) {
   CLI::App* get = c->add_subcommand("get", "one option's value in force (all without KEY)");
   get->add_option("key", p.config_key, "option name, e.g. devices or max-jobs-per-gpu");
   get->add_flag("--json", p.json, "JSON output");
-  CLI::App* set = c->add_subcommand(
-      "set", "change a limit now, kept across restarts: devices 0,1,3|all, max-jobs-per-gpu N");
-  set->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
+  // The settable options come from the option table (docs/config.md).
+  CLI::App* set =
+      c->add_subcommand("set", "change a limit now, kept across restarts: " + SettableKeys());
+  set->add_option("key", p.config_key, "one of " + SettableKeys())->required();
   set->add_option("value", p.config_value, "the new value")->required();
   CLI::App* unset = c->add_subcommand("unset", "drop a run-time value: the config file's applies");
-  unset->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
+  unset->add_option("key", p.config_key, "one of " + SettableKeys())->required();
 }
 
 int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {

@@ -56,16 +56,7 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
   return {node};
 }
 
-PolicyConfig DaemonImpl::Policy() const {
-  PolicyConfig policy;
-  policy.headroom_bytes = config_.headroom_bytes;
-  policy.ramp_up_ms = config_.ramp_up_ms;
-  policy.devices = config_.devices;
-  policy.max_jobs_per_gpu = config_.max_jobs_per_gpu;
-  policy.aging_ms = config_.aging_ms;
-  policy.max_holds = config_.max_holds;
-  return policy;
-}
+PolicyConfig DaemonImpl::Policy() const { return PolicyOf(config_); }
 
 int DaemonImpl::MaxGpusPerNodeNow() const {
   return snapshot_ ? static_cast<int>(snapshot_->gpus.size()) : 0;
