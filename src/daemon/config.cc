@@ -322,6 +322,11 @@ const std::vector<Option>& Options() {
       Row("fair_share_half_life", "7d", false,
           "half-life of the GPU-hours that order users by fair share",
           Duration(&Config::fair_share_half_life_ms)),
+      Row("workload_window", "0", false,
+          "how many of the last submitted GPU jobs give the workload mix for fragmentation-aware "
+          "GPU choice (FGD, as `trainq sim` runs it); 0 = off: unused GPUs first, then best fit",
+          Count(&Config::workload_window, kMaxCount,
+                "a whole number of jobs from 0 (off) to 100000")),
       Row("master_port_range", "\"29500-29999\"", false,
           "`MASTER_PORT` values handed to multi-GPU jobs, never two live attempts the same",
           PortRange()),

@@ -37,6 +37,9 @@ struct Config {
   int64_t aging_ms = PolicyConfig{}.aging_ms;  // aging_limit
   int max_holds = PolicyConfig{}.max_holds;
   int64_t fair_share_half_life_ms = 7 * 24 * 3600 * 1000ll;
+  // How many recent GPU submits give the workload mix for fragmentation-aware GPU choice
+  // (PolicyConfig::workload); 0: none, the plain rule.
+  int workload_window = 0;
   int master_port_first = 29500;  // master_port_range
   int master_port_last = 29999;
   // Limits `trainq config set` changes at run time; the daemon persists them.
