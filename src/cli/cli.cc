@@ -103,14 +103,15 @@ void AddConfig(CLI::App& app, Parsed& p) {
   CLI::App* get = c->add_subcommand("get", "one option's value in force (all without KEY)");
   get->add_option("key", p.config_key, "option name, e.g. devices or max-jobs-per-gpu");
   get->add_flag("--json", p.json, "JSON output");
+  // The daemon owns the option table; it names the settable options when a key is wrong.
   CLI::App* set = c->add_subcommand(
-      "set", "change a limit now, kept across restarts: devices 0,1,3|all, max-jobs-per-gpu N");
-  set->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
+      "set", "change an option now, kept across restarts (docs/config.md marks which)");
+  set->add_option("key", p.config_key, "an option settable at run time, e.g. devices")->required();
   set->add_option("value", p.config_value, "the new value")->required();
   c->add_subcommand("check",
                     "check the config file as trainqd would read it (trainqd --check-config)");
   CLI::App* unset = c->add_subcommand("unset", "drop a run-time value: the config file's applies");
-  unset->add_option("key", p.config_key, "devices or max-jobs-per-gpu")->required();
+  unset->add_option("key", p.config_key, "an option settable at run time")->required();
 }
 
 int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {

@@ -19,24 +19,42 @@ namespace trainq {
 
 namespace {
 
-using Setter = std::function<Status(Config&, const toml::node&, const std::string&)>;
-using Getter = std::function<std::string(const Config&)>;
+using json = nlohmann::json;
 
-// How one option is read from the file and shown again.
+// How one option is read from the file, shown, and (settable ones) changed at run time.
 struct Access {
-  Setter set;
-  Getter get;
+  std::function<Status(Config&, const toml::node&, const std::string& name)> from_toml;
+  std::function<std::string(const Config&)> text;  // as the file spells it; valid JSON too
+  std::function<void(Config& to, const Config& from)> copy;
+  // Settable options only: a value from the API's JSON, and the value as the API shows it.
+  std::function<Status(Config&, const json&, const std::string& name)> from_json;
+  std::function<json(const Config&)> to_json;
 };
 
-struct Option {
-  const char* name;
-  const char* type;
-  const char* default_value;
-  const char* help;
+// What an option's type contributes to its row: the type and accepted form docs and errors
+// name, and how it is accessed.
+struct Kind {
+  std::string_view type;
+  std::string_view form;
   Access access;
 };
 
-std::string Quoted(const std::string& s) { return nlohmann::json(s).dump(); }
+struct Option {
+  OptionInfo info;
+  Access access;
+};
+
+Option Row(std::string_view name, std::string_view default_text, bool settable,
+           std::string_view help, Kind kind) {
+  return {{name, kind.type, default_text, kind.form, settable, help}, std::move(kind.access)};
+}
+
+template <typename T>
+std::function<void(Config&, const Config&)> Copy(T Config::*field) {
+  return [field](Config& to, const Config& from) { to.*field = from.*field; };
+}
+
+std::string Quoted(const std::string& s) { return json(s).dump(); }
 
 // "256MiB", "64KiB", or an integer of bytes (a bare number in a string would be MiB): a
 // size that reads back to exactly the same bytes.
@@ -54,75 +72,98 @@ Status WrongType(const std::string& name, std::string_view want) {
   return Status::Invalid(fmt::format("config option {}: expected {}", name, want));
 }
 
-Access SizeOption(uint64_t Config::*field) {
-  Setter set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
+constexpr std::string_view kSizeForm = "a size like \"256MiB\" or a byte count";
+
+Kind Size(uint64_t Config::*field) {
+  auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
     if (auto i = n.value<int64_t>(); i && n.is_integer()) {
-      if (*i < 0) return WrongType(name, "a size like \"256MiB\" or a byte count");
+      if (*i < 0) return WrongType(name, kSizeForm);
       c.*field = static_cast<uint64_t>(*i);
       return Status::Ok();
     }
     auto s = n.value<std::string>();
-    if (!s) return WrongType(name, "a size like \"256MiB\" or a byte count");
+    if (!s) return WrongType(name, kSizeForm);
     Result<uint64_t> v = ParseSize(*s, "config option " + name);
     if (!v.ok()) return v.status();
     c.*field = *v;
     return Status::Ok();
   };
-  return {set, [field](const Config& c) { return ExactSize(c.*field); }};
+  return {"size",
+          kSizeForm,
+          {set, [field](const Config& c) { return ExactSize(c.*field); }, Copy(field), {}, {}}};
 }
 
-Access DurationOption(int64_t Config::*field) {
-  Setter set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
+constexpr std::string_view kDurationForm =
+    "a duration like \"30s\", \"500ms\", \"2m\", \"2h\", \"7d\" (at most 36500d)";
+
+Kind Duration(int64_t Config::*field) {
+  auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto s = n.value<std::string>();
-    if (!s || !n.is_string()) {
-      return WrongType(name, "a duration like \"30s\", \"500ms\", \"2m\", \"2h\", \"7d\"");
-    }
+    if (!s || !n.is_string()) return WrongType(name, kDurationForm);
     Result<int64_t> v = ParseDurationMs(*s, "config option " + name);
     if (!v.ok()) return v.status();
     c.*field = *v;
     return Status::Ok();
   };
-  return {set, [field](const Config& c) { return Quoted(FormatDuration(c.*field)); }};
+  return {"duration",
+          kDurationForm,
+          {set,
+           [field](const Config& c) { return Quoted(FormatDuration(c.*field)); },
+           Copy(field),
+           {},
+           {}}};
 }
 
-Access StringOption(std::string Config::*field) {
-  Setter set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
+Kind String(std::string Config::*field, std::string_view type = "string") {
+  auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto s = n.value<std::string>();
     if (!s || !n.is_string()) return WrongType(name, "a string");
     c.*field = *s;
     return Status::Ok();
   };
-  return {set, [field](const Config& c) { return Quoted(c.*field); }};
+  return {type,
+          "a string",
+          {set, [field](const Config& c) { return Quoted(c.*field); }, Copy(field), {}, {}}};
 }
 
-// A whole number from 0 to 100,000; `form` says what it counts and what 0 means.
-Access CountOption(int Config::*field, const char* form) {
-  Setter set = [field, form](Config& c, const toml::node& n, const std::string& name) -> Status {
+// A whole number from 0 to `max`; `form` says what it counts, what 0 means, and the bounds.
+Kind Count(int Config::*field, int max, std::string_view form) {
+  auto set = [field, max, form](Config& c, const toml::node& n, const std::string& name) {
     auto i = n.value<int64_t>();
-    if (!i || !n.is_integer() || *i < 0 || *i > 100000) return WrongType(name, form);
+    if (!i || !n.is_integer() || *i < 0 || *i > max) return WrongType(name, form);
     c.*field = static_cast<int>(*i);
     return Status::Ok();
   };
-  return {set, [field](const Config& c) { return std::to_string(c.*field); }};
+  return {
+      "integer",
+      form,
+      {set, [field](const Config& c) { return std::to_string(c.*field); }, Copy(field), {}, {}}};
 }
 
-Access PatternsOption() {
-  Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
+constexpr std::string_view kPatternsForm = "an array of non-empty strings";
+
+Kind Patterns() {
+  auto set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
     const toml::array* a = n.as_array();
-    if (!a) return WrongType(name, "an array of strings");
+    if (!a) return WrongType(name, kPatternsForm);
     c.oom_patterns.clear();
     for (const toml::node& e : *a) {
       auto s = e.value<std::string>();
-      if (!s || !e.is_string() || s->empty())
-        return WrongType(name, "an array of non-empty strings");
+      if (!s || !e.is_string() || s->empty()) return WrongType(name, kPatternsForm);
       c.oom_patterns.push_back(*s);
     }
     return Status::Ok();
   };
-  return {set, [](const Config& c) { return nlohmann::json(c.oom_patterns).dump(); }};
+  return {"array of strings",
+          kPatternsForm,
+          {set,
+           [](const Config& c) { return json(c.oom_patterns).dump(); },
+           Copy(&Config::oom_patterns),
+           {},
+           {}}};
 }
 
-constexpr const char* kPortRangeForm =
+constexpr std::string_view kPortRangeForm =
     "a port range \"FIRST-LAST\" with 1024 <= FIRST <= LAST <= 65535, like \"29500-29999\"";
 
 std::optional<int> ParsePort(std::string_view text) {
@@ -133,8 +174,8 @@ std::optional<int> ParsePort(std::string_view text) {
   return port;
 }
 
-Access PortRangeOption() {
-  Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
+Kind PortRange() {
+  auto set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto s = n.value<std::string>();
     if (!s || !n.is_string()) return WrongType(name, kPortRangeForm);
     size_t dash = s->find('-');
@@ -149,16 +190,41 @@ Access PortRangeOption() {
     c.master_port_last = *last;
     return Status::Ok();
   };
-  return {set, [](const Config& c) {
-            return Quoted(fmt::format("{}-{}", c.master_port_first, c.master_port_last));
-          }};
+  auto text = [](const Config& c) {
+    return Quoted(fmt::format("{}-{}", c.master_port_first, c.master_port_last));
+  };
+  auto copy = [](Config& to, const Config& from) {
+    to.master_port_first = from.master_port_first;
+    to.master_port_last = from.master_port_last;
+  };
+  return {"port range", kPortRangeForm, {set, text, copy, {}, {}}};
 }
 
-constexpr const char* kDevicesForm =
+Status BadDevices(std::string_view field, std::string_view text) {
+  return Status::Invalid(fmt::format(
+      "{}: '{}' is not a GPU list; use GPU indices separated by commas, like 0,1,3, or all", field,
+      text));
+}
+
+// A value of the JSON form: an array of indices or the text form.
+Result<std::vector<int>> DevicesFromJson(const json& v, const std::string& field) {
+  if (v.is_string()) return ParseDeviceList(v.get<std::string>(), field);
+  if (!v.is_array()) return BadDevices(field, v.dump());
+  std::string text;
+  for (const json& e : v) {
+    if (!e.is_number_integer()) return BadDevices(field, v.dump());
+    if (!text.empty()) text += ',';
+    text += e.dump();
+  }
+  if (text.empty()) return std::vector<int>{};
+  return ParseDeviceList(text, field);
+}
+
+constexpr std::string_view kDevicesForm =
     "GPU indices like [0, 1, 3] or \"0,1,3\", or \"all\" (every GPU)";
 
-Access DevicesOption() {
-  Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
+Kind Devices() {
+  auto set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
     if (auto s = n.value<std::string>(); s && n.is_string()) {
       Result<std::vector<int>> v = ParseDeviceList(*s, "config option " + name);
       if (!v.ok()) return v.status();
@@ -178,90 +244,132 @@ Access DevicesOption() {
     c.devices = devices;
     return Status::Ok();
   };
-  return {set, [](const Config& c) { return Quoted(FormatDeviceList(c.devices)); }};
-}
-
-Access MaxJobsPerGpuOption() {
-  Setter set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
-    auto i = n.value<int64_t>();
-    if (!i || !n.is_integer() || *i < 0 || *i > kMaxJobsPerGpu) {
-      return WrongType(name, fmt::format("a whole number from 0 (no limit) to {}", kMaxJobsPerGpu));
-    }
-    c.max_jobs_per_gpu = static_cast<int>(*i);
+  auto from_json = [](Config& c, const json& v, const std::string& name) -> Status {
+    Result<std::vector<int>> d = DevicesFromJson(v, name);
+    if (!d.ok()) return d.status();
+    c.devices = *d;
     return Status::Ok();
   };
-  return {set, [](const Config& c) { return std::to_string(c.max_jobs_per_gpu); }};
+  return {"GPU list",
+          kDevicesForm,
+          {set, [](const Config& c) { return Quoted(FormatDeviceList(c.devices)); },
+           Copy(&Config::devices), from_json, [](const Config& c) { return json(c.devices); }}};
 }
 
+constexpr std::string_view kMaxJobsForm = "a whole number from 0 (no limit) to 10000";
+
+Kind MaxJobsPerGpu() {
+  Kind kind = Count(&Config::max_jobs_per_gpu, kMaxJobsPerGpu, kMaxJobsForm);
+  // 2 or "2"; anything else (2.5, true) fails as its JSON text.
+  kind.access.from_json = [](Config& c, const json& v, const std::string& name) -> Status {
+    Result<int> n = ParseMaxJobsPerGpu(v.is_string() ? v.get<std::string>() : v.dump(), name);
+    if (!n.ok()) return n.status();
+    c.max_jobs_per_gpu = *n;
+    return Status::Ok();
+  };
+  kind.access.to_json = [](const Config& c) { return json(c.max_jobs_per_gpu); };
+  return kind;
+}
+
+constexpr int kMaxCount = 100000;
+
+// The one table. docs/config.md's option table is checked against it (config_test.cc), and
+// its defaults against Config{} and PolicyConfig{}.
 const std::vector<Option>& Options() {
   static const std::vector<Option> kOptions = {
-      {"headroom", "size", "256MiB", "GPU memory kept free on every GPU, beyond all reservations",
-       SizeOption(&Config::headroom_bytes)},
-      {"oom_backoff", "duration", "30s",
-       "wait before the first retry of an out-of-memory attempt; doubles each retry",
-       DurationOption(&Config::oom_backoff_ms)},
-      {"oom_backoff_max", "duration", "1h", "longest wait between out-of-memory retries",
-       DurationOption(&Config::oom_backoff_max_ms)},
-      {"grace_period", "duration", "10s", "time between SIGTERM and SIGKILL when a job is stopped",
-       DurationOption(&Config::grace_ms)},
-      {"sample_interval", "duration", "1s", "how often the GPUs are sampled",
-       DurationOption(&Config::sample_interval_ms)},
-      {"ramp_up", "duration", "60s",
-       "where per-process GPU memory is unknown, how long a new attempt's reservation counts in "
-       "full",
-       DurationOption(&Config::ramp_up_ms)},
-      {"cpu_slots", "integer", "0",
-       "host CPU slots jobs can hold (--cpus); 0 = the machine's cores",
-       CountOption(&Config::cpu_slots, "a whole number of slots (0 = the machine's cores)")},
-      {"fake_gpus", "path", "\"\"",
-       "simulated GPU file (docs/simulated-gpus.md); also TRAINQ_FAKE_GPUS",
-       StringOption(&Config::fake_gpus)},
-      {"nvml_library", "string", "\"libnvidia-ml.so.1\"", "the NVML library loaded at run time",
-       StringOption(&Config::nvml_library)},
-      {"oom_patterns", "array of strings", "[]",
-       "extra log lines that mean GPU out-of-memory, added to the built-in list", PatternsOption()},
-      {"log_tail", "size", "64KiB",
-       "how much of a failed job's log end is searched for out-of-memory",
-       SizeOption(&Config::log_tail_bytes)},
-      {"node_name", "string", "the host name", "this node's name in job records",
-       StringOption(&Config::node_name)},
-      {"max_request", "size", "64MiB", "largest API request body accepted",
-       SizeOption(&Config::max_request_bytes)},
-      {"aging_limit", "duration", "2h",
-       "a job blocked this long gets the GPUs it would best use held for it (no backfill there)",
-       DurationOption(&Config::aging_ms)},
-      {"max_holds", "integer", "1",
-       "how many aged jobs that cannot start yet have GPUs held at once, oldest in line first; "
-       "0 = every aged job",
-       CountOption(&Config::max_holds, "a whole number of jobs (0 = every aged job)")},
-      {"fair_share_half_life", "duration", "7d",
-       "half-life of the GPU-hours that order users by fair share",
-       DurationOption(&Config::fair_share_half_life_ms)},
-      {"master_port_range", "port range", "\"29500-29999\"",
-       "MASTER_PORT values handed to multi-GPU jobs, never two live attempts the same",
-       PortRangeOption()},
-      {"devices", "GPU list", "\"all\"",
-       "GPU indices jobs may use; settable at run time (trainq config set devices 0,1,3)",
-       DevicesOption()},
-      {"max_jobs_per_gpu", "integer", "0",
-       "most trainq jobs on one GPU; 0 = no limit; settable at run time", MaxJobsPerGpuOption()},
+      Row("headroom", "256MiB", false, "GPU memory kept free on every GPU, beyond all reservations",
+          Size(&Config::headroom_bytes)),
+      Row("oom_backoff", "30s", false,
+          "wait before the first retry of an out-of-memory attempt; doubles each retry",
+          Duration(&Config::oom_backoff_ms)),
+      Row("oom_backoff_max", "1h", false, "longest wait between out-of-memory retries",
+          Duration(&Config::oom_backoff_max_ms)),
+      Row("grace_period", "10s", false, "time between SIGTERM and SIGKILL when a job is stopped",
+          Duration(&Config::grace_ms)),
+      Row("sample_interval", "1s", false, "how often the GPUs are sampled",
+          Duration(&Config::sample_interval_ms)),
+      Row("ramp_up", "60s", false,
+          "where per-process GPU memory is unknown, how long a new attempt's reservation counts "
+          "in full",
+          Duration(&Config::ramp_up_ms)),
+      Row("cpu_slots", "0", false,
+          "host CPU slots jobs can hold (`--cpus`); 0 = the machine's cores",
+          Count(&Config::cpu_slots, kMaxCount,
+                "a whole number of slots from 0 (the machine's cores) to 100000")),
+      Row("fake_gpus", "\"\"", false,
+          "simulated GPU file ([simulated-gpus.md](simulated-gpus.md)); also `TRAINQ_FAKE_GPUS`",
+          String(&Config::fake_gpus, "path")),
+      Row("nvml_library", "\"libnvidia-ml.so.1\"", false, "the NVML library loaded at run time",
+          String(&Config::nvml_library)),
+      Row("oom_patterns", "[]", false,
+          "extra log lines that mean GPU out-of-memory, added to the built-in list", Patterns()),
+      Row("log_tail", "64KiB", false,
+          "how much of a failed job's log end is searched for out-of-memory",
+          Size(&Config::log_tail_bytes)),
+      Row("node_name", "the host name", false, "this node's name in job records",
+          String(&Config::node_name)),
+      Row("max_request", "64MiB", false, "largest API request body accepted",
+          Size(&Config::max_request_bytes)),
+      Row("aging_limit", "2h", false,
+          "a job blocked this long gets the GPUs it would best use held for it (no backfill "
+          "there)",
+          Duration(&Config::aging_ms)),
+      Row("max_holds", "1", false,
+          "how many aged jobs that cannot start yet have GPUs held at once, oldest in line "
+          "first; 0 = every aged job",
+          Count(&Config::max_holds, kMaxCount,
+                "a whole number of jobs from 0 (every aged job) to 100000")),
+      Row("fair_share_half_life", "7d", false,
+          "half-life of the GPU-hours that order users by fair share",
+          Duration(&Config::fair_share_half_life_ms)),
+      Row("workload_window", "0", false,
+          "how many of the last submitted GPU jobs give the workload mix for fragmentation-aware "
+          "GPU choice (FGD, as `trainq sim` runs it); 0 = off: unused GPUs first, then best fit",
+          Count(&Config::workload_window, kMaxCount,
+                "a whole number of jobs from 0 (off) to 100000")),
+      Row("master_port_range", "\"29500-29999\"", false,
+          "`MASTER_PORT` values handed to multi-GPU jobs, never two live attempts the same",
+          PortRange()),
+      Row("devices", "\"all\"", true,
+          "GPU indices jobs may use (`trainq config set devices 0,1,3`)", Devices()),
+      Row("max_jobs_per_gpu", "0", true, "most trainq jobs on one GPU; 0 = no limit",
+          MaxJobsPerGpu()),
   };
   return kOptions;
 }
 
 const Option* FindOption(std::string_view name) {
   for (const Option& o : Options()) {
-    if (name == o.name) return &o;
+    if (name == o.info.name) return &o;
   }
   return nullptr;
 }
 
 }  // namespace
 
-std::vector<OptionDoc> ConfigOptions() {
-  std::vector<OptionDoc> docs;
-  for (const Option& o : Options()) docs.push_back({o.name, o.type, o.default_value, o.help});
-  return docs;
+std::span<const OptionInfo> ConfigOptions() {
+  static const std::vector<OptionInfo> kInfo = [] {
+    std::vector<OptionInfo> info;
+    for (const Option& o : Options()) info.push_back(o.info);
+    return info;
+  }();
+  return kInfo;
+}
+
+const OptionInfo* FindOptionInfo(std::string_view name) {
+  const Option* o = FindOption(name);
+  return o == nullptr ? nullptr : &o->info;
+}
+
+PolicyConfig PolicyOf(const Config& config) {
+  PolicyConfig policy;
+  policy.headroom_bytes = config.headroom_bytes;
+  policy.ramp_up_ms = config.ramp_up_ms;
+  policy.devices = config.devices;
+  policy.max_jobs_per_gpu = config.max_jobs_per_gpu;
+  policy.aging_ms = config.aging_ms;
+  policy.max_holds = config.max_holds;
+  return policy;
 }
 
 Result<Config> ParseConfig(const std::string& toml_text, const std::string& origin) {
@@ -280,7 +388,7 @@ Result<Config> ParseConfig(const std::string& toml_text, const std::string& orig
       problems.push_back(fmt::format("unknown config option '{}' (see docs/config.md)", name));
       continue;
     }
-    Status st = option->access.set(config, node, name);
+    Status st = option->access.from_toml(config, node, name);
     if (!st.ok()) problems.push_back(st.message());
     config.from_file.insert(name);
   }
@@ -305,7 +413,7 @@ Result<Config> LoadConfig(const std::string& path) {
 std::optional<std::string> OptionValueText(const Config& config, std::string_view name) {
   const Option* o = FindOption(name);
   if (!o) return std::nullopt;
-  return o->access.get(config);
+  return o->access.text(config);
 }
 
 std::string CanonicalOptionName(std::string_view key) {
@@ -316,15 +424,20 @@ std::string CanonicalOptionName(std::string_view key) {
 
 bool IsOption(std::string_view name) { return FindOption(name) != nullptr; }
 
-bool IsSettable(std::string_view name) { return name == "devices" || name == "max_jobs_per_gpu"; }
+bool IsSettable(std::string_view name) {
+  const Option* o = FindOption(name);
+  return o != nullptr && o->info.settable;
+}
+
+std::string SettableKeys() {
+  std::vector<std::string_view> keys;
+  for (const Option& o : Options()) {
+    if (o.info.settable) keys.push_back(o.info.name);
+  }
+  return fmt::format("{}", fmt::join(keys, ", "));
+}
 
 namespace {
-
-Status BadDevices(std::string_view field, std::string_view text) {
-  return Status::Invalid(fmt::format(
-      "{}: '{}' is not a GPU list; use GPU indices separated by commas, like 0,1,3, or all", field,
-      text));
-}
 
 std::optional<int> ParseIndex(std::string_view text, int max) {
   int value = 0;
@@ -376,56 +489,30 @@ Result<int> ParseMaxJobsPerGpu(std::string_view text, std::string_view field) {
 
 namespace {
 
-using nlohmann::json;
-
-// A value of the JSON form: an array of indices or the text form.
-Result<std::vector<int>> DevicesFromJson(const json& v, const std::string& field) {
-  if (v.is_string()) return ParseDeviceList(v.get<std::string>(), field);
-  if (!v.is_array()) return BadDevices(field, v.dump());
-  std::string text;
-  for (const json& e : v) {
-    if (!e.is_number_integer()) return BadDevices(field, v.dump());
-    if (!text.empty()) text += ',';
-    text += e.dump();
-  }
-  if (text.empty()) return std::vector<int>{};
-  return ParseDeviceList(text, field);
-}
-
-// 2 or "2"; anything else (2.5, true) fails as its JSON text.
-Result<int> MaxJobsFromJson(const json& v, const std::string& field) {
-  return ParseMaxJobsPerGpu(v.is_string() ? v.get<std::string>() : v.dump(), field);
-}
-
 // One key of a run-time update; problems are added to `problems`.
 void ParseUpdateKey(const std::string& key, const json& value, RuntimeUpdate* update,
                     std::vector<std::string>* problems) {
   std::string name = CanonicalOptionName(key);
-  if (!IsOption(name)) {
+  const Option* option = FindOption(name);
+  if (option == nullptr) {
     problems->push_back(fmt::format(
-        "unknown setting '{}'; the settings that change at run time are {}", key, kSettableKeys));
+        "unknown setting '{}'; the settings that change at run time are {}", key, SettableKeys()));
     return;
   }
-  if (!IsSettable(name)) {
+  if (!option->info.settable) {
     problems->push_back(fmt::format(
         "{} cannot change while the daemon runs; set it in the config file and restart the "
         "daemon (trainq daemon stop); the settings that change at run time are {}",
-        name, kSettableKeys));
+        name, SettableKeys()));
     return;
   }
   if (value.is_null()) {
     update->reset.push_back(name);
     return;
   }
-  if (name == "devices") {
-    Result<std::vector<int>> d = DevicesFromJson(value, name);
-    if (d.ok()) update->set.devices = *d;
-    if (!d.ok()) problems->push_back(d.status().message());
-    return;
-  }
-  Result<int> n = MaxJobsFromJson(value, name);
-  if (n.ok()) update->set.max_jobs_per_gpu = *n;
-  if (!n.ok()) problems->push_back(n.status().message());
+  Status st = option->access.from_json(update->set.values, value, name);
+  if (!st.ok()) return problems->push_back(st.message());
+  update->set.names.insert(name);
 }
 
 }  // namespace
@@ -436,7 +523,7 @@ Result<RuntimeUpdate> ParseRuntimeUpdate(const std::string& json_body) {
     return Status::Invalid(
         fmt::format("expected a JSON object of settings, like {{\"devices\": [0, 1, 3]}} or "
                     "{{\"max_jobs_per_gpu\": 2}}; the settings that change at run time are {}",
-                    kSettableKeys));
+                    SettableKeys()));
   }
   RuntimeUpdate update;
   std::vector<std::string> problems;
@@ -446,25 +533,32 @@ Result<RuntimeUpdate> ParseRuntimeUpdate(const std::string& json_body) {
 }
 
 RuntimeSettings Updated(RuntimeSettings settings, const RuntimeUpdate& update) {
-  for (const std::string& name : update.reset) {
-    if (name == "devices") settings.devices.reset();
-    if (name == "max_jobs_per_gpu") settings.max_jobs_per_gpu.reset();
+  for (const std::string& name : update.reset) settings.names.erase(name);
+  for (const std::string& name : update.set.names) {
+    FindOption(name)->access.copy(settings.values, update.set.values);
+    settings.names.insert(name);
   }
-  if (update.set.devices) settings.devices = update.set.devices;
-  if (update.set.max_jobs_per_gpu) settings.max_jobs_per_gpu = update.set.max_jobs_per_gpu;
   return settings;
 }
 
 Config WithRuntime(Config config, const RuntimeSettings& runtime) {
-  if (runtime.devices) config.devices = *runtime.devices;
-  if (runtime.max_jobs_per_gpu) config.max_jobs_per_gpu = *runtime.max_jobs_per_gpu;
+  for (const std::string& name : runtime.names) {
+    FindOption(name)->access.copy(config, runtime.values);
+  }
   return config;
+}
+
+std::string SettableValueJson(const Config& config, std::string_view name) {
+  const Option* o = FindOption(name);
+  if (o == nullptr || !o->info.settable) return "null";
+  return o->access.to_json(config).dump();
 }
 
 std::string RuntimeSettingsToJson(const RuntimeSettings& settings) {
   json doc = json::object();
-  if (settings.devices) doc["devices"] = *settings.devices;
-  if (settings.max_jobs_per_gpu) doc["max_jobs_per_gpu"] = *settings.max_jobs_per_gpu;
+  for (const std::string& name : settings.names) {
+    doc[name] = FindOption(name)->access.to_json(settings.values);
+  }
   return doc.dump(2) + "\n";
 }
 

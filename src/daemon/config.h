@@ -1,53 +1,70 @@
-// The daemon's options: one table (STYLE.md rule 14) read from a TOML file; the table also
-// gives the defaults and the help text in docs/config.md.
+// The daemon's options: one table (config.cc) gives each option's name, type, default,
+// accepted form, whether it changes at run time, and how it is read, shown and applied.
+// The TOML file, `trainq config set/get/show` and docs/config.md all follow it.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "src/core/placement.h"
 #include "trainq/status.h"
 
 namespace trainq {
 
+// The values in force. Every member is one option of the table in config.cc (its name there
+// in the comment where it differs); the placement policy's options take their defaults from
+// PolicyConfig, so the daemon and the simulator start from the same policy.
 struct Config {
-  uint64_t headroom_bytes = 256ull << 20;
-  int64_t oom_backoff_ms = 30000;
-  int64_t oom_backoff_max_ms = 3600000;
-  int64_t grace_ms = 10000;
-  int64_t sample_interval_ms = 1000;
-  int64_t ramp_up_ms = 60000;
-  int cpu_slots = 0;  // 0: the machine's cores
+  uint64_t headroom_bytes = PolicyConfig{}.headroom_bytes;  // headroom
+  int64_t oom_backoff_ms = 30000;                           // oom_backoff
+  int64_t oom_backoff_max_ms = 3600000;                     // oom_backoff_max
+  int64_t grace_ms = 10000;                                 // grace_period
+  int64_t sample_interval_ms = 1000;                        // sample_interval
+  int64_t ramp_up_ms = PolicyConfig{}.ramp_up_ms;           // ramp_up
+  int cpu_slots = 0;                                        // 0: the machine's cores
   std::string fake_gpus;
   std::string nvml_library = "libnvidia-ml.so.1";
-  std::vector<std::string> oom_patterns;  // added to the built-in list
-  uint64_t log_tail_bytes = 64 * 1024;
-  std::string node_name;  // empty: the host name
-  uint64_t max_request_bytes = 64ull << 20;
+  std::vector<std::string> oom_patterns;     // added to the built-in list
+  uint64_t log_tail_bytes = 64 * 1024;       // log_tail
+  std::string node_name;                     // empty: the host name
+  uint64_t max_request_bytes = 64ull << 20;  // max_request
   // Scheduling (docs/scheduling.md).
-  int64_t aging_ms = 2 * 3600 * 1000;  // aging_limit
-  int max_holds = 1;
+  int64_t aging_ms = PolicyConfig{}.aging_ms;  // aging_limit
+  int max_holds = PolicyConfig{}.max_holds;
   int64_t fair_share_half_life_ms = 7 * 24 * 3600 * 1000ll;
+  // How many recent GPU submits give the workload mix for fragmentation-aware GPU choice
+  // (PolicyConfig::workload); 0: none, the plain rule.
+  int workload_window = 0;
   int master_port_first = 29500;  // master_port_range
   int master_port_last = 29999;
   // Limits `trainq config set` changes at run time; the daemon persists them.
-  std::vector<int> devices;  // GPU indices jobs may use; empty: all
-  int max_jobs_per_gpu = 0;  // 0: no limit
+  std::vector<int> devices = PolicyConfig{}.devices;       // GPU indices jobs may use; empty: all
+  int max_jobs_per_gpu = PolicyConfig{}.max_jobs_per_gpu;  // 0: no limit
   // The options the file set (the rest kept their defaults), for `trainq config show`.
   std::set<std::string> from_file;
 };
 
-struct OptionDoc {
-  std::string name;
-  std::string type;
-  std::string default_value;
-  std::string help;
+// The placement policy's settings in `config`. The workload mix is not an option: the
+// scheduler adds what it learns from the queue (docs/scheduling.md).
+PolicyConfig PolicyOf(const Config& config);
+
+// One row of the option table, as docs/config.md shows it.
+struct OptionInfo {
+  std::string_view name;
+  std::string_view type;          // "size", "duration", "integer", ...
+  std::string_view default_text;  // as docs/config.md writes it
+  std::string_view form;          // the accepted form, as errors name it
+  bool settable = false;          // changes at run time (`trainq config set`)
+  std::string_view help;          // docs/config.md's "meaning" (Markdown)
 };
 // Every option, in the order of the table.
-std::vector<OptionDoc> ConfigOptions();
+std::span<const OptionInfo> ConfigOptions();
+const OptionInfo* FindOptionInfo(std::string_view name);  // nullptr: no such option
 
 // Reads `path` (TOML, one table of options). A missing file gives the defaults. Unknown
 // options and wrong types are kInvalid naming the option and the accepted form.
@@ -55,18 +72,21 @@ Result<Config> LoadConfig(const std::string& path);
 Result<Config> ParseConfig(const std::string& toml_text, const std::string& origin);
 
 // One option's value as the config file would spell it ("512MiB", "30s", "[0, 1]",
-// "29500-29999"); nullopt for an unknown name.
+// "29500-29999"); nullopt for an unknown name. Always valid JSON too.
 std::optional<std::string> OptionValueText(const Config& config, std::string_view name);
 
 // ---- Settings changed while the daemon runs (`trainq config set`) ----
 //
-// Only these keys; the daemon keeps them in a file in its state dir and, at its next start,
-// they override the config file. A key also takes its dashed form (max-jobs-per-gpu).
+// Only the options the table marks settable; the daemon keeps them in a file in its state
+// dir and, at its next start, they override the config file. A key also takes its dashed
+// form (max-jobs-per-gpu).
 struct RuntimeSettings {
-  std::optional<std::vector<int>> devices;  // set: overrides the file; empty: all GPUs
-  std::optional<int> max_jobs_per_gpu;
+  Config values;                // only the options named in `names` mean anything
+  std::set<std::string> names;  // canonical names of the options set at run time
+  bool Has(std::string_view name) const { return names.count(std::string(name)) > 0; }
 };
-inline constexpr std::string_view kSettableKeys = "devices, max_jobs_per_gpu";
+// "devices, max_jobs_per_gpu": the settable options, for messages.
+std::string SettableKeys();
 
 // "max-jobs-per-gpu" -> "max_jobs_per_gpu": the name in the options table.
 std::string CanonicalOptionName(std::string_view key);
@@ -100,5 +120,8 @@ Config WithRuntime(Config config, const RuntimeSettings& runtime);
 // `origin` and the key.
 std::string RuntimeSettingsToJson(const RuntimeSettings& settings);
 Result<RuntimeSettings> RuntimeSettingsFromJson(const std::string& text, const std::string& origin);
+// A settable option's value as the API shows it beside the table ([0, 1] for devices, 2 for
+// max_jobs_per_gpu): the persisted form too.
+std::string SettableValueJson(const Config& config, std::string_view name);
 
 }  // namespace trainq

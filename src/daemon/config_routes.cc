@@ -39,29 +39,22 @@ std::string Shown(const Config& config, const std::string& name) {
 // The settings a request names, in the order of the table.
 std::vector<std::string> Named(const RuntimeUpdate& u) {
   std::vector<std::string> names;
-  for (const char* name : {"devices", "max_jobs_per_gpu"}) {
+  for (const OptionInfo& o : ConfigOptions()) {
+    std::string name(o.name);
     bool reset = std::find(u.reset.begin(), u.reset.end(), name) != u.reset.end();
-    bool set = std::string_view(name) == "devices" ? u.set.devices.has_value()
-                                                   : u.set.max_jobs_per_gpu.has_value();
-    if (set || reset) names.push_back(name);
+    if (u.set.Has(name) || reset) names.push_back(name);
   }
   return names;
 }
 
-bool SetAtRuntime(const RuntimeSettings& runtime, const std::string& name) {
-  return (name == "devices" && runtime.devices) ||
-         (name == "max_jobs_per_gpu" && runtime.max_jobs_per_gpu);
-}
-
 std::string SourceOf(const Config& file, const RuntimeSettings& runtime, const std::string& name) {
-  if (SetAtRuntime(runtime, name)) return "runtime";
+  if (runtime.Has(name)) return "runtime";
   return file.from_file.count(name) ? "file" : "default";
 }
 
 std::string Describe(const RuntimeSettings& s) {
   std::vector<std::string> parts;
-  if (s.devices) parts.push_back("devices " + FormatDeviceList(*s.devices));
-  if (s.max_jobs_per_gpu) parts.push_back(fmt::format("max_jobs_per_gpu {}", *s.max_jobs_per_gpu));
+  for (const std::string& name : s.names) parts.push_back(name + " " + Shown(s.values, name));
   return parts.empty() ? "none" : fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -95,9 +88,7 @@ Status DaemonImpl::LoadRuntimeSettings() {
 
 void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
   runtime_ = settings;
-  Config effective = WithRuntime(file_config_, runtime_);
-  config_.devices = effective.devices;
-  config_.max_jobs_per_gpu = effective.max_jobs_per_gpu;
+  config_ = WithRuntime(file_config_, runtime_);
   std::vector<int> missing = MissingDevices(config_.devices);
   if (!missing.empty()) {
     spdlog::warn("devices {}: this node has no GPU {}; jobs use the listed GPUs that exist",
@@ -107,18 +98,21 @@ void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
 
 std::string DaemonImpl::ConfigJson() const {
   json options = json::array();
-  for (const OptionDoc& o : ConfigOptions()) {
-    json entry = {{"name", o.name},
-                  {"value", ValueJson(config_, o.name)},
-                  {"source", SourceOf(file_config_, runtime_, o.name)},
-                  {"settable", IsSettable(o.name)}};
-    if (SetAtRuntime(runtime_, o.name)) entry["file_value"] = ValueJson(file_config_, o.name);
+  json doc = json::object();
+  for (const OptionInfo& o : ConfigOptions()) {
+    std::string name(o.name);
+    json entry = {{"name", name},
+                  {"value", ValueJson(config_, name)},
+                  {"source", SourceOf(file_config_, runtime_, name)},
+                  {"settable", o.settable}};
+    if (runtime_.Has(name)) entry["file_value"] = ValueJson(file_config_, name);
     options.push_back(std::move(entry));
+    // Settable values also sit at the top, in the form a PUT takes ([0, 1], 2).
+    if (o.settable) doc[name] = json::parse(SettableValueJson(config_, name));
   }
-  return DumpJson({{"options", std::move(options)},
-                   {"devices", config_.devices},
-                   {"max_jobs_per_gpu", config_.max_jobs_per_gpu},
-                   {"settings_file", SettingsPath(options_.paths)}});
+  doc["options"] = std::move(options);
+  doc["settings_file"] = SettingsPath(options_.paths);
+  return DumpJson(doc);
 }
 
 void DaemonImpl::GetConfigRoute(Responder& respond) {
@@ -130,8 +124,8 @@ void DaemonImpl::GetConfigRoute(Responder& respond) {
 void DaemonImpl::SetConfigRoute(const HttpRequest& req, Responder& respond) {
   Result<RuntimeUpdate> update = ParseRuntimeUpdate(req.body);
   if (!update.ok()) return respond(ErrorResponse(update.status()));
-  if (update->set.devices) {
-    std::vector<int> missing = MissingDevices(*update->set.devices);
+  if (update->set.Has("devices")) {
+    std::vector<int> missing = MissingDevices(update->set.values.devices);
     if (!missing.empty()) {
       std::vector<int> have;
       if (snapshot_) {

@@ -22,6 +22,7 @@
 #include "src/core/placement.h"
 #include "src/core/ports.h"
 #include "src/core/waiting_queue.h"
+#include "src/core/workload_mix.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
 #include "src/daemon/shim_launcher.h"
@@ -103,7 +104,11 @@ class DaemonImpl {
   void RequestSchedule();
   void SchedulePass();
   std::vector<NodeState> BuildNodes() const;
-  PolicyConfig Policy() const;  // the placement policy's settings from the config
+  // The placement policy's settings: the config's, and the workload mix of recent submits.
+  PolicyConfig Policy() const;
+  uint64_t LargestGpuBytes() const;  // of the latest sample; 0 before one
+  // Counts a submitted job's request in the workload mix (workload_window).
+  void NoteSubmitted(const JobSpec& spec);
   int MaxGpusPerNodeNow() const;
   void ArmWakeup(UnixMs now);
   // Rebuilds waiting_ from the store when an event outside the hot path made it stale.
@@ -171,6 +176,9 @@ class DaemonImpl {
   std::map<JobId, LiveAttempt> live_;
   // MASTER_PORTs of live multi-GPU attempts (config_ is declared, so initialised, earlier).
   PortPool ports_{config_.master_port_first, config_.master_port_last};
+  // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
+  // memory only; after a restart it fills again from new submits.
+  RecentRequests recent_{static_cast<size_t>(config_.workload_window)};
   std::map<JobId, std::string> written_reasons_;
   std::map<int64_t, JobId> pid_owner_;  // GPU process pid -> the attempt it belongs to
   std::vector<PendingSubmit> pending_submits_;

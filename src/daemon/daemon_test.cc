@@ -336,5 +336,34 @@ TEST_F(DaemonTest, EveryPriorityTheApiAcceptsIsScheduled) {
   EXPECT_EQ(Get(high).state, JobState::kRunning);
 }
 
+// Where a 20 GiB share lands after an exclusive job came and went and a 40 GiB share runs on
+// GPU 0: where the plain rule and FGD with the learned mix differ.
+class WorkloadWindowTest : public DaemonTest {
+ protected:
+  std::vector<int> PlaceShareAfterHistory() {
+    SetGpus({Gpu(0, 80), Gpu(1, 80)});
+    Start();
+    JobId whole = Submit({{"gpus", 1}});  // exclusive: the mix learns whole-GPU requests
+    EXPECT_TRUE(shims_.Exit(RunDir(whole, 1), Exited(0)));
+    Loop();
+    JobId half = Submit({{"gpus", 1}, {"mem", "40GiB"}});
+    EXPECT_THAT(Get(half).attempts.back().gpu_indices, ::testing::ElementsAre(0));
+    JobId quarter = Submit({{"gpus", 1}, {"mem", "20GiB"}});
+    EXPECT_EQ(Get(quarter).state, JobState::kRunning);
+    return Get(quarter).attempts.back().gpu_indices;
+  }
+};
+
+TEST_F(WorkloadWindowTest, OffByDefaultTheShareTakesAnUnusedGpu) {
+  EXPECT_THAT(PlaceShareAfterHistory(), ::testing::ElementsAre(1));
+}
+
+// With a window the daemon learns that whole-GPU requests arrive and, as the simulator's FGD,
+// keeps GPU 1 whole by packing the share next to the one on GPU 0.
+TEST_F(WorkloadWindowTest, RecentSubmitsGiveTheMixAndFgdKeepsAWholeGpuFree) {
+  config_.workload_window = 10;
+  EXPECT_THAT(PlaceShareAfterHistory(), ::testing::ElementsAre(0));
+}
+
 }  // namespace
 }  // namespace trainq

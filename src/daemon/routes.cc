@@ -405,6 +405,7 @@ void DaemonImpl::FlushSubmits() {
   Result<std::vector<JobId>> ids = store_->Submit(specs, now);
   if (ids.ok()) {
     for (size_t i = 0; i < specs.size(); ++i) {
+      NoteSubmitted(specs[i]);
       // A job with dependencies may have been stored blocked or cancelled: the store knows.
       if (specs[i].has_deps()) {
         waiting_stale_ = true;

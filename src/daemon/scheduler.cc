@@ -57,14 +57,19 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
 }
 
 PolicyConfig DaemonImpl::Policy() const {
-  PolicyConfig policy;
-  policy.headroom_bytes = config_.headroom_bytes;
-  policy.ramp_up_ms = config_.ramp_up_ms;
-  policy.devices = config_.devices;
-  policy.max_jobs_per_gpu = config_.max_jobs_per_gpu;
-  policy.aging_ms = config_.aging_ms;
-  policy.max_holds = config_.max_holds;
+  PolicyConfig policy = PolicyOf(config_);
+  // The requests to come, as far as this daemon can know them: its last submits
+  // (workload_window; none kept when 0, and the plain rule applies).
+  if (recent_.size() > 0) policy.workload = recent_.Mix(LargestGpuBytes());
   return policy;
+}
+
+uint64_t DaemonImpl::LargestGpuBytes() const {
+  uint64_t largest = 0;
+  if (snapshot_) {
+    for (const GpuInfo& g : snapshot_->gpus) largest = std::max(largest, g.total_bytes);
+  }
+  return largest;
 }
 
 int DaemonImpl::MaxGpusPerNodeNow() const {
@@ -106,6 +111,8 @@ Status DaemonImpl::RefreshWaiting() {
   waiting_stale_ = false;
   return Status::Ok();
 }
+
+void DaemonImpl::NoteSubmitted(const JobSpec& spec) { recent_.Add(PendingOf(0, spec, 0, 0, 0)); }
 
 void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at) {
   waiting_.emplace(id, PendingOf(id, spec, submitted_at, queued_at, 0));

@@ -4,6 +4,8 @@
 #include <map>
 #include <tuple>
 
+#include "src/core/workload_mix.h"
+
 namespace trainq::sim {
 
 PendingJob ToPending(const TraceJob& job, JobId id) {
@@ -111,23 +113,11 @@ namespace trainq::sim {
 std::vector<PolicyConfig::WorkloadClass> WorkloadMix(std::span<const TraceJob> jobs) {
   // A class is a whole request as the FGD reference sees it: GPUs, share of each and CPU.
   // FGD counts a node's free GPUs as lost to a class whose CPU no longer fits there, not
-  // only to one whose GPU share does not. Host memory is left out as the reference does:
-  // keying on it splits the classes finely and measured slightly worse.
-  using Key = std::tuple<int, int, int64_t>;
-  std::map<Key, double> counts;
-  for (const TraceJob& j : jobs) {
-    if (j.gpus > 0) counts[{j.gpus, j.gpu_milli, j.cpu_milli.value_or(0)}] += 1.0;
-  }
-  std::vector<PolicyConfig::WorkloadClass> mix;
-  for (const auto& [key, n] : counts) {
-    auto [gpus, milli, cpu] = key;
-    double share = milli / 1000.0;
-    // Popularity by count, raised by the GPUs each request takes: a lost 8-GPU request
-    // costs more than a lost 0.1-GPU one (+0.3 pp allocated on the openb trace).
-    double weight = n * (1.0 + gpus * share);
-    mix.push_back({gpus, share, weight, cpu, 0});
-  }
-  return mix;
+  // only to one whose GPU share does not.
+  std::vector<RequestShape> shapes;
+  shapes.reserve(jobs.size());
+  for (const TraceJob& j : jobs) shapes.push_back({j.gpus, j.gpu_milli, j.cpu_milli.value_or(0)});
+  return trainq::WorkloadMix(shapes);
 }
 
 }  // namespace trainq::sim

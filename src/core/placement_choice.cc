@@ -1,0 +1,285 @@
+// GPU choice: the plain rule (unused GPUs first, then best fit, closest in topology) and the
+// fragmentation-aware one (FGD). docs/scheduling.md describes both.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "src/core/placement_internal.h"
+
+namespace trainq::placement_internal {
+
+namespace {
+
+// What a holding may still allocate beyond what the probe already sees as used.
+uint64_t Outstanding(const Holding& h, const PolicyConfig& config, UnixMs now) {
+  if (h.used_now) return SatSub(h.reserved_bytes, *h.used_now);
+  bool ramping_up = config.ramp_up_ms > 0 &&
+                    ElapsedMs(now, h.started_at) < static_cast<uint64_t>(config.ramp_up_ms);
+  return ramping_up ? h.reserved_bytes : 0;
+}
+
+}  // namespace
+
+std::optional<uint64_t> LeftAfter(const PendingJob& job, const GpuState& gpu,
+                                  const PolicyConfig& config, UnixMs now) {
+  if (job.exclusive()) {
+    if (!gpu.holdings.empty() || gpu.foreign_processes != 0) return std::nullopt;
+    return 0;
+  }
+  if (HeldExclusively(gpu)) return std::nullopt;
+  uint64_t usable = UsableBytes(gpu, config, now);
+  uint64_t needed = NeededBytes(job, gpu);
+  if (usable < needed) return std::nullopt;
+  return usable - needed;
+}
+
+std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n, unsigned ignore) {
+  std::vector<GpuPick> picks;
+  if (job.gpus == 0) return picks;
+  const NodeState& node = p.node(n);
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    if (!p.Open(job, n, i, ignore)) continue;
+    std::optional<uint64_t> left = LeftAfter(job, node.gpus[i], p.config, p.now);
+    if (left) picks.push_back({i, !node.gpus[i].holdings.empty(), *left});
+  }
+  std::sort(picks.begin(), picks.end(), [&node](const GpuPick& a, const GpuPick& b) {
+    return std::tuple(a.used, a.left, node.gpus[a.pos].index) <
+           std::tuple(b.used, b.left, node.gpus[b.pos].index);
+  });
+  return picks;
+}
+
+namespace {
+
+bool TopologyKnown(const NodeState& node) {
+  if (node.topology.size() != node.gpus.size()) return false;
+  return std::all_of(
+      node.topology.begin(), node.topology.end(),
+      [&node](const std::vector<int>& row) { return row.size() == node.gpus.size(); });
+}
+
+// Worst and summed pairwise distance of the picks.
+std::pair<int, int> Spread(const NodeState& node, std::span<const GpuPick> picks) {
+  if (!TopologyKnown(node)) return {0, 0};
+  int worst = 0, sum = 0;
+  for (size_t i = 0; i < picks.size(); ++i) {
+    for (size_t j = i + 1; j < picks.size(); ++j) {
+      int d = node.topology[picks[i].pos][picks[j].pos];
+      worst = std::max(worst, d);
+      sum += d;
+    }
+  }
+  return {worst, sum};
+}
+
+NodeChoice Summarise(const NodeState& node, size_t n, std::vector<GpuPick> picks) {
+  NodeChoice c{n, std::move(picks), 0, 0, 0, 0};
+  for (const GpuPick& pick : c.picks) {
+    c.used_count += pick.used ? 1 : 0;
+    c.left = SatAdd(c.left, pick.left);
+  }
+  std::tie(c.worst, c.sum) = Spread(node, c.picks);
+  return c;
+}
+
+auto ChoiceKey(const NodeChoice& c) { return std::tuple(c.worst, c.sum, c.used_count, c.left); }
+
+// The closest `k` of `picks` (in preference order): every subset of the first few is tried;
+// ties keep the earlier one, i.e. the usual preference.
+std::vector<GpuPick> ClosestSubset(const NodeState& node, size_t n, std::vector<GpuPick> picks,
+                                   size_t k) {
+  constexpr size_t kMaxCandidates = 16;  // C(16, 8) subsets at most
+  if (picks.size() > kMaxCandidates) picks.resize(kMaxCandidates);
+  std::vector<size_t> idx(k);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::optional<NodeChoice> best;
+  std::vector<GpuPick> trial(k);
+  while (true) {
+    for (size_t i = 0; i < k; ++i) trial[i] = picks[idx[i]];
+    NodeChoice c = Summarise(node, n, trial);
+    if (!best || ChoiceKey(c) < ChoiceKey(*best)) best = std::move(c);
+    size_t i = k;
+    while (i > 0 && idx[i - 1] == picks.size() - k + i - 1) --i;
+    if (i == 0) break;
+    ++idx[i - 1];
+    for (size_t j = i; j < k; ++j) idx[j] = idx[j - 1] + 1;
+  }
+  return best->picks;
+}
+
+// The job's GPUs on node `n` out of those that fit it (best first): the closest set where
+// the topology is known, else the first.
+NodeChoice PickOnNode(const PendingJob& job, const NodeState& node, size_t n,
+                      std::vector<GpuPick> picks) {
+  size_t k = static_cast<size_t>(job.gpus);
+  if (k > 1 && picks.size() > k && TopologyKnown(node)) {
+    picks = ClosestSubset(node, n, std::move(picks), k);
+  } else {
+    picks.resize(k);
+  }
+  return Summarise(node, n, std::move(picks));
+}
+
+bool HostFits(const PendingJob& job, const NodeState& node) {
+  return FreeSlots(node) >= job.cpus && HostMemFits(job, node);
+}
+
+std::optional<NodeChoice> ChooseOnNode(const PendingJob& job, const Pass& p, size_t n,
+                                       unsigned ignore = kIgnoreNone) {
+  const NodeState& node = p.node(n);
+  if (!HostFits(job, node)) return std::nullopt;
+  std::vector<GpuPick> picks = FittingGpus(job, p, n, ignore);
+  if (picks.size() < static_cast<size_t>(job.gpus)) return std::nullopt;
+  return PickOnNode(job, node, n, std::move(picks));
+}
+
+}  // namespace
+
+std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p, unsigned ignore) {
+  std::optional<NodeChoice> best;
+  for (size_t i = 0; i < p.size(); ++i) {
+    std::optional<NodeChoice> c = ChooseOnNode(job, p, i, ignore);
+    if (c && (!best || ChoiceKey(*c) < ChoiceKey(*best))) best = std::move(c);
+  }
+  return best;
+}
+
+namespace {
+
+// ---- Fragmentation-aware choice (FGD). ----
+
+double Fraction(uint64_t bytes, uint64_t total) {
+  return total == 0 ? 0.0 : std::min(1.0, static_cast<double>(bytes) / static_cast<double>(total));
+}
+
+// The node as the fragmentation measure sees it for `job`: GPUs closed to it hold nothing
+// free.
+void FragView(const PendingJob& job, const Pass& p, size_t n, std::vector<FragGpu>& gpus,
+              FragHost& host) {
+  const NodeState& node = p.node(n);
+  gpus.clear();
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const GpuState& g = node.gpus[i];
+    if (!p.Open(job, n, i, kIgnoreNone) || HeldExclusively(g)) {
+      gpus.push_back({0.0, false});
+      continue;
+    }
+    gpus.push_back({Fraction(UsableBytes(g, p.config, p.now), g.total_bytes),
+                    g.holdings.empty() && g.foreign_processes == 0});
+  }
+  host.cpu_free = FreeSlots(node);
+  host.mem_enforced = node.host_mem_bytes > 0;
+  host.mem_free = SatSub(node.host_mem_bytes, node.host_mem_used);
+}
+
+struct FgdCandidate {
+  NodeChoice choice;
+  double delta = 0;
+  double free_after = 0;  // the node's free GPU capacity after: less is a better fit
+  int64_t cpu_after = 0;
+};
+
+bool FgdBetter(const FgdCandidate& a, const FgdCandidate& b) {
+  constexpr double kEps = 1e-9;
+  if (a.delta < b.delta - kEps) return true;
+  if (a.delta > b.delta + kEps) return false;
+  if (a.free_after < b.free_after - kEps) return true;
+  if (a.free_after > b.free_after + kEps) return false;
+  return std::pair(a.cpu_after, a.choice.left) < std::pair(b.cpu_after, b.choice.left);
+}
+
+FgdCandidate Evaluate(const PendingJob& job, const NodeState& node, const FragmentationModel& model,
+                      std::span<const FragGpu> before, NodeChoice choice, std::vector<size_t>& pos,
+                      std::vector<FragGpu>& after) {
+  pos.clear();
+  after.clear();
+  double free_after = model.FreeTotal();
+  for (const GpuPick& pick : choice.picks) {
+    pos.push_back(pick.pos);
+    after.push_back(
+        {job.exclusive() ? 0.0 : Fraction(pick.left, node.gpus[pick.pos].total_bytes), false});
+    free_after += after.back().free - before[pick.pos].free;
+  }
+  FgdCandidate c{std::move(choice), 0, free_after, FreeSlots(node) - job.cpus};
+  c.delta = model.After(pos, after, job.cpus, job.host_mem_bytes) - model.Before();
+  return c;
+}
+
+std::optional<NodeChoice> ChooseNodeFgd(const PendingJob& job, const Pass& p) {
+  FragmentationModel model(p.config.workload);
+  std::vector<FragGpu> gpus, after;
+  std::vector<size_t> pos;
+  FragHost host;
+  std::optional<FgdCandidate> best;
+  auto consider = [&](FgdCandidate c) {
+    if (!best || FgdBetter(c, *best)) best = std::move(c);
+  };
+  for (size_t n = 0; n < p.size(); ++n) {
+    const NodeState& node = p.node(n);
+    if (job.gpus > static_cast<int>(node.gpus.size()) || !HostFits(job, node)) continue;
+    std::vector<GpuPick> picks = FittingGpus(job, p, n);
+    if (picks.size() < static_cast<size_t>(job.gpus)) continue;
+    FragView(job, p, n, gpus, host);
+    model.Prepare(gpus, host);
+    if (job.gpus != 1 || job.exclusive()) {
+      consider(
+          Evaluate(job, node, model, gpus, PickOnNode(job, node, n, std::move(picks)), pos, after));
+      continue;
+    }
+    // A one-GPU share: every GPU it fits is a candidate of its own.
+    for (const GpuPick& pick : picks) {
+      consider(Evaluate(job, node, model, gpus, Summarise(node, n, {pick}), pos, after));
+    }
+  }
+  if (!best) return std::nullopt;
+  return std::move(best->choice);
+}
+
+}  // namespace
+
+// Records the start in the working copy so later jobs of this pass see it. used_now = 0
+// (it holds nothing yet) makes the reservation count in full whatever the ramp-up window.
+StartDecision Commit(const PendingJob& job, const NodeChoice& choice, NodeState& node, UnixMs now) {
+  StartDecision d{job.id, node.name, {}, 0, job.cpus};
+  for (const GpuPick& p : choice.picks) {
+    GpuState& gpu = node.gpus[p.pos];
+    uint64_t bytes = job.exclusive() ? gpu.total_bytes : NeededBytes(job, gpu);
+    gpu.holdings.push_back({job.id, bytes, 0, job.exclusive(), now});
+    d.gpu_indices.push_back(gpu.index);
+    d.reserved_bytes = std::max(d.reserved_bytes, bytes);
+  }
+  std::sort(d.gpu_indices.begin(), d.gpu_indices.end());
+  node.cpu_slots_used += job.cpus;
+  node.host_mem_used = SatAdd(node.host_mem_used, job.host_mem_bytes);
+  return d;
+}
+
+std::optional<NodeChoice> Choose(const PendingJob& job, const Pass& p) {
+  return p.config.workload.empty() ? ChooseNode(job, p) : ChooseNodeFgd(job, p);
+}
+
+}  // namespace trainq::placement_internal
+
+namespace trainq {
+
+uint64_t UsableBytes(const GpuState& gpu, const PolicyConfig& config, UnixMs now) {
+  using placement_internal::SatAdd, placement_internal::SatSub;
+  uint64_t outstanding = 0;
+  for (const Holding& h : gpu.holdings)
+    outstanding = SatAdd(outstanding, placement_internal::Outstanding(h, config, now));
+  return SatSub(SatSub(gpu.free_bytes, outstanding), config.headroom_bytes);
+}
+
+uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu) {
+  if (job.mem_bytes) return *job.mem_bytes;
+  if (job.mem_percent) {
+    double pct = std::clamp(*job.mem_percent, 0.0, 100.0);
+    if (std::isnan(pct)) return gpu.total_bytes;
+    double total = static_cast<double>(gpu.total_bytes);
+    double bytes = std::ceil(total * pct / 100.0);
+    return bytes >= total ? gpu.total_bytes : static_cast<uint64_t>(bytes);
+  }
+  return job.gpus > 0 ? gpu.total_bytes : 0;
+}
+
+}  // namespace trainq

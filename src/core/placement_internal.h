@@ -1,0 +1,203 @@
+// Shared by the placement sources; placement.h is the public API. The policy is split along
+// its steps: placement_choice.cc picks GPUs (plain rule and FGD), placement_reasons.cc says
+// why a job waits, placement_holds.cc holds GPUs for aged jobs, placement.cc runs the pass.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "src/core/placement.h"
+
+namespace trainq::placement_internal {
+
+inline uint64_t SatSub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+inline uint64_t SatAdd(uint64_t a, uint64_t b) {
+  uint64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<uint64_t>::max() : sum;
+}
+
+// now - then, 0 when `then` is later; computed unsigned so no input can overflow.
+inline uint64_t ElapsedMs(UnixMs now, UnixMs then) {
+  return now > then ? static_cast<uint64_t>(now) - static_cast<uint64_t>(then) : 0;
+}
+
+inline bool HeldExclusively(const GpuState& gpu) {
+  return std::any_of(gpu.holdings.begin(), gpu.holdings.end(),
+                     [](const Holding& h) { return h.exclusive; });
+}
+
+inline int64_t FreeSlots(const NodeState& node) {
+  return std::max<int64_t>(0, int64_t{node.cpu_slots} - node.cpu_slots_used);
+}
+
+inline bool HostMemFits(const PendingJob& job, const NodeState& node) {
+  return node.host_mem_bytes == 0 ||
+         job.host_mem_bytes <= SatSub(node.host_mem_bytes, node.host_mem_used);
+}
+
+inline UnixMs WaitingSince(const PendingJob& job) {
+  return std::max(job.queued_at > 0 ? job.queued_at : job.submitted_at, job.not_before);
+}
+
+// What makes a GPU closed to a job; the reasons can look past some of them.
+enum Ignore : unsigned { kIgnoreNone = 0, kIgnoreHolds = 1, kIgnoreLimits = 2 };
+
+// One call's working state: the nodes as given, plus copies of those this pass changed (a
+// pass over a large cluster copies only what it touches), and the GPUs held for aged jobs.
+class Pass {
+ public:
+  Pass(std::span<const NodeState> nodes, const PolicyConfig& config, UnixMs now)
+      : config(config), now(now), nodes_(nodes) {
+    for (const NodeState& node : nodes) {
+      size_t allowed = 0;
+      for (const GpuState& gpu : node.gpus) allowed += Allowed(gpu) ? 1 : 0;
+      max_gpus_ = std::max(max_gpus_, static_cast<int>(node.gpus.size()));
+      max_allowed_ = std::max(max_allowed_, static_cast<int>(allowed));
+      total_gpus_ += node.gpus.size();
+    }
+  }
+
+  size_t size() const { return nodes_.size(); }
+  const NodeState& node(size_t i) const {
+    return copy_of_.empty() || copy_of_[i] < 0 ? nodes_[i] : copies_[copy_of_[i]];
+  }
+  NodeState& Mutable(size_t i) {
+    if (copy_of_.empty()) copy_of_.assign(nodes_.size(), -1);
+    if (copy_of_[i] < 0) {
+      copy_of_[i] = static_cast<int32_t>(copies_.size());
+      copies_.push_back(nodes_[i]);
+    }
+    return copies_[copy_of_[i]];
+  }
+
+  bool Allowed(const GpuState& gpu) const {
+    return config.devices.empty() || std::find(config.devices.begin(), config.devices.end(),
+                                               gpu.index) != config.devices.end();
+  }
+  bool BelowMaxJobs(const GpuState& gpu) const {
+    return config.max_jobs_per_gpu <= 0 ||
+           gpu.holdings.size() < static_cast<size_t>(config.max_jobs_per_gpu);
+  }
+  JobId HeldFor(size_t node, size_t gpu) const {
+    if (held_.empty()) return 0;
+    auto it = held_.find({node, gpu});
+    return it == held_.end() ? 0 : it->second;
+  }
+  bool Open(const PendingJob& job, size_t node, size_t gpu, unsigned ignore) const {
+    const GpuState& g = this->node(node).gpus[gpu];
+    if (!(ignore & kIgnoreLimits) && (!Allowed(g) || !BelowMaxJobs(g))) return false;
+    if (ignore & kIgnoreHolds) return true;
+    JobId held = HeldFor(node, gpu);
+    return held == 0 || held == job.id;
+  }
+
+  void Hold(size_t node, std::vector<size_t> gpus, JobId job) {
+    std::sort(gpus.begin(), gpus.end());
+    for (size_t g : gpus) held_[{node, g}] = job;
+    holds_[job] = {node, std::move(gpus)};
+  }
+  bool Release(JobId job) {
+    auto it = holds_.find(job);
+    if (it == holds_.end()) return false;
+    for (size_t g : it->second.second) held_.erase({it->second.first, g});
+    holds_.erase(it);
+    return true;
+  }
+  bool HoldsFor(JobId job) const { return holds_.count(job) > 0; }
+  bool AnyHolds() const { return !held_.empty(); }
+  bool AllHeld() const { return held_.size() >= total_gpus_; }
+  const std::map<JobId, std::pair<size_t, std::vector<size_t>>>& holds() const { return holds_; }
+  bool Limited() const { return !config.devices.empty() || config.max_jobs_per_gpu > 0; }
+
+  int max_gpus() const { return max_gpus_; }
+  int max_allowed() const { return max_allowed_; }
+
+  const PolicyConfig& config;
+  const UnixMs now;
+
+ private:
+  std::span<const NodeState> nodes_;
+  std::vector<int32_t> copy_of_;                     // node -> index in copies_, -1: unchanged
+  std::deque<NodeState> copies_;                     // a deque: references stay valid as it grows
+  std::map<std::pair<size_t, size_t>, JobId> held_;  // (node, gpu position) -> job
+  std::map<JobId, std::pair<size_t, std::vector<size_t>>> holds_;
+  int max_gpus_ = 0;
+  int max_allowed_ = 0;
+  size_t total_gpus_ = 0;
+};
+
+// A GPU that can take the job, and what would be left on it.
+struct GpuPick {
+  size_t pos = 0;  // in NodeState::gpus
+  bool used = false;
+  uint64_t left = 0;
+};
+
+// Where the job would go on one node.
+struct NodeChoice {
+  size_t node = 0;
+  std::vector<GpuPick> picks;
+  int used_count = 0;
+  uint64_t left = 0;
+  int worst = 0;  // pairwise topology distance among the picks
+  int sum = 0;
+};
+
+// What a job asks for, apart from who it is. Within a pass resources only shrink, so once a
+// shape does not fit, no later job of that shape fits either, and they share one reason.
+using Shape = std::tuple<int, std::optional<uint64_t>, std::optional<double>, int, uint64_t>;
+
+inline Shape ShapeOf(const PendingJob& job) {
+  return {job.gpus, job.mem_bytes, job.mem_percent, job.cpus, job.host_mem_bytes};
+}
+
+// Whether RequestReason has nothing to say: the hot path of a long queue, no string built.
+inline bool Placeable(const PendingJob& job, const Pass& p) {
+  return job.not_before <= p.now && job.gpus >= 0 && job.cpus >= 0 &&
+         (job.gpus == 0 || (job.gpus <= p.max_gpus() && job.gpus <= p.max_allowed()));
+}
+
+// ---- placement_choice.cc ----
+
+// What would be left of the GPU's usable memory after the job takes its share; nullopt: it
+// does not fit there.
+std::optional<uint64_t> LeftAfter(const PendingJob& job, const GpuState& gpu,
+                                  const PolicyConfig& config, UnixMs now);
+// The node's GPUs open to the job that fit it, best first: unused, then best fit, then index.
+std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n,
+                                 unsigned ignore = kIgnoreNone);
+// Over nodes: closest GPUs, then the same preference as within one (fewer used GPUs, then
+// least left over); ties keep node order.
+std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p,
+                                     unsigned ignore = kIgnoreNone);
+// ChooseNode, or the FGD choice where the policy has a workload mix.
+std::optional<NodeChoice> Choose(const PendingJob& job, const Pass& p);
+// Records the start in the working copy so later jobs of this pass see it.
+StartDecision Commit(const PendingJob& job, const NodeChoice& choice, NodeState& node, UnixMs now);
+
+// ---- placement_reasons.cc ----
+
+// Why the job waits, in the words a user needs to act on it.
+std::string WhyWaiting(const PendingJob& job, const Pass& p);
+// "; waited past the aging limit: GPU 1 held for it", for a job holding GPUs.
+std::string HeldNote(const Pass& p, JobId job);
+// Why a GPU the job would fit is closed to it; "" when it is open.
+std::string ClosedText(const PendingJob& job, const Pass& p, size_t n, size_t i);
+
+// ---- placement_holds.cc ----
+
+// Phase one of a pass: GPUs held for the aged jobs among `order` (placement order).
+void HoldForAged(std::span<const PendingJob* const> order, Pass& p, std::span<const Hold> previous);
+std::vector<Hold> HoldsInForce(const Pass& p);
+
+}  // namespace trainq::placement_internal

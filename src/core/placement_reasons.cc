@@ -1,0 +1,261 @@
+// Reasons: why a job was not started, in the words a user needs to act on it.
+#include <fmt/format.h>
+
+#include "src/core/placement_internal.h"
+#include "trainq/size.h"
+
+namespace trainq::placement_internal {
+
+namespace {
+
+std::string Plural(int64_t n, std::string_view word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+// " on node a" where there is more than one node to tell apart.
+std::string OnNode(const Pass& p, size_t pos) {
+  return p.size() > 1 ? fmt::format(" on node {}", p.node(pos).name) : "";
+}
+
+std::string GpuName(const Pass& p, size_t node, const GpuState& gpu) {
+  return p.size() > 1 ? fmt::format("{}/GPU {}", p.node(node).name, gpu.index)
+                      : fmt::format("GPU {}", gpu.index);
+}
+
+std::string NeedText(const PendingJob& job) {
+  std::string need = job.mem_bytes ? FormatBytes(*job.mem_bytes)
+                                   : fmt::format("{}% of its memory", job.mem_percent.value_or(0));
+  return fmt::format("needs {} with {} usable{}", Plural(job.gpus, "GPU"), need,
+                     job.gpus > 1 ? " on one node" : "");
+}
+
+// The open GPU with the most usable memory that a shared job could join.
+std::string BestGpuText(const PendingJob& job, const Pass& p) {
+  const GpuState* best = nullptr;
+  size_t best_node = 0;
+  uint64_t best_usable = 0;
+  bool any_open = false;
+  for (size_t n = 0; n < p.size(); ++n) {
+    const NodeState& node = p.node(n);
+    for (size_t i = 0; i < node.gpus.size(); ++i) {
+      const GpuState& gpu = node.gpus[i];
+      if (!p.Open(job, n, i, kIgnoreNone)) continue;
+      any_open = true;
+      uint64_t usable = UsableBytes(gpu, p.config, p.now);
+      if (HeldExclusively(gpu) || (best != nullptr && usable <= best_usable)) continue;
+      best = &gpu;
+      best_node = n;
+      best_usable = usable;
+    }
+  }
+  if (!any_open) return "no GPU is open to it";
+  if (best == nullptr) return "every GPU is held by an exclusive job";
+  std::string text = fmt::format("best: GPU {} with {}{}", best->index, FormatBytes(best_usable),
+                                 OnNode(p, best_node));
+  if (job.mem_percent && !job.mem_bytes) {
+    text += fmt::format(" (needs {} there)", FormatBytes(NeededBytes(job, *best)));
+  }
+  return text;
+}
+
+std::string LargestGpuNote(const PendingJob& job, const Pass& p) {
+  uint64_t largest = 0;
+  for (size_t n = 0; n < p.size(); ++n) {
+    for (const GpuState& gpu : p.node(n).gpus) largest = std::max(largest, gpu.total_bytes);
+  }
+  if (!job.mem_bytes || *job.mem_bytes <= largest) return "";
+  return fmt::format("; no GPU is that large (largest: {})", FormatBytes(largest));
+}
+
+std::string SharedReason(const PendingJob& job, const Pass& p) {
+  std::string head = NeedText(job);
+  std::string too_large = LargestGpuNote(job, p);
+  if (!too_large.empty()) return head + too_large;
+  size_t best_node = 0;
+  std::vector<GpuPick> best_picks;
+  for (size_t n = 0; n < p.size(); ++n) {
+    std::vector<GpuPick> picks = FittingGpus(job, p, n);
+    if (picks.size() > best_picks.size()) {
+      best_node = n;
+      best_picks = std::move(picks);
+    }
+  }
+  if (best_picks.empty()) return head + "; " + BestGpuText(job, p);
+  std::vector<std::string> gpus;
+  for (const GpuPick& pick : best_picks) {
+    const GpuState& gpu = p.node(best_node).gpus[pick.pos];
+    gpus.push_back(
+        fmt::format("GPU {} with {}", gpu.index, FormatBytes(UsableBytes(gpu, p.config, p.now))));
+  }
+  std::string room;
+  if (p.size() > 1) {
+    room = fmt::format("at most {} on any node {} room (node {}: ", best_picks.size(),
+                       best_picks.size() == 1 ? "has" : "have", p.node(best_node).name);
+  } else {
+    room = fmt::format("only {} {} room (", best_picks.size(),
+                       best_picks.size() == 1 ? "has" : "have");
+  }
+  return fmt::format("{}; {}{})", head, room, fmt::join(gpus, ", "));
+}
+
+std::string TakenBy(const GpuState& gpu) {
+  std::vector<std::string> parts;
+  if (!gpu.holdings.empty()) {
+    std::vector<JobId> ids;
+    for (const Holding& h : gpu.holdings) ids.push_back(h.job);
+    parts.push_back(fmt::format("job{} {}", ids.size() == 1 ? "" : "s", fmt::join(ids, ", ")));
+  }
+  if (gpu.foreign_processes > 0) {
+    parts.push_back(fmt::format("{} other process{}", gpu.foreign_processes,
+                                gpu.foreign_processes == 1 ? "" : "es"));
+  }
+  return fmt::format("{}", fmt::join(parts, " and "));
+}
+
+constexpr size_t kMaxListed = 8;
+
+// "a, b, c, 5 more": lists stay readable on a large cluster.
+std::string Listed(std::vector<std::string> items, size_t total) {
+  if (total > items.size()) items.push_back(fmt::format("{} more", total - items.size()));
+  return fmt::format("{}", fmt::join(items, ", "));
+}
+
+std::string ExclusiveReason(const PendingJob& job, const Pass& p) {
+  std::string text = fmt::format("needs {} whole GPU{} (no other job or process on {}){}", job.gpus,
+                                 job.gpus == 1 ? "" : "s", job.gpus == 1 ? "it" : "them",
+                                 job.gpus > 1 ? " on one node" : "");
+  size_t most_free = 0;
+  size_t most_free_node = 0;
+  std::vector<std::string> taken;
+  size_t taken_count = 0;
+  for (size_t n = 0; n < p.size(); ++n) {
+    size_t free = FittingGpus(job, p, n).size();
+    if (free > most_free) std::tie(most_free, most_free_node) = std::pair(free, n);
+    for (const GpuState& gpu : p.node(n).gpus) {
+      if (gpu.holdings.empty() && gpu.foreign_processes == 0) continue;
+      if (++taken_count <= kMaxListed) {
+        taken.push_back(fmt::format("{} by {}", GpuName(p, n, gpu), TakenBy(gpu)));
+      }
+    }
+  }
+  text += most_free == 0 ? "; none is free"
+                         : fmt::format("; only {} {} free{}", most_free,
+                                       most_free == 1 ? "is" : "are", OnNode(p, most_free_node));
+  if (taken_count > 0) text += "; taken: " + Listed(std::move(taken), taken_count);
+  return text;
+}
+
+// Called when some node has the GPUs the job needs but none also has its CPU slots (or host
+// memory).
+std::string HostReason(const PendingJob& job, const Pass& p) {
+  if (p.size() == 0) return fmt::format("needs {}; no node is up", Plural(job.cpus, "CPU slot"));
+  size_t best = p.size();
+  bool mem_short = true;
+  for (size_t n = 0; n < p.size(); ++n) {
+    const NodeState& node = p.node(n);
+    if (FittingGpus(job, p, n).size() < static_cast<size_t>(job.gpus)) continue;
+    if (FreeSlots(node) >= job.cpus && !HostMemFits(job, node)) continue;
+    mem_short = false;
+    if (best == p.size() || FreeSlots(node) > FreeSlots(p.node(best))) best = n;
+  }
+  if (mem_short) {
+    return fmt::format("needs {} of host memory; no node where its GPUs fit has it free",
+                       FormatBytes(job.host_mem_bytes));
+  }
+  std::string head = fmt::format("needs {}", Plural(job.cpus, "CPU slot"));
+  const NodeState& node = p.node(best);
+  if (p.size() == 1) {
+    return fmt::format("{}; {} of {} free", head, FreeSlots(node), node.cpu_slots);
+  }
+  return fmt::format("{}; the most free{}: {} of {}, on node {}", head,
+                     job.gpus > 0 ? " where its GPUs fit" : "", FreeSlots(node), node.cpu_slots,
+                     node.name);
+}
+
+bool GpusFitSomewhere(const PendingJob& job, const Pass& p) {
+  for (size_t n = 0; n < p.size(); ++n) {
+    if (FittingGpus(job, p, n).size() >= static_cast<size_t>(job.gpus)) return true;
+  }
+  return false;
+}
+
+std::string AllowlistText(const PolicyConfig& config) {
+  return fmt::format("the device allowlist ({})", fmt::join(config.devices, ","));
+}
+
+// Reasons that need no look at the GPUs' state; "" when there is none.
+std::string RequestReason(const PendingJob& job, const Pass& p) {
+  if (job.not_before > p.now) {
+    uint64_t ms = ElapsedMs(job.not_before, p.now);
+    uint64_t secs = ms / 1000 + (ms % 1000 != 0 ? 1 : 0);
+    return fmt::format("retrying after out of memory in {}s", secs);
+  }
+  if (job.gpus < 0 || job.cpus < 0) {
+    return fmt::format("asks for {} and {}; cannot be placed", Plural(job.gpus, "GPU"),
+                       Plural(job.cpus, "CPU slot"));
+  }
+  int largest = p.max_gpus();
+  if (job.gpus > 0 && largest == 0)
+    return fmt::format("needs {}; no node has GPUs", Plural(job.gpus, "GPU"));
+  if (job.gpus > largest) {
+    return fmt::format("needs {}; the largest node has {}", Plural(job.gpus, "GPU"), largest);
+  }
+  if (job.gpus > p.max_allowed()) {
+    return fmt::format("needs {}; {} leaves {} on any node", Plural(job.gpus, "GPU"),
+                       AllowlistText(p.config), p.max_allowed());
+  }
+  return "";
+}
+
+}  // namespace
+
+// Why a GPU the job would fit is closed to it; "" when it is open.
+std::string ClosedText(const PendingJob& job, const Pass& p, size_t n, size_t i) {
+  const GpuState& gpu = p.node(n).gpus[i];
+  if (!p.Allowed(gpu)) return "not in the device allowlist";
+  if (!p.BelowMaxJobs(gpu)) {
+    return fmt::format("has {} (max-jobs-per-gpu {})", Plural(gpu.holdings.size(), "job"),
+                       p.config.max_jobs_per_gpu);
+  }
+  JobId held = p.HeldFor(n, i);
+  if (held != 0 && held != job.id) return fmt::format("held for job {}", held);
+  return "";
+}
+
+namespace {
+
+// "; GPU 2 held for job 7, GPU 3 not in the device allowlist": the GPUs the job would fit
+// but may not use, when limits or holds close some.
+std::string ClosedNote(const PendingJob& job, const Pass& p) {
+  if (job.gpus <= 0 || (!p.Limited() && !p.AnyHolds())) return "";
+  std::vector<std::string> closed;
+  size_t count = 0;
+  for (size_t n = 0; n < p.size(); ++n) {
+    const NodeState& node = p.node(n);
+    for (size_t i = 0; i < node.gpus.size(); ++i) {
+      std::string why = ClosedText(job, p, n, i);
+      if (why.empty() || !LeftAfter(job, node.gpus[i], p.config, p.now)) continue;
+      if (++count <= kMaxListed) closed.push_back(GpuName(p, n, node.gpus[i]) + " " + why);
+    }
+  }
+  return count == 0 ? "" : "; would fit but closed: " + Listed(std::move(closed), count);
+}
+
+}  // namespace
+
+std::string WhyWaiting(const PendingJob& job, const Pass& p) {
+  std::string reason = RequestReason(job, p);
+  if (!reason.empty()) return reason;
+  if (job.gpus == 0 || GpusFitSomewhere(job, p)) return HostReason(job, p);
+  std::string why = job.exclusive() ? ExclusiveReason(job, p) : SharedReason(job, p);
+  return why + ClosedNote(job, p);
+}
+
+std::string HeldNote(const Pass& p, JobId job) {
+  const auto& [n, gpus] = p.holds().at(job);
+  std::vector<std::string> names;
+  for (size_t g : gpus) names.push_back(GpuName(p, n, p.node(n).gpus[g]));
+  return fmt::format("; waited past the aging limit: {} held for it", fmt::join(names, ", "));
+}
+
+}  // namespace trainq::placement_internal
