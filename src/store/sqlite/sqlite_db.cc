@@ -101,12 +101,12 @@ std::optional<double> Query::OptDouble(int col) const {
 
 // --- Db ---
 
-Result<Db> Db::Open(const std::string& path) {
+Result<Db> Db::Open(const std::string& path, const std::string& vfs) {
   sqlite3* raw = nullptr;
   // NOMUTEX: the Store is used from one thread at a time, so SQLite's own locks are waste.
   int flags =
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
-  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, vfs.empty() ? nullptr : vfs.c_str());
   Db db(raw);  // owns the handle even when opening failed
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "opening " + path);
   return db;

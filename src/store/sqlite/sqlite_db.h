@@ -93,8 +93,9 @@ class Query {
 // life of the connection (finalized before the connection closes).
 class Db {
  public:
-  // Opens or creates the database file (not its directory).
-  static Result<Db> Open(const std::string& path);
+  // Opens or creates the database file (not its directory) through the named VFS ("" for
+  // SQLite's default; the durability test names a fault-injecting one).
+  static Result<Db> Open(const std::string& path, const std::string& vfs = "");
 
   Db(Db&&) noexcept = default;
   Db& operator=(Db&&) noexcept = default;

@@ -79,7 +79,7 @@ Status ConfigureConnection(Db& db, const SqliteOptions& options) {
 
 Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
                                                        const SqliteOptions& options) {
-  Result<Db> db = Db::Open(path);
+  Result<Db> db = Db::Open(path, options.vfs);
   if (!db.ok()) return db.status();
   TRAINQ_RETURN_IF_ERROR(ConfigureConnection(*db, options));
   Status migrated = sqlite::Migrate(*db, sqlite::SchemaMigrations());

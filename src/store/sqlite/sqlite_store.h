@@ -25,6 +25,9 @@ struct SqliteOptions {
   // the next durable commit syncs them too. false (synchronous=OFF everywhere) is for tests
   // and scratch databases only.
   bool durable = true;
+  // The SQLite VFS to open the file through; "" is SQLite's default. Tests name one that
+  // simulates a power cut (durability_test.cc).
+  std::string vfs = {};
 };
 
 // As OpenSqliteStore(path), with options. kUnavailable if the database was written by a
