@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "src/api/http.h"
@@ -171,7 +172,8 @@ class DaemonImpl {
   std::map<JobId, LiveAttempt> live_;
   // MASTER_PORTs of live multi-GPU attempts (config_ is declared, so initialised, earlier).
   PortPool ports_{config_.master_port_first, config_.master_port_last};
-  std::map<JobId, std::string> written_reasons_;
+  // The reason last written for each waiting job; hashed: every pass looks up each job.
+  std::unordered_map<JobId, std::string> written_reasons_;
   std::map<int64_t, JobId> pid_owner_;  // GPU process pid -> the attempt it belongs to
   std::vector<PendingSubmit> pending_submits_;
   bool flush_posted_ = false;
