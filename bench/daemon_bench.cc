@@ -4,7 +4,9 @@
 // clock moved by hand. One daemon manages one node: 8 GPUs of 80 GiB.
 //
 // The queue is mixed: 1, 2, 4 and 8 GPUs; shares in bytes and in percent and whole GPUs;
-// three priorities; 24 users submitting unequal amounts, so fair share reorders them.
+// three priorities; 24 users submitting unequal amounts, so fair share reorders them. Each
+// job carries a 3 KiB environment, as `trainq submit` sends the caller's, and the store
+// keeps it in the job's row.
 //  - BM_TurnAfterExits: 4 running jobs exit; the daemon records their ends, samples, and
 //    runs a pass (fair share, node build, placement, the starts it decides, reasons written
 //    to SQLite, the wake-up scan). The jobs that started are replaced, untimed, so the
@@ -70,6 +72,19 @@ json RandomJob(std::mt19937& rng) {
   return job;
 }
 
+// About 3 KiB of variables, the size of a shell environment with conda and CUDA set up.
+json Environment() {
+  json env = json::object();
+  env["PATH"] =
+      "/home/ann/.conda/envs/train/bin:/opt/conda/bin:/usr/local/cuda/bin:"
+      "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env["LD_LIBRARY_PATH"] = "/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64";
+  for (int i = 0; i < 40; ++i) {
+    env["VAR_" + std::to_string(i)] = std::string(60, static_cast<char>('a' + i % 26));
+  }
+  return env;
+}
+
 class Lab {
  public:
   explicit Lab(int waiting) {
@@ -128,7 +143,7 @@ class Lab {
     }
     for (int u = 0; u < kUsers; ++u) {
       if (per_user[u].empty()) continue;
-      json body = {{"defaults", {{"command", {"train"}}, {"cwd", dir_}}},
+      json body = {{"defaults", {{"command", {"train"}}, {"cwd", dir_}, {"env", env_}}},
                    {"jobs", std::move(per_user[u])}};
       HttpRequest req{"POST", "/v1/jobs", {}, body.dump(), 20'000 + u, ::getpid()};
       daemon_->Handle(std::move(req), [](HttpResponse r) {
@@ -173,6 +188,7 @@ class Lab {
   FaultyStore* store_ = nullptr;
   std::unique_ptr<DaemonImpl> daemon_;
   std::mt19937 rng_{42};
+  json env_ = Environment();
 };
 
 void BM_TurnAfterExits(benchmark::State& state) {
