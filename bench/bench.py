@@ -416,16 +416,19 @@ def render_passes(res, add):
     loads = (res.get("sched") or res["daemon"])["load"]
     add("\n## The scheduling pass and the daemon's whole pass\n")
     add("Google Benchmark (bench/sched_bench.cc, bench/daemon_bench.cc), release build, median "
-        f"of {GBENCH_REPS} repetitions; load average when the first started: "
-        + ", ".join(f"{x:.2f}" for x in loads) + ". CPU is the loop thread's time, what a pass "
-        "costs the machine; wall adds the store's fsyncs and whatever else ran.\n")
+        f"of {GBENCH_REPS} repetitions. CPU is the loop thread's time, what a pass costs the "
+        "machine; wall adds the store's fsyncs and whatever else ran.\n")
+    add(f"- machine: {machine()}; load average when the first started: "
+        + ", ".join(f"{x:.2f}" for x in loads))
     add("- policy alone: `PlaceOrdered` over the waiting index, nothing written, GPUs given as "
         "input. The five-shape queue is the per-shape cache's best case; the mixed queue "
         "(1/2/4/8 GPUs, 1–64 GiB and percent shares, 24 users, three priorities) is closer to a "
         "real one. `texts`: reason texts built (shapes tried); `starts`: jobs placed.")
     add("- the daemon's whole pass: `DaemonImpl` on a real SQLite store in a temporary dir, "
-        "fake shims, GPUs and clock. A turn: 4 running jobs exit; the daemon reads their exit "
-        "records, records their ends, samples the GPUs and runs a pass: fair share, node "
+        "fake shims, GPUs and clock; one node of 8 GPUs; a mixed queue whose jobs carry a "
+        "3 KiB environment, as `trainq submit` sends. A turn: 4 running jobs exit; the daemon "
+        "reads their exit records, records their ends, samples the GPUs and runs a pass: fair "
+        "share, node "
         "build, placement, the starts (run dir, store), reasons that changed written to "
         "SQLite, the wake-up scan. `started`: jobs started per turn; `reasons`: reason rows "
         "written per pass.\n")
