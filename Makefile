@@ -76,11 +76,15 @@ fuzz: build/fuzz/spec_fuzz build/fuzz/trace_fuzz
 bench: release
 	@python3 bench/bench.py $(RELEASE)/trainq
 
-# The scheduling pass and one-pod placement timings (Google Benchmark, bench/sched_bench.cc).
+# Google Benchmark: the placement policy's pass and one-pod placement (bench/sched_bench.cc),
+# then the daemon's whole pass on SQLite (bench/daemon_bench.cc). Medians of repetitions:
+# single runs on a shared machine vary by tens of percent.
+BENCH_ARGS ?= --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 bench-sched: test-deps
 	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release -DTRAINQ_TESTS=OFF >/dev/null
-	@cmake --build $(RELEASE) -j $(JOBS) --target sched_bench
-	@$(RELEASE)/sched_bench
+	@cmake --build $(RELEASE) -j $(JOBS) --target sched_bench daemon_bench
+	@$(RELEASE)/sched_bench $(BENCH_ARGS)
+	@$(RELEASE)/daemon_bench $(BENCH_ARGS)
 
 demo: release
 	@scripts/demo.sh $(RELEASE)/trainq

@@ -7,7 +7,8 @@ and both land in one table in docs/benchmarks.md. Every figure is a median of se
 with its min-max, and where a peer measured the same thing, the ratio to it.
 
 Knobs (environment): N_JOBS=200 ROUNDS=5 LAT_SAMPLES=10 SLOTS=2 SCALE_JOBS=100000
-IDLE_SECONDS=60 BENCH_PEERS=1 (0: skip the peers) PEERS=path/to/peers.sh OUT=docs/benchmarks.md
+IDLE_SECONDS=60 BENCH_PEERS=1 (0: skip the peers) BENCH_SCHED=1 (0: skip the Google Benchmark
+pass timings) PEERS=path/to/peers.sh OUT=docs/benchmarks.md
 """
 import csv
 import json
@@ -122,10 +123,17 @@ class Trainq:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def proc_cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def proc_cpu_ns(pid):
+    """Nanoseconds on CPU of every thread of `pid` (schedstat's first field): the tick counts
+    of /proc/PID/stat are 10 ms, coarser than an idle daemon's minute."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended between listing and reading
+            pass
+    return total
 
 
 def proc_rss_bytes(pid):
@@ -213,10 +221,32 @@ def measure_scale(tq):
 def measure_idle(tq):
     pid = tq.daemon_pid()
     time.sleep(2)
-    c0, t0 = proc_cpu_seconds(pid), time.monotonic()
+    c0, t0 = proc_cpu_ns(pid), time.monotonic()
     time.sleep(IDLE_SECONDS)
-    cpu = (proc_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
-    return {"cpu_pct": 100 * cpu, "rss": proc_rss_bytes(pid)}
+    cpu = (proc_cpu_ns(pid) - c0) / 1e9 / (time.monotonic() - t0)
+    return {"cpu_pct": 100 * cpu, "ms_per_min": cpu * 60_000, "rss": proc_rss_bytes(pid)}
+
+
+GBENCH_REPS = 5
+
+
+def measure_gbench(path):
+    """Medians over GBENCH_REPS repetitions of each benchmark of a Google Benchmark binary,
+    by name, times in ms; None when the binary was not built (no Google Benchmark)."""
+    if os.environ.get("BENCH_SCHED", "1") == "0" or not os.path.exists(path):
+        return None
+    out = subprocess.run([path, f"--benchmark_repetitions={GBENCH_REPS}",
+                          "--benchmark_report_aggregates_only=true", "--benchmark_format=json"],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    doc = json.loads(out)
+    per_ms = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+    rows = {}
+    for b in doc["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        scale = per_ms[b.get("time_unit", "ns")]
+        rows[b["run_name"]] = dict(b, cpu_ms=b["cpu_time"] * scale, wall_ms=b["real_time"] * scale)
+    return {"rows": rows, "load": doc["context"].get("load_avg", [])}
 
 
 def measure_fsync(directory):
@@ -331,6 +361,13 @@ def main():
         results["idle0"] = measure_idle(instance("idle0", {}, sim_gpus(0)))
         log(f"trainq: idle daemon for {IDLE_SECONDS:.0f} s, 8 simulated GPUs")
         results["idle8"] = measure_idle(instance("idle8", {}, sim_gpus(8)))
+        for t in made:
+            t.stop()
+        made.clear()
+        log("Google Benchmark: the policy's pass and the daemon's whole pass")
+        build = os.path.dirname(binary)
+        results["sched"] = measure_gbench(os.path.join(build, "sched_bench"))
+        results["daemon"] = measure_gbench(os.path.join(build, "daemon_bench"))
     finally:
         for t in made:
             t.stop()
@@ -340,6 +377,72 @@ def main():
         f.write(report)
     print(report)
     log(f"wrote {out_path}")
+
+
+# What each Google Benchmark row measures, and which of its counters to show.
+PASS_ROWS = [
+    ("sched", "BM_PassOver100kWaitingOn64Gpus/100000", "policy alone, 100,000 jobs of 5 shapes "
+     "(the per-shape cache tries about 5), 8 nodes × 8 busy GPUs", ["texts"]),
+    ("sched", "BM_PassOver100kWaitingOn64GpusManyAged/100000", "the same, 1 job in 7 aged "
+     "(holds)", ["texts", "holds"]),
+    ("sched", "BM_MixedPassOn64Gpus/1000", "policy alone, mixed queue of 1,000 jobs, 8 nodes × "
+     "8 busy GPUs", ["texts", "starts"]),
+    ("sched", "BM_MixedPassOn64Gpus/10000", "the same, 10,000 jobs", ["texts", "starts"]),
+    ("sched", "BM_MixedPassOn64Gpus/100000", "the same, 100,000 jobs", ["texts", "starts"]),
+    ("sched", "BM_MixedPassOn64GpusManyAged/100000", "the same, 1 job in 7 aged (holds)",
+     ["texts", "starts", "holds"]),
+    ("sched", "BM_OrderFromIndex", "ordering 100,000 jobs from the index alone", []),
+    ("sched", "BM_OnePodOn1213NodesBestFit", "one pod on 1,213 openb-shaped nodes, best fit", []),
+    ("sched", "BM_OnePodOn1213NodesFgdShared", "one pod, fragmentation-aware, GPU-sharing pod",
+     []),
+    ("sched", "BM_OnePodOn1213NodesFgdWholeGpu", "one pod, fragmentation-aware, whole-GPU pod",
+     []),
+]
+for n in (1000, 10000, 100000):
+    PASS_ROWS.append(("daemon", f"BM_TurnAfterExits/{n}", f"daemon: a turn after 4 exits, {n:,} "
+                      "waiting, 1 node × 8 GPUs", ["started", "reasons"]))
+for n in (1000, 10000, 100000):
+    PASS_ROWS.append(("daemon", f"BM_WakeupNothingStarts/{n}", f"daemon: a wake-up pass where "
+                      f"nothing can start, {n:,} waiting", ["running", "reasons"]))
+
+
+def ms(x):
+    return f"{x:.3g}" if x < 1000 else f"{x:.0f}"
+
+
+def render_passes(res, add):
+    if not res.get("sched") and not res.get("daemon"):
+        return
+    loads = (res.get("sched") or res["daemon"])["load"]
+    add("\n## The scheduling pass and the daemon's whole pass\n")
+    add("Google Benchmark (bench/sched_bench.cc, bench/daemon_bench.cc), release build, median "
+        f"of {GBENCH_REPS} repetitions. CPU is the loop thread's time, what a pass costs the "
+        "machine; wall adds the store's fsyncs and whatever else ran.\n")
+    add(f"- machine: {machine()}; load average when the first started: "
+        + ", ".join(f"{x:.2f}" for x in loads))
+    add("- policy alone: `PlaceOrdered` over the waiting index, nothing written, GPUs given as "
+        "input. The five-shape queue is the per-shape cache's best case; the mixed queue "
+        "(1/2/4/8 GPUs, 1–64 GiB and percent shares, 24 users, three priorities) is closer to a "
+        "real one. `texts`: reason texts built (shapes tried); `starts`: jobs placed.")
+    add("- the daemon's whole pass: `DaemonImpl` on a real SQLite store in a temporary dir, "
+        "fake shims, GPUs and clock; one node of 8 GPUs; a mixed queue whose jobs carry a "
+        "3 KiB environment, as `trainq submit` sends. A turn: 4 running jobs exit; the daemon "
+        "reads their exit records, records their ends, samples the GPUs and runs a pass: fair "
+        "share, node "
+        "build, placement, the starts (run dir, store), reasons that changed written to "
+        "SQLite, the wake-up scan. `started`: jobs started per turn; `reasons`: reason rows "
+        "written per pass.\n")
+    add("| what | CPU ms | wall ms | counters |")
+    add("| --- | --- | --- | --- |")
+    for binary, name, label, counters in PASS_ROWS:
+        row = (res.get(binary) or {}).get("rows", {}).get(name)
+        if not row:
+            continue
+        shown = ", ".join(f"{c} {row[c]:,.0f}" if row[c] >= 10 else f"{c} {row[c]:.1f}"
+                          for c in counters if c in row)
+        add(f"| {label} | {ms(row['cpu_ms'])} | {ms(row['wall_ms'])} | {shown} |")
+    add("\nReproduce: `make bench-sched` (each binary with `--benchmark_repetitions=5 "
+        "--benchmark_report_aggregates_only=true`).")
 
 
 def render(res, peers, binary):
@@ -398,8 +501,10 @@ def render(res, peers, binary):
     add(f"| daemon restart with {SCALE_JOBS} queued (stop, then a command until it answers) | "
         f"{sc['restart'].fmt(digits=2)} s |")
     for key, label in (("idle0", "no GPUs"), ("idle8", "8 simulated GPUs sampled every second")):
-        add(f"| idle daemon, {label}: CPU over {IDLE_SECONDS:.0f} s | {res[key]['cpu_pct']:.3f} % |")
+        add(f"| idle daemon, {label}: CPU over {IDLE_SECONDS:.0f} s (schedstat, ns) | "
+            f"{res[key]['cpu_pct']:.4f} % ({res[key]['ms_per_min']:.2f} ms per minute) |")
         add(f"| idle daemon, {label}: RSS | {res[key]['rss'] / (1 << 20):.1f} MiB |")
+    render_passes(res, add)
     add("\n## Goals\n")
     add("| goal | where we stand |")
     add("| --- | --- |")
@@ -414,8 +519,8 @@ def render(res, peers, binary):
     add(f"| turnover ≤ 5 ms | {res['turnover'].median * 1000:.1f} ms |")
     add(f"| `ls` first page ≤ 50 ms with 100,000 queued | {sc['ls_page'].median * 1000:.1f} ms |")
     add(f"| RSS ≤ 100 MiB with 100,000 queued | {sc['rss'] / (1 << 20):.1f} MiB |")
-    add(f"| idle daemon ≤ 0.5 % CPU | {res['idle0']['cpu_pct']:.3f} % (8 GPUs: "
-        f"{res['idle8']['cpu_pct']:.3f} %) |")
+    add(f"| idle daemon ≤ 0.5 % CPU | {res['idle0']['cpu_pct']:.4f} % (8 GPUs: "
+        f"{res['idle8']['cpu_pct']:.4f} %) |")
     add("\nReproduce: `make bench` (add `BENCH_PEERS=0` to skip the peers).")
     return "\n".join(lines) + "\n"
 

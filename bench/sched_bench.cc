@@ -1,7 +1,12 @@
-// Scheduling-pass benchmarks (`make bench-sched`): the placement policy on the shapes the
-// issue sets targets for. Timings here, never in unit tests.
+// Scheduling-pass benchmarks (`make bench-sched`): the placement policy alone, without
+// what the daemon adds per pass (bench/daemon_bench.cc measures that). Timings here, never
+// in unit tests.
 //  - a pass over 100,000 waiting jobs on 8 nodes x 8 GPUs (target <= 20 ms), with the
-//    daemon's incremental order (WaitingQueue) and without aged jobs or with many;
+//    daemon's incremental order (WaitingQueue) and without aged jobs or with many. The
+//    queue has five request shapes, and jobs of a shape that did not fit are not tried
+//    again, so the policy evaluates about five jobs: a best case;
+//  - the same pass on a mixed queue (1/2/4/8 GPUs, 1-64 GiB and percent shares, 24 users,
+//    three priorities): a few hundred shapes, each evaluated until it no longer fits;
 //  - one pod placed on a 1,213-node cluster with thousands of holdings, as the placement
 //    simulator calls it (target < 1 ms), best fit and fragmentation-aware (FGD).
 #include <random>
@@ -40,7 +45,7 @@ std::vector<NodeState> BusyLab() {
   return nodes;
 }
 
-// Many waiting jobs of a few shapes from a few users; `aged_every`: one in that many waited
+// Many waiting jobs of five shapes from a few users; `aged_every`: one in that many waited
 // past the aging limit (0: none).
 WaitingQueue LongQueue(int jobs, int aged_every) {
   WaitingQueue q;
@@ -75,28 +80,88 @@ WaitingQueue LongQueue(int jobs, int aged_every) {
   return q;
 }
 
-void SchedulingPass(benchmark::State& state, int aged_every) {
+// Many waiting jobs of many shapes from 24 users with unequal fair-share standing.
+WaitingQueue MixedQueue(int jobs, int aged_every) {
+  WaitingQueue q;
+  std::mt19937 rng(42);
+  for (JobId id = 1; id <= jobs; ++id) {
+    PendingJob j;
+    j.id = id;
+    j.user = "user" + std::to_string(rng() % 24);
+    int p = static_cast<int>(rng() % 20);
+    j.priority = p == 0 ? 10 : (p == 1 ? -10 : 0);
+    j.submitted_at = kNow - 10'000 + id / 100;
+    if (aged_every > 0 && id % aged_every == 0) j.submitted_at = kNow - 3 * kHour;
+    int roll = static_cast<int>(rng() % 100);
+    if (roll < 60) {
+      j.mem_bytes = (1 + rng() % 64) * kGiB;
+    } else if (roll < 70) {
+      j.mem_percent = static_cast<int>(10 * (1 + rng() % 9));
+    } else if (roll < 82) {
+      j.gpus = 1;  // whole GPU
+    } else if (roll < 92) {
+      j.gpus = 2;
+      if (rng() % 2) j.mem_bytes = (8 + rng() % 32) * kGiB;
+    } else if (roll < 97) {
+      j.gpus = 4;
+    } else {
+      j.gpus = 8;
+    }
+    q.emplace(id, j);
+  }
+  return q;
+}
+
+UsageByUser MixedUsage() {
+  UsageByUser usage;
+  for (int u = 0; u < 24; ++u) usage["user" + std::to_string(u)] = u * 1.5;
+  return usage;
+}
+
+void RunPasses(benchmark::State& state, const WaitingQueue& queue, const UsageByUser& usage) {
   std::vector<NodeState> nodes = BusyLab();
-  WaitingQueue queue = LongQueue(static_cast<int>(state.range(0)), aged_every);
-  UsageByUser usage = {{"ann", 30}, {"bob", 2}, {"cy", 7}, {"dee", 7}, {"eve", 0.5}};
   PolicyConfig config;
   std::vector<Hold> holds;
   size_t reasons = 0;
+  size_t texts = 0;
+  size_t starts = 0;
   for (auto _ : state) {
     std::vector<const PendingJob*> order = queue.Ordered(usage);
     PlacementResult r = PlaceOrdered(order, nodes, config, kNow, holds);
     holds = r.holds;
     reasons = r.waiting.size();
+    texts = r.reason_texts.size();
+    starts = r.starts.size();
     benchmark::DoNotOptimize(r);
   }
   state.counters["waiting"] = static_cast<double>(reasons);
+  state.counters["texts"] = static_cast<double>(texts);
+  state.counters["starts"] = static_cast<double>(starts);
   state.counters["holds"] = static_cast<double>(holds.size());
+}
+
+void SchedulingPass(benchmark::State& state, int aged_every) {
+  UsageByUser usage = {{"ann", 30}, {"bob", 2}, {"cy", 7}, {"dee", 7}, {"eve", 0.5}};
+  RunPasses(state, LongQueue(static_cast<int>(state.range(0)), aged_every), usage);
+}
+
+void MixedPass(benchmark::State& state, int aged_every) {
+  RunPasses(state, MixedQueue(static_cast<int>(state.range(0)), aged_every), MixedUsage());
 }
 
 void BM_PassOver100kWaitingOn64Gpus(benchmark::State& state) { SchedulingPass(state, 0); }
 void BM_PassOver100kWaitingOn64GpusManyAged(benchmark::State& state) { SchedulingPass(state, 7); }
 BENCHMARK(BM_PassOver100kWaitingOn64Gpus)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PassOver100kWaitingOn64GpusManyAged)->Arg(100'000)->Unit(benchmark::kMillisecond);
+
+void BM_MixedPassOn64Gpus(benchmark::State& state) { MixedPass(state, 0); }
+void BM_MixedPassOn64GpusManyAged(benchmark::State& state) { MixedPass(state, 7); }
+BENCHMARK(BM_MixedPassOn64Gpus)
+    ->Arg(1'000)
+    ->Arg(10'000)
+    ->Arg(100'000)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MixedPassOn64GpusManyAged)->Arg(100'000)->Unit(benchmark::kMillisecond);
 
 // Ordering alone, for the record: the index against a full sort of the same jobs.
 void BM_OrderFromIndex(benchmark::State& state) {

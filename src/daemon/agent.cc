@@ -244,6 +244,7 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   if (IsWaiting(job.state)) {
     TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user));
     waiting_.erase(job.id);
+    written_reasons_.erase(job.id);
     *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
     ResolveDependents(job.id);
     RequestSchedule();

@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "src/api/http.h"
@@ -179,7 +180,8 @@ class DaemonImpl {
   // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
   // memory only; after a restart it fills again from new submits.
   RecentRequests recent_{static_cast<size_t>(config_.workload_window)};
-  std::map<JobId, std::string> written_reasons_;
+  // The reason last written for each waiting job; hashed: every pass looks up each job.
+  std::unordered_map<JobId, std::string> written_reasons_;
   std::map<int64_t, JobId> pid_owner_;  // GPU process pid -> the attempt it belongs to
   std::vector<PendingSubmit> pending_submits_;
   bool flush_posted_ = false;

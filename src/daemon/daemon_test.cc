@@ -326,6 +326,45 @@ TEST_F(DaemonTest, AShimThatCannotStartFailsTheAttempt) {
   EXPECT_THAT(job.reason, HasSubstr("could not start the shim"));
 }
 
+// Reasons are written to the store only when their text changed: in a long queue most
+// passes change few, and each write rewrites a row in SQLite.
+TEST_F(DaemonTest, APassWritesOnlyTheReasonsThatChanged) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId running = Submit({{"gpus", 1}});
+  JobId share = Submit({{"mem", "10GiB"}});
+  JobId whole = Submit({{"gpus", 1}});
+  ASSERT_EQ(Get(running).state, JobState::kRunning);
+  std::string share_reason = Get(share).reason;
+  ASSERT_FALSE(share_reason.empty());
+  size_t written = store_->reasons_written();
+  clock_.Advance(kMinute);
+  daemon_->OnWakeupTimer();
+  Loop();
+  EXPECT_EQ(store_->reasons_written(), written) << "unchanged reasons were written again";
+  ASSERT_TRUE(shims_.Exit(RunDir(running, 1), Exited(0)));
+  Loop();
+  ASSERT_EQ(Get(share).state, JobState::kRunning);
+  EXPECT_EQ(store_->reasons_written(), written + 1) << "only the whole-GPU job's reason changed";
+  EXPECT_THAT(Get(whole).reason, HasSubstr(std::to_string(share)));
+}
+
+// A job that leaves the queue and comes back gets its reason written again, though the text
+// is the same as before it left.
+TEST_F(DaemonTest, ACancelledJobQueuedAgainGetsItsReasonBack) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  Submit({{"gpus", 1}});
+  JobId waiting = Submit({{"gpus", 1}});
+  std::string reason = Get(waiting).reason;
+  ASSERT_FALSE(reason.empty());
+  std::string path = "/v1/jobs/" + std::to_string(waiting);
+  ASSERT_EQ(Call("POST", path + "/cancel").status, 200);
+  ASSERT_EQ(Call("POST", path + "/retry").status, 200);
+  EXPECT_EQ(Get(waiting).state, JobState::kQueued);
+  EXPECT_EQ(Get(waiting).reason, reason);
+}
+
 // Defect: a priority of INT_MIN made the pass loop forever.
 TEST_F(DaemonTest, EveryPriorityTheApiAcceptsIsScheduled) {
   SetGpus({Gpu(0, 80)});

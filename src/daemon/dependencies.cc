@@ -86,6 +86,7 @@ void DaemonImpl::RecheckDeps(JobId id) {
   }
   if (!st.ok()) spdlog::warn("job {}: {}", id, st.message());
   waiting_.erase(id);
+  written_reasons_.erase(id);
   waiting_stale_ = true;
   if (d.state == JobState::kCancelled) ResolveDependents(id);
 }

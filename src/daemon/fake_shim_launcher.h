@@ -36,6 +36,13 @@ class FakeShims {
     auto it = shims_.find(run_dir);
     return it == shims_.end() ? nullptr : &it->second;
   }
+  std::vector<std::string> alive_run_dirs() const {
+    std::vector<std::string> dirs;
+    for (const auto& [dir, shim] : shims_) {
+      if (shim.alive) dirs.push_back(dir);
+    }
+    return dirs;
+  }
   int alive_count() const {
     int n = 0;
     for (const auto& [dir, shim] : shims_) n += shim.alive ? 1 : 0;

@@ -17,6 +17,8 @@ class FaultyStore final : public Store {
 
   // The next call of `method` ("MarkRunning", "Submit", ...) returns `st` and changes nothing.
   void FailNext(const std::string& method, Status st) { faults_[method] = std::move(st); }
+  // Rows passed to SetReasons so far, failed calls excluded: what a pass wrote.
+  size_t reasons_written() const { return reasons_written_; }
 
   Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) override {
     if (Status st = Take("Submit"); !st.ok()) return st;
@@ -65,6 +67,7 @@ class FaultyStore final : public Store {
   }
   Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override {
     if (Status st = Take("SetReasons"); !st.ok()) return st;
+    reasons_written_ += reasons.size();
     return inner_->SetReasons(reasons);
   }
 
@@ -79,6 +82,7 @@ class FaultyStore final : public Store {
 
   std::unique_ptr<Store> inner_;
   std::map<std::string, Status> faults_;
+  size_t reasons_written_ = 0;
 };
 
 }  // namespace trainq
