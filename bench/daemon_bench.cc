@@ -31,10 +31,10 @@
 #include "src/core/oom.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/daemon/fake_shim_launcher.h"
-#include "src/os/state_paths.h"
 #include "src/os/fake_clock.h"
 #include "src/os/gpu/fake_gpu_probe.h"
 #include "src/os/run_dir.h"
+#include "src/os/state_paths.h"
 #include "src/store/faulty_store.h"
 
 namespace trainq {
