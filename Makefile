@@ -1,12 +1,12 @@
 # The two commands of the README: `make demo` and `make test`. Everything else is CMake.
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 50
 RELEASE := build/release
 ASAN := build/asan
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-sched unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-sched unit integration fuzz fuzz-build demo install clean format format-check
 
 all: release
 
@@ -46,31 +46,25 @@ unit: asan
 integration: asan
 	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L integration
 
-# All of src/core (pure code, no I/O), so a new core file needs no edit here.
-CORE_SRCS := $(filter-out %_test.cc,$(wildcard src/core/*.cc))
-FUZZ_SRCS := $(CORE_SRCS)
-build/fuzz/spec_fuzz: fuzz/spec_fuzz.cc $(FUZZ_SRCS) $(wildcard include/trainq/*.h src/core/*.h) | test-deps
-	@mkdir -p build/fuzz
-	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \
-	  fuzz/spec_fuzz.cc $(FUZZ_SRCS) -lfmt -o $@
+# The libFuzzer targets (fuzz/): one clang build in build/fuzz compiles each library once
+# with coverage and the sanitizers. Each target runs FUZZ_SECONDS/5 seconds from its seeds
+# (fuzz/NAME_seeds) and its corpus; a crash or a broken invariant fails with the log's tail.
+FUZZ := build/fuzz
+FUZZERS := spec_fuzz trace_fuzz placement_fuzz config_fuzz records_fuzz
+FUZZ_EACH = $(shell echo $$(( ($(FUZZ_SECONDS) + 4) / 5 )))
+fuzz-build: test-deps
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS="-O1" -DTRAINQ_FUZZ=ON -DTRAINQ_TESTS=OFF >/dev/null
+	@cmake --build $(FUZZ) -j $(JOBS) --target fuzzers
 
-# The simulator's parsers (trace, node lists, seeds), with small inputs replayed too.
-TRACE_FUZZ_SRCS := $(filter-out %_test.cc,$(wildcard src/sim/*.cc)) $(CORE_SRCS)
-build/fuzz/trace_fuzz: fuzz/trace_fuzz.cc $(TRACE_FUZZ_SRCS) $(wildcard src/sim/*.h src/core/*.h include/trainq/*.h) | test-deps
-	@mkdir -p build/fuzz
-	clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -I. \
-	  fuzz/trace_fuzz.cc $(TRACE_FUZZ_SRCS) -lfmt -o $@
-
-# FUZZ_SECONDS in all, split between the two targets.
-FUZZ_HALF = $(shell echo $$(( ($(FUZZ_SECONDS) + 1) / 2 )))
-fuzz: build/fuzz/spec_fuzz build/fuzz/trace_fuzz
-	@mkdir -p build/fuzz/corpus build/fuzz/trace_corpus
-	build/fuzz/spec_fuzz -max_total_time=$(FUZZ_HALF) -max_len=4096 \
-	  build/fuzz/corpus fuzz/seeds >build/fuzz/log 2>&1 || { tail -40 build/fuzz/log; exit 1; }
-	@tail -1 build/fuzz/log
-	build/fuzz/trace_fuzz -max_total_time=$(FUZZ_HALF) -max_len=4096 \
-	  build/fuzz/trace_corpus fuzz/trace_seeds >build/fuzz/trace_log 2>&1 || { tail -40 build/fuzz/trace_log; exit 1; }
-	@tail -1 build/fuzz/trace_log
+fuzz: fuzz-build
+	@for f in $(FUZZERS); do \
+	  mkdir -p $(FUZZ)/corpus/$$f; \
+	  $(FUZZ)/$$f -max_total_time=$(FUZZ_EACH) -timeout=10 -max_len=4096 \
+	    $(FUZZ)/corpus/$$f fuzz/$${f%_fuzz}_seeds >$(FUZZ)/$$f.log 2>&1 \
+	    || { tail -40 $(FUZZ)/$$f.log; exit 1; }; \
+	  echo "$$f: $$(grep -E '^#[0-9]+' $(FUZZ)/$$f.log | tail -1)"; \
+	done
 
 # trainq beside task-spooler and Slurm (../shared/bench/peers.sh); BENCH_PEERS=0 skips them.
 bench: release

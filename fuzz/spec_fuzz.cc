@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "fuzz/fuzz_check.h"
 #include "src/core/json_codec.h"
 #include "src/core/spec.h"
 #include "src/core/words.h"
@@ -16,15 +17,6 @@
 
 namespace trainq {
 namespace {
-
-// An invariant broke: report it and abort so libFuzzer saves the input.
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 constexpr uint64_t kMaxBytes = 9'000'000'000'000'000'000ull;
 

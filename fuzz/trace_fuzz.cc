@@ -6,20 +6,13 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "fuzz/fuzz_check.h"
 #include "src/sim/allocation.h"
 #include "src/sim/inputs.h"
 #include "src/sim/replay.h"
 
 namespace trainq::sim {
 namespace {
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 void CheckInvalid(const Status& st) {
   FUZZ_CHECK(st.code() == Code::kInvalid);

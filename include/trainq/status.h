@@ -1,4 +1,4 @@
-// Errors as values (STYLE.md rule 4). Our code never throws; a dependency that throws is
+// Errors as values. Our code never throws; a dependency that throws is
 // caught at its boundary and turned into a Status.
 #pragma once
 

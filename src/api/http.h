@@ -1,4 +1,4 @@
-// HTTP over the daemon's Unix socket (DESIGN.md section 7): the request and response as
+// HTTP over the daemon's Unix socket: the request and response as
 // plain data, so routes and the CLI never see Beast.
 #pragma once
 

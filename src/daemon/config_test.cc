@@ -13,6 +13,7 @@ namespace trainq {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   Result<Config> c = ParseConfig("", "config.toml");
@@ -74,6 +75,42 @@ TEST(ConfigTest, SyntaxErrorGivesTheLine) {
   Result<Config> c = ParseConfig("headroom = \n", "my.toml");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("my.toml:1"));
+}
+
+// toml++ 3.3 has undefined behaviour on some non-ASCII characters (found by
+// fuzz/config_fuzz.cc with "hea\u00e9droom"): refused before it reads them.
+TEST(ConfigTest, NonAsciiIsRefusedNamingTheLine) {
+  Result<Config> c = ParseConfig(
+      "max_holds = 2\nhea\xc3\xa9"
+      "droom = \"1GiB\"\n",
+      "my.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Code::kInvalid);
+  EXPECT_THAT(c.status().message(), HasSubstr("my.toml:2: a non-ASCII character"));
+}
+
+TEST(ConfigTest, ControlCharactersAreRefusedNamingTheLine) {
+  Result<Config> c = ParseConfig("max_holds = 2\nx = \x01\n", "my.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("my.toml:2: control character 0x01"));
+}
+
+TEST(ConfigTest, ATableIsRefusedButAnArrayIsNot) {
+  Result<Config> c = ParseConfig("max_holds = 2\n  [?\n", "my.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("my.toml:2: a [table]"));
+  Result<Config> array = ParseConfig("max_holds = [\n 2]\n", "my.toml");
+  ASSERT_FALSE(array.ok());  // an array is no count, but it is read as one
+  EXPECT_THAT(array.status().message(), Not(HasSubstr("[table]")));
+}
+
+TEST(ConfigTest, NonAsciiInACommentIsRefusedToo) {
+  Result<Config> c = ParseConfig("# caf\xc3\xa9\nheadroom = \"1GiB\"\n", "my.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("my.toml:1: a non-ASCII character"));
+  Result<Config> escaped = ParseConfig("devices = \"\\u00e9\"\n", "my.toml");
+  ASSERT_FALSE(escaped.ok());  // read, and refused as a device list
+  EXPECT_THAT(escaped.status().message(), HasSubstr("devices"));
 }
 
 TEST(ConfigTest, MissingFileGivesDefaults) {

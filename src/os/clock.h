@@ -1,4 +1,4 @@
-// Time behind an interface so tests move it by hand (STYLE.md rule 1).
+// Time behind an interface so tests move it by hand.
 #pragma once
 
 #include "trainq/job.h"

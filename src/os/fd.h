@@ -1,4 +1,4 @@
-// RAII for file descriptors (STYLE.md rule 9).
+// RAII for file descriptors.
 #pragma once
 
 #include <unistd.h>

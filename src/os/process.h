@@ -1,4 +1,4 @@
-// Processes (STYLE.md rule 12): one function spawns, every job gets its own session,
+// Processes: one function spawns, every job gets its own session,
 // every fd we open is close-on-exec, exit code and signal are kept apart.
 #pragma once
 

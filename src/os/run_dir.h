@@ -1,4 +1,4 @@
-// The run directory of one attempt (DESIGN.md section 4), the contract between the daemon
+// The run directory of one attempt, the contract between the daemon
 // and the shim. All records are JSON, written atomically (temp file, rename); not fsync'd:
 // they must survive a crash of the daemon or the shim, and a power loss ends the jobs too.
 //   spec.json  written by the daemon before the shim starts: what to run

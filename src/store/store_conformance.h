@@ -1,5 +1,5 @@
 // The Store conformance suite: the behaviour store.h promises, written once and run
-// against every backend (STYLE.md rule 5). The tests live in store_conformance_test.cc,
+// against every backend. The tests live in store_conformance_test.cc,
 // which is linked once into the test binary; a backend joins by instantiating the suite
 // in its own test file with a factory that makes a fresh, empty store on each call:
 //

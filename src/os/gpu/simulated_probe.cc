@@ -1,4 +1,4 @@
-// Simulated GPUs (DESIGN.md section 9): a JSON file describes the GPUs, and usage files
+// Simulated GPUs (docs/simulated-gpus.md): a JSON file describes the GPUs, and usage files
 // written by fake training jobs say how much each live process holds. Both are re-read on
 // every Sample so a test can change them while the daemon runs.
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 // A thin RAII layer over the SQLite C API for the SQLite store: one connection, a cache
 // of prepared statements, transactions, and the one function that turns SQLite result
-// codes into Status (STYLE.md rule 4).
+// codes into Status.
 // Thread: like the Store, a Db is used from one thread at a time.
 #pragma once
 

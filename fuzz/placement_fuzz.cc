@@ -1,0 +1,245 @@
+// libFuzzer target for the placement policy as the daemon drives it: a WaitingQueue changed
+// by random operations (jobs of every shape, priority and user arrive and leave), passes over
+// random nodes, starts applied back as holdings. After each pass: no GPU is given more than
+// it has usable, exclusive jobs are alone, every job not started has a reason, devices and
+// max_jobs_per_gpu hold, the queue's order is PlacedBefore's, and PlaceOrdered over the queue
+// decides exactly as Place over the same jobs. A pass that never ends is libFuzzer's timeout.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_check.h"
+#include "src/core/placement.h"
+#include "src/core/waiting_queue.h"
+
+namespace trainq {
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+const char* const kUsers[] = {"alice", "bob", "carol", "dave"};
+
+NodeState RandomNode(fuzz::Bytes& in, int n) {
+  NodeState node;
+  node.name = "node" + std::to_string(n);
+  int gpus = static_cast<int>(in.Range(1, 8));
+  static const uint64_t kTotals[] = {16 * kGiB, 24 * kGiB, 40 * kGiB, 80 * kGiB};
+  for (int i = 0; i < gpus; ++i) {
+    GpuState gpu;
+    gpu.index = i;
+    gpu.uuid = node.name + "-gpu" + std::to_string(i);
+    gpu.total_bytes = kTotals[in.U8() % 4];
+    gpu.free_bytes =
+        gpu.total_bytes - static_cast<uint64_t>(in.Range(0, 64)) * gpu.total_bytes / 64;
+    gpu.foreign_processes = in.U8() % 8 == 0 ? 1 : 0;
+    node.gpus.push_back(gpu);
+  }
+  node.cpu_slots = static_cast<int>(in.Range(0, 64));
+  node.host_mem_bytes = in.U8() % 2 == 0 ? 0 : static_cast<uint64_t>(in.Range(1, 512)) * kGiB;
+  if (in.U8() % 2 == 0) {  // a topology
+    node.topology.assign(gpus, std::vector<int>(gpus, 0));
+    static const int kLevels[] = {0, 10, 20, 30, 40, 50};
+    for (int i = 0; i < gpus; ++i) {
+      for (int j = i + 1; j < gpus; ++j) {
+        node.topology[i][j] = node.topology[j][i] = kLevels[in.U8() % 6];
+      }
+    }
+  }
+  return node;
+}
+
+PendingJob RandomJob(fuzz::Bytes& in, JobId id, UnixMs now) {
+  PendingJob job;
+  job.id = id;
+  job.gpus = static_cast<int>(in.Range(0, 9));
+  switch (in.U8() % 3) {
+    case 0:
+      break;  // whole GPUs
+    case 1:
+      job.mem_bytes = static_cast<uint64_t>(in.Range(1, 96)) * kGiB / 2;
+      break;
+    case 2:
+      job.mem_percent = static_cast<double>(in.Range(1, 100));
+      break;
+  }
+  job.cpus = static_cast<int>(in.Range(0, 16));
+  // Every priority the API accepts.
+  job.priority = static_cast<int>(static_cast<int32_t>(static_cast<uint32_t>(in.U64(4))));
+  if (in.U8() % 2 == 0) job.priority = static_cast<int>(in.Range(-2, 2));
+  job.submitted_at = now - in.Range(0, 10'000'000);
+  job.queued_at = job.submitted_at + in.Range(0, 100);
+  job.not_before = in.U8() % 4 == 0 ? now + in.Range(0, 100'000) : 0;
+  job.user = kUsers[in.U8() % 4];
+  job.host_mem_bytes = in.U8() % 4 == 0 ? static_cast<uint64_t>(in.Range(1, 64)) * kGiB : 0;
+  return job;
+}
+
+PolicyConfig RandomConfig(fuzz::Bytes& in) {
+  PolicyConfig config;
+  config.headroom_bytes = static_cast<uint64_t>(in.Range(0, 4)) * (256ull << 20);
+  config.ramp_up_ms = in.Range(0, 120'000);
+  if (in.U8() % 4 == 0) config.devices = {0, 2, 3};
+  config.max_jobs_per_gpu = static_cast<int>(in.Range(0, 3));
+  config.aging_ms = in.U8() % 4 == 0 ? 0 : in.Range(1, 20'000'000);
+  config.max_holds = static_cast<int>(in.Range(0, 3));
+  if (in.U8() % 2 == 0) {
+    config.workload = {{.gpus = 1, .fraction = 0.25, .weight = 2},
+                       {.gpus = 1, .fraction = 1.0, .weight = 1},
+                       {.gpus = 2, .fraction = 1.0, .weight = 1}};
+  }
+  return config;
+}
+
+void CheckOrder(const std::vector<const PendingJob*>& ordered, const WaitingQueue& queue,
+                const UsageByUser& usage) {
+  FUZZ_CHECK(ordered.size() == queue.size());
+  std::set<JobId> seen;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    FUZZ_CHECK(seen.insert(ordered[i]->id).second);
+    if (i > 0) FUZZ_CHECK(!PlacedBefore(*ordered[i], *ordered[i - 1], usage));
+  }
+}
+
+void CheckPass(const PlacementResult& result, const std::vector<const PendingJob*>& ordered,
+               const std::vector<NodeState>& nodes, const PolicyConfig& config, UnixMs now) {
+  std::map<JobId, const PendingJob*> jobs;
+  for (const PendingJob* job : ordered) jobs[job->id] = job;
+  std::set<JobId> decided;
+  // (node, gpu) -> bytes given this pass, and whether an exclusive job took it.
+  std::map<std::pair<std::string, int>, uint64_t> given;
+  std::map<std::pair<std::string, int>, int> starts_on;
+  std::set<std::pair<std::string, int>> exclusive;
+  for (const StartDecision& start : result.starts) {
+    FUZZ_CHECK(jobs.contains(start.job));
+    FUZZ_CHECK(decided.insert(start.job).second);
+    const PendingJob& job = *jobs[start.job];
+    FUZZ_CHECK(static_cast<int>(start.gpu_indices.size()) == job.gpus);
+    FUZZ_CHECK(job.not_before <= now);
+    auto node = std::find_if(nodes.begin(), nodes.end(),
+                             [&](const NodeState& n) { return n.name == start.node; });
+    FUZZ_CHECK(node != nodes.end());
+    std::set<int> distinct(start.gpu_indices.begin(), start.gpu_indices.end());
+    FUZZ_CHECK(distinct.size() == start.gpu_indices.size());
+    for (int index : start.gpu_indices) {
+      FUZZ_CHECK(index >= 0 && index < static_cast<int>(node->gpus.size()));
+      const GpuState& gpu = node->gpus[index];
+      if (!config.devices.empty()) {
+        FUZZ_CHECK(std::count(config.devices.begin(), config.devices.end(), gpu.index) == 1);
+      }
+      auto key = std::pair(node->name, index);
+      FUZZ_CHECK(!exclusive.contains(key));
+      ++starts_on[key];
+      if (config.max_jobs_per_gpu > 0) {
+        FUZZ_CHECK(static_cast<int>(gpu.holdings.size()) + starts_on[key] <=
+                   config.max_jobs_per_gpu);
+      }
+      if (job.exclusive()) {
+        FUZZ_CHECK(gpu.holdings.empty() && gpu.foreign_processes == 0 && starts_on[key] == 1);
+        exclusive.insert(key);
+        continue;
+      }
+      for (const Holding& h : gpu.holdings) FUZZ_CHECK(!h.exclusive);
+      // One figure per start: the most any of its GPUs needs (GPUs of one job may differ
+      // in size when it asks for a percent).
+      FUZZ_CHECK(start.reserved_bytes >= NeededBytes(job, gpu));
+      given[key] += NeededBytes(job, gpu);
+      FUZZ_CHECK(given[key] <= UsableBytes(gpu, config, now));
+    }
+  }
+  for (const PlacementResult::Waiting& w : result.waiting) {
+    FUZZ_CHECK(jobs.contains(w.job));
+    FUZZ_CHECK(decided.insert(w.job).second);
+    FUZZ_CHECK(w.reason < result.reason_texts.size());
+    FUZZ_CHECK(!result.ReasonOf(w).empty());
+  }
+  FUZZ_CHECK(decided.size() == jobs.size());
+  for (const Hold& hold : result.holds) FUZZ_CHECK(jobs.contains(hold.job));
+}
+
+// Applies the starts as the daemon does: each becomes a holding whose memory is not used yet.
+void Apply(const PlacementResult& result, const std::map<JobId, PendingJob>& jobs,
+           std::vector<NodeState>& nodes, UnixMs now) {
+  for (const StartDecision& start : result.starts) {
+    const PendingJob& job = jobs.at(start.job);
+    for (NodeState& node : nodes) {
+      if (node.name != start.node) continue;
+      for (int index : start.gpu_indices) {
+        node.gpus[index].holdings.push_back(Holding{.job = job.id,
+                                                    .reserved_bytes = start.reserved_bytes,
+                                                    .used_now = std::nullopt,
+                                                    .exclusive = job.exclusive(),
+                                                    .started_at = now});
+      }
+      node.cpu_slots_used += start.cpus;
+      node.host_mem_used += job.host_mem_bytes;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainq
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace trainq;
+  fuzz::Bytes in(data, size);
+  UnixMs now = 1'700'000'000'000;
+  std::vector<NodeState> nodes;
+  int node_count = static_cast<int>(in.Range(1, 3));
+  for (int n = 0; n < node_count; ++n) nodes.push_back(RandomNode(in, n));
+  PolicyConfig config = RandomConfig(in);
+  UsageByUser usage;
+  for (const char* user : kUsers) {
+    if (in.U8() % 2 == 0) usage[user] = static_cast<double>(in.Range(0, 1000)) / 10;
+  }
+
+  WaitingQueue queue;
+  std::map<JobId, PendingJob> copies;  // what Place gets, unordered
+  std::vector<Hold> holds;
+  JobId next_id = 1;
+  for (int op = 0; op < 200 && !in.done(); ++op) {
+    switch (in.U8() % 4) {
+      case 0:
+      case 1: {
+        PendingJob job = RandomJob(in, next_id++, now);
+        FUZZ_CHECK(queue.emplace(job.id, job));
+        FUZZ_CHECK(!queue.emplace(job.id, job));
+        copies[job.id] = job;
+        break;
+      }
+      case 2: {  // a job leaves (cancelled)
+        if (copies.empty()) break;
+        auto it = copies.begin();
+        std::advance(it, static_cast<long>(in.U64(2) % copies.size()));
+        FUZZ_CHECK(queue.erase(it->first) == 1);
+        FUZZ_CHECK(queue.erase(it->first) == 0);
+        copies.erase(it);
+        break;
+      }
+      case 3: {  // a pass, then time moves on
+        std::vector<const PendingJob*> ordered = queue.Ordered(usage);
+        CheckOrder(ordered, queue, usage);
+        PlacementResult result = PlaceOrdered(ordered, nodes, config, now, holds);
+        CheckPass(result, ordered, nodes, config, now);
+        std::vector<PendingJob> unordered;
+        for (const auto& [id, job] : copies) unordered.push_back(job);
+        PlacementResult same = Place(unordered, nodes, config, now, usage, holds);
+        FUZZ_CHECK(same.starts.size() == result.starts.size());
+        for (size_t i = 0; i < same.starts.size(); ++i) {
+          FUZZ_CHECK(same.starts[i].job == result.starts[i].job);
+          FUZZ_CHECK(same.starts[i].gpu_indices == result.starts[i].gpu_indices);
+        }
+        Apply(result, copies, nodes, now);
+        for (const StartDecision& start : result.starts) {
+          queue.erase(start.job);
+          copies.erase(start.job);
+        }
+        holds = result.holds;
+        now += in.Range(0, 4'000'000);
+        break;
+      }
+    }
+  }
+  return 0;
+}
