@@ -32,6 +32,11 @@ std::string Expected(std::string_view field, std::string_view what, const json& 
   return fmt::format("{}: expected {}, got {}", field, what, Describe(got));
 }
 
+std::string OutOfRange(std::string_view field, const std::string& got) {
+  return fmt::format("{}: {} is out of range; expected an integer from {} to {}", field, got,
+                     std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+}
+
 class SpecReader {
  public:
   explicit SpecReader(JobSpec& spec) : spec_(spec) {}
@@ -75,16 +80,11 @@ void SpecReader::Int(const std::string& key, const json& v, int& out) {
   if (!v.is_number_integer()) return errors_.push_back(Expected(key, "an integer", v));
   constexpr int64_t kMin = std::numeric_limits<int>::min();
   constexpr int64_t kMax = std::numeric_limits<int>::max();
-  if (v.is_number_unsigned()) {
-    auto u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(kMax)) {
-      return errors_.push_back(fmt::format("{}: {} is out of range", key, u));
-    }
-    out = static_cast<int>(u);
-    return;
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMax)) {
+    return errors_.push_back(OutOfRange(key, v.dump()));
   }
   auto i = v.get<int64_t>();
-  if (i < kMin || i > kMax) return errors_.push_back(fmt::format("{}: {} is out of range", key, i));
+  if (i < kMin || i > kMax) return errors_.push_back(OutOfRange(key, v.dump()));
   out = static_cast<int>(i);
 }
 

@@ -249,10 +249,13 @@ TEST(SpecFromJsonTest, WrongTypesNameTheFieldAndTheType) {
 
 TEST(SpecFromJsonTest, HugeIntegersAreOutOfRangeNotWrapped) {
   const BadCase cases[] = {
-      {R"({"command": [], "gpus": 2147483648})", "gpus: 2147483648 is out of range"},
-      {R"({"command": [], "cpus": -2147483649})", "cpus: -2147483649 is out of range"},
+      {R"({"command": [], "gpus": 2147483648})",
+       "gpus: 2147483648 is out of range; expected an integer from -2147483648 to 2147483647"},
+      {R"({"command": [], "cpus": -2147483649})",
+       "cpus: -2147483649 is out of range; expected an integer from -2147483648 to 2147483647"},
       {R"({"command": [], "priority": 18446744073709551615})",
-       "priority: 18446744073709551615 is out of range"},
+       "priority: 18446744073709551615 is out of range; expected an integer from -2147483648 to "
+       "2147483647"},
       {R"({"command": [], "retries": 99999999999999999999})", "retries: expected an integer"},
       {R"({"command": [], "gpus": 1e30})", "gpus: expected an integer, got number"},
   };

@@ -45,9 +45,6 @@ Rule RuleOf(Move move) {
   return {};
 }
 
-constexpr std::array kMoves = {Move::kStart,   Move::kRun,     Move::kFinish, Move::kCancelWaiting,
-                               Move::kRequeue, Move::kResolve, Move::kBlock};
-
 bool Contains(std::span<const S> states, S s) {
   return std::find(states.begin(), states.end(), s) != states.end();
 }
@@ -60,11 +57,6 @@ std::span<const JobState> MoveTo(Move move) { return RuleOf(move).to; }
 bool MoveAllowed(Move move, JobState from, JobState to) {
   Rule rule = RuleOf(move);
   return Contains(rule.from, from) && Contains(rule.to, to);
-}
-
-bool TransitionAllowed(JobState from, JobState to) {
-  return std::any_of(kMoves.begin(), kMoves.end(),
-                     [&](Move m) { return MoveAllowed(m, from, to); });
 }
 
 std::string StatesText(std::span<const JobState> states) {

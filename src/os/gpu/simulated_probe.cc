@@ -180,6 +180,11 @@ GpuInfo ParseGpu(const json& entry, size_t index, FieldErrors* errors) {
   if (const json* procs = Find(entry, "other_processes")) {
     ParseOtherProcesses(*procs, at + ".other_processes", &gpu, errors);
   }
+  if (gpu.total_bytes > 0 && gpu.used_bytes > gpu.total_bytes) {
+    errors->Add(at + ".memory_used_by_others",
+                "with other_processes must not exceed memory_total: a GPU cannot use more "
+                "memory than it has");
+  }
   return gpu;
 }
 
@@ -349,7 +354,9 @@ class SimulatedProbe final : public GpuProbe {
     GpuSnapshot snapshot;
     snapshot.source = "simulated";
     for (GpuInfo& gpu : config->gpus) {
-      gpu.free_bytes = gpu.total_bytes > gpu.used_bytes ? gpu.total_bytes - gpu.used_bytes : 0;
+      // Simulated jobs may claim more than is there; a real GPU never reports it.
+      gpu.used_bytes = std::min(gpu.used_bytes, gpu.total_bytes);
+      gpu.free_bytes = gpu.total_bytes - gpu.used_bytes;
       snapshot.gpus.push_back(std::move(gpu));
     }
     snapshot.topology = std::move(config->topology);

@@ -214,13 +214,27 @@ TEST_F(SimulatedProbeTest, ChangesBetweenSamplesAreSeen) {
   EXPECT_EQ(third.status().code(), Code::kInvalid);
 }
 
-TEST_F(SimulatedProbeTest, FreeIsFlooredAtZero) {
+// Jobs may claim more than the GPU has; the sample, like NVML's, never shows more used than all.
+TEST_F(SimulatedProbeTest, UsedIsCappedAtTotal) {
   WriteOneGpu(R"(, "memory_used_by_others": "70GiB")");
   WriteUsage("a.json", fmt::format(R"({{"pid": {}, "gpu": 0, "bytes": "20GiB"}})", getpid()));
   GpuSnapshot snapshot = Sample();
   ASSERT_EQ(snapshot.gpus.size(), 1u);
-  EXPECT_EQ(snapshot.gpus[0].used_bytes, 90 * kGiB);
+  EXPECT_EQ(snapshot.gpus[0].used_bytes, 80 * kGiB);
   EXPECT_EQ(snapshot.gpus[0].free_bytes, 0u);
+  EXPECT_THAT(snapshot.gpus[0].processes, ElementsAre(IsProcess(getpid(), 20 * kGiB)));
+}
+
+// The fuzzer's find: others' memory beyond the total was accepted and sampled as used > total.
+TEST_F(SimulatedProbeTest, OthersBeyondTheTotalAreRefused) {
+  WriteGpus(R"({"gpus": [{"uuid": "GPU-sim-0", "memory_total": "14GiB",
+                          "memory_used_by_others": "15GiB"},
+                         {"uuid": "GPU-sim-1", "memory_total": "14GiB",
+                          "memory_used_by_others": "10GiB",
+                          "other_processes": [{"pid": 999999, "bytes": "5GiB"}]}]})");
+  const std::string m = OpenError().message();
+  EXPECT_THAT(m, HasSubstr("gpus[0].memory_used_by_others: with other_processes must not exceed"));
+  EXPECT_THAT(m, HasSubstr("gpus[1].memory_used_by_others"));
 }
 
 TEST_F(SimulatedProbeTest, BadFieldsAreAllNamedWithTheFile) {
