@@ -77,14 +77,14 @@ bool SameSpec(const JobSpec& a, const JobSpec& b) {
 
 void CheckValidation(const JobSpec& spec) {
   const SpecLimits limits{.max_gpus_per_node = 4, .max_cpu_slots = 16};
-  for (bool cwd_exists : {true, false}) {
-    std::vector<FieldError> errors = ValidateSpec(spec, limits, cwd_exists);
+  for (CwdKind cwd : {CwdKind::kDirectory, CwdKind::kMissing, CwdKind::kNotADirectory}) {
+    std::vector<FieldError> errors = ValidateSpec(spec, limits, cwd);
     FUZZ_CHECK(ToStatus(errors).ok() == errors.empty());
     for (const FieldError& e : errors) FUZZ_CHECK(!e.field.empty() && !e.message.empty());
     if (!errors.empty()) continue;
     FUZZ_CHECK(!spec.command.empty() && spec.gpus >= 0 && spec.gpus <= 4);
     FUZZ_CHECK(spec.cpus >= 1 && spec.cpus <= 16 && spec.retries >= 0 && spec.retries <= 100);
-    FUZZ_CHECK(cwd_exists && !spec.cwd.empty() && spec.cwd[0] == '/');
+    FUZZ_CHECK(cwd == CwdKind::kDirectory && !spec.cwd.empty() && spec.cwd[0] == '/');
   }
   std::string name = DefaultJobName(spec.command);
   FUZZ_CHECK(name.size() <= kMaxJobNameBytes);

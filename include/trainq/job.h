@@ -46,6 +46,9 @@ struct JobSpec {
   std::vector<JobId> after;
   std::vector<JobId> after_any;
   int64_t time_limit_ms = 0;  // wall-clock limit per attempt (--time); 0: none
+  // The Idempotency-Key of the request that stored it ("" for none): a request sent again
+  // with the same key (and user) is answered with the ids already stored.
+  std::string submit_key;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   bool has_deps() const { return !after.empty() || !after_any.empty(); }

@@ -14,8 +14,10 @@ namespace trainq {
 // Binary suffixes K/KiB/M/MiB/G/GiB/T/TiB (the single letters are binary, as in Slurm and
 // nvidia-smi), SI suffixes KB/MB/GB/TB, B for bytes; case-insensitive; decimals allowed;
 // a bare number is MiB. Zero, negative, overflowing or unknown forms are kInvalid with a
-// message that lists the accepted forms. `field` names the input in that message.
-Result<uint64_t> ParseSize(std::string_view text, std::string_view field = "size");
+// message that lists the accepted forms. `field` names the input in that message. With
+// `zero_ok`, zero ("0", "0GiB") is a size too (memory others hold, for instance).
+Result<uint64_t> ParseSize(std::string_view text, std::string_view field = "size",
+                           bool zero_ok = false);
 
 // A GPU memory request: bytes, or a percentage (0 < p <= 100) of each GPU's total.
 struct MemRequest {

@@ -22,7 +22,8 @@ struct HttpRequest {
   std::string path;    // without the query
   std::map<std::string, std::string> query;
   std::string body;
-  int64_t peer_uid = -1;  // SO_PEERCRED of the Unix socket's client
+  std::string idempotency_key;  // the Idempotency-Key header; "" when absent
+  int64_t peer_uid = -1;        // SO_PEERCRED of the Unix socket's client
   int64_t peer_pid = -1;
 };
 
@@ -56,10 +57,11 @@ class HttpServer {
 };
 
 // One request on a new connection; kUnavailable when nobody listens at `socket_path` (the
-// request was not sent), kIo when the exchange broke after connecting.
+// request was not sent), kIo when the exchange broke after connecting. A non-empty
+// `idempotency_key` is sent as the Idempotency-Key header.
 Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
                               std::string_view target, const std::string& body,
-                              int timeout_ms = 30000);
+                              int timeout_ms = 30000, std::string_view idempotency_key = "");
 
 // {"error": {"code": "invalid", "message": "..."}} with the status's HTTP code.
 HttpResponse ErrorResponse(const Status& status);

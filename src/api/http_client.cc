@@ -28,7 +28,8 @@ void SetTimeouts(int fd, int timeout_ms) {
 }  // namespace
 
 Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
-                              std::string_view target, const std::string& body, int timeout_ms) {
+                              std::string_view target, const std::string& body, int timeout_ms,
+                              std::string_view idempotency_key) {
   asio::io_context io;
   Local::socket socket(io);
   beast::error_code ec;
@@ -43,6 +44,10 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view m
       beast::string_view(target.data(), target.size()), 11);
   req.set(http::field::host, "trainq");
   req.set(http::field::content_type, "application/json");
+  if (!idempotency_key.empty()) {
+    req.set("Idempotency-Key",
+            beast::string_view(idempotency_key.data(), idempotency_key.size()));
+  }
   req.body() = body;
   req.prepare_payload();
   http::write(socket, req, ec);

@@ -124,6 +124,9 @@ class Session : public std::enable_shared_from_this<Session> {
     out.path = std::string(target.substr(0, q));
     if (q != std::string_view::npos) out.query = ParseQuery(target.substr(q + 1));
     out.body = std::move(req.body());
+    if (auto key = req.find("Idempotency-Key"); key != req.end()) {
+      out.idempotency_key = std::string(key->value());
+    }
     out.peer_uid = peer_uid_;
     out.peer_pid = peer_pid_;
     handler_(std::move(out),

@@ -20,6 +20,7 @@ struct Parsed {
   int attempt = 0;
   int limit = 0;
   std::string config_key, config_value;
+  std::string backup_path;
   SimArgs sim;
 };
 
@@ -93,6 +94,9 @@ void AddDaemon(CLI::App& app, Parsed& p) {
   d->add_subcommand("stop", "stop the daemon; running jobs keep running");
   d->add_subcommand("status", "whether the daemon runs, its pid and GPUs")
       ->add_flag("--json", p.json, "JSON output");
+  d->add_subcommand("backup", "copy the queue's database to PATH while the daemon runs")
+      ->add_option("path", p.backup_path, "the file to write (replaced once complete)")
+      ->required();
 }
 
 void AddConfig(CLI::App& app, Parsed& p) {
@@ -138,6 +142,7 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "config") return DispatchConfig(client, *sub, p);
   if (sub->got_subcommand("stop")) return CmdDaemonStop(client);
   if (sub->got_subcommand("status")) return CmdDaemonStatus(client, p.json);
+  if (sub->got_subcommand("backup")) return CmdDaemonBackup(client, p.backup_path);
   return p.foreground ? CmdDaemonForeground(client) : CmdDaemonStart(client);
 }
 

@@ -1,5 +1,6 @@
 #include "src/cli/client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -100,6 +101,24 @@ Status Client::EnsureDaemon() {
 Result<json> Client::CallRunning(const std::string& method, const std::string& target,
                                  const std::string& body) {
   return Decode(HttpCall(paths_.socket, method, target, body));
+}
+
+Result<json> Client::Submit(const std::string& body) {
+  const std::string key = RandomToken();
+  constexpr int kTries = 6;
+  auto pause = std::chrono::milliseconds(200);
+  Result<HttpResponse> r = Status::Unavailable("not sent");
+  for (int attempt = 1; attempt <= kTries; ++attempt) {
+    r = HttpCall(paths_.socket, "POST", "/v1/jobs", body, 30000, key);
+    if (r.ok() || attempt == kTries) break;
+    if (!NotDelivered(r)) {
+      // It may have been stored: wait for the daemon (or its restart), then ask again.
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(5000));
+    }
+    if (Status st = EnsureDaemon(); !st.ok()) return st;
+  }
+  return Decode(r);
 }
 
 Result<json> Client::Call(const std::string& method, const std::string& target,

@@ -24,6 +24,12 @@ class Client {
   // more; a request that was sent is never sent again, whatever came back.
   Result<nlohmann::json> Call(const std::string& method, const std::string& target,
                               const std::string& body = "");
+  // POST /v1/jobs with a fresh Idempotency-Key. When the answer is lost (the connection
+  // broke, the daemon died mid-request) the same request is sent again with the same key,
+  // the daemon started if none answers, up to a few times over about half a minute: the
+  // daemon answers a repeat with the ids it already stored, so a submit is stored once and
+  // its ids are printed, or it fails and nothing was stored twice.
+  Result<nlohmann::json> Submit(const std::string& body);
   // The same without starting a daemon: kUnavailable when none listens.
   Result<nlohmann::json> CallRunning(const std::string& method, const std::string& target,
                                      const std::string& body = "");

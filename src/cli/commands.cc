@@ -22,7 +22,7 @@ namespace trainq {
 using json = nlohmann::json;
 
 int Fail(const Status& status) {
-  std::fprintf(stderr, "trainq: %s\n", status.message().c_str());
+  std::fprintf(stderr, "trainq: %s\n", TerminalSafe(status.message()).c_str());
   return ExitCodeFor(status.code());
 }
 
@@ -75,6 +75,30 @@ Result<json> JobIdList(const std::vector<std::string>& values, const char* optio
   return ids;
 }
 
+// The API carries text as JSON strings: bytes that are not UTF-8 are refused, never replaced,
+// so a command never runs with other bytes than the user gave.
+Status CheckUtf8(std::string_view field, std::string_view text, std::string_view hint = "") {
+  std::optional<std::string> problem = Utf8Problem(text);
+  if (!problem) return Status::Ok();
+  return Status::Invalid(fmt::format("{}: {}; trainq carries commands, names and environment as "
+                                     "UTF-8 text{}",
+                                     field, *problem, hint));
+}
+
+Status CheckSubmitText(const SubmitArgs& a, const json& env, const std::string& cwd) {
+  for (size_t i = 0; i < a.command.size(); ++i) {
+    TRAINQ_RETURN_IF_ERROR(CheckUtf8(fmt::format("command[{}]", i), a.command[i]));
+  }
+  TRAINQ_RETURN_IF_ERROR(CheckUtf8("--name", a.name));
+  TRAINQ_RETURN_IF_ERROR(CheckUtf8("--cwd", cwd));
+  for (const auto& [k, v] : env.items()) {
+    std::string hint = fmt::format(" (unset it or give --env {}=VALUE)", TerminalSafe(k));
+    TRAINQ_RETURN_IF_ERROR(CheckUtf8("environment variable name", k, hint));
+    TRAINQ_RETURN_IF_ERROR(CheckUtf8("environment variable " + k, v.get<std::string>(), hint));
+  }
+  return Status::Ok();
+}
+
 Result<json> SubmitBody(const SubmitArgs& a) {
   json env = json::object();
   for (const auto& [k, v] : CurrentEnvironment()) env[k] = v;
@@ -85,6 +109,7 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   }
   std::string cwd = a.cwd.empty() ? CurrentDirectory() : a.cwd;
   if (cwd[0] != '/') cwd = CurrentDirectory() + "/" + cwd;
+  TRAINQ_RETURN_IF_ERROR(CheckSubmitText(a, env, cwd));
   json body = {{"command", a.command}, {"cwd", cwd},     {"env", env},
                {"gpus", a.gpus},       {"cpus", a.cpus}, {"priority", a.priority},
                {"retries", a.retries}};
@@ -110,6 +135,7 @@ Result<json> JobsFromFile(const std::string& path) {
     size_t start = line.find_first_not_of(" \t\r");
     if (start == std::string::npos || line[start] == '#') continue;
     std::string where = fmt::format("--from {}:{}", path, n);
+    TRAINQ_RETURN_IF_ERROR(CheckUtf8(where, line));
     if (line[start] == '{') {
       json job = json::parse(line, nullptr, false);
       if (job.is_discarded() || !job.is_object()) {
@@ -135,7 +161,7 @@ int SubmitFromFile(Client& client, const SubmitArgs& args, json defaults) {
   if (!jobs.ok()) return Fail(jobs.status());
   defaults.erase("command");
   json body = {{"defaults", std::move(defaults)}, {"jobs", std::move(*jobs)}};
-  Result<json> r = client.Call("POST", "/v1/jobs", DumpJson(body));
+  Result<json> r = client.Submit(DumpJson(body));
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   std::string out;
@@ -155,7 +181,7 @@ int CmdSubmit(Client& client, const SubmitArgs& args) {
   Result<json> body = SubmitBody(args);
   if (!body.ok()) return Fail(body.status());
   if (!args.from.empty()) return SubmitFromFile(client, args, std::move(*body));
-  Result<json> r = client.Call("POST", "/v1/jobs", DumpJson(*body));
+  Result<json> r = client.Submit(DumpJson(*body));
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   std::vector<Reply> ids = reply.Array("ids");
@@ -399,6 +425,15 @@ int CmdDaemonStatus(Client& client, bool as_json) {
   if (!reply.ok()) return Fail(reply.status());
   (*r)["running"] = true;
   return PrintChecked(reply, as_json ? DumpJson(*r, 2) + "\n" : text);
+}
+
+int CmdDaemonBackup(Client& client, const std::string& path) {
+  if (path.empty()) return Fail(Status::Invalid("backup: give the file to write, e.g. q.db"));
+  std::string absolute = path[0] == '/' ? path : CurrentDirectory() + "/" + path;
+  if (Status st = CheckUtf8("backup path", absolute); !st.ok()) return Fail(st);
+  Result<json> r = client.Call("POST", "/v1/daemon/backup", DumpJson({{"path", absolute}}));
+  if (!r.ok()) return Fail(r.status());
+  return PrintMessage(*r);
 }
 
 int CmdConfigCheck(Client& client) {

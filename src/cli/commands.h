@@ -52,6 +52,8 @@ int CmdDaemonForeground(Client& client);
 int CmdDaemonStart(Client& client);
 int CmdDaemonStop(Client& client);
 int CmdDaemonStatus(Client& client, bool json);
+// A consistent copy of the database (SQLite's online backup) at `path`, made by the daemon.
+int CmdDaemonBackup(Client& client, const std::string& path);
 // gpu_topology.cc: `trainq gpus --topo`
 int CmdGpuTopology(Client& client, bool json);
 // `trainq config check`: trainqd --check-config, so the client never parses the config.

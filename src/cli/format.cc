@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "src/core/duration.h"
+#include "src/core/words.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -35,7 +36,7 @@ std::string JoinInts(const std::vector<Reply>& values) {
 std::string CommandLine(const Reply& job) {
   std::vector<std::string> parts;
   for (const Reply& a : job.Array("command")) {
-    std::string s = a.AsStr();
+    std::string s = TerminalSafe(a.AsStr());
     bool plain = !s.empty() && s.find_first_of(" \t'\"$\\*?;&|<>()") == std::string::npos;
     parts.push_back(plain ? s : "'" + s + "'");
   }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/words.h"
+
 namespace trainq {
 
 using json = nlohmann::json;
@@ -189,7 +191,7 @@ std::string Reply::AsStr() const {
 
 std::string Reply::AsText() const {
   if (value_->is_null()) return "-";
-  if (value_->is_string()) return value_->get<std::string>();
+  if (value_->is_string()) return TerminalSafe(value_->get<std::string>());
   if (value_->is_number() || value_->is_boolean()) return value_->dump();
   Record(fmt::format("the daemon's reply has '{}' as {} where a single value was expected; {}",
                      path_, Described(*value_), kVersionHint));

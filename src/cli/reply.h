@@ -42,8 +42,8 @@ class Reply {
   std::optional<double> OptNum(std::string_view key) const;
   bool BoolOr(std::string_view key, bool fallback) const;
   std::vector<Reply> ArrayOr(std::string_view key) const;  // empty when absent
-  // A scalar member as text for tables: strings as they are, numbers and booleans printed,
-  // "-" when absent or null.
+  // A scalar member as text for tables: strings made TerminalSafe (src/core/words.h),
+  // numbers and booleans printed, "-" when absent or null.
   std::string Text(std::string_view key) const;
   // Any member as text: strings as they are, anything else as JSON, "-" when absent.
   std::string AnyText(std::string_view key) const;

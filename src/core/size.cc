@@ -81,7 +81,7 @@ const Unit* FindUnit(std::string_view suffix) {
 // Whole numbers are multiplied exactly, so "9007199254740993B" keeps every byte; only
 // decimals go through floating point.
 Result<uint64_t> Scale(std::string_view number, const Unit& unit, std::string_view field,
-                       std::string_view text) {
+                       std::string_view text, bool zero_ok) {
   uint64_t bytes = 0;
   if (number.find('.') == std::string_view::npos) {
     uint64_t n = 0;
@@ -98,14 +98,14 @@ Result<uint64_t> Scale(std::string_view number, const Unit& unit, std::string_vi
     if (d > static_cast<double>(kMaxBytes)) return BadSize(field, text, "is too large");
     bytes = static_cast<uint64_t>(d);
   }
-  if (bytes == 0) return BadSize(field, text, "must be more than zero");
+  if (bytes == 0 && !zero_ok) return BadSize(field, text, "must be more than zero");
   if (bytes > kMaxBytes) return BadSize(field, text, "is too large");
   return bytes;
 }
 
 }  // namespace
 
-Result<uint64_t> ParseSize(std::string_view text, std::string_view field) {
+Result<uint64_t> ParseSize(std::string_view text, std::string_view field, bool zero_ok) {
   std::string_view s = Trim(text);
   if (s.empty()) return BadSize(field, text, "is empty");
   if (s.front() == '-') return BadSize(field, text, "is negative");
@@ -115,7 +115,7 @@ Result<uint64_t> ParseSize(std::string_view text, std::string_view field) {
   if (unit == nullptr) {
     return BadSize(field, text, fmt::format("has an unknown unit '{}'", Trim(s.substr(end))));
   }
-  return Scale(s.substr(0, end), *unit, field, text);
+  return Scale(s.substr(0, end), *unit, field, text, zero_ok);
 }
 
 Result<MemRequest> ParseMemRequest(std::string_view text, std::string_view field) {

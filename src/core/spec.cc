@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "src/core/duration.h"
+#include "trainq/size.h"
 
 namespace trainq {
 
@@ -54,8 +55,14 @@ void CheckGpus(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldE
   }
 }
 
-void CheckMem(const JobSpec& spec, std::vector<FieldError>& out) {
+void CheckMem(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
   if (!spec.mem_bytes && !spec.mem_percent) return;
+  if (spec.mem_bytes && limits.largest_gpu_bytes > 0 && *spec.mem_bytes > limits.largest_gpu_bytes) {
+    out.push_back({"--mem", fmt::format("{} is more than any GPU here has (the largest has {}); "
+                                        "ask for at most that, or a percentage like --mem 90%",
+                                        FormatBytes(*spec.mem_bytes),
+                                        FormatBytes(limits.largest_gpu_bytes))});
+  }
   if (spec.gpus == 0) {
     out.push_back({"--mem", "is GPU memory and needs GPUs; drop --mem for a CPU job (--gpus 0)"});
   }
@@ -82,11 +89,44 @@ void CheckCounts(const JobSpec& spec, const SpecLimits& limits, std::vector<Fiel
   }
 }
 
-void CheckCwd(const JobSpec& spec, bool cwd_exists, std::vector<FieldError>& out) {
+void CheckCwd(const JobSpec& spec, CwdKind cwd, std::vector<FieldError>& out) {
   if (spec.cwd.empty() || spec.cwd.front() != '/' || HasNul(spec.cwd)) {
     out.push_back({"--cwd", fmt::format("'{}' is not an absolute path", spec.cwd)});
-  } else if (!cwd_exists) {
+  } else if (cwd == CwdKind::kMissing) {
     out.push_back({"--cwd", fmt::format("directory {} does not exist", spec.cwd)});
+  } else if (cwd == CwdKind::kNotADirectory) {
+    out.push_back({"--cwd", fmt::format("{} is not a directory", spec.cwd)});
+  }
+}
+
+// What execve would refuse (E2BIG) is refused here, at submit, rather than at the start.
+void CheckExecSize(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
+  if (limits.arg_max == 0) return;
+  size_t total = 0;
+  for (size_t i = 0; i < spec.command.size(); ++i) {
+    const std::string& a = spec.command[i];
+    total += a.size() + 1 + sizeof(char*);
+    if (a.size() + 1 > kMaxExecString) {
+      out.push_back({"command", fmt::format("argument {} is {} bytes; one argument may have at "
+                                            "most {}",
+                                            i, a.size(), kMaxExecString - 1)});
+    }
+  }
+  for (const auto& [key, value] : spec.env) {
+    size_t size = key.size() + 1 + value.size() + 1;
+    total += size + sizeof(char*);
+    if (size > kMaxExecString) {
+      out.push_back({"--env", fmt::format("{} is {} bytes with its value; one variable may have "
+                                          "at most {}",
+                                          key, size - 1, kMaxExecString - 1)});
+    }
+  }
+  size_t room = limits.arg_max > kExecReserve ? limits.arg_max - kExecReserve : 0;
+  if (total > room) {
+    out.push_back({"command", fmt::format("the arguments and environment take {} bytes; "
+                                          "programs here may be given at most {} (ARG_MAX less "
+                                          "{} for trainq's variables)",
+                                          total, room, kExecReserve)});
   }
 }
 
@@ -172,14 +212,14 @@ std::string_view Basename(std::string_view path) {
 
 }  // namespace
 
-std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limits,
-                                     bool cwd_exists) {
+std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limits, CwdKind cwd) {
   std::vector<FieldError> errors;
   CheckCommand(spec, errors);
+  CheckExecSize(spec, limits, errors);
   CheckGpus(spec, limits, errors);
-  CheckMem(spec, errors);
+  CheckMem(spec, limits, errors);
   CheckCounts(spec, limits, errors);
-  CheckCwd(spec, cwd_exists, errors);
+  CheckCwd(spec, cwd, errors);
   CheckName(spec, errors);
   CheckEnv(spec, errors);
   CheckDeps(spec, errors);
@@ -228,7 +268,7 @@ namespace {
 Status BadTime(std::string_view text) {
   return Status::Invalid(fmt::format(
       "--time: '{}' is not a time limit; use a duration (30s, 90m, 2h30m, 1d), minutes (90) "
-      "or H:MM:SS (2:30:00)",
+      "or H:MM:SS with minutes and seconds below 60 (2:30:00)",
       text));
 }
 
@@ -249,6 +289,10 @@ std::optional<int64_t> ClockMs(std::string_view text) {
     start = colon + 1;
   }
   if (parts.size() < 2 || parts.size() > 3) return std::nullopt;
+  // Minutes and seconds after the first field are clock digits: 1:99:99 is a typo, not 2h40m.
+  if (std::any_of(parts.begin() + 1, parts.end(), [](int64_t p) { return p > 59; })) {
+    return std::nullopt;
+  }
   int64_t seconds = 0;
   for (int64_t p : parts) seconds = seconds * 60 + p;
   return seconds * 1000;

@@ -25,12 +25,21 @@ constexpr char kMasterAddr[] = "127.0.0.1";
 struct SpecLimits {
   int max_gpus_per_node = 0;  // 0 with gpus requested: no GPUs anywhere
   int max_cpu_slots = 1;
+  uint64_t largest_gpu_bytes = 0;  // the most memory one GPU has; 0: not known, not checked
+  size_t arg_max = 0;              // execve's limit on argv and environment; 0: not checked
 };
 
-// Every problem at once; empty when the spec may be stored. Checks that cwd exists (an OS
-// touch kept here for one place of truth is done by the caller: pass cwd_exists).
-std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limits,
-                                     bool cwd_exists);
+// execve refuses one argument or variable longer than this (Linux's MAX_ARG_STRLEN).
+constexpr size_t kMaxExecString = 32 * 4096;
+// Room kept under arg_max for the variables the shim adds (CUDA_VISIBLE_DEVICES, TRAINQ_*,
+// MASTER_*, PET_*).
+constexpr size_t kExecReserve = 8 * 1024;
+
+// What the caller found at the job's cwd (an OS touch, kept out of this pure check).
+enum class CwdKind { kDirectory, kMissing, kNotADirectory };
+
+// Every problem at once; empty when the spec may be stored.
+std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limits, CwdKind cwd);
 // One Status (kInvalid) naming each field, or Ok.
 Status ToStatus(const std::vector<FieldError>& errors);
 

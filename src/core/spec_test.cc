@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -30,17 +31,18 @@ JobSpec GoodSpec() {
 }
 
 constexpr SpecLimits kLimits{.max_gpus_per_node = 4, .max_cpu_slots = 16};
+constexpr CwdKind kDir = CwdKind::kDirectory;
 
 TEST(ValidateSpecTest, AcceptsAGoodSpec) {
-  EXPECT_THAT(ValidateSpec(GoodSpec(), kLimits, true), IsEmpty());
+  EXPECT_THAT(ValidateSpec(GoodSpec(), kLimits, kDir), IsEmpty());
   JobSpec cpu = GoodSpec();
   cpu.gpus = 0;
   cpu.mem_bytes.reset();
-  EXPECT_THAT(ValidateSpec(cpu, kLimits, true), IsEmpty());
+  EXPECT_THAT(ValidateSpec(cpu, kLimits, kDir), IsEmpty());
   JobSpec pct = GoodSpec();
   pct.mem_bytes.reset();
   pct.mem_percent = 100.0;
-  EXPECT_THAT(ValidateSpec(pct, kLimits, true), IsEmpty());
+  EXPECT_THAT(ValidateSpec(pct, kLimits, kDir), IsEmpty());
 }
 
 struct SpecCase {
@@ -49,7 +51,7 @@ struct SpecCase {
   const char* field;
   const char* message;  // substring
   SpecLimits limits = kLimits;
-  bool cwd_exists = true;
+  CwdKind cwd = CwdKind::kDirectory;
 };
 
 TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
@@ -89,7 +91,26 @@ TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
       {"relative cwd", [](JobSpec& s) { s.cwd = "proj"; }, "--cwd", "'proj' is not an absolute"},
       {"empty cwd", [](JobSpec& s) { s.cwd = ""; }, "--cwd", "not an absolute path"},
       {"missing cwd", [](JobSpec&) {}, "--cwd", "directory /home/ada/proj does not exist", kLimits,
-       false},
+       CwdKind::kMissing},
+      {"cwd is a file", [](JobSpec&) {}, "--cwd", "/home/ada/proj is not a directory", kLimits,
+       CwdKind::kNotADirectory},
+      {"mem beyond the largest GPU", [](JobSpec& s) { s.mem_bytes = 81ull << 30; }, "--mem",
+       "81.0 GiB is more than any GPU here has (the largest has 80.0 GiB)",
+       {.max_gpus_per_node = 4, .max_cpu_slots = 16, .largest_gpu_bytes = 80ull << 30}},
+      {"an argument execve refuses",
+       [](JobSpec& s) { s.command[1] = std::string(kMaxExecString, 'a'); }, "command",
+       "argument 1 is 131072 bytes; one argument may have at most 131071",
+       {.max_gpus_per_node = 4, .max_cpu_slots = 16, .arg_max = 2 << 20}},
+      {"a variable execve refuses",
+       [](JobSpec& s) { s.env.push_back({"BIG", std::string(kMaxExecString, 'v')}); }, "--env",
+       "BIG is 131076 bytes with its value",
+       {.max_gpus_per_node = 4, .max_cpu_slots = 16, .arg_max = 2 << 20}},
+      {"more than ARG_MAX in all",
+       [](JobSpec& s) {
+         for (int i = 0; i < 40; ++i) s.env.push_back({fmt::format("V{}", i), std::string(60000, 'v')});
+       },
+       "command", "programs here may be given at most",
+       {.max_gpus_per_node = 4, .max_cpu_slots = 16, .arg_max = 2 << 20}},
       {"long name", [](JobSpec& s) { s.name = std::string(201, 'x'); }, "--name",
        "201 bytes long; use at most 200"},
       {"newline in name", [](JobSpec& s) { s.name = "a\nb"; }, "--name", "control characters"},
@@ -118,7 +139,7 @@ TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
   for (const SpecCase& c : cases) {
     JobSpec spec = GoodSpec();
     c.edit(spec);
-    std::vector<FieldError> errors = ValidateSpec(spec, c.limits, c.cwd_exists);
+    std::vector<FieldError> errors = ValidateSpec(spec, c.limits, c.cwd);
     ASSERT_EQ(errors.size(), 1u) << c.what << ": " << ToStatus(errors).message();
     EXPECT_EQ(errors[0].field, c.field) << c.what;
     EXPECT_THAT(errors[0].message, HasSubstr(c.message)) << c.what;
@@ -131,10 +152,10 @@ TEST(ValidateSpecTest, AcceptsBoundaries) {
   spec.cpus = 16;
   spec.retries = 100;
   spec.name = std::string(200, 'x');
-  EXPECT_THAT(ValidateSpec(spec, kLimits, true), IsEmpty());
+  EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
   spec.retries = 0;
   spec.name = "résumé-训练";  // UTF-8 is not a control character
-  EXPECT_THAT(ValidateSpec(spec, kLimits, true), IsEmpty());
+  EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
 }
 
 TEST(ValidateSpecTest, ReportsEveryProblemAtOnce) {
@@ -142,7 +163,7 @@ TEST(ValidateSpecTest, ReportsEveryProblemAtOnce) {
   spec.command.clear();
   spec.gpus = 0;
   spec.cwd = "rel";
-  std::vector<FieldError> errors = ValidateSpec(spec, kLimits, false);
+  std::vector<FieldError> errors = ValidateSpec(spec, kLimits, CwdKind::kMissing);
   ASSERT_EQ(errors.size(), 3u);
   EXPECT_EQ(errors[0].field, "command");
   EXPECT_EQ(errors[1].field, "--mem");
@@ -274,7 +295,7 @@ TEST(ParseTimeLimitTest, AcceptsDurationsMinutesAndClockForms) {
 
 TEST(ParseTimeLimitTest, RefusesOtherFormsNamingTheOption) {
   for (const char* text : {"", "0", "0s", "0:00", "soon", "2h30", "-5", "1:2:3:4", ":30", "1::2",
-                           "2 h", "10000000000"}) {
+                           "2 h", "10000000000", "1:99:99", "1:60:00", "45:60", "0:61"}) {
     Result<int64_t> got = ParseTimeLimit(text);
     ASSERT_FALSE(got.ok()) << text;
     EXPECT_THAT(got.status().message(), HasSubstr("--time")) << text;
@@ -300,21 +321,21 @@ TEST(ValidateSpecTest, DependencyIdsMustBePositiveAndFew) {
   JobSpec spec = GoodSpec();
   spec.after = {12, 0};
   spec.after_any = {-3};
-  std::vector<FieldError> errors = ValidateSpec(spec, kLimits, true);
+  std::vector<FieldError> errors = ValidateSpec(spec, kLimits, kDir);
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_EQ(errors[0].field, "--after");
   EXPECT_THAT(errors[0].message, HasSubstr("0 is not a job id"));
   EXPECT_EQ(errors[1].field, "--after-any");
   spec = GoodSpec();
   spec.after.assign(kMaxDeps + 1, 5);
-  errors = ValidateSpec(spec, kLimits, true);
+  errors = ValidateSpec(spec, kLimits, kDir);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_THAT(errors[0].message, HasSubstr("at most 1000"));
   spec = GoodSpec();
   spec.after = {1, 2};
   spec.after_any = {3};
   spec.time_limit_ms = 60'000;
-  EXPECT_THAT(ValidateSpec(spec, kLimits, true), IsEmpty());
+  EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
 }
 
 TEST(DefaultJobNameTest, PrefersTheScriptOverTheInterpreter) {

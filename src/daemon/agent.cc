@@ -87,6 +87,13 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   p.run_dir = fmt::format("{}/{}/{}", options_.paths.runs, job.id, n);
   p.log_path = LogPath(p.run_dir);
   p.master_port = *port;
+  // A run dir that already has a log belongs to another job of the same id: the store and
+  // runs/ disagree. Never write into it (the daemon refuses to start on a lost database).
+  if (FileExists(p.log_path)) {
+    return Status::Internal(fmt::format("run dir {} already holds a log; trainq.db and {} "
+                                        "disagree about job {}",
+                                        p.run_dir, options_.paths.runs, job.id));
+  }
   TRAINQ_RETURN_IF_ERROR(MakeDirs(p.run_dir));
   RunSpec spec;
   spec.command = job.spec.command;

@@ -96,15 +96,22 @@ Kind Size(uint64_t Config::*field) {
           {set, [field](const Config& c) { return ExactSize(c.*field); }, Copy(field), {}, {}}};
 }
 
+constexpr int64_t kMinSampleIntervalMs = 100;
+
 constexpr std::string_view kDurationForm =
     "a duration like \"30s\", \"500ms\", \"2m\", \"2h\", \"7d\" (at most 36500d)";
 
-Kind Duration(int64_t Config::*field) {
-  auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
+// `min_ms`: the shortest that can work (a zero sample interval is a busy loop).
+Kind Duration(int64_t Config::*field, int64_t min_ms = 0) {
+  auto set = [field, min_ms](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto s = n.value<std::string>();
     if (!s || !n.is_string()) return WrongType(name, kDurationForm);
     Result<int64_t> v = ParseDurationMs(*s, "config option " + name);
     if (!v.ok()) return v.status();
+    if (*v < min_ms) {
+      return Status::Invalid(fmt::format("config option {}: \"{}\" is too short; use at least {}",
+                                         name, *s, FormatDuration(min_ms)));
+    }
     c.*field = *v;
     return Status::Ok();
   };
@@ -289,8 +296,8 @@ const std::vector<Option>& Options() {
           Duration(&Config::oom_backoff_max_ms)),
       Row("grace_period", "10s", false, "time between SIGTERM and SIGKILL when a job is stopped",
           Duration(&Config::grace_ms)),
-      Row("sample_interval", "1s", false, "how often the GPUs are sampled",
-          Duration(&Config::sample_interval_ms)),
+      Row("sample_interval", "1s", false, "how often the GPUs are sampled; at least 100ms",
+          Duration(&Config::sample_interval_ms, kMinSampleIntervalMs)),
       Row("ramp_up", "60s", false,
           "where per-process GPU memory is unknown, how long a new attempt's reservation counts "
           "in full",

@@ -120,6 +120,9 @@ Config WithRuntime(Config config, const RuntimeSettings& runtime);
 // `origin` and the key.
 std::string RuntimeSettingsToJson(const RuntimeSettings& settings);
 Result<RuntimeSettings> RuntimeSettingsFromJson(const std::string& text, const std::string& origin);
+// The settings file at `path` (StatePaths::settings): nullopt when there is none, kInvalid
+// naming the file when it cannot be used.
+Result<std::optional<RuntimeSettings>> ReadRuntimeSettings(const std::string& path);
 // A settable option's value as the API shows it beside the table ([0, 1] for devices, 2 for
 // max_jobs_per_gpu): the persisted form too.
 std::string SettableValueJson(const Config& config, std::string_view name);

@@ -19,8 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string SettingsPath(const StatePaths& paths) { return paths.state_dir + "/settings.json"; }
-
 HttpResponse Json(int status, const json& body) {
   return {status, DumpJson(body), "application/json"};
 }
@@ -72,18 +70,26 @@ std::vector<int> DaemonImpl::MissingDevices(const std::vector<int>& devices) con
 
 Status DaemonImpl::LoadRuntimeSettings() {
   file_config_ = config_;
-  std::string path = SettingsPath(options_.paths);
+  Result<std::optional<RuntimeSettings>> settings = ReadRuntimeSettings(options_.paths.settings);
+  if (!settings.ok()) return settings.status();
+  if (!*settings) return Status::Ok();
+  ApplyRuntime(**settings);
+  spdlog::info("run-time settings from {}: {}", options_.paths.settings, Describe(runtime_));
+  return Status::Ok();
+}
+
+Result<std::optional<RuntimeSettings>> ReadRuntimeSettings(const std::string& path) {
   Result<std::string> text = ReadFile(path);
-  if (!text.ok() && text.status().code() == Code::kNotFound) return Status::Ok();
+  if (!text.ok() && text.status().code() == Code::kNotFound) {
+    return std::optional<RuntimeSettings>();
+  }
   if (!text.ok()) return text.status();
   Result<RuntimeSettings> settings = RuntimeSettingsFromJson(*text, path);
   if (!settings.ok()) {
     return Status::Invalid(settings.status().message() +
                            " (it holds `trainq config set` values; fix or remove it)");
   }
-  ApplyRuntime(*settings);
-  spdlog::info("run-time settings from {}: {}", path, Describe(runtime_));
-  return Status::Ok();
+  return std::optional<RuntimeSettings>(std::move(*settings));
 }
 
 void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
@@ -111,7 +117,7 @@ std::string DaemonImpl::ConfigJson() const {
     if (o.settable) doc[name] = json::parse(SettableValueJson(config_, name));
   }
   doc["options"] = std::move(options);
-  doc["settings_file"] = SettingsPath(options_.paths);
+  doc["settings_file"] = options_.paths.settings;
   return DumpJson(doc);
 }
 
@@ -137,7 +143,7 @@ void DaemonImpl::SetConfigRoute(const HttpRequest& req, Responder& respond) {
     }
   }
   RuntimeSettings next = Updated(runtime_, *update);
-  std::string path = SettingsPath(options_.paths);
+  std::string path = options_.paths.settings;
   if (Status st = WriteFileAtomic(path, RuntimeSettingsToJson(next), Durability::kSync); !st.ok()) {
     return respond(ErrorResponse(st));
   }

@@ -128,6 +128,21 @@ TEST(ConfigTest, UnreadableFileIsAnError) {
   EXPECT_THAT(c.status().message(), HasSubstr("config file " + dir + " cannot be read"));
 }
 
+// "0s" was accepted and sampled the GPUs in a busy loop at 100 % CPU.
+TEST(ConfigTest, ASampleIntervalTooShortToWorkIsRefused) {
+  for (const char* text : {"0s", "0ms", "99ms"}) {
+    Result<Config> c = ParseConfig(fmt::format("sample_interval = \"{}\"\n", text), "config.toml");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_THAT(c.status().message(),
+                HasSubstr(fmt::format("config option sample_interval: \"{}\" is too short; use at "
+                                      "least 100ms",
+                                      text)));
+  }
+  Result<Config> c = ParseConfig("sample_interval = \"100ms\"\n", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->sample_interval_ms, 100);
+}
+
 TEST(ConfigTest, DurationsThatDoNotFitAreRefusedNamingTheOption) {
   Result<Config> c = ParseConfig("aging_limit = \"9999999999999h\"\n", "config.toml");
   ASSERT_FALSE(c.ok());

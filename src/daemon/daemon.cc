@@ -1,8 +1,12 @@
 #include "src/daemon/daemon.h"
 
+#include <algorithm>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
+#include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -139,6 +143,32 @@ Result<Config> LoadDaemonConfig(const StatePaths& paths) {
   return config;
 }
 
+// The highest job id among the run dirs (runs/<id>/...), 0 when there are none.
+JobId HighestRunDir(const std::string& runs) {
+  JobId highest = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(runs, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    JobId id = 0;
+    auto [ptr, err] = std::from_chars(name.data(), name.data() + name.size(), id);
+    if (err == std::errc() && ptr == name.data() + name.size()) highest = std::max(highest, id);
+  }
+  return highest;
+}
+
+// A queue whose database is gone but whose jobs left run dirs: starting afresh would hand
+// out ids from 1 again and mix new jobs' logs into old ones'.
+Status CheckDatabaseNotLost(const StatePaths& paths) {
+  if (FileExists(paths.db)) return Status::Ok();
+  JobId highest = HighestRunDir(paths.runs);
+  if (highest == 0) return Status::Ok();
+  return Status::Io(fmt::format(
+      "{} is missing, but {} holds the run dirs of jobs up to {}: the queue's database was "
+      "lost or moved. Restore it from a backup ('trainq daemon backup PATH' makes one; copy it "
+      "to {}), or, to start a new empty queue, move the old run dirs away first (mv {} {}.old)",
+      paths.db, paths.runs, highest, paths.db, paths.runs, paths.runs));
+}
+
 int Fail(const Status& st) {
   spdlog::error("{}", st.message());
   return ExitCodeFor(st.code());
@@ -148,9 +178,15 @@ int Fail(const Status& st) {
 
 int CheckDaemonConfig(const StatePaths& paths) {
   Result<Config> config = LoadDaemonConfig(paths);
-  if (!config.ok()) {
-    std::fprintf(stderr, "trainqd: %s\n", config.status().message().c_str());
-    return ExitCodeFor(config.status().code());
+  Status st = config.status();
+  // settings.json and a lost or damaged database too: each stops the daemon, and the
+  // client that asks before it starts one should say so at once.
+  if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
+  if (st.ok()) st = CheckDatabaseNotLost(paths);
+  if (st.ok()) st = CheckSqliteFile(paths.db);
+  if (!st.ok()) {
+    std::fprintf(stderr, "trainqd: %s\n", st.message().c_str());
+    return ExitCodeFor(st.code());
   }
   std::printf("%s: valid\n", paths.config.c_str());
   return 0;
@@ -168,6 +204,7 @@ int RunDaemon(const DaemonOptions& options) {
   }
   Result<Config> config = LoadDaemonConfig(paths);
   if (!config.ok()) return Fail(config.status());
+  if (Status st = CheckDatabaseNotLost(paths); !st.ok()) return Fail(st);
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(paths.db);
   if (!store.ok()) return Fail(store.status());
   Result<ProbeChoice> probe = ChooseGpuProbe(config->fake_gpus, config->nvml_library);

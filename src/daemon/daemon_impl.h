@@ -56,6 +56,9 @@ struct LiveAttempt {
 struct PendingSubmit {
   std::vector<JobSpec> specs;
   Responder respond;
+  // The same request sent again (same Idempotency-Key) before it was stored: answered with
+  // the same ids.
+  std::vector<Responder> repeats;
 };
 
 // What the daemon is built from: each part is the OS (or the store) behind an interface.

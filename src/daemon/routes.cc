@@ -1,7 +1,9 @@
 // The HTTP API (docs/api.md), one table of routes. Bodies are JSON; errors are
 // {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
 #include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 
@@ -20,6 +22,25 @@ namespace trainq {
 using json = nlohmann::json;
 
 namespace {
+
+CwdKind CwdKindOf(const std::string& path) {
+  if (IsDirectory(path)) return CwdKind::kDirectory;
+  return FileExists(path) ? CwdKind::kNotADirectory : CwdKind::kMissing;
+}
+
+size_t ArgMax() {
+  long n = ::sysconf(_SC_ARG_MAX);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+// An Idempotency-Key is an opaque token the client made (the CLI: 32 hex digits).
+Status CheckSubmitKey(const std::string& key) {
+  bool printable = std::all_of(key.begin(), key.end(), [](char ch) { return ch > ' ' && ch < 127; });
+  if (key.size() <= 200 && printable) return Status::Ok();
+  return Status::Invalid(
+      "Idempotency-Key: expected 1 to 200 printable ASCII characters without spaces, e.g. a "
+      "random UUID");
+}
 
 HttpResponse Json(int status, const json& body) {
   return {status, DumpJson(body), "application/json"};
@@ -193,6 +214,7 @@ class Routes {
   static void Gpus(RouteContext& c);
   static void DaemonStatus(RouteContext& c);
   static void Stop(RouteContext& c);
+  static void Backup(RouteContext& c);
   static void JobAction(RouteContext& c);  // GET, cancel, retry, explain of /v1/jobs/ID
   static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
   static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }
@@ -205,21 +227,37 @@ class Routes {
 void Routes::Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
-  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_};
+  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax()};
   std::string user = UserName(c.req.peer_uid);
   std::set<JobId> known;  // dependencies already found to exist
   for (size_t i = 0; i < specs->size(); ++i) {
     JobSpec& spec = (*specs)[i];
     spec.user = user;
     if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
-    Status st = ToStatus(ValidateSpec(spec, limits, IsDirectory(spec.cwd)));
+    if (spec.cwd.empty()) spec.cwd = HomeDir(c.req.peer_uid);  // as a login shell starts
+    Status st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
       return c.respond(ErrorResponse(Status::Invalid(where + st.message())));
     }
   }
-  c.d.pending_submits_.push_back({std::move(*specs), std::move(c.respond)});
+  const std::string& key = c.req.idempotency_key;
+  if (!key.empty()) {
+    if (Status st = CheckSubmitKey(key); !st.ok()) return c.respond(ErrorResponse(st));
+    // Sent again after a lost answer: the ids already stored, or those about to be.
+    Result<std::vector<JobId>> stored = c.d.store_->IdsForSubmitKey(user, key);
+    if (!stored.ok()) return c.respond(ErrorResponse(stored.status()));
+    if (!stored->empty()) return c.respond(Json(200, {{"ids", *stored}, {"repeated", true}}));
+    for (PendingSubmit& p : c.d.pending_submits_) {
+      if (!p.specs.empty() && p.specs[0].submit_key == key && p.specs[0].user == user) {
+        p.repeats.push_back(std::move(c.respond));
+        return;
+      }
+    }
+    for (JobSpec& spec : *specs) spec.submit_key = key;
+  }
+  c.d.pending_submits_.push_back({std::move(*specs), std::move(c.respond), {}});
   if (!c.d.flush_posted_) {
     // Submits that arrive in the same loop turn share one transaction (group commit).
     c.d.flush_posted_ = true;
@@ -311,6 +349,32 @@ void Routes::DaemonStatus(RouteContext& c) {
                        {"running_attempts", c.d.live_.size()}}));
 }
 
+// {"path": "/abs/file"}: the store copied there while the daemon runs (it waits meanwhile;
+// a queue of 100,000 jobs copies in well under a second).
+void Routes::Backup(RouteContext& c) {
+  json doc = json::parse(c.req.body, nullptr, false);
+  const json* path = doc.is_object() && doc.contains("path") ? &doc["path"] : nullptr;
+  if (path == nullptr || !path->is_string() || path->get<std::string>().empty() ||
+      path->get<std::string>()[0] != '/' || doc.size() != 1) {
+    return c.respond(ErrorResponse(
+        Status::Invalid("path: expected {\"path\": \"/absolute/file\"}, the file to write")));
+  }
+  const std::string dest = path->get<std::string>();
+  if (dest == c.d.options_.paths.db || dest.rfind(c.d.options_.paths.db + "-", 0) == 0) {
+    return c.respond(ErrorResponse(
+        Status::Invalid("path: " + dest + " is the database itself; name another file")));
+  }
+  if (IsDirectory(dest)) {
+    return c.respond(ErrorResponse(Status::Invalid("path: " + dest + " is a directory")));
+  }
+  if (Status st = c.d.store_->Backup(dest); !st.ok()) return c.respond(ErrorResponse(st));
+  spdlog::info("backup of {} written to {}", c.d.options_.paths.db, dest);
+  c.respond(Json(200, {{"message", fmt::format("database {} copied to {}; to restore, stop the "
+                                               "daemon and copy it back (docs/operations.md)",
+                                               c.d.options_.paths.db, dest)},
+                       {"path", dest}}));
+}
+
 void Routes::Stop(RouteContext& c) {
   c.respond(
       Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
@@ -373,6 +437,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/jobs", Routes::Submit},      {"GET", "/v1/jobs", Routes::ListJobs},
     {"GET", "/v1/gpus", Routes::Gpus},         {"GET", "/v1/status", Routes::DaemonStatus},
     {"POST", "/v1/daemon/stop", Routes::Stop}, {"GET", "/v1/jobs/", Routes::JobAction},
+    {"POST", "/v1/daemon/backup", Routes::Backup},
     {"POST", "/v1/jobs/", Routes::JobAction},  {"GET", "/v1/config", Routes::GetConfig},
     {"PUT", "/v1/config", Routes::SetConfig},  {"POST", "/v1/config", Routes::SetConfig},
 };
@@ -417,11 +482,13 @@ void DaemonImpl::FlushSubmits() {
   size_t next = 0;
   for (PendingSubmit& p : batch) {
     if (!ids.ok()) {
+      for (Responder& repeat : p.repeats) repeat(ErrorResponse(ids.status()));
       p.respond(ErrorResponse(ids.status()));
       continue;
     }
     json out = json::array();
     for (size_t i = 0; i < p.specs.size(); ++i) out.push_back((*ids)[next++]);
+    for (Responder& repeat : p.repeats) repeat(Json(200, {{"ids", out}, {"repeated", true}}));
     p.respond(Json(201, {{"ids", std::move(out)}}));
   }
   batch.clear();

@@ -35,6 +35,7 @@ StatePaths ResolveStatePaths(const std::string& flag) {
   p.lock = dir + "/daemon.lock";
   p.log = dir + "/daemon.log";
   p.config = dir + "/config.toml";
+  p.settings = dir + "/settings.json";
   p.socket = dir + "/trainq.sock";
   if (p.socket.size() >= sizeof(sockaddr_un::sun_path)) {
     // Unix socket paths are limited to 107 bytes: use the runtime dir, keyed by the state dir.

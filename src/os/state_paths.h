@@ -13,7 +13,8 @@ struct StatePaths {
   std::string socket;  // trainq.sock, or under $XDG_RUNTIME_DIR when the path is too long
   std::string lock;    // daemon.lock: held by the running daemon
   std::string log;     // daemon.log
-  std::string config;  // config.toml
+  std::string config;    // config.toml
+  std::string settings;  // settings.json: values `trainq config set` changed at run time
 };
 
 std::string DefaultStateDir();

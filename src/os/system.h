@@ -17,6 +17,10 @@ std::string HostName();
 int CpuCount();
 // The login name of `uid`, or its number as text.
 std::string UserName(int64_t uid);
+// 32 hex digits from the kernel's random source: a token no other process can guess.
+std::string RandomToken();
+// The home directory of `uid` from the password database; "/" when it has none.
+std::string HomeDir(int64_t uid);
 // The caller's environment as pairs, in order.
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment();
 std::string CurrentDirectory();

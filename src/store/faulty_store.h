@@ -24,6 +24,15 @@ class FaultyStore final : public Store {
     if (Status st = Take("Submit"); !st.ok()) return st;
     return inner_->Submit(specs, now);
   }
+  Status Backup(const std::string& dest) override {
+    if (Status st = Take("Backup"); !st.ok()) return st;
+    return inner_->Backup(dest);
+  }
+  Result<std::vector<JobId>> IdsForSubmitKey(const std::string& user,
+                                             const std::string& key) override {
+    if (Status st = Take("IdsForSubmitKey"); !st.ok()) return st;
+    return inner_->IdsForSubmitKey(user, key);
+  }
   Result<Job> Get(JobId id) override {
     if (Status st = Take("Get"); !st.ok()) return st;
     return inner_->Get(id);

@@ -65,6 +65,15 @@ class Store {
   // does not exist (a job may only wait for jobs stored before it); nothing is stored then.
   virtual Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) = 0;
 
+  // The ids of the jobs `user` submitted with Idempotency-Key `key`, in order; empty when
+  // none.
+  virtual Result<std::vector<JobId>> IdsForSubmitKey(const std::string& user,
+                                                     const std::string& key) = 0;
+
+  // A consistent copy of the whole store at `dest` (a file the caller names), made while the
+  // store stays in use; `dest` is replaced only once the copy is complete. kIo on failure.
+  virtual Status Backup(const std::string& dest) = 0;
+
   // One job with all its attempts. kNotFound if there is no such id.
   virtual Result<Job> Get(JobId id) = 0;
   virtual Result<std::vector<Job>> List(const ListQuery& query) = 0;
@@ -103,5 +112,9 @@ class Store {
 
 // Opens (creating if absent) the SQLite store at `path`: WAL, schema migrations.
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
+// Whether the SQLite database at `path` (if there is one) is whole: PRAGMA quick_check on a
+// read-only connection, changing nothing. Ok when there is no file; kIo naming the file and
+// the way back when it is damaged. For `trainqd --check-config`, before a daemon starts.
+Status CheckSqliteFile(const std::string& path);
 
 }  // namespace trainq

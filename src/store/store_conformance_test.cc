@@ -103,6 +103,31 @@ TEST_P(StoreConformance, SubmitOfManyReturnsIdsInOrder) {
   EXPECT_EQ(Fetch(ids->back()).spec.name, "job499");
 }
 
+TEST_P(StoreConformance, SubmitKeyFindsTheIdsOfItsRequestForItsUserOnly) {
+  std::vector<JobSpec> specs = {Spec("a"), Spec("b")};
+  for (JobSpec& s : specs) s.submit_key = "key-1";
+  ASSERT_TRUE(IsOk(store().Submit(std::span(&specs[0], 1), kT0)));  // an unrelated job first
+  JobSpec plain = Spec("plain");
+  SubmitOne(plain);
+  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  Result<std::vector<JobId>> found = store().IdsForSubmitKey("alice", "key-1");
+  ASSERT_TRUE(IsOk(found));
+  // The first submit carried the key too: every job stored under it, in order.
+  ASSERT_EQ(found->size(), 3u);
+  EXPECT_EQ((*found)[1], (*ids)[0]);
+  EXPECT_EQ((*found)[2], (*ids)[1]);
+  Result<std::vector<JobId>> other_user = store().IdsForSubmitKey("bob", "key-1");
+  ASSERT_TRUE(IsOk(other_user));
+  EXPECT_TRUE(other_user->empty());
+  Result<std::vector<JobId>> unknown = store().IdsForSubmitKey("alice", "key-2");
+  ASSERT_TRUE(IsOk(unknown));
+  EXPECT_TRUE(unknown->empty());
+  Result<std::vector<JobId>> empty_key = store().IdsForSubmitKey("alice", "");
+  ASSERT_TRUE(IsOk(empty_key));
+  EXPECT_TRUE(empty_key->empty());  // jobs without a key are never found by one
+}
+
 TEST_P(StoreConformance, UnknownIdIsNotFoundEverywhere) {
   JobId known = SubmitOne();
   JobId unknown = known + 1000;

@@ -193,12 +193,14 @@ class Trainq:
 
     # --- the daemon ---
 
-    def api(self, method, target, body=None, timeout=10):
+    def api(self, method, target, body=None, timeout=10, headers=None):
         """One HTTP request on the daemon's socket (no daemon is started for it)."""
         data = b"" if body is None else (body if isinstance(body, bytes) else
                                          json.dumps(body).encode())
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         head = (f"{method} {target} HTTP/1.1\r\nHost: trainq\r\nConnection: close\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
+                f"Content-Type: application/json\r\n{extra}"
+                f"Content-Length: {len(data)}\r\n\r\n")
         return self.raw_request(head.encode() + data, timeout=timeout)
 
     def raw_request(self, data, half_close=True, timeout=10):

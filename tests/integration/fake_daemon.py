@@ -9,12 +9,15 @@ import threading
 
 class FakeDaemon:
     """replies: {(method, path): (status, body)}; body a JSON-able value or bytes, or None to
-    close the connection without an answer once the request was read."""
+    close the connection without an answer once the request was read. A list of such pairs
+    answers the requests in turn, its last pair every request after. `headers` holds each
+    received request's headers, in the order of `received`."""
 
     def __init__(self, socket_path, replies):
         self.socket_path = socket_path
         self.replies = replies
         self.received = []
+        self.headers = []
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -25,8 +28,8 @@ class FakeDaemon:
                 body = self.rfile.read(length) if length else b""
                 path = self.path.split("?", 1)[0]
                 fake.received.append((self.command, path, body))
-                status, reply = fake.replies.get((self.command, path), (404, {
-                    "error": {"code": "not_found", "message": f"no route {path}"}}))
+                fake.headers.append(dict(self.headers))
+                status, reply = fake.answer(self.command, path)
                 if reply is None:
                     self.close_connection = True
                     return
@@ -49,6 +52,13 @@ class FakeDaemon:
         self.server = socketserver.ThreadingUnixStreamServer(socket_path, Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def answer(self, method, path):
+        reply = self.replies.get((method, path), (404, {
+            "error": {"code": "not_found", "message": f"no route {path}"}}))
+        if isinstance(reply, list):
+            return reply.pop(0) if len(reply) > 1 else reply[0]
+        return reply
 
     def count(self, method, path):
         return sum(1 for m, p, _ in self.received if (m, p) == (method, path))

@@ -1,12 +1,14 @@
 """Bad input (issue point 9): refused with exit 2 (3 for unknown jobs), one line on stderr,
 nothing stored; malformed requests on the socket get an error and the daemon keeps serving."""
+import os
 import shutil
 import socket
+import subprocess
 import tempfile
 
 import pytest
 
-from conftest import DEFAULT_CONFIG, Trainq, gpu
+from conftest import DEFAULT_CONFIG, Trainq, gpu, trainq_binary
 
 BAD_SUBMITS = {
     "unknown unit": (["--mem", "20XB"], ["true"], "--mem"),
@@ -24,6 +26,10 @@ BAD_SUBMITS = {
     "mem on a cpu job": (["--gpus", "0", "--mem", "1GiB"], ["true"], "--mem"),
     "too many cpus": (["--cpus", "1000"], ["true"], "--cpus"),
     "negative retries": (["--retries", "-2"], ["true"], "--retries"),
+    # Accepted once, and then waited forever, ran for 2h40m, or said "does not exist".
+    "mem beyond the largest GPU": (["--mem", "81GiB"], ["true"], "(the largest has 80.0 GiB)"),
+    "minutes past 59": (["--time", "1:99:99"], ["true"], "--time: '1:99:99'"),
+    "cwd is a file": (["--cwd", "/etc/passwd"], ["true"], "/etc/passwd is not a directory"),
 }
 
 
@@ -74,6 +80,32 @@ def test_bad_submit_is_refused(tq, case):
     assert_one_line_error(tq.run(*args, check=False), 2, mentions)
     if not cmd:
         assert_one_line_error(tq.run("submit", "--", check=False), 2, "command")
+
+
+def run_bytes(tq, args, env=None):
+    """trainq with arguments (and environment) that are bytes, not text."""
+    proc = subprocess.run([trainq_binary(), *args], env=env or tq.env, cwd=tq.work,
+                          capture_output=True, timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                       proc.stdout.decode(errors="replace"),
+                                       proc.stderr.decode(errors="replace"))
+
+
+def test_bytes_that_are_not_utf8_are_refused_not_replaced(tq):
+    r = run_bytes(tq, ["submit", "--gpus", "0", "--", "echo", b"caf\xe9"])
+    assert_one_line_error(r, 2, "command[1]: byte 0xe9 at offset 3 is not UTF-8")
+    env = {os.fsencode(k): os.fsencode(v) for k, v in tq.env.items()}
+    env[b"LATIN1_VAR"] = b"gr\xfc\xdf"
+    r = run_bytes(tq, ["submit", "--gpus", "0", "--", "true"], env=env)
+    assert_one_line_error(r, 2, "environment variable LATIN1_VAR")
+    assert "--env LATIN1_VAR=VALUE" in r.stderr, r.stderr
+
+
+def test_a_command_execve_would_refuse_is_refused_at_submit(tq):
+    answer = tq.api("POST", "/v1/jobs", {"command": ["echo", "a" * 140000], "gpus": 0,
+                                         "cwd": tq.work})
+    assert answer.status == 400, answer.raw
+    assert "argument 1 is 140000 bytes" in answer.body["error"]["message"]
 
 
 def test_too_many_gpus_names_the_largest_count(tq):
@@ -179,6 +211,28 @@ def test_bad_routes(tq, method, target, status, code):
     assert answer.status == status, answer.raw
     assert answer.error_code == code
     assert_still_serving(tq)
+
+
+def test_the_api_needs_only_a_command(make_trainq):
+    t = make_trainq()
+    t.run("ls")
+    answer = t.api("POST", "/v1/jobs", {"command": ["pwd"], "gpus": 0})
+    assert answer.status == 201, answer.raw
+    job = answer.body["ids"][0]
+    t.wait_state(job, ["succeeded"])
+    home = os.path.expanduser("~")
+    assert t.show(job)["cwd"] == home
+    assert open(os.path.join(t.run_dir(job), "output.log")).read().strip() == home
+
+
+def test_control_characters_are_shown_escaped(make_trainq):
+    t = make_trainq()
+    job = t.submit("--gpus", "0", cmd=["echo", "\x1b]0;pwned\x07\x1b[2Jgone"])
+    for out in (t.run("show", str(job)).stdout, t.run("ls").stdout):
+        assert "\x1b" not in out and "\x07" not in out, repr(out)
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jgone" in t.run("show", str(job)).stdout
+    # --json carries the bytes as they are (JSON-escaped), for scripts.
+    assert t.show(job)["command"][1] == "\x1b]0;pwned\x07\x1b[2Jgone"
 
 
 def test_bad_config_is_reported_at_once(make_trainq):

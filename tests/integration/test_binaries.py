@@ -5,6 +5,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import tempfile
 
 import pytest
@@ -96,6 +97,23 @@ def test_a_bad_config_exits_2_naming_the_option(root):
         assert client.returncode == 2, client.stderr
         assert client.stderr.startswith("trainq: ") and "headroom" in client.stderr
     assert run([trainq_binary(), "daemon", "status"], env).stdout.startswith("no trainq daemon")
+
+
+def test_a_bad_settings_json_is_reported_at_once(root):
+    # It used to make the client wait out its 20 s start timeout before saying anything.
+    state = os.path.join(root, "state")
+    os.makedirs(state)
+    with open(os.path.join(state, "settings.json"), "w") as f:
+        f.write('{"devices": ')
+    env = env_for(state)
+    proc = run([trainqd_binary(), "--check-config", "--state-dir", state], env)
+    assert proc.returncode == 2
+    assert "settings.json" in proc.stderr
+    started = time.monotonic()
+    client = run([trainq_binary(), "ls"], env)
+    assert time.monotonic() - started < 10
+    assert client.returncode == 2, client.stderr
+    assert "settings.json" in client.stderr and "fix or remove it" in client.stderr
 
 
 def test_a_good_config_checks_clean(root):

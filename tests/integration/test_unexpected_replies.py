@@ -1,7 +1,8 @@
 """Replies trainq did not expect (a daemon of another version kept running across an
 upgrade): every command says what it missed in one line and exits 1, never throws or aborts.
 And a request the daemon received is never sent twice: only a connection that could not be
-made is retried (after starting the daemon)."""
+made is retried (after starting the daemon) — except a submit, which carries an
+Idempotency-Key so that the daemon answers a repeat with the ids it already stored."""
 import os
 import subprocess
 import tempfile
@@ -91,6 +92,22 @@ def test_a_503_is_reported_not_sent_again(state_dir):
         assert daemon.count("POST", "/v1/jobs") == 1, daemon.received
     assert proc.returncode != 0
     assert proc.stderr.strip() == "trainq: the store is busy; try again"
+
+
+def test_a_submit_whose_answer_was_lost_is_sent_again_with_the_same_key(state_dir):
+    replies = [(200, None), (200, {"ids": [7], "repeated": True})]
+    with serve(state_dir, {("POST", "/v1/jobs"): replies}) as daemon:
+        proc = run(state_dir, "submit", "--", "true")
+        assert daemon.count("POST", "/v1/jobs") == 2, daemon.received
+        keys = [h.get("Idempotency-Key") for (m, p, _), h in zip(daemon.received, daemon.headers)
+                if (m, p) == ("POST", "/v1/jobs")]
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "7"
+    assert keys[0] and keys[0] == keys[1], keys
+    # Each invocation makes its own key: a second submit is a new request.
+    with serve(state_dir, {("POST", "/v1/jobs"): (201, {"ids": [8]})}) as daemon:
+        assert run(state_dir, "submit", "--", "true").stdout.strip() == "8"
+        assert daemon.headers[-1].get("Idempotency-Key") not in (None, keys[0])
 
 
 def test_a_connection_lost_after_the_request_is_not_sent_again(state_dir):

@@ -88,7 +88,7 @@ std::optional<uint64_t> ParseBytes(const json& value, const std::string& field, 
     return std::nullopt;
   }
   if (value.is_string()) {
-    auto bytes = ParseSize(value.get<std::string>(), field);
+    auto bytes = ParseSize(value.get<std::string>(), field, zero_ok);
     if (bytes.ok()) return *bytes;
     errors->AddMessage(bytes.status().message());
     return std::nullopt;

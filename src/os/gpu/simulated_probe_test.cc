@@ -225,6 +225,20 @@ TEST_F(SimulatedProbeTest, UsedIsCappedAtTotal) {
   EXPECT_THAT(snapshot.gpus[0].processes, ElementsAre(IsProcess(getpid(), 20 * kGiB)));
 }
 
+// docs/simulated-gpus.md allows "0" for the memory of others, as a string or a number.
+TEST_F(SimulatedProbeTest, ZeroMemoryOfOthersIsAccepted) {
+  WriteGpus(R"({"gpus": [{"uuid": "GPU-sim-0", "memory_total": "8GiB",
+                          "memory_used_by_others": "0"},
+                         {"uuid": "GPU-sim-1", "memory_total": "8GiB",
+                          "memory_used_by_others": "0GiB"}]})");
+  GpuSnapshot snapshot = Sample();
+  ASSERT_EQ(snapshot.gpus.size(), 2u);
+  EXPECT_EQ(snapshot.gpus[0].used_bytes, 0u);
+  EXPECT_EQ(snapshot.gpus[1].free_bytes, 8 * kGiB);
+  WriteGpus(R"({"gpus": [{"uuid": "GPU-sim-0", "memory_total": "0"}]})");
+  EXPECT_THAT(OpenError().message(), HasSubstr("must be more than zero"));
+}
+
 // The fuzzer's find: others' memory beyond the total was accepted and sampled as used > total.
 TEST_F(SimulatedProbeTest, OthersBeyondTheTotalAreRefused) {
   WriteGpus(R"({"gpus": [{"uuid": "GPU-sim-0", "memory_total": "14GiB",

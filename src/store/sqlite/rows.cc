@@ -153,6 +153,12 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
                 spec.cpus, spec.priority, spec.retries, spec.user, submitted_at,
                 json(spec.after).dump(), json(spec.after_any).dump(), spec.time_limit_ms,
                 StateText(state), reason);
+  // After ?12 (queued_at = submitted_at) the next bare parameter is ?18.
+  if (spec.submit_key.empty()) {
+    query.BindNull(18);
+  } else {
+    query.Bind(18, spec.submit_key);
+  }
   return Status::Ok();
 }
 

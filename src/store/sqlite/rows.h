@@ -28,7 +28,7 @@ inline constexpr char kAttemptColumns[] =
 inline constexpr char kInsertJobSql[] =
     "INSERT INTO jobs (name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
     "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason, "
-    "queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12)";
+    "queued_at, submit_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?)";
 
 // Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those
 // whose state is one of ?3..?9 (repeat a state to fill unused slots), through the

@@ -83,10 +83,18 @@ UPDATE jobs SET queued_at = submitted_at;
 DROP TABLE leases;
 )sql";
 
+// Version 4: the Idempotency-Key of the submit that stored each job, so a request sent
+// again after a lost answer finds the ids it already got.
+constexpr char kSchemaV4[] = R"sql(
+ALTER TABLE jobs ADD COLUMN submit_key TEXT;
+CREATE INDEX jobs_submit_key ON jobs (submit_key, user) WHERE submit_key IS NOT NULL;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1},
     {2, kSchemaV2},
     {3, kSchemaV3},
+    {4, kSchemaV4},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

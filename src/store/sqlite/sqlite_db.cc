@@ -1,10 +1,31 @@
 #include "src/store/sqlite/sqlite_db.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
+
+#include <fmt/format.h>
 
 namespace trainq::sqlite {
 
+// What to do about a damaged database, said wherever SQLite finds the damage.
+constexpr std::string_view kDamagedAdvice =
+    "; stop trainqd and restore a backup made with 'trainq daemon backup PATH' (copy it over "
+    "this file and remove the -wal and -shm files beside it), or move the file away to start "
+    "an empty queue (docs/operations.md)";
+
 Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
+  if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
+    // The statement that met the damage says nothing useful; the file does.
+    const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+    return Status::Io(fmt::format("database {} is damaged ({}){}",
+                                  file != nullptr && *file ? file : "file",
+                                  db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
+                                  kDamagedAdvice));
+  }
   std::string message(what);
   message += ": ";
   message += db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -101,11 +122,11 @@ std::optional<double> Query::OptDouble(int col) const {
 
 // --- Db ---
 
-Result<Db> Db::Open(const std::string& path, const std::string& vfs) {
+Result<Db> Db::Open(const std::string& path, const std::string& vfs, bool read_only) {
   sqlite3* raw = nullptr;
   // NOMUTEX: the Store is used from one thread at a time, so SQLite's own locks are waste.
-  int flags =
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+  int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+              SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, vfs.empty() ? nullptr : vfs.c_str());
   Db db(raw);  // owns the handle even when opening failed
   if (rc != SQLITE_OK) return SqliteStatus(raw, rc, "opening " + path);
@@ -154,6 +175,45 @@ Result<std::string> Db::QueryText(std::string_view sql) {
 int64_t Db::Changes() const { return sqlite3_changes64(handle()); }
 
 int64_t Db::LastInsertRowid() const { return sqlite3_last_insert_rowid(handle()); }
+
+Status QuickCheck(Db& db, const std::string& path) {
+  Result<std::string> verdict = db.QueryText("PRAGMA quick_check(5)");
+  if (!verdict.ok()) return verdict.status();
+  if (*verdict == "ok") return Status::Ok();
+  return Status::Io(fmt::format("database {} is damaged (quick_check: {}){}", path, *verdict,
+                                kDamagedAdvice));
+}
+
+Status BackupTo(Db& db, const std::string& dest) {
+  std::string tmp = dest + ".tmp";
+  ::unlink(tmp.c_str());
+  mode_t old_mask = ::umask(077);  // the copy holds every job's environment
+  sqlite3* out = nullptr;
+  int rc = sqlite3_open_v2(tmp.c_str(), &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  ::umask(old_mask);
+  std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)> close(out, &sqlite3_close_v2);
+  if (rc != SQLITE_OK) return Status::Io(fmt::format("backup: cannot create {}: {}", tmp,
+                                                     out ? sqlite3_errmsg(out) : sqlite3_errstr(rc)));
+  sqlite3_backup* backup = sqlite3_backup_init(out, "main", db.handle(), "main");
+  if (backup == nullptr) {
+    return Status::Io(fmt::format("backup to {}: {}", tmp, sqlite3_errmsg(out)));
+  }
+  rc = sqlite3_backup_step(backup, -1);  // all pages in one step: the daemon's loop waits
+  sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) {
+    ::unlink(tmp.c_str());
+    return SqliteStatus(out, rc, "backup to " + tmp);
+  }
+  // The copy is a plain rollback-journal database with synchronous=FULL: close syncs it.
+  close.reset();
+  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Io(fmt::format("backup: cannot rename {} to {}: {}", tmp, dest,
+                                  std::strerror(err)));
+  }
+  return Status::Ok();
+}
 
 // --- Transaction ---
 

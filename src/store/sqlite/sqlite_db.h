@@ -26,6 +26,16 @@ namespace trainq::sqlite {
 // `db` may be null (the message then comes from the code alone).
 Status SqliteStatus(sqlite3* db, int rc, std::string_view what);
 
+// PRAGMA quick_check: kIo naming `path`, what SQLite found and how to recover when the
+// database is damaged. Reads every page, so it runs once, when the store opens.
+class Db;
+Status QuickCheck(Db& db, const std::string& path);
+
+// Copies the database of `db` to `dest` with SQLite's online backup API: a consistent
+// snapshot while the database stays in use. Written to `dest`.tmp (0600) and renamed over
+// `dest` once complete and synced.
+Status BackupTo(Db& db, const std::string& dest);
+
 // One use of a prepared statement: bind (1-based), step, read columns (0-based).
 // Destruction resets the statement and clears its bindings, so a cached statement never
 // holds a read snapshot or a lock between uses. A bind failure is reported by Step/Run.
@@ -95,7 +105,9 @@ class Db {
  public:
   // Opens or creates the database file (not its directory) through the named VFS ("" for
   // SQLite's default; the durability test names a fault-injecting one).
-  static Result<Db> Open(const std::string& path, const std::string& vfs = "");
+  // `read_only`: never creates or writes the file.
+  static Result<Db> Open(const std::string& path, const std::string& vfs = "",
+                         bool read_only = false);
 
   Db(Db&&) noexcept = default;
   Db& operator=(Db&&) noexcept = default;

@@ -1,5 +1,7 @@
 #include "src/store/sqlite/sqlite_store.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -82,6 +84,7 @@ Result<std::unique_ptr<SqliteStore>> SqliteStore::Open(const std::string& path,
   Result<Db> db = Db::Open(path, options.vfs);
   if (!db.ok()) return db.status();
   TRAINQ_RETURN_IF_ERROR(ConfigureConnection(*db, options));
+  TRAINQ_RETURN_IF_ERROR(sqlite::QuickCheck(*db, path));
   Status migrated = sqlite::Migrate(*db, sqlite::SchemaMigrations());
   if (!migrated.ok()) return Status(migrated.code(), path + ": " + migrated.message());
   return std::make_unique<SqliteStore>(std::move(db).value(), options.durable);
@@ -92,6 +95,13 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
   Result<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(path, options);
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
+}
+
+Status CheckSqliteFile(const std::string& path) {
+  if (::access(path.c_str(), F_OK) != 0) return Status::Ok();
+  Result<Db> db = Db::Open(path, "", /*read_only=*/true);
+  if (!db.ok()) return db.status();
+  return sqlite::QuickCheck(*db, path);
 }
 
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
@@ -164,6 +174,21 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
   }
   TRAINQ_RETURN_IF_ERROR(txn->Commit());
   return ids;
+}
+
+Result<std::vector<JobId>> SqliteStore::IdsForSubmitKey(const std::string& user,
+                                                        const std::string& key) {
+  Result<Query> select = db_.Prepare(
+      "SELECT id FROM jobs WHERE submit_key = ?1 AND user = ?2 ORDER BY id");
+  if (!select.ok()) return select.status();
+  select->BindAll(key, user);
+  std::vector<JobId> ids;
+  for (;;) {
+    Result<bool> row = select->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return ids;
+    ids.push_back(select->Int64(0));
+  }
 }
 
 Result<DepDecision> SqliteStore::InitialState(const JobSpec& spec) {

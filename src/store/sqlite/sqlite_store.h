@@ -51,6 +51,9 @@ class SqliteStore final : public Store {
   SqliteStore(sqlite::Db db, bool durable) : db_(std::move(db)), durable_(durable) {}
 
   Result<std::vector<JobId>> Submit(std::span<const JobSpec> specs, UnixMs now) override;
+  Result<std::vector<JobId>> IdsForSubmitKey(const std::string& user,
+                                             const std::string& key) override;
+  Status Backup(const std::string& dest) override { return sqlite::BackupTo(db_, dest); }
   Result<Job> Get(JobId id) override;
   Result<std::vector<Job>> List(const ListQuery& query) override;
   Status StartAttempt(JobId id, int expected_attempt, const Placement& placement,

@@ -96,6 +96,75 @@ TEST_F(SqliteStoreTest, FileThatIsNotADatabaseIsAnIoError) {
   EXPECT_TRUE(HasCode(store, Code::kIo));
 }
 
+// Overwrites one page of the file at `offset` with garbage, as a failing disk might.
+void DamagePage(const std::string& path, std::streamoff offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  std::string garbage(4096, '\xa5');
+  f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+}
+
+// A store with enough jobs to span many pages, checkpointed into the main file and closed.
+void FillAndClose(const std::string& path, int jobs) {
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, {.durable = false});
+  ASSERT_TRUE(IsOk(store));
+  std::vector<JobSpec> specs(static_cast<size_t>(jobs));
+  for (int i = 0; i < jobs; ++i) {
+    specs[i].name = "job" + std::to_string(i);
+    specs[i].command = {"python", "train.py", std::string(300, 'x')};
+    specs[i].cwd = "/work";
+    specs[i].user = "alice";
+  }
+  ASSERT_TRUE(IsOk((*store)->Submit(specs, 1)));
+}
+
+// It used to start and then fail every listing and pass with raw SQL in the message.
+TEST_F(SqliteStoreTest, AnOverwrittenPageIsFoundAtOpenNamingTheFileAndTheWayBack) {
+  FillAndClose(path_, 400);
+  RawDb(path_).Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  ASSERT_GT(std::filesystem::file_size(path_), 20u * 4096);
+  DamagePage(path_, 12 * 4096);
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path_);
+  ASSERT_TRUE(HasCode(store, Code::kIo));
+  const std::string& m = store.status().message();
+  EXPECT_THAT(m, HasSubstr("database " + path_ + " is damaged"));
+  EXPECT_THAT(m, HasSubstr("trainq daemon backup"));
+  EXPECT_THAT(m, Not(HasSubstr("SELECT")));
+}
+
+TEST_F(SqliteStoreTest, ATruncatedFileIsDamagedNamingTheFile) {
+  FillAndClose(path_, 400);
+  RawDb(path_).Exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  std::filesystem::resize_file(path_, std::filesystem::file_size(path_) / 3);
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path_);
+  ASSERT_TRUE(HasCode(store, Code::kIo));
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_THAT(store.status().message(), HasSubstr("is damaged"));
+}
+
+TEST_F(SqliteStoreTest, ABackupIsAWholeStoreThatOpensOnItsOwn) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  std::vector<JobId> ids = SubmitN(*store, 50);
+  std::string backup = dir_.File("backup.db");
+  ASSERT_TRUE(IsOk(store->Backup(backup)));
+  SubmitN(*store, 5);  // after the backup: not in it
+  EXPECT_FALSE(std::filesystem::exists(backup + ".tmp"));
+  EXPECT_EQ(std::filesystem::status(backup).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  Result<std::unique_ptr<Store>> copy = OpenSqliteStore(backup);
+  ASSERT_TRUE(IsOk(copy));
+  EXPECT_EQ(CountIn(**copy, JobState::kQueued), 50);
+  Result<Job> last = (*copy)->Get(ids.back());
+  ASSERT_TRUE(IsOk(last));
+  EXPECT_EQ(last->spec.name, "job49");
+  // Ids go on past the copy's highest, never reused.
+  Result<std::vector<JobId>> next = (*copy)->Submit(std::vector<JobSpec>{Spec("n")}, kT0);
+  ASSERT_TRUE(IsOk(next));
+  EXPECT_EQ(next->front(), ids.back() + 1);
+  EXPECT_TRUE(HasCode(store->Backup(dir_.File("absent/backup.db")), Code::kIo));
+}
+
 TEST_F(SqliteStoreTest, IdsAreNotReusedAfterReopenOrDelete) {
   {
     std::unique_ptr<Store> store = Open();
