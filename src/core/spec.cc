@@ -334,6 +334,7 @@ std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& 
   SetVar(env, "TRAINQ_ATTEMPT", std::to_string(in.attempt));
   SetVar(env, "TRAINQ_GPUS", fmt::format("{}", fmt::join(in.gpu_uuids, ",")));
   SetVar(env, "TRAINQ_NUM_GPUS", std::to_string(in.gpu_indices.size()));
+  if (!in.run_dir.empty()) SetVar(env, kRunDirEnv, in.run_dir);
   if (in.master_port <= 0) return env;
   std::string port = std::to_string(in.master_port);
   for (std::string_view key : kWorkerVars) Unset(env, key);

@@ -64,17 +64,23 @@ struct AttemptEnvInput {
   int attempt = 0;
   std::vector<int> gpu_indices;
   std::vector<std::string> gpu_uuids;
-  int master_port = 0;  // 0: none (single-GPU and CPU jobs)
+  int master_port = 0;    // 0: none (single-GPU and CPU jobs)
+  std::string run_dir{};  // "": no TRAINQ_RUN_DIR (tests)
 };
+
+// Names the attempt in the environment of every process it starts: whatever their session or
+// parent, the daemon finds an attempt's processes by it once their shim is gone.
+inline constexpr const char* kRunDirEnv = "TRAINQ_RUN_DIR";
+
 // The job's environment (each name once; a later entry wins, as with repeated --env) plus,
 // overriding any the job set, CUDA_VISIBLE_DEVICES (NVML indices, "" for CPU jobs),
 // CUDA_DEVICE_ORDER=PCI_BUS_ID, TRAINQ_JOB_ID, TRAINQ_ATTEMPT, TRAINQ_GPUS (uuids),
-// TRAINQ_NUM_GPUS. With a master_port (multi-GPU jobs), the distributed environment an
-// unmodified `torchrun train.py` needs to use exactly the attempt's GPUs on this node:
-// MASTER_ADDR=127.0.0.1, MASTER_PORT, PET_MASTER_ADDR, PET_MASTER_PORT,
-// PET_NPROC_PER_NODE=<gpus>, PET_NNODES=1; and the per-worker variables torchrun sets
-// itself (WORLD_SIZE, RANK, LOCAL_RANK, ...) removed, so stale ones from the submitting
-// shell cannot mislead it.
+// TRAINQ_NUM_GPUS, TRAINQ_RUN_DIR (the attempt's run dir: kRunDirEnv). With a master_port
+// (multi-GPU jobs), the distributed environment an unmodified `torchrun train.py` needs to use
+// exactly the attempt's GPUs on this node: MASTER_ADDR=127.0.0.1, MASTER_PORT, PET_MASTER_ADDR,
+// PET_MASTER_PORT, PET_NPROC_PER_NODE=<gpus>, PET_NNODES=1; and the per-worker variables torchrun
+// sets itself (WORLD_SIZE, RANK, LOCAL_RANK, ...) removed, so stale ones from the submitting shell
+// cannot mislead it.
 std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& spec,
                                                                  const AttemptEnvInput& in);
 

@@ -208,12 +208,17 @@ TEST(BuildAttemptEnvTest, SetsGpuAndJobVariablesOverridingTheJobs) {
   spec.env = {{"PATH", "/usr/bin"},
               {"CUDA_VISIBLE_DEVICES", "7"},
               {"HOME", "/home/ada"},
-              {"TRAINQ_JOB_ID", "999"}};
-  auto env = BuildAttemptEnv(
-      spec, {.job = 42, .attempt = 2, .gpu_indices = {3, 1}, .gpu_uuids = {"GPU-aaa", "GPU-bbb"}});
+              {"TRAINQ_JOB_ID", "999"},
+              {"TRAINQ_RUN_DIR", "/elsewhere"}};
+  auto env = BuildAttemptEnv(spec, {.job = 42,
+                                    .attempt = 2,
+                                    .gpu_indices = {3, 1},
+                                    .gpu_uuids = {"GPU-aaa", "GPU-bbb"},
+                                    .run_dir = "/state/runs/42/2"});
   EXPECT_THAT(env,
               ElementsAre(Pair("PATH", "/usr/bin"), Pair("CUDA_VISIBLE_DEVICES", "3,1"),
                           Pair("HOME", "/home/ada"), Pair("TRAINQ_JOB_ID", "42"),
+                          Pair("TRAINQ_RUN_DIR", "/state/runs/42/2"),
                           Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_ATTEMPT", "2"),
                           Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb"), Pair("TRAINQ_NUM_GPUS", "2")));
 }

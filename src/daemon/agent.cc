@@ -98,7 +98,8 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   RunSpec spec;
   spec.command = job.spec.command;
   spec.cwd = job.spec.cwd;
-  spec.env = BuildAttemptEnv(job.spec, {job.id, n, p.gpu_indices, p.gpu_uuids, p.master_port});
+  spec.env =
+      BuildAttemptEnv(job.spec, {job.id, n, p.gpu_indices, p.gpu_uuids, p.master_port, p.run_dir});
   spec.log_path = p.log_path;
   spec.grace_ms = config_.grace_ms;
   spec.time_limit_ms = job.spec.time_limit_ms;
@@ -158,10 +159,12 @@ void DaemonImpl::OnShimExit(JobId id) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
+  Result<ExitRecord> rec = ReadExitRecord(live.run_dir);
+  // A shim that wrote no record did not stop the job's tree either: it died (kill -9).
+  if (!rec.ok()) return EndUnrecorded(id, Unrecorded::kShimDied);
   Result<Job> job = store_->Get(id);
   OutcomeInput in;
-  Result<ExitRecord> rec = ReadExitRecord(live.run_dir);
-  if (rec.ok()) in.record = *rec;
+  in.record = *rec;
   Result<std::string> tail = ReadFileTail(live.log_path, config_.log_tail_bytes);
   if (tail.ok()) in.log_tail = std::move(*tail);
   in.oom_patterns = config_.oom_patterns;
@@ -173,7 +176,13 @@ void DaemonImpl::OnShimExit(JobId id) {
   in.backoff_ms = config_.oom_backoff_ms;
   in.backoff_max_ms = config_.oom_backoff_max_ms;
   in.now = clock_.Now();
-  AttemptEnd end = DecideOutcome(in);
+  RecordEnd(id, DecideOutcome(in));
+}
+
+void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& end) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  LiveAttempt& live = it->second;
   if (Status st = store_->FinishAttempt(id, live.n, end); !st.ok()) {
     spdlog::error("job {} attempt {}: recording its end failed: {}", id, live.n, st.message());
   } else {
@@ -181,7 +190,7 @@ void DaemonImpl::OnShimExit(JobId id) {
                  StateName(end.job_state));
   }
   if (end.job_state == JobState::kQueued) waiting_stale_ = true;
-  if (live.master_port > 0) ports_.Release(live.master_port);  // the shim and its tree are gone
+  if (live.master_port > 0) ports_.Release(live.master_port);  // the attempt's processes are gone
   live_.erase(it);
   if (IsDone(end.job_state)) ResolveDependents(id);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
@@ -210,6 +219,11 @@ void DaemonImpl::RecoverAttempts() {
 
 void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
   LiveAttempt live = FromAttempt(job, a);
+  // Held again whatever follows: until its processes are gone, no other attempt gets it.
+  if (a.master_port > 0 && !ports_.Take(a.master_port)) {
+    spdlog::warn("job {}: MASTER_PORT {} is outside master_port_range or held twice", job.id,
+                 a.master_port);
+  }
   // Live shim first, exit record second: a shim writes exit.json before it lets go of its
   // lock, so a shim found gone has written all it ever will.
   Result<ShimProcess> shim = launcher_->Adopt(a.run_dir, ExitHandlerFor(job.id, a.n));
@@ -219,10 +233,6 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
       Status st = store_->MarkRunning(job.id, a.n, shim->pid, shim->start_ticks, clock_.Now());
       if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
     }
-    if (a.master_port > 0 && !ports_.Take(a.master_port)) {
-      spdlog::warn("job {}: MASTER_PORT {} is outside master_port_range or held twice", job.id,
-                   a.master_port);
-    }
     live_.insert_or_assign(job.id, std::move(live));
     spdlog::info("job {} attempt {}: re-adopted shim pid {}", job.id, a.n, shim->pid);
     return;
@@ -230,20 +240,16 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
   if (shim.status().code() != Code::kNotFound) {
     spdlog::warn("job {} attempt {}: {}", job.id, a.n, shim.status().message());
   }
+  live_.insert_or_assign(job.id, std::move(live));
+  // Without its run dir (removed while the daemon was down) an attempt's shim cannot be
+  // adopted, though it and its job may run on: they are stopped before the job runs again.
+  if (!IsDirectory(a.run_dir)) return EndUnrecorded(job.id, Unrecorded::kRunDirMissing);
+  // The daemon died between recording the attempt and starting its shim: nothing should run,
+  // and whatever does is stopped before the job is queued again.
   if (!FileExists(ExitPath(a.run_dir)) && !FileExists(ShimPath(a.run_dir))) {
-    // The daemon died between recording the attempt and starting its shim: nothing ran.
-    AttemptEnd end;
-    end.ended_at = clock_.Now();
-    end.end_reason = "the daemon stopped before this attempt started";
-    end.job_state = JobState::kQueued;
-    end.job_reason = "requeued: " + end.end_reason;
-    Status st = store_->FinishAttempt(job.id, a.n, end);
-    waiting_stale_ = true;
-    if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
-    return;
+    return EndUnrecorded(job.id, Unrecorded::kNeverStarted);
   }
   // The shim ended while the daemon was away: collect its record like a live exit.
-  live_.insert_or_assign(job.id, std::move(live));
   OnShimExit(job.id);
 }
 
@@ -264,6 +270,11 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   auto it = live_.find(job.id);
   if (it == live_.end())
     return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
+  if (it->second.stopping) {
+    *message =
+        fmt::format("job {}: its supervisor is gone and its processes are being stopped", job.id);
+    return Status::Ok();
+  }
   it->second.cancel_requested = true;
   TRAINQ_RETURN_IF_ERROR(launcher_->Signal(it->second.shim, SIGTERM));
   *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {} ms)",
@@ -285,7 +296,13 @@ void DaemonImpl::AttributeUsage() {
     for (const ProcStat& p : launcher_->Processes()) parent[p.pid] = p.ppid;
   }
   std::map<int64_t, JobId> shim_of;
-  for (const auto& [id, live] : live_) shim_of[live.shim.pid] = id;
+  for (const auto& [id, live] : live_) {
+    if (live.shim.pid > 0) shim_of[live.shim.pid] = id;
+    // Processes left by a dead shim hang below no shim: named one by one while stopped.
+    if (live.stopping) {
+      for (const ProcStat& p : live.stopping->procs) shim_of[p.pid] = id;
+    }
+  }
   for (const GpuInfo& g : snapshot_->gpus) {
     for (const GpuProcess& proc : g.processes) {
       // Walk up to a shim: shims are subreapers, so every job process stays below one.

@@ -79,6 +79,7 @@ void DaemonImpl::RequestStop() {
 }
 
 void DaemonImpl::OnSampleTimer() {
+  CheckStopping();
   // Only a sample that changed what the GPUs offer can change a placement decision.
   if (SampleGpus() && waiting_jobs_ > 0) RequestSchedule();
 }

@@ -26,12 +26,23 @@
 #include "src/core/workload_mix.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
+#include "src/daemon/outcome.h"
 #include "src/daemon/shim_launcher.h"
 #include "src/os/clock.h"
 #include "src/os/gpu/gpu_probe.h"
 #include "src/store/store.h"
 
 namespace trainq {
+
+// An attempt that ended without an exit record while its processes are being stopped: it
+// keeps its GPUs and port until none is left (leftovers.cc).
+struct StoppingAttempt {
+  Unrecorded why = Unrecorded::kShimDied;
+  UnixMs kill_at = 0;           // SIGTERM was sent; SIGKILL from then on (grace_period)
+  UnixMs give_up_at = 0;        // what outlives SIGKILL this long (stuck in D state) is left
+  size_t found = 0;             // processes found at the first scan
+  std::vector<ProcStat> procs;  // the latest scan
+};
 
 // An attempt this daemon runs (or re-adopted), with what the GPU samples say of it.
 struct LiveAttempt {
@@ -51,6 +62,7 @@ struct LiveAttempt {
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
   uint64_t peak_bytes = 0;
+  std::optional<StoppingAttempt> stopping;
 };
 
 struct PendingSubmit {
@@ -136,6 +148,16 @@ class DaemonImpl {
   // The handler a launcher calls when attempt `n` of `job` has exited.
   ShimLauncher::ExitHandler ExitHandlerFor(JobId job, int n);
   void OnShimExit(JobId job);
+  // Records how a live attempt ended and lets its GPUs and port go.
+  void RecordEnd(JobId job, const AttemptEnd& end);
+
+  // leftovers.cc: a live attempt (in live_) ended without an exit record. Its processes are
+  // found and stopped (SIGTERM, grace_period, SIGKILL) before its end is recorded; until then
+  // it keeps its GPUs and port.
+  void EndUnrecorded(JobId job, Unrecorded why);
+  // Run each sample: rescans the attempts being stopped, escalates, records those done.
+  void CheckStopping();
+  void RecordUnrecorded(JobId job, size_t survivors);
   Status CancelJob(const Job& job, std::string* message);
   void AttributeUsage();
 

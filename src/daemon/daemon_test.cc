@@ -299,6 +299,83 @@ TEST_F(DaemonTest, RestartCollectsAnExitThatHappenedWhileItWasDown) {
   EXPECT_EQ(job.attempts[0].exit_code, 4);
 }
 
+// Defect (issue 9, item 5): a shim killed -9 ended its attempt at once, "failed", while the
+// job's processes ran on, their GPU memory no longer reserved: a second job landed beside them.
+TEST_F(DaemonTest, AShimDeadWithoutARecordHasItsJobStoppedBeforeItsEndAndItsGpuFreed) {
+  config_.grace_ms = 10'000;
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId first = Submit({{"mem", "60GiB"}});
+  ASSERT_EQ(Get(first).state, JobState::kRunning);
+  std::string run = RunDir(first, 1);
+  shims_.leftovers[run] = {ProcStat{5001, 1, 5001, 'S', 77}};  // the job's process lives on
+
+  ASSERT_TRUE(shims_.Crash(run));
+  Loop();
+  EXPECT_EQ(Get(first).state, JobState::kRunning);
+  EXPECT_EQ(shims_.leftover_signals[5001], std::vector<int>{SIGTERM});
+  JobId second = Submit({{"mem", "60GiB"}});
+  EXPECT_EQ(Get(second).state, JobState::kQueued) << "GPU 0's 60 GiB are still the first's";
+
+  clock_.Advance(config_.grace_ms);
+  daemon_->OnSampleTimer();
+  Loop();
+  EXPECT_EQ(shims_.leftover_signals[5001], (std::vector<int>{SIGTERM, SIGKILL}));
+  EXPECT_EQ(Get(first).state, JobState::kRunning);
+  EXPECT_EQ(Get(second).state, JobState::kQueued);
+
+  shims_.leftovers.erase(run);  // SIGKILL did it
+  daemon_->OnSampleTimer();
+  Loop();
+  Job job = Get(first);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.reason,
+            "the job's supervisor (shim) died without an exit record; its 1 process was stopped");
+  EXPECT_EQ(Get(second).state, JobState::kRunning);
+}
+
+TEST_F(DaemonTest, AShimDeadWithoutARecordAndNothingLeftEndsAtOnce) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}});
+  ASSERT_TRUE(shims_.Crash(RunDir(id, 1)));
+  Loop();
+  EXPECT_EQ(Get(id).state, JobState::kFailed);
+  EXPECT_THAT(Get(id).reason, HasSubstr("no process of the job was left"));
+}
+
+// Defect (issue 9, item 6): a run dir removed while the daemon was down made the restart queue
+// the job again and start attempt 2 beside the still running attempt 1.
+TEST_F(DaemonTest, ARunDirMissingAfterARestartHasTheOldAttemptStoppedBeforeTheNext) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}});
+  std::string run = RunDir(id, 1);
+  shims_.leftovers[run] = {ProcStat{6001, 1, 6001, 'S', 5}};
+  daemon_.reset();
+  std::filesystem::remove_all(run);
+
+  Start();
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(shims_.Find(run)->signals, std::vector<int>{SIGTERM});  // the old shim lives
+  EXPECT_EQ(shims_.leftover_signals[6001], std::vector<int>{SIGTERM});
+  EXPECT_EQ(shims_.Find(RunDir(id, 2)), nullptr);
+
+  ASSERT_TRUE(shims_.Crash(run));
+  shims_.leftovers.erase(run);
+  daemon_->OnSampleTimer();
+  Loop();
+  job = Get(id);
+  EXPECT_EQ(job.state, JobState::kRunning);
+  EXPECT_EQ(job.attempt, 2);
+  ASSERT_EQ(job.attempts.size(), 2u);
+  EXPECT_EQ(job.attempts[0].end_reason,
+            "the run dir " + run + " was missing; its 2 processes were stopped");
+  EXPECT_NE(shims_.Find(RunDir(id, 2)), nullptr);
+}
+
 TEST_F(DaemonTest, CancelSignalsTheShimAndTheExitEndsTheJobCancelled) {
   SetGpus({Gpu(0, 80)});
   Start();

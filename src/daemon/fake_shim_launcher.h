@@ -14,6 +14,7 @@
 
 #include "src/daemon/shim_launcher.h"
 #include "src/os/run_dir.h"
+#include "src/os/system.h"
 
 namespace trainq {
 
@@ -30,6 +31,10 @@ class FakeShims {
   // Makes the next Launch fail with `st` (once).
   void FailNextLaunch(Status st) { launch_error_ = std::move(st); }
   std::vector<ProcStat> processes;  // what Processes() reports
+  // By run dir: an attempt's processes outside its shim (what a shim killed -9 leaves), which
+  // AttemptProcesses reports besides the live shim. A test ends them by erasing them.
+  std::map<std::string, std::vector<ProcStat>> leftovers;
+  std::map<int64_t, std::vector<int>> leftover_signals;  // by pid, as sent, in order
 
   // The shim of `run_dir`, or nullptr.
   const Shim* Find(const std::string& run_dir) const {
@@ -63,6 +68,18 @@ class FakeShims {
     return true;
   }
 
+  // The shim of `run_dir` dies without an exit record (kill -9); the daemon watching it is
+  // told. False when no live shim runs there.
+  bool Crash(const std::string& run_dir) {
+    auto it = shims_.find(run_dir);
+    if (it == shims_.end() || !it->second.alive) return false;
+    it->second.alive = false;
+    it->second.owner = 0;
+    ShimLauncher::ExitHandler on_exit = std::move(it->second.on_exit);
+    if (on_exit) on_exit();
+    return true;
+  }
+
   std::unique_ptr<ShimLauncher> Launcher() {
     return std::make_unique<Launcher_>(*this, ++launchers_);
   }
@@ -86,7 +103,8 @@ class FakeShims {
     }
     Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) override {
       auto it = shims_.shims_.find(run_dir);
-      if (it == shims_.shims_.end() || !it->second.alive) {
+      // As the real one: a shim is found through the lock file in its run dir.
+      if (it == shims_.shims_.end() || !it->second.alive || !IsDirectory(run_dir)) {
         return Status::NotFound("no shim holds " + run_dir);
       }
       it->second.owner = id_;
@@ -99,9 +117,28 @@ class FakeShims {
         shim.signals.push_back(sig);
         return Status::Ok();
       }
-      return Status::NotFound("the shim is gone");
+      for (const auto& [dir, procs] : shims_.leftovers) {
+        for (const ProcStat& p : procs) {
+          if (p.pid != process.pid || p.start_ticks != process.start_ticks) continue;
+          shims_.leftover_signals[p.pid].push_back(sig);
+          return Status::Ok();
+        }
+      }
+      return Status::NotFound("the process is gone");
     }
     std::vector<ProcStat> Processes() override { return shims_.processes; }
+    std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
+                                           const ShimProcess& process) override {
+      std::vector<ProcStat> out;
+      auto it = shims_.shims_.find(run_dir);
+      if (it != shims_.shims_.end() && it->second.alive && it->second.process.pid == process.pid) {
+        out.push_back({process.pid, 1, process.pid, 'S', process.start_ticks});
+      }
+      auto left = shims_.leftovers.find(run_dir);
+      if (left != shims_.leftovers.end())
+        out.insert(out.end(), left->second.begin(), left->second.end());
+      return out;
+    }
     void StopWatching() override {
       for (auto& [dir, shim] : shims_.shims_) {
         if (shim.owner != id_) continue;

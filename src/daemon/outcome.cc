@@ -49,13 +49,49 @@ AttemptEnd OutOfMemory(const OutcomeInput& in, const ExitRecord& rec, const std:
   return end;
 }
 
+std::string Processes(size_t n) { return fmt::format("{} process{}", n, n == 1 ? "" : "es"); }
+
+// What became of the attempt's processes, for the end's reason.
+std::string WhatWasStopped(const UnrecordedInput& in, std::string_view none_left) {
+  std::string text = in.stopped == 0 ? std::string(none_left)
+                                     : fmt::format("its {} {} stopped", Processes(in.stopped),
+                                                   in.stopped == 1 ? "was" : "were");
+  if (in.survivors > 0) {
+    text += fmt::format(" ({} survived SIGKILL and {} left running)", Processes(in.survivors),
+                        in.survivors == 1 ? "is" : "are");
+  }
+  return text;
+}
+
 }  // namespace
 
-AttemptEnd DecideOutcome(const OutcomeInput& in) {
-  if (!in.record) {
-    return Ended(JobState::kFailed, in.now,
-                 "the job's supervisor (shim) died without an exit record");
+AttemptEnd DecideUnrecorded(const UnrecordedInput& in) {
+  switch (in.why) {
+    case Unrecorded::kShimDied:
+      return Ended(JobState::kFailed, in.now,
+                   "the job's supervisor (shim) died without an exit record; " +
+                       WhatWasStopped(in, "no process of the job was left"));
+    case Unrecorded::kNeverStarted:
+      break;
+    case Unrecorded::kRunDirMissing: {
+      AttemptEnd end = Ended(JobState::kQueued, in.now, "");
+      end.attempt_state = JobState::kFailed;
+      end.end_reason = fmt::format("the run dir {} was missing; {}", in.run_dir,
+                                   WhatWasStopped(in, "no process of the attempt was left"));
+      end.job_reason = "requeued: " + end.end_reason;
+      return end;
+    }
   }
+  AttemptEnd end =
+      Ended(JobState::kQueued, in.now, "the daemon stopped before this attempt started");
+  end.attempt_state = JobState::kFailed;
+  if (in.stopped > 0) end.end_reason += "; " + WhatWasStopped(in, "");
+  end.job_reason = "requeued: " + end.end_reason;
+  return end;
+}
+
+AttemptEnd DecideOutcome(const OutcomeInput& in) {
+  if (!in.record) return DecideUnrecorded({Unrecorded::kShimDied, "", 0, 0, in.now});
   const ExitRecord& rec = *in.record;
   UnixMs ended = rec.ended_at ? rec.ended_at : in.now;
   if (rec.spawn_failed) {

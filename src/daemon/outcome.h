@@ -12,7 +12,7 @@
 namespace trainq {
 
 struct OutcomeInput {
-  std::optional<ExitRecord> record;  // nullopt: the shim died without writing one
+  std::optional<ExitRecord> record;  // nullopt: DecideUnrecorded's kShimDied
   std::string log_tail;
   std::vector<std::string> oom_patterns;
   int oom_retries_used = 0;  // earlier attempts of this job that died of OOM
@@ -27,6 +27,26 @@ struct OutcomeInput {
 // whatever the exit status or the log says (never an OOM retry: the limit would only
 // fire again); then success, OOM (retry or fail), other failures.
 AttemptEnd DecideOutcome(const OutcomeInput& in);
+
+// Why an attempt ends with no exit record. Its processes are stopped before the end is
+// recorded (docs/architecture.md, "The shim and re-adoption").
+enum class Unrecorded {
+  kShimDied,       // the shim is gone (kill -9, a crash) and wrote no exit.json
+  kNeverStarted,   // run dir without shim.json: the daemon stopped before the shim ran
+  kRunDirMissing,  // the run dir was removed, records and all
+};
+
+struct UnrecordedInput {
+  Unrecorded why = Unrecorded::kShimDied;
+  std::string run_dir;
+  size_t stopped = 0;    // processes of the attempt found alive and stopped
+  size_t survivors = 0;  // of those, alive still when the daemon gave up (stuck in D state)
+  UnixMs now = 0;
+};
+
+// kShimDied fails the job; the other two queue it again (nothing says the job went wrong).
+// The reason says why, and how many processes were stopped or left.
+AttemptEnd DecideUnrecorded(const UnrecordedInput& in);
 
 // "SIGKILL" for 9, "signal 64" for unknown numbers.
 std::string SignalName(int sig);

@@ -145,5 +145,30 @@ TEST(OutcomeTest, MissingRecordFails) {
   EXPECT_THAT(e.job_reason, HasSubstr("without an exit record"));
 }
 
+TEST(OutcomeTest, UnrecordedEndsSayWhatWasStopped) {
+  UnrecordedInput in{Unrecorded::kShimDied, "/s/runs/3/1", 2, 0, 6000};
+  AttemptEnd e = DecideUnrecorded(in);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_EQ(
+      e.end_reason,
+      "the job's supervisor (shim) died without an exit record; its 2 processes were stopped");
+  in.survivors = 1;
+  EXPECT_THAT(DecideUnrecorded(in).end_reason,
+              HasSubstr("(1 process survived SIGKILL and is left running)"));
+
+  in = {Unrecorded::kRunDirMissing, "/s/runs/3/1", 0, 0, 6000};
+  e = DecideUnrecorded(in);
+  EXPECT_EQ(e.job_state, JobState::kQueued);
+  EXPECT_EQ(e.attempt_state, JobState::kFailed);
+  EXPECT_EQ(e.job_reason,
+            "requeued: the run dir /s/runs/3/1 was missing; no process of the attempt was left");
+
+  in = {Unrecorded::kNeverStarted, "/s/runs/3/1", 0, 0, 6000};
+  EXPECT_EQ(DecideUnrecorded(in).end_reason, "the daemon stopped before this attempt started");
+  in.stopped = 1;
+  EXPECT_EQ(DecideUnrecorded(in).job_reason,
+            "requeued: the daemon stopped before this attempt started; its 1 process was stopped");
+}
+
 }  // namespace
 }  // namespace trainq

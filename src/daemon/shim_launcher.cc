@@ -61,6 +61,11 @@ class ProcessShimLauncher final : public ShimLauncher {
 
   std::vector<ProcStat> Processes() override { return ScanProcesses(); }
 
+  std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
+                                         const ShimProcess& shim) override {
+    return trainq::AttemptProcesses(run_dir, shim.pid, shim.start_ticks);
+  }
+
   void StopWatching() override {
     for (auto& [pid, watch] : watches_) watch.fd->cancel();
     watches_.clear();

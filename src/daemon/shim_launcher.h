@@ -38,9 +38,17 @@ class ShimLauncher {
   virtual Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) = 0;
   // A shim started before this daemon did: kNotFound when none is alive for `run_dir`.
   virtual Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) = 0;
-  virtual Status Signal(const ShimProcess& shim, int sig) = 0;
+  // Signals a shim, or any process named by pid and start time (an attempt's process found
+  // by AttemptProcesses); kNotFound when it is gone.
+  virtual Status Signal(const ShimProcess& process, int sig) = 0;
   // Every live process with its parent: GPU processes are traced up to their shim.
   virtual std::vector<ProcStat> Processes() = 0;
+  // The live processes of the attempt in `run_dir` whose shim was `shim` ({0, 0}: none known),
+  // wherever they are now: its shim if it still lives, and what its command started, found by
+  // the TRAINQ_RUN_DIR in their environment or the shim's session (AttemptProcesses in
+  // src/os/process.h). Asked when a shim is gone without an exit record.
+  virtual std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
+                                                 const ShimProcess& shim) = 0;
   // Stops watching every shim (the daemon is stopping; the shims keep running).
   virtual void StopWatching() = 0;
 };

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "src/core/spec.h"
 #include "src/os/process.h"
 
 namespace trainq {
@@ -73,6 +74,29 @@ std::optional<ProcStat> ParseProcStat(std::string_view line) {
 
 bool IsLive(const ProcStat& st) { return st.state != 'Z' && st.state != 'X'; }
 
+// The value of `name` in /proc/PID/environ (the environment the process was exec'd with);
+// nullopt when it has none or the file cannot be read.
+std::optional<std::string> EnvironValue(int64_t pid, std::string_view name) {
+  auto text = ReadSmallFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!text) return std::nullopt;
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    std::string_view entry = rest.substr(0, rest.find('\0'));
+    rest.remove_prefix(std::min(rest.size(), entry.size() + 1));
+    if (entry.size() > name.size() && entry.starts_with(name) && entry[name.size()] == '=') {
+      return std::string(entry.substr(name.size() + 1));
+    }
+  }
+  return std::nullopt;
+}
+
+// The session rule: the shim (while it lives) and processes that stayed in its session but
+// dropped the marker. A session id is never reused while a member lives; the start time
+// keeps out a process that took the number later.
+bool InShimSession(const ProcStat& st, int64_t shim_pid, uint64_t shim_start_ticks) {
+  return shim_pid > 0 && st.sid == shim_pid && st.start_ticks >= shim_start_ticks;
+}
+
 }  // namespace
 
 std::optional<ProcStat> ReadProcStat(int64_t pid) {
@@ -118,6 +142,19 @@ std::vector<int64_t> Descendants(int64_t root) {
     }
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
+                                       uint64_t shim_start_ticks) {
+  std::vector<ProcStat> out;
+  const int64_t self = ::getpid();
+  for (const ProcStat& st : ScanProcesses()) {
+    if (st.pid == self) continue;
+    std::optional<std::string> marker = EnvironValue(st.pid, kRunDirEnv);
+    bool ours = marker ? *marker == run_dir : InShimSession(st, shim_pid, shim_start_ticks);
+    if (ours) out.push_back(st);
+  }
   return out;
 }
 

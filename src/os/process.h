@@ -31,6 +31,16 @@ std::vector<int64_t> Descendants(int64_t root);
 // pid -> parent for every live process, from one scan of /proc (the daemon maps GPU
 // processes to attempts with it).
 std::vector<ProcStat> ScanProcesses();
+// The live processes of the attempt whose run dir is `run_dir` and whose shim was `shim_pid`
+// started at `shim_start_ticks` (0: no shim known), found by one scan of /proc once the shim
+// may be gone (its orphans are no longer below it): every process whose environment sets
+// TRAINQ_RUN_DIR (kRunDirEnv) to `run_dir`, and, among those with no TRAINQ_RUN_DIR at all,
+// the ones in the shim's session that started no earlier than the shim (the shim itself while
+// it lives). A process with another attempt's TRAINQ_RUN_DIR is never included, nor the
+// caller. Environments are read from /proc/PID/environ: processes of other users are not
+// seen unless the caller may read theirs.
+std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
+                                       uint64_t shim_start_ticks);
 
 struct SpawnedShim {
   int64_t pid = 0;

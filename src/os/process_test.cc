@@ -6,12 +6,15 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
+#include "src/os/child_setup.h"
 #include "src/os/proc_test_util.h"
 #include "src/os/run_dir.h"
 
@@ -132,6 +135,87 @@ TEST(ProcTreeTest, DescendantsIncludeGrandchildrenAndScanKnowsParents) {
 
   ::kill(grandchild, SIGKILL);
   ASSERT_TRUE(WaitChild(child).has_value());
+}
+
+// Starts `sleep 300` with exactly `env` (in a new session if asked) and returns once it has
+// exec'd, so /proc shows its own environment: the pipe's end closes on exec.
+pid_t StartSleep(std::vector<std::string> env, bool new_session) {
+  CStringArray argv({"sleep", "300"});
+  CStringArray envp(std::move(env));
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (new_session) ::setsid();
+    ::execve("/bin/sleep", argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  char c;
+  while (::read(fds[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  ::close(fds[0]);
+  return pid;
+}
+
+std::vector<int64_t> Pids(const std::vector<ProcStat>& procs) {
+  std::vector<int64_t> pids;
+  for (const ProcStat& p : procs) pids.push_back(p.pid);
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
+TEST(AttemptProcessesTest, TheMarkerFindsTheAttemptsProcessesInAnySession) {
+  TempDir dir;
+  std::string run = dir / "runs/1/1";
+  pid_t ours = StartSleep({"TRAINQ_RUN_DIR=" + run, "OTHER=1"}, true);
+  pid_t next_attempt = StartSleep({"TRAINQ_RUN_DIR=" + dir / "runs/1/2"}, true);
+  pid_t longer_name = StartSleep({"TRAINQ_RUN_DIR=" + run + "0"}, true);
+  pid_t unmarked = StartSleep({}, true);
+
+  EXPECT_THAT(Pids(AttemptProcesses(run, 0, 0)), ElementsAre(ours));
+  EXPECT_THAT(Pids(AttemptProcesses(dir / "runs/1/2", 0, 0)), ElementsAre(next_attempt));
+
+  for (pid_t pid : {ours, next_attempt, longer_name, unmarked}) KillAndReap(pid);
+  EXPECT_THAT(Pids(AttemptProcesses(run, 0, 0)), ElementsAre());
+}
+
+// A shim killed -9 leaves its orphans to init (here: to us, as subreaper); those that dropped
+// the marker are still found by the shim's session, those of another attempt never are.
+TEST(AttemptProcessesTest, TheShimsSessionFindsOrphansWithoutTheMarker) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  TempDir dir;
+  std::string run = dir / "runs/2/1";
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  pid_t shim = ForkRun([&] {
+    ::setsid();
+    pid_t kids[2] = {StartSleep({}, false), StartSleep({"TRAINQ_RUN_DIR=" + run + "x"}, false)};
+    (void)!::write(fds[1], kids, sizeof(kids));
+    for (;;) ::pause();
+    return 0;
+  });
+  ::close(fds[1]);
+  pid_t kids[2] = {0, 0};
+  ASSERT_EQ(::read(fds[0], kids, sizeof(kids)), ssize_t{sizeof(kids)});
+  ::close(fds[0]);
+  auto shim_stat = ReadProcStat(shim);
+  ASSERT_TRUE(shim_stat.has_value());
+
+  EXPECT_THAT(Pids(AttemptProcesses(run, shim, shim_stat->start_ticks)),
+              ElementsAre(std::min(shim, kids[0]), std::max(shim, kids[0])));
+  KillAndReap(shim);
+  ASSERT_TRUE(WaitUntil([&] {
+    auto st = ReadProcStat(kids[0]);
+    return st && st->ppid == ::getpid();
+  }));
+  EXPECT_THAT(Pids(AttemptProcesses(run, shim, shim_stat->start_ticks)), ElementsAre(kids[0]));
+  // The same session number with a later start time is another process's.
+  EXPECT_THAT(Pids(AttemptProcesses(run, shim, UINT64_MAX)), ElementsAre());
+
+  KillAndReap(kids[0]);
+  KillAndReap(kids[1]);
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 0), 0);
 }
 
 TEST(ProcessTest, SendSignalRefusesGroupsAndReportsMissingProcesses) {

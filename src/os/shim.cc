@@ -88,7 +88,12 @@ int ExecSearch(const PreparedCommand& c) {
   return denied ? EACCES : err;
 }
 
-[[noreturn]] void CommandChild(const PreparedCommand& c, int log_fd, int report_fd) {
+// `shim` is the parent's pid, taken before fork.
+[[noreturn]] void CommandChild(const PreparedCommand& c, pid_t shim, int log_fd, int report_fd) {
+  // A job must not outlive its supervisor unnoticed: killed with it (kill -9 included). The
+  // daemon finds and stops what the command started itself (process.h, AttemptProcesses).
+  // Checked after the prctl: a shim that died before it would never send the signal.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != shim) ::_exit(kSpawnFailedExit);
   int report = child::MoveHigh(report_fd);
   if (report < 0) ::_exit(kSpawnFailedExit);
   ::setpgid(0, 0);
@@ -218,9 +223,10 @@ Status Shim::StartCommand() {
   if (!report.ok()) return report.status();
   rec_.started_at = SystemClock().Now();
   if (spec_.time_limit_ms > 0) deadline_ = Steady::now() + milliseconds(spec_.time_limit_ms);
+  pid_t self = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) CommandChild(command, log_.get(), report->write.get());
+  if (pid == 0) CommandChild(command, self, log_.get(), report->write.get());
   main_pid_ = pid;
   ::setpgid(pid, pid);  // the child does it too; whichever runs first wins
   report->write.Reset();

@@ -227,6 +227,24 @@ TEST(ShimTest, CancelKillsWhatIgnoresSigtermAfterTheGrace) {
   EXPECT_EQ(rec->signal, SIGKILL);
 }
 
+// Defect (issue 9, item 5): a shim killed -9 left its command running, unsupervised.
+TEST(ShimTest, TheCommandDiesWithItsShim) {
+  TempDir dir;
+  ASSERT_TRUE(WriteRunSpec(dir.path(), Spec({"sleep", "300"}, dir)).ok());
+  pid_t shim = StartShim(dir.path());
+  std::optional<ProcStat> command;
+  ASSERT_TRUE(WaitUntil([&] {  // the shim's child, once it runs sleep (a new process group)
+    auto kids = Descendants(shim);
+    command = kids.empty() ? std::nullopt : ReadProcStat(kids[0]);
+    return command && ReadAll("/proc/" + std::to_string(command->pid) + "/comm") == "sleep\n";
+  }));
+
+  ::kill(shim, SIGKILL);
+  ::waitpid(shim, nullptr, 0);
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(command->pid, command->start_ticks); }));
+  ::kill(static_cast<pid_t>(command->pid), SIGKILL);  // no leftover should the test fail
+}
+
 TEST(ShimTest, TimeLimitStopsTheWholeTreeAndSaysSoInTheExitRecord) {
   TempDir dir;
   // The grandchild ignores SIGTERM and lives in its own session: only the SIGKILL after the
