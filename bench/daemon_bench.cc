@@ -145,7 +145,7 @@ class Lab {
       if (per_user[u].empty()) continue;
       json body = {{"defaults", {{"command", {"train"}}, {"cwd", dir_}, {"env", env_}}},
                    {"jobs", std::move(per_user[u])}};
-      HttpRequest req{"POST", "/v1/jobs", {}, body.dump(), 20'000 + u, ::getpid()};
+      HttpRequest req{"POST", "/v1/jobs", {}, body.dump(), 20'000 + u, ::getpid(), ""};
       daemon_->Handle(std::move(req), [](HttpResponse r) {
         if (r.status != 201) std::abort();
       });

@@ -22,9 +22,9 @@ struct HttpRequest {
   std::string path;    // without the query
   std::map<std::string, std::string> query;
   std::string body;
-  std::string idempotency_key;  // the Idempotency-Key header; "" when absent
-  int64_t peer_uid = -1;        // SO_PEERCRED of the Unix socket's client
+  int64_t peer_uid = -1;  // SO_PEERCRED of the Unix socket's client
   int64_t peer_pid = -1;
+  std::string idempotency_key;  // the Idempotency-Key header; "" when absent
 };
 
 struct HttpResponse {

@@ -64,6 +64,14 @@ PolicyConfig DaemonImpl::Policy() const {
   return policy;
 }
 
+uint64_t DaemonImpl::LargestGpuBytes() const {
+  uint64_t largest = 0;
+  if (snapshot_) {
+    for (const GpuInfo& g : snapshot_->gpus) largest = std::max(largest, g.total_bytes);
+  }
+  return largest;
+}
+
 int DaemonImpl::MaxGpusPerNodeNow() const {
   return snapshot_ ? static_cast<int>(snapshot_->gpus.size()) : 0;
 }
