@@ -38,18 +38,40 @@ struct HttpResponse {
 using Responder = std::function<void(HttpResponse)>;
 using HttpHandler = std::function<void(HttpRequest, Responder)>;
 
+// What one server lets its clients hold (docs/operations.md, "Connections and limits").
+struct HttpLimits {
+  uint64_t max_body_bytes = 64ull << 20;
+  // From a request's first byte to its last, and for the answer to be taken: a client that
+  // trickles its header or body, or never reads, loses the connection.
+  int64_t request_timeout_ms = 10000;
+  // A connection waiting for its first or next request is closed after this long.
+  int64_t idle_timeout_ms = 60000;
+  // Open connections at most. At the cap a new one closes the connection idle the longest;
+  // when none is idle, the new one gets a 503 and is closed.
+  size_t max_connections = 1024;
+  // How long accepting pauses when accept() fails (no fd left, say) and no connection is
+  // idle to close: the listening socket stays readable, so retrying at once would spin.
+  int64_t accept_pause_ms = 200;
+  // Warnings (accept failing: at most one a minute); called on the event loop's thread.
+  std::function<void(const std::string&)> warn;
+};
+
 // Serves HTTP/1.1 on a Unix socket from the given io_context. Malformed or oversized
 // requests get a JSON error (400/413) without reaching the handler; the server keeps serving.
+// A request body grows as its bytes arrive: a declared Content-Length reserves nothing.
 class HttpServer {
  public:
-  HttpServer(boost::asio::io_context& io, HttpHandler handler, uint64_t max_body_bytes);
+  HttpServer(boost::asio::io_context& io, HttpHandler handler, HttpLimits limits);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Replaces a stale socket file; the socket is made 0600 (only its owner may talk to it).
   Status ListenUnix(const std::string& path);
+  // Stops accepting; open connections end with the io_context.
   void Close();
+  // Open connections, idle or not (for tests and /metrics).
+  size_t Connections() const;
 
  private:
   struct Impl;

@@ -101,7 +101,7 @@ constexpr int64_t kMinSampleIntervalMs = 100;
 constexpr std::string_view kDurationForm =
     "a duration like \"30s\", \"500ms\", \"2m\", \"2h\", \"7d\" (at most 36500d)";
 
-// `min_ms`: the shortest that can work (a zero sample interval is a busy loop).
+// `min_ms`: the shortest value that works (a 0s timeout would cut every connection).
 Kind Duration(int64_t Config::*field, int64_t min_ms = 0) {
   auto set = [field, min_ms](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto s = n.value<std::string>();
@@ -109,8 +109,9 @@ Kind Duration(int64_t Config::*field, int64_t min_ms = 0) {
     Result<int64_t> v = ParseDurationMs(*s, "config option " + name);
     if (!v.ok()) return v.status();
     if (*v < min_ms) {
-      return Status::Invalid(fmt::format("config option {}: \"{}\" is too short; use at least {}",
-                                         name, *s, FormatDuration(min_ms)));
+      return Status::Invalid(
+          fmt::format("config option {}: '{}' is too short; expected {} of at least {}", name, *s,
+                      kDurationForm, FormatDuration(min_ms)));
     }
     c.*field = *v;
     return Status::Ok();
@@ -136,11 +137,12 @@ Kind String(std::string Config::*field, std::string_view type = "string") {
           {set, [field](const Config& c) { return Quoted(c.*field); }, Copy(field), {}, {}}};
 }
 
-// A whole number from 0 to `max`; `form` says what it counts, what 0 means, and the bounds.
-Kind Count(int Config::*field, int max, std::string_view form) {
-  auto set = [field, max, form](Config& c, const toml::node& n, const std::string& name) {
+// A whole number from `min` to `max`; `form` says what it counts, what 0 means, and the
+// bounds.
+Kind Count(int Config::*field, int max, std::string_view form, int min = 0) {
+  auto set = [field, max, form, min](Config& c, const toml::node& n, const std::string& name) {
     auto i = n.value_exact<int64_t>();
-    if (!i || !n.is_integer() || *i < 0 || *i > max) return WrongType(name, form);
+    if (!i || !n.is_integer() || *i < min || *i > max) return WrongType(name, form);
     c.*field = static_cast<int>(*i);
     return Status::Ok();
   };
@@ -320,6 +322,17 @@ const std::vector<Option>& Options() {
           String(&Config::node_name)),
       Row("max_request", "64MiB", false, "largest API request body accepted",
           Size(&Config::max_request_bytes)),
+      Row("request_timeout", "10s", false,
+          "an API request's header and body must arrive, and its answer be read, within this",
+          Duration(&Config::request_timeout_ms, 100)),
+      Row("idle_timeout", "60s", false,
+          "an API connection waiting for its first or next request is closed after this",
+          Duration(&Config::idle_timeout_ms, 100)),
+      Row("max_connections", "1024", false,
+          "most API connections open at once (fewer where the fd limit is low); at the cap the "
+          "one idle longest is closed, else the new one gets a 503",
+          Count(&Config::max_connections, kMaxCount,
+                "a whole number of connections from 1 to 100000", 1)),
       Row("aging_limit", "2h", false,
           "a job blocked this long gets the GPUs it would best use held for it (no backfill "
           "there)",
@@ -369,6 +382,12 @@ std::span<const OptionInfo> ConfigOptions() {
 const OptionInfo* FindOptionInfo(std::string_view name) {
   const Option* o = FindOption(name);
   return o == nullptr ? nullptr : &o->info;
+}
+
+size_t ConnectionCap(int max_connections, uint64_t fd_limit) {
+  uint64_t reserve = std::max<uint64_t>(64, fd_limit / 4);
+  uint64_t ceiling = fd_limit > reserve + 8 ? fd_limit - reserve : 8;
+  return static_cast<size_t>(std::min<uint64_t>(std::max(max_connections, 1), ceiling));
 }
 
 PolicyConfig PolicyOf(const Config& config) {

@@ -33,6 +33,10 @@ struct Config {
   uint64_t log_tail_bytes = 64 * 1024;       // log_tail
   std::string node_name;                     // empty: the host name
   uint64_t max_request_bytes = 64ull << 20;  // max_request
+  // API connections (docs/operations.md, "Connections and limits").
+  int64_t request_timeout_ms = 10000;  // request_timeout
+  int64_t idle_timeout_ms = 60000;     // idle_timeout
+  int max_connections = 1024;
   // Scheduling (docs/scheduling.md).
   int64_t aging_ms = PolicyConfig{}.aging_ms;  // aging_limit
   int max_holds = PolicyConfig{}.max_holds;
@@ -52,6 +56,11 @@ struct Config {
 // The placement policy's settings in `config`. The workload mix is not an option: the
 // scheduler adds what it learns from the queue (docs/scheduling.md).
 PolicyConfig PolicyOf(const Config& config);
+
+// How many API connections the daemon keeps open: `max_connections`, and never so many that
+// they leave fewer than a reserve of the fd limit (RLIMIT_NOFILE) to the database, the logs,
+// the shims' pidfds and GPU sampling: a quarter of it, at least 64.
+size_t ConnectionCap(int max_connections, uint64_t fd_limit);
 
 // One row of the option table, as docs/config.md shows it.
 struct OptionInfo {

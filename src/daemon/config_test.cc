@@ -134,9 +134,10 @@ TEST(ConfigTest, ASampleIntervalTooShortToWorkIsRefused) {
     Result<Config> c = ParseConfig(fmt::format("sample_interval = \"{}\"\n", text), "config.toml");
     ASSERT_FALSE(c.ok()) << text;
     EXPECT_THAT(c.status().message(),
-                HasSubstr(fmt::format("config option sample_interval: \"{}\" is too short; use at "
-                                      "least 100ms",
+                HasSubstr(fmt::format("config option sample_interval: '{}' is too short; expected "
+                                      "a duration",
                                       text)));
+    EXPECT_THAT(c.status().message(), HasSubstr("of at least 100ms"));
   }
   Result<Config> c = ParseConfig("sample_interval = \"100ms\"\n", "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
@@ -358,6 +359,36 @@ TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(),
               HasSubstr("/s/settings.json: devices: 'x' is not a GPU list"));
+}
+
+// ---- API connections ----
+
+TEST(ConfigTest, ConnectionCapLeavesAReserveOfTheFdLimit) {
+  EXPECT_EQ(ConnectionCap(1024, 1u << 20), 1024u);  // max_connections when fds abound
+  EXPECT_EQ(ConnectionCap(1024, 1024), 768u);       // a quarter kept back
+  EXPECT_EQ(ConnectionCap(1024, 256), 192u);        // at least 64 kept back
+  EXPECT_EQ(ConnectionCap(1024, 100), 36u);
+  EXPECT_EQ(ConnectionCap(1024, 20), 8u);  // a few, whatever the limit
+  EXPECT_EQ(ConnectionCap(10, 256), 10u);
+}
+
+TEST(ConfigTest, TimeoutsAndTheConnectionCapRefuseWhatCannotWork) {
+  Result<Config> zero = ParseConfig("request_timeout = \"0s\"\n", "c.toml");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(zero.status().message(),
+              HasSubstr("config option request_timeout: '0s' is too short; expected a duration"));
+  EXPECT_THAT(zero.status().message(), HasSubstr("of at least 100ms"));
+  Result<Config> none = ParseConfig("max_connections = 0\n", "c.toml");
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("config option max_connections: expected a whole number of connections "
+                        "from 1 to 100000"));
+  Result<Config> ok = ParseConfig(
+      "request_timeout = \"2s\"\nidle_timeout = \"100ms\"\nmax_connections = 5\n", "c.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->request_timeout_ms, 2000);
+  EXPECT_EQ(ok->idle_timeout_ms, 100);
+  EXPECT_EQ(ok->max_connections, 5);
 }
 
 // ---- The option table itself ----

@@ -46,9 +46,19 @@ Status DaemonImpl::Open() {
 }
 
 Status DaemonImpl::Serve() {
+  HttpLimits limits;
+  limits.max_body_bytes = config_.max_request_bytes;
+  limits.request_timeout_ms = config_.request_timeout_ms;
+  limits.idle_timeout_ms = config_.idle_timeout_ms;
+  limits.max_connections = ConnectionCap(config_.max_connections, OpenFileLimit());
+  limits.warn = [](const std::string& m) { spdlog::warn("{}", m); };
+  if (limits.max_connections < static_cast<size_t>(config_.max_connections)) {
+    spdlog::info("at most {} API connections: the fd limit is {} (max_connections {})",
+                 limits.max_connections, OpenFileLimit(), config_.max_connections);
+  }
   server_ = std::make_unique<HttpServer>(
       io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
-      config_.max_request_bytes);
+      std::move(limits));
   TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
   signals_.add(SIGTERM);
   signals_.add(SIGINT);

@@ -5,6 +5,7 @@
 #include <pwd.h>
 #include <sys/random.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +39,12 @@ std::string HostName() {
 int CpuCount() {
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+uint64_t OpenFileLimit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  return rl.rlim_cur;
 }
 
 std::string UserName(int64_t uid) {

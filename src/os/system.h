@@ -15,6 +15,8 @@ namespace trainq {
 Result<std::string> SelfExecutable();
 std::string HostName();
 int CpuCount();
+// This process's soft RLIMIT_NOFILE: how many fds it may hold open.
+uint64_t OpenFileLimit();
 // The login name of `uid`, or its number as text.
 std::string UserName(int64_t uid);
 // 32 hex digits from the kernel's random source: a token no other process can guess.
