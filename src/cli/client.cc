@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/api/http.h"
+#include "src/os/permissions.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -16,7 +17,8 @@ using json = nlohmann::json;
 namespace {
 
 Code CodeFromName(const std::string& name) {
-  for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo}) {
+  for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo,
+                 Code::kPermission}) {
     if (name == CodeName(c)) return c;
   }
   return Code::kInternal;
@@ -76,8 +78,17 @@ Status CheckConfigWithDaemon(const std::string& daemon_binary, const StatePaths&
   return Status(code, DaemonMessage(r->output));
 }
 
+Result<HttpResponse> Client::Send(std::string_view method, std::string_view target,
+                                  const std::string& body, int timeout_ms) const {
+  // A socket directory that does not exist yet holds no listener; the daemon creates it.
+  if (!paths_.socket_dir.empty() && LstatFacts(paths_.socket_dir).exists) {
+    TRAINQ_RETURN_IF_ERROR(CheckPrivateDir(paths_.socket_dir));
+  }
+  return HttpCall(paths_.socket, method, target, body, timeout_ms);
+}
+
 bool Client::DaemonRunning() const {
-  Result<HttpResponse> r = HttpCall(paths_.socket, "GET", "/v1/status", "", 2000);
+  Result<HttpResponse> r = Send("GET", "/v1/status", "", 2000);
   return r.ok() && r->status == 200;
 }
 
@@ -88,6 +99,8 @@ Status Client::EnsureDaemon() {
   // A config the daemon would refuse: say why now, not after the start timeout.
   TRAINQ_RETURN_IF_ERROR(CheckConfigWithDaemon(*daemon, paths_));
   TRAINQ_RETURN_IF_ERROR(MakeDirs(paths_.state_dir));
+  // What trainqd would refuse at start: say it now, not after the start timeout.
+  TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths_));
   TRAINQ_RETURN_IF_ERROR(StartDetached({*daemon, "--state-dir", paths_.state_dir}, paths_.log));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -99,15 +112,15 @@ Status Client::EnsureDaemon() {
 
 Result<json> Client::CallRunning(const std::string& method, const std::string& target,
                                  const std::string& body) {
-  return Decode(HttpCall(paths_.socket, method, target, body));
+  return Decode(Send(method, target, body));
 }
 
 Result<json> Client::Call(const std::string& method, const std::string& target,
                           const std::string& body) {
-  Result<HttpResponse> r = HttpCall(paths_.socket, method, target, body);
+  Result<HttpResponse> r = Send(method, target, body);
   if (NotDelivered(r)) {
     TRAINQ_RETURN_IF_ERROR(EnsureDaemon());
-    r = HttpCall(paths_.socket, method, target, body);
+    r = Send(method, target, body);
   }
   return Decode(r);
 }
