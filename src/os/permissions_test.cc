@@ -27,8 +27,8 @@ TEST(PermissionsTest, PrivateDirMustBeOursAloneAndNotALink) {
   } bad[] = {
       {Dir(2000, 0700), "owned by"},
       {Dir(0, 0700), "owned by"},  // root's directory is no more ours than anyone's
-      {Dir(kMe, 0755), "mode 0755"},
-      {Dir(kMe, 0710), "mode 0710"},
+      {Dir(kMe, 0755), "mode is 0755"},
+      {Dir(kMe, 0710), "mode is 0710"},
       {{true, true, false, kMe, 0777}, "symbolic link"},
       {{true, false, false, kMe, 0600}, "not a directory"},
       {{}, "does not exist"},
