@@ -17,6 +17,7 @@ enum class Code {
   kUnavailable,  // daemon, store or device not reachable now: exit 1, HTTP 503
   kIo,           // file system or database failure: exit 1, HTTP 500
   kInternal,     // broken invariant: exit 1, HTTP 500
+  kPermission,   // not allowed: another user's socket, state dir or file: exit 4, HTTP 403
 };
 
 const char* CodeName(Code code);  // "invalid", "not_found", ...
@@ -35,6 +36,7 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status Io(std::string m) { return {Code::kIo, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+  static Status Permission(std::string m) { return {Code::kPermission, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -79,11 +79,18 @@ class HttpServer {
 };
 
 // One request on a new connection; kUnavailable when nobody listens at `socket_path` (the
-// request was not sent), kIo when the exchange broke after connecting. A non-empty
+// request was not sent), kPermission when the listener is not the caller's own daemon (see
+// JudgeListener; nothing was sent), kIo when the exchange broke after connecting. A non-empty
 // `idempotency_key` is sent as the Idempotency-Key header.
 Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
                               std::string_view target, const std::string& body,
                               int timeout_ms = 30000, std::string_view idempotency_key = "");
+
+// Whether the process listening on `socket_path` (SO_PEERCRED: `peer_uid`, named
+// `peer_name`) may receive a request from `self_uid`: only the caller's own daemon or root's
+// (a shared daemon). A request carries the caller's whole environment.
+Status JudgeListener(const std::string& socket_path, int64_t peer_uid, std::string_view peer_name,
+                     int64_t self_uid);
 
 // {"error": {"code": "invalid", "message": "..."}} with the status's HTTP code.
 HttpResponse ErrorResponse(const Status& status);

@@ -1,7 +1,9 @@
 #include "src/api/asio.h"
 
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -25,7 +27,38 @@ void SetTimeouts(int fd, int timeout_ms) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+std::string UserNameOf(uid_t uid) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found) return found->pw_name;
+  return "";
+}
+
+// Before anything is sent: who listens there?
+Status CheckListener(int fd, const std::string& socket_path) {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return Status::Permission("cannot tell who listens on " + socket_path +
+                              " (SO_PEERCRED failed); nothing was sent");
+  }
+  return JudgeListener(socket_path, cred.uid, UserNameOf(cred.uid), ::geteuid());
+}
+
 }  // namespace
+
+Status JudgeListener(const std::string& socket_path, int64_t peer_uid, std::string_view peer_name,
+                     int64_t self_uid) {
+  if (peer_uid == self_uid || peer_uid == 0) return Status::Ok();
+  std::string who = "uid " + std::to_string(peer_uid);
+  if (!peer_name.empty()) who = "user " + std::string(peer_name) + " (" + who + ")";
+  return Status::Permission(
+      "refusing to talk to " + socket_path + ": the process listening there runs as " + who +
+      ", not as you (uid " + std::to_string(self_uid) +
+      ") or root, so it is not your trainq daemon; nothing was sent. Find out who put it "
+      "there, remove that socket file, or use another --state-dir");
+}
 
 Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
                               std::string_view target, const std::string& body, int timeout_ms,
@@ -38,6 +71,7 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view m
     return Status::Unavailable("cannot reach the trainq daemon at " + socket_path + ": " +
                                ec.message());
   SetTimeouts(socket.native_handle(), timeout_ms);
+  TRAINQ_RETURN_IF_ERROR(CheckListener(socket.native_handle(), socket_path));
 
   http::request<http::string_body> req(
       http::string_to_verb(beast::string_view(method.data(), method.size())),

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/api/http.h"
+#include "src/os/permissions.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -17,7 +18,8 @@ using json = nlohmann::json;
 namespace {
 
 Code CodeFromName(const std::string& name) {
-  for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo}) {
+  for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo,
+                 Code::kPermission}) {
     if (name == CodeName(c)) return c;
   }
   return Code::kInternal;
@@ -77,8 +79,18 @@ Status CheckConfigWithDaemon(const std::string& daemon_binary, const StatePaths&
   return Status(code, DaemonMessage(r->output));
 }
 
+Result<HttpResponse> Client::Send(std::string_view method, std::string_view target,
+                                  const std::string& body, int timeout_ms,
+                                  std::string_view idempotency_key) const {
+  // A socket directory that does not exist yet holds no listener; the daemon creates it.
+  if (!paths_.socket_dir.empty() && LstatFacts(paths_.socket_dir).exists) {
+    TRAINQ_RETURN_IF_ERROR(CheckPrivateDir(paths_.socket_dir));
+  }
+  return HttpCall(paths_.socket, method, target, body, timeout_ms, idempotency_key);
+}
+
 bool Client::DaemonRunning() const {
-  Result<HttpResponse> r = HttpCall(paths_.socket, "GET", "/v1/status", "", 2000);
+  Result<HttpResponse> r = Send("GET", "/v1/status", "", 2000);
   return r.ok() && r->status == 200;
 }
 
@@ -89,6 +101,8 @@ Status Client::EnsureDaemon() {
   // A config the daemon would refuse: say why now, not after the start timeout.
   TRAINQ_RETURN_IF_ERROR(CheckConfigWithDaemon(*daemon, paths_));
   TRAINQ_RETURN_IF_ERROR(MakeDirs(paths_.state_dir));
+  // What trainqd would refuse at start: say it now, not after the start timeout.
+  TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths_));
   TRAINQ_RETURN_IF_ERROR(StartDetached({*daemon, "--state-dir", paths_.state_dir}, paths_.log));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -100,7 +114,7 @@ Status Client::EnsureDaemon() {
 
 Result<json> Client::CallRunning(const std::string& method, const std::string& target,
                                  const std::string& body) {
-  return Decode(HttpCall(paths_.socket, method, target, body));
+  return Decode(Send(method, target, body));
 }
 
 Result<json> Client::Submit(const std::string& body) {
@@ -109,8 +123,10 @@ Result<json> Client::Submit(const std::string& body) {
   auto pause = std::chrono::milliseconds(200);
   Result<HttpResponse> r = Status::Unavailable("not sent");
   for (int attempt = 1; attempt <= kTries; ++attempt) {
-    r = HttpCall(paths_.socket, "POST", "/v1/jobs", body, 30000, key);
+    r = Send("POST", "/v1/jobs", body, 30000, key);
     if (r.ok() || attempt == kTries) break;
+    // Only a transport failure is tried again; a refusal (another user's listener) is final.
+    if (r.status().code() != Code::kUnavailable && r.status().code() != Code::kIo) break;
     if (!NotDelivered(r)) {
       // It may have been stored: wait for the daemon (or its restart), then ask again.
       std::this_thread::sleep_for(pause);
@@ -123,10 +139,10 @@ Result<json> Client::Submit(const std::string& body) {
 
 Result<json> Client::Call(const std::string& method, const std::string& target,
                           const std::string& body) {
-  Result<HttpResponse> r = HttpCall(paths_.socket, method, target, body);
+  Result<HttpResponse> r = Send(method, target, body);
   if (NotDelivered(r)) {
     TRAINQ_RETURN_IF_ERROR(EnsureDaemon());
-    r = HttpCall(paths_.socket, method, target, body);
+    r = Send(method, target, body);
   }
   return Decode(r);
 }

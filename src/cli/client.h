@@ -3,8 +3,11 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "src/api/http.h"
 
 #include "src/os/state_paths.h"
 #include "trainq/status.h"
@@ -16,7 +19,8 @@ class Client {
   explicit Client(StatePaths paths) : paths_(std::move(paths)) {}
 
   // Starts `trainqd` for this state dir unless a daemon answers; waits until one does. A
-  // config trainqd would refuse is reported first, naming the option (kInvalid).
+  // config trainqd would refuse is reported first, naming the option (kInvalid), and so is
+  // a state dir it would refuse (kPermission, src/os/permissions.h).
   Status EnsureDaemon();
   bool DaemonRunning() const;
   // A call whose non-2xx answer becomes the Status the daemon sent (code and message). When
@@ -36,6 +40,12 @@ class Client {
   const StatePaths& paths() const { return paths_; }
 
  private:
+  // HttpCall after checking the socket's directory, when it is not the state dir: every
+  // request carries the caller's environment, so it goes only where no one else can listen.
+  Result<HttpResponse> Send(std::string_view method, std::string_view target,
+                            const std::string& body, int timeout_ms = 30000,
+                            std::string_view idempotency_key = "") const;
+
   StatePaths paths_;
 };
 

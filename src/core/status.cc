@@ -20,6 +20,8 @@ const char* CodeName(Code code) {
       return "io";
     case Code::kInternal:
       return "internal";
+    case Code::kPermission:
+      return "permission";
   }
   return "internal";
 }
@@ -32,6 +34,8 @@ int ExitCodeFor(Code code) {
       return 2;
     case Code::kNotFound:
       return 3;
+    case Code::kPermission:
+      return 4;
     default:
       return 1;
   }
@@ -45,6 +49,8 @@ int HttpStatusFor(Code code) {
       return 400;
     case Code::kNotFound:
       return 404;
+    case Code::kPermission:
+      return 403;
     case Code::kConflict:
       return 409;
     case Code::kUnavailable:

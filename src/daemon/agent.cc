@@ -103,6 +103,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   spec.log_path = p.log_path;
   spec.grace_ms = config_.grace_ms;
   spec.time_limit_ms = job.spec.time_limit_ms;
+  spec.umask = options_.job_umask;
   TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
   UnixMs now = clock_.Now();
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.

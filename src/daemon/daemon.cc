@@ -12,6 +12,7 @@
 
 #include "src/core/oom.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/os/permissions.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -203,13 +204,31 @@ int CheckDaemonConfig(const StatePaths& paths) {
   return 0;
 }
 
-int RunDaemon(const DaemonOptions& options) {
+namespace {
+
+// Before anything is opened or created there: the state dir is ours and safe to write in,
+// and so is the socket's directory.
+Status SecureStateDir(const StatePaths& paths) {
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.state_dir));
+  TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths));
+  TRAINQ_RETURN_IF_ERROR(TightenStateFiles(StateFiles(paths)));
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.runs));
+  if (!paths.socket_dir.empty()) TRAINQ_RETURN_IF_ERROR(MakePrivateDir(paths.socket_dir));
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& given) {
   spdlog::set_default_logger(spdlog::stderr_logger_st("trainq"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   std::signal(SIGPIPE, SIG_IGN);
+  DaemonOptions options = given;
+  options.job_umask = static_cast<int>(RestrictUmask());
   const StatePaths& paths = options.paths;
-  if (Status st = MakeDirs(paths.runs); !st.ok()) return Fail(st);
+  if (Status st = SecureStateDir(paths); !st.ok()) return Fail(st);
   Result<UniqueFd> lock = LockFile(paths.lock);
+  if (!lock.ok() && lock.status().code() != Code::kConflict) return Fail(lock.status());
   if (!lock.ok()) {
     return Fail(Status::Conflict("a trainq daemon already runs for " + paths.state_dir));
   }

@@ -78,8 +78,8 @@ class DaemonTest : public ::testing::Test {
     store_ = faulty.get();
     DaemonSeams seams{std::move(faulty), ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_), ""},
                       shims_.Launcher(), &clock_};
-    daemon_ =
-        std::make_unique<DaemonImpl>(io_, DaemonOptions{paths_, true}, config_, std::move(seams));
+    daemon_ = std::make_unique<DaemonImpl>(io_, DaemonOptions{paths_, true, 022}, config_,
+                                           std::move(seams));
     ASSERT_TRUE(daemon_->Open().ok());
     Loop();
   }
@@ -149,6 +149,7 @@ TEST_F(DaemonTest, SubmittedJobStartsOnAFreeGpuWithItsEnvironment) {
   ASSERT_TRUE(spec.ok());
   EXPECT_THAT(spec->env, ::testing::Contains(
                              std::pair<std::string, std::string>("CUDA_VISIBLE_DEVICES", "0")));
+  EXPECT_EQ(spec->umask, 022);  // the daemon's at start, not the 077 it runs under
   ASSERT_TRUE(shims_.Exit(RunDir(id, 1), Exited(0)));
   Loop();
   EXPECT_EQ(Get(id).state, JobState::kSucceeded);

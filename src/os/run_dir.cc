@@ -160,6 +160,7 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
             {"log_path", spec.log_path},
             {"grace_ms", spec.grace_ms},
             {"time_limit_ms", spec.time_limit_ms}};
+  if (spec.umask >= 0) j["umask"] = spec.umask;
   return WriteRecord(SpecPath(run_dir), j, /*strict=*/true);
 }
 
@@ -175,6 +176,10 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.String("log_path", spec.log_path);
   f.Int("grace_ms", spec.grace_ms);
   f.Int("time_limit_ms", spec.time_limit_ms);
+  f.Int("umask", spec.umask);
+  if (spec.umask < -1 || spec.umask > 0777) {
+    return Status::Invalid(SpecPath(run_dir) + ": umask: not within 0..0777 (0..511)");
+  }
   if (spec.grace_ms < 0) return Status::Invalid(SpecPath(run_dir) + ": grace_ms: negative");
   if (spec.time_limit_ms < 0) {
     return Status::Invalid(SpecPath(run_dir) + ": time_limit_ms: negative");

@@ -28,6 +28,10 @@ struct RunSpec {
   // Wall-clock limit of the command from its start; 0: none. The shim enforces it (so it
   // holds while the daemon is down): SIGTERM to the tree, grace_ms, SIGKILL.
   int64_t time_limit_ms = 0;
+  // The umask the command runs with (0..0777), the one the daemon started with: the daemon
+  // and shim run under 077 for their own files, and a job must not inherit that. -1 (absent
+  // from spec.json): the shim's own.
+  int umask = -1;
 };
 
 struct ShimRecord {

@@ -38,6 +38,7 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   spec.log_path = dir / "custom.log";
   spec.grace_ms = 1234;
   spec.time_limit_ms = 9'000'000;
+  spec.umask = 027;
   ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
 
   auto back = ReadRunSpec(dir.path());
@@ -48,6 +49,7 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   EXPECT_EQ(back->log_path, spec.log_path);
   EXPECT_EQ(back->grace_ms, 1234);
   EXPECT_EQ(back->time_limit_ms, 9'000'000);
+  EXPECT_EQ(back->umask, 027);
 }
 
 TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
@@ -58,6 +60,7 @@ TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   EXPECT_THAT(spec->env, ElementsAre(Pair("A", "1"), Pair("B", "2")));
   EXPECT_EQ(spec->grace_ms, 10000);  // absent: the default
+  EXPECT_EQ(spec->umask, -1);        // absent (an older daemon's spec): the shim's own
 }
 
 TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
@@ -72,6 +75,8 @@ TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
       R"({"command": ["a\u0000b"]})",                      // NUL cannot reach execve
       R"({"command": ["ls"], "grace_ms": "soon"})",
       R"({"command": ["ls"], "grace_ms": -5})",
+      R"({"command": ["ls"], "umask": 512})",
+      R"({"command": ["ls"], "umask": "022"})",
       R"(["ls"])",
   };
   for (const char* text : bad) {

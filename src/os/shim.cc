@@ -43,6 +43,7 @@ struct PreparedCommand {
   CStringArray argv;
   CStringArray envp;
   std::string cwd;
+  int umask = -1;
 };
 
 // execvpe's search, but with PATH from the job's environment rather than the shim's.
@@ -67,7 +68,8 @@ std::vector<std::string> ExecCandidates(const RunSpec& spec) {
 PreparedCommand PrepareCommand(const RunSpec& spec) {
   std::vector<std::string> env;
   for (const auto& [k, v] : spec.env) env.push_back(k + "=" + v);
-  return {ExecCandidates(spec), CStringArray(spec.command), CStringArray(std::move(env)), spec.cwd};
+  return {ExecCandidates(spec), CStringArray(spec.command), CStringArray(std::move(env)), spec.cwd,
+          spec.umask};
 }
 
 // Like glibc's execvpe: skip directories that lack the file, report EACCES if any candidate
@@ -106,6 +108,7 @@ int ExecSearch(const PreparedCommand& c) {
   if (!c.cwd.empty() && ::chdir(c.cwd.c_str()) < 0) {
     child::Fail(report, kStepChdir, errno, kSpawnFailedExit);
   }
+  if (c.umask >= 0) ::umask(static_cast<mode_t>(c.umask));  // the shim itself runs under 077
   child::Fail(report, kStepExec, ExecSearch(c), kSpawnFailedExit);
 }
 

@@ -307,6 +307,27 @@ std::map<int, std::string> ListedFds(const std::string& listing) {
   return fds;
 }
 
+// The shim runs under the daemon's umask 077; the command gets the one the spec names (the
+// daemon's at start), so a job's own files are not made private behind its user's back.
+TEST(ShimTest, CommandRunsWithTheSpecsUmaskNotTheShims) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c", "umask > umask.txt"}, dir);
+  spec.umask = 022;
+  ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+  pid_t shim = ForkRun([&] {
+    ::umask(077);
+    return RunShim(dir.path());
+  });
+  auto rec = FinishShim(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(ReadAll(dir / "umask.txt"), "0022\n");
+  struct stat st = {};
+  ASSERT_EQ(::stat((dir / "umask.txt").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_EQ(::stat(LogPath(dir.path()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // the shim's own file
+}
+
 TEST(ShimTest, CommandInheritsNoFdsBeyondStdio) {
   TempDir dir;
   ASSERT_TRUE(WriteRunSpec(dir.path(), Spec({"ls", "-l", "/proc/self/fd"}, dir)).ok());

@@ -1,6 +1,7 @@
 #include "src/os/state_paths.h"
 
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -38,10 +39,12 @@ StatePaths ResolveStatePaths(const std::string& flag) {
   p.settings = dir + "/settings.json";
   p.socket = dir + "/trainq.sock";
   if (p.socket.size() >= sizeof(sockaddr_un::sun_path)) {
-    // Unix socket paths are limited to 107 bytes: use the runtime dir, keyed by the state dir.
+    // Unix socket paths are limited to 107 bytes: use a directory of the user's own, keyed
+    // by the state dir. A name in /tmp itself could be taken by anyone first.
     std::string runtime = GetEnv("XDG_RUNTIME_DIR");
-    if (runtime.empty()) runtime = "/tmp";
-    p.socket = fmt::format("{}/trainq-{:016x}.sock", runtime, std::hash<std::string>{}(dir));
+    p.socket_dir =
+        runtime.empty() ? fmt::format("/tmp/trainq-{}", ::geteuid()) : runtime + "/trainq";
+    p.socket = fmt::format("{}/{:016x}.sock", p.socket_dir, std::hash<std::string>{}(dir));
   }
   return p;
 }

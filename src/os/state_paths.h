@@ -10,7 +10,11 @@ struct StatePaths {
   std::string state_dir;
   std::string db;      // trainq.db
   std::string runs;    // runs/<job>/<attempt>/
-  std::string socket;  // trainq.sock, or under $XDG_RUNTIME_DIR when the path is too long
+  std::string socket;  // trainq.sock, or <hash>.sock in socket_dir when the path is too long
+  // Empty when the socket is in the state dir. Otherwise the directory only its user may
+  // enter that holds the socket: $XDG_RUNTIME_DIR/trainq, else /tmp/trainq-<euid>. Whoever
+  // uses the socket checks this directory first (CheckPrivateDir, src/os/permissions.h).
+  std::string socket_dir;
   std::string lock;    // daemon.lock: held by the running daemon
   std::string log;     // daemon.log
   std::string config;    // config.toml
@@ -19,6 +23,7 @@ struct StatePaths {
 
 std::string DefaultStateDir();
 // `flag` is the --state-dir value, empty if not given. The result's paths are absolute.
+// A path computation only: nothing is created or checked.
 StatePaths ResolveStatePaths(const std::string& flag);
 
 }  // namespace trainq

@@ -111,9 +111,22 @@ std::string GetEnv(const char* name) {
   return v ? v : "";
 }
 
+namespace {
+
+// ELOOP from O_NOFOLLOW: a link planted where trainq creates its own file.
+Status OpenFailure(const std::string& path, int err) {
+  if (err != ELOOP) return ErrnoStatus("open " + path, err);
+  return Status::Permission(path +
+                            " is a symbolic link; trainq never follows links in its state dir: "
+                            "remove the link (rm " +
+                            path + ") and start again");
+}
+
+}  // namespace
+
 Result<UniqueFd> LockFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd.valid()) return ErrnoStatus("open " + path, errno);
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return OpenFailure(path, errno);
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) return Status::Conflict(path + " is locked by another process");
     return ErrnoStatus("flock " + path, errno);
@@ -122,8 +135,8 @@ Result<UniqueFd> LockFile(const std::string& path) {
 }
 
 Result<UniqueFd> OpenAppend(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!fd.valid()) return ErrnoStatus("open " + path, errno);
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return OpenFailure(path, errno);
   return fd;
 }
 

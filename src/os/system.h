@@ -33,7 +33,8 @@ std::string GetEnv(const char* name);
 Result<std::string> FindOnPath(const std::string& name);
 bool IsExecutable(const std::string& path);
 
-// flock(LOCK_EX|LOCK_NB) on `path` (created 0600); kConflict if another process holds it.
+// flock(LOCK_EX|LOCK_NB) on `path` (created 0600); kConflict if another process holds it,
+// kPermission if `path` is a symbolic link (never followed).
 // The lock lives as long as the returned fd.
 Result<UniqueFd> LockFile(const std::string& path);
 
@@ -52,7 +53,8 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv);
 // Replaces this process with `argv` (argv[0] a path). Returns only on failure.
 Status ExecReplace(const std::vector<std::string>& argv);
 
-// Opens `path` for appending (O_CLOEXEC), for the daemon's own log.
+// Opens `path` for appending (O_CLOEXEC, created 0600), for the daemon's own log;
+// kPermission naming `path` if it is a symbolic link (never followed).
 Result<UniqueFd> OpenAppend(const std::string& path);
 
 }  // namespace trainq

@@ -1,0 +1,55 @@
+// Who may read and enter trainq's directories (docs/operations.md, "Files and permissions").
+// A job's environment (API keys, tokens) is stored in the state dir and sent over the
+// socket, so both must be the user's alone. Every refusal is kPermission, naming the path,
+// what is wrong and how to fix it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/os/state_paths.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+// What lstat or stat said about a path; the input of the pure judgements below.
+struct PathFacts {
+  bool exists = false;
+  bool symlink = false;
+  bool directory = false;
+  int64_t uid = -1;
+  mode_t mode = 0;  // permission bits only
+};
+
+PathFacts LstatFacts(const std::string& path);
+PathFacts StatFacts(const std::string& path);
+
+// A directory only `euid` may enter (the socket's directory): it exists, is not a symbolic
+// link, is a directory owned by `euid` and has no group or other permission bits.
+Status JudgePrivateDir(const std::string& dir, const PathFacts& facts, int64_t euid);
+// A state dir (links followed: it may live on another disk): owned by `euid` and writable
+// by no one else. Others may read it (0755); the files inside are 0600.
+Status JudgeStateDir(const std::string& dir, const PathFacts& facts, int64_t euid);
+
+// JudgePrivateDir on the real directory, for this process's euid.
+Status CheckPrivateDir(const std::string& dir);
+// Creates `dir` (its parent must exist) with mode 0700 unless it exists, then checks it.
+Status MakePrivateDir(const std::string& dir);
+// The state dir as JudgeStateDir says, and none of the files trainq opens there by name
+// (database, -wal, -shm, settings.json, daemon.log, daemon.lock) a symbolic link: trainq
+// would write through it into whatever file it points at.
+Status CheckStateDir(const StatePaths& paths);
+// The files above that trainq creates, for CheckStateDir and TightenStateFiles.
+std::vector<std::string> StateFiles(const StatePaths& paths);
+// chmod 0600 on each of `files` that exists with group or other bits (made by an older
+// trainq, or SQLite under another umask). Never follows a link.
+Status TightenStateFiles(const std::vector<std::string>& files);
+
+// Sets the process's umask to 077 (every file trainqd creates is 0600, every directory
+// 0700) and returns the one it had, which jobs get back (RunSpec::umask).
+mode_t RestrictUmask();
+
+}  // namespace trainq
