@@ -16,7 +16,8 @@ using json = nlohmann::json;
 namespace {
 
 Code CodeFromName(const std::string& name) {
-  for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo}) {
+  for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo,
+                 Code::kNoSpace}) {
     if (name == CodeName(c)) return c;
   }
   return Code::kInternal;
