@@ -214,9 +214,8 @@ Status Shim::Prepare() {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return ErrnoStatus("PR_SET_CHILD_SUBREAPER", errno);
   auto self = ReadProcStat(::getpid());
   if (!self) return Status::Internal("cannot read /proc/self/stat");
-  ShimRecord me{self->pid, self->start_ticks};
-  TRAINQ_RETURN_IF_ERROR(WriteWaitingForSpace(
-      "shim.json", [&] { return WriteShimRecord(run_dir_, me); }, /*give_up_on_cancel=*/true));
+  // Not waited for: a restarted daemon adopts a locked run dir only through shim.json.
+  TRAINQ_RETURN_IF_ERROR(WriteShimRecord(run_dir_, {self->pid, self->start_ticks}));
   std::string log_path = spec_.log_path.empty() ? LogPath(run_dir_) : spec_.log_path;
   return WriteWaitingForSpace(
       "output.log",
