@@ -16,6 +16,7 @@ enum class Code {
   kConflict,     // compare-and-set lost, wrong state for the request: exit 1, HTTP 409
   kUnavailable,  // daemon, store or device not reachable now: exit 1, HTTP 503
   kIo,           // file system or database failure: exit 1, HTTP 500
+  kNoSpace,      // a disk full or over quota (ENOSPC, EDQUOT, SQLITE_FULL): exit 1, HTTP 507
   kInternal,     // broken invariant: exit 1, HTTP 500
   kPermission,   // not allowed: another user's socket, state dir or file: exit 4, HTTP 403
 };
@@ -35,6 +36,7 @@ class [[nodiscard]] Status {
   static Status Conflict(std::string m) { return {Code::kConflict, std::move(m)}; }
   static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status Io(std::string m) { return {Code::kIo, std::move(m)}; }
+  static Status NoSpace(std::string m) { return {Code::kNoSpace, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
   static Status Permission(std::string m) { return {Code::kPermission, std::move(m)}; }
 
@@ -73,7 +75,8 @@ class [[nodiscard]] Result {
   std::variant<T, Status> v_;
 };
 
-// Errno to Status: "what: strerror".
+// Errno to Status: "what: strerror". kNoSpace for ENOSPC and EDQUOT (the caller may wait
+// for space and try again), kIo for the others.
 Status ErrnoStatus(const std::string& what, int err);
 
 }  // namespace trainq

@@ -1,5 +1,6 @@
 #include "trainq/status.h"
 
+#include <cerrno>
 #include <cstring>
 
 namespace trainq {
@@ -18,6 +19,8 @@ const char* CodeName(Code code) {
       return "unavailable";
     case Code::kIo:
       return "io";
+    case Code::kNoSpace:
+      return "no_space";
     case Code::kInternal:
       return "internal";
     case Code::kPermission:
@@ -55,6 +58,8 @@ int HttpStatusFor(Code code) {
       return 409;
     case Code::kUnavailable:
       return 503;
+    case Code::kNoSpace:
+      return 507;  // Insufficient Storage
     default:
       return 500;
   }
@@ -66,7 +71,9 @@ std::string Status::ToString() const {
 }
 
 Status ErrnoStatus(const std::string& what, int err) {
-  return Status::Io(what + ": " + std::strerror(err));
+  std::string message = what + ": " + std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT) return Status::NoSpace(std::move(message));
+  return Status::Io(std::move(message));
 }
 
 }  // namespace trainq

@@ -114,7 +114,11 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
     AttemptEnd end;
     end.ended_at = clock_.Now();
     end.end_reason = end.job_reason = "could not start the shim: " + shim.status().message();
+    // Nothing ran: a full disk is waited out in the queue, not a failure of the job.
+    bool no_space = shim.status().code() == Code::kNoSpace;
+    if (no_space) end.job_state = JobState::kQueued;
     Status st = store_->FinishAttempt(job.id, n, end);
+    if (no_space) return st.ok() ? shim.status() : st;
     ResolveDependents(job.id);
     return st;
   }
@@ -184,19 +188,52 @@ void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& end) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
-  if (Status st = store_->FinishAttempt(id, live.n, end); !st.ok()) {
-    spdlog::error("job {} attempt {}: recording its end failed: {}", id, live.n, st.message());
-  } else {
-    spdlog::info("job {} attempt {} ended: {} -> {}", id, live.n, end.end_reason,
-                 StateName(end.job_state));
-  }
-  if (end.job_state == JobState::kQueued) waiting_stale_ = true;
   if (live.master_port > 0) ports_.Release(live.master_port);  // the attempt's processes are gone
+  int n = live.n;
   live_.erase(it);
-  if (IsDone(end.job_state)) ResolveDependents(id);
+  StoreEnd(id, n, end);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
   SampleGpus();
   RequestSchedule();
+}
+
+void DaemonImpl::StoreEnd(JobId id, int n, const AttemptEnd& end) {
+  Status st = store_->FinishAttempt(id, n, end);
+  if (std::string problem = StorageProblem(st); !problem.empty()) {
+    if (!unrecorded_ends_.count(id)) {
+      spdlog::error("job {} attempt {}: recording its end ({}) failed: {}; trying again every {}s",
+                    id, n, end.end_reason, problem, kStorageRetryMs / 1000);
+    }
+    unrecorded_ends_[id] = {n, end, std::move(problem)};
+    return;
+  }
+  unrecorded_ends_.erase(id);
+  if (!st.ok()) {
+    spdlog::error("job {} attempt {}: recording its end failed: {}", id, n, st.message());
+  } else {
+    spdlog::info("job {} attempt {} ended: {} -> {}", id, n, end.end_reason,
+                 StateName(end.job_state));
+  }
+  if (end.job_state == JobState::kQueued) waiting_stale_ = true;
+  if (IsDone(end.job_state)) ResolveDependents(id);
+}
+
+void DaemonImpl::RetryUnrecordedEnds(UnixMs now) {
+  std::map<JobId, UnrecordedEnd> pending = unrecorded_ends_;  // StoreEnd changes the map
+  for (const auto& [id, u] : pending) StoreEnd(id, u.n, u.end);
+  if (!unrecorded_ends_.empty()) storage_retry_at_ = now + kStorageRetryMs;
+}
+
+std::string DaemonImpl::StorageProblem(const Status& st) const {
+  if (st.code() == Code::kNoSpace) {
+    // SQLite's message names the database's dir already; the state dir's files do not.
+    if (st.message().starts_with("disk full")) return st.message();
+    return fmt::format("disk full in {}: {}", options_.paths.state_dir, st.message());
+  }
+  if (st.code() == Code::kIo) {
+    return fmt::format("cannot write to {}: {}", options_.paths.state_dir, st.message());
+  }
+  return "";
 }
 
 void DaemonImpl::RecoverAttempts() {
@@ -269,6 +306,10 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
         fmt::format("job {} already ended ({}); nothing to cancel", job.id, StateName(job.state)));
   }
   auto it = live_.find(job.id);
+  if (auto u = unrecorded_ends_.find(job.id); it == live_.end() && u != unrecorded_ends_.end()) {
+    return Status::Conflict(fmt::format("job {} already ended ({}); recording its end waits: {}",
+                                        job.id, u->second.end.end_reason, u->second.problem));
+  }
   if (it == live_.end())
     return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
   if (it->second.stopping) {

@@ -65,6 +65,14 @@ struct LiveAttempt {
   std::optional<StoppingAttempt> stopping;
 };
 
+// An attempt whose end the store refused (disk full, I/O error): its shim is gone, and each
+// pass tries to record the end again until the store takes it.
+struct UnrecordedEnd {
+  int n = 0;
+  AttemptEnd end;
+  std::string problem;  // StorageProblem() of the last refusal
+};
+
 struct PendingSubmit {
   std::vector<JobSpec> specs;
   Responder respond;
@@ -105,7 +113,8 @@ class DaemonImpl {
   void OnSampleTimer();
   void OnWakeupTimer() { RequestSchedule(); }
   // When the next pass is due on time alone (OOM backoff over, a job reaching the aging
-  // limit, a ramp-up window closing); 0 when nothing waits on time.
+  // limit, a ramp-up window closing, a write the state dir refused to try again); 0 when
+  // nothing waits on time.
   UnixMs NextWakeup() const { return next_wakeup_; }
 
  private:
@@ -127,6 +136,11 @@ class DaemonImpl {
   void NoteSubmitted(const JobSpec& spec);
   int MaxGpusPerNodeNow() const;
   void ArmWakeup(UnixMs now);
+  // Starts the decisions of a pass. After one fails on the state dir (disk full, I/O
+  // error) the rest are not tried: they and it keep the reason it gave, and a pass comes
+  // again in kStorageRetryMs.
+  void StartDecided(const std::vector<StartDecision>& starts, UnixMs now);
+  void WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason);
   // Rebuilds waiting_ from the store when an event outside the hot path made it stale.
   Status RefreshWaiting();
   void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at);
@@ -158,6 +172,13 @@ class DaemonImpl {
   // Run each sample: rescans the attempts being stopped, escalates, records those done.
   void CheckStopping();
   void RecordUnrecorded(JobId job, size_t survivors);
+  // Writes an attempt's end to the store; one the state dir refused is kept in
+  // unrecorded_ends_ and written again by a later pass.
+  void StoreEnd(JobId id, int n, const AttemptEnd& end);
+  void RetryUnrecordedEnds(UnixMs now);
+  // A failure to write the state dir that waiting may cure (kNoSpace, kIo), as a reason:
+  // "disk full in STATE_DIR: ..."; empty for any other failure.
+  std::string StorageProblem(const Status& st) const;
   Status CancelJob(const Job& job, std::string* message);
   void AttributeUsage();
 
@@ -193,6 +214,11 @@ class DaemonImpl {
   std::string node_;
   int cpu_slots_ = 1;
   UnixMs next_wakeup_ = 0;
+  // A write the state dir refused is tried again this often: soon after space is freed,
+  // never a busy loop while it is not.
+  static constexpr int64_t kStorageRetryMs = 5000;
+  UnixMs storage_retry_at_ = 0;  // when a pass tries failed writes again; 0: none pending
+  std::map<JobId, UnrecordedEnd> unrecorded_ends_;
 
   std::unique_ptr<HttpServer> server_;
   boost::asio::signal_set signals_{io_};

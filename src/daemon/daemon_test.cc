@@ -404,6 +404,71 @@ TEST_F(DaemonTest, AShimThatCannotStartFailsTheAttempt) {
   EXPECT_THAT(job.reason, HasSubstr("could not start the shim"));
 }
 
+// Defect: a start that failed on a full disk left the job queued with no reason, and no pass
+// came to try again once space was freed.
+TEST_F(DaemonTest, AStartOnAFullDiskWaitsWithAReasonAndIsTriedAgain) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  store_->FailNext("StartAttempt", ErrnoStatus("write " + paths_.runs + "/1/1/spec.json", ENOSPC),
+                   2);
+  JobId id = Submit({{"gpus", 1}});
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_THAT(job.reason, HasSubstr("disk full in " + paths_.state_dir + ": write"));
+  EXPECT_EQ(daemon_->NextWakeup(), kT0 + 5000);
+  WakeUp();  // still full
+  EXPECT_EQ(Get(id).state, JobState::kQueued);
+  EXPECT_EQ(daemon_->NextWakeup(), kT0 + 10000);
+  WakeUp();  // space came back: nothing else happened, yet the job starts
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  EXPECT_EQ(Get(id).reason, "");
+  EXPECT_EQ(daemon_->NextWakeup(), 0) << "the retry must stop once the write succeeded";
+}
+
+// A shim that cannot start for want of space ran nothing: the job waits, it does not fail.
+TEST_F(DaemonTest, AShimThatFindsTheDiskFullLeavesTheJobQueued) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  shims_.FailNextLaunch(ErrnoStatus("open lock", EDQUOT));
+  JobId id = Submit({{"gpus", 1}});
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_THAT(job.reason, HasSubstr("disk full in " + paths_.state_dir));
+  WakeUp();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  EXPECT_EQ(Get(id).attempt, 2);
+}
+
+// Defect: an end the store refused was dropped: the job stayed `running` with no process,
+// cancel said "not running on this node", and nothing ever recorded the end.
+TEST_F(DaemonTest, AnEndTheStoreRefusesIsKeptAndRecordedOnceItCanBe) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}});
+  Status full = Status::NoSpace("disk full in " + dir_ + ": COMMIT: database or disk is full");
+  // Refused at the exit, at the passes after it and after the next submit, and at a wake-up.
+  store_->FailNext("FinishAttempt", full, 4);
+  ASSERT_TRUE(shims_.Exit(RunDir(id, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  HttpResponse shown = Call("GET", "/v1/jobs/" + std::to_string(id));
+  EXPECT_THAT(json::parse(shown.body)["reason"].get<std::string>(),
+              HasSubstr("ended (exit code 0); recording its end waits: disk full in " + dir_));
+  HttpResponse cancel = Call("POST", "/v1/jobs/" + std::to_string(id) + "/cancel");
+  EXPECT_EQ(cancel.status, 409);
+  EXPECT_THAT(cancel.body, HasSubstr("already ended"));
+  JobId next = Submit({{"gpus", 1}});  // the ended attempt holds no GPU
+  EXPECT_EQ(Get(next).state, JobState::kRunning);
+
+  WakeUp();  // still full: kept, and tried again later
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  WakeUp();
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].exit_code, 0);
+}
+
 // Reasons are written to the store only when their text changed: in a long queue most
 // passes change few, and each write rewrites a row in SQLite.
 TEST_F(DaemonTest, APassWritesOnlyTheReasonsThatChanged) {

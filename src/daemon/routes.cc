@@ -220,6 +220,17 @@ class Routes {
   static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }
 
  private:
+  // A job as the API shows it: one whose end the state dir refused still reads `running`
+  // from the store, so its reason says what ended and what the daemon waits for.
+  static json Shown(const DaemonImpl& d, const Job& job) {
+    json j = JobToJson(job);
+    auto u = d.unrecorded_ends_.find(job.id);
+    if (u != d.unrecorded_ends_.end() && u->second.n == job.attempt) {
+      j["reason"] = fmt::format("attempt {} ended ({}); recording its end waits: {}", u->second.n,
+                                u->second.end.end_reason, u->second.problem);
+    }
+    return j;
+  }
   static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now);
   static void Explain(RouteContext& c, const Job& job);
 };
@@ -285,7 +296,7 @@ void Routes::ListJobs(RouteContext& c) {
   Result<std::vector<Job>> jobs = c.d.store_->List(q);
   if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
   json out = json::array();
-  for (const Job& job : *jobs) out.push_back(JobToJson(job));
+  for (const Job& job : *jobs) out.push_back(Shown(c.d, job));
   c.respond(Json(200, {{"jobs", std::move(out)}}));
 }
 
@@ -402,7 +413,7 @@ void Routes::JobAction(RouteContext& c) {
   Result<Job> job = c.d.store_->Get(*id);
   if (!job.ok()) return c.respond(ErrorResponse(job.status()));
   const std::string& action = parts->second;
-  if (c.req.method == "GET" && action.empty()) return c.respond(Json(200, JobToJson(*job)));
+  if (c.req.method == "GET" && action.empty()) return c.respond(Json(200, Shown(c.d, *job)));
   if (c.req.method == "GET" && action == "explain") return Explain(c, *job);
   std::string message;
   Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);

@@ -3,6 +3,7 @@
 // (coalesced into one pass per loop turn), never on a fixed tick.
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "src/daemon/daemon_impl.h"
@@ -120,12 +121,16 @@ void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, 
 }
 
 void DaemonImpl::SchedulePass() {
+  UnixMs now = clock_.Now();
+  storage_retry_at_ = 0;
+  RetryUnrecordedEnds(now);
   if (Status st = RefreshWaiting(); !st.ok()) {
     spdlog::error("scheduling pass: {}", st.message());
+    if (!StorageProblem(st).empty()) storage_retry_at_ = now + kStorageRetryMs;
+    ArmWakeup(now);
     return;
   }
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
-  UnixMs now = clock_.Now();
   UsageByUser usage = FairShareNow(now);
   if (waiting_.empty()) {
     holds_.clear();
@@ -137,21 +142,48 @@ void DaemonImpl::SchedulePass() {
   // The index keeps the order: no sort of the whole queue on each pass.
   PlacementResult result = PlaceOrdered(waiting_.Ordered(usage), nodes, policy, now, holds_);
   holds_ = std::move(result.holds);
+  StartDecided(result.starts, now);
+  waiting_jobs_ = static_cast<int64_t>(waiting_.size());
+  WriteReasons(result);
+  ArmWakeup(now);
+}
 
-  for (const StartDecision& d : result.starts) {
+void DaemonImpl::StartDecided(const std::vector<StartDecision>& starts, UnixMs now) {
+  std::string problem;
+  std::vector<JobId> stopped;  // by `problem`: the one that met it and those not tried
+  for (const StartDecision& d : starts) {
+    if (!problem.empty()) {
+      stopped.push_back(d.job);
+      continue;
+    }
     written_reasons_.erase(d.job);
     waiting_.erase(d.job);
     Result<Job> job = store_->Get(d.job);
     Status st = job.ok() ? StartAttempt(*job, d) : job.status();
     if (job.ok()) TrackRunning(d.job, job->spec.user);
-    if (!st.ok()) {
-      spdlog::error("job {}: {}", d.job, st.message());
-      waiting_stale_ = true;  // whatever the store now says of it
-    }
+    if (st.ok()) continue;
+    spdlog::error("job {}: {}", d.job, st.message());
+    waiting_stale_ = true;  // whatever the store now says of it
+    problem = StorageProblem(st);
+    if (!problem.empty()) stopped.push_back(d.job);
   }
-  waiting_jobs_ = static_cast<int64_t>(waiting_.size());
-  WriteReasons(result);
-  ArmWakeup(now);
+  if (problem.empty()) return;
+  storage_retry_at_ = now + kStorageRetryMs;
+  WriteStorageReasons(stopped,
+                      fmt::format("{}; trying again every {}s", problem, kStorageRetryMs / 1000));
+}
+
+// Best effort: when the database is what is full, this fails too, and the log says why.
+void DaemonImpl::WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason) {
+  std::vector<std::pair<JobId, std::string>> changed;
+  for (JobId id : ids) {
+    auto [it, added] = written_reasons_.try_emplace(id, reason);
+    if (!added && it->second == reason) continue;
+    it->second = reason;
+    changed.emplace_back(id, reason);
+  }
+  if (changed.empty()) return;
+  if (Status st = store_->SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
 }
 
 void DaemonImpl::TrackRunning(JobId id, const std::string& user) { user_of_[id] = user; }
@@ -246,6 +278,9 @@ void DaemonImpl::ArmWakeup(UnixMs now) {
   waiting.reserve(waiting_.size());
   for (const auto& [id, job] : waiting_) waiting.push_back(&job);
   next_wakeup_ = NextPassDue(waiting, BuildNodes(), Policy(), now);
+  if (storage_retry_at_ != 0 && (next_wakeup_ == 0 || storage_retry_at_ < next_wakeup_)) {
+    next_wakeup_ = storage_retry_at_;
+  }
   if (next_wakeup_ == 0) {
     wakeup_timer_.cancel();
     return;

@@ -33,6 +33,10 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPoll{20};             // rescan of the tree while waiting for exits
 constexpr milliseconds kLeftoverGrace{2000};  // leftovers after the command exited
 constexpr milliseconds kKillPatience{30000};  // leftovers that survive SIGKILL (stuck in D)
+// A record that found the disk full is written again after this, doubling up to the cap:
+// soon after space is freed, without a busy loop while it is not.
+constexpr milliseconds kNoSpaceFirstRetry{100};
+constexpr milliseconds kNoSpaceMaxRetry{2000};
 constexpr int kSpawnFailedExit = 127;
 
 enum CommandStep : int { kStepStdio = 1, kStepChdir, kStepExec };
@@ -144,6 +148,11 @@ class Shim {
   void Reap();
   std::string FailureMessage(const ChildFailure& f) const;
   void LogLine(const std::string& line);
+  // Runs `write` until it succeeds or fails otherwise than for space; while the disk is
+  // full it waits (reading signals) and says so once. `give_up_on_cancel`: a stop request
+  // ends the wait with the last error (the record is not needed once the job is stopped).
+  template <class Write>
+  Status WriteWaitingForSpace(const char* what, Write write, bool give_up_on_cancel);
   int Finish();
 
   std::string run_dir_;
@@ -213,11 +222,16 @@ Status Shim::Prepare() {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return ErrnoStatus("PR_SET_CHILD_SUBREAPER", errno);
   auto self = ReadProcStat(::getpid());
   if (!self) return Status::Internal("cannot read /proc/self/stat");
+  // Not waited for: a restarted daemon adopts a locked run dir only through shim.json.
   TRAINQ_RETURN_IF_ERROR(WriteShimRecord(run_dir_, {self->pid, self->start_ticks}));
   std::string log_path = spec_.log_path.empty() ? LogPath(run_dir_) : spec_.log_path;
-  log_.Reset(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-  if (!log_.valid()) return ErrnoStatus("open log " + log_path, errno);
-  return Status::Ok();
+  return WriteWaitingForSpace(
+      "output.log",
+      [&] {
+        log_.Reset(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+        return log_.valid() ? Status::Ok() : ErrnoStatus("open log " + log_path, errno);
+      },
+      /*give_up_on_cancel=*/true);
 }
 
 Status Shim::StartCommand() {
@@ -319,7 +333,8 @@ bool Shim::TreeGone() {
 
 void Shim::WaitSignals(milliseconds timeout) {
   struct pollfd p = {signal_fd_.get(), POLLIN, 0};
-  if (!signal_fd_.valid() || ::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return;
+  // Without a signalfd (its setup failed) this is still a wait, never a spin.
+  if (::poll(&p, signal_fd_.valid() ? 1 : 0, static_cast<int>(timeout.count())) <= 0) return;
   struct signalfd_siginfo info;
   while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
     if (info.ssi_signo != SIGCHLD) cancel_requested_ = true;
@@ -347,9 +362,34 @@ void Shim::LogLine(const std::string& line) {
   (void)ignored;
 }
 
+template <class Write>
+Status Shim::WriteWaitingForSpace(const char* what, Write write, bool give_up_on_cancel) {
+  milliseconds wait = kNoSpaceFirstRetry;
+  bool said = false;
+  for (;;) {
+    Status st = write();
+    if (st.code() != Code::kNoSpace || (give_up_on_cancel && cancel_requested_)) return st;
+    if (!said) {
+      // The daemon log and the job's log may well be on the full disk too: best effort.
+      std::string line = "trainq: cannot write " + std::string(what) + " (" + st.message() +
+                         "); trying again until there is space";
+      std::fprintf(stderr, "trainqd shim %s: %s\n", run_dir_.c_str(), line.c_str());
+      LogLine(line);
+      said = true;
+    }
+    WaitSignals(wait);
+    wait = std::min(wait * 2, kNoSpaceMaxRetry);
+  }
+}
+
+// On a full disk the shim waits for space with its lock held: the daemon still sees a live
+// shim (it can be cancelled, and a restarted daemon re-adopts it) and its real exit is kept.
 int Shim::Finish() {
   rec_.ended_at = SystemClock().Now();
-  if (Status st = WriteExitRecord(run_dir_, rec_); !st.ok()) {
+  Status st = WriteWaitingForSpace(
+      "exit.json", [this] { return WriteExitRecord(run_dir_, rec_); },
+      /*give_up_on_cancel=*/false);
+  if (!st.ok()) {
     std::fprintf(stderr, "trainqd shim: %s\n", st.ToString().c_str());
     return 1;
   }

@@ -15,8 +15,11 @@ class FaultyStore final : public Store {
  public:
   explicit FaultyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
 
-  // The next call of `method` ("MarkRunning", "Submit", ...) returns `st` and changes nothing.
-  void FailNext(const std::string& method, Status st) { faults_[method] = std::move(st); }
+  // The next `times` calls of `method` ("MarkRunning", "Submit", ...) return `st` and change
+  // nothing (a full disk stays full for a while).
+  void FailNext(const std::string& method, Status st, int times = 1) {
+    faults_[method] = {std::move(st), times};
+  }
   // Rows passed to SetReasons so far, failed calls excluded: what a pass wrote.
   size_t reasons_written() const { return reasons_written_; }
 
@@ -84,13 +87,13 @@ class FaultyStore final : public Store {
   Status Take(const char* method) {
     auto it = faults_.find(method);
     if (it == faults_.end()) return Status::Ok();
-    Status st = std::move(it->second);
-    faults_.erase(it);
+    Status st = it->second.first;
+    if (--it->second.second <= 0) faults_.erase(it);
     return st;
   }
 
   std::unique_ptr<Store> inner_;
-  std::map<std::string, Status> faults_;
+  std::map<std::string, std::pair<Status, int>> faults_;  // by method: the error, calls left
   size_t reasons_written_ = 0;
 };
 

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -16,6 +17,28 @@ constexpr std::string_view kDamagedAdvice =
     "; stop trainqd and restore a backup made with 'trainq daemon backup PATH' (copy it over "
     "this file and remove the -wal and -shm files beside it), or move the file away to start "
     "an empty queue (docs/operations.md)";
+
+namespace {
+
+// SQLite reports ENOSPC as SQLITE_FULL but EDQUOT (and ENOSPC from some calls) as an
+// IOERR; the errno of its last failed system call tells them apart.
+bool DiskFull(sqlite3* db, int rc) {
+  if ((rc & 0xff) == SQLITE_FULL) return true;
+  if ((rc & 0xff) != SQLITE_IOERR || db == nullptr) return false;
+  int err = sqlite3_system_errno(db);
+  return err == ENOSPC || err == EDQUOT;
+}
+
+// "disk full in DIR": the directory a user must free space in.
+std::string DiskFullPrefix(sqlite3* db) {
+  const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+  std::string path = file != nullptr ? file : "";
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "disk full: ";
+  return "disk full in " + (slash == 0 ? std::string("/") : path.substr(0, slash)) + ": ";
+}
+
+}  // namespace
 
 Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
@@ -29,17 +52,15 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
   std::string message(what);
   message += ": ";
   message += db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if (DiskFull(db, rc)) return Status::NoSpace(DiskFullPrefix(db) + message);
   switch (rc & 0xff) {  // the primary code; extended codes refine it
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
       return Status::Unavailable(std::move(message));
-    case SQLITE_FULL:
     case SQLITE_IOERR:
     case SQLITE_CANTOPEN:
     case SQLITE_READONLY:
     case SQLITE_PERM:
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
       return Status::Io(std::move(message));
     default:
       return Status::Internal(std::move(message));

@@ -20,10 +20,12 @@
 namespace trainq::sqlite {
 
 // The only mapping from SQLite to Status. BUSY and LOCKED (another connection holds the
-// lock past the busy timeout) are kUnavailable: the caller may retry later. FULL, IOERR
-// and the other file-level failures (CANTOPEN, READONLY, PERM, CORRUPT, NOTADB) are kIo.
-// Everything else (constraint, misuse, ...) is kInternal. Message: "what: sqlite message";
-// `db` may be null (the message then comes from the code alone).
+// lock past the busy timeout) are kUnavailable: the caller may retry later. FULL (and an
+// IOERR whose system error is ENOSPC or EDQUOT) is kNoSpace, "disk full in DIR: ..." with
+// the database's directory. IOERR and the other file-level failures (CANTOPEN, READONLY,
+// PERM, CORRUPT, NOTADB) are kIo. Everything else (constraint, misuse, ...) is kInternal.
+// Message: "what: sqlite message"; `db` may be null (the message then comes from the code
+// alone).
 Status SqliteStatus(sqlite3* db, int rc, std::string_view what);
 
 // PRAGMA quick_check: kIo naming `path`, what SQLite found and how to recover when the

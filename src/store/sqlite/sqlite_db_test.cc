@@ -15,14 +15,14 @@ TEST(SqliteStatusTest, MapsEachFamilyOfCodes) {
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_BUSY, "x").code(), Code::kUnavailable);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_BUSY_SNAPSHOT, "x").code(), Code::kUnavailable);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_LOCKED, "x").code(), Code::kUnavailable);
-  EXPECT_EQ(SqliteStatus(nullptr, SQLITE_FULL, "x").code(), Code::kIo);
+  EXPECT_EQ(SqliteStatus(nullptr, SQLITE_FULL, "x").code(), Code::kNoSpace);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_IOERR_FSYNC, "x").code(), Code::kIo);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_CANTOPEN, "x").code(), Code::kIo);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_NOTADB, "x").code(), Code::kIo);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_CONSTRAINT_UNIQUE, "x").code(), Code::kInternal);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_MISUSE, "x").code(), Code::kInternal);
   EXPECT_EQ(SqliteStatus(nullptr, SQLITE_FULL, "writing job").message(),
-            std::string("writing job: ") + sqlite3_errstr(SQLITE_FULL));
+            std::string("disk full: writing job: ") + sqlite3_errstr(SQLITE_FULL));
 }
 
 class DbTest : public ::testing::Test {
@@ -45,6 +45,15 @@ TEST_F(DbTest, ErrorsCarrySqlitesMessage) {
   EXPECT_THAT(status.message(), HasSubstr("no such table: missing"));
   Result<Query> bad = db_->Prepare("SELEC 1");
   EXPECT_FALSE(bad.ok());
+}
+
+// A full disk must say so and name where to free space, not only "database or disk is
+// full". max_page_count makes SQLite fail exactly as a full disk does (SQLITE_FULL).
+TEST_F(DbTest, AFullDatabaseNamesItsDirectory) {
+  ASSERT_TRUE(db_->Exec("PRAGMA max_page_count = 3").ok());
+  Status st = db_->Exec("INSERT INTO t (s) VALUES (zeroblob(100000))");
+  EXPECT_EQ(st.code(), Code::kNoSpace);
+  EXPECT_THAT(st.message(), ::testing::StartsWith("disk full in " + dir_.path() + ": "));
 }
 
 TEST_F(DbTest, UnsignedAndOptionalValuesRoundTrip) {
