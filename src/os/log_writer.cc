@@ -14,6 +14,8 @@ namespace trainq {
 
 LogWriter::LogWriter(UniqueFd fd, uint64_t max_bytes)
     : fd_(std::move(fd)), max_(max_bytes == 0 ? 0 : std::max(max_bytes, kMinLogBytes)) {
+  off_t end = ::lseek(fd_.get(), 0, SEEK_END);
+  size_ = end > 0 ? static_cast<uint64_t>(end) : 0;
   if (max_ == 0) return;
   marker_ = Marker().size();  // fixed width: rewritten in place as the count grows
   head_ = max_ / 2;

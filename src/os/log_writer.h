@@ -17,9 +17,10 @@ namespace trainq {
 
 class LogWriter {
  public:
-  // `fd` is open for reading and writing on an empty or new file; it is written at
-  // offsets this writer tracks (never O_APPEND). `max_bytes` 0: no limit. A limit below
-  // kMinLogBytes is raised to it, so the head, the marker and some tail always fit.
+  // `fd` is open for reading and writing (never O_APPEND); it is written at offsets this
+  // writer tracks, after what the file already holds (a shim run again on its run dir),
+  // which counts as output. `max_bytes` 0: no limit. A limit below kMinLogBytes is raised to
+  // it, so the head, the marker and some tail always fit.
   LogWriter(UniqueFd fd, uint64_t max_bytes);
 
   // Appends `data`; kIo on a write error (the bytes are then lost, nothing else).
