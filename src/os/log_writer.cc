@@ -25,9 +25,21 @@ LogWriter::LogWriter(UniqueFd fd, uint64_t max_bytes)
 // The count is padded to a fixed width so that the line keeps its length.
 std::string LogWriter::Marker() const {
   return fmt::format(
-      "\n[trainq: {:>20} bytes of output dropped here; log_max_size is {}: the first half "
-      "and the latest output are kept]\n",
-      dropped_, FormatBytes(max_));
+      "{}{:>{}}{} log_max_size is {}: the first half and the latest output are "
+      "kept]\n",
+      kMarkerLead, dropped_, kMarkerCountWidth, kMarkerWords, FormatBytes(max_));
+}
+
+size_t FindLogMarker(std::string_view text) {
+  const size_t words_at = LogWriter::kMarkerLead.size() + LogWriter::kMarkerCountWidth;
+  for (size_t at = text.find(LogWriter::kMarkerLead); at != std::string_view::npos;
+       at = text.find(LogWriter::kMarkerLead, at + 1)) {
+    if (text.substr(at + std::min(words_at, text.size() - at), LogWriter::kMarkerWords.size()) ==
+        LogWriter::kMarkerWords) {
+      return at;
+    }
+  }
+  return std::string_view::npos;
 }
 
 Status LogWriter::Append(std::string_view data) {

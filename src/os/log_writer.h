@@ -29,6 +29,13 @@ class LogWriter {
   uint64_t dropped() const { return dropped_; }
 
   static constexpr uint64_t kMinLogBytes = 4096;
+  // The marker line: kMarkerLead, the count right-aligned in kMarkerCountWidth, then
+  // kMarkerWords. Its first kMarkerKeyBytes change with every compaction (the count grows).
+  static constexpr std::string_view kMarkerLead = "\n[trainq: ";
+  static constexpr size_t kMarkerCountWidth = 20;
+  static constexpr std::string_view kMarkerWords = " bytes of output dropped here;";
+  static constexpr size_t kMarkerKeyBytes =
+      kMarkerLead.size() + kMarkerCountWidth + kMarkerWords.size();
 
  private:
   Status WriteAt(uint64_t offset, std::string_view data);
@@ -44,5 +51,9 @@ class LogWriter {
   uint64_t size_ = 0;
   uint64_t dropped_ = 0;
 };
+
+// Where the first marker line in `text` starts (at its newline), or npos. A marker cut off
+// at the end of `text` is not found.
+size_t FindLogMarker(std::string_view text);
 
 }  // namespace trainq
