@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/cli/format.h"
+#include "src/cli/log_follow.h"
 #include "src/cli/reply.h"
 #include "src/core/json_codec.h"
 #include "src/core/spec.h"
@@ -80,9 +81,10 @@ Result<json> JobIdList(const std::vector<std::string>& values, const char* optio
 Status CheckUtf8(std::string_view field, std::string_view text, std::string_view hint = "") {
   std::optional<std::string> problem = Utf8Problem(text);
   if (!problem) return Status::Ok();
-  return Status::Invalid(fmt::format("{}: {}; trainq carries commands, names and environment as "
-                                     "UTF-8 text{}",
-                                     field, *problem, hint));
+  return Status::Invalid(
+      fmt::format("{}: {}; trainq carries commands, names and environment as "
+                  "UTF-8 text{}",
+                  field, *problem, hint));
 }
 
 Status CheckSubmitText(const SubmitArgs& a, const json& env, const std::string& cwd) {
@@ -260,20 +262,6 @@ int CmdExplain(Client& client, const std::string& id_text, bool as_json) {
 
 namespace {
 
-// Copies what was appended to `path` since `offset` to stdout.
-size_t PrintFrom(const std::string& path, size_t offset) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return offset;
-  in.seekg(static_cast<std::streamoff>(offset));
-  char buf[65536];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    std::fwrite(buf, 1, static_cast<size_t>(in.gcount()), stdout);
-    offset += static_cast<size_t>(in.gcount());
-  }
-  std::fflush(stdout);
-  return offset;
-}
-
 // What `trainq logs` needs of one attempt.
 struct AttemptLog {
   int64_t n = 0;
@@ -334,7 +322,11 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
     if (!follow || EndedUnstarted(*job)) return Fail(NoOutput(*job));
   }
   int64_t n = job->attempt ? job->attempt->n : 0;
-  size_t offset = job->attempt ? PrintFrom(job->attempt->log_path, 0) : 0;
+  std::optional<LogFollower> log;
+  if (job->attempt) {
+    log.emplace(job->attempt->log_path);
+    log->Poll(stdout);
+  }
   while (follow) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     job = FetchJobLog(client, id, n);
@@ -342,7 +334,8 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
     if (!job->attempt && EndedUnstarted(*job)) return Fail(NoOutput(*job));
     if (!job->attempt) continue;  // still waiting for its first attempt
     n = job->attempt->n;
-    offset = PrintFrom(job->attempt->log_path, offset);
+    if (!log) log.emplace(job->attempt->log_path);
+    log->Poll(stdout);
     if (!job->attempt->active) break;
   }
   return 0;

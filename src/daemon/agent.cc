@@ -90,9 +90,10 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   // A run dir that already has a log belongs to another job of the same id: the store and
   // runs/ disagree. Never write into it (the daemon refuses to start on a lost database).
   if (FileExists(p.log_path)) {
-    return Status::Internal(fmt::format("run dir {} already holds a log; trainq.db and {} "
-                                        "disagree about job {}",
-                                        p.run_dir, options_.paths.runs, job.id));
+    return Status::Internal(
+        fmt::format("run dir {} already holds a log; trainq.db and {} "
+                    "disagree about job {}",
+                    p.run_dir, options_.paths.runs, job.id));
   }
   TRAINQ_RETURN_IF_ERROR(MakeDirs(p.run_dir));
   RunSpec spec;
@@ -101,6 +102,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   spec.env =
       BuildAttemptEnv(job.spec, {job.id, n, p.gpu_indices, p.gpu_uuids, p.master_port, p.run_dir});
   spec.log_path = p.log_path;
+  spec.log_max_bytes = config_.log_max_bytes;
   spec.grace_ms = config_.grace_ms;
   spec.time_limit_ms = job.spec.time_limit_ms;
   spec.umask = options_.job_umask;

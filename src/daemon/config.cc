@@ -77,22 +77,24 @@ Status WrongType(const std::string& name, std::string_view want) {
 
 constexpr std::string_view kSizeForm = "a size like \"256MiB\" or a byte count";
 
-Kind Size(uint64_t Config::*field) {
-  auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
+// `zero_ok`: "0" (and "0MiB") is accepted as text too, for options where 0 means "no limit".
+Kind Size(uint64_t Config::*field, std::string_view form = kSizeForm, bool zero_ok = false) {
+  auto set = [field, form, zero_ok](Config& c, const toml::node& n,
+                                    const std::string& name) -> Status {
     if (auto i = n.value_exact<int64_t>(); i && n.is_integer()) {
-      if (*i < 0) return WrongType(name, kSizeForm);
+      if (*i < 0) return WrongType(name, form);
       c.*field = static_cast<uint64_t>(*i);
       return Status::Ok();
     }
     auto s = n.value<std::string>();
-    if (!s) return WrongType(name, kSizeForm);
-    Result<uint64_t> v = ParseSize(*s, "config option " + name);
+    if (!s) return WrongType(name, form);
+    Result<uint64_t> v = ParseSize(*s, "config option " + name, zero_ok);
     if (!v.ok()) return v.status();
     c.*field = *v;
     return Status::Ok();
   };
   return {"size",
-          kSizeForm,
+          form,
           {set, [field](const Config& c) { return ExactSize(c.*field); }, Copy(field), {}, {}}};
 }
 
@@ -318,6 +320,10 @@ const std::vector<Option>& Options() {
       Row("log_tail", "64KiB", false,
           "how much of a failed job's log end is searched for out-of-memory",
           Size(&Config::log_tail_bytes)),
+      Row("log_max_size", "100MiB", false,
+          "largest log one attempt keeps: its first half and latest output, a marker between; "
+          "0 = no limit",
+          Size(&Config::log_max_bytes, "a size like \"100MiB\", or 0 (no limit)", true)),
       Row("node_name", "the host name", false, "this node's name in job records",
           String(&Config::node_name)),
       Row("max_request", "64MiB", false, "largest API request body accepted",

@@ -31,6 +31,7 @@ struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::vector<std::string> oom_patterns;     // added to the built-in list
   uint64_t log_tail_bytes = 64 * 1024;       // log_tail
+  uint64_t log_max_bytes = 100ull << 20;     // log_max_size; 0: no limit
   std::string node_name;                     // empty: the host name
   uint64_t max_request_bytes = 64ull << 20;  // max_request
   // API connections (docs/operations.md, "Connections and limits").

@@ -14,6 +14,8 @@ namespace trainq {
 
 LogWriter::LogWriter(UniqueFd fd, uint64_t max_bytes)
     : fd_(std::move(fd)), max_(max_bytes == 0 ? 0 : std::max(max_bytes, kMinLogBytes)) {
+  off_t end = ::lseek(fd_.get(), 0, SEEK_END);
+  size_ = end > 0 ? static_cast<uint64_t>(end) : 0;
   if (max_ == 0) return;
   marker_ = Marker().size();  // fixed width: rewritten in place as the count grows
   head_ = max_ / 2;
@@ -23,9 +25,21 @@ LogWriter::LogWriter(UniqueFd fd, uint64_t max_bytes)
 // The count is padded to a fixed width so that the line keeps its length.
 std::string LogWriter::Marker() const {
   return fmt::format(
-      "\n[trainq: {:>20} bytes of output dropped here; log_max_size is {}: the first half "
-      "and the latest output are kept]\n",
-      dropped_, FormatBytes(max_));
+      "{}{:>{}}{} log_max_size is {}: the first half and the latest output are "
+      "kept]\n",
+      kMarkerLead, dropped_, kMarkerCountWidth, kMarkerWords, FormatBytes(max_));
+}
+
+size_t FindLogMarker(std::string_view text) {
+  const size_t words_at = LogWriter::kMarkerLead.size() + LogWriter::kMarkerCountWidth;
+  for (size_t at = text.find(LogWriter::kMarkerLead); at != std::string_view::npos;
+       at = text.find(LogWriter::kMarkerLead, at + 1)) {
+    if (text.substr(at + std::min(words_at, text.size() - at), LogWriter::kMarkerWords.size()) ==
+        LogWriter::kMarkerWords) {
+      return at;
+    }
+  }
+  return std::string_view::npos;
 }
 
 Status LogWriter::Append(std::string_view data) {

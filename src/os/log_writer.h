@@ -17,9 +17,10 @@ namespace trainq {
 
 class LogWriter {
  public:
-  // `fd` is open for reading and writing on an empty or new file; it is written at
-  // offsets this writer tracks (never O_APPEND). `max_bytes` 0: no limit. A limit below
-  // kMinLogBytes is raised to it, so the head, the marker and some tail always fit.
+  // `fd` is open for reading and writing (never O_APPEND); it is written at offsets this
+  // writer tracks, after what the file already holds (a shim run again on its run dir),
+  // which counts as output. `max_bytes` 0: no limit. A limit below kMinLogBytes is raised to
+  // it, so the head, the marker and some tail always fit.
   LogWriter(UniqueFd fd, uint64_t max_bytes);
 
   // Appends `data`; kIo on a write error (the bytes are then lost, nothing else).
@@ -28,6 +29,13 @@ class LogWriter {
   uint64_t dropped() const { return dropped_; }
 
   static constexpr uint64_t kMinLogBytes = 4096;
+  // The marker line: kMarkerLead, the count right-aligned in kMarkerCountWidth, then
+  // kMarkerWords. Its first kMarkerKeyBytes change with every compaction (the count grows).
+  static constexpr std::string_view kMarkerLead = "\n[trainq: ";
+  static constexpr size_t kMarkerCountWidth = 20;
+  static constexpr std::string_view kMarkerWords = " bytes of output dropped here;";
+  static constexpr size_t kMarkerKeyBytes =
+      kMarkerLead.size() + kMarkerCountWidth + kMarkerWords.size();
 
  private:
   Status WriteAt(uint64_t offset, std::string_view data);
@@ -43,5 +51,9 @@ class LogWriter {
   uint64_t size_ = 0;
   uint64_t dropped_ = 0;
 };
+
+// Where the first marker line in `text` starts (at its newline), or npos. A marker cut off
+// at the end of `text` is not found.
+size_t FindLogMarker(std::string_view text);
 
 }  // namespace trainq

@@ -100,6 +100,16 @@ TEST_F(LogWriterTest, OneHugeWriteKeepsItsOwnStartAndEnd) {
   EXPECT_THAT(file, HasSubstr(std::to_string(log.dropped()) + " bytes of output dropped"));
 }
 
+// A shim run again on its run dir appends, as the O_APPEND log did.
+TEST_F(LogWriterTest, AppendsAfterWhatTheFileHolds) {
+  { std::ofstream(path_, std::ios::binary) << "before\n"; }
+  UniqueFd fd(::open(path_.c_str(), O_RDWR | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  LogWriter log(std::move(fd), 1 << 20);
+  ASSERT_TRUE(log.Append("after\n").ok());
+  EXPECT_EQ(Read(), "before\nafter\n");
+}
+
 TEST_F(LogWriterTest, ATinyLimitIsRaisedToTheMinimum) {
   LogWriter log = Open(10);
   ASSERT_TRUE(log.Append(Lines(0, 1000)).ok());

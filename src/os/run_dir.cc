@@ -158,6 +158,7 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
             {"cwd", spec.cwd},
             {"env", env},
             {"log_path", spec.log_path},
+            {"log_max_bytes", spec.log_max_bytes},
             {"grace_ms", spec.grace_ms},
             {"time_limit_ms", spec.time_limit_ms}};
   if (spec.umask >= 0) j["umask"] = spec.umask;
@@ -174,6 +175,7 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.String("cwd", spec.cwd);
   f.Env("env", spec.env);
   f.String("log_path", spec.log_path);
+  f.Int("log_max_bytes", spec.log_max_bytes);
   f.Int("grace_ms", spec.grace_ms);
   f.Int("time_limit_ms", spec.time_limit_ms);
   f.Int("umask", spec.umask);

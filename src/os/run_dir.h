@@ -4,7 +4,7 @@
 //   spec.json  written by the daemon before the shim starts: what to run
 //   lock       flock'ed by the shim for its whole life: held <=> the shim is alive
 //   shim.json  written by the shim once it runs: its pid and start time
-//   output.log stdout and stderr of the command, appended
+//   output.log stdout and stderr of the command, kept within log_max_bytes by the shim
 //   exit.json  written by the shim after the command ended
 #pragma once
 
@@ -24,6 +24,9 @@ struct RunSpec {
   std::string cwd;
   std::vector<std::pair<std::string, std::string>> env;  // the whole environment
   std::string log_path;
+  // The log's limit for this attempt (config log_max_size); 0: none. The shim keeps the
+  // first half and the latest output with a marker between (src/os/log_writer.h).
+  uint64_t log_max_bytes = 0;
   int64_t grace_ms = 10000;  // SIGTERM -> SIGKILL
   // Wall-clock limit of the command from its start; 0: none. The shim enforces it (so it
   // holds while the daemon is down): SIGTERM to the tree, grace_ms, SIGKILL.

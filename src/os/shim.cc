@@ -1,6 +1,8 @@
 // The shim (docs/architecture.md, "One job's path"): supervises one attempt's command so the daemon
 // can die or restart while the job runs. All state lives in the run dir; the shim is
-// single-threaded and learns about signals and exits only through a signalfd.
+// single-threaded and learns about signals and exits only through a signalfd. The command's
+// stdout and stderr are one pipe that the same poll reads into the log (LogWriter), so the log
+// stays within log_max_size.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,10 +19,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "src/core/duration.h"
 #include "src/os/child_setup.h"
 #include "src/os/clock.h"
+#include "src/os/log_writer.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
 
@@ -38,6 +43,11 @@ constexpr milliseconds kKillPatience{30000};  // leftovers that survive SIGKILL 
 constexpr milliseconds kNoSpaceFirstRetry{100};
 constexpr milliseconds kNoSpaceMaxRetry{2000};
 constexpr int kSpawnFailedExit = 127;
+// Output moved into the log per wake-up: a chatty job cannot keep the shim from its signals.
+constexpr size_t kReadBudget = 1 << 20;
+// The last read once the tree is gone: a pipe holds far less; this only bounds a writer
+// outside the tree that someone handed the pipe to.
+constexpr size_t kDrainLimit = 16 << 20;
 
 enum CommandStep : int { kStepStdio = 1, kStepChdir, kStepExec };
 
@@ -95,7 +105,7 @@ int ExecSearch(const PreparedCommand& c) {
 }
 
 // `shim` is the parent's pid, taken before fork.
-[[noreturn]] void CommandChild(const PreparedCommand& c, pid_t shim, int log_fd, int report_fd) {
+[[noreturn]] void CommandChild(const PreparedCommand& c, pid_t shim, int output_fd, int report_fd) {
   // A job must not outlive its supervisor unnoticed: killed with it (kill -9 included). The
   // daemon finds and stops what the command started itself (process.h, AttemptProcesses).
   // Checked after the prctl: a shim that died before it would never send the signal.
@@ -105,7 +115,7 @@ int ExecSearch(const PreparedCommand& c) {
   ::setpgid(0, 0);
   child::ResetSignals();
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int fds[] = {devnull, log_fd, log_fd};
+  const int fds[] = {devnull, output_fd, output_fd};
   if (devnull < 0 || !child::InstallFds(fds, 3)) {
     child::Fail(report, kStepStdio, errno, kSpawnFailedExit);
   }
@@ -145,6 +155,7 @@ class Shim {
   void SignalTree(int sig);
   bool TreeGone();
   void WaitSignals(milliseconds timeout);
+  void ReadOutput(size_t budget);
   void Reap();
   std::string FailureMessage(const ChildFailure& f) const;
   void LogLine(const std::string& line);
@@ -159,7 +170,9 @@ class Shim {
   RunSpec spec_;
   UniqueFd lock_;
   UniqueFd signal_fd_;
-  UniqueFd log_;
+  std::optional<LogWriter> log_;
+  UniqueFd output_;  // the pipe's read end (non-blocking); closed at EOF
+  std::vector<char> buffer_ = std::vector<char>(64 * 1024);
   pid_t main_pid_ = -1;
   bool main_reaped_ = false;
   bool cancel_requested_ = false;
@@ -228,8 +241,10 @@ Status Shim::Prepare() {
   return WriteWaitingForSpace(
       "output.log",
       [&] {
-        log_.Reset(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-        return log_.valid() ? Status::Ok() : ErrnoStatus("open log " + log_path, errno);
+        UniqueFd log(::open(log_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+        if (!log.valid()) return ErrnoStatus("open log " + log_path, errno);
+        log_.emplace(std::move(log), spec_.log_max_bytes);
+        return Status::Ok();
       },
       /*give_up_on_cancel=*/true);
 }
@@ -238,13 +253,22 @@ Status Shim::StartCommand() {
   PreparedCommand command = PrepareCommand(spec_);
   auto report = MakeCloexecPipe();
   if (!report.ok()) return report.status();
+  // Both ends close-on-exec: the child installs the write end as fds 1 and 2 (dup2 clears
+  // the flag there), so the read end never reaches the command.
+  auto output = MakeCloexecPipe();
+  if (!output.ok()) return output.status();
+  if (::fcntl(output->read.get(), F_SETFL, O_NONBLOCK) < 0) {
+    return ErrnoStatus("fcntl O_NONBLOCK", errno);
+  }
   rec_.started_at = SystemClock().Now();
   if (spec_.time_limit_ms > 0) deadline_ = Steady::now() + milliseconds(spec_.time_limit_ms);
   pid_t self = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) CommandChild(command, self, log_.get(), report->write.get());
+  if (pid == 0) CommandChild(command, self, output->write.get(), report->write.get());
   main_pid_ = pid;
+  output->write.Reset();  // else the pipe never reaches EOF
+  output_ = std::move(output->read);
   ::setpgid(pid, pid);  // the child does it too; whichever runs first wins
   report->write.Reset();
   if (auto failure = ReadChildReport(report->read.get())) {
@@ -282,8 +306,11 @@ void Shim::Supervise() {
       StopTree(milliseconds(spec_.grace_ms));
     }
   }
-  // Leftovers (background processes, orphaned workers) would keep holding GPU memory.
+  // Leftovers (background processes, orphaned workers) would keep holding GPU memory. They
+  // may hold the pipe too: it is read while they live, and what they left is read after.
   StopTree(std::min(milliseconds(spec_.grace_ms), kLeftoverGrace));
+  ReadOutput(kDrainLimit);
+  output_.Reset();
 }
 
 // How long the supervision loop may sleep: until the time limit, or forever without one.
@@ -325,19 +352,44 @@ bool Shim::TreeGone() {
   Reap();
   if (!main_reaped_) return false;
   // As a subreaper the shim is the parent of every orphan, so each live descendant hangs
-  // below a child of the shim: no children at all means no tree, without a /proc scan.
+  // below a child of the shim: no children at all means no tree. A child left after Reap is
+  // alive or still exiting (it may have closed the pipe, waking us, before it can be
+  // reaped); a /proc scan would miss it and leave it unreaped, so wait for its SIGCHLD.
   siginfo_t info = {};
-  if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD) return true;
-  return Descendants(::getpid()).empty();
+  return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
 }
 
+// Every wait also reads the command's output: a job blocked on a full pipe would never end,
+// not even while it is being stopped. Returns early when output arrives.
 void Shim::WaitSignals(milliseconds timeout) {
-  struct pollfd p = {signal_fd_.get(), POLLIN, 0};
-  // Without a signalfd (its setup failed) this is still a wait, never a spin.
-  if (::poll(&p, signal_fd_.valid() ? 1 : 0, static_cast<int>(timeout.count())) <= 0) return;
+  struct pollfd p[2] = {{signal_fd_.get(), POLLIN, 0}, {output_.get(), POLLIN, 0}};
+  int nfds = output_.valid() ? 2 : 1;
+  // Without a signalfd (its setup failed) this is still a wait, never a spin: poll skips a
+  // negative fd.
+  if (!signal_fd_.valid()) p[0].fd = -1;
+  if (::poll(p, nfds, static_cast<int>(timeout.count())) <= 0) return;
+  if (nfds == 2 && p[1].revents != 0) ReadOutput(kReadBudget);
+  if (!signal_fd_.valid() || (p[0].revents & POLLIN) == 0) return;
   struct signalfd_siginfo info;
   while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
     if (info.ssi_signo != SIGCHLD) cancel_requested_ = true;
+  }
+}
+
+// Moves up to `budget` bytes from the pipe into the log; closes the pipe at EOF (no writer
+// left). A failed log write loses those bytes only: the pipe is still emptied, so the job
+// never blocks on it.
+void Shim::ReadOutput(size_t budget) {
+  while (output_.valid() && budget > 0) {
+    ssize_t n = ::read(output_.get(), buffer_.data(), std::min(buffer_.size(), budget));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      output_.Reset();
+      return;
+    }
+    if (log_) (void)log_->Append(std::string_view(buffer_.data(), static_cast<size_t>(n)));
+    budget -= static_cast<size_t>(n);
   }
 }
 
@@ -356,10 +408,9 @@ void Shim::Reap() {
 }
 
 void Shim::LogLine(const std::string& line) {
-  if (!log_.valid()) return;
-  std::string text = line + "\n";
-  ssize_t ignored = ::write(log_.get(), text.data(), text.size());  // O_APPEND: one write
-  (void)ignored;
+  if (!log_) return;
+  ReadOutput(kReadBudget);  // what the command wrote before this, first
+  (void)log_->Append(line + "\n");
 }
 
 template <class Write>

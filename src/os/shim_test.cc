@@ -349,8 +349,63 @@ TEST(ShimTest, CommandInheritsNoFdsBeyondStdio) {
   auto fds = ListedFds(listing);
   EXPECT_EQ(fds.size(), 3u) << listing;
   EXPECT_EQ(fds[0], "/dev/null");
-  EXPECT_EQ(fds[1], LogPath(dir.path()));
-  EXPECT_EQ(fds[2], LogPath(dir.path()));
+  // stdout and stderr are the write end of the shim's pipe; its read end is not here.
+  EXPECT_THAT(fds[1], ::testing::StartsWith("pipe:["));
+  EXPECT_EQ(fds[2], fds[1]);
+}
+
+// Defect (issue 9, item 14): the log grew without bound. Now the shim reads the output
+// from a pipe and keeps the head, a marker and the end within log_max_bytes.
+TEST(ShimTest, OutputBeyondTheLimitKeepsTheHeadAMarkerAndTheEnd) {
+  TempDir dir;
+  RunSpec spec = Spec({"seq", "1", "200000"}, dir);  // 1.2 MiB
+  spec.log_max_bytes = 64 * 1024;
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 0);
+  std::string log = ReadAll(LogPath(dir.path()));
+  EXPECT_LE(log.size(), spec.log_max_bytes);
+  EXPECT_TRUE(log.starts_with("1\n2\n3\n")) << log.substr(0, 100);
+  EXPECT_THAT(log, HasSubstr(" bytes of output dropped here; log_max_size is 64.0 KiB"));
+  EXPECT_TRUE(log.ends_with("\n199999\n200000\n")) << log.substr(log.size() - 100);
+}
+
+// Stopping a job that floods its output after SIGTERM: the shim keeps reading the pipe
+// while it waits out the grace (the job never blocks on it), within the limit.
+TEST(ShimTest, AJobWritingWhileBeingStoppedIsReadAndStopped) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c",
+                       "trap 'while :; do echo after-term; done' TERM; echo $$ > ready.pid; "
+                       "while :; do sleep 0.05; done"},
+                      dir);
+  spec.log_max_bytes = 64 * 1024;
+  ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+  pid_t shim = StartShim(dir.path());
+  ASSERT_GT(AwaitPidFile(dir / "ready.pid"), 0);
+
+  auto t0 = Steady::now();
+  ASSERT_TRUE(SendSignal(shim, SIGTERM).ok());
+  auto rec = FinishShim(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_LT(Steady::now() - t0, std::chrono::seconds(10));
+  EXPECT_TRUE(rec->cancelled);
+  EXPECT_EQ(rec->signal, SIGKILL);
+  std::string log = ReadAll(LogPath(dir.path()));
+  EXPECT_LE(log.size(), spec.log_max_bytes);
+  EXPECT_THAT(log, HasSubstr("bytes of output dropped here"));
+  EXPECT_TRUE(log.ends_with("after-term\n")) << log.substr(log.size() - 100);
+}
+
+// A leftover holds the pipe after the command exited: what it writes during the stop is
+// still read, and the shim does not wait for the pipe to close.
+TEST(ShimTest, OutputOfLeftoversIsKept) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c", "(trap '' TERM; sleep 0.2; echo late) & echo early"}, dir);
+  spec.grace_ms = 2000;
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 0);
+  EXPECT_EQ(ReadAll(LogPath(dir.path())), "early\nlate\n");
 }
 
 TEST(ShimTest, WritesShimRecordHoldsTheLockAndRefusesASecondShim) {
