@@ -79,8 +79,7 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view m
   req.set(http::field::host, "trainq");
   req.set(http::field::content_type, "application/json");
   if (!idempotency_key.empty()) {
-    req.set("Idempotency-Key",
-            beast::string_view(idempotency_key.data(), idempotency_key.size()));
+    req.set("Idempotency-Key", beast::string_view(idempotency_key.data(), idempotency_key.size()));
   }
   req.body() = body;
   req.prepare_payload();

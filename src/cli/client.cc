@@ -75,7 +75,10 @@ Status CheckConfigWithDaemon(const std::string& daemon_binary, const StatePaths&
       RunCommand({daemon_binary, "--check-config", "--state-dir", paths.state_dir});
   if (!r.ok()) return r.status();
   if (r->exit_code == 0) return Status::Ok();
-  Code code = r->exit_code == 2 ? Code::kInvalid : Code::kIo;
+  // trainqd's exit code says which (ExitCodeFor): 2 a bad value, 4 a state dir not ours.
+  Code code = r->exit_code == 2   ? Code::kInvalid
+              : r->exit_code == 4 ? Code::kPermission
+                                  : Code::kIo;
   return Status(code, DaemonMessage(r->output));
 }
 

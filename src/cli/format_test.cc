@@ -30,7 +30,7 @@ TEST(FormatTest, TablesAndDetailsShowEscapesNotControlCharacters) {
     EXPECT_THAT(out, HasSubstr("evil\\x1b]0;pwned\\x07")) << out;
   }
   std::string details = JobDetails(job);
-  EXPECT_THAT(details, HasSubstr("'\\x1b[31mred' a\\nb"));
+  EXPECT_THAT(details, HasSubstr("'\\x1b[31mred' 'a\\nb'"));
   EXPECT_THAT(details, HasSubstr("waits\\x1b[2J"));
   EXPECT_THAT(details, HasSubstr("/tmp/\\u009b1m"));
   EXPECT_TRUE(job.ok()) << job.status().message();

@@ -57,7 +57,8 @@ void CheckGpus(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldE
 
 void CheckMem(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
   if (!spec.mem_bytes && !spec.mem_percent) return;
-  if (spec.mem_bytes && limits.largest_gpu_bytes > 0 && *spec.mem_bytes > limits.largest_gpu_bytes) {
+  if (spec.mem_bytes && limits.largest_gpu_bytes > 0 &&
+      *spec.mem_bytes > limits.largest_gpu_bytes) {
     out.push_back({"--mem", fmt::format("{} is more than any GPU here has (the largest has {}); "
                                         "ask for at most that, or a percentage like --mem 90%",
                                         FormatBytes(*spec.mem_bytes),

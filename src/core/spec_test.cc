@@ -94,22 +94,30 @@ TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
        CwdKind::kMissing},
       {"cwd is a file", [](JobSpec&) {}, "--cwd", "/home/ada/proj is not a directory", kLimits,
        CwdKind::kNotADirectory},
-      {"mem beyond the largest GPU", [](JobSpec& s) { s.mem_bytes = 81ull << 30; }, "--mem",
+      {"mem beyond the largest GPU",
+       [](JobSpec& s) { s.mem_bytes = 81ull << 30; },
+       "--mem",
        "81.0 GiB is more than any GPU here has (the largest has 80.0 GiB)",
        {.max_gpus_per_node = 4, .max_cpu_slots = 16, .largest_gpu_bytes = 80ull << 30}},
       {"an argument execve refuses",
-       [](JobSpec& s) { s.command[1] = std::string(kMaxExecString, 'a'); }, "command",
+       [](JobSpec& s) { s.command[1] = std::string(kMaxExecString, 'a'); },
+       "command",
        "argument 1 is 131072 bytes; one argument may have at most 131071",
        {.max_gpus_per_node = 4, .max_cpu_slots = 16, .arg_max = 2 << 20}},
       {"a variable execve refuses",
-       [](JobSpec& s) { s.env.push_back({"BIG", std::string(kMaxExecString, 'v')}); }, "--env",
+       [](JobSpec& s) {
+         s.env.push_back({"BIG", std::string(kMaxExecString, 'v')});
+       },
+       "--env",
        "BIG is 131076 bytes with its value",
        {.max_gpus_per_node = 4, .max_cpu_slots = 16, .arg_max = 2 << 20}},
       {"more than ARG_MAX in all",
        [](JobSpec& s) {
-         for (int i = 0; i < 40; ++i) s.env.push_back({fmt::format("V{}", i), std::string(60000, 'v')});
+         for (int i = 0; i < 40; ++i)
+           s.env.push_back({fmt::format("V{}", i), std::string(60000, 'v')});
        },
-       "command", "programs here may be given at most",
+       "command",
+       "programs here may be given at most",
        {.max_gpus_per_node = 4, .max_cpu_slots = 16, .arg_max = 2 << 20}},
       {"long name", [](JobSpec& s) { s.name = std::string(201, 'x'); }, "--name",
        "201 bytes long; use at most 200"},

@@ -49,7 +49,8 @@ size_t Utf8SequenceAt(std::string_view s, size_t i) {
   if (c < 0x80) return 1;
   if (c >= 0xc2 && c <= 0xdf) return cont(i + 1) ? 2 : 0;
   if (c >= 0xe0 && c <= 0xef) {
-    unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;  // overlong, surrogates
+    unsigned char lo = c == 0xe0 ? 0xa0 : 0x80,
+                  hi = c == 0xed ? 0x9f : 0xbf;  // overlong, surrogates
     return cont(i + 1, lo, hi) && cont(i + 2) ? 3 : 0;
   }
   if (c >= 0xf0 && c <= 0xf4) {

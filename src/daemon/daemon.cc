@@ -191,8 +191,10 @@ int Fail(const Status& st) {
 int CheckDaemonConfig(const StatePaths& paths) {
   Result<Config> config = LoadDaemonConfig(paths);
   Status st = config.status();
-  // settings.json and a lost or damaged database too: each stops the daemon, and the
-  // client that asks before it starts one should say so at once.
+  // The state dir, settings.json and a lost or damaged database too: each stops the daemon,
+  // and the client that asks before it starts one should say so at once. The state dir
+  // first: nothing is read through a link planted there.
+  if (st.ok() && IsDirectory(paths.state_dir)) st = CheckStateDir(paths);
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
   if (st.ok()) st = CheckDatabaseNotLost(paths);
   if (st.ok()) st = CheckSqliteFile(paths.db);

@@ -35,7 +35,8 @@ size_t ArgMax() {
 
 // An Idempotency-Key is an opaque token the client made (the CLI: 32 hex digits).
 Status CheckSubmitKey(const std::string& key) {
-  bool printable = std::all_of(key.begin(), key.end(), [](char ch) { return ch > ' ' && ch < 127; });
+  bool printable =
+      std::all_of(key.begin(), key.end(), [](char ch) { return ch > ' ' && ch < 127; });
   if (key.size() <= 200 && printable) return Status::Ok();
   return Status::Invalid(
       "Idempotency-Key: expected 1 to 200 printable ASCII characters without spaces, e.g. a "
@@ -445,12 +446,17 @@ struct Route {
 };
 
 constexpr Route kRoutes[] = {
-    {"POST", "/v1/jobs", Routes::Submit},      {"GET", "/v1/jobs", Routes::ListJobs},
-    {"GET", "/v1/gpus", Routes::Gpus},         {"GET", "/v1/status", Routes::DaemonStatus},
-    {"POST", "/v1/daemon/stop", Routes::Stop}, {"GET", "/v1/jobs/", Routes::JobAction},
+    {"POST", "/v1/jobs", Routes::Submit},
+    {"GET", "/v1/jobs", Routes::ListJobs},
+    {"GET", "/v1/gpus", Routes::Gpus},
+    {"GET", "/v1/status", Routes::DaemonStatus},
+    {"POST", "/v1/daemon/stop", Routes::Stop},
+    {"GET", "/v1/jobs/", Routes::JobAction},
     {"POST", "/v1/daemon/backup", Routes::Backup},
-    {"POST", "/v1/jobs/", Routes::JobAction},  {"GET", "/v1/config", Routes::GetConfig},
-    {"PUT", "/v1/config", Routes::SetConfig},  {"POST", "/v1/config", Routes::SetConfig},
+    {"POST", "/v1/jobs/", Routes::JobAction},
+    {"GET", "/v1/config", Routes::GetConfig},
+    {"PUT", "/v1/config", Routes::SetConfig},
+    {"POST", "/v1/config", Routes::SetConfig},
 };
 
 bool Matches(const Route& r, const HttpRequest& req) {

@@ -15,8 +15,8 @@ struct StatePaths {
   // enter that holds the socket: $XDG_RUNTIME_DIR/trainq, else /tmp/trainq-<euid>. Whoever
   // uses the socket checks this directory first (CheckPrivateDir, src/os/permissions.h).
   std::string socket_dir;
-  std::string lock;    // daemon.lock: held by the running daemon
-  std::string log;     // daemon.log
+  std::string lock;      // daemon.lock: held by the running daemon
+  std::string log;       // daemon.log
   std::string config;    // config.toml
   std::string settings;  // settings.json: values `trainq config set` changed at run time
 };

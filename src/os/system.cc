@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
-#include <sys/random.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>

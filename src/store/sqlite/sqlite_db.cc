@@ -44,10 +44,9 @@ Status SqliteStatus(sqlite3* db, int rc, std::string_view what) {
   if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
     // The statement that met the damage says nothing useful; the file does.
     const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
-    return Status::Io(fmt::format("database {} is damaged ({}){}",
-                                  file != nullptr && *file ? file : "file",
-                                  db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc),
-                                  kDamagedAdvice));
+    return Status::Io(
+        fmt::format("database {} is damaged ({}){}", file != nullptr && *file ? file : "file",
+                    db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc), kDamagedAdvice));
   }
   std::string message(what);
   message += ": ";
@@ -201,8 +200,8 @@ Status QuickCheck(Db& db, const std::string& path) {
   Result<std::string> verdict = db.QueryText("PRAGMA quick_check(5)");
   if (!verdict.ok()) return verdict.status();
   if (*verdict == "ok") return Status::Ok();
-  return Status::Io(fmt::format("database {} is damaged (quick_check: {}){}", path, *verdict,
-                                kDamagedAdvice));
+  return Status::Io(
+      fmt::format("database {} is damaged (quick_check: {}){}", path, *verdict, kDamagedAdvice));
 }
 
 Status BackupTo(Db& db, const std::string& dest) {
@@ -213,8 +212,9 @@ Status BackupTo(Db& db, const std::string& dest) {
   int rc = sqlite3_open_v2(tmp.c_str(), &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   ::umask(old_mask);
   std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)> close(out, &sqlite3_close_v2);
-  if (rc != SQLITE_OK) return Status::Io(fmt::format("backup: cannot create {}: {}", tmp,
-                                                     out ? sqlite3_errmsg(out) : sqlite3_errstr(rc)));
+  if (rc != SQLITE_OK)
+    return Status::Io(fmt::format("backup: cannot create {}: {}", tmp,
+                                  out ? sqlite3_errmsg(out) : sqlite3_errstr(rc)));
   sqlite3_backup* backup = sqlite3_backup_init(out, "main", db.handle(), "main");
   if (backup == nullptr) {
     return Status::Io(fmt::format("backup to {}: {}", tmp, sqlite3_errmsg(out)));
@@ -230,8 +230,8 @@ Status BackupTo(Db& db, const std::string& dest) {
   if (::rename(tmp.c_str(), dest.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    return Status::Io(fmt::format("backup: cannot rename {} to {}: {}", tmp, dest,
-                                  std::strerror(err)));
+    return Status::Io(
+        fmt::format("backup: cannot rename {} to {}: {}", tmp, dest, std::strerror(err)));
   }
   return Status::Ok();
 }

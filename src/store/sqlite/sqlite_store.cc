@@ -178,8 +178,8 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
 
 Result<std::vector<JobId>> SqliteStore::IdsForSubmitKey(const std::string& user,
                                                         const std::string& key) {
-  Result<Query> select = db_.Prepare(
-      "SELECT id FROM jobs WHERE submit_key = ?1 AND user = ?2 ORDER BY id");
+  Result<Query> select =
+      db_.Prepare("SELECT id FROM jobs WHERE submit_key = ?1 AND user = ?2 ORDER BY id");
   if (!select.ok()) return select.status();
   select->BindAll(key, user);
   std::vector<JobId> ids;
