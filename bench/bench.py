@@ -7,7 +7,7 @@ and both land in one table in docs/benchmarks.md. Every figure is a median of se
 with its min-max, and where a peer measured the same thing, the ratio to it.
 
 Knobs (environment): N_JOBS=200 ROUNDS=5 LAT_SAMPLES=10 SLOTS=2 SCALE_JOBS=100000
-IDLE_SECONDS=60 BENCH_PEERS=1 (0: skip the peers) BENCH_SCHED=1 (0: skip the Google Benchmark
+IDLE_SECONDS=60 STARTUP_RUNS=300 BENCH_PEERS=1 (0: skip the peers) BENCH_SCHED=1 (0: skip the Google Benchmark
 pass timings) PEERS=path/to/peers.sh OUT=docs/benchmarks.md
 """
 import csv
@@ -28,6 +28,7 @@ LAT_SAMPLES = int(os.environ.get("LAT_SAMPLES", 10))
 SLOTS = int(os.environ.get("SLOTS", 2))
 SCALE_JOBS = int(os.environ.get("SCALE_JOBS", 100000))
 IDLE_SECONDS = float(os.environ.get("IDLE_SECONDS", 60))
+STARTUP_RUNS = int(os.environ.get("STARTUP_RUNS", 300))
 POLL = 0.01  # as peers.sh polls task-spooler
 
 
@@ -230,6 +231,19 @@ def measure_idle(tq):
 GBENCH_REPS = 5
 
 
+def measure_startup(binary, runs=STARTUP_RUNS):
+    """Whole-process wall time (fork, exec, dynamic linking, exit) of `trainq --version`,
+    `trainqd --version` and /bin/true, interleaved so that drift hits all three alike."""
+    daemon = os.path.join(os.path.dirname(binary), "trainqd")
+    argvs = {"/bin/true": ["/bin/true"], "trainq --version": [binary, "--version"],
+             "trainqd --version": [daemon, "--version"]}
+    samples = {name: [] for name in argvs}
+    for _ in range(runs):
+        for name, argv in argvs.items():
+            samples[name].append(timed(subprocess.run, argv, stdout=subprocess.DEVNULL))
+    return {name: Stat(v) for name, v in samples.items()}
+
+
 def measure_gbench(path):
     """Medians over GBENCH_REPS repetitions of each benchmark of a Google Benchmark binary,
     by name, times in ms; None when the binary was not built (no Google Benchmark)."""
@@ -342,6 +356,8 @@ def main():
         return t
 
     try:
+        log(f"start-up of trainq and trainqd beside /bin/true, {STARTUP_RUNS} runs each")
+        results["startup"] = measure_startup(binary)
         log(f"trainq: CLI submit and drain, {N_JOBS} jobs on {SLOTS} slots, {ROUNDS} rounds")
         cpu = instance("burst", {"cpu_slots": SLOTS})
         results["fsync"] = measure_fsync(cpu.state)
@@ -504,6 +520,14 @@ def render(res, peers, binary):
         add(f"| idle daemon, {label}: CPU over {IDLE_SECONDS:.0f} s (schedstat, ns) | "
             f"{res[key]['cpu_pct']:.4f} % ({res[key]['ms_per_min']:.2f} ms per minute) |")
         add(f"| idle daemon, {label}: RSS | {res[key]['rss'] / (1 << 20):.1f} MiB |")
+    add(f"\n## Start-up\n")
+    add(f"Whole process, median of {STARTUP_RUNS} runs each, interleaved; what every `trainq` "
+        "command pays before it talks to the daemon.\n")
+    add("| process | ms | ÷ /bin/true |")
+    add("| --- | --- | --- |")
+    base = res["startup"]["/bin/true"]
+    for name, st in res["startup"].items():
+        add(f"| `{name}` | {st.fmt(1000, 2)} | {st.median / base.median:.2f}× |")
     render_passes(res, add)
     add("\n## Goals\n")
     add("| goal | where we stand |")

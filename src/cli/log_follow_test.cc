@@ -18,16 +18,6 @@
 namespace trainq {
 namespace {
 
-std::string Lines(int from, int count) {
-  std::string out;
-  char buf[32];
-  for (int i = from; i < from + count; ++i) {
-    std::snprintf(buf, sizeof(buf), "line %010d\n", i);
-    out += buf;
-  }
-  return out;
-}
-
 // What the follower printed, through a memory stream.
 class Printed {
  public:
@@ -85,7 +75,7 @@ TEST(LogFollowerTest, FollowsALogThroughCompactions) {
   LogWriter log(UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)), 64 * 1024);
   LogFollower follower(path);
   Printed printed;
-  std::string all = Lines(0, 100000);
+  std::string all = testing::NumberedLines(0, 100000);
   std::mt19937 rng(3);
   int compactions_seen = 0;
   for (size_t i = 0; i < all.size();) {

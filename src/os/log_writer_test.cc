@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "src/os/gpu/gpu_test_util.h"
+#include "src/os/proc_test_util.h"
 
 namespace trainq {
 namespace {
@@ -35,20 +36,9 @@ class LogWriterTest : public ::testing::Test {
   std::string path_ = dir_.Path("output.log");
 };
 
-// Lines numbered from 0, each 16 bytes: "line 0000000042\n".
-std::string Lines(int from, int count) {
-  std::string out;
-  char buf[32];
-  for (int i = from; i < from + count; ++i) {
-    std::snprintf(buf, sizeof(buf), "line %010d\n", i);
-    out += buf;
-  }
-  return out;
-}
-
 TEST_F(LogWriterTest, WithoutALimitEverythingIsKept) {
   LogWriter log = Open(0);
-  std::string all = Lines(0, 100000);
+  std::string all = testing::NumberedLines(0, 100000);
   for (size_t i = 0; i < all.size(); i += 4000) ASSERT_TRUE(log.Append(all.substr(i, 4000)).ok());
   EXPECT_EQ(Read(), all);
   EXPECT_EQ(log.dropped(), 0u);
@@ -56,7 +46,7 @@ TEST_F(LogWriterTest, WithoutALimitEverythingIsKept) {
 
 TEST_F(LogWriterTest, UnderTheLimitTheFileIsTheOutput) {
   LogWriter log = Open(1 << 20);
-  std::string all = Lines(0, 1000);
+  std::string all = testing::NumberedLines(0, 1000);
   ASSERT_TRUE(log.Append(all).ok());
   EXPECT_EQ(Read(), all);
 }
@@ -66,7 +56,7 @@ TEST_F(LogWriterTest, UnderTheLimitTheFileIsTheOutput) {
 TEST_F(LogWriterTest, KeepsTheHeadAndTheLatestOutputWithTheExactCountDropped) {
   constexpr uint64_t kMax = 1 << 20;
   LogWriter log = Open(kMax);
-  std::string all = Lines(0, 40 * (1 << 20) / 16);
+  std::string all = testing::NumberedLines(0, 40 * (1 << 20) / 16);
   std::mt19937 rng(7);
   for (size_t i = 0; i < all.size();) {
     size_t n = std::min<size_t>(all.size() - i, 1 + rng() % 70000);
@@ -91,7 +81,7 @@ TEST_F(LogWriterTest, KeepsTheHeadAndTheLatestOutputWithTheExactCountDropped) {
 
 TEST_F(LogWriterTest, OneHugeWriteKeepsItsOwnStartAndEnd) {
   LogWriter log = Open(64 * 1024);
-  std::string all = Lines(0, 100000);
+  std::string all = testing::NumberedLines(0, 100000);
   ASSERT_TRUE(log.Append(all).ok());
   std::string file = Read();
   EXPECT_LE(file.size(), 64u * 1024);
@@ -112,7 +102,7 @@ TEST_F(LogWriterTest, AppendsAfterWhatTheFileHolds) {
 
 TEST_F(LogWriterTest, ATinyLimitIsRaisedToTheMinimum) {
   LogWriter log = Open(10);
-  ASSERT_TRUE(log.Append(Lines(0, 1000)).ok());
+  ASSERT_TRUE(log.Append(testing::NumberedLines(0, 1000)).ok());
   EXPECT_LE(Read().size(), LogWriter::kMinLogBytes);
   EXPECT_GT(log.dropped(), 0u);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -14,6 +15,18 @@
 #include <thread>
 
 namespace trainq::testing {
+
+// Output of a known shape for the log tests: lines numbered from `from`, each 16 bytes
+// ("line 0000000042\n").
+inline std::string NumberedLines(int from, int count) {
+  std::string out;
+  char buf[32];
+  for (int i = from; i < from + count; ++i) {
+    std::snprintf(buf, sizeof(buf), "line %010d\n", i);
+    out += buf;
+  }
+  return out;
+}
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
 class TempDir {

@@ -283,17 +283,22 @@ class Trainq:
     def cleanup(self):
         self.run("daemon", "stop", check=False, timeout=30)
         # Jobs outlive the daemon by design: stop whatever this instance left running.
-        for _ in range(50):
-            pids = self.processes()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
+        kill_until_gone(self.processes)
         check_no_sanitizer_report(self.daemon_log(), f"{self.state_dir}/daemon.log")
+
+
+def kill_until_gone(find_pids, rounds=50):
+    """SIGKILLs what find_pids() returns until it returns nothing (processes may fork)."""
+    for _ in range(rounds):
+        pids = find_pids()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
 
 
 def gpu(i, total="80GiB", others=0, **kw):

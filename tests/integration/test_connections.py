@@ -6,7 +6,7 @@ import resource
 import socket
 import time
 
-from conftest import MIB, wait_for
+from conftest import MIB
 
 TIMEOUTS = {"request_timeout": "1s", "idle_timeout": "60s"}
 

@@ -9,18 +9,16 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 import pytest
 
-from conftest import (check_no_sanitizer_report, process_gone, trainq_binary, trainqd_binary,
-                      wait_for)
+from conftest import (check_no_sanitizer_report, kill_until_gone, process_gone, trainq_binary,
+                      trainqd_binary, wait_for)
 
 SECRET = "tq-secret-" + uuid.uuid4().hex
 
@@ -177,16 +175,7 @@ class Instance:
             proc.wait()
         if os.path.isdir(self.state_dir):
             self.trainq("daemon", "stop", timeout=30)
-        for _ in range(50):
-            pids = self.processes()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
+        kill_until_gone(self.processes)
         log = os.path.join(self.state_dir, "daemon.log")
         if os.path.isfile(log) and not os.path.islink(log):
             check_no_sanitizer_report(open(log, errors="replace").read(), log)
