@@ -266,25 +266,30 @@ class Trainq:
     def processes(self):
         """Pids of every process of this instance (daemon, shims, jobs and their children):
         they all carry TRAINQ_STATE_DIR in their environment."""
-        mark = f"TRAINQ_STATE_DIR={self.state_dir}".encode()
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    environ = f.read().split(b"\0")
-            except OSError:
-                continue
-            if mark in environ and not process_gone(int(entry)):
-                found.append(int(entry))
-        return found
+        return processes_of_state_dir(self.state_dir)
 
     def cleanup(self):
         self.run("daemon", "stop", check=False, timeout=30)
         # Jobs outlive the daemon by design: stop whatever this instance left running.
         kill_until_gone(self.processes)
         check_no_sanitizer_report(self.daemon_log(), f"{self.state_dir}/daemon.log")
+
+
+def processes_of_state_dir(state_dir):
+    """Live pids (this one aside) whose environment names TRAINQ_STATE_DIR=state_dir."""
+    mark = f"TRAINQ_STATE_DIR={state_dir}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in environ and not process_gone(int(entry)):
+            found.append(int(entry))
+    return found
 
 
 def kill_until_gone(find_pids, rounds=50):

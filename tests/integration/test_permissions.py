@@ -17,8 +17,8 @@ import uuid
 
 import pytest
 
-from conftest import (check_no_sanitizer_report, kill_until_gone, process_gone, trainq_binary,
-                      trainqd_binary, wait_for)
+from conftest import (check_no_sanitizer_report, kill_until_gone, processes_of_state_dir,
+                      trainq_binary, trainqd_binary, wait_for)
 
 SECRET = "tq-secret-" + uuid.uuid4().hex
 
@@ -156,18 +156,7 @@ class Instance:
         return finish
 
     def processes(self):
-        mark = f"TRAINQ_STATE_DIR={self.state_dir}".encode()
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if mark in f.read().split(b"\0") and not process_gone(int(entry)):
-                        found.append(int(entry))
-            except OSError:
-                continue
-        return found
+        return processes_of_state_dir(self.state_dir)
 
     def cleanup(self):
         for proc in self.listeners:
