@@ -400,7 +400,12 @@ TEST(ShimTest, AJobWritingWhileBeingStoppedIsReadAndStopped) {
 // still read, and the shim does not wait for the pipe to close.
 TEST(ShimTest, OutputOfLeftoversIsKept) {
   TempDir dir;
-  RunSpec spec = Spec({"sh", "-c", "(trap '' TERM; sleep 0.2; echo late) & echo early"}, dir);
+  // The leftover ignores SIGTERM before the command exits: otherwise, on a busy machine, the
+  // shim's SIGTERM to the leftovers could come first and end it before it wrote anything.
+  RunSpec spec = Spec({"sh", "-c",
+                       "(trap '' TERM; : > armed; sleep 0.2; echo late) & "
+                       "while [ ! -e armed ]; do sleep 0.01; done; echo early"},
+                      dir);
   spec.grace_ms = 2000;
   auto rec = RunToEnd(spec, dir.path());
   ASSERT_TRUE(rec.ok()) << rec.status().ToString();
