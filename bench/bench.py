@@ -240,7 +240,7 @@ def measure_startup(binary, runs=STARTUP_RUNS):
     samples = {name: [] for name in argvs}
     for _ in range(runs):
         for name, argv in argvs.items():
-            samples[name].append(timed(subprocess.run, argv, stdout=subprocess.DEVNULL))
+            samples[name].append(timed(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL)))
     return {name: Stat(v) for name, v in samples.items()}
 
 
