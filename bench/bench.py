@@ -520,7 +520,7 @@ def render(res, peers, binary):
         add(f"| idle daemon, {label}: CPU over {IDLE_SECONDS:.0f} s (schedstat, ns) | "
             f"{res[key]['cpu_pct']:.4f} % ({res[key]['ms_per_min']:.2f} ms per minute) |")
         add(f"| idle daemon, {label}: RSS | {res[key]['rss'] / (1 << 20):.1f} MiB |")
-    add(f"\n## Start-up\n")
+    add("\n## Start-up\n")
     add(f"Whole process, median of {STARTUP_RUNS} runs each, interleaved; what every `trainq` "
         "command pays before it talks to the daemon.\n")
     add("| process | ms | ÷ /bin/true |")
