@@ -101,7 +101,12 @@ Status CheckSqliteFile(const std::string& path) {
   if (::access(path.c_str(), F_OK) != 0) return Status::Ok();
   Result<Db> db = Db::Open(path, "", /*read_only=*/true);
   if (!db.ok()) return db.status();
-  return sqlite::QuickCheck(*db, path);
+  sqlite3_busy_timeout(db->handle(), 2000);
+  Status st = sqlite::QuickCheck(*db, path);
+  // Held by a daemon that is starting (another client started it): it checks the file itself
+  // when it opens it, and reports damage there.
+  if (st.code() == Code::kUnavailable) return Status::Ok();
+  return st;
 }
 
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
