@@ -18,7 +18,8 @@ enum class Code {
   kIo,           // file system or database failure: exit 1, HTTP 500
   kNoSpace,      // a disk full or over quota (ENOSPC, EDQUOT, SQLITE_FULL): exit 1, HTTP 507
   kInternal,     // broken invariant: exit 1, HTTP 500
-  kPermission,   // not allowed: another user's socket, state dir or file: exit 4, HTTP 403
+  kPermission,   // not allowed: another user's socket, state dir, file or job: exit 4, HTTP 403
+  kUnauthenticated,  // no credentials, or bad, revoked or expired ones: exit 4, HTTP 401
 };
 
 const char* CodeName(Code code);  // "invalid", "not_found", ...
@@ -39,6 +40,7 @@ class [[nodiscard]] Status {
   static Status NoSpace(std::string m) { return {Code::kNoSpace, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
   static Status Permission(std::string m) { return {Code::kPermission, std::move(m)}; }
+  static Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

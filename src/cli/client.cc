@@ -19,7 +19,7 @@ namespace {
 
 Code CodeFromName(const std::string& name) {
   for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo,
-                 Code::kPermission, Code::kNoSpace}) {
+                 Code::kPermission, Code::kNoSpace, Code::kUnauthenticated}) {
     if (name == CodeName(c)) return c;
   }
   return Code::kInternal;

@@ -25,6 +25,8 @@ const char* CodeName(Code code) {
       return "internal";
     case Code::kPermission:
       return "permission";
+    case Code::kUnauthenticated:
+      return "unauthenticated";
   }
   return "internal";
 }
@@ -38,6 +40,7 @@ int ExitCodeFor(Code code) {
     case Code::kNotFound:
       return 3;
     case Code::kPermission:
+    case Code::kUnauthenticated:
       return 4;
     default:
       return 1;
@@ -54,6 +57,8 @@ int HttpStatusFor(Code code) {
       return 404;
     case Code::kPermission:
       return 403;
+    case Code::kUnauthenticated:
+      return 401;
     case Code::kConflict:
       return 409;
     case Code::kUnavailable:

@@ -1,0 +1,45 @@
+// Who is asking and what they may do: the daemon's authorisation, as pure decisions.
+// Identities come from the Unix socket's peer credentials (SO_PEERCRED) or from a bearer
+// token on TCP; see docs/operations.md, "A shared server" and "Remote access".
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "trainq/status.h"
+
+namespace trainq {
+
+// What a token (or a socket user) may do, each role including the one before.
+//   read:   jobs, GPUs, nodes, metrics; the logs of its own user's jobs
+//   submit: also submit, and cancel and retry its own user's jobs (they run as that user)
+//   admin:  everything, every user's jobs, tokens, config, daemon
+enum class Role { kRead, kSubmit, kAdmin };
+
+std::string_view RoleName(Role r);  // "read", "submit", "admin"
+std::optional<Role> ParseRole(std::string_view name);
+
+struct Caller {
+  std::string user;  // the login name jobs run as and are owned by
+  int64_t uid = -1;  // -1 for a token's caller
+  Role role = Role::kRead;
+  std::string token;  // the token's name; "" on the Unix socket
+};
+
+// What a request does, for Authorize.
+enum class Action {
+  kRead,       // list/show jobs, GPUs, status, explain, config show
+  kReadLog,    // a job's output: its owner's or an admin's
+  kSubmit,     // new jobs (owned by the caller)
+  kChangeJob,  // cancel, retry: the job's owner (with submit) or an admin
+  kAdmin,      // config set, tokens, daemon stop/backup
+};
+
+// Ok, or kPermission with the sentence a user reads, e.g. "job 12 belongs to ada; only ada
+// or an admin may cancel it". `owner` is the job's user (kReadLog, kChangeJob); `what` the
+// verb shown ("cancel", "retry", "read the log of", ...) and `job` its id.
+Status Authorize(const Caller& caller, Action action, const std::string& owner = "",
+                 std::string_view what = "", int64_t job = 0);
+
+}  // namespace trainq
