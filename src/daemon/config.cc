@@ -156,23 +156,35 @@ Kind Count(int Config::*field, int max, std::string_view form, int min = 0) {
 
 constexpr std::string_view kPatternsForm = "an array of non-empty strings";
 
-Kind Patterns() {
-  auto set = [](Config& c, const toml::node& n, const std::string& name) -> Status {
+Kind Strings(std::vector<std::string> Config::*field, std::string_view form = kPatternsForm) {
+  auto set = [field, form](Config& c, const toml::node& n, const std::string& name) -> Status {
     const toml::array* a = n.as_array();
-    if (!a) return WrongType(name, kPatternsForm);
-    c.oom_patterns.clear();
+    if (!a) return WrongType(name, form);
+    (c.*field).clear();
     for (const toml::node& e : *a) {
       auto s = e.value<std::string>();
-      if (!s || !e.is_string() || s->empty()) return WrongType(name, kPatternsForm);
-      c.oom_patterns.push_back(*s);
+      if (!s || !e.is_string() || s->empty()) return WrongType(name, form);
+      (c.*field).push_back(*s);
     }
     return Status::Ok();
   };
   return {"array of strings",
-          kPatternsForm,
+          form,
+          {set, [field](const Config& c) { return json(c.*field).dump(); }, Copy(field), {}, {}}};
+}
+
+Kind Bool(bool Config::*field) {
+  auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
+    auto b = n.value_exact<bool>();
+    if (!b || !n.is_boolean()) return WrongType(name, "true or false");
+    c.*field = *b;
+    return Status::Ok();
+  };
+  return {"boolean",
+          "true or false",
           {set,
-           [](const Config& c) { return json(c.oom_patterns).dump(); },
-           Copy(&Config::oom_patterns),
+           [field](const Config& c) { return std::string(c.*field ? "true" : "false"); },
+           Copy(field),
            {},
            {}}};
 }
@@ -316,7 +328,8 @@ const std::vector<Option>& Options() {
       Row("nvml_library", "\"libnvidia-ml.so.1\"", false, "the NVML library loaded at run time",
           String(&Config::nvml_library)),
       Row("oom_patterns", "[]", false,
-          "extra log lines that mean GPU out-of-memory, added to the built-in list", Patterns()),
+          "extra log lines that mean GPU out-of-memory, added to the built-in list",
+          Strings(&Config::oom_patterns)),
       Row("log_tail", "64KiB", false,
           "how much of a failed job's log end is searched for out-of-memory",
           Size(&Config::log_tail_bytes)),
@@ -359,6 +372,33 @@ const std::vector<Option>& Options() {
       Row("master_port_range", "\"29500-29999\"", false,
           "`MASTER_PORT` values handed to multi-GPU jobs, never two live attempts the same",
           PortRange()),
+      Row("shared", "false", false,
+          "one daemon for every user of the machine (run as root; also `trainqd --shared`): jobs "
+          "run as their submitter ([operations.md](operations.md#a-shared-server))",
+          Bool(&Config::shared)),
+      Row("socket", "\"\"", false,
+          "the API's Unix socket (also `--socket`); \"\" = `trainq.sock` in the state dir, or "
+          "`/run/trainq/trainq.sock` when shared",
+          String(&Config::socket, "path")),
+      Row("socket_group", "\"\"", false,
+          "shared: only this group's members may use the socket (mode 0660); \"\" = everyone "
+          "(0666)",
+          String(&Config::socket_group, "group")),
+      Row("admin_group", "\"\"", false,
+          "shared: members of this group are admins, as root is: they act on every user's jobs",
+          String(&Config::admin_group, "group")),
+      Row("listen", "[]", false,
+          "TCP addresses to serve the API on, each \"HOST:PORT\"; every request needs a token "
+          "([operations.md](operations.md#remote-access))",
+          Strings(&Config::listen, "an array of \"HOST:PORT\" strings, like [\"0.0.0.0:7070\"]")),
+      Row("tls_cert", "\"\"", false, "TLS certificate chain (PEM) for `listen`",
+          String(&Config::tls_cert, "path")),
+      Row("tls_key", "\"\"", false, "TLS private key (PEM) for `listen`",
+          String(&Config::tls_key, "path")),
+      Row("allow_plaintext", "false", false,
+          "serve `listen` addresses other than loopback without TLS (tokens then cross the "
+          "network in clear)",
+          Bool(&Config::allow_plaintext)),
       Row("devices", "\"all\"", true,
           "GPU indices jobs may use (`trainq config set devices 0,1,3`)", Devices()),
       Row("max_jobs_per_gpu", "0", true, "most trainq jobs on one GPU; 0 = no limit",

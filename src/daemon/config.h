@@ -47,6 +47,15 @@ struct Config {
   int workload_window = 0;
   int master_port_first = 29500;  // master_port_range
   int master_port_last = 29999;
+  // Who may use the daemon (docs/operations.md, "A shared server", "Remote access").
+  bool shared = false;
+  std::string socket;  // "": the mode's default
+  std::string socket_group;
+  std::string admin_group;
+  std::vector<std::string> listen;  // "HOST:PORT"
+  std::string tls_cert;
+  std::string tls_key;
+  bool allow_plaintext = false;
   // Limits `trainq config set` changes at run time; the daemon persists them.
   std::vector<int> devices = PolicyConfig{}.devices;       // GPU indices jobs may use; empty: all
   int max_jobs_per_gpu = PolicyConfig{}.max_jobs_per_gpu;  // 0: no limit
