@@ -11,14 +11,14 @@ namespace trainq {
 // Each code maps to one CLI exit code and one HTTP status (see ExitCodeFor/HttpStatusFor).
 enum class Code {
   kOk,
-  kInvalid,      // bad input from a user: exit 2, HTTP 400
-  kNotFound,     // no such job: exit 3, HTTP 404
-  kConflict,     // compare-and-set lost, wrong state for the request: exit 1, HTTP 409
-  kUnavailable,  // daemon, store or device not reachable now: exit 1, HTTP 503
-  kIo,           // file system or database failure: exit 1, HTTP 500
-  kNoSpace,      // a disk full or over quota (ENOSPC, EDQUOT, SQLITE_FULL): exit 1, HTTP 507
-  kInternal,     // broken invariant: exit 1, HTTP 500
-  kPermission,   // not allowed: another user's socket, state dir, file or job: exit 4, HTTP 403
+  kInvalid,          // bad input from a user: exit 2, HTTP 400
+  kNotFound,         // no such job: exit 3, HTTP 404
+  kConflict,         // compare-and-set lost, wrong state for the request: exit 1, HTTP 409
+  kUnavailable,      // daemon, store or device not reachable now: exit 1, HTTP 503
+  kIo,               // file system or database failure: exit 1, HTTP 500
+  kNoSpace,          // a disk full or over quota (ENOSPC, EDQUOT, SQLITE_FULL): exit 1, HTTP 507
+  kInternal,         // broken invariant: exit 1, HTTP 500
+  kPermission,       // not allowed: another user's socket, state dir, file or job: exit 4, HTTP 403
   kUnauthenticated,  // no credentials, or bad, revoked or expired ones: exit 4, HTTP 401
 };
 

@@ -15,11 +15,18 @@ int RunTrainqd(int argc, char** argv) {
   CLI::App app{"trainqd: the trainq daemon; runs in the foreground and logs to stderr", "trainqd"};
   app.set_version_flag("--version", "trainqd " TRAINQ_VERSION);
   std::string state_dir, shim_dir;
-  bool check_config = false;
+  bool check_config = false, shared = false;
+  std::string socket;
   app.add_option("--state-dir", state_dir,
                  "instance directory (default: $TRAINQ_STATE_DIR or ~/.local/state/trainq)");
   app.add_flag("--check-config", check_config,
                "read the state dir's config.toml, print every problem and exit: 0 valid, 2 not");
+  app.add_flag("--shared", shared,
+               "one daemon for every user of this machine (as root): state in /var/lib/trainq, "
+               "socket /run/trainq/trainq.sock, jobs run as their submitters");
+  app.add_option("--socket", socket,
+                 "the API's Unix socket (default: trainq.sock in the state "
+                 "dir; /run/trainq/trainq.sock with --shared)");
   app.require_subcommand(0, 1);
   CLI::App* shim = app.add_subcommand("shim", "");  // internal: supervises one attempt
   shim->group("");
@@ -32,9 +39,13 @@ int RunTrainqd(int argc, char** argv) {
     return 2;
   }
   if (shim->parsed()) return RunShim(shim_dir);
-  StatePaths paths = ResolveStatePaths(state_dir);
-  if (check_config) return CheckDaemonConfig(paths);
-  return RunDaemon({std::move(paths), true});
+  if (shared && state_dir.empty()) state_dir = kSharedStateDir;
+  DaemonOptions options;
+  options.paths = ResolveStatePaths(state_dir);
+  options.shared = shared;
+  options.socket = socket;
+  if (check_config) return CheckDaemonConfig(options);
+  return RunDaemon(options);
 }
 
 }  // namespace trainq

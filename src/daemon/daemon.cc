@@ -6,6 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -61,6 +66,7 @@ Status DaemonImpl::Serve() {
       io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
       std::move(limits));
   TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
+  if (config_.shared) TRAINQ_RETURN_IF_ERROR(OpenSocketToUsers());
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
   signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
@@ -71,6 +77,36 @@ Status DaemonImpl::Serve() {
   ArmSampleTimer();
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
                options_.paths.socket, node_, cpu_slots_, probe_.probe->Describe());
+  return Status::Ok();
+}
+
+namespace {
+
+Result<gid_t> SocketGroup(const Config& config) {
+  Result<int64_t> gid = GroupId(config.socket_group);
+  if (!gid.ok()) return Status::Invalid(fmt::format("socket_group: {}", gid.status().message()));
+  return static_cast<gid_t>(*gid);
+}
+
+}  // namespace
+
+// A shared daemon's socket is everyone's (0666), or its group's (0660 with socket_group):
+// who calls is what SO_PEERCRED says, never what the request claims.
+Status DaemonImpl::OpenSocketToUsers() {
+  const std::string& socket = options_.paths.socket;
+  mode_t mode = 0666;
+  if (!config_.socket_group.empty()) {
+    Result<gid_t> gid = SocketGroup(config_);
+    if (!gid.ok()) return gid.status();
+    if (::chown(socket.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
+      return ErrnoStatus("chown " + socket, errno);
+    }
+    mode = 0660;
+  }
+  if (::chmod(socket.c_str(), mode) != 0) return ErrnoStatus("chmod " + socket, errno);
+  spdlog::info("shared: socket {} mode {:04o}{}; admins: root{}", socket, mode,
+               config_.socket_group.empty() ? "" : ", group " + config_.socket_group,
+               config_.admin_group.empty() ? "" : " and group " + config_.admin_group);
   return Status::Ok();
 }
 
@@ -188,9 +224,41 @@ int Fail(const Status& st) {
 
 }  // namespace
 
-int CheckDaemonConfig(const StatePaths& paths) {
+namespace {
+
+// The mode (personal or shared) and the socket, from the flags and the config: kPermission
+// for a shared daemon not run as root, kInvalid for a socket path that cannot be one.
+Status ResolveMode(DaemonOptions& options, Config& config) {
+  options.shared = options.shared || config.shared;
+  config.shared = options.shared;
+  if (options.shared && ::geteuid() != 0) {
+    return Status::Permission(
+        "shared: a shared daemon must run as root: it starts each job as the user who "
+        "submitted it (install the systemd unit, docs/operations.md)");
+  }
+  std::string socket = !options.socket.empty() ? options.socket : config.socket;
+  if (socket.empty() && options.shared) socket = kSharedSocket;
+  if (socket.empty()) return Status::Ok();  // the state dir's
+  if (socket[0] != '/' || socket.size() >= sizeof(sockaddr_un::sun_path) || socket.back() == '/') {
+    return Status::Invalid(fmt::format(
+        "socket: '{}' is not a socket path; expected an absolute path of at most {} bytes", socket,
+        sizeof(sockaddr_un::sun_path) - 1));
+  }
+  options.paths = WithSocket(options.paths, socket);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int CheckDaemonConfig(const DaemonOptions& given) {
+  DaemonOptions options = given;
+  const StatePaths& paths = options.paths;
   Result<Config> config = LoadDaemonConfig(paths);
   Status st = config.status();
+  if (st.ok()) st = ResolveMode(options, *config);
+  if (st.ok() && config->shared && !config->socket_group.empty()) {
+    st = SocketGroup(*config).status();
+  }
   // The state dir, settings.json and a lost or damaged database too: each stops the daemon,
   // and the client that asks before it starts one should say so at once. The state dir
   // first: nothing is read through a link planted there.
@@ -202,7 +270,7 @@ int CheckDaemonConfig(const StatePaths& paths) {
     std::fprintf(stderr, "trainqd: %s\n", st.message().c_str());
     return ExitCodeFor(st.code());
   }
-  std::printf("%s: valid\n", paths.config.c_str());
+  std::printf("%s: valid%s\n", paths.config.c_str(), config->shared ? " (shared)" : "");
   return 0;
 }
 
@@ -215,8 +283,34 @@ Status SecureStateDir(const StatePaths& paths) {
   TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths));
   TRAINQ_RETURN_IF_ERROR(TightenStateFiles(StateFiles(paths)));
   TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.runs));
-  if (!paths.socket_dir.empty()) TRAINQ_RETURN_IF_ERROR(MakePrivateDir(paths.socket_dir));
   return Status::Ok();
+}
+
+// The socket's directory: the user's alone for a personal daemon; for a shared one, root's
+// and open to all (0755), with the state dir closed to all but root (0700): jobs'
+// environments are kept there.
+Status SecureSocketDir(const DaemonOptions& options) {
+  const StatePaths& paths = options.paths;
+  if (!options.shared) {
+    if (paths.socket_dir.empty()) return Status::Ok();
+    return MakePrivateDir(paths.socket_dir);
+  }
+  if (::chmod(paths.state_dir.c_str(), 0700) != 0) {
+    return ErrnoStatus("chmod 0700 " + paths.state_dir, errno);
+  }
+  if (paths.socket_dir.empty()) {
+    return Status::Invalid(
+        "socket: a shared daemon's socket must be outside its state dir, which only root may "
+        "enter; the default is " +
+        std::string(kSharedSocket));
+  }
+  if (!IsDirectory(paths.socket_dir)) {
+    TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.socket_dir));
+    if (::chmod(paths.socket_dir.c_str(), 0755) != 0) {
+      return ErrnoStatus("chmod 0755 " + paths.socket_dir, errno);
+    }
+  }
+  return JudgeStateDir(paths.socket_dir, StatFacts(paths.socket_dir), ::geteuid());
 }
 
 }  // namespace
@@ -236,6 +330,8 @@ int RunDaemon(const DaemonOptions& given) {
   }
   Result<Config> config = LoadDaemonConfig(paths);
   if (!config.ok()) return Fail(config.status());
+  if (Status st = ResolveMode(options, *config); !st.ok()) return Fail(st);
+  if (Status st = SecureSocketDir(options); !st.ok()) return Fail(st);
   if (Status st = CheckDatabaseNotLost(paths); !st.ok()) return Fail(st);
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(paths.db);
   if (!store.ok()) return Fail(store.status());

@@ -15,6 +15,9 @@ struct DaemonOptions {
   // The umask each job's command runs with (RunSpec::umask): the one trainqd started with,
   // before it set 077 for its own files. -1: the shim's.
   int job_umask = -1;
+  // `trainqd --shared` and `--socket`: on top of the config's `shared` and `socket`.
+  bool shared = false;
+  std::string socket{};
 };
 
 // Runs until stopped (SIGTERM, SIGINT or `trainq daemon stop`). Running jobs keep running
@@ -24,6 +27,6 @@ int RunDaemon(const DaemonOptions& options);
 
 // `trainqd --check-config`: reads the config as RunDaemon would and prints the problems on
 // stderr, each naming its option. Returns 0 when the daemon would accept it, 2 when not.
-int CheckDaemonConfig(const StatePaths& paths);
+int CheckDaemonConfig(const DaemonOptions& options);
 
 }  // namespace trainq

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "src/api/http.h"
+#include "src/core/auth.h"
 #include "src/core/fair_share.h"
 #include "src/core/placement.h"
 #include "src/core/ports.h"
@@ -124,6 +125,7 @@ class DaemonImpl {
   // Returns whether the GPUs changed since the last sample.
   bool SampleGpus();
   void ArmSampleTimer();
+  Status OpenSocketToUsers();
 
   // scheduler.cc
   void RequestSchedule();
@@ -191,6 +193,11 @@ class DaemonImpl {
 
   // routes.cc
   void FlushSubmits();
+
+  // auth.cc: who calls (kUnauthenticated when unknown), and whether a socket user is an
+  // admin: root, the owner of a personal daemon, members of a shared one's admin_group.
+  Result<Caller> Authenticate(const HttpRequest& req);
+  bool IsAdminUid(int64_t uid) const;
 
   // config_routes.cc: settings changed at run time (`trainq config set`), persisted.
   // Applies settings.json of the state dir on top of the config file; called at start.

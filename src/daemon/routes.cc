@@ -1,6 +1,8 @@
 // The HTTP API (docs/api.md), one table of routes. Bodies are JSON; errors are
 // {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include "src/core/placement.h"
 #include "src/core/spec.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/os/fd.h"
 #include "src/os/system.h"
 
 namespace trainq {
@@ -204,6 +207,7 @@ struct RouteContext {
   DaemonImpl& d;
   HttpRequest& req;
   Responder& respond;
+  const Caller& caller;
 };
 
 // The handlers, one per route. The daemon's friend: they read its state without widening
@@ -216,9 +220,12 @@ class Routes {
   static void DaemonStatus(RouteContext& c);
   static void Stop(RouteContext& c);
   static void Backup(RouteContext& c);
-  static void JobAction(RouteContext& c);  // GET, cancel, retry, explain of /v1/jobs/ID
+  static void JobAction(RouteContext& c);  // GET, cancel, retry, explain, log of /v1/jobs/ID
   static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
-  static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }
+  static void SetConfig(RouteContext& c) {
+    if (!Allowed(c, Action::kAdmin, "change the config")) return;
+    c.d.SetConfigRoute(c.req, c.respond);
+  }
 
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
@@ -232,21 +239,33 @@ class Routes {
     }
     return j;
   }
+  // Answers 403 and returns false when the caller may not.
+  static bool Allowed(RouteContext& c, Action action, std::string_view what,
+                      const std::string& owner = "", JobId job = 0) {
+    Status st = Authorize(c.caller, action, owner, what, job);
+    if (st.ok()) return true;
+    c.respond(ErrorResponse(st));
+    return false;
+  }
+  static void Log(RouteContext& c, const Job& job);
   static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now);
   static void Explain(RouteContext& c, const Job& job);
 };
 
 void Routes::Submit(RouteContext& c) {
+  if (!Allowed(c, Action::kSubmit, "submit")) return;
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax()};
-  std::string user = UserName(c.req.peer_uid);
+  // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
+  // user a token was made for. Nothing in the body can say otherwise.
+  const std::string& user = c.caller.user;
   std::set<JobId> known;  // dependencies already found to exist
   for (size_t i = 0; i < specs->size(); ++i) {
     JobSpec& spec = (*specs)[i];
     spec.user = user;
     if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
-    if (spec.cwd.empty()) spec.cwd = HomeDir(c.req.peer_uid);  // as a login shell starts
+    if (spec.cwd.empty()) spec.cwd = HomeDirOf(user);  // as a login shell starts
     Status st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
     if (!st.ok()) {
@@ -284,6 +303,12 @@ void Routes::ListJobs(RouteContext& c) {
   if (!error.ok()) return c.respond(ErrorResponse(error));
   q.with_attempts = true;
   q.with_env = false;  // JobToJson leaves the environment out anyway
+  if (auto it = c.req.query.find("user"); it != c.req.query.end()) {
+    if (it->second.empty() || it->second.size() > 256) {
+      return c.respond(ErrorResponse(Status::Invalid("user: expected a user name")));
+    }
+    q.user = it->second;
+  }
   if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
     std::optional<JobId> n = ParseId(it->second);
     if (!n) return c.respond(ErrorResponse(Status::Invalid("limit: expected a positive integer")));
@@ -364,6 +389,7 @@ void Routes::DaemonStatus(RouteContext& c) {
 // {"path": "/abs/file"}: the store copied there while the daemon runs (it waits meanwhile;
 // a queue of 100,000 jobs copies in well under a second).
 void Routes::Backup(RouteContext& c) {
+  if (!Allowed(c, Action::kAdmin, "back up the database")) return;
   json doc = json::parse(c.req.body, nullptr, false);
   const json* path = doc.is_object() && doc.contains("path") ? &doc["path"] : nullptr;
   if (path == nullptr || !path->is_string() || path->get<std::string>().empty() ||
@@ -388,6 +414,7 @@ void Routes::Backup(RouteContext& c) {
 }
 
 void Routes::Stop(RouteContext& c) {
+  if (!Allowed(c, Action::kAdmin, "stop the daemon")) return;
   c.respond(
       Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
                                          ::getpid(), c.d.live_.size())}}));
@@ -404,6 +431,51 @@ void Routes::Explain(RouteContext& c, const Job& job) {
   c.respond(Json(200, ExplainJson(job, e, c.d.config_.fair_share_half_life_ms)));
 }
 
+// GET /v1/jobs/ID/log?attempt=N&offset=B&length=L: bytes of an attempt's log, as stored
+// (application/octet-stream; fewer or none at its end). With `size`: {"attempt", "size",
+// "active"}. The daemon reads it for the caller: on a shared server the run dirs are root's.
+void Routes::Log(RouteContext& c, const Job& job) {
+  if (!Allowed(c, Action::kReadLog, "read the log of", job.spec.user, job.id)) return;
+  const Attempt* attempt = job.current();
+  uint64_t offset = 0, length = 1 << 20;
+  for (const auto& [key, value] : c.req.query) {
+    uint64_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    bool number = ec == std::errc() && ptr == value.data() + value.size() && !value.empty();
+    if (key == "size") continue;
+    if (key == "attempt" && number && n >= 1 && n <= static_cast<uint64_t>(job.attempt)) {
+      attempt = &job.attempts[n - 1];
+    } else if (key == "offset" && number) {
+      offset = n;
+    } else if (key == "length" && number && n <= (8u << 20)) {
+      length = n;
+    } else {
+      return c.respond(ErrorResponse(Status::Invalid(fmt::format(
+          "{}: '{}' is not accepted; expected attempt (1 to {}), offset (bytes) and length (at "
+          "most 8388608 bytes)",
+          key, value, job.attempt))));
+    }
+  }
+  if (attempt == nullptr) {
+    return c.respond(ErrorResponse(
+        Status::Conflict(fmt::format("job {} has not started yet: {}", job.id, job.reason))));
+  }
+  bool active = attempt->state == JobState::kStarting || attempt->state == JobState::kRunning;
+  UniqueFd fd(::open(attempt->log_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  struct stat st = {};
+  uint64_t size = fd.valid() && ::fstat(fd.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  if (c.req.query.count("size")) {
+    return c.respond(Json(200, {{"attempt", attempt->n}, {"size", size}, {"active", active}}));
+  }
+  std::string bytes;
+  if (fd.valid() && offset < size) {
+    bytes.resize(static_cast<size_t>(std::min<uint64_t>(length, size - offset)));
+    ssize_t n = ::pread(fd.get(), bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    bytes.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  c.respond({200, std::move(bytes), "application/octet-stream"});
+}
+
 void Routes::JobAction(RouteContext& c) {
   auto parts = SplitJobPath(c.req.path);
   std::optional<JobId> id = parts ? ParseId(parts->first) : std::nullopt;
@@ -416,12 +488,14 @@ void Routes::JobAction(RouteContext& c) {
   const std::string& action = parts->second;
   if (c.req.method == "GET" && action.empty()) return c.respond(Json(200, Shown(c.d, *job)));
   if (c.req.method == "GET" && action == "explain") return Explain(c, *job);
+  if (c.req.method == "GET" && action == "log") return Log(c, *job);
   std::string message;
   Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);
+  bool change = c.req.method == "POST" && (action == "cancel" || action == "retry");
+  if (change && !Allowed(c, Action::kChangeJob, action, job->spec.user, job->id)) return;
   if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
   if (c.req.method == "POST" && action == "retry") {
-    st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid),
-                             c.d.clock_.Now());
+    st = c.d.store_->Requeue(*id, "retry requested by " + c.caller.user, c.d.clock_.Now());
     c.d.waiting_stale_ = true;
     c.d.written_reasons_.erase(*id);    // waiting again: its reason must be written anew
     if (st.ok()) c.d.RecheckDeps(*id);  // a retried job waits for its dependencies again
@@ -468,7 +542,9 @@ bool Matches(const Route& r, const HttpRequest& req) {
 }  // namespace
 
 void DaemonImpl::Handle(HttpRequest request, Responder respond) {
-  RouteContext c{*this, request, respond};
+  Result<Caller> caller = Authenticate(request);
+  if (!caller.ok()) return respond(ErrorResponse(caller.status()));
+  RouteContext c{*this, request, respond, *caller};
   for (const Route& r : kRoutes) {
     if (Matches(r, request)) return r.handle(c);
   }

@@ -49,4 +49,11 @@ StatePaths ResolveStatePaths(const std::string& flag) {
   return p;
 }
 
+StatePaths WithSocket(StatePaths paths, const std::string& socket) {
+  paths.socket = socket;
+  std::string dir = std::filesystem::path(socket).parent_path().string();
+  paths.socket_dir = dir == paths.state_dir ? "" : dir;
+  return paths;
+}
+
 }  // namespace trainq

@@ -22,6 +22,15 @@ struct StatePaths {
 };
 
 std::string DefaultStateDir();
+
+// A shared daemon's defaults (docs/operations.md, "A shared server"): root's state, and the
+// socket every user's client looks for before it starts a personal daemon.
+inline constexpr const char* kSharedStateDir = "/var/lib/trainq";
+inline constexpr const char* kSharedSocket = "/run/trainq/trainq.sock";
+
+// `paths` with its socket at `socket` (absolute); its directory becomes socket_dir unless it
+// is the state dir.
+StatePaths WithSocket(StatePaths paths, const std::string& socket);
 // `flag` is the --state-dir value, empty if not given. The result's paths are absolute.
 // A path computation only: nothing is created or checked.
 StatePaths ResolveStatePaths(const std::string& flag);

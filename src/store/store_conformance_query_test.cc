@@ -73,6 +73,27 @@ TEST_P(StoreConformance, ListPagesWithAfterIdAndLimit) {
   EXPECT_THAT(Ids(*queued_after), ElementsAre((*ids)[3]));
 }
 
+TEST_P(StoreConformance, ListFiltersByUser) {
+  std::vector<JobSpec> specs(4, Spec("j"));
+  specs[1].user = "ada";
+  specs[3].user = "ada";
+  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  Result<std::vector<Job>> ada = store().List({.user = "ada"});
+  ASSERT_TRUE(IsOk(ada));
+  EXPECT_THAT(Ids(*ada), ElementsAre((*ids)[1], (*ids)[3]));
+  Result<std::vector<Job>> ada_queued_after =
+      store().List({.states = {JobState::kQueued}, .after_id = (*ids)[1], .user = "ada"});
+  ASSERT_TRUE(IsOk(ada_queued_after));
+  EXPECT_THAT(Ids(*ada_queued_after), ElementsAre((*ids)[3]));
+  Result<std::vector<Job>> nobody = store().List({.user = "nobody-at-all"});
+  ASSERT_TRUE(IsOk(nobody));
+  EXPECT_TRUE(nobody->empty());
+  Result<std::vector<Job>> all = store().List({});
+  ASSERT_TRUE(IsOk(all));
+  EXPECT_EQ(all->size(), 4u);
+}
+
 TEST_P(StoreConformance, ListFillsAttemptsOnlyWhenAsked) {
   JobId never = SubmitOne();
   JobId twice = SubmitOne();

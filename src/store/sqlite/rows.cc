@@ -113,6 +113,7 @@ Result<std::string> EncodeInts(std::span<const int> values) {
 std::string ListJobsSql(bool by_state) {
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id > ?1";
   if (by_state) sql += " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+  sql += " AND (?10 = '' OR user = ?10)";
   return sql + " ORDER BY id LIMIT ?2";
 }
 

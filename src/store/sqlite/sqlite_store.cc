@@ -246,6 +246,7 @@ Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
   Result<Query> select = db_.Prepare(sqlite::ListJobsSql(!states.empty()));
   if (!select.ok()) return select.status();
   select->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
+  select->Bind(10, query.user);
   for (size_t slot = 0; !states.empty() && slot < kStateCount; ++slot) {
     // Unused slots repeat the first state, which changes nothing in an IN list.
     JobState state = slot < states.size() ? states[slot] : states.front();
