@@ -204,6 +204,7 @@ struct RouteContext {
   DaemonImpl& d;
   HttpRequest& req;
   Responder& respond;
+  const Caller& caller;  // who sent it (DaemonImpl::Authenticate)
 };
 
 // The handlers, one per route. The daemon's friend: they read its state without widening
@@ -219,6 +220,9 @@ class Routes {
   static void JobAction(RouteContext& c);  // GET, cancel, retry, explain of /v1/jobs/ID
   static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
   static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.respond); }
+  static void CreateToken(RouteContext& c) { c.d.CreateTokenRoute(c.req, c.caller, c.respond); }
+  static void ListTokens(RouteContext& c) { c.d.ListTokensRoute(c.caller, c.respond); }
+  static void RevokeToken(RouteContext& c) { c.d.RevokeTokenRoute(c.req, c.caller, c.respond); }
 
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
@@ -240,7 +244,7 @@ void Routes::Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax()};
-  std::string user = UserName(c.req.peer_uid);
+  const std::string& user = c.caller.user;
   std::set<JobId> known;  // dependencies already found to exist
   for (size_t i = 0; i < specs->size(); ++i) {
     JobSpec& spec = (*specs)[i];
@@ -420,8 +424,7 @@ void Routes::JobAction(RouteContext& c) {
   Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);
   if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
   if (c.req.method == "POST" && action == "retry") {
-    st = c.d.store_->Requeue(*id, "retry requested by " + UserName(c.req.peer_uid),
-                             c.d.clock_.Now());
+    st = c.d.store_->Requeue(*id, "retry requested by " + c.caller.user, c.d.clock_.Now());
     c.d.waiting_stale_ = true;
     c.d.written_reasons_.erase(*id);    // waiting again: its reason must be written anew
     if (st.ok()) c.d.RecheckDeps(*id);  // a retried job waits for its dependencies again
@@ -457,6 +460,9 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/config", Routes::GetConfig},
     {"PUT", "/v1/config", Routes::SetConfig},
     {"POST", "/v1/config", Routes::SetConfig},
+    {"POST", "/v1/tokens", Routes::CreateToken},
+    {"GET", "/v1/tokens", Routes::ListTokens},
+    {"DELETE", "/v1/tokens/", Routes::RevokeToken},
 };
 
 bool Matches(const Route& r, const HttpRequest& req) {
@@ -468,7 +474,9 @@ bool Matches(const Route& r, const HttpRequest& req) {
 }  // namespace
 
 void DaemonImpl::Handle(HttpRequest request, Responder respond) {
-  RouteContext c{*this, request, respond};
+  Result<Caller> caller = Authenticate(request);
+  if (!caller.ok()) return respond(ErrorResponse(caller.status()));
+  RouteContext c{*this, request, respond, *caller};
   for (const Route& r : kRoutes) {
     if (Matches(r, request)) return r.handle(c);
   }
