@@ -145,7 +145,12 @@ class Lab {
       if (per_user[u].empty()) continue;
       json body = {{"defaults", {{"command", {"train"}}, {"cwd", dir_}, {"env", env_}}},
                    {"jobs", std::move(per_user[u])}};
-      HttpRequest req{"POST", "/v1/jobs", {}, body.dump(), 20'000 + u, ::getpid(), ""};
+      HttpRequest req;
+      req.method = "POST";
+      req.path = "/v1/jobs";
+      req.body = body.dump();
+      req.peer_uid = 20'000 + u;
+      req.peer_pid = ::getpid();
       daemon_->Handle(std::move(req), [](HttpResponse r) {
         if (r.status != 201) std::abort();
       });

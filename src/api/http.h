@@ -25,6 +25,9 @@ struct HttpRequest {
   int64_t peer_uid = -1;  // SO_PEERCRED of the Unix socket's client
   int64_t peer_pid = -1;
   std::string idempotency_key;  // the Idempotency-Key header; "" when absent
+  std::string authorization;    // the raw Authorization header; "" when absent
+  bool tcp = false;             // came over a TCP listener (authenticated by token)
+  std::string remote;           // the TCP peer, "HOST:PORT"; "" on the Unix socket
 };
 
 struct HttpResponse {

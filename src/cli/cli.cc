@@ -21,6 +21,7 @@ struct Parsed {
   int limit = 0;
   std::string config_key, config_value;
   std::string backup_path;
+  TokenArgs token;
   SimArgs sim;
 };
 
@@ -118,6 +119,29 @@ void AddConfig(CLI::App& app, Parsed& p) {
   unset->add_option("key", p.config_key, "an option settable at run time")->required();
 }
 
+void AddToken(CLI::App& app, Parsed& p) {
+  CLI::App* t = app.add_subcommand("token", "API tokens for remote access (admins)");
+  t->require_subcommand(1, 1);
+  CLI::App* create =
+      t->add_subcommand("create", "make a token; it is printed once and only its hash is kept");
+  create->add_option("name", p.token.name, "its name: 1 to 64 of A-Z a-z 0-9 . _ -")->required();
+  create->add_option("--role", p.token.role, "read, submit or admin")->required();
+  create->add_option("--user", p.token.user, "the user it acts as (default: yours)");
+  create->add_option("--expires", p.token.expires, "lifetime: 30d, 12h, ... (default: none)");
+  create->add_flag("--json", p.token.json, "JSON output");
+  t->add_subcommand("ls", "every token: name, role, user, dates, state (never the token)")
+      ->add_flag("--json", p.json, "JSON output");
+  t->add_subcommand("revoke", "refuse a token from now on")
+      ->add_option("name", p.token.name, "the token's name")
+      ->required();
+}
+
+int DispatchToken(Client& client, CLI::App& token, Parsed& p) {
+  if (token.got_subcommand("create")) return CmdTokenCreate(client, p.token);
+  if (token.got_subcommand("revoke")) return CmdTokenRevoke(client, p.token.name);
+  return CmdTokenList(client, p.json);
+}
+
 int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {
   if (config.got_subcommand("set")) return CmdConfigSet(client, p.config_key, p.config_value);
   if (config.got_subcommand("unset")) return CmdConfigUnset(client, p.config_key);
@@ -140,6 +164,7 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "retry") return CmdRetry(client, p.id);
   if (name == "gpus") return p.topo ? CmdGpuTopology(client, p.json) : CmdGpus(client, p.json);
   if (name == "config") return DispatchConfig(client, *sub, p);
+  if (name == "token") return DispatchToken(client, *sub, p);
   if (sub->got_subcommand("stop")) return CmdDaemonStop(client);
   if (sub->got_subcommand("status")) return CmdDaemonStatus(client, p.json);
   if (sub->got_subcommand("backup")) return CmdDaemonBackup(client, p.backup_path);
@@ -160,6 +185,7 @@ int RunCli(int argc, char** argv) {
   AddQueries(app, p);
   AddDaemon(app, p);
   AddConfig(app, p);
+  AddToken(app, p);
   AddSimCommand(app, p.sim);
   try {
     app.parse(argc, argv);

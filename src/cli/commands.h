@@ -35,6 +35,15 @@ struct ListArgs {
   bool json = false;
 };
 
+// `trainq token create`.
+struct TokenArgs {
+  std::string name;
+  std::string role;     // read, submit or admin
+  std::string user;     // "": the caller's
+  std::string expires;  // a duration (30d); "": never
+  bool json = false;
+};
+
 int Fail(const Status& status);
 // "job id: 'abc' is not a job id; ..." as kInvalid.
 Result<int64_t> ParseJobId(const std::string& text);
@@ -63,5 +72,9 @@ int CmdConfigShow(Client& client, bool json);
 int CmdConfigGet(Client& client, const std::string& key, bool json);  // empty key: show
 int CmdConfigSet(Client& client, const std::string& key, const std::string& value);
 int CmdConfigUnset(Client& client, const std::string& key);
+// token_commands.cc
+int CmdTokenCreate(Client& client, const TokenArgs& args);
+int CmdTokenList(Client& client, bool json);
+int CmdTokenRevoke(Client& client, const std::string& name);
 
 }  // namespace trainq

@@ -42,4 +42,13 @@ enum class Action {
 Status Authorize(const Caller& caller, Action action, const std::string& owner = "",
                  std::string_view what = "", int64_t job = 0);
 
+// The token of an Authorization header "Bearer TOKEN" (RFC 6750): the scheme in any case,
+// one space or more, then a b64token (letters, digits, - . _ ~ + /, then '=' padding) and
+// nothing after it. kUnauthenticated otherwise; the message never contains the header's text,
+// which may hold a secret.
+Result<std::string> ParseBearer(std::string_view header);
+
+// A token's name: 1 to 64 of A-Z a-z 0-9 . _ -. kInvalid naming `name` and that form.
+Status CheckTokenName(std::string_view name);
+
 }  // namespace trainq

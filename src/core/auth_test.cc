@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 namespace trainq {
 namespace {
 
@@ -38,6 +41,43 @@ TEST(RoleTest, NamesRoundTripAndOthersAreRefused) {
   for (Role r : {Role::kRead, Role::kSubmit, Role::kAdmin}) EXPECT_EQ(ParseRole(RoleName(r)), r);
   EXPECT_EQ(ParseRole("root"), std::nullopt);
   EXPECT_EQ(ParseRole(""), std::nullopt);
+}
+
+TEST(ParseBearerTest, TakesTheTokenOfABearerHeader) {
+  for (auto [header, token] :
+       std::vector<std::pair<std::string, std::string>>{{"Bearer tq_0123abcd", "tq_0123abcd"},
+                                                        {"bearer tq_x", "tq_x"},
+                                                        {"BEARER    abc+/~.-_==", "abc+/~.-_=="}}) {
+    Result<std::string> got = ParseBearer(header);
+    ASSERT_TRUE(got.ok()) << header << ": " << got.status().ToString();
+    EXPECT_EQ(*got, token);
+  }
+}
+
+TEST(ParseBearerTest, RefusesOtherSchemesAndMalformedTokensWithoutEchoingThem) {
+  const std::string secret = "tq_secretsecretsecret";
+  for (const std::string& header : std::vector<std::string>{
+           "", "Bearer", "Bearer ", "Bearer    ", "Basic " + secret, "Bearer" + secret,
+           "Bearer " + secret + " ", "Bearer " + secret + " extra", "Bearer " + secret + "\t",
+           "Bearer =" + secret, "Bearer " + secret + "=x", "Bearer\t" + secret,
+           "Bearer " + secret + "\xff", " Bearer " + secret, "Bearerx " + secret}) {
+    Result<std::string> got = ParseBearer(header);
+    ASSERT_FALSE(got.ok()) << header;
+    EXPECT_EQ(got.status().code(), Code::kUnauthenticated) << header;
+    EXPECT_EQ(got.status().message().find("secret"), std::string::npos) << got.status().message();
+    EXPECT_NE(got.status().message().find("Bearer TOKEN"), std::string::npos);
+  }
+}
+
+TEST(TokenNameTest, AcceptsTheDocumentedFormOnly) {
+  EXPECT_TRUE(CheckTokenName("ada-laptop.v2_1").ok());
+  EXPECT_TRUE(CheckTokenName(std::string(64, 'a')).ok());
+  for (const std::string& bad :
+       std::vector<std::string>{"", std::string(65, 'a'), "a b", "a/b", "tok\n", "\xc3\xa9"}) {
+    Status st = CheckTokenName(bad);
+    EXPECT_EQ(st.code(), Code::kInvalid) << bad;
+    EXPECT_EQ(st.message().rfind("name: ", 0), 0u) << st.message();
+  }
 }
 
 }  // namespace

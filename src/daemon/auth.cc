@@ -1,44 +1,84 @@
-// Who is calling: the Unix socket's peer credentials (docs/operations.md, "A shared server").
+// Who sent a request: a bearer token's record over TCP, the peer's uid on the Unix socket
+// (docs/architecture.md, "Authentication"). What each caller may then do is decided by the
+// routes with Authorize (src/core/auth.h).
 #include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
 
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "src/daemon/daemon_impl.h"
+#include "src/os/crypto/token_crypto.h"
 #include "src/os/system.h"
 
 namespace trainq {
 
-bool DaemonImpl::IsAdminUid(int64_t uid) const {
-  if (uid == 0 || (!config_.shared && uid == static_cast<int64_t>(::geteuid()))) return true;
-  if (!config_.shared || config_.admin_group.empty()) return false;
-  Result<int64_t> admin = GroupId(config_.admin_group);
-  if (!admin.ok()) return false;
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &found) != 0 || !found) {
-    return false;
+namespace {
+
+constexpr char kHowTo[] =
+    "; an admin makes one with 'trainq token create' (docs/operations.md, \"Tokens\")";
+
+}  // namespace
+
+// Looked up on every request: one indexed SQLite read, and a revocation takes effect at once.
+// The lookup is by SHA-256 of the token, so its timing tells nothing about a stored token.
+Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
+  if (!req.tcp) {
+    int64_t uid = req.peer_uid;
+    bool admin = uid == 0 || uid == static_cast<int64_t>(::geteuid()) || IsAdminUid(uid);
+    return Caller{UserName(uid), uid, admin ? Role::kAdmin : Role::kSubmit, ""};
   }
-  int n = 64;
-  std::vector<gid_t> groups(static_cast<size_t>(n));
-  while (::getgrouplist(found->pw_name, found->pw_gid, groups.data(), &n) < 0) {
-    groups.resize(static_cast<size_t>(n));
+  if (req.authorization.empty()) {
+    return Status::Unauthenticated(
+        fmt::format("no Authorization header: a request over TCP needs 'Authorization: Bearer "
+                    "TOKEN'{}",
+                    kHowTo));
   }
-  for (int i = 0; i < n; ++i) {
-    if (static_cast<int64_t>(groups[static_cast<size_t>(i)]) == *admin) return true;
+  Result<std::string> token = ParseBearer(req.authorization);
+  if (!token.ok()) return token.status();
+  Result<std::optional<TokenRecord>> found = store_->FindTokenByHash(Sha256Hex(*token));
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) {
+    return Status::Unauthenticated(
+        fmt::format("unknown token: this server has no such token{}", kHowTo));
   }
-  return false;
+  const TokenRecord& t = **found;
+  if (t.revoked_at != 0) {
+    return Status::Unauthenticated(fmt::format("token '{}' was revoked{}", t.name, kHowTo));
+  }
+  if (t.expires_at != 0 && clock_.Now() >= t.expires_at) {
+    return Status::Unauthenticated(fmt::format("token '{}' has expired{}", t.name, kHowTo));
+  }
+  return Caller{t.user, -1, t.role, t.name};
 }
 
-Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
-  if (req.peer_uid < 0) return Status::Unauthenticated("no credentials: the caller is unknown");
-  Caller caller;
-  caller.uid = req.peer_uid;
-  caller.user = UserName(req.peer_uid);
-  caller.role = IsAdminUid(req.peer_uid) ? Role::kAdmin : Role::kSubmit;
-  return caller;
+bool DaemonImpl::IsAdminUid(int64_t uid) const {
+  if (!config_.shared || config_.admin_group.empty() || uid < 0) return false;
+  struct passwd pw {};
+  struct passwd* user = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &user) != 0 || !user) {
+    return false;
+  }
+  struct group gr {};
+  struct group* admins = nullptr;
+  std::vector<char> gbuf(65536);
+  if (::getgrnam_r(config_.admin_group.c_str(), &gr, gbuf.data(), gbuf.size(), &admins) != 0 ||
+      !admins) {
+    return false;
+  }
+  int count = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(count));
+  while (::getgrouplist(user->pw_name, user->pw_gid, groups.data(), &count) < 0) {
+    groups.resize(static_cast<size_t>(count));  // `count` now says how many there are
+  }
+  groups.resize(static_cast<size_t>(count));
+  for (gid_t g : groups) {
+    if (g == admins->gr_gid) return true;
+  }
+  return false;
 }
 
 }  // namespace trainq

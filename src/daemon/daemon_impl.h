@@ -194,10 +194,17 @@ class DaemonImpl {
   // routes.cc
   void FlushSubmits();
 
-  // auth.cc: who calls (kUnauthenticated when unknown), and whether a socket user is an
-  // admin: root, the owner of a personal daemon, members of a shared one's admin_group.
+  // auth.cc: who sent a request (docs/architecture.md, "Authentication"). Over TCP, the
+  // bearer token's record (kUnauthenticated when it is missing, malformed, unknown, revoked
+  // or expired; the message never holds the token); on the Unix socket, the peer's uid.
   Result<Caller> Authenticate(const HttpRequest& req);
+  // Whether a socket user is an admin by group: a member of admin_group in shared mode.
   bool IsAdminUid(int64_t uid) const;
+
+  // token_routes.cc: POST /v1/tokens, GET /v1/tokens, DELETE /v1/tokens/NAME (admins).
+  void CreateTokenRoute(const HttpRequest& req, const Caller& caller, Responder& respond);
+  void ListTokensRoute(const Caller& caller, Responder& respond);
+  void RevokeTokenRoute(const HttpRequest& req, const Caller& caller, Responder& respond);
 
   // config_routes.cc: settings changed at run time (`trainq config set`), persisted.
   // Applies settings.json of the state dir on top of the config file; called at start.

@@ -2,9 +2,11 @@
 // callbacks: no process, no socket, no sleep. Time moves only when a test moves it.
 #include "src/daemon/daemon_impl.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 
 #include "src/core/oom.h"
 #include "src/daemon/fake_shim_launcher.h"
+#include "src/os/crypto/token_crypto.h"
 #include "src/os/fake_clock.h"
 #include "src/os/gpu/fake_gpu_probe.h"
 #include "src/os/run_dir.h"
@@ -92,7 +95,30 @@ class DaemonTest : public ::testing::Test {
 
   HttpResponse Call(const std::string& method, const std::string& path,
                     const std::string& body = "") {
-    HttpRequest req{method, path, {}, body, static_cast<int64_t>(::getuid()), ::getpid(), ""};
+    HttpRequest req = Request(method, path, body);
+    req.peer_uid = static_cast<int64_t>(::getuid());
+    req.peer_pid = ::getpid();
+    return Send(std::move(req));
+  }
+  // A request over TCP carrying `authorization` as its Authorization header ("": none).
+  HttpResponse CallTcp(const std::string& authorization, const std::string& method,
+                       const std::string& path, const std::string& body = "") {
+    HttpRequest req = Request(method, path, body);
+    req.tcp = true;
+    req.authorization = authorization;
+    req.remote = "192.0.2.7:51000";
+    return Send(std::move(req));
+  }
+  static HttpRequest Request(const std::string& method, const std::string& path,
+                             const std::string& body) {
+    HttpRequest req;
+    req.method = method;
+    req.path = path;
+    req.body = body;
+    return req;
+  }
+  HttpResponse Send(HttpRequest req) {
+    std::string method = req.method, path = req.path;
     std::optional<HttpResponse> got;
     daemon_->Handle(std::move(req), [&got](HttpResponse r) { got = std::move(r); });
     Loop();
@@ -516,6 +542,166 @@ TEST_F(DaemonTest, EveryPriorityTheApiAcceptsIsScheduled) {
   JobId high = Submit({{"mem", "1GiB"}, {"priority", std::numeric_limits<int>::max()}});
   EXPECT_EQ(Get(low).state, JobState::kRunning);
   EXPECT_EQ(Get(high).state, JobState::kRunning);
+}
+
+// --- Tokens: requests over TCP are authenticated by a bearer token ---
+
+class TokenTest : public DaemonTest {
+ protected:
+  // A token made over the Unix socket, where the test's user (the daemon's owner) is an admin.
+  std::string Create(const std::string& name, const std::string& role,
+                     json request = json::object()) {
+    request["name"] = name;
+    request["role"] = role;
+    HttpResponse r = Call("POST", "/v1/tokens", request.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    json doc = json::parse(r.body, nullptr, false);
+    return doc.is_object() && doc.contains("token") ? doc["token"].get<std::string>() : "";
+  }
+  static std::string Bearer(const std::string& token) { return "Bearer " + token; }
+  static std::string Message(const HttpResponse& r) {
+    json doc = json::parse(r.body, nullptr, false);
+    return doc.is_object() && doc.contains("error") ? doc["error"].value("message", "") : "";
+  }
+  std::vector<TokenRecord> Stored() {
+    Result<std::vector<TokenRecord>> all = store_->ListTokens();
+    EXPECT_TRUE(all.ok()) << all.status().ToString();
+    return all.ok() ? *all : std::vector<TokenRecord>{};
+  }
+};
+
+TEST_F(TokenTest, TcpWithoutAValidTokenIsUnauthenticated) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  std::string token = Create("laptop", "admin");
+  HttpResponse none = CallTcp("", "GET", "/v1/jobs");
+  EXPECT_EQ(none.status, 401);
+  EXPECT_THAT(Message(none), HasSubstr("no Authorization header"));
+  std::string guess = "tq_" + std::string(64, '7');
+  HttpResponse wrong = CallTcp(Bearer(guess), "GET", "/v1/jobs");
+  EXPECT_EQ(wrong.status, 401);
+  EXPECT_THAT(Message(wrong), HasSubstr("unknown token"));
+  EXPECT_THAT(wrong.body, Not(HasSubstr(guess)));
+  for (const std::string& bad :
+       std::vector<std::string>{"Basic " + token, Bearer(token) + " x", "Bearer"}) {
+    HttpResponse r = CallTcp(bad, "GET", "/v1/jobs");
+    EXPECT_EQ(r.status, 401) << bad;
+    EXPECT_THAT(r.body, Not(HasSubstr(token.substr(3))));
+  }
+  // Refused before any route: nothing is stored.
+  json spec = {{"command", {"train"}}, {"cwd", dir_}};
+  EXPECT_EQ(CallTcp("", "POST", "/v1/jobs", spec.dump()).status, 401);
+  Result<std::vector<Job>> jobs = store_->List({});
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_TRUE(jobs->empty());
+}
+
+TEST_F(TokenTest, ARevokedTokenIsRefusedAtOnce) {
+  Start();
+  std::string token = Create("laptop", "read");
+  EXPECT_EQ(CallTcp(Bearer(token), "GET", "/v1/jobs").status, 200);
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/laptop").status, 200);
+  HttpResponse r = CallTcp(Bearer(token), "GET", "/v1/jobs");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_THAT(Message(r), HasSubstr("token 'laptop' was revoked"));
+  EXPECT_THAT(r.body, Not(HasSubstr(token)));
+  HttpResponse again = Call("DELETE", "/v1/tokens/laptop");
+  EXPECT_EQ(again.status, 404);
+  EXPECT_THAT(Message(again), HasSubstr("'laptop'"));
+}
+
+TEST_F(TokenTest, AnExpiredTokenIsRefused) {
+  Start();
+  std::string token = Create("ci", "read", {{"expires", "1h"}});
+  clock_.Advance(60 * kMinute - 1);
+  EXPECT_EQ(CallTcp(Bearer(token), "GET", "/v1/jobs").status, 200);
+  clock_.Advance(1);
+  HttpResponse r = CallTcp(Bearer(token), "GET", "/v1/jobs");
+  EXPECT_EQ(r.status, 401);
+  EXPECT_THAT(Message(r), HasSubstr("token 'ci' has expired"));
+}
+
+TEST_F(TokenTest, AReadTokenReadsButCannotAdminister) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  std::string token = Create("viewer", "read");
+  EXPECT_EQ(CallTcp(Bearer(token), "GET", "/v1/jobs").status, 200);
+  EXPECT_EQ(CallTcp(Bearer(token), "GET", "/v1/gpus").status, 200);
+  json more = {{"name", "mine"}, {"role", "admin"}};
+  HttpResponse r = CallTcp(Bearer(token), "POST", "/v1/tokens", more.dump());
+  EXPECT_EQ(r.status, 403);
+  EXPECT_THAT(Message(r), HasSubstr("token 'viewer'"));
+  EXPECT_EQ(CallTcp(Bearer(token), "GET", "/v1/tokens").status, 403);
+  EXPECT_EQ(CallTcp(Bearer(token), "DELETE", "/v1/tokens/viewer").status, 403);
+  EXPECT_EQ(Stored().size(), 1u);
+}
+
+TEST_F(TokenTest, ASubmitTokensJobsBelongToItsUser) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  std::string token = Create("trainer", "submit", {{"user", "tqalice"}});
+  json spec = {{"command", {"train"}}, {"cwd", dir_}, {"mem", "10GiB"}};
+  HttpResponse r = CallTcp(Bearer(token), "POST", "/v1/jobs", spec.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  JobId id = json::parse(r.body)["ids"][0].get<JobId>();
+  EXPECT_EQ(Get(id).spec.user, "tqalice");
+}
+
+TEST_F(TokenTest, BadRequestsNameTheFieldAndStoreNothing) {
+  config_.shared = true;  // the user must exist on the machine
+  Start();
+  struct Case {
+    json request;
+    const char* field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{{"name", "a b"}, {"role", "read"}}, "name:"},
+           {{{"role", "read"}}, "name:"},
+           {{{"name", "x"}, {"role", "owner"}}, "role:"},
+           {{{"name", "x"}, {"role", "read"}, {"expires", "soon"}}, "expires"},
+           {{{"name", "x"}, {"role", "read"}, {"expires", "0s"}}, "expires:"},
+           {{{"name", "x"}, {"role", "read"}, {"user", "tq-nosuch-user-9"}}, "user:"},
+           {{{"name", "x"}, {"role", "read"}, {"user", "-rf"}}, "user:"},
+           {{{"name", "x"}, {"role", "read"}, {"colour", "red"}}, "colour:"},
+       }) {
+    HttpResponse r = Call("POST", "/v1/tokens", c.request.dump());
+    EXPECT_EQ(r.status, 400) << c.request.dump();
+    EXPECT_THAT(Message(r), HasSubstr(c.field)) << c.request.dump();
+  }
+  EXPECT_TRUE(Stored().empty());
+  EXPECT_EQ(Call("DELETE", "/v1/tokens/bad name").status, 400);
+}
+
+// Only SHA-256 digests reach the disk: the token text is in no file of the state dir, the
+// digest is (so the files read are the right ones), and the database is 0600 whatever the
+// umask it was created under.
+TEST_F(TokenTest, TokensAreNeverStoredInClear) {
+  mode_t old_umask = ::umask(022);
+  Start();
+  ::umask(old_umask);
+  std::string token = Create("laptop", "admin", {{"expires", "30d"}});
+  ASSERT_EQ(token.size(), 67u);
+  EXPECT_EQ(CallTcp(Bearer(token), "GET", "/v1/jobs").status, 200);
+  HttpResponse list = Call("GET", "/v1/tokens");
+  EXPECT_EQ(list.status, 200);
+  EXPECT_THAT(list.body, Not(HasSubstr(token.substr(3))));
+  EXPECT_THAT(list.body, Not(HasSubstr("hash")));
+  std::string digest = Sha256Hex(token);
+  bool digest_found = false;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(bytes.find(token.substr(3)), std::string::npos) << entry.path();
+    digest_found = digest_found || bytes.find(digest) != std::string::npos;
+  }
+  EXPECT_TRUE(digest_found);
+  struct stat st {};
+  ASSERT_EQ(::stat(paths_.db.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  if (::stat((paths_.db + "-wal").c_str(), &st) == 0) {
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
 }
 
 // Where a 20 GiB share lands after an exclusive job came and went and a 40 GiB share runs on

@@ -207,7 +207,7 @@ struct RouteContext {
   DaemonImpl& d;
   HttpRequest& req;
   Responder& respond;
-  const Caller& caller;
+  const Caller& caller;  // who sent it (DaemonImpl::Authenticate)
 };
 
 // The handlers, one per route. The daemon's friend: they read its state without widening
@@ -226,6 +226,9 @@ class Routes {
     if (!Allowed(c, Action::kAdmin, "change the config")) return;
     c.d.SetConfigRoute(c.req, c.respond);
   }
+  static void CreateToken(RouteContext& c) { c.d.CreateTokenRoute(c.req, c.caller, c.respond); }
+  static void ListTokens(RouteContext& c) { c.d.ListTokensRoute(c.caller, c.respond); }
+  static void RevokeToken(RouteContext& c) { c.d.RevokeTokenRoute(c.req, c.caller, c.respond); }
 
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
@@ -531,6 +534,9 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/config", Routes::GetConfig},
     {"PUT", "/v1/config", Routes::SetConfig},
     {"POST", "/v1/config", Routes::SetConfig},
+    {"POST", "/v1/tokens", Routes::CreateToken},
+    {"GET", "/v1/tokens", Routes::ListTokens},
+    {"DELETE", "/v1/tokens/", Routes::RevokeToken},
 };
 
 bool Matches(const Route& r, const HttpRequest& req) {

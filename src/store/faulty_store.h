@@ -83,6 +83,23 @@ class FaultyStore final : public Store {
     return inner_->SetReasons(reasons);
   }
 
+  Status AddToken(const TokenRecord& token) override {
+    if (Status st = Take("AddToken"); !st.ok()) return st;
+    return inner_->AddToken(token);
+  }
+  Result<std::vector<TokenRecord>> ListTokens() override {
+    if (Status st = Take("ListTokens"); !st.ok()) return st;
+    return inner_->ListTokens();
+  }
+  Status RevokeToken(const std::string& name, UnixMs now) override {
+    if (Status st = Take("RevokeToken"); !st.ok()) return st;
+    return inner_->RevokeToken(name, now);
+  }
+  Result<std::optional<TokenRecord>> FindTokenByHash(const std::string& hash) override {
+    if (Status st = Take("FindTokenByHash"); !st.ok()) return st;
+    return inner_->FindTokenByHash(hash);
+  }
+
  private:
   Status Take(const char* method) {
     auto it = faults_.find(method);

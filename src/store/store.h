@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/auth.h"
 #include "trainq/job.h"
 #include "trainq/status.h"
 
@@ -50,6 +51,19 @@ struct AttemptEnd {
   JobState job_state = JobState::kFailed;
   UnixMs not_before = 0;
   std::string job_reason;
+};
+
+// An API token as stored: never the token itself, only its SHA-256 (docs/operations.md,
+// "Tokens"). A revoked token is kept (listed as revoked); its name may be used again.
+struct TokenRecord {
+  std::string name;  // CheckTokenName's form; unique among tokens not revoked
+  std::string hash;  // SHA-256 of the token, 64 lowercase hex digits
+  Role role = Role::kRead;
+  std::string user;  // whose jobs it submits and reads
+  UnixMs created_at = 0;
+  UnixMs expires_at = 0;  // 0: never
+  UnixMs revoked_at = 0;  // 0: not revoked
+  std::string created_by;
 };
 
 class Store {
@@ -109,6 +123,19 @@ class Store {
                              UnixMs now) = 0;
   // Reasons the scheduler wrote for waiting jobs; ids no longer waiting are skipped.
   virtual Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) = 0;
+
+  // Tokens. Writes are durable before they return, like a submit. AddToken: kInvalid for a
+  // name not of CheckTokenName's form or a hash that is not 64 hex digits; kConflict naming
+  // it when a token of that name exists and is not revoked.
+  virtual Status AddToken(const TokenRecord& token) = 0;
+  // Every token, revoked ones included, oldest first.
+  virtual Result<std::vector<TokenRecord>> ListTokens() = 0;
+  // Marks the token named `name` revoked at `now`; kNotFound naming it when no token of that
+  // name is live.
+  virtual Status RevokeToken(const std::string& name, UnixMs now) = 0;
+  // The token whose hash is `hash`, revoked or expired or not (the caller judges); nullopt
+  // when none.
+  virtual Result<std::optional<TokenRecord>> FindTokenByHash(const std::string& hash) = 0;
 };
 
 // Opens (creating if absent) the SQLite store at `path`: WAL, schema migrations.

@@ -90,11 +90,24 @@ ALTER TABLE jobs ADD COLUMN submit_key TEXT;
 CREATE INDEX jobs_submit_key ON jobs (submit_key, user) WHERE submit_key IS NOT NULL;
 )sql";
 
+// Version 5: API tokens, kept as SHA-256 digests only. Revoked tokens stay (listed as
+// revoked), so a name is unique only among the live ones.
+constexpr char kSchemaV5[] = R"sql(
+CREATE TABLE tokens (
+  name TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  role TEXT NOT NULL CHECK (role IN ('read', 'submit', 'admin')),
+  user TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL DEFAULT 0,
+  revoked_at INTEGER NOT NULL DEFAULT 0,
+  created_by TEXT NOT NULL
+);
+CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at = 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1},
-    {2, kSchemaV2},
-    {3, kSchemaV3},
-    {4, kSchemaV4},
+    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

@@ -84,6 +84,7 @@ TEST_F(SchemaTest, RealSchemaIsNumberedFromOneAndCreatesTheTables) {
   EXPECT_TRUE(HasTable("attempts"));
   EXPECT_FALSE(HasTable("leases"));  // dropped by version 3
   EXPECT_TRUE(HasTable("jobs_state_id"));
+  EXPECT_TRUE(HasTable("tokens"));  // version 5
 }
 
 // A version-2 store's jobs are aged from their submit, as before the column existed.

@@ -1,5 +1,6 @@
 #include "src/store/sqlite/sqlite_db.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -143,6 +144,12 @@ std::optional<double> Query::OptDouble(int col) const {
 // --- Db ---
 
 Result<Db> Db::Open(const std::string& path, const std::string& vfs, bool read_only) {
+  if (!read_only && vfs.empty() && !path.empty() && path[0] != ':' && path.rfind("file:", 0)) {
+    // Created 0600 whatever the umask: the file holds jobs' environments and token digests,
+    // and SQLite gives its WAL and shared-memory files the database file's mode.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) ::close(fd);
+  }
   sqlite3* raw = nullptr;
   // NOMUTEX: the Store is used from one thread at a time, so SQLite's own locks are waste.
   int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |

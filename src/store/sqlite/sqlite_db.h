@@ -106,7 +106,8 @@ class Query {
 class Db {
  public:
   // Opens or creates the database file (not its directory) through the named VFS ("" for
-  // SQLite's default; the durability test names a fault-injecting one).
+  // SQLite's default; the durability test names a fault-injecting one). A file it creates
+  // through the default VFS is 0600 whatever the umask (its WAL takes the same mode).
   // `read_only`: never creates or writes the file.
   static Result<Db> Open(const std::string& path, const std::string& vfs = "",
                          bool read_only = false);
@@ -177,6 +178,30 @@ class Transaction {
   explicit Transaction(Db* db) : db_(db) {}
 
   Db* db_;  // null once committed or rolled back
+};
+
+// Raises synchronous to FULL for one write a user is told about and lowers it again
+// afterwards. SQLite reads the level at commit but lets it change only outside a
+// transaction, so the guard must outlive the transaction it covers.
+class FullSyncScope {
+ public:
+  FullSyncScope(Db& db, bool durable) : db_(durable ? &db : nullptr) {}
+  FullSyncScope(const FullSyncScope&) = delete;
+  FullSyncScope& operator=(const FullSyncScope&) = delete;
+  ~FullSyncScope() {
+    // Failing to lower it only keeps later commits synced: safe.
+    if (raised_) (void)db_->Exec("PRAGMA synchronous = NORMAL");
+  }
+  Status Raise() {
+    if (!db_) return Status::Ok();
+    TRAINQ_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = FULL"));
+    raised_ = true;
+    return Status::Ok();
+  }
+
+ private:
+  Db* db_;
+  bool raised_ = false;
 };
 
 }  // namespace trainq::sqlite

@@ -13,6 +13,7 @@
 namespace trainq {
 
 using sqlite::Db;
+using sqlite::FullSyncScope;
 using sqlite::Query;
 using sqlite::Transaction;
 
@@ -112,30 +113,6 @@ Status CheckSqliteFile(const std::string& path) {
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
   return OpenSqliteStore(path, SqliteOptions{});
 }
-
-// Raises synchronous to FULL for one write a user is told about and lowers it again
-// afterwards. SQLite reads the level at commit but lets it change only outside a
-// transaction, so the guard must outlive the transaction it covers.
-class FullSyncScope {
- public:
-  FullSyncScope(Db& db, bool durable) : db_(durable ? &db : nullptr) {}
-  FullSyncScope(const FullSyncScope&) = delete;
-  FullSyncScope& operator=(const FullSyncScope&) = delete;
-  ~FullSyncScope() {
-    // Failing to lower it only keeps later commits synced: safe.
-    if (raised_) (void)db_->Exec("PRAGMA synchronous = NORMAL");
-  }
-  Status Raise() {
-    if (!db_) return Status::Ok();
-    TRAINQ_RETURN_IF_ERROR(db_->Exec("PRAGMA synchronous = FULL"));
-    raised_ = true;
-    return Status::Ok();
-  }
-
- private:
-  Db* db_;
-  bool raised_ = false;
-};
 
 Result<Transaction> SqliteStore::BeginWrite() {
   return Transaction::Begin(db_, Transaction::Kind::kWrite);

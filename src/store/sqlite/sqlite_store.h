@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -68,6 +69,10 @@ class SqliteStore final : public Store {
   Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
                      UnixMs now) override;
   Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override;
+  Status AddToken(const TokenRecord& token) override;
+  Result<std::vector<TokenRecord>> ListTokens() override;
+  Status RevokeToken(const std::string& name, UnixMs now) override;
+  Result<std::optional<TokenRecord>> FindTokenByHash(const std::string& hash) override;
 
  private:
   Result<sqlite::Transaction> BeginWrite();

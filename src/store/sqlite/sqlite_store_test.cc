@@ -271,7 +271,7 @@ TEST_F(SqliteStoreTest, VersionOneDatabaseIsMigratedKeepingJobsAndAttempts) {
   ASSERT_EQ(raw.Text("PRAGMA user_version"), "1");
   std::unique_ptr<Store> store = Open();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(raw.Text("PRAGMA user_version"), "4");
+  EXPECT_EQ(raw.Text("PRAGMA user_version"), "5");
   Result<Job> job = store->Get(7);
   ASSERT_TRUE(IsOk(job));
   EXPECT_EQ(job->spec.name, "old");

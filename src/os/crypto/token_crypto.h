@@ -1,0 +1,20 @@
+// API tokens: made from the kernel's random source, stored only as a SHA-256 digest
+// (docs/operations.md, "Tokens"). Its own library (trainq_crypto) so that only the daemon
+// links libcrypto; OpenSSL's headers stay in the source file.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "trainq/status.h"
+
+namespace trainq {
+
+// "tq_" and 64 hex digits: 256 bits from getrandom(2). kIo when the kernel cannot give them
+// (a token is never made from less).
+Result<std::string> NewToken();
+
+// SHA-256 of `text` as 64 lowercase hex digits: what the store keeps of a token.
+std::string Sha256Hex(std::string_view text);
+
+}  // namespace trainq

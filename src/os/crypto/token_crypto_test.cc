@@ -1,0 +1,24 @@
+#include "src/os/crypto/token_crypto.h"
+
+#include <gtest/gtest.h>
+
+namespace trainq {
+namespace {
+
+TEST(TokenCryptoTest, TokensAre256RandomBitsInHex) {
+  Result<std::string> a = NewToken();
+  Result<std::string> b = NewToken();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), 3u + 64u);
+  EXPECT_EQ(a->rfind("tq_", 0), 0u);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef", 3), std::string::npos) << *a;
+  EXPECT_NE(*a, *b);
+}
+
+TEST(TokenCryptoTest, Sha256MatchesKnownDigests) {
+  EXPECT_EQ(Sha256Hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace trainq
