@@ -12,6 +12,7 @@
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -87,6 +88,9 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   p.run_dir = fmt::format("{}/{}/{}", options_.paths.runs, job.id, n);
   p.log_path = LogPath(p.run_dir);
   p.master_port = *port;
+  // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
+  Result<UserInfo> runner = UserInfo{};
+  if (config_.shared) runner = LookupUserByName(job.spec.user);
   // A run dir that already has a log belongs to another job of the same id: the store and
   // runs/ disagree. Never write into it (the daemon refuses to start on a lost database).
   if (FileExists(p.log_path)) {
@@ -106,16 +110,27 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   spec.grace_ms = config_.grace_ms;
   spec.time_limit_ms = job.spec.time_limit_ms;
   spec.umask = options_.job_umask;
-  TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
+  if (runner.ok() && config_.shared) {
+    spec.uid = runner->uid;
+    spec.gid = runner->gid;
+    spec.user = runner->name;
+    spec.home = runner->home;
+  }
+  // Without its user the spec is not written: nothing may ever run it as another.
+  if (runner.ok()) TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
   UnixMs now = clock_.Now();
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
   TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, now));
 
-  Result<ShimProcess> shim = launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n));
+  Result<ShimProcess> shim = runner.ok() ? launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n))
+                                         : Result<ShimProcess>(runner.status());
   if (!shim.ok()) {
     AttemptEnd end;
     end.ended_at = clock_.Now();
-    end.end_reason = end.job_reason = "could not start the shim: " + shim.status().message();
+    end.end_reason = end.job_reason = runner.ok()
+                                          ? "could not start the shim: " + shim.status().message()
+                                          : fmt::format("cannot run as {}, who submitted it: {}",
+                                                        job.spec.user, runner.status().message());
     // Nothing ran: a full disk is waited out in the queue, not a failure of the job.
     bool no_space = shim.status().code() == Code::kNoSpace;
     if (no_space) end.job_state = JobState::kQueued;

@@ -19,6 +19,8 @@
 #include "src/os/gpu/fake_gpu_probe.h"
 #include "src/os/run_dir.h"
 #include "src/os/state_paths.h"
+#include "src/os/user_test_util.h"
+#include "src/os/users.h"
 #include "src/store/faulty_store.h"
 
 namespace trainq {
@@ -95,8 +97,13 @@ class DaemonTest : public ::testing::Test {
 
   HttpResponse Call(const std::string& method, const std::string& path,
                     const std::string& body = "") {
+    return CallAs(static_cast<int64_t>(::getuid()), method, path, body);
+  }
+  // A request from a peer with `uid` (SO_PEERCRED's).
+  HttpResponse CallAs(int64_t uid, const std::string& method, const std::string& path,
+                      const std::string& body = "") {
     HttpRequest req = Request(method, path, body);
-    req.peer_uid = static_cast<int64_t>(::getuid());
+    req.peer_uid = uid;
     req.peer_pid = ::getpid();
     return Send(std::move(req));
   }
@@ -731,6 +738,108 @@ TEST_F(WorkloadWindowTest, OffByDefaultTheShareTakesAnUnusedGpu) {
 TEST_F(WorkloadWindowTest, RecentSubmitsGiveTheMixAndFgdKeepsAWholeGpuFree) {
   config_.workload_window = 10;
   EXPECT_THAT(PlaceShareAfterHistory(), ::testing::ElementsAre(0));
+}
+
+}  // namespace
+}  // namespace trainq
+
+namespace trainq {
+namespace {
+
+// A shared daemon (config shared): each job runs as the user who submitted it.
+class SharedDaemonTest : public DaemonTest {
+ protected:
+  void SetUp() override {
+    DaemonTest::SetUp();
+    config_.shared = true;
+  }
+  // Submits `spec` as `uid` with `cwd`; the response.
+  HttpResponse SubmitAs(int64_t uid, const std::string& cwd, json spec = json::object()) {
+    spec["command"] = {"train"};
+    spec["cwd"] = cwd;
+    return CallAs(uid, "POST", "/v1/jobs", spec.dump());
+  }
+  static JobId IdOf(const HttpResponse& r) {
+    json j = json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("ids") ? j["ids"][0].get<JobId>() : 0;
+  }
+};
+
+TEST_F(SharedDaemonTest, TheRunSpecOfAnAttemptCarriesItsSubmitter) {
+  testing::TestUser user;
+  if (!user.ok()) GTEST_SKIP() << user.why();
+  Result<UserInfo> info = LookupUserByName(user.name());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  SetGpus({Gpu(0, 80)});
+  Start();
+  HttpResponse r = SubmitAs(info->uid, "/", {{"mem", "1GiB"}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  JobId id = IdOf(r);
+  EXPECT_EQ(Get(id).spec.user, user.name());
+  Result<RunSpec> spec = ReadRunSpec(RunDir(id, 1));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->uid, info->uid);
+  EXPECT_EQ(spec->gid, info->gid);
+  EXPECT_EQ(spec->user, user.name());
+  EXPECT_EQ(spec->home, "/home/" + user.name());
+
+  JobId by_root = Submit({{"mem", "1GiB"}});  // root is a user like any other
+  spec = ReadRunSpec(RunDir(by_root, 1));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->uid, 0);
+  EXPECT_EQ(spec->gid, 0);
+  EXPECT_EQ(spec->user, "root");
+}
+
+TEST_F(DaemonTest, APersonalDaemonRunsJobsAsItself) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"mem", "1GiB"}});
+  Result<RunSpec> spec = ReadRunSpec(RunDir(id, 1));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->uid, -1);
+  EXPECT_EQ(spec->user, "");
+}
+
+TEST_F(SharedDaemonTest, ASubmitWithACwdTheUserMayNotEnterIsRefusedNamingCwd) {
+  testing::TestUser user;
+  if (!user.ok()) GTEST_SKIP() << user.why();
+  Result<UserInfo> info = LookupUserByName(user.name());
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  std::string shut = dir_ + "/shut";
+  std::filesystem::create_directories(shut);
+  std::filesystem::permissions(shut, std::filesystem::perms::owner_all);
+  SetGpus({Gpu(0, 80)});
+  Start();
+  HttpResponse r = SubmitAs(info->uid, shut);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("cwd: user " + user.name() + " may not enter " + shut +
+                                " (drwx------ root root)"));
+  EXPECT_EQ(SubmitAs(0, shut).status, 201);  // root may enter it
+}
+
+TEST_F(SharedDaemonTest, ASubmitterWhoIsGoneWhenTheJobStartsFailsTheAttemptWithAReason) {
+  auto user = std::make_unique<testing::TestUser>();
+  if (!user->ok()) GTEST_SKIP() << user->why();
+  std::string name = user->name();
+  Result<UserInfo> info = LookupUserByName(name);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId first = Submit({{"gpus", 1}});
+  HttpResponse r = SubmitAs(info->uid, "/", {{"gpus", 1}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  JobId waiting = IdOf(r);
+  EXPECT_EQ(Get(waiting).state, JobState::kQueued);
+  user.reset();  // userdel
+  ASSERT_TRUE(shims_.Exit(RunDir(first, 1), Exited(0)));
+  Loop();
+  Job job = Get(waiting);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.reason,
+            "cannot run as " + name + ", who submitted it: no local user '" + name + "'");
+  EXPECT_EQ(shims_.Find(RunDir(waiting, 1)), nullptr);  // no shim ever ran it
+  EXPECT_FALSE(std::filesystem::exists(SpecPath(RunDir(waiting, 1))));
 }
 
 }  // namespace

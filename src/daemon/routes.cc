@@ -19,6 +19,7 @@
 #include "src/daemon/daemon_impl.h"
 #include "src/os/fd.h"
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -271,6 +272,10 @@ void Routes::Submit(RouteContext& c) {
     if (spec.cwd.empty()) spec.cwd = HomeDirOf(user);  // as a login shell starts
     Status st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
+    if (st.ok() && c.d.config_.shared) {  // the job will run as the caller: may they enter cwd?
+      Result<UserInfo> caller = LookupUserById(c.req.peer_uid);
+      st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
+    }
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
       return c.respond(ErrorResponse(Status::Invalid(where + st.message())));

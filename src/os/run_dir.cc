@@ -12,6 +12,9 @@ namespace {
 
 using nlohmann::json;
 
+// (uid_t)-1 means "unchanged" to setuid and chown: never a user's id.
+constexpr int64_t kMaxId = 0xfffffffe;
+
 Result<json> ParseRecord(const std::string& path) {
   auto text = ReadFile(path);
   if (!text.ok()) return text.status();
@@ -162,6 +165,12 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
             {"grace_ms", spec.grace_ms},
             {"time_limit_ms", spec.time_limit_ms}};
   if (spec.umask >= 0) j["umask"] = spec.umask;
+  if (spec.uid >= 0) {
+    j["uid"] = spec.uid;
+    j["gid"] = spec.gid;
+    j["user"] = spec.user;
+    j["home"] = spec.home;
+  }
   return WriteRecord(SpecPath(run_dir), j, /*strict=*/true);
 }
 
@@ -179,6 +188,14 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("grace_ms", spec.grace_ms);
   f.Int("time_limit_ms", spec.time_limit_ms);
   f.Int("umask", spec.umask);
+  f.Int("uid", spec.uid);
+  f.Int("gid", spec.gid);
+  f.String("user", spec.user);
+  f.String("home", spec.home);
+  if (spec.uid < -1 || spec.uid > kMaxId ||
+      (spec.uid >= 0 && (spec.gid < 0 || spec.gid > kMaxId))) {
+    return Status::Invalid(SpecPath(run_dir) + ": uid, gid: not a user and group id");
+  }
   if (spec.umask < -1 || spec.umask > 0777) {
     return Status::Invalid(SpecPath(run_dir) + ": umask: not within 0..0777 (0..511)");
   }

@@ -35,6 +35,15 @@ struct RunSpec {
   // and shim run under 077 for their own files, and a job must not inherit that. -1 (absent
   // from spec.json): the shim's own.
   int umask = -1;
+  // Who the command runs as (docs/operations.md, "Jobs run as their submitter"). uid -1
+  // (absent from spec.json): the shim's own user, as the personal daemon wants. Otherwise a
+  // shim running as root creates the log owned by uid:gid (0600), drops to the user (groups
+  // of `user` from getgrouplist, gid, uid) before the command's chdir and exec, and sets
+  // HOME, USER and LOGNAME to `home` and `user`.
+  int64_t uid = -1;
+  int64_t gid = -1;
+  std::string user;
+  std::string home;
 };
 
 struct ShimRecord {

@@ -39,6 +39,10 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   spec.grace_ms = 1234;
   spec.time_limit_ms = 9'000'000;
   spec.umask = 027;
+  spec.uid = 1001;
+  spec.gid = 1002;
+  spec.user = "ada";
+  spec.home = "/home/ada";
   ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
 
   auto back = ReadRunSpec(dir.path());
@@ -50,6 +54,10 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   EXPECT_EQ(back->grace_ms, 1234);
   EXPECT_EQ(back->time_limit_ms, 9'000'000);
   EXPECT_EQ(back->umask, 027);
+  EXPECT_EQ(back->uid, 1001);
+  EXPECT_EQ(back->gid, 1002);
+  EXPECT_EQ(back->user, "ada");
+  EXPECT_EQ(back->home, "/home/ada");
 }
 
 TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
@@ -61,6 +69,8 @@ TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
   EXPECT_THAT(spec->env, ElementsAre(Pair("A", "1"), Pair("B", "2")));
   EXPECT_EQ(spec->grace_ms, 10000);  // absent: the default
   EXPECT_EQ(spec->umask, -1);        // absent (an older daemon's spec): the shim's own
+  EXPECT_EQ(spec->uid, -1);          // absent: the shim's own user
+  EXPECT_EQ(spec->gid, -1);
 }
 
 TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
@@ -77,6 +87,9 @@ TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
       R"({"command": ["ls"], "grace_ms": -5})",
       R"({"command": ["ls"], "umask": 512})",
       R"({"command": ["ls"], "umask": "022"})",
+      R"({"command": ["ls"], "uid": 1001})",                  // a uid without its gid
+      R"({"command": ["ls"], "uid": 4294967295, "gid": 0})",  // (uid_t)-1: "unchanged"
+      R"({"command": ["ls"], "uid": -2, "gid": 0})",
       R"(["ls"])",
   };
   for (const char* text : bad) {

@@ -4,6 +4,7 @@
 // stdout and stderr are one pipe that the same poll reads into the log (LogWriter), so the log
 // stays within log_max_size.
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -22,12 +23,15 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "src/core/duration.h"
 #include "src/os/child_setup.h"
 #include "src/os/clock.h"
 #include "src/os/log_writer.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
+#include "src/os/users.h"
 
 namespace trainq {
 namespace {
@@ -49,7 +53,22 @@ constexpr size_t kReadBudget = 1 << 20;
 // outside the tree that someone handed the pipe to.
 constexpr size_t kDrainLimit = 16 << 20;
 
-enum CommandStep : int { kStepStdio = 1, kStepChdir, kStepExec };
+enum CommandStep : int {
+  kStepStdio = 1,
+  kStepChdir,
+  kStepExec,
+  kStepGroups,
+  kStepGid,
+  kStepUid,
+  kStepRegain,
+};
+
+// The user a shim running as root makes the command's process before it runs anything.
+struct Identity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // for setgroups: computed before fork, the child must not allocate
+};
 
 // Everything the command's child needs, built before fork.
 struct PreparedCommand {
@@ -58,6 +77,7 @@ struct PreparedCommand {
   CStringArray envp;
   std::string cwd;
   int umask = -1;
+  std::optional<Identity> identity;  // set: drop to this user first
 };
 
 // execvpe's search, but with PATH from the job's environment rather than the shim's.
@@ -79,11 +99,79 @@ std::vector<std::string> ExecCandidates(const RunSpec& spec) {
   }
 }
 
-PreparedCommand PrepareCommand(const RunSpec& spec) {
+// Exactly the spec's environment (the daemon put the job's and trainq's variables there):
+// nothing of the shim's own reaches the command. A job run as a user gets that user's HOME,
+// USER and LOGNAME whatever the spec says, as login(1) would set them.
+std::vector<std::string> CommandEnv(const RunSpec& spec) {
+  bool as_user = spec.uid >= 0 && !spec.user.empty();
   std::vector<std::string> env;
-  for (const auto& [k, v] : spec.env) env.push_back(k + "=" + v);
-  return {ExecCandidates(spec), CStringArray(spec.command), CStringArray(std::move(env)), spec.cwd,
-          spec.umask};
+  for (const auto& [k, v] : spec.env) {
+    if (as_user && (k == "HOME" || k == "USER" || k == "LOGNAME")) continue;
+    env.push_back(k + "=" + v);
+  }
+  if (as_user) {
+    env.push_back("HOME=" + spec.home);
+    env.push_back("USER=" + spec.user);
+    env.push_back("LOGNAME=" + spec.user);
+  }
+  return env;
+}
+
+// The user to drop to: only a root shim can and must; a shim that already runs as the
+// spec's user has nothing to drop.
+Result<std::optional<Identity>> IdentityFor(const RunSpec& spec) {
+  if (spec.uid < 0) return std::optional<Identity>();
+  if (::geteuid() != 0) {
+    if (static_cast<int64_t>(::geteuid()) == spec.uid) return std::optional<Identity>();
+    return Status::Permission(
+        fmt::format("setuid {}: the shim runs as uid {}, not as root", spec.uid, ::geteuid()));
+  }
+  Identity id{static_cast<uid_t>(spec.uid), static_cast<gid_t>(spec.gid), {}};
+  std::vector<int64_t> groups =
+      spec.user.empty() ? std::vector<int64_t>{spec.gid} : GroupList(spec.user, spec.gid);
+  for (int64_t g : groups) id.groups.push_back(static_cast<gid_t>(g));
+  return std::optional<Identity>(std::move(id));
+}
+
+Result<PreparedCommand> PrepareCommand(const RunSpec& spec) {
+  auto identity = IdentityFor(spec);
+  if (!identity.ok()) return identity.status();
+  return PreparedCommand{
+      ExecCandidates(spec), CStringArray(spec.command), CStringArray(CommandEnv(spec)), spec.cwd,
+      spec.umask,           std::move(*identity)};
+}
+
+// Opens the job's log. Owned by `owner` (a job run as its user reads its own log) and 0600.
+// A log the shim finds (a shim run again on its run dir) is kept; a link is never followed.
+Result<UniqueFd> OpenLog(const std::string& path, const std::optional<Identity>& owner) {
+  if (!owner) {
+    UniqueFd log(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!log.valid()) return ErrnoStatus("open log " + path, errno);
+    return log;
+  }
+  const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW;
+  UniqueFd log(::open(path.c_str(), flags | O_CREAT | O_EXCL, 0600));
+  if (!log.valid() && errno == EEXIST) log.Reset(::open(path.c_str(), flags));
+  if (!log.valid()) return ErrnoStatus("open log " + path, errno);
+  struct stat st = {};
+  if (::fstat(log.get(), &st) < 0) return ErrnoStatus("stat log " + path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::Invalid("log " + path + ": not a regular file");
+  if (::fchown(log.get(), owner->uid, owner->gid) < 0 || ::fchmod(log.get(), 0600) < 0) {
+    return ErrnoStatus("chown log " + path, errno);
+  }
+  return log;
+}
+
+// setgroups, setgid, setuid, then proof that root cannot be had back. Async-signal-safe.
+void DropTo(const Identity& id, int report) {
+  if (::setgroups(id.groups.size(), id.groups.data()) < 0) {
+    child::Fail(report, kStepGroups, errno, kSpawnFailedExit);
+  }
+  if (::setgid(id.gid) < 0) child::Fail(report, kStepGid, errno, kSpawnFailedExit);
+  if (::setuid(id.uid) < 0) child::Fail(report, kStepUid, errno, kSpawnFailedExit);
+  if (id.uid != 0 && (::setuid(0) == 0 || ::seteuid(0) == 0)) {
+    child::Fail(report, kStepRegain, EPERM, kSpawnFailedExit);
+  }
 }
 
 // Like glibc's execvpe: skip directories that lack the file, report EACCES if any candidate
@@ -119,6 +207,12 @@ int ExecSearch(const PreparedCommand& c) {
   if (devnull < 0 || !child::InstallFds(fds, 3)) {
     child::Fail(report, kStepStdio, errno, kSpawnFailedExit);
   }
+  if (c.identity) {
+    DropTo(*c.identity, report);
+    // A change of credentials clears the parent-death signal: armed again, and checked again.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != shim) ::_exit(kSpawnFailedExit);
+  }
+  // After the drop: a directory the user may not enter fails here, as the user.
   if (!c.cwd.empty() && ::chdir(c.cwd.c_str()) < 0) {
     child::Fail(report, kStepChdir, errno, kSpawnFailedExit);
   }
@@ -170,6 +264,7 @@ class Shim {
   RunSpec spec_;
   UniqueFd lock_;
   UniqueFd signal_fd_;
+  std::optional<PreparedCommand> command_;  // set by Prepare
   std::optional<LogWriter> log_;
   UniqueFd output_;  // the pipe's read end (non-blocking); closed at EOF
   std::vector<char> buffer_ = std::vector<char>(64 * 1024);
@@ -238,19 +333,25 @@ Status Shim::Prepare() {
   // Not waited for: a restarted daemon adopts a locked run dir only through shim.json.
   TRAINQ_RETURN_IF_ERROR(WriteShimRecord(run_dir_, {self->pid, self->start_ticks}));
   std::string log_path = spec_.log_path.empty() ? LogPath(run_dir_) : spec_.log_path;
-  return WriteWaitingForSpace(
+  auto command = PrepareCommand(spec_);
+  if (command.ok()) command_.emplace(std::move(*command));
+  const std::optional<Identity> none;
+  const std::optional<Identity>& owner = command_ ? command_->identity : none;
+  Status opened = WriteWaitingForSpace(
       "output.log",
       [&] {
-        UniqueFd log(::open(log_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-        if (!log.valid()) return ErrnoStatus("open log " + log_path, errno);
-        log_.emplace(std::move(log), spec_.log_max_bytes);
+        auto log = OpenLog(log_path, owner);
+        if (!log.ok()) return log.status();
+        log_.emplace(std::move(*log), spec_.log_max_bytes);
         return Status::Ok();
       },
       /*give_up_on_cancel=*/true);
+  // The log first, so that it says why the command could not be prepared.
+  return opened.ok() ? command.status() : opened;
 }
 
 Status Shim::StartCommand() {
-  PreparedCommand command = PrepareCommand(spec_);
+  const PreparedCommand& command = *command_;
   auto report = MakeCloexecPipe();
   if (!report.ok()) return report.status();
   // Both ends close-on-exec: the child installs the write end as fds 1 and 2 (dup2 clears
@@ -283,7 +384,19 @@ std::string Shim::FailureMessage(const ChildFailure& f) const {
   std::string reason = std::strerror(f.err);
   switch (f.step) {
     case kStepChdir:
+      if (command_->identity) {
+        return fmt::format("cwd: user {} may not enter {}: {}", spec_.user, spec_.cwd, reason);
+      }
       return "cannot change directory to '" + spec_.cwd + "': " + reason;
+    case kStepGroups:
+      return fmt::format("setgroups for user {}: {}", spec_.user, reason);
+    case kStepGid:
+      return fmt::format("setgid {}: {}", spec_.gid, reason);
+    case kStepUid:
+      return fmt::format("setuid {}: {}", spec_.uid, reason);
+    case kStepRegain:
+      return fmt::format("setuid {}: root could be regained after the change; not running",
+                         spec_.uid);
     case kStepExec:
       return "cannot run '" + spec_.command[0] + "': " + reason;
     default:

@@ -1,0 +1,71 @@
+"""`make install` (cmake --install) of this test's build into a temporary prefix: the binaries
+and the systemd units, whose ExecStart points into that prefix and whose KillMode leaves the
+jobs running when the unit stops (docs/operations.md, "Running trainqd under systemd")."""
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import trainq_binary
+
+UNITS = {
+    "system": ("lib/systemd/system/trainqd.service", "/bin/trainqd --shared"),
+    "user": ("lib/systemd/user/trainqd.service", "/bin/trainqd"),
+}
+
+
+@pytest.fixture(scope="module")
+def prefix():
+    build = os.path.dirname(os.path.realpath(trainq_binary()))
+    assert os.path.exists(os.path.join(build, "cmake_install.cmake")), build
+    with tempfile.TemporaryDirectory(prefix="tq-install-", dir="/tmp") as d:
+        proc = subprocess.run(["cmake", "--install", build, "--prefix", d],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        yield d
+
+
+def unit_lines(path):
+    with open(path) as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+
+
+def test_binaries_and_docs_are_installed(prefix):
+    for name in ("bin/trainq", "bin/trainqd"):
+        assert os.access(os.path.join(prefix, name), os.X_OK), name
+    assert os.path.exists(os.path.join(prefix, "share/doc/trainq/operations.md"))
+
+
+@pytest.mark.parametrize("kind", sorted(UNITS))
+def test_units_start_the_installed_daemon_and_never_kill_jobs(prefix, kind):
+    rel, command = UNITS[kind]
+    path = os.path.join(prefix, rel)
+    assert os.path.exists(path), f"{rel} not installed"
+    lines = unit_lines(path)
+    assert f"ExecStart={prefix}{command}" in lines, lines
+    assert "KillMode=process" in lines, lines
+    assert "Restart=on-failure" in lines, lines
+    assert not any("@PREFIX@" in line for line in lines), lines
+    if kind == "system":
+        for want in ("RuntimeDirectory=trainq", "RuntimeDirectoryMode=0755",
+                     "StateDirectory=trainq", "StateDirectoryMode=0700"):
+            assert want in lines, (want, lines)
+
+
+@pytest.mark.parametrize("kind", sorted(UNITS))
+def test_systemd_accepts_the_units(prefix, kind):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed: the units' syntax is not checked here")
+    path = os.path.join(prefix, UNITS[kind][0])
+    with tempfile.TemporaryDirectory(prefix="tq-xdg-", dir="/tmp") as runtime:
+        # --user needs a runtime dir to set up its manager, even just to verify.
+        env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+        argv = [analyze, "verify"] + (["--user"] if kind == "user" else []) + [path]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    output = proc.stdout + proc.stderr
+    # Unknown keys and bad values are warnings (exit 0) naming the file: none may appear.
+    problems = [line for line in output.splitlines() if "trainqd.service" in line]
+    assert proc.returncode == 0 and not problems, output
