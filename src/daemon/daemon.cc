@@ -10,6 +10,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "src/core/endpoint.h"
 #include "src/core/oom.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/os/permissions.h"
@@ -60,6 +61,9 @@ Status DaemonImpl::Serve() {
   server_ = std::make_unique<HttpServer>(
       io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
       std::move(limits));
+  // TCP first: a daemon that cannot bind its TCP addresses stops before its socket appears,
+  // so a client starting it sees the error, not a daemon that vanishes.
+  TRAINQ_RETURN_IF_ERROR(ListenTcp());
   TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
@@ -71,6 +75,20 @@ Status DaemonImpl::Serve() {
   ArmSampleTimer();
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
                options_.paths.socket, node_, cpu_slots_, probe_.probe->Describe());
+  return Status::Ok();
+}
+
+Status DaemonImpl::ListenTcp() {
+  TRAINQ_RETURN_IF_ERROR(CheckListen(config_));
+  TlsFiles tls{config_.tls_cert, config_.tls_key};
+  for (const std::string& entry : config_.listen) {
+    Result<ListenAddress> at = ParseListenAddress(entry, "listen");
+    if (!at.ok()) return at.status();
+    Result<int> port = server_->ListenTcp(at->host, at->port, tls);
+    if (!port.ok()) return port.status();
+    spdlog::info("listening on tcp {} ({})", ListenAddress{at->host, *port}.Describe(),
+                 tls.enabled() ? "tls" : "plaintext");
+  }
   return Status::Ok();
 }
 
@@ -194,6 +212,10 @@ int CheckDaemonConfig(const StatePaths& paths) {
   // The state dir, settings.json and a lost or damaged database too: each stops the daemon,
   // and the client that asks before it starts one should say so at once. The state dir
   // first: nothing is read through a link planted there.
+  if (st.ok()) st = CheckListen(*config);
+  if (st.ok() && !config->tls_cert.empty()) {
+    st = CheckTlsFiles({config->tls_cert, config->tls_key});
+  }
   if (st.ok() && IsDirectory(paths.state_dir)) st = CheckStateDir(paths);
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
   if (st.ok()) st = CheckDatabaseNotLost(paths);
@@ -236,6 +258,7 @@ int RunDaemon(const DaemonOptions& given) {
   }
   Result<Config> config = LoadDaemonConfig(paths);
   if (!config.ok()) return Fail(config.status());
+  if (Status st = CheckListen(*config); !st.ok()) return Fail(st);
   if (Status st = CheckDatabaseNotLost(paths); !st.ok()) return Fail(st);
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(paths.db);
   if (!store.ok()) return Fail(store.status());

@@ -92,7 +92,8 @@ class DaemonTest : public ::testing::Test {
 
   HttpResponse Call(const std::string& method, const std::string& path,
                     const std::string& body = "") {
-    HttpRequest req{method, path, {}, body, static_cast<int64_t>(::getuid()), ::getpid(), ""};
+    HttpRequest req{method,     path, {}, body,  static_cast<int64_t>(::getuid()),
+                    ::getpid(), "",   "", false, ""};
     std::optional<HttpResponse> got;
     daemon_->Handle(std::move(req), [&got](HttpResponse r) { got = std::move(r); });
     Loop();
