@@ -1,5 +1,5 @@
-// HTTP over the daemon's Unix socket: the request and response as
-// plain data, so routes and the CLI never see Beast.
+// HTTP over the daemon's Unix socket and over TCP (plain or TLS): the request and response as
+// plain data, so routes and the CLI never see Beast, Asio's SSL or OpenSSL.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "src/core/endpoint.h"
 #include "trainq/status.h"
 
 namespace boost::asio {
@@ -22,12 +23,12 @@ struct HttpRequest {
   std::string path;    // without the query
   std::map<std::string, std::string> query;
   std::string body;
-  int64_t peer_uid = -1;  // SO_PEERCRED of the Unix socket's client
+  int64_t peer_uid = -1;  // SO_PEERCRED of the Unix socket's client; -1 over TCP
   int64_t peer_pid = -1;
   std::string idempotency_key;  // the Idempotency-Key header; "" when absent
-  std::string authorization;    // the raw Authorization header; "" when absent
-  bool tcp = false;             // came over a TCP listener (authenticated by token)
-  std::string remote;           // the TCP peer, "HOST:PORT"; "" on the Unix socket
+  std::string authorization;    // the Authorization header as sent; "" when absent
+  bool tcp = false;             // came over TCP (plain or TLS), not the Unix socket
+  std::string remote;           // TCP: the peer's "ip:port" ("[ip6]:port"); "" on Unix
 };
 
 struct HttpResponse {
@@ -44,6 +45,8 @@ using HttpHandler = std::function<void(HttpRequest, Responder)>;
 // What one server lets its clients hold (docs/operations.md, "Connections and limits").
 struct HttpLimits {
   uint64_t max_body_bytes = 64ull << 20;
+  // The request line and headers together; more is answered 431 and the connection closed.
+  uint32_t max_header_bytes = 16 * 1024;
   // From a request's first byte to its last, and for the answer to be taken: a client that
   // trickles its header or body, or never reads, loses the connection.
   int64_t request_timeout_ms = 10000;
@@ -59,9 +62,22 @@ struct HttpLimits {
   std::function<void(const std::string&)> warn;
 };
 
-// Serves HTTP/1.1 on a Unix socket from the given io_context. Malformed or oversized
-// requests get a JSON error (400/413) without reaching the handler; the server keeps serving.
-// A request body grows as its bytes arrive: a declared Content-Length reserves nothing.
+// The certificate chain and private key (PEM files) of a TLS listener; neither: plain TCP.
+struct TlsFiles {
+  std::string cert;
+  std::string key;
+  bool enabled() const { return !cert.empty() || !key.empty(); }
+};
+
+// Whether `tls` can serve TLS: both files readable, a certificate and its key. kInvalid
+// naming tls_cert or tls_key (the config options) and the file.
+Status CheckTlsFiles(const TlsFiles& tls);
+
+// Serves HTTP/1.1 on a Unix socket and any number of TCP addresses from the given
+// io_context, every connection under the same limits and one connection cap. Malformed or
+// oversized requests get a JSON error (400/413/431) without reaching the handler; the server
+// keeps serving. A request body grows as its bytes arrive: a declared Content-Length
+// reserves nothing.
 class HttpServer {
  public:
   HttpServer(boost::asio::io_context& io, HttpHandler handler, HttpLimits limits);
@@ -71,6 +87,11 @@ class HttpServer {
 
   // Replaces a stale socket file; the socket is made 0600 (only its owner may talk to it).
   Status ListenUnix(const std::string& path);
+  // Listens on `host` (a name or an IP address, IPv6 without brackets) and `port` (0: any
+  // free port); returns the port bound. With `tls` enabled every connection starts with a
+  // TLS handshake (TLS 1.2 or later) that must end within request_timeout_ms. kInvalid for
+  // unusable TLS files (see CheckTlsFiles), kIo when the address cannot be bound.
+  Result<int> ListenTcp(const std::string& host, int port, const TlsFiles& tls);
   // Stops accepting; open connections end with the io_context.
   void Close();
   // Open connections, idle or not (for tests and /metrics).
@@ -81,10 +102,25 @@ class HttpServer {
   std::shared_ptr<Impl> impl_;
 };
 
-// One request on a new connection; kUnavailable when nobody listens at `socket_path` (the
-// request was not sent), kPermission when the listener is not the caller's own daemon (see
-// JudgeListener; nothing was sent), kIo when the exchange broke after connecting. A non-empty
-// `idempotency_key` is sent as the Idempotency-Key header.
+struct CallOptions {
+  int timeout_ms = 30000;       // the whole exchange, connecting included
+  std::string idempotency_key;  // non-empty: sent as the Idempotency-Key header
+  std::string bearer_token;     // non-empty: sent as "Authorization: Bearer TOKEN"
+  // https: a PEM file of CA certificates trusted beside the system's (TRAINQ_CA).
+  std::string ca_file;
+};
+
+// One request on a new connection to `endpoint`. kUnavailable only when nothing was sent:
+// nobody listens there, the connection or the TLS handshake failed or timed out. kPermission
+// when the listener is not to be trusted, nothing sent either: on a Unix socket not the
+// caller's own daemon or root's (JudgeListener); over https a certificate that does not
+// verify (against the system's CAs and `ca_file`, for the host name or IP address of the
+// URL). kInvalid for an unreadable `ca_file`. kIo when the exchange broke after the request
+// went out: it may have been received, so it must not be resent blindly.
+Result<HttpResponse> HttpCall(const Endpoint& endpoint, std::string_view method,
+                              std::string_view target, const std::string& body,
+                              const CallOptions& options);
+// The same on the Unix socket at `socket_path`.
 Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
                               std::string_view target, const std::string& body,
                               int timeout_ms = 30000, std::string_view idempotency_key = "");

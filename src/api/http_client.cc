@@ -2,9 +2,15 @@
 
 #include <pwd.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include <optional>
+
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -16,16 +22,10 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using Local = asio::local::stream_protocol;
+using Tcp = asio::ip::tcp;
+namespace ssl = asio::ssl;
 
 namespace {
-
-void SetTimeouts(int fd, int timeout_ms) {
-  struct timeval tv {};
-  tv.tv_sec = timeout_ms / 1000;
-  tv.tv_usec = (timeout_ms % 1000) * 1000;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
 
 std::string UserNameOf(uid_t uid) {
   struct passwd pw {};
@@ -60,42 +60,196 @@ Status JudgeListener(const std::string& socket_path, int64_t peer_uid, std::stri
       "there, remove that socket file, or use another --state-dir");
 }
 
-Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
-                              std::string_view target, const std::string& body, int timeout_ms,
-                              std::string_view idempotency_key) {
-  asio::io_context io;
-  Local::socket socket(io);
-  beast::error_code ec;
-  socket.connect(Local::endpoint(socket_path), ec);
-  if (ec)
-    return Status::Unavailable("cannot reach the trainq daemon at " + socket_path + ": " +
-                               ec.message());
-  SetTimeouts(socket.native_handle(), timeout_ms);
-  TRAINQ_RETURN_IF_ERROR(CheckListener(socket.native_handle(), socket_path));
+namespace {
 
-  http::request<http::string_body> req(
-      http::string_to_verb(beast::string_view(method.data(), method.size())),
-      beast::string_view(target.data(), target.size()), 11);
-  req.set(http::field::host, "trainq");
+using Request = http::request<http::string_body>;
+
+// One call's io_context and deadline: every step runs asynchronously until it ends or the
+// deadline closes the socket under it (a blocking socket with SO_RCVTIMEO would not do:
+// Asio polls again after the timeout).
+class Call {
+ public:
+  explicit Call(int timeout_ms) : timer_(io_) {
+    timer_.expires_after(std::chrono::milliseconds(std::max(timeout_ms, 1)));
+  }
+  asio::io_context& io() { return io_; }
+  bool expired() const { return expired_; }
+
+  // From now on the deadline closes `socket`.
+  template <class Socket>
+  void Arm(Socket& socket) {
+    timer_.async_wait([this, &socket](beast::error_code ec) {
+      if (ec) return;
+      expired_ = true;
+      beast::error_code ignored;
+      socket.close(ignored);
+    });
+  }
+  // Starts one operation with a handler and runs the loop until it completes.
+  template <class Start>
+  beast::error_code Await(Start start) {
+    std::optional<beast::error_code> done;
+    start([&done](beast::error_code ec, auto&&...) { done = ec; });
+    while (!done && io_.run_one() > 0) {
+    }
+    if (expired_) return asio::error::timed_out;
+    return done.value_or(asio::error::timed_out);
+  }
+
+ private:
+  asio::io_context io_;
+  asio::steady_timer timer_;
+  bool expired_ = false;
+};
+
+Request MakeRequest(std::string_view method, std::string_view target, const std::string& body,
+                    const CallOptions& options, std::string_view host) {
+  Request req(http::string_to_verb(beast::string_view(method.data(), method.size())),
+              beast::string_view(target.data(), target.size()), 11);
+  req.set(http::field::host, beast::string_view(host.data(), host.size()));
   req.set(http::field::content_type, "application/json");
-  if (!idempotency_key.empty()) {
-    req.set("Idempotency-Key", beast::string_view(idempotency_key.data(), idempotency_key.size()));
+  if (!options.idempotency_key.empty()) req.set("Idempotency-Key", options.idempotency_key);
+  if (!options.bearer_token.empty()) {
+    req.set(http::field::authorization, "Bearer " + options.bearer_token);
   }
   req.body() = body;
   req.prepare_payload();
-  http::write(socket, req, ec);
+  return req;
+}
+
+// The request out and the answer in, once the connection (and TLS) is up.
+template <class Stream>
+Result<HttpResponse> Exchange(Call& call, Stream& stream, Request& req) {
+  beast::error_code ec =
+      call.Await([&](auto handler) { http::async_write(stream, req, std::move(handler)); });
   // kIo from here on: the request may have been received, so it must not be resent blindly.
   if (ec) return Status::Io("sending to the trainq daemon failed: " + ec.message());
-
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(1ull << 34);
-  http::read(socket, buffer, parser, ec);
+  ec = call.Await(
+      [&](auto handler) { http::async_read(stream, buffer, parser, std::move(handler)); });
   if (ec) return Status::Io("reading the trainq daemon's answer failed: " + ec.message());
   http::response<http::string_body> res = parser.release();
-  socket.shutdown(Local::socket::shutdown_both, ec);
   return HttpResponse{static_cast<int>(res.result_int()), std::move(res.body()),
                       std::string(res[http::field::content_type])};
+}
+
+Status Unreachable(const std::string& where, const beast::error_code& ec) {
+  return Status::Unavailable("cannot reach the trainq daemon at " + where + ": " + ec.message());
+}
+
+Result<HttpResponse> CallUnix(const std::string& path, Request& req, Call& call) {
+  Local::socket socket(call.io());
+  call.Arm(socket);
+  beast::error_code ec = call.Await(
+      [&](auto handler) { socket.async_connect(Local::endpoint(path), std::move(handler)); });
+  if (ec) return Unreachable(path, ec);
+  TRAINQ_RETURN_IF_ERROR(CheckListener(socket.native_handle(), path));
+  Result<HttpResponse> out = Exchange(call, socket, req);
+  socket.shutdown(Local::socket::shutdown_both, ec);
+  return out;
+}
+
+// Connects `socket` to the endpoint's host and port; kUnavailable when it cannot.
+Status ConnectTcp(const Endpoint& endpoint, Tcp::socket& socket, Call& call) {
+  Tcp::resolver resolver(call.io());
+  beast::error_code ec;
+  auto found = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
+  if (ec) return Unreachable(endpoint.Describe(), ec);
+  ec = call.Await([&](auto handler) { asio::async_connect(socket, found, std::move(handler)); });
+  if (ec) return Unreachable(endpoint.Describe(), ec);
+  return Status::Ok();
+}
+
+// Verification of the server's name: its IP address when the URL gives one, else its DNS
+// name, which is also sent as SNI.
+void ExpectServerName(SSL* ssl_handle, const std::string& host) {
+  beast::error_code ec;
+  asio::ip::make_address(host, ec);
+  if (!ec) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_handle), host.c_str());
+    return;
+  }
+  SSL_set1_host(ssl_handle, host.c_str());
+  SSL_set_tlsext_host_name(ssl_handle, host.c_str());
+}
+
+Result<std::unique_ptr<ssl::context>> ClientTlsContext(const std::string& ca_file) {
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  beast::error_code ec;
+  ctx->set_default_verify_paths(ec);  // no system store is not an error: ca_file may do
+  if (!ca_file.empty()) {
+    ctx->load_verify_file(ca_file, ec);
+    if (ec) {
+      return Status::Invalid("the CA certificate file " + ca_file +
+                             " (TRAINQ_CA) cannot be used: " + ec.message());
+    }
+  }
+  ctx->set_verify_mode(ssl::verify_peer);
+  return ctx;
+}
+
+Status HandshakeFailed(const Endpoint& endpoint, SSL* ssl_handle, const beast::error_code& ec,
+                       bool expired) {
+  long verdict = SSL_get_verify_result(ssl_handle);
+  if (verdict != X509_V_OK) {
+    return Status::Permission(
+        "the TLS certificate of " + endpoint.Describe() + " does not verify (" +
+        X509_verify_cert_error_string(verdict) +
+        "); nothing was sent. If the server's certificate is signed by your own CA, set "
+        "TRAINQ_CA to the CA certificate file");
+  }
+  return Status::Unavailable("TLS handshake with " + endpoint.Describe() +
+                             " failed: " + (expired ? std::string("timed out") : ec.message()) +
+                             "; is it serving https?");
+}
+
+Result<HttpResponse> CallTcp(const Endpoint& endpoint, Request& req, Call& call,
+                             const CallOptions& options) {
+  if (endpoint.kind == Endpoint::Kind::kHttp) {
+    Tcp::socket socket(call.io());
+    call.Arm(socket);
+    TRAINQ_RETURN_IF_ERROR(ConnectTcp(endpoint, socket, call));
+    return Exchange(call, socket, req);
+  }
+  Result<std::unique_ptr<ssl::context>> ctx = ClientTlsContext(options.ca_file);
+  if (!ctx.ok()) return ctx.status();
+  ssl::stream<Tcp::socket> stream(call.io(), **ctx);
+  call.Arm(stream.next_layer());
+  ExpectServerName(stream.native_handle(), endpoint.host);
+  TRAINQ_RETURN_IF_ERROR(ConnectTcp(endpoint, stream.next_layer(), call));
+  beast::error_code ec = call.Await(
+      [&](auto handler) { stream.async_handshake(ssl::stream_base::client, std::move(handler)); });
+  if (ec) return HandshakeFailed(endpoint, stream.native_handle(), ec, call.expired());
+  // No close_notify after the answer: it is complete, and the connection closes with us.
+  return Exchange(call, stream, req);
+}
+
+}  // namespace
+
+Result<HttpResponse> HttpCall(const Endpoint& endpoint, std::string_view method,
+                              std::string_view target, const std::string& body,
+                              const CallOptions& options) {
+  Call call(options.timeout_ms);
+  bool unix_socket = endpoint.kind == Endpoint::Kind::kUnix;
+  std::string host =
+      unix_socket ? "trainq" : ListenAddress{endpoint.host, endpoint.port}.Describe();
+  Request req = MakeRequest(method, target, body, options, host);
+  if (unix_socket) return CallUnix(endpoint.path, req, call);
+  return CallTcp(endpoint, req, call, options);
+}
+
+Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view method,
+                              std::string_view target, const std::string& body, int timeout_ms,
+                              std::string_view idempotency_key) {
+  Endpoint endpoint;
+  endpoint.path = socket_path;
+  CallOptions options;
+  options.timeout_ms = timeout_ms;
+  options.idempotency_key = std::string(idempotency_key);
+  return HttpCall(endpoint, method, target, body, options);
 }
 
 }  // namespace trainq

@@ -11,7 +11,12 @@
 #include <chrono>
 #include <list>
 #include <optional>
+#include <type_traits>
+#include <vector>
 
+#include <openssl/ssl.h>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
@@ -26,6 +31,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using Local = asio::local::stream_protocol;
+using Tcp = asio::ip::tcp;
+namespace ssl = asio::ssl;
+using TlsStream = ssl::stream<Tcp::socket>;
 
 namespace {
 
@@ -86,151 +94,206 @@ std::map<std::string, std::string> ParseQuery(std::string_view query) {
 
 namespace {
 
-class Listener;
+template <class Stream>
+struct IsTls : std::false_type {};
+template <class Next>
+struct IsTls<ssl::stream<Next>> : std::true_type {};
 
-// One connection: wait for a request (idle), read it within the request deadline, hand it to
-// the handler, write the answer, repeat while the client keeps the connection alive.
-class Session : public std::enable_shared_from_this<Session> {
+std::string EndpointText(const Tcp::endpoint& e) {
+  std::string ip = e.address().to_string();
+  if (e.address().is_v6()) ip = "[" + ip + "]";
+  return ip + ":" + std::to_string(e.port());
+}
+
+// What the listeners share: the handler, the limits, and every open connection of every
+// listener, so the cap and the choice of whom to close count Unix and TCP alike.
+class SessionBase {
  public:
-  Session(Local::socket socket, std::shared_ptr<Listener> listener);
-  ~Session();
-
-  void Start();
-  // Answers 503 (too many connections) without reading, then closes.
-  void Refuse(size_t cap);
-  void Close();
+  virtual ~SessionBase() = default;
+  virtual void Close() = 0;
   bool idle() const { return idle_; }
 
- private:
-  void WaitForRequest();
-  void ReadRequest();
-  void OnRead(beast::error_code ec);
-  void Write(HttpResponse r);
-  // Closes the connection unless re-armed or cancelled within `ms`.
-  void Deadline(int64_t ms);
-
-  Local::socket socket_;
-  std::shared_ptr<Listener> listener_;
-  asio::steady_timer timer_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<GrowingBody>> parser_;
-  bool keep_alive_ = false;
+ protected:
   bool idle_ = false;
-  bool registered_ = false;
-  bool closed_ = false;
-  std::list<Session*>::iterator pos_;
-  int64_t peer_uid_ = -1;
-  int64_t peer_pid_ = -1;
 };
 
-// The listening socket and the registry of open connections, oldest idle first.
-class Listener : public std::enable_shared_from_this<Listener> {
+class Registry {
  public:
-  Listener(asio::io_context& io, HttpHandler handler, HttpLimits limits)
-      : io_(io), handler_(std::move(handler)), limits_(std::move(limits)), pause_(io) {
+  Registry(HttpHandler handler, HttpLimits limits)
+      : handler_(std::move(handler)), limits_(std::move(limits)) {
     limits_.max_connections = std::max<size_t>(limits_.max_connections, 1);
   }
 
-  Status Listen(const std::string& path);
-  void Close();
-  size_t Connections() const { return sessions_.size(); }
-
   const HttpHandler& handler() const { return handler_; }
   const HttpLimits& limits() const { return limits_; }
-  std::list<Session*>::iterator Register(Session* s) {
+  size_t Connections() const { return sessions_.size(); }
+  bool Full() const { return sessions_.size() >= limits_.max_connections; }
+  std::list<SessionBase*>::iterator Register(SessionBase* s) {
     return sessions_.insert(sessions_.end(), s);
   }
-  void Unregister(std::list<Session*>::iterator pos) { sessions_.erase(pos); }
+  void Unregister(std::list<SessionBase*>::iterator pos) { sessions_.erase(pos); }
   // The session went idle: it moves behind every other, so the front idle one has waited
   // longest.
-  void MarkIdle(std::list<Session*>::iterator pos) {
+  void MarkIdle(std::list<SessionBase*>::iterator pos) {
     sessions_.splice(sessions_.end(), sessions_, pos);
   }
-
- private:
-  void Accept();
-  void OnAccept(beast::error_code ec, Local::socket socket);
-  void OnAcceptError(beast::error_code ec);
-  bool CloseOldestIdle();
-  bool ClientWaiting();  // a connection waits in the backlog
+  bool CloseOldestIdle() {
+    for (SessionBase* s : sessions_) {
+      if (s->idle()) {
+        s->Close();
+        return true;
+      }
+    }
+    return false;
+  }
   void Warn(const std::string& message) const {
     if (limits_.warn) limits_.warn(message);
   }
 
-  asio::io_context& io_;
+ private:
   HttpHandler handler_;
   HttpLimits limits_;
-  std::optional<Local::acceptor> acceptor_;
-  asio::steady_timer pause_;
-  std::list<Session*> sessions_;
-  // A failing accept() is warned about at most once per kWarnEvery, not per try.
-  static constexpr std::chrono::minutes kWarnEvery{1};
-  bool warned_ = false;
-  std::chrono::steady_clock::time_point last_warning_;
-  uint64_t accept_failures_ = 0;
-  bool closed_ = false;
+  std::list<SessionBase*> sessions_;
 };
 
-Session::Session(Local::socket socket, std::shared_ptr<Listener> listener)
-    : socket_(std::move(socket)), listener_(std::move(listener)), timer_(socket_.get_executor()) {}
+// One connection: (TLS: the handshake,) wait for a request (idle), read it within the
+// request deadline, hand it to the handler, write the answer, repeat while the client keeps
+// the connection alive. `Stream` is a Unix socket, a TCP socket or TLS over TCP.
+template <class Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  // `keep` holds what the stream refers to (the TLS context); `args` make the stream.
+  template <class... Args>
+  Session(std::shared_ptr<Registry> registry, std::shared_ptr<void> keep, Args&&... args)
+      : registry_(std::move(registry)),
+        keep_(std::move(keep)),
+        stream_(std::forward<Args>(args)...),
+        timer_(stream_.get_executor()) {}
+  ~Session() override { Close(); }
 
-Session::~Session() { Close(); }
+  void Start() {
+    pos_ = registry_->Register(this);
+    registered_ = true;
+    Handshake([](Session& s) { s.WaitForRequest(); });
+  }
+  // Answers 503 (too many connections) without reading, then closes.
+  void Refuse(size_t cap) {
+    Handshake([cap](Session& s) {
+      s.Write(ErrorResponse(Status::Unavailable(
+          "the trainq daemon has " + std::to_string(cap) +
+          " connections open, none idle (max_connections); try again shortly")));
+    });
+  }
+  void Close() override;
 
-void Session::Start() {
-  pos_ = listener_->Register(this);
-  registered_ = true;
-  PeerCred cred = ReadPeerCred(socket_.native_handle());
-  peer_uid_ = cred.uid;
-  peer_pid_ = cred.pid;
-  WaitForRequest();
+ private:
+  auto& socket() { return beast::get_lowest_layer(stream_); }
+  template <class Then>
+  void Handshake(Then then);
+  void WaitForRequest();
+  void ReadRequest();
+  void OnRead(beast::error_code ec);
+  HttpRequest ToRequest(http::request<GrowingBody>& req);
+  void Write(HttpResponse r);
+  // Closes the connection unless re-armed or cancelled within `ms`.
+  void Deadline(int64_t ms);
+
+  std::shared_ptr<Registry> registry_;
+  std::shared_ptr<void> keep_;  // before stream_: it outlives it
+  Stream stream_;
+  asio::steady_timer timer_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<GrowingBody>> parser_;
+  bool keep_alive_ = false;
+  bool registered_ = false;
+  bool closed_ = false;
+  std::list<SessionBase*>::iterator pos_;
+};
+
+template <class Stream>
+template <class Then>
+void Session<Stream>::Handshake(Then then) {
+  if constexpr (IsTls<Stream>::value) {
+    Deadline(registry_->limits().request_timeout_ms);  // a client that never finishes it
+    stream_.async_handshake(ssl::stream_base::server,
+                            [self = this->shared_from_this(), then](beast::error_code ec) {
+                              if (ec) return self->Close();
+                              then(*self);
+                            });
+  } else {
+    then(*this);
+  }
 }
 
-void Session::Refuse(size_t cap) {
-  Write(ErrorResponse(
-      Status::Unavailable("the trainq daemon has " + std::to_string(cap) +
-                          " connections open, none idle (max_connections); try again shortly")));
-}
-
-void Session::WaitForRequest() {
+template <class Stream>
+void Session<Stream>::WaitForRequest() {
   if (buffer_.size() > 0) return ReadRequest();  // a pipelined request already arrived
   idle_ = true;
-  listener_->MarkIdle(pos_);
-  Deadline(listener_->limits().idle_timeout_ms);
-  socket_.async_wait(Local::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
-    if (ec) return self->Close();
-    self->ReadRequest();
-  });
+  registry_->MarkIdle(pos_);
+  Deadline(registry_->limits().idle_timeout_ms);
+  auto self = this->shared_from_this();
+  if constexpr (IsTls<Stream>::value) {
+    // Decrypted bytes may already wait inside OpenSSL, where waiting on the socket would
+    // miss them: read instead.
+    stream_.async_read_some(buffer_.prepare(4096), [self](beast::error_code ec, size_t n) {
+      if (ec) return self->Close();
+      self->buffer_.commit(n);
+      self->ReadRequest();
+    });
+  } else {
+    socket().async_wait(Stream::wait_read, [self](beast::error_code ec) {
+      if (ec) return self->Close();
+      self->ReadRequest();
+    });
+  }
 }
 
-void Session::ReadRequest() {
+template <class Stream>
+void Session<Stream>::ReadRequest() {
   idle_ = false;
-  Deadline(listener_->limits().request_timeout_ms);
+  Deadline(registry_->limits().request_timeout_ms);
   parser_.emplace();
-  parser_->body_limit(listener_->limits().max_body_bytes);
-  parser_->header_limit(64 * 1024);
-  http::async_read(socket_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  parser_->body_limit(registry_->limits().max_body_bytes);
+  parser_->header_limit(registry_->limits().max_header_bytes);
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
 }
 
-void Session::OnRead(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnRead(beast::error_code ec) {
   if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-      ec == asio::error::connection_reset || ec == asio::error::operation_aborted || closed_) {
+      ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+      ec == ssl::error::stream_truncated || closed_) {
     return Close();
   }
   if (ec) {
     keep_alive_ = false;
-    uint64_t max_body = listener_->limits().max_body_bytes;
-    Status st = ec == http::error::body_limit
-                    ? Status::Invalid("request body is larger than the limit of " +
-                                      std::to_string(max_body) + " bytes")
-                    : Status::Invalid("malformed HTTP request: " + ec.message());
-    HttpResponse r = ErrorResponse(st);
-    if (ec == http::error::body_limit) r.status = 413;
+    const HttpLimits& limits = registry_->limits();
+    HttpResponse r;
+    if (ec == http::error::body_limit) {
+      r = ErrorResponse(Status::Invalid("request body is larger than the limit of " +
+                                        std::to_string(limits.max_body_bytes) + " bytes"));
+      r.status = 413;
+    } else if (ec == http::error::header_limit) {
+      r = ErrorResponse(Status::Invalid("request header is larger than the limit of " +
+                                        std::to_string(limits.max_header_bytes) + " bytes"));
+      r.status = 431;
+    } else {
+      r = ErrorResponse(Status::Invalid("malformed HTTP request: " + ec.message()));
+    }
     return Write(std::move(r));
   }
   timer_.cancel();  // the handler's own time is the daemon's, not the client's
   http::request<GrowingBody> req = parser_->release();
   keep_alive_ = req.keep_alive();
+  registry_->handler()(ToRequest(req), [self = this->shared_from_this()](HttpResponse r) {
+    self->Write(std::move(r));
+  });
+}
+
+template <class Stream>
+HttpRequest Session<Stream>::ToRequest(http::request<GrowingBody>& req) {
   HttpRequest out;
   out.method = std::string(req.method_string());
   std::string_view target(req.target().data(), req.target().size());
@@ -241,13 +304,24 @@ void Session::OnRead(beast::error_code ec) {
   if (auto key = req.find("Idempotency-Key"); key != req.end()) {
     out.idempotency_key = std::string(key->value());
   }
-  out.peer_uid = peer_uid_;
-  out.peer_pid = peer_pid_;
-  listener_->handler()(std::move(out),
-                       [self = shared_from_this()](HttpResponse r) { self->Write(std::move(r)); });
+  if (auto auth = req.find(http::field::authorization); auth != req.end()) {
+    out.authorization = std::string(auth->value());
+  }
+  if constexpr (std::is_same_v<Stream, Local::socket>) {
+    PeerCred cred = ReadPeerCred(socket().native_handle());
+    out.peer_uid = cred.uid;
+    out.peer_pid = cred.pid;
+  } else {
+    out.tcp = true;
+    beast::error_code ec;
+    Tcp::endpoint peer = socket().remote_endpoint(ec);
+    if (!ec) out.remote = EndpointText(peer);
+  }
+  return out;
 }
 
-void Session::Write(HttpResponse r) {
+template <class Stream>
+void Session<Stream>::Write(HttpResponse r) {
   if (closed_) return;
   auto res =
       std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
@@ -256,76 +330,140 @@ void Session::Write(HttpResponse r) {
   res->keep_alive(keep_alive_);
   res->body() = std::move(r.body);
   res->prepare_payload();
-  Deadline(listener_->limits().request_timeout_ms);  // a client that never reads
-  http::async_write(socket_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-    if (ec || !self->keep_alive_) return self->Close();
-    self->WaitForRequest();
-  });
+  Deadline(registry_->limits().request_timeout_ms);  // a client that never reads
+  http::async_write(stream_, *res,
+                    [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
+                      if (ec || !self->keep_alive_) return self->Close();
+                      self->WaitForRequest();
+                    });
 }
 
-void Session::Deadline(int64_t ms) {
+template <class Stream>
+void Session<Stream>::Deadline(int64_t ms) {
   timer_.expires_after(std::chrono::milliseconds(ms));
-  timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+  timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
     if (!ec) self->Close();
   });
 }
 
-void Session::Close() {
+// No TLS close_notify: the answer was complete (its length is in its header), and waiting
+// for a client's reply to it would let the client hold the connection.
+template <class Stream>
+void Session<Stream>::Close() {
   if (closed_) return;
   closed_ = true;
   idle_ = false;
-  if (registered_) listener_->Unregister(pos_);
+  if (registered_) registry_->Unregister(pos_);
   registered_ = false;
   timer_.cancel();
   beast::error_code ignored;
-  socket_.shutdown(Local::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  socket().shutdown(asio::socket_base::shutdown_both, ignored);
+  socket().close(ignored);
 }
 
-Status Listener::Listen(const std::string& path) {
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return Status::Invalid("socket path is too long for a Unix socket: " + path);
+class AcceptorBase {
+ public:
+  virtual ~AcceptorBase() = default;
+  virtual void Close() = 0;
+};
+
+// One listening socket (Unix or TCP, TLS or not): accepts into sessions of the registry.
+template <class Protocol>
+class Acceptor final : public AcceptorBase,
+                       public std::enable_shared_from_this<Acceptor<Protocol>> {
+ public:
+  using Endpoint = typename Protocol::endpoint;
+  Acceptor(asio::io_context& io, std::shared_ptr<Registry> registry,
+           std::shared_ptr<ssl::context> tls)
+      : registry_(std::move(registry)), tls_(std::move(tls)), acceptor_(io), pause_(io) {}
+
+  // Opens, binds and listens (a Unix socket is born 0600).
+  Status Listen(const Endpoint& at, const std::string& what, bool reuse_address);
+  void Start() { Accept(); }
+  void Close() override {
+    closed_ = true;
+    pause_.cancel();
+    beast::error_code ignored;
+    acceptor_.close(ignored);
   }
-  ::unlink(path.c_str());  // a stale socket of a dead daemon; the daemon lock guards live ones
+  int Port() {
+    if constexpr (std::is_same_v<Protocol, Tcp>) {
+      beast::error_code ec;
+      return acceptor_.local_endpoint(ec).port();
+    }
+    return 0;
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(
+        [self = this->shared_from_this()](beast::error_code ec, typename Protocol::socket s) {
+          self->OnAccept(ec, std::move(s));
+        });
+  }
+  void OnAccept(beast::error_code ec, typename Protocol::socket socket);
+  template <class Stream, class... Args>
+  void Admit(Args&&... args);
+  void OnAcceptError(beast::error_code ec);
+  bool ClientWaiting() {  // a connection waits in the backlog
+    pollfd p{acceptor_.native_handle(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+  }
+
+  std::shared_ptr<Registry> registry_;
+  std::shared_ptr<ssl::context> tls_;  // null: plain
+  typename Protocol::acceptor acceptor_;
+  asio::steady_timer pause_;
+  // A failing accept() is warned about at most once per kWarnEvery, not per try.
+  static constexpr std::chrono::minutes kWarnEvery{1};
+  bool warned_ = false;
+  std::chrono::steady_clock::time_point last_warning_;
+  uint64_t accept_failures_ = 0;
+  bool closed_ = false;
+};
+
+template <class Protocol>
+Status Acceptor<Protocol>::Listen(const Endpoint& at, const std::string& what, bool reuse_address) {
   beast::error_code ec;
-  acceptor_.emplace(io_);
-  acceptor_->open(Local(), ec);
+  acceptor_.open(at.protocol(), ec);
+  if (!ec && reuse_address) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) {
-    mode_t old = ::umask(0177);  // the socket is born 0600: no window for other users
-    acceptor_->bind(Local::endpoint(path), ec);
-    ::umask(old);
+    if constexpr (std::is_same_v<Protocol, Local>) {
+      mode_t old = ::umask(0177);  // the socket is born 0600: no window for other users
+      acceptor_.bind(at, ec);
+      ::umask(old);
+    } else {
+      acceptor_.bind(at, ec);
+    }
   }
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Status::Io("cannot listen on " + path + ": " + ec.message());
-  Accept();
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Status::Io("cannot listen on " + what + ": " + ec.message());
   return Status::Ok();
 }
 
-void Listener::Close() {
-  closed_ = true;
-  pause_.cancel();
-  if (acceptor_) {
-    beast::error_code ignored;
-    acceptor_->close(ignored);
-  }
-}
-
-void Listener::Accept() {
-  acceptor_->async_accept([self = shared_from_this()](beast::error_code ec, Local::socket s) {
-    self->OnAccept(ec, std::move(s));
-  });
-}
-
-void Listener::OnAccept(beast::error_code ec, Local::socket socket) {
-  if (closed_ || ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
+template <class Protocol>
+void Acceptor<Protocol>::OnAccept(beast::error_code ec, typename Protocol::socket socket) {
+  if (closed_ || ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
   if (ec) return OnAcceptError(ec);
-  auto session = std::make_shared<Session>(std::move(socket), shared_from_this());
-  if (sessions_.size() >= limits_.max_connections && !CloseOldestIdle()) {
-    session->Refuse(limits_.max_connections);
+  if constexpr (std::is_same_v<Protocol, Local>) {
+    Admit<Local::socket>(std::move(socket));
+  } else if (tls_) {
+    Admit<TlsStream>(std::move(socket), *tls_);
+  } else {
+    Admit<Tcp::socket>(std::move(socket));
+  }
+  Accept();
+}
+
+template <class Protocol>
+template <class Stream, class... Args>
+void Acceptor<Protocol>::Admit(Args&&... args) {
+  auto session = std::make_shared<Session<Stream>>(registry_, tls_, std::forward<Args>(args)...);
+  if (registry_->Full() && !registry_->CloseOldestIdle()) {
+    session->Refuse(registry_->limits().max_connections);
   } else {
     session->Start();
   }
-  Accept();
 }
 
 // accept() failing leaves the listening socket readable: accepting again at once would spin
@@ -333,59 +471,124 @@ void Listener::OnAccept(beast::error_code ec, Local::socket socket) {
 // longest, but only for a client that waits: Linux fails accept() with EMFILE before it looks
 // at the backlog, so an empty backlog would cost an idle client for nothing. Otherwise wait
 // a moment.
-void Listener::OnAcceptError(beast::error_code ec) {
+template <class Protocol>
+void Acceptor<Protocol>::OnAcceptError(beast::error_code ec) {
   bool no_fd = ec == asio::error::no_descriptors || ec.value() == ENFILE;
+  const HttpLimits& limits = registry_->limits();
   ++accept_failures_;
   auto now = std::chrono::steady_clock::now();
   if (!warned_ || now - last_warning_ >= kWarnEvery) {
-    Warn("accepting an API connection failed: " + ec.message() + " (" +
-         std::to_string(accept_failures_) + " time(s) since the last warning, " +
-         std::to_string(sessions_.size()) + " connections open); " +
-         (no_fd ? "closing idle connections for waiting clients, else retrying every "
-                : "retrying every ") +
-         std::to_string(limits_.accept_pause_ms) + " ms");
+    registry_->Warn("accepting an API connection failed: " + ec.message() + " (" +
+                    std::to_string(accept_failures_) + " time(s) since the last warning, " +
+                    std::to_string(registry_->Connections()) + " connections open); " +
+                    (no_fd ? "closing idle connections for waiting clients, else retrying every "
+                           : "retrying every ") +
+                    std::to_string(limits.accept_pause_ms) + " ms");
     warned_ = true;
     last_warning_ = now;
     accept_failures_ = 0;
   }
-  if (no_fd && ClientWaiting() && CloseOldestIdle()) return Accept();
-  pause_.expires_after(std::chrono::milliseconds(limits_.accept_pause_ms));
-  pause_.async_wait([self = shared_from_this()](beast::error_code wait_ec) {
+  if (no_fd && ClientWaiting() && registry_->CloseOldestIdle()) return Accept();
+  pause_.expires_after(std::chrono::milliseconds(limits.accept_pause_ms));
+  pause_.async_wait([self = this->shared_from_this()](beast::error_code wait_ec) {
     if (!wait_ec && !self->closed_) self->Accept();
   });
 }
 
-bool Listener::ClientWaiting() {
-  pollfd p{acceptor_->native_handle(), POLLIN, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+std::string SslReason(const beast::error_code& ec) {
+  std::string m = ec.message();
+  return m.empty() ? "unknown error" : m;
 }
 
-bool Listener::CloseOldestIdle() {
-  for (Session* s : sessions_) {
-    if (s->idle()) {
-      s->Close();
-      return true;
-    }
+Result<std::shared_ptr<ssl::context>> ServerTlsContext(const TlsFiles& tls) {
+  if (tls.cert.empty() || tls.key.empty()) {
+    return Status::Invalid(
+        "tls_cert and tls_key go together: set both (a PEM certificate chain and its private "
+        "key) or neither");
   }
-  return false;
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::single_dh_use);
+  beast::error_code ec;
+  ctx->use_certificate_chain_file(tls.cert, ec);
+  if (ec) {
+    return Status::Invalid("tls_cert: cannot use " + tls.cert +
+                           " as a PEM certificate chain: " + SslReason(ec));
+  }
+  ctx->use_private_key_file(tls.key, ssl::context::pem, ec);
+  if (ec) {
+    return Status::Invalid("tls_key: cannot use " + tls.key + " as the PEM private key of " +
+                           tls.cert + ": " + SslReason(ec));
+  }
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+    return Status::Invalid("tls_key: " + tls.key +
+                           " is not the private key of the certificate in " + tls.cert);
+  }
+  return ctx;
+}
+
+Result<Tcp::endpoint> ResolveListenAddress(asio::io_context& io, const std::string& host,
+                                           int port) {
+  beast::error_code ec;
+  asio::ip::address ip = asio::ip::make_address(host, ec);
+  if (!ec) return Tcp::endpoint(ip, static_cast<unsigned short>(port));
+  Tcp::resolver resolver(io);
+  auto found = resolver.resolve(host, std::to_string(port), Tcp::resolver::passive, ec);
+  if (ec || found.empty()) {
+    return Status::Invalid("listen: cannot resolve " + host + ": " +
+                           (ec ? ec.message() : "no address"));
+  }
+  return found.begin()->endpoint();
 }
 
 }  // namespace
 
+Status CheckTlsFiles(const TlsFiles& tls) { return ServerTlsContext(tls).status(); }
+
 struct HttpServer::Impl {
-  std::shared_ptr<Listener> listener;
+  asio::io_context& io;
+  std::shared_ptr<Registry> registry;
+  std::vector<std::shared_ptr<AcceptorBase>> acceptors;
 };
 
 HttpServer::HttpServer(asio::io_context& io, HttpHandler handler, HttpLimits limits)
     : impl_(std::make_shared<Impl>(
-          Impl{std::make_shared<Listener>(io, std::move(handler), std::move(limits))})) {}
+          Impl{io, std::make_shared<Registry>(std::move(handler), std::move(limits)), {}})) {}
 
 HttpServer::~HttpServer() { Close(); }
 
-Status HttpServer::ListenUnix(const std::string& path) { return impl_->listener->Listen(path); }
+Status HttpServer::ListenUnix(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return Status::Invalid("socket path is too long for a Unix socket: " + path);
+  }
+  ::unlink(path.c_str());  // a stale socket of a dead daemon; the daemon lock guards live ones
+  auto acceptor = std::make_shared<Acceptor<Local>>(impl_->io, impl_->registry, nullptr);
+  TRAINQ_RETURN_IF_ERROR(acceptor->Listen(Local::endpoint(path), path, false));
+  acceptor->Start();
+  impl_->acceptors.push_back(acceptor);
+  return Status::Ok();
+}
 
-void HttpServer::Close() { impl_->listener->Close(); }
+Result<int> HttpServer::ListenTcp(const std::string& host, int port, const TlsFiles& tls) {
+  std::shared_ptr<ssl::context> ctx;
+  if (tls.enabled()) {
+    Result<std::shared_ptr<ssl::context>> made = ServerTlsContext(tls);
+    if (!made.ok()) return made.status();
+    ctx = std::move(*made);
+  }
+  Result<Tcp::endpoint> at = ResolveListenAddress(impl_->io, host, port);
+  if (!at.ok()) return at.status();
+  auto acceptor = std::make_shared<Acceptor<Tcp>>(impl_->io, impl_->registry, std::move(ctx));
+  TRAINQ_RETURN_IF_ERROR(acceptor->Listen(*at, EndpointText(*at), true));
+  acceptor->Start();
+  impl_->acceptors.push_back(acceptor);
+  return acceptor->Port();
+}
 
-size_t HttpServer::Connections() const { return impl_->listener->Connections(); }
+void HttpServer::Close() {
+  for (auto& a : impl_->acceptors) a->Close();
+}
+
+size_t HttpServer::Connections() const { return impl_->registry->Connections(); }
 
 }  // namespace trainq

@@ -2,7 +2,9 @@
 // runs until what the test waits for happens, never for a fixed time.
 #include "src/api/asio.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -10,7 +12,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -29,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 // A client end, as a raw fd: the test drives both sides from one thread.
 class Client {
  public:
-  Client() : fd_(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) {}
+  explicit Client(int family = AF_UNIX) : fd_(::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0)) {}
   ~Client() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -40,6 +47,13 @@ class Client {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    return ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  bool ConnectTcp(int port) {  // 127.0.0.1
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   }
   void Send(const std::string& data) {
@@ -73,17 +87,43 @@ class HttpServerTest : public ::testing::Test {
     limits_.idle_timeout_ms = 10000;
     limits_.warn = [this](const std::string& m) { warnings_.push_back(m); };
   }
-  void TearDown() override { ::unlink(path_.c_str()); }
+  void TearDown() override {
+    if (loop_.joinable()) {
+      io_.stop();
+      loop_.join();
+    }
+    ::unlink(path_.c_str());
+  }
 
+  // The Unix socket, and with `tcp_` 127.0.0.1 on a free port (port_) with `tls_`.
   void Listen() {
     server_ = std::make_unique<HttpServer>(
         io_,
-        [](HttpRequest r, Responder respond) {
+        [this](HttpRequest r, Responder respond) {
           respond({200, "{\"path\":\"" + r.path + "\",\"bytes\":" + std::to_string(r.body.size()) +
                             "}"});
+          std::lock_guard lock(mu_);
+          requests_.push_back(std::move(r));
         },
         limits_);
     ASSERT_TRUE(server_->ListenUnix(path_).ok());
+    if (!tcp_) return;
+    Result<int> port = server_->ListenTcp("127.0.0.1", 0, tls_);
+    ASSERT_TRUE(port.ok()) << port.status().message();
+    port_ = *port;
+  }
+
+  // For clients that block (HttpCall): the server's loop runs on its own thread until
+  // TearDown.
+  void ServeInBackground() {
+    loop_ = std::thread([this] {
+      auto work = boost::asio::make_work_guard(io_);
+      io_.run();
+    });
+  }
+  std::vector<HttpRequest> Requests() {
+    std::lock_guard lock(mu_);
+    return requests_;
   }
 
   // Runs the loop until `done` holds; false after `limit` (a generous bound, not a wait).
@@ -98,9 +138,9 @@ class HttpServerTest : public ::testing::Test {
   }
 
   // A new connection, once the server took it: one more open, or `evicted` closed.
-  std::unique_ptr<Client> Open(Client* evicted = nullptr) {
-    auto c = std::make_unique<Client>();
-    EXPECT_TRUE(c->Connect(path_));
+  std::unique_ptr<Client> Open(Client* evicted = nullptr, bool tcp = false) {
+    auto c = std::make_unique<Client>(tcp ? AF_INET : AF_UNIX);
+    EXPECT_TRUE(tcp ? c->ConnectTcp(port_) : c->Connect(path_));
     size_t before = server_->Connections();
     EXPECT_TRUE(
         RunUntil([&] { return evicted ? evicted->Drain() : server_->Connections() > before; }));
@@ -114,8 +154,14 @@ class HttpServerTest : public ::testing::Test {
   boost::asio::io_context io_;
   std::string path_;
   HttpLimits limits_;
+  bool tcp_ = false;
+  TlsFiles tls_;
+  int port_ = 0;
   std::vector<std::string> warnings_;
   std::unique_ptr<HttpServer> server_;
+  std::thread loop_;
+  std::mutex mu_;
+  std::vector<HttpRequest> requests_;
 };
 
 constexpr const char* kGet = "GET /v1/status HTTP/1.1\r\nHost: trainq\r\n\r\n";
@@ -249,6 +295,219 @@ TEST_F(HttpServerTest, OutOfFdsAcceptPausesInsteadOfSpinning) {
   waiting.Send(kGet);
   ASSERT_TRUE(Answered(waiting));
   EXPECT_EQ(warnings_.size(), 1u);
+}
+
+// ---- TCP and TLS: the same sessions, limits and cap as the Unix socket ----
+
+TEST_F(HttpServerTest, TcpRequestSaysTcpTheRemoteAndTheAuthorizationHeader) {
+  tcp_ = true;
+  Listen();
+  auto c = Open(nullptr, true);
+  c->Send("GET /v1/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tq_abc\r\n\r\n");
+  ASSERT_TRUE(Answered(*c));
+  auto unix_client = Open();
+  unix_client->Send(kGet);
+  ASSERT_TRUE(Answered(*unix_client));
+  std::vector<HttpRequest> seen = Requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].tcp);
+  EXPECT_THAT(seen[0].remote, ::testing::StartsWith("127.0.0.1:"));
+  EXPECT_EQ(seen[0].authorization, "Bearer tq_abc");
+  EXPECT_EQ(seen[0].peer_uid, -1);  // no SO_PEERCRED over TCP
+  EXPECT_FALSE(seen[1].tcp);
+  EXPECT_EQ(seen[1].remote, "");
+  EXPECT_EQ(seen[1].authorization, "");
+  EXPECT_EQ(seen[1].peer_uid, static_cast<int64_t>(::geteuid()));
+}
+
+TEST_F(HttpServerTest, HeaderOverTheLimitIs431AndTheConnectionCloses) {
+  tcp_ = true;
+  limits_.max_header_bytes = 1024;
+  Listen();
+  auto c = Open(nullptr, true);
+  c->Send("GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(2000, 'a') + "\r\n\r\n");
+  ASSERT_TRUE(RunUntil([&] { return c->Drain(); }));
+  EXPECT_THAT(c->received(), HasSubstr("431 Request Header Fields Too Large"));
+  EXPECT_THAT(c->received(), HasSubstr("\"code\":\"invalid\""));
+  EXPECT_THAT(c->received(), HasSubstr("limit of 1024 bytes"));
+  EXPECT_TRUE(Requests().empty());
+  auto ok = Open(nullptr, true);  // the server keeps serving
+  ok->Send("GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(900, 'a') + "\r\n\r\n");
+  EXPECT_TRUE(Answered(*ok));
+}
+
+TEST_F(HttpServerTest, IdleTcpConnectionIsClosedAfterIdleTimeout) {
+  tcp_ = true;
+  limits_.idle_timeout_ms = 50;
+  Listen();
+  auto silent = Open(nullptr, true);
+  auto after_one = Open(nullptr, true);
+  after_one->Send(kGet);
+  auto start = Clock::now();
+  EXPECT_TRUE(RunUntil([&] { return silent->Drain() && after_one->Drain(); }));
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(50));
+  EXPECT_THAT(after_one->received(), HasSubstr("200 OK"));
+  EXPECT_EQ(server_->Connections(), 0u);
+}
+
+// One cap for the Unix socket and TCP: the connection idle longest goes, whichever it is.
+TEST_F(HttpServerTest, AtTheCapTheIdleLongestGoesAcrossUnixAndTcp) {
+  tcp_ = true;
+  limits_.max_connections = 2;
+  Listen();
+  auto unix_idle = Open();
+  auto tcp_idle = Open(nullptr, true);
+  auto tcp_new = Open(unix_idle.get(), true);  // the Unix one waited longest
+  EXPECT_FALSE(tcp_idle->Drain());
+  auto unix_new = Open(tcp_idle.get());  // now the first TCP one has
+  EXPECT_FALSE(tcp_new->Drain());
+  EXPECT_EQ(server_->Connections(), 2u);
+}
+
+// A certificate for localhost and 127.0.0.1 made by the openssl command, as an operator
+// would, in a directory of its own.
+class TlsTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    HttpServerTest::SetUp();
+    dir_ = path_ + ".d";
+    tcp_ = true;
+    tls_ = {dir_ + "/cert.pem", dir_ + "/key.pem"};
+    MakeCertificate("localhost", "DNS:localhost,IP:127.0.0.1");
+  }
+  void MakeCertificate(const std::string& cn, const std::string& alt_names) {
+    std::string cmd = "mkdir -p " + dir_ + " && openssl req -x509 -newkey ec -pkeyopt " +
+                      "ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=" + cn +
+                      " -addext subjectAltName=" + alt_names + " -keyout " + tls_.key + " -out " +
+                      tls_.cert + " 2>/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  void TearDown() override {
+    HttpServerTest::TearDown();
+    std::filesystem::remove_all(dir_);
+  }
+
+  Endpoint At(Endpoint::Kind kind, const std::string& host = "localhost") {
+    Endpoint e;
+    e.kind = kind;
+    e.host = host;
+    e.port = port_;
+    return e;
+  }
+  CallOptions Trusting() {
+    CallOptions o;
+    o.timeout_ms = 10000;
+    o.ca_file = tls_.cert;  // self-signed: the certificate is its own CA
+    o.bearer_token = "tq_secret";
+    return o;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(TlsTest, AClientTrustingTheCaIsServedByNameAndByAddress) {
+  Listen();
+  ServeInBackground();
+  for (const char* host : {"localhost", "127.0.0.1"}) {
+    Result<HttpResponse> r =
+        HttpCall(At(Endpoint::Kind::kHttps, host), "POST", "/v1/jobs", "{}", Trusting());
+    ASSERT_TRUE(r.ok()) << host << ": " << r.status().message();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_THAT(r->body, HasSubstr("/v1/jobs"));
+  }
+  std::vector<HttpRequest> seen = Requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen[0].tcp);
+  EXPECT_EQ(seen[0].authorization, "Bearer tq_secret");
+  EXPECT_EQ(seen[0].body, "{}");
+}
+
+// Defect guarded: a client that sends its token to whoever answers on the port.
+TEST_F(TlsTest, AClientNotTrustingTheCertificateIsRefusedAndSendsNothing) {
+  Listen();
+  ServeInBackground();
+  CallOptions options = Trusting();
+  options.ca_file.clear();
+  Result<HttpResponse> r = HttpCall(At(Endpoint::Kind::kHttps), "GET", "/v1/status", "", options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kPermission);
+  EXPECT_THAT(r.status().message(), HasSubstr("nothing was sent"));
+  EXPECT_THAT(r.status().message(), HasSubstr("set TRAINQ_CA to the CA certificate file"));
+  EXPECT_TRUE(Requests().empty());
+}
+
+// A trusted certificate for another host is not this host's: the name and the address
+// in the URL are checked.
+TEST_F(TlsTest, ACertificateForAnotherHostIsRefused) {
+  MakeCertificate("gpu1.lab", "DNS:gpu1.lab,IP:10.1.2.3");
+  Listen();
+  ServeInBackground();
+  for (const char* host : {"localhost", "127.0.0.1"}) {
+    Result<HttpResponse> r =
+        HttpCall(At(Endpoint::Kind::kHttps, host), "GET", "/v1/status", "", Trusting());
+    ASSERT_FALSE(r.ok()) << host;
+    EXPECT_EQ(r.status().code(), Code::kPermission) << r.status().message();
+    EXPECT_THAT(r.status().message(), HasSubstr("mismatch")) << host;
+  }
+  EXPECT_TRUE(Requests().empty());
+}
+
+TEST_F(TlsTest, PlaintextToTheTlsPortAndTlsToAPlainPortFailCleanly) {
+  Listen();
+  ServeInBackground();
+  Result<HttpResponse> plain =
+      HttpCall(At(Endpoint::Kind::kHttp), "GET", "/v1/status", "", Trusting());
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), Code::kIo) << plain.status().message();
+  EXPECT_TRUE(Requests().empty());
+
+  boost::asio::io_context io2;
+  HttpServer plain_server(
+      io2,
+      [](HttpRequest, Responder respond) {
+        respond({200, "{}"});
+      },
+      limits_);
+  Result<int> plain_port = plain_server.ListenTcp("127.0.0.1", 0, {});
+  ASSERT_TRUE(plain_port.ok());
+  std::thread t([&] { io2.run_for(std::chrono::seconds(5)); });
+  Endpoint e = At(Endpoint::Kind::kHttps);
+  e.port = *plain_port;
+  Result<HttpResponse> tls = HttpCall(e, "GET", "/v1/status", "", Trusting());
+  plain_server.Close();
+  io2.stop();
+  t.join();
+  ASSERT_FALSE(tls.ok());
+  EXPECT_EQ(tls.status().code(), Code::kUnavailable) << tls.status().message();
+  EXPECT_THAT(tls.status().message(), HasSubstr("is it serving https?"));
+}
+
+// A TLS handshake is a request's time, not an idle wait: a client that connects and says
+// nothing is cut at request_timeout.
+TEST_F(TlsTest, AHandshakeNeverFinishedIsCutAtRequestTimeout) {
+  limits_.request_timeout_ms = 50;
+  Listen();
+  auto c = Open(nullptr, true);
+  c->Send(std::string("\x16\x03\x01", 3));  // the start of a ClientHello
+  EXPECT_TRUE(RunUntil([&] { return c->Drain(); }, std::chrono::seconds(5)));
+  EXPECT_EQ(server_->Connections(), 0u);
+}
+
+TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreNamed) {
+  HttpServer server(
+      io_, [](HttpRequest, Responder) {}, limits_);
+  Result<int> no_key = server.ListenTcp("127.0.0.1", 0, {tls_.cert, dir_ + "/missing.pem"});
+  EXPECT_EQ(no_key.status().code(), Code::kInvalid);
+  EXPECT_THAT(no_key.status().message(), HasSubstr("tls_key"));
+  EXPECT_THAT(no_key.status().message(), HasSubstr("missing.pem"));
+  Result<int> key_as_cert = server.ListenTcp("127.0.0.1", 0, {tls_.key, tls_.key});
+  EXPECT_EQ(key_as_cert.status().code(), Code::kInvalid);
+  EXPECT_THAT(key_as_cert.status().message(), HasSubstr("tls_cert"));
+  Result<int> cert_as_key = server.ListenTcp("127.0.0.1", 0, {tls_.cert, tls_.cert});
+  EXPECT_EQ(cert_as_key.status().code(), Code::kInvalid);
+  EXPECT_THAT(cert_as_key.status().message(), HasSubstr("tls_key"));
+  EXPECT_THAT(CheckTlsFiles({tls_.cert, ""}).message(), HasSubstr("tls_cert and tls_key"));
+  EXPECT_TRUE(CheckTlsFiles(tls_).ok());
 }
 
 // A declared Content-Length reserves nothing: memory follows the bytes that arrived.

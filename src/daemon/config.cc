@@ -15,6 +15,7 @@
 #include <toml++/toml.h>
 
 #include "src/core/duration.h"
+#include "src/core/endpoint.h"
 #include "src/os/run_dir.h"
 #include "trainq/size.h"
 
@@ -434,6 +435,35 @@ size_t ConnectionCap(int max_connections, uint64_t fd_limit) {
   uint64_t reserve = std::max<uint64_t>(64, fd_limit / 4);
   uint64_t ceiling = fd_limit > reserve + 8 ? fd_limit - reserve : 8;
   return static_cast<size_t>(std::min<uint64_t>(std::max(max_connections, 1), ceiling));
+}
+
+Status CheckListen(const Config& config) {
+  std::vector<std::string> problems;
+  std::vector<std::string> exposed;  // non-loopback addresses
+  for (const std::string& entry : config.listen) {
+    Result<ListenAddress> at = ParseListenAddress(entry, "listen");
+    if (!at.ok()) {
+      problems.push_back(at.status().message());
+    } else if (!IsLoopbackHost(at->host)) {
+      exposed.push_back(entry);
+    }
+  }
+  bool tls = !config.tls_cert.empty() && !config.tls_key.empty();
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    problems.push_back(fmt::format(
+        "{} is set but {} is not: set both (a PEM certificate chain and its private key) or "
+        "neither",
+        config.tls_cert.empty() ? "tls_key" : "tls_cert",
+        config.tls_cert.empty() ? "tls_cert" : "tls_key"));
+  } else if (!tls && !exposed.empty() && !config.allow_plaintext) {
+    problems.push_back(fmt::format(
+        "listen: {} is reachable from other machines and would be served without TLS, so "
+        "bearer tokens would cross the network in clear; set tls_cert and tls_key, or "
+        "allow_plaintext = true on a trusted network",
+        fmt::join(exposed, ", ")));
+  }
+  if (problems.empty()) return Status::Ok();
+  return Status::Invalid(fmt::format("{}", fmt::join(problems, "; ")));
 }
 
 PolicyConfig PolicyOf(const Config& config) {

@@ -72,6 +72,13 @@ PolicyConfig PolicyOf(const Config& config);
 // the shims' pidfds and GPU sampling: a quarter of it, at least 64.
 size_t ConnectionCap(int max_connections, uint64_t fd_limit);
 
+// The daemon's TCP listeners, judged from `config` alone (trainqd at start and
+// --check-config): every `listen` entry an address (ParseListenAddress), tls_cert and
+// tls_key both set or neither, and no address other than loopback served without TLS unless
+// allow_plaintext: bearer tokens would cross the network in clear. kInvalid naming each
+// option at fault, every problem at once.
+Status CheckListen(const Config& config);
+
 // One row of the option table, as docs/config.md shows it.
 struct OptionInfo {
   std::string_view name;

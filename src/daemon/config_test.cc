@@ -517,3 +517,65 @@ TEST(ConfigOptionsTest, DocsListEveryOptionExactly) {
 
 }  // namespace
 }  // namespace trainq
+
+namespace trainq {
+namespace {
+
+Config ListenConfig(std::vector<std::string> listen) {
+  Config c;
+  c.listen = std::move(listen);
+  return c;
+}
+
+TEST(CheckListenTest, LoopbackWithoutTlsAndAnyAddressWithTlsAreServed) {
+  EXPECT_TRUE(CheckListen(Config{}).ok());
+  EXPECT_TRUE(CheckListen(ListenConfig({"127.0.0.1:7070", "[::1]:7070", "localhost:0"})).ok());
+  Config tls = ListenConfig({"0.0.0.0:7070", "[::]:7071"});
+  tls.tls_cert = "/etc/trainq/cert.pem";
+  tls.tls_key = "/etc/trainq/key.pem";
+  EXPECT_TRUE(CheckListen(tls).ok());
+}
+
+// Bearer tokens in clear on the network: refused unless the operator says the network is
+// trusted.
+TEST(CheckListenTest, AnExposedAddressWithoutTlsNeedsAllowPlaintext) {
+  Config c = ListenConfig({"127.0.0.1:7070", "0.0.0.0:7070"});
+  Status st = CheckListen(c);
+  EXPECT_EQ(st.code(), Code::kInvalid);
+  EXPECT_THAT(st.message(), HasSubstr("0.0.0.0:7070"));
+  EXPECT_THAT(st.message(), Not(HasSubstr("127.0.0.1:7070")));
+  EXPECT_THAT(st.message(), HasSubstr("in clear"));
+  EXPECT_THAT(st.message(), HasSubstr("tls_cert and tls_key"));
+  EXPECT_THAT(st.message(), HasSubstr("allow_plaintext = true"));
+  c.allow_plaintext = true;
+  EXPECT_TRUE(CheckListen(c).ok());
+}
+
+TEST(CheckListenTest, TlsCertAndKeyGoTogether) {
+  Config c = ListenConfig({"127.0.0.1:7070"});
+  c.tls_cert = "/c.pem";
+  Status st = CheckListen(c);
+  EXPECT_EQ(st.code(), Code::kInvalid);
+  EXPECT_THAT(st.message(), HasSubstr("tls_cert is set but tls_key is not"));
+  c.tls_cert.clear();
+  c.tls_key = "/k.pem";
+  EXPECT_THAT(CheckListen(c).message(), HasSubstr("tls_key is set but tls_cert is not"));
+}
+
+TEST(CheckListenTest, EveryBadAddressIsNamedAtOnce) {
+  Status st = CheckListen(ListenConfig({"7070", "127.0.0.1:7070", "::1:80"}));
+  EXPECT_EQ(st.code(), Code::kInvalid);
+  EXPECT_THAT(st.message(), HasSubstr("listen: '7070'"));
+  EXPECT_THAT(st.message(), HasSubstr("listen: '::1:80'"));
+  EXPECT_THAT(st.message(), HasSubstr("HOST:PORT"));
+}
+
+TEST(CheckListenTest, ReadFromTheConfigFile) {
+  Result<Config> c =
+      ParseConfig("listen = [\"0.0.0.0:7070\"]\nallow_plaintext = true\n", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_TRUE(CheckListen(*c).ok());
+}
+
+}  // namespace
+}  // namespace trainq

@@ -15,6 +15,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "src/core/endpoint.h"
 #include "src/core/oom.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/os/permissions.h"
@@ -65,6 +66,9 @@ Status DaemonImpl::Serve() {
   server_ = std::make_unique<HttpServer>(
       io_, [this](HttpRequest r, Responder respond) { Handle(std::move(r), std::move(respond)); },
       std::move(limits));
+  // TCP first: a daemon that cannot bind its TCP addresses stops before its socket appears,
+  // so a client starting it sees the error, not a daemon that vanishes.
+  TRAINQ_RETURN_IF_ERROR(ListenTcp());
   TRAINQ_RETURN_IF_ERROR(server_->ListenUnix(options_.paths.socket));
   if (config_.shared) TRAINQ_RETURN_IF_ERROR(OpenSocketToUsers());
   signals_.add(SIGTERM);
@@ -107,6 +111,20 @@ Status DaemonImpl::OpenSocketToUsers() {
   spdlog::info("shared: socket {} mode {:04o}{}; admins: root{}", socket, mode,
                config_.socket_group.empty() ? "" : ", group " + config_.socket_group,
                config_.admin_group.empty() ? "" : " and group " + config_.admin_group);
+  return Status::Ok();
+}
+
+Status DaemonImpl::ListenTcp() {
+  TRAINQ_RETURN_IF_ERROR(CheckListen(config_));
+  TlsFiles tls{config_.tls_cert, config_.tls_key};
+  for (const std::string& entry : config_.listen) {
+    Result<ListenAddress> at = ParseListenAddress(entry, "listen");
+    if (!at.ok()) return at.status();
+    Result<int> port = server_->ListenTcp(at->host, at->port, tls);
+    if (!port.ok()) return port.status();
+    spdlog::info("listening on tcp {} ({})", ListenAddress{at->host, *port}.Describe(),
+                 tls.enabled() ? "tls" : "plaintext");
+  }
   return Status::Ok();
 }
 
@@ -262,6 +280,10 @@ int CheckDaemonConfig(const DaemonOptions& given) {
   // The state dir, settings.json and a lost or damaged database too: each stops the daemon,
   // and the client that asks before it starts one should say so at once. The state dir
   // first: nothing is read through a link planted there.
+  if (st.ok()) st = CheckListen(*config);
+  if (st.ok() && !config->tls_cert.empty()) {
+    st = CheckTlsFiles({config->tls_cert, config->tls_key});
+  }
   if (st.ok() && IsDirectory(paths.state_dir)) st = CheckStateDir(paths);
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
   if (st.ok()) st = CheckDatabaseNotLost(paths);
@@ -332,6 +354,7 @@ int RunDaemon(const DaemonOptions& given) {
   if (!config.ok()) return Fail(config.status());
   if (Status st = ResolveMode(options, *config); !st.ok()) return Fail(st);
   if (Status st = SecureSocketDir(options); !st.ok()) return Fail(st);
+  if (Status st = CheckListen(*config); !st.ok()) return Fail(st);
   if (Status st = CheckDatabaseNotLost(paths); !st.ok()) return Fail(st);
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(paths.db);
   if (!store.ok()) return Fail(store.status());

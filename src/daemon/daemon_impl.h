@@ -104,6 +104,8 @@ class DaemonImpl {
   Status Open();
   // Listens on the socket, handles SIGTERM/SIGINT, arms the GPU sample timer.
   Status Serve();
+  // The `listen` addresses, each logged with the port it got.
+  Status ListenTcp();
   void RequestStop();
 
   // The API: every route, answered through `respond` now or from the loop later.
