@@ -121,10 +121,13 @@ PendingJob Aged(PendingJob j) {
 // Holding a GPU for a job that cannot start would only idle it.
 TEST(UserLimitsTest, NoGpusAreHeldForAnAgedJobAtItsUsersCap) {
   // GPU 0 has ada's small job 10; an aged whole-GPU job of hers would get GPU 0 held (it is
-  // nearest to free), closing it to bob's job 2, were she not at her cap.
+  // nearest to free), closing it to bob's job 2, were she not at her cap. Job 2 comes first
+  // in line (priority), so only a hold never made leaves GPU 0 open to it.
   std::vector<NodeState> nodes = {
       Node({Gpu(0, {Held(10, 5)}), Gpu(1, {Held(11, 20)})}, {{"ada", {1, 1}}, {"carol", {1, 1}}})};
-  std::vector<PendingJob> jobs = {Aged(Job(1, "ada", 1, std::nullopt)), Job(2, "bob", 1, 65)};
+  PendingJob bobs = Job(2, "bob", 1, 65);
+  bobs.priority = 1;
+  std::vector<PendingJob> jobs = {Aged(Job(1, "ada", 1, std::nullopt)), bobs};
   PlacementResult r = Place(jobs, nodes, Limits(0, 1), kNow);
   EXPECT_TRUE(r.holds.empty());
   EXPECT_THAT(Started(r), ::testing::ElementsAre(2));
