@@ -259,8 +259,8 @@ std::string UserCapReason(const PendingJob& job, const Pass& p) {
     return fmt::format("waiting: {} has {} running; max_jobs_per_user = {}", who,
                        Plural(use.jobs, "job"), c.max_jobs_per_user);
   }
-  if (c.max_gpus_per_user > 0 &&
-      job.gpus > c.max_gpus_per_user) {  // no number of ends lets it start
+  // Asking for more than the limit: no number of ends lets it start.
+  if (c.max_gpus_per_user > 0 && job.gpus > c.max_gpus_per_user) {
     return fmt::format("waiting: needs {}, more than max_gpus_per_user = {}",
                        Plural(job.gpus, "GPU"), c.max_gpus_per_user);
   }
