@@ -1,9 +1,10 @@
 // libFuzzer target for the placement policy as the daemon drives it: a WaitingQueue changed
 // by random operations (jobs of every shape, priority and user arrive and leave), passes over
 // random nodes, starts applied back as holdings. After each pass: no GPU is given more than
-// it has usable, exclusive jobs are alone, every job not started has a reason, devices and
-// max_jobs_per_gpu hold, the queue's order is PlacedBefore's, and PlaceOrdered over the queue
-// decides exactly as Place over the same jobs. A pass that never ends is libFuzzer's timeout.
+// it has usable, exclusive jobs are alone, every job not started has a reason, devices,
+// max_jobs_per_gpu and the per-user limits hold (no GPU held for a job at its user's cap), the
+// queue's order is PlacedBefore's, and PlaceOrdered over the queue decides exactly as Place over
+// the same jobs. A pass that never ends is libFuzzer's timeout.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -84,6 +85,8 @@ PolicyConfig RandomConfig(fuzz::Bytes& in) {
   config.max_jobs_per_gpu = static_cast<int>(in.Range(0, 3));
   config.aging_ms = in.U8() % 4 == 0 ? 0 : in.Range(1, 20'000'000);
   config.max_holds = static_cast<int>(in.Range(0, 3));
+  config.max_gpus_per_user = static_cast<int>(in.Range(0, 6));
+  config.max_jobs_per_user = static_cast<int>(in.Range(0, 3));
   if (in.U8() % 2 == 0) {
     config.workload = {{.gpus = 1, .fraction = 0.25, .weight = 2},
                        {.gpus = 1, .fraction = 1.0, .weight = 1},
@@ -99,6 +102,36 @@ void CheckOrder(const std::vector<const PendingJob*>& ordered, const WaitingQueu
   for (size_t i = 0; i < ordered.size(); ++i) {
     FUZZ_CHECK(seen.insert(ordered[i]->id).second);
     if (i > 0) FUZZ_CHECK(!PlacedBefore(*ordered[i], *ordered[i - 1], usage));
+  }
+}
+
+// No user's starts take them past a per-user limit, counted from what they held before the
+// pass; and no GPU is held for a job whose user is at a limit after it.
+void CheckUserLimits(const PlacementResult& result, const std::map<JobId, const PendingJob*>& jobs,
+                     const std::vector<NodeState>& nodes, const PolicyConfig& config) {
+  std::map<std::string, UserUse> use;
+  for (const NodeState& node : nodes) {
+    for (const auto& [user, u] : node.use_by_user) {
+      use[user].gpus += u.gpus;
+      use[user].jobs += u.jobs;
+    }
+  }
+  for (const StartDecision& start : result.starts) {
+    const PendingJob& job = *jobs.at(start.job);
+    UserUse& u = use[job.user];
+    if (config.max_jobs_per_user > 0) FUZZ_CHECK(u.jobs < config.max_jobs_per_user);
+    if (config.max_gpus_per_user > 0 && job.gpus > 0) {
+      FUZZ_CHECK(u.gpus + job.gpus <= config.max_gpus_per_user);
+    }
+    u.gpus += job.gpus;
+    ++u.jobs;
+  }
+  for (const Hold& hold : result.holds) {
+    FUZZ_CHECK(jobs.contains(hold.job));
+    const PendingJob& job = *jobs.at(hold.job);
+    const UserUse& u = use[job.user];
+    if (config.max_jobs_per_user > 0) FUZZ_CHECK(u.jobs < config.max_jobs_per_user);
+    if (config.max_gpus_per_user > 0) FUZZ_CHECK(u.gpus + job.gpus <= config.max_gpus_per_user);
   }
 }
 
@@ -155,7 +188,7 @@ void CheckPass(const PlacementResult& result, const std::vector<const PendingJob
     FUZZ_CHECK(!result.ReasonOf(w).empty());
   }
   FUZZ_CHECK(decided.size() == jobs.size());
-  for (const Hold& hold : result.holds) FUZZ_CHECK(jobs.contains(hold.job));
+  CheckUserLimits(result, jobs, nodes, config);
 }
 
 // Applies the starts as the daemon does: each becomes a holding whose memory is not used yet.
@@ -174,6 +207,9 @@ void Apply(const PlacementResult& result, const std::map<JobId, PendingJob>& job
       }
       node.cpu_slots_used += start.cpus;
       node.host_mem_used += job.host_mem_bytes;
+      UserUse& use = node.use_by_user[job.user];
+      use.gpus += job.gpus;
+      ++use.jobs;
     }
   }
 }

@@ -25,6 +25,7 @@ using placement_internal::Pass;
 using placement_internal::Placeable;
 using placement_internal::Shape;
 using placement_internal::ShapeOf;
+using placement_internal::UserCapReason;
 using placement_internal::WaitingSince;
 using placement_internal::WhyWaiting;
 
@@ -39,6 +40,7 @@ struct Waiter {
   const PendingJob* job;
   JobId id;  // a copy: explaining a long queue then touches only this array
   int shape;
+  bool at_user_cap = false;  // its reason is the per-user limit
 };
 
 // The distinct shapes of a pass, numbered; a long queue has few, often in runs.
@@ -71,6 +73,13 @@ std::vector<Waiter> StartWhatFits(std::span<const PendingJob* const> order, Pass
       continue;
     }
     bool holder = p.AnyHolds() && p.HoldsFor(job->id);
+    if (p.AtUserCap(*job)) {
+      // Its user reached a limit through starts earlier in this pass: GPUs held for it would
+      // stay idle, so they go back to the jobs after it.
+      if (holder && p.Release(job->id)) std::fill(failed.begin(), failed.end(), 0);
+      waiting.push_back({job, job->id, -1, true});
+      continue;
+    }
     int shape = shapes.Index(*job);
     if (failed.size() < shapes.size()) failed.resize(shapes.size(), 0);
     std::optional<NodeChoice> choice;
@@ -81,8 +90,15 @@ std::vector<Waiter> StartWhatFits(std::span<const PendingJob* const> order, Pass
       continue;
     }
     result.starts.push_back(Commit(*job, *choice, p.Mutable(choice->node), p.now));
+    p.AddUse(*job);
     // Its other held GPUs open up again: shapes that failed may fit now.
     if (holder && p.Release(job->id)) std::fill(failed.begin(), failed.end(), 0);
+  }
+  // A held job whose user a later job of theirs took to a limit cannot start either.
+  if (p.UserLimited() && p.AnyHolds()) {
+    for (Waiter& w : waiting) {
+      if (p.HoldsFor(w.id) && p.AtUserCap(*w.job) && p.Release(w.id)) w.at_user_cap = true;
+    }
   }
   return waiting;
 }
@@ -93,12 +109,19 @@ void ExplainWaiting(std::span<const Waiter> waiting, const Pass& p, size_t shape
                     PlacementResult& result) {
   constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> explained(shape_count, kNone);
+  std::map<std::pair<std::string, int>, uint32_t> capped;
   result.waiting.reserve(waiting.size());
   auto add = [&result](std::string text) {
     result.reason_texts.push_back(std::move(text));
     return static_cast<uint32_t>(result.reason_texts.size() - 1);
   };
   for (const Waiter& w : waiting) {
+    if (w.at_user_cap) {  // one text per user and request: a user's backlog shares it
+      auto [it, added] = capped.try_emplace({w.job->user, w.job->gpus}, 0);
+      if (added) it->second = add(UserCapReason(*w.job, p));
+      result.waiting.push_back({w.id, it->second});
+      continue;
+    }
     if (w.shape < 0) {
       std::string why = WhyWaiting(*w.job, p);
       if (p.HoldsFor(w.job->id)) why += HeldNote(p, w.job->id);

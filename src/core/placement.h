@@ -34,6 +34,12 @@ struct GpuState {
   std::vector<Holding> holdings;
 };
 
+// What one user's running or starting attempts take on a node: the per-user limits count it.
+struct UserUse {
+  int gpus = 0;  // GPUs held (a 2-GPU job counts 2; a CPU job 0)
+  int jobs = 0;  // attempts, CPU jobs included
+};
+
 struct NodeState {
   std::string name;
   std::vector<GpuState> gpus;
@@ -45,6 +51,9 @@ struct NodeState {
   // level (0 same board, 10 one PCIe switch, 20 several switches, 30 host bridge,
   // 40 same NUMA node, 50 across sockets). Empty: unknown, every pair counts as equal.
   std::vector<std::vector<int>> topology;
+  // The running or starting attempts here, by user (PendingJob::user). Only read where
+  // PolicyConfig sets a per-user limit; a caller may leave it empty otherwise.
+  std::map<std::string, UserUse> use_by_user;
 };
 
 struct PendingJob {
@@ -73,6 +82,10 @@ struct PolicyConfig {
   // Limits an operator changes at run time (`trainq config set`).
   std::vector<int> devices;  // GPU indices jobs may use; empty: all
   int max_jobs_per_gpu = 0;  // trainq attempts on one GPU; 0: no limit
+  // Per user, over every node given (NodeState::use_by_user) plus what the pass starts:
+  // GPUs held and attempts running; 0: no limit.
+  int max_gpus_per_user = 0;
+  int max_jobs_per_user = 0;
   // A job that has waited this long gets the GPUs it would best use held for it; <= 0:
   // never.
   int64_t aging_ms = 2 * 3600 * 1000;
@@ -139,6 +152,11 @@ uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu);
 // fit soonest held for it (result.holds); no other job starts there until it starts. A
 // previous hold (`previous_holds`) stays on its GPUs while they are still a valid choice.
 // Aged jobs are served in order, each holding GPUs no earlier one holds.
+//
+// Per-user limits: a job whose user would pass config.max_gpus_per_user or already has
+// config.max_jobs_per_user attempts (NodeState::use_by_user plus this pass's starts) is not
+// started, and gets no GPUs held; later jobs of other users still start. Its reason names
+// the limit ("waiting: ada has 2 jobs running; max_jobs_per_user = 2").
 //
 // GPU choice: only GPUs in config.devices (when not empty) and with fewer than
 // config.max_jobs_per_gpu trainq attempts (when > 0). Exclusive jobs take only GPUs with no

@@ -103,6 +103,9 @@ void HoldForAged(std::span<const PendingJob* const> order, Pass& p,
   for (const PendingJob* job : order) {
     if (p.AllHeld()) return;
     if (job->gpus <= 0 || !Aged(*job, p.config, p.now) || !Placeable(*job, p)) continue;
+    // A job at its user's limit cannot start however long it waits: GPUs held for it would
+    // only idle. It is aged still, and gets its hold once its user's jobs end.
+    if (p.AtUserCap(*job)) continue;
     Shape shape = ShapeOf(*job);
     if (hopeless.count(shape)) continue;
     // Past max_holds, an aged job is held for only where it starts now: every GPU held

@@ -64,6 +64,12 @@ class Pass {
       max_gpus_ = std::max(max_gpus_, static_cast<int>(node.gpus.size()));
       max_allowed_ = std::max(max_allowed_, static_cast<int>(allowed));
       total_gpus_ += node.gpus.size();
+      if (!UserLimited()) continue;
+      for (const auto& [user, use] : node.use_by_user) {
+        UserUse& sum = use_by_user_[user];
+        sum.gpus += use.gpus;
+        sum.jobs += use.jobs;
+      }
     }
   }
 
@@ -119,6 +125,27 @@ class Pass {
   const std::map<JobId, std::pair<size_t, std::vector<size_t>>>& holds() const { return holds_; }
   bool Limited() const { return !config.devices.empty() || config.max_jobs_per_gpu > 0; }
 
+  bool UserLimited() const { return config.max_gpus_per_user > 0 || config.max_jobs_per_user > 0; }
+  // What the job's user holds now: the nodes' figures plus this pass's starts.
+  UserUse UseOf(const std::string& user) const {
+    auto it = use_by_user_.find(user);
+    return it == use_by_user_.end() ? UserUse{} : it->second;
+  }
+  // Whether starting the job would take its user past a per-user limit.
+  bool AtUserCap(const PendingJob& job) const {
+    if (!UserLimited()) return false;
+    UserUse use = UseOf(job.user);
+    if (config.max_jobs_per_user > 0 && use.jobs >= config.max_jobs_per_user) return true;
+    return config.max_gpus_per_user > 0 && job.gpus > 0 &&
+           int64_t{use.gpus} + job.gpus > config.max_gpus_per_user;
+  }
+  void AddUse(const PendingJob& job) {
+    if (!UserLimited()) return;
+    UserUse& use = use_by_user_[job.user];
+    use.gpus += std::max(job.gpus, 0);
+    ++use.jobs;
+  }
+
   int max_gpus() const { return max_gpus_; }
   int max_allowed() const { return max_allowed_; }
 
@@ -131,6 +158,7 @@ class Pass {
   std::deque<NodeState> copies_;                     // a deque: references stay valid as it grows
   std::map<std::pair<size_t, size_t>, JobId> held_;  // (node, gpu position) -> job
   std::map<JobId, std::pair<size_t, std::vector<size_t>>> holds_;
+  std::map<std::string, UserUse> use_by_user_;  // summed over nodes; kept only when limited
   int max_gpus_ = 0;
   int max_allowed_ = 0;
   size_t total_gpus_ = 0;
@@ -187,8 +215,11 @@ StartDecision Commit(const PendingJob& job, const NodeChoice& choice, NodeState&
 
 // ---- placement_reasons.cc ----
 
-// Why the job waits, in the words a user needs to act on it.
+// Why the job waits, in the words a user needs to act on it. Says nothing of per-user
+// limits: a reason shared by a shape must not name one user.
 std::string WhyWaiting(const PendingJob& job, const Pass& p);
+// "waiting: ada has 2 jobs running; max_jobs_per_user = 2", for a job at its user's limit.
+std::string UserCapReason(const PendingJob& job, const Pass& p);
 // "; waited past the aging limit: GPU 1 held for it", for a job holding GPUs.
 std::string HeldNote(const Pass& p, JobId job);
 // Why a GPU the job would fit is closed to it; "" when it is open.

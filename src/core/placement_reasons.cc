@@ -251,6 +251,24 @@ std::string WhyWaiting(const PendingJob& job, const Pass& p) {
   return why + ClosedNote(job, p);
 }
 
+std::string UserCapReason(const PendingJob& job, const Pass& p) {
+  const PolicyConfig& c = p.config;
+  UserUse use = p.UseOf(job.user);
+  std::string who = job.user.empty() ? "its user" : job.user;
+  if (c.max_jobs_per_user > 0 && use.jobs >= c.max_jobs_per_user) {
+    return fmt::format("waiting: {} has {} running; max_jobs_per_user = {}", who,
+                       Plural(use.jobs, "job"), c.max_jobs_per_user);
+  }
+  // Asking for more than the limit: no number of ends lets it start.
+  if (c.max_gpus_per_user > 0 && job.gpus > c.max_gpus_per_user) {
+    return fmt::format("waiting: needs {}, more than max_gpus_per_user = {}",
+                       Plural(job.gpus, "GPU"), c.max_gpus_per_user);
+  }
+  std::string needs = job.gpus > 1 ? fmt::format(" and this job needs {}", job.gpus) : "";
+  return fmt::format("waiting: {} has {} in use{}; max_gpus_per_user = {}", who,
+                     Plural(use.gpus, "GPU"), needs, c.max_gpus_per_user);
+}
+
 std::string HeldNote(const Pass& p, JobId job) {
   const auto& [n, gpus] = p.holds().at(job);
   std::vector<std::string> names;

@@ -285,16 +285,18 @@ Kind Devices() {
 
 constexpr std::string_view kMaxJobsForm = "a whole number from 0 (no limit) to 10000";
 
-Kind MaxJobsPerGpu() {
-  Kind kind = Count(&Config::max_jobs_per_gpu, kMaxJobsPerGpu, kMaxJobsForm);
-  // 2 or "2"; anything else (2.5, true) fails as its JSON text.
-  kind.access.from_json = [](Config& c, const json& v, const std::string& name) -> Status {
-    Result<int> n = ParseMaxJobsPerGpu(v.is_string() ? v.get<std::string>() : v.dump(), name);
+// A limit settable at run time: 2 or "2" from the API; anything else (2.5, true) fails as
+// its JSON text. `what` names the unit in errors ("job", "GPU").
+Kind SettableLimit(int Config::*field, std::string_view what) {
+  Kind kind = Count(field, kMaxJobsPerGpu, kMaxJobsForm);
+  kind.access.from_json = [field, what](Config& c, const json& v,
+                                        const std::string& name) -> Status {
+    Result<int> n = ParseLimit(v.is_string() ? v.get<std::string>() : v.dump(), name, what);
     if (!n.ok()) return n.status();
-    c.max_jobs_per_gpu = *n;
+    c.*field = *n;
     return Status::Ok();
   };
-  kind.access.to_json = [](const Config& c) { return json(c.max_jobs_per_gpu); };
+  kind.access.to_json = [field](const Config& c) { return json(c.*field); };
   return kind;
 }
 
@@ -403,7 +405,13 @@ const std::vector<Option>& Options() {
       Row("devices", "\"all\"", true,
           "GPU indices jobs may use (`trainq config set devices 0,1,3`)", Devices()),
       Row("max_jobs_per_gpu", "0", true, "most trainq jobs on one GPU; 0 = no limit",
-          MaxJobsPerGpu()),
+          SettableLimit(&Config::max_jobs_per_gpu, "job")),
+      Row("max_gpus_per_user", "0", true,
+          "most GPUs one user's running jobs hold, on all nodes; 0 = no limit",
+          SettableLimit(&Config::max_gpus_per_user, "GPU")),
+      Row("max_jobs_per_user", "0", true,
+          "most jobs of one user running at once (CPU jobs too); 0 = no limit",
+          SettableLimit(&Config::max_jobs_per_user, "job")),
   };
   return kOptions;
 }
@@ -472,6 +480,8 @@ PolicyConfig PolicyOf(const Config& config) {
   policy.ramp_up_ms = config.ramp_up_ms;
   policy.devices = config.devices;
   policy.max_jobs_per_gpu = config.max_jobs_per_gpu;
+  policy.max_gpus_per_user = config.max_gpus_per_user;
+  policy.max_jobs_per_user = config.max_jobs_per_user;
   policy.aging_ms = config.aging_ms;
   policy.max_holds = config.max_holds;
   return policy;
@@ -615,14 +625,18 @@ std::string FormatDeviceList(const std::vector<int>& devices) {
   return fmt::format("{}", fmt::join(devices, ","));
 }
 
-Result<int> ParseMaxJobsPerGpu(std::string_view text, std::string_view field) {
+Result<int> ParseLimit(std::string_view text, std::string_view field, std::string_view what) {
   std::optional<int> n = ParseIndex(TrimSpaces(text), kMaxJobsPerGpu);
   if (!n) {
     return Status::Invalid(
-        fmt::format("{}: '{}' is not a job count; use a whole number from 0 (no limit) to {}",
-                    field, text, kMaxJobsPerGpu));
+        fmt::format("{}: '{}' is not a {} count; use a whole number from 0 (no limit) to {}", field,
+                    text, what, kMaxJobsPerGpu));
   }
   return *n;
+}
+
+Result<int> ParseMaxJobsPerGpu(std::string_view text, std::string_view field) {
+  return ParseLimit(text, field, "job");
 }
 
 namespace {

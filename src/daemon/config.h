@@ -59,6 +59,9 @@ struct Config {
   // Limits `trainq config set` changes at run time; the daemon persists them.
   std::vector<int> devices = PolicyConfig{}.devices;       // GPU indices jobs may use; empty: all
   int max_jobs_per_gpu = PolicyConfig{}.max_jobs_per_gpu;  // 0: no limit
+  // Per user (docs/scheduling.md, "Per-user limits"); 0: no limit.
+  int max_gpus_per_user = PolicyConfig{}.max_gpus_per_user;
+  int max_jobs_per_user = PolicyConfig{}.max_jobs_per_user;
   // The options the file set (the rest kept their defaults), for `trainq config show`.
   std::set<std::string> from_file;
 };
@@ -111,7 +114,7 @@ struct RuntimeSettings {
   std::set<std::string> names;  // canonical names of the options set at run time
   bool Has(std::string_view name) const { return names.count(std::string(name)) > 0; }
 };
-// "devices, max_jobs_per_gpu": the settable options, for messages.
+// "devices, max_jobs_per_gpu, ...": the settable options, for messages.
 std::string SettableKeys();
 
 // "max-jobs-per-gpu" -> "max_jobs_per_gpu": the name in the options table.
@@ -124,8 +127,10 @@ bool IsSettable(std::string_view name);
 Result<std::vector<int>> ParseDeviceList(std::string_view text, std::string_view field);
 // {} -> "all"; {0, 1, 3} -> "0,1,3".
 std::string FormatDeviceList(const std::vector<int>& devices);
-// A whole number from 0 (no limit) to kMaxJobsPerGpu.
+// A whole number from 0 (no limit) to kMaxJobsPerGpu: the run-time limits. `what` names
+// the unit in the error ("'x' is not a GPU count").
 inline constexpr int kMaxJobsPerGpu = 10000;
+Result<int> ParseLimit(std::string_view text, std::string_view field, std::string_view what);
 Result<int> ParseMaxJobsPerGpu(std::string_view text, std::string_view field);
 
 // A request to change run-time settings, from a JSON object such as {"devices": [0, 1, 3]},

@@ -160,6 +160,8 @@ TEST(ConfigTest, SchedulingOptionsHaveTheirDefaults) {
   EXPECT_EQ(c->master_port_last, 29999);
   EXPECT_TRUE(c->devices.empty());
   EXPECT_EQ(c->max_jobs_per_gpu, 0);
+  EXPECT_EQ(c->max_gpus_per_user, 0);
+  EXPECT_EQ(c->max_jobs_per_user, 0);
   EXPECT_TRUE(c->from_file.empty());
 }
 
@@ -170,6 +172,8 @@ fair_share_half_life = "2d12h"
 master_port_range = "31000-31010"
 devices = [3, 0, 1, 3]
 max_jobs_per_gpu = 2
+max_gpus_per_user = 4
+max_jobs_per_user = 3
 )",
                                  "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -179,8 +183,11 @@ max_jobs_per_gpu = 2
   EXPECT_EQ(c->master_port_last, 31010);
   EXPECT_THAT(c->devices, ::testing::ElementsAre(0, 1, 3));  // sorted, once each
   EXPECT_EQ(c->max_jobs_per_gpu, 2);
+  EXPECT_EQ(c->max_gpus_per_user, 4);
+  EXPECT_EQ(c->max_jobs_per_user, 3);
   EXPECT_THAT(c->from_file, ::testing::ElementsAre("aging_limit", "devices", "fair_share_half_life",
-                                                   "master_port_range", "max_jobs_per_gpu"));
+                                                   "master_port_range", "max_gpus_per_user",
+                                                   "max_jobs_per_gpu", "max_jobs_per_user"));
 }
 
 TEST(ConfigTest, DevicesTakeTextOrAll) {
@@ -240,6 +247,8 @@ aging_limit = "90m"
 master_port_range = "30000-30100"
 devices = "1,3"
 max_jobs_per_gpu = 4
+max_gpus_per_user = 8
+max_jobs_per_user = 2
 oom_patterns = ["x \"y\""]
 )",
                                  "config.toml");
@@ -264,6 +273,8 @@ oom_patterns = ["x \"y\""]
   EXPECT_EQ(back->master_port_last, 30100);
   EXPECT_EQ(back->devices, c->devices);
   EXPECT_EQ(back->max_jobs_per_gpu, 4);
+  EXPECT_EQ(back->max_gpus_per_user, 8);
+  EXPECT_EQ(back->max_jobs_per_user, 2);
   EXPECT_EQ(back->oom_patterns, c->oom_patterns);
 }
 
@@ -318,13 +329,39 @@ TEST(RuntimeSettingsTest, UpdateRefusesEveryBadKeyAtOnce) {
   EXPECT_THAT(m, HasSubstr("devices: '0,x' is not a GPU list"));
   EXPECT_THAT(m, HasSubstr("max_jobs_per_gpu: '-2' is not a job count"));
   EXPECT_THAT(m, HasSubstr("unknown setting 'colour'; the settings that change at run time are "
-                           "devices, max_jobs_per_gpu"));
+                           "devices, max_jobs_per_gpu, max_gpus_per_user, max_jobs_per_user"));
   EXPECT_THAT(m, HasSubstr("headroom cannot change while the daemon runs; set it in the config "
                            "file and restart"));
   for (const char* bad : {"", "[]", "{}", "{\"devices\": true}", "{\"devices\": [0.5]}",
                           "{\"max_jobs_per_gpu\": 1.5}", "{\"max_jobs_per_gpu\": true}"}) {
     EXPECT_FALSE(ParseRuntimeUpdate(bad).ok()) << bad;
   }
+}
+
+TEST(RuntimeSettingsTest, PerUserLimitsRoundTripThroughTheApiAndTheSettingsFile) {
+  Result<RuntimeUpdate> u =
+      ParseRuntimeUpdate(R"({"max_gpus_per_user": 4, "max-jobs-per-user": "2"})");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->set.values.max_gpus_per_user, 4);
+  EXPECT_EQ(u->set.values.max_jobs_per_user, 2);
+  EXPECT_EQ(RuntimeSettingsToJson(u->set),
+            "{\n  \"max_gpus_per_user\": 4,\n  \"max_jobs_per_user\": 2\n}\n");
+  Result<RuntimeSettings> back = RuntimeSettingsFromJson(RuntimeSettingsToJson(u->set), "s.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  Config effective = WithRuntime(Config{}, *back);
+  EXPECT_EQ(effective.max_gpus_per_user, 4);
+  EXPECT_EQ(effective.max_jobs_per_user, 2);
+  EXPECT_EQ(SettableValueJson(effective, "max_gpus_per_user"), "4");
+  EXPECT_EQ(PolicyOf(effective).max_gpus_per_user, 4);
+  EXPECT_EQ(PolicyOf(effective).max_jobs_per_user, 2);
+
+  Result<RuntimeUpdate> bad =
+      ParseRuntimeUpdate(R"({"max_gpus_per_user": "four", "max_jobs_per_user": -1})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("max_gpus_per_user: 'four' is not a GPU count; use a whole number from 0 "
+                        "(no limit) to 10000"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("max_jobs_per_user: '-1' is not a job count"));
 }
 
 TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
@@ -459,7 +496,8 @@ TEST(ConfigOptionsTest, SettableOptionsRoundTripThroughTheApiAndTheSettingsFile)
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(OptionValueText(WithRuntime(Config{}, *back), name), OptionValueText(Config{}, name));
   }
-  EXPECT_EQ(settable, 2);  // devices, max_jobs_per_gpu (docs/config.md says which)
+  // devices, max_jobs_per_gpu, max_gpus_per_user, max_jobs_per_user (docs/config.md says which)
+  EXPECT_EQ(settable, 4);
 }
 
 TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
@@ -469,6 +507,8 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(from_config.ramp_up_ms, policy.ramp_up_ms);
   EXPECT_EQ(from_config.devices, policy.devices);
   EXPECT_EQ(from_config.max_jobs_per_gpu, policy.max_jobs_per_gpu);
+  EXPECT_EQ(from_config.max_gpus_per_user, policy.max_gpus_per_user);
+  EXPECT_EQ(from_config.max_jobs_per_user, policy.max_jobs_per_user);
   EXPECT_EQ(from_config.aging_ms, policy.aging_ms);
   EXPECT_EQ(from_config.max_holds, policy.max_holds);
 
@@ -477,6 +517,8 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   c.ramp_up_ms = 2;
   c.devices = {3};
   c.max_jobs_per_gpu = 4;
+  c.max_gpus_per_user = 7;
+  c.max_jobs_per_user = 8;
   c.aging_ms = 5;
   c.max_holds = 6;
   PolicyConfig p = PolicyOf(c);
@@ -484,6 +526,8 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(p.ramp_up_ms, 2);
   EXPECT_THAT(p.devices, ::testing::ElementsAre(3));
   EXPECT_EQ(p.max_jobs_per_gpu, 4);
+  EXPECT_EQ(p.max_gpus_per_user, 7);
+  EXPECT_EQ(p.max_jobs_per_user, 8);
   EXPECT_EQ(p.aging_ms, 5);
   EXPECT_EQ(p.max_holds, 6);
 }

@@ -709,6 +709,40 @@ TEST_F(TokenTest, TokensAreNeverStoredInClear) {
   if (::stat((paths_.db + "-wal").c_str(), &st) == 0) {
     EXPECT_EQ(st.st_mode & 0777, 0600u);
   }
+
+// Per-user limits through the API: a job past its user's cap waits with the reason, and
+// raising the cap at run time starts it at once.
+TEST_F(DaemonTest, MaxGpusPerUserHoldsBackAJobUntilTheLimitIsRaised) {
+  config_.max_gpus_per_user = 1;
+  SetGpus({Gpu(0, 80), Gpu(1, 80)});
+  Start();
+  JobId first = Submit({{"gpus", 1}});
+  JobId second = Submit({{"gpus", 1}});
+  ASSERT_EQ(Get(first).state, JobState::kRunning);
+  Job waiting = Get(second);
+  ASSERT_EQ(waiting.state, JobState::kQueued);
+  EXPECT_EQ(waiting.reason,
+            "waiting: " + waiting.spec.user + " has 1 GPU in use; max_gpus_per_user = 1");
+  HttpResponse set = Call("PUT", "/v1/config", R"({"max_gpus_per_user": 2})");
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(Get(second).state, JobState::kRunning);
+  EXPECT_THAT(Get(second).attempts.back().gpu_indices, ::testing::ElementsAre(1));
+}
+
+// The attempts a daemon adopts at start count for their user as those it started.
+TEST_F(DaemonTest, MaxJobsPerUserCountsAttemptsAdoptedAfterARestart) {
+  config_.max_jobs_per_user = 1;
+  SetGpus({Gpu(0, 80), Gpu(1, 80)});
+  Start();
+  JobId running = Submit({{"cpus", 1}, {"gpus", 0}});  // a CPU job counts as a job
+  ASSERT_EQ(Get(running).state, JobState::kRunning);
+  Start();  // a restart: the attempt is adopted
+  JobId next = Submit({{"gpus", 1}});
+  EXPECT_EQ(Get(next).state, JobState::kQueued);
+  EXPECT_THAT(Get(next).reason, HasSubstr("has 1 job running; max_jobs_per_user = 1"));
+  ASSERT_TRUE(shims_.Exit(RunDir(running, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(next).state, JobState::kRunning);
 }
 
 // Where a 20 GiB share lands after an exclusive job came and went and a 40 GiB share runs on

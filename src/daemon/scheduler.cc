@@ -23,7 +23,15 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
   NodeState node;
   node.name = node_;
   node.cpu_slots = cpu_slots_;
-  for (const auto& [id, live] : live_) node.cpu_slots_used += live.cpus;
+  for (const auto& [id, live] : live_) {
+    node.cpu_slots_used += live.cpus;
+    // user_of_ knows every live attempt once FairShareNow has run, as it does before each
+    // pass; one it does not know counts for no user.
+    auto user = user_of_.find(id);
+    UserUse& use = node.use_by_user[user == user_of_.end() ? "" : user->second];
+    use.gpus += static_cast<int>(live.gpu_indices.size());
+    ++use.jobs;
+  }
   if (!snapshot_) return {node};
   for (const GpuInfo& info : snapshot_->gpus) {
     GpuState gpu;

@@ -63,6 +63,9 @@ void Cluster::Start(const PendingJob& job, size_t node, std::span<const int> gpu
   }
   n.cpu_slots_used += job.cpus;
   n.host_mem_used += job.host_mem_bytes;
+  UserUse& use = n.use_by_user[job.user];
+  use.gpus += static_cast<int>(gpu_pos.size());
+  ++use.jobs;
 }
 
 void Cluster::Finish(const PendingJob& job, size_t node, std::span<const int> gpu_pos) {
@@ -74,6 +77,10 @@ void Cluster::Finish(const PendingJob& job, size_t node, std::span<const int> gp
   }
   n.cpu_slots_used -= job.cpus;
   n.host_mem_used -= job.host_mem_bytes;
+  auto use = n.use_by_user.find(job.user);
+  if (use == n.use_by_user.end()) return;
+  use->second.gpus -= static_cast<int>(gpu_pos.size());
+  if (--use->second.jobs <= 0) n.use_by_user.erase(use);  // a node keeps only its users
 }
 
 bool Cluster::Idle(size_t node) const {

@@ -38,8 +38,8 @@ class Cluster {
 
   // Bytes the job holds on each of its GPUs of `node`: the whole GPU when exclusive.
   uint64_t ReservedBytes(const PendingJob& job, size_t node) const;
-  // Records the job on GPUs `gpu_pos` (positions in the node) of `node`, and its CPU and
-  // host memory there.
+  // Records the job on GPUs `gpu_pos` (positions in the node) of `node`, its CPU and
+  // host memory there, and in the node's use_by_user (a gang job counts on each of its nodes).
   void Start(const PendingJob& job, size_t node, std::span<const int> gpu_pos);
   void Finish(const PendingJob& job, size_t node, std::span<const int> gpu_pos);
 
