@@ -12,7 +12,9 @@ namespace trainq {
 namespace {
 
 struct Parsed {
-  std::string state_dir;
+  std::string state_dir, server;
+  std::string user;
+  bool mine = false;
   SubmitArgs submit;
   bool all = false, json = false, follow = false, foreground = false, topo = false;
   std::string state, id;
@@ -65,6 +67,8 @@ void AddQueries(CLI::App& app, Parsed& p) {
   ls->add_option("--state", p.state, "only these states, comma-separated");
   ls->add_flag("--json", p.json, "JSON output");
   ls->add_option("--limit", p.limit, "show at most N jobs, oldest first");
+  ls->add_option("--user,-u", p.user, "only this user's jobs");
+  ls->add_flag("--mine", p.mine, "only your own jobs");
   CLI::App* show = app.add_subcommand("show", "everything about a job, all its attempts");
   show->add_option("id", p.id, "job id")->required();
   show->add_flag("--json", p.json, "JSON output");
@@ -154,9 +158,14 @@ int Dispatch(CLI::App& app, Parsed& p) {
   CLI::App* sub = app.get_subcommands().front();
   std::string name = sub->get_name();
   if (name == "sim") return RunSimCommand(*sub, p.sim);
-  Client client(ResolveStatePaths(p.state_dir));
+  Result<ServerChoice> server = ChooseServer(p.state_dir, p.server);
+  if (!server.ok()) {
+    std::fprintf(stderr, "trainq: %s\n", server.status().message().c_str());
+    return ExitCodeFor(server.status().code());
+  }
+  Client client(std::move(*server));
   if (name == "submit") return CmdSubmit(client, p.submit);
-  if (name == "ls") return CmdList(client, {p.all, p.state, p.limit, p.json});
+  if (name == "ls") return CmdList(client, {p.all, p.state, p.limit, p.json, p.user, p.mine});
   if (name == "show") return CmdShow(client, p.id, p.json);
   if (name == "explain") return CmdExplain(client, p.id, p.json);
   if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt);
@@ -181,6 +190,10 @@ int RunCli(int argc, char** argv) {
   Parsed p;
   app.add_option("--state-dir", p.state_dir,
                  "instance directory (default: $TRAINQ_STATE_DIR or ~/.local/state/trainq)");
+  app.add_option("--server", p.server,
+                 "the daemon to use: unix:/PATH.sock, http://HOST:PORT or https://HOST:PORT "
+                 "(default: $TRAINQ_SERVER, else /run/trainq/trainq.sock when a shared daemon "
+                 "serves this machine, else your personal daemon)");
   AddSubmit(app, p);
   AddQueries(app, p);
   AddDaemon(app, p);

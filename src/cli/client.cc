@@ -4,6 +4,9 @@
 #include <chrono>
 #include <thread>
 
+#include <unistd.h>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/api/http.h"
@@ -14,6 +17,62 @@
 namespace trainq {
 
 using json = nlohmann::json;
+
+namespace {
+
+constexpr const char* kSharedOrigin = "the shared daemon of this machine";
+
+// The token in ~/.config/trainq/token: only its owner may read it, as ssh asks of a key.
+Result<std::string> ReadTokenFile(const std::string& path) {
+  PathFacts facts = LstatFacts(path);
+  if (!facts.exists) return std::string();
+  if (facts.symlink || facts.uid != static_cast<int64_t>(::geteuid()) || (facts.mode & 077)) {
+    return Status::Permission(fmt::format(
+        "{} must be a file of yours that only you may read (mode {:04o}); run 'chmod 600 {}'", path,
+        facts.mode, path));
+  }
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  std::string token = *text;
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
+    token.pop_back();
+  }
+  return token;
+}
+
+}  // namespace
+
+Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
+                                  const std::string& server_flag) {
+  ServerChoice choice;
+  choice.paths = ResolveStatePaths(state_dir_flag);
+  choice.ca_file = GetEnv("TRAINQ_CA");
+  std::string url = server_flag;
+  choice.origin = "--server";
+  if (url.empty()) {
+    url = GetEnv("TRAINQ_SERVER");
+    choice.origin = "TRAINQ_SERVER";
+  }
+  if (!url.empty()) {
+    Result<Endpoint> endpoint = ParseServerUrl(url, choice.origin);
+    if (!endpoint.ok()) return endpoint.status();
+    choice.fixed = *endpoint;
+  } else if (state_dir_flag.empty() && GetEnv("TRAINQ_STATE_DIR").empty() &&
+             LstatFacts(kSharedSocket).exists) {
+    // A shared daemon serves this machine: never start a personal one behind its back.
+    choice.fixed = Endpoint{Endpoint::Kind::kUnix, kSharedSocket, "", 0};
+    choice.origin = kSharedOrigin;
+  }
+  if (choice.fixed && choice.fixed->kind != Endpoint::Kind::kUnix) {
+    choice.token = GetEnv("TRAINQ_TOKEN");
+    if (choice.token.empty()) {
+      Result<std::string> token = ReadTokenFile(HomeDir(::geteuid()) + "/.config/trainq/token");
+      if (!token.ok()) return token.status();
+      choice.token = *token;
+    }
+  }
+  return choice;
+}
 
 namespace {
 
@@ -85,11 +144,26 @@ Status CheckConfigWithDaemon(const std::string& daemon_binary, const StatePaths&
 Result<HttpResponse> Client::Send(std::string_view method, std::string_view target,
                                   const std::string& body, int timeout_ms,
                                   std::string_view idempotency_key) const {
-  // A socket directory that does not exist yet holds no listener; the daemon creates it.
-  if (!paths_.socket_dir.empty() && LstatFacts(paths_.socket_dir).exists) {
-    TRAINQ_RETURN_IF_ERROR(CheckPrivateDir(paths_.socket_dir));
+  if (choice_.fixed) {
+    CallOptions options;
+    options.timeout_ms = timeout_ms;
+    options.idempotency_key = std::string(idempotency_key);
+    // On the Unix socket the kernel says who calls; a token goes only where it is the proof.
+    if (choice_.fixed->kind != Endpoint::Kind::kUnix) options.bearer_token = choice_.token;
+    options.ca_file = choice_.ca_file;
+    return HttpCall(*choice_.fixed, method, target, body, options);
   }
-  return HttpCall(paths_.socket, method, target, body, timeout_ms, idempotency_key);
+  const StatePaths& paths = choice_.paths;
+  // A socket directory that does not exist yet holds no listener; the daemon creates it.
+  if (!paths.socket_dir.empty() && LstatFacts(paths.socket_dir).exists) {
+    TRAINQ_RETURN_IF_ERROR(CheckPrivateDir(paths.socket_dir));
+  }
+  return HttpCall(paths.socket, method, target, body, timeout_ms, idempotency_key);
+}
+
+std::string Client::Describe() const {
+  if (!choice_.fixed) return "the trainq daemon for " + choice_.paths.state_dir;
+  return fmt::format("the trainq daemon at {} ({})", choice_.fixed->Describe(), choice_.origin);
 }
 
 bool Client::DaemonRunning() const {
@@ -99,20 +173,30 @@ bool Client::DaemonRunning() const {
 
 Status Client::EnsureDaemon() {
   if (DaemonRunning()) return Status::Ok();
+  if (choice_.fixed) {
+    std::string hint =
+        choice_.origin == kSharedOrigin
+            ? "; it serves every user of this machine and is started by the system (systemctl "
+              "status trainqd), never by trainq. For a daemon of your own, name a state dir "
+              "(--state-dir or TRAINQ_STATE_DIR)"
+            : "";
+    return Status::Unavailable(Describe() + " does not answer" + hint);
+  }
+  const StatePaths& paths = choice_.paths;
   Result<std::string> daemon = FindDaemonBinary();
   if (!daemon.ok()) return daemon.status();
   // A config the daemon would refuse: say why now, not after the start timeout.
-  TRAINQ_RETURN_IF_ERROR(CheckConfigWithDaemon(*daemon, paths_));
-  TRAINQ_RETURN_IF_ERROR(MakeDirs(paths_.state_dir));
+  TRAINQ_RETURN_IF_ERROR(CheckConfigWithDaemon(*daemon, paths));
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.state_dir));
   // What trainqd would refuse at start: say it now, not after the start timeout.
-  TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths_));
-  TRAINQ_RETURN_IF_ERROR(StartDetached({*daemon, "--state-dir", paths_.state_dir}, paths_.log));
+  TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths));
+  TRAINQ_RETURN_IF_ERROR(StartDetached({*daemon, "--state-dir", paths.state_dir}, paths.log));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     if (DaemonRunning()) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return Status::Unavailable("the trainq daemon did not start; see " + paths_.log);
+  return Status::Unavailable("the trainq daemon did not start; see " + paths.log);
 }
 
 Result<json> Client::CallRunning(const std::string& method, const std::string& target,
@@ -138,6 +222,14 @@ Result<json> Client::Submit(const std::string& body) {
     if (Status st = EnsureDaemon(); !st.ok()) return st;
   }
   return Decode(r);
+}
+
+Result<std::string> Client::CallBytes(const std::string& method, const std::string& target) {
+  Result<HttpResponse> r = Send(method, target, "");
+  if (r.ok() && r->status >= 200 && r->status < 300) return std::move(r->body);
+  Result<json> error = Decode(r);
+  return error.ok() ? Status::Internal("the daemon answered HTTP " + std::to_string(r->status))
+                    : error.status();
 }
 
 Result<json> Client::Call(const std::string& method, const std::string& target,

@@ -2,21 +2,40 @@
 // calls to it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "src/api/http.h"
+#include "src/core/endpoint.h"
 
 #include "src/os/state_paths.h"
 #include "trainq/status.h"
 
 namespace trainq {
 
+// The daemon a command talks to (docs/cli.md, "Which daemon"): `--server URL` or
+// TRAINQ_SERVER; else, unless a state dir is named (--state-dir, TRAINQ_STATE_DIR), the
+// shared daemon's socket when it exists; else the personal daemon of the state dir, started
+// on demand. Only the personal daemon is ever started by trainq.
+struct ServerChoice {
+  StatePaths paths;               // the personal daemon's
+  std::optional<Endpoint> fixed;  // a daemon trainq does not start
+  std::string origin;             // where `fixed` came from: "--server", "TRAINQ_SERVER", ...
+  std::string token;              // sent over TCP only (TRAINQ_TOKEN, ~/.config/trainq/token)
+  std::string ca_file;            // TRAINQ_CA
+};
+// kInvalid naming --server or TRAINQ_SERVER for a bad URL; kPermission for a token file
+// others may read.
+Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
+                                  const std::string& server_flag);
+
 class Client {
  public:
-  explicit Client(StatePaths paths) : paths_(std::move(paths)) {}
+  explicit Client(StatePaths paths) { choice_.paths = std::move(paths); }
+  explicit Client(ServerChoice choice) : choice_(std::move(choice)) {}
 
   // Starts `trainqd` for this state dir unless a daemon answers; waits until one does. A
   // config trainqd would refuse is reported first, naming the option (kInvalid), and so is
@@ -34,10 +53,18 @@ class Client {
   // daemon answers a repeat with the ids it already stored, so a submit is stored once and
   // its ids are printed, or it fails and nothing was stored twice.
   Result<nlohmann::json> Submit(const std::string& body);
+  // A call whose 2xx answer is bytes (a log), not JSON; errors as Call's.
+  Result<std::string> CallBytes(const std::string& method, const std::string& target);
   // The same without starting a daemon: kUnavailable when none listens.
   Result<nlohmann::json> CallRunning(const std::string& method, const std::string& target,
                                      const std::string& body = "");
-  const StatePaths& paths() const { return paths_; }
+  const StatePaths& paths() const { return choice_.paths; }
+  // The daemon is one trainq does not start (--server, TRAINQ_SERVER, the shared one).
+  bool Fixed() const { return choice_.fixed.has_value(); }
+  // "the daemon for STATE_DIR" or "the daemon at URL (ORIGIN)", for messages.
+  std::string Describe() const;
+  // Whether a file of the daemon's machine (a log) can be this machine's: the Unix socket.
+  bool Local() const { return !Fixed() || choice_.fixed->kind == Endpoint::Kind::kUnix; }
 
  private:
   // HttpCall after checking the socket's directory, when it is not the state dir: every
@@ -46,7 +73,7 @@ class Client {
                             const std::string& body, int timeout_ms = 30000,
                             std::string_view idempotency_key = "") const;
 
-  StatePaths paths_;
+  ServerChoice choice_;
 };
 
 // trainqd beside this executable, else the first on PATH.

@@ -7,6 +7,8 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -213,6 +215,17 @@ int CmdList(Client& client, const ListArgs& args) {
   }
   if (args.limit < 0) return Fail(Status::Invalid("--limit: use a positive number of jobs"));
   if (args.limit > 0) target += fmt::format("limit={}&", args.limit);
+  if (!args.user.empty() && args.mine) {
+    return Fail(Status::Invalid("--user and --mine: give one of them"));
+  }
+  if (!args.user.empty()) {
+    if (Status st = CheckUtf8("--user", args.user); !st.ok()) return Fail(st);
+    if (args.user.find_first_of("&=%# /") != std::string::npos) {
+      return Fail(Status::Invalid("--user: '" + args.user + "' is not a user name"));
+    }
+    target += "user=" + args.user + "&";
+  }
+  if (args.mine) target += "mine=1&";
   target.pop_back();
   bool as_json = args.json;
   Result<json> r = client.Call("GET", target);
@@ -310,6 +323,47 @@ Result<JobLog> FetchJobLog(Client& client, const std::string& id, int64_t n) {
   return ReadJobLog(*doc, n);
 }
 
+// An attempt's log read through the daemon: on a shared server the run dirs are root's, and
+// a daemon over TCP is on another machine.
+class ApiLogSource : public LogSource {
+ public:
+  ApiLogSource(Client& client, int64_t job, int64_t attempt)
+      : client_(client), base_(fmt::format("/v1/jobs/{}/log?attempt={}", job, attempt)) {}
+  std::optional<uint64_t> Size() override {
+    Result<json> r = client_.Call("GET", base_ + "&size=1");
+    if (!r.ok()) {
+      if (!failed_) Fail(r.status());
+      failed_ = true;
+      return std::nullopt;
+    }
+    Reply reply(*r);
+    int64_t size = reply.Int("size");
+    if (!reply.ok() || size < 0) return std::nullopt;
+    return static_cast<uint64_t>(size);
+  }
+  std::string ReadAt(uint64_t offset, size_t length) override {
+    if (length == 0) return "";
+    Result<std::string> r =
+        client_.CallBytes("GET", fmt::format("{}&offset={}&length={}", base_, offset, length));
+    return r.ok() ? *r : std::string();
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  Client& client_;
+  std::string base_;
+  bool failed_ = false;
+};
+
+// The log's own file when this user can open it here, else the daemon's copy.
+LogFollower FollowerFor(Client& client, int64_t job, const AttemptLog& a) {
+  if (client.Local() && ::access(a.log_path.c_str(), R_OK) == 0) return LogFollower(a.log_path);
+  if (client.Local() && !FileExists(a.log_path) && !client.Fixed()) {
+    return LogFollower(a.log_path);  // not opened yet
+  }
+  return LogFollower(std::make_unique<ApiLogSource>(client, job, a.n));
+}
+
 }  // namespace
 
 int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
@@ -324,7 +378,13 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
   int64_t n = job->attempt ? job->attempt->n : 0;
   std::optional<LogFollower> log;
   if (job->attempt) {
-    log.emplace(job->attempt->log_path);
+    // The owner's check first: on a shared server only the job's user (or an admin) may.
+    if (client.Fixed()) {
+      Result<json> size =
+          client.Call("GET", fmt::format("/v1/jobs/{}/log?attempt={}&size=1", job->id, n));
+      if (!size.ok()) return Fail(size.status());
+    }
+    log.emplace(FollowerFor(client, job->id, *job->attempt));
     log->Poll(stdout);
   }
   while (follow) {
@@ -334,7 +394,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
     if (!job->attempt && EndedUnstarted(*job)) return Fail(NoOutput(*job));
     if (!job->attempt) continue;  // still waiting for its first attempt
     n = job->attempt->n;
-    if (!log) log.emplace(job->attempt->log_path);
+    if (!log) log.emplace(FollowerFor(client, job->id, *job->attempt));
     log->Poll(stdout);
     if (!job->attempt->active) break;
   }
@@ -367,7 +427,26 @@ int CmdGpus(Client& client, bool as_json) {
   return PrintChecked(reply, as_json ? DumpJson(*r, 2) + "\n" : GpusTable(reply));
 }
 
+namespace {
+
+// Commands that act on the personal daemon's files (its lock, its config) or start one.
+Status NeedPersonal(const Client& client, std::string_view what) {
+  if (!client.Fixed()) return Status::Ok();
+  return Status::Invalid(
+      fmt::format("{} is for a personal daemon, and this command talks to {}; name a state dir "
+                  "(--state-dir or TRAINQ_STATE_DIR) for one of your own",
+                  what, client.Describe()));
+}
+
+std::string NotRunning(const Client& client) {
+  if (client.Fixed()) return client.Describe() + " does not answer";
+  return "no trainq daemon runs for " + client.paths().state_dir;
+}
+
+}  // namespace
+
 int CmdDaemonForeground(Client& client) {
+  if (Status st = NeedPersonal(client, "trainq daemon --foreground"); !st.ok()) return Fail(st);
   Result<std::string> daemon = FindDaemonBinary();
   if (!daemon.ok()) return Fail(daemon.status());
   return Fail(ExecReplace({*daemon, "--state-dir", client.paths().state_dir}));
@@ -375,17 +454,18 @@ int CmdDaemonForeground(Client& client) {
 
 int CmdDaemonStart(Client& client) {
   if (Status st = client.EnsureDaemon(); !st.ok()) return Fail(st);
-  std::printf("trainq daemon running for %s\n", client.paths().state_dir.c_str());
+  std::printf("%s is running\n", client.Describe().c_str());
   return 0;
 }
 
 int CmdDaemonStop(Client& client) {
   if (!client.DaemonRunning()) {
-    std::printf("no trainq daemon runs for %s\n", client.paths().state_dir.c_str());
+    std::printf("%s\n", NotRunning(client).c_str());
     return 0;
   }
   Result<json> r = client.CallRunning("POST", "/v1/daemon/stop");
   if (!r.ok()) return Fail(r.status());
+  if (client.Fixed()) return PrintMessage(*r);
   // Stopped once it lets go of its lock.
   for (int i = 0; i < 500; ++i) {
     if (LockFile(client.paths().lock).ok()) break;
@@ -400,7 +480,7 @@ int CmdDaemonStatus(Client& client, bool as_json) {
       std::printf("%s\n",
                   DumpJson({{"running", false}, {"state_dir", client.paths().state_dir}}).c_str());
     } else {
-      std::printf("no trainq daemon runs for %s\n", client.paths().state_dir.c_str());
+      std::printf("%s\n", NotRunning(client).c_str());
     }
     return 0;
   }
@@ -430,6 +510,10 @@ int CmdDaemonBackup(Client& client, const std::string& path) {
 }
 
 int CmdConfigCheck(Client& client) {
+  if (Status st = NeedPersonal(client, "trainq config check (trainqd --check-config there)");
+      !st.ok()) {
+    return Fail(st);
+  }
   Result<std::string> daemon = FindDaemonBinary();
   if (!daemon.ok()) return Fail(daemon.status());
   if (Status st = CheckConfigWithDaemon(*daemon, client.paths()); !st.ok()) return Fail(st);

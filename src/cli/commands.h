@@ -33,6 +33,8 @@ struct ListArgs {
   std::string state;
   int limit = 0;
   bool json = false;
+  std::string user;   // only this user's jobs
+  bool mine = false;  // only the caller's (the socket's user, or the token's)
 };
 
 // `trainq token create`.

@@ -23,46 +23,66 @@ std::string ReadAt(int fd, uint64_t offset, size_t length) {
   return out;
 }
 
+class File : public LogSource {
+ public:
+  explicit File(std::string path) : path_(std::move(path)) {}
+  std::optional<uint64_t> Size() override {
+    fd_ = UniqueFd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st = {};
+    if (!fd_.valid() || ::fstat(fd_.get(), &st) != 0) return std::nullopt;
+    return static_cast<uint64_t>(st.st_size);
+  }
+  std::string ReadAt(uint64_t offset, size_t length) override {
+    return trainq::ReadAt(fd_.get(), offset, length);
+  }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+};
+
 }  // namespace
 
-void LogFollower::Poll(std::FILE* out) {
-  UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st = {};
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return;
-  const auto size = static_cast<uint64_t>(st.st_size);
-  if (Rewritten(fd.get(), size)) Restart(fd.get(), size);
-  Copy(fd.get(), size, out);
+std::unique_ptr<LogSource> FileLogSource(std::string path) {
+  return std::make_unique<File>(std::move(path));
 }
 
-bool LogFollower::Rewritten(int fd, uint64_t size) const {
+void LogFollower::Poll(std::FILE* out) {
+  std::optional<uint64_t> size = source_->Size();
+  if (!size) return;
+  if (Rewritten(*size)) Restart(*size);
+  Copy(*size, out);
+}
+
+bool LogFollower::Rewritten(uint64_t size) const {
   if (size < offset_) return true;
-  if (marker_at_ && ReadAt(fd, *marker_at_, marker_.size()) != marker_) return true;
-  return ReadAt(fd, offset_ - last_.size(), last_.size()) != last_;
+  if (marker_at_ && source_->ReadAt(*marker_at_, marker_.size()) != marker_) return true;
+  return source_->ReadAt(offset_ - last_.size(), last_.size()) != last_;
 }
 
 // From the marker on, or from the start when there is none (the file was replaced).
-void LogFollower::Restart(int fd, uint64_t size) {
+void LogFollower::Restart(uint64_t size) {
   offset_ = 0;
   carry_.clear();
   last_.clear();
   marker_.clear();
   // The head is never rewritten: a marker seen once stays where it was.
-  if (marker_at_ && FindLogMarker(ReadAt(fd, *marker_at_, LogWriter::kMarkerKeyBytes)) == 0) {
+  if (marker_at_ && FindLogMarker(source_->ReadAt(*marker_at_, LogWriter::kMarkerKeyBytes)) == 0) {
     offset_ = *marker_at_;
     return;
   }
   marker_at_.reset();
-  std::string text = ReadAt(fd, 0, static_cast<size_t>(size));
+  std::string text = source_->ReadAt(0, static_cast<size_t>(size));
   if (size_t at = FindLogMarker(text); at != std::string::npos) offset_ = at;
 }
 
-void LogFollower::Copy(int fd, uint64_t size, std::FILE* out) {
-  std::vector<char> buffer(64 * 1024);
+void LogFollower::Copy(uint64_t size, std::FILE* out) {
+  constexpr uint64_t kChunk = 1 << 20;
   while (offset_ < size) {
-    size_t want = static_cast<size_t>(std::min<uint64_t>(buffer.size(), size - offset_));
-    ssize_t n = ::pread(fd, buffer.data(), want, static_cast<off_t>(offset_));
-    if (n <= 0) break;
-    std::string_view chunk(buffer.data(), static_cast<size_t>(n));
+    size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, size - offset_));
+    std::string bytes = source_->ReadAt(offset_, want);
+    if (bytes.empty()) break;
+    std::string_view chunk(bytes);
     std::fwrite(chunk.data(), 1, chunk.size(), out);
     if (!marker_at_) {
       std::string window = carry_ + std::string(chunk);
@@ -75,7 +95,9 @@ void LogFollower::Copy(int fd, uint64_t size, std::FILE* out) {
     Remember(chunk);
   }
   std::fflush(out);
-  if (marker_at_ && marker_.empty()) marker_ = ReadAt(fd, *marker_at_, LogWriter::kMarkerKeyBytes);
+  if (marker_at_ && marker_.empty()) {
+    marker_ = source_->ReadAt(*marker_at_, LogWriter::kMarkerKeyBytes);
+  }
 }
 
 void LogFollower::Remember(std::string_view printed) {

@@ -9,26 +9,44 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace trainq {
 
+// Where a log's bytes come from: the file itself, or the daemon (`GET /v1/jobs/ID/log`)
+// when the file is not this user's to open (a shared server's run dirs) or not on this
+// machine. Each Poll asks Size() once, then reads within that view.
+class LogSource {
+ public:
+  virtual ~LogSource() = default;
+  // The log's size now; nullopt when there is no log yet (or it cannot be read).
+  virtual std::optional<uint64_t> Size() = 0;
+  // `length` bytes at `offset`, fewer at the end.
+  virtual std::string ReadAt(uint64_t offset, size_t length) = 0;
+};
+
+// The file at `path`, opened anew at each Size().
+std::unique_ptr<LogSource> FileLogSource(std::string path);
+
 class LogFollower {
  public:
-  explicit LogFollower(std::string path) : path_(std::move(path)) {}
+  explicit LogFollower(std::string path) : source_(FileLogSource(std::move(path))) {}
+  explicit LogFollower(std::unique_ptr<LogSource> source) : source_(std::move(source)) {}
 
-  // Prints to `out` what the log holds beyond what was printed. A missing file prints
+  // Prints to `out` what the log holds beyond what was printed. A missing log prints
   // nothing (the attempt has not opened it yet).
   void Poll(std::FILE* out);
 
  private:
-  bool Rewritten(int fd, uint64_t size) const;
-  void Restart(int fd, uint64_t size);
-  void Copy(int fd, uint64_t size, std::FILE* out);
+  bool Rewritten(uint64_t size) const;
+  void Restart(uint64_t size);
+  void Copy(uint64_t size, std::FILE* out);
   void Remember(std::string_view printed);
 
-  std::string path_;
+  std::unique_ptr<LogSource> source_;
   uint64_t offset_ = 0;                // bytes of the file printed
   std::string last_;                   // the last bytes printed, to notice a rewrite
   std::string carry_;                  // the end of what was printed, for a marker cut in two

@@ -709,6 +709,7 @@ TEST_F(TokenTest, TokensAreNeverStoredInClear) {
   if (::stat((paths_.db + "-wal").c_str(), &st) == 0) {
     EXPECT_EQ(st.st_mode & 0777, 0600u);
   }
+}
 
 // Per-user limits through the API: a job past its user's cap waits with the reason, and
 // raising the cap at run time starts it at once.

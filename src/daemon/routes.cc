@@ -317,6 +317,11 @@ void Routes::ListJobs(RouteContext& c) {
     }
     q.user = it->second;
   }
+  if (c.req.query.count("mine")) {
+    if (!q.user.empty())
+      return c.respond(ErrorResponse(Status::Invalid("user and mine: give one")));
+    q.user = c.caller.user;
+  }
   if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
     std::optional<JobId> n = ParseId(it->second);
     if (!n) return c.respond(ErrorResponse(Status::Invalid("limit: expected a positive integer")));
