@@ -66,7 +66,12 @@ Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
   if (choice.fixed && choice.fixed->kind != Endpoint::Kind::kUnix) {
     choice.token = GetEnv("TRAINQ_TOKEN");
     if (choice.token.empty()) {
-      Result<std::string> token = ReadTokenFile(HomeDir(::geteuid()) + "/.config/trainq/token");
+      std::string config = GetEnv("XDG_CONFIG_HOME");
+      if (config.empty()) {
+        std::string home = GetEnv("HOME");
+        config = (home.empty() ? HomeDir(::geteuid()) : home) + "/.config";
+      }
+      Result<std::string> token = ReadTokenFile(config + "/trainq/token");
       if (!token.ok()) return token.status();
       choice.token = *token;
     }

@@ -273,7 +273,7 @@ void Routes::Submit(RouteContext& c) {
     Status st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
     if (st.ok() && c.d.config_.shared) {  // the job will run as the caller: may they enter cwd?
-      Result<UserInfo> caller = LookupUserById(c.req.peer_uid);
+      Result<UserInfo> caller = LookupUserByName(user);  // the token's user too
       st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
     }
     if (!st.ok()) {

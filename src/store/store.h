@@ -20,11 +20,11 @@ namespace trainq {
 
 struct ListQuery {
   std::vector<JobState> states{};  // empty: every state
-  JobId after_id = 0;            // paging: only ids greater than this
-  int limit = 0;                 // 0: no limit
-  std::string user{};            // "": every user's jobs
-  bool with_attempts = false;    // fill Job::attempts
-  bool with_env = true;          // false: JobSpec::env left empty (listings, the scheduler)
+  JobId after_id = 0;              // paging: only ids greater than this
+  int limit = 0;                   // 0: no limit
+  std::string user{};              // "": every user's jobs
+  bool with_attempts = false;      // fill Job::attempts
+  bool with_env = true;            // false: JobSpec::env left empty (listings, the scheduler)
 };
 
 // Where a placed attempt runs; written by StartAttempt.

@@ -8,6 +8,8 @@ and the daemon's log is checked for sanitizer reports.
 """
 import json
 import os
+import pwd
+import uuid
 import shutil
 import signal
 import socket
@@ -349,3 +351,26 @@ def foreign_process():
     yield proc.pid
     proc.kill()
     proc.wait()
+
+
+# --- real local users (tests run as root) ---
+
+def make_user(prefix, groups=()):
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
+    cmd = ["useradd", "-M", "-U", "-s", "/bin/sh"]
+    if groups:
+        cmd += ["-G", ",".join(groups)]
+    subprocess.run(cmd + [name], check=True)
+    return pwd.getpwnam(name)
+
+
+@pytest.fixture(scope="module")
+def people():
+    admins = f"tqadm{uuid.uuid4().hex[:6]}"
+    subprocess.run(["groupadd", admins], check=True)
+    ada, bob = make_user("tqa"), make_user("tqb")
+    carol = make_user("tqc", groups=[admins])
+    yield {"ada": ada, "bob": bob, "carol": carol, "admins": admins}
+    for u in (ada, bob, carol):
+        subprocess.run(["userdel", u.pw_name], check=False)
+    subprocess.run(["groupdel", admins], check=False)

@@ -13,7 +13,6 @@ import socket
 import stat
 import subprocess
 import tempfile
-import uuid
 
 import pytest
 
@@ -22,27 +21,6 @@ from conftest import (check_no_sanitizer_report, gpu, kill_until_gone,
                       wait_for)
 
 SHARED_SOCKET = "/run/trainq/trainq.sock"
-
-
-def make_user(prefix, groups=()):
-    name = f"{prefix}{uuid.uuid4().hex[:8]}"
-    cmd = ["useradd", "-M", "-U", "-s", "/bin/sh"]
-    if groups:
-        cmd += ["-G", ",".join(groups)]
-    subprocess.run(cmd + [name], check=True)
-    return pwd.getpwnam(name)
-
-
-@pytest.fixture(scope="module")
-def people():
-    admins = f"tqadm{uuid.uuid4().hex[:6]}"
-    subprocess.run(["groupadd", admins], check=True)
-    ada, bob = make_user("tqa"), make_user("tqb")
-    carol = make_user("tqc", groups=[admins])
-    yield {"ada": ada, "bob": bob, "carol": carol, "admins": admins}
-    for u in (ada, bob, carol):
-        subprocess.run(["userdel", u.pw_name], check=False)
-    subprocess.run(["groupdel", admins], check=False)
 
 
 class Shared:
