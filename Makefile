@@ -6,7 +6,7 @@ RELEASE := build/release
 ASAN := build/asan
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-sched unit integration fuzz fuzz-build demo install clean format format-check
+.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-transport bench-sched unit integration fuzz fuzz-build demo install clean format format-check
 
 all: release
 
