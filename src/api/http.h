@@ -106,7 +106,7 @@ struct CallOptions {
   int timeout_ms = 30000;       // the whole exchange, connecting included
   std::string idempotency_key;  // non-empty: sent as the Idempotency-Key header
   std::string bearer_token;     // non-empty: sent as "Authorization: Bearer TOKEN"
-  // https: a PEM file of CA certificates trusted beside the system's (TRAINQ_CA).
+  // https: a PEM file of the CA certificates to trust instead of the system's (TRAINQ_CA).
   std::string ca_file;
 };
 
