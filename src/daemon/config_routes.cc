@@ -127,7 +127,7 @@ void DaemonImpl::GetConfigRoute(Responder& respond) {
 
 // Checks the whole request, then persists, then applies: a refused or failed request
 // changes nothing.
-void DaemonImpl::SetConfigRoute(const HttpRequest& req, Responder& respond) {
+void DaemonImpl::SetConfigRoute(const HttpRequest& req, const Caller& caller, Responder& respond) {
   Result<RuntimeUpdate> update = ParseRuntimeUpdate(req.body);
   if (!update.ok()) return respond(ErrorResponse(update.status()));
   if (update->set.Has("devices")) {
@@ -156,7 +156,7 @@ void DaemonImpl::SetConfigRoute(const HttpRequest& req, Responder& respond) {
     changes.push_back(was == now ? fmt::format("{} = {} (unchanged)", name, now)
                                  : fmt::format("{} = {} (was {})", name, now, was));
   }
-  spdlog::info("config set by {}: {}", UserName(req.peer_uid), fmt::join(changes, ", "));
+  spdlog::info("config set by {}: {}", caller.user, fmt::join(changes, ", "));
   RequestSchedule();
   json out = json::parse(ConfigJson());
   out["message"] = fmt::format("{}", fmt::join(changes, "\n"));

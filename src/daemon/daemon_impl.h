@@ -216,7 +216,7 @@ class DaemonImpl {
   std::vector<int> MissingDevices(const std::vector<int>& devices) const;
   std::string ConfigJson() const;
   void GetConfigRoute(Responder& respond);
-  void SetConfigRoute(const HttpRequest& req, Responder& respond);
+  void SetConfigRoute(const HttpRequest& req, const Caller& caller, Responder& respond);
 
   boost::asio::io_context& io_;
   DaemonOptions options_;

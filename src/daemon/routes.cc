@@ -225,7 +225,7 @@ class Routes {
   static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
   static void SetConfig(RouteContext& c) {
     if (!Allowed(c, Action::kAdmin, "change the config")) return;
-    c.d.SetConfigRoute(c.req, c.respond);
+    c.d.SetConfigRoute(c.req, c.caller, c.respond);
   }
   static void CreateToken(RouteContext& c) { c.d.CreateTokenRoute(c.req, c.caller, c.respond); }
   static void ListTokens(RouteContext& c) { c.d.ListTokensRoute(c.caller, c.respond); }

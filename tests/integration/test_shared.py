@@ -273,3 +273,15 @@ def test_a_shared_daemon_needs_root(shared, people):
                        timeout=30, env={"PATH": "/usr/bin:/bin"})
     assert r.returncode == 4, r.stdout + r.stderr
     assert "must run as root" in r.stderr
+
+
+def test_logs_follow_through_the_daemon_to_the_end(shared):
+    s = shared()
+    s.start()
+    script = "for i in 1 2 3 4 5; do echo line-$i; sleep 0.2; done"
+    job = s.submit_as("ada", "--gpus", "0", cmd=["sh", "-c", script])
+    s.wait_state(job, "running")
+    # Ada cannot open the log (the run dir is root's): it comes through the daemon.
+    r = s.trainq_as("ada", "logs", "-f", str(job), check=0)
+    assert r.stdout.splitlines() == [f"line-{i}" for i in range(1, 6)], r.stdout
+    assert s.show(job)["state"] == "succeeded"
