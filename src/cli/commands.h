@@ -79,4 +79,7 @@ int CmdTokenCreate(Client& client, const TokenArgs& args);
 int CmdTokenList(Client& client, bool json);
 int CmdTokenRevoke(Client& client, const std::string& name);
 
+// A reply's "message" on stdout ("job 12 cancelled"), or the error: the exit code.
+int PrintReplyMessage(const Result<nlohmann::json>& r);
+
 }  // namespace trainq

@@ -30,15 +30,6 @@ std::string SourceText(const Reply& option) {
   return source;
 }
 
-int PrintMessage(const Result<json>& r) {
-  if (!r.ok()) return Fail(r.status());
-  Reply reply(*r);
-  std::string message = reply.Str("message");
-  if (!reply.ok()) return Fail(reply.status());
-  std::printf("%s\n", message.c_str());
-  return 0;
-}
-
 }  // namespace
 
 int CmdConfigShow(Client& client, bool as_json) {
@@ -84,11 +75,20 @@ int CmdConfigGet(Client& client, const std::string& key, bool as_json) {
 
 int CmdConfigSet(Client& client, const std::string& key, const std::string& value) {
   // The daemon parses the text, so the CLI and the API accept exactly the same forms.
-  return PrintMessage(CallConfig(client, "PUT", DumpJson({{key, value}})));
+  return PrintReplyMessage(CallConfig(client, "PUT", DumpJson({{key, value}})));
 }
 
 int CmdConfigUnset(Client& client, const std::string& key) {
-  return PrintMessage(CallConfig(client, "PUT", DumpJson({{key, nullptr}})));
+  return PrintReplyMessage(CallConfig(client, "PUT", DumpJson({{key, nullptr}})));
+}
+
+int PrintReplyMessage(const Result<nlohmann::json>& r) {
+  if (!r.ok()) return Fail(r.status());
+  Reply reply(*r);
+  std::string message = reply.Str("message");
+  if (!reply.ok()) return Fail(reply.status());
+  std::printf("%s\n", message.c_str());
+  return 0;
 }
 
 }  // namespace trainq

@@ -93,13 +93,7 @@ int CmdTokenList(Client& client, bool as_json) {
 
 int CmdTokenRevoke(Client& client, const std::string& name) {
   if (Status st = CheckTokenName(name); !st.ok()) return Fail(st);
-  Result<json> r = client.Call("DELETE", "/v1/tokens/" + name);
-  if (!r.ok()) return Fail(r.status());
-  Reply reply(*r);
-  std::string message = reply.Str("message");
-  if (!reply.ok()) return Fail(reply.status());
-  std::printf("%s\n", message.c_str());
-  return 0;
+  return PrintReplyMessage(client.Call("DELETE", "/v1/tokens/" + name));
 }
 
 }  // namespace trainq

@@ -9,13 +9,8 @@ import subprocess
 import pytest
 
 from conftest import wait_for
+from test_listen import free_port
 from test_shared import Shared
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
