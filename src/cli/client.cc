@@ -58,8 +58,9 @@ Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
     if (!endpoint.ok()) return endpoint.status();
     choice.fixed = *endpoint;
   } else if (state_dir_flag.empty() && GetEnv("TRAINQ_STATE_DIR").empty() &&
-             LstatFacts(kSharedSocket).exists) {
-    // A shared daemon serves this machine: never start a personal one behind its back.
+             (LstatFacts(kSharedSocket).exists || IsDirectory(kSharedStateDir))) {
+    // A shared daemon serves this machine: never start a personal one behind its back, even
+    // while it restarts (its socket is gone then, its state dir is not).
     choice.fixed = Endpoint{Endpoint::Kind::kUnix, kSharedSocket, "", 0};
     choice.origin = kSharedOrigin;
   }

@@ -18,8 +18,8 @@ namespace trainq {
 
 // The daemon a command talks to (docs/cli.md, "Which daemon"): `--server URL` or
 // TRAINQ_SERVER; else, unless a state dir is named (--state-dir, TRAINQ_STATE_DIR), the
-// shared daemon's socket when it exists; else the personal daemon of the state dir, started
-// on demand. Only the personal daemon is ever started by trainq.
+// shared daemon's socket when it or the shared state dir exists; else the personal daemon of the
+// state dir, started on demand. Only the personal daemon is ever started by trainq.
 struct ServerChoice {
   StatePaths paths;               // the personal daemon's
   std::optional<Endpoint> fixed;  // a daemon trainq does not start

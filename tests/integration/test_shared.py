@@ -21,6 +21,7 @@ from conftest import (check_no_sanitizer_report, gpu, kill_until_gone,
                       wait_for)
 
 SHARED_SOCKET = "/run/trainq/trainq.sock"
+SHARED_STATE = "/var/lib/trainq"
 
 
 class Shared:
@@ -156,6 +157,12 @@ def test_a_job_runs_as_its_submitter_with_nothing_of_roots(shared, people):
     # The run dir, with the job's environment in spec.json, stays root's.
     run_dir = os.path.dirname(log)
     assert os.stat(run_dir).st_uid == 0 and stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
+    # Supplementary groups are the user's own: carol is in the admins' group.
+    carol = people["carol"]
+    job = s.submit_as("carol", "--gpus", "0", cmd=["id", "-G"])
+    s.wait_state(job, "succeeded")
+    groups = s.trainq_as("carol", "logs", str(job), check=0).stdout.split()
+    assert sorted(groups) == sorted([str(carol.pw_gid), str(grp.getgrnam(people["admins"]).gr_gid)])
 
 
 def test_users_act_on_their_own_jobs_only_admins_on_all(shared, people):
@@ -233,8 +240,8 @@ def test_two_users_never_book_the_same_gpu_memory_twice(shared):
 
 
 def test_the_client_finds_the_shared_socket_and_starts_no_daemon_of_its_own(shared, people):
-    if os.path.exists(SHARED_SOCKET):
-        pytest.skip(f"{SHARED_SOCKET} exists: a shared daemon serves this machine already")
+    if os.path.exists(SHARED_SOCKET) or os.path.exists(SHARED_STATE):
+        pytest.skip(f"{SHARED_SOCKET} or {SHARED_STATE} exists: this machine has a shared daemon")
     made_dir = not os.path.exists(os.path.dirname(SHARED_SOCKET))
     s = shared(socket_path=SHARED_SOCKET)
     try:
@@ -254,6 +261,18 @@ def test_the_client_finds_the_shared_socket_and_starts_no_daemon_of_its_own(shar
         r = s.trainq_as("ada", "ls", env=env)
         assert r.returncode == 1, r.stdout + r.stderr
         assert "shared daemon" in r.stderr and "does not answer" in r.stderr, r.stderr
+        assert not os.path.exists(os.path.join(home, ".local")), "a personal daemon was started"
+        # While it restarts its socket is gone, but the shared state dir says the same.
+        os.unlink(SHARED_SOCKET)
+        made_state = not os.path.exists(SHARED_STATE)
+        if made_state:
+            os.mkdir(SHARED_STATE, 0o700)
+        try:
+            r = s.trainq_as("ada", "ls", env=env)
+        finally:
+            if made_state:
+                os.rmdir(SHARED_STATE)
+        assert r.returncode == 1 and "does not answer" in r.stderr, r.stdout + r.stderr
         assert not os.path.exists(os.path.join(home, ".local")), "a personal daemon was started"
     finally:
         if s.daemon and s.daemon.poll() is None:
