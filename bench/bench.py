@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+import transport
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_JOBS = int(os.environ.get("N_JOBS", 200))
 ROUNDS = int(os.environ.get("ROUNDS", 5))
@@ -29,6 +31,7 @@ SLOTS = int(os.environ.get("SLOTS", 2))
 SCALE_JOBS = int(os.environ.get("SCALE_JOBS", 100000))
 IDLE_SECONDS = float(os.environ.get("IDLE_SECONDS", 60))
 STARTUP_RUNS = int(os.environ.get("STARTUP_RUNS", 300))
+TRANSPORT_RUNS = 50  # submits per way to the daemon (bench/transport.py)
 POLL = 0.01  # as peers.sh polls task-spooler
 
 
@@ -380,6 +383,8 @@ def main():
         for t in made:
             t.stop()
         made.clear()
+        log(f"trainq: a submit over the Unix socket, TCP and TCP+TLS, {TRANSPORT_RUNS} runs each")
+        results["transport"] = transport.measure(binary, TRANSPORT_RUNS)
         log("Google Benchmark: the policy's pass and the daemon's whole pass")
         build = os.path.dirname(binary)
         results["sched"] = measure_gbench(os.path.join(build, "sched_bench"))
@@ -520,6 +525,9 @@ def render(res, peers, binary):
         add(f"| idle daemon, {label}: CPU over {IDLE_SECONDS:.0f} s (schedstat, ns) | "
             f"{res[key]['cpu_pct']:.4f} % ({res[key]['ms_per_min']:.2f} ms per minute) |")
         add(f"| idle daemon, {label}: RSS | {res[key]['rss'] / (1 << 20):.1f} MiB |")
+    add("\n## Reaching the daemon\n")
+    for line in transport.render(res["transport"], TRANSPORT_RUNS):
+        add(line)
     add("\n## Start-up\n")
     add(f"Whole process, median of {STARTUP_RUNS} runs each, interleaved; what every `trainq` "
         "command pays before it talks to the daemon.\n")

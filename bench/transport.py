@@ -74,20 +74,24 @@ def measure(binary, runs):
     return samples
 
 
-def main():
-    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/release/trainq")
-    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 50
-    samples = measure(binary, runs)
+def render(samples, runs):
+    """The table as Markdown lines."""
     base = statistics.median(samples["Unix socket"])
-    print(f"`trainq submit --gpus 0 -- true`, whole process, median of {runs} runs each "
-          "(interleaved); the submit is durable (synced) in every case.\n")
-    print("| way to the daemon | median ms | p90 ms | ÷ Unix socket |")
-    print("| --- | --- | --- | --- |")
+    out = [f"`trainq submit --gpus 0 -- true`, whole process, median of {runs} runs each "
+           "(interleaved); the submit is durable (synced) in every case.\n",
+           "| way to the daemon | median ms | p90 ms | ÷ Unix socket |", "| --- | --- | --- | --- |"]
     for name, v in samples.items():
         v = sorted(v)
         p90 = v[min(len(v) - 1, int(0.9 * len(v)))]
-        print(f"| {name} | {statistics.median(v) * 1000:.2f} | {p90 * 1000:.2f} | "
-              f"{statistics.median(v) / base:.2f}× |")
+        out.append(f"| {name} | {statistics.median(v) * 1000:.2f} | {p90 * 1000:.2f} | "
+                   f"{statistics.median(v) / base:.2f}× |")
+    return out
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/release/trainq")
+    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+    print("\n".join(render(measure(binary, runs), runs)))
 
 
 if __name__ == "__main__":
