@@ -57,12 +57,32 @@ void CheckGpus(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldE
 
 void CheckMem(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
   if (!spec.mem_bytes && !spec.mem_percent) return;
-  if (spec.mem_bytes && limits.largest_gpu_bytes > 0 &&
-      *spec.mem_bytes > limits.largest_gpu_bytes) {
+  const uint64_t largest = limits.largest_gpu_bytes;
+  const uint64_t room = largest > limits.headroom_bytes ? largest - limits.headroom_bytes : 0;
+  if (spec.mem_bytes && largest > 0 && *spec.mem_bytes > largest) {
     out.push_back({"--mem", fmt::format("{} is more than any GPU here has (the largest has {}); "
                                         "ask for at most that, or a percentage like --mem 90%",
-                                        FormatBytes(*spec.mem_bytes),
-                                        FormatBytes(limits.largest_gpu_bytes))});
+                                        FormatBytes(*spec.mem_bytes), FormatBytes(largest))});
+  } else if (spec.mem_bytes && largest > 0 && *spec.mem_bytes > room) {
+    // Accepted, it would wait forever: the placement keeps the headroom free on every GPU.
+    out.push_back({"--mem", fmt::format("{} can never fit: the largest GPU here has {} and {} of "
+                                        "it is kept free (config headroom), so at most {}; for a "
+                                        "whole GPU leave --mem out",
+                                        FormatBytes(*spec.mem_bytes), FormatBytes(largest),
+                                        FormatBytes(limits.headroom_bytes), FormatBytes(room))});
+  }
+  if (spec.mem_percent && largest > 0 && limits.headroom_bytes > 0 && *spec.mem_percent > 0 &&
+      *spec.mem_percent <= 100.0) {
+    double total = static_cast<double>(largest);
+    double needed = std::min(total, std::ceil(total * *spec.mem_percent / 100.0));
+    if (needed > static_cast<double>(room)) {
+      double most = std::floor(static_cast<double>(room) * 1000.0 / total) / 10.0;
+      out.push_back({"--mem", fmt::format("{}% can never fit: {} of every GPU is kept free "
+                                          "(config headroom), so at most {}% of the largest ({}); "
+                                          "for a whole GPU leave --mem out",
+                                          *spec.mem_percent, FormatBytes(limits.headroom_bytes),
+                                          most, FormatBytes(largest))});
+    }
   }
   if (spec.gpus == 0) {
     out.push_back({"--mem", "is GPU memory and needs GPUs; drop --mem for a CPU job (--gpus 0)"});

@@ -27,6 +27,9 @@ struct SpecLimits {
   int max_cpu_slots = 1;
   uint64_t largest_gpu_bytes = 0;  // the most memory one GPU has; 0: not known, not checked
   size_t arg_max = 0;              // execve's limit on argv and environment; 0: not checked
+  // What the placement keeps free on every GPU (config headroom): an ask above the largest
+  // GPU's total less this could never start.
+  uint64_t headroom_bytes = 0;
 };
 
 // execve refuses one argument or variable longer than this (Linux's MAX_ARG_STRLEN).

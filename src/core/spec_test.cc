@@ -45,6 +45,33 @@ TEST(ValidateSpecTest, AcceptsAGoodSpec) {
   EXPECT_THAT(ValidateSpec(pct, kLimits, kDir), IsEmpty());
 }
 
+// An ask above the largest GPU less the headroom would wait forever: refused, naming the most
+// one may ask (trap: --mem 80GiB or 100% on an 80 GiB GPU).
+TEST(ValidateSpecTest, AnAskNoGpuCanEverGiveIsRefusedNamingTheMost) {
+  SpecLimits limits = kLimits;
+  limits.largest_gpu_bytes = 80ull << 30;
+  limits.headroom_bytes = 256ull << 20;
+  JobSpec whole = GoodSpec();
+  whole.mem_bytes = 80ull << 30;
+  std::vector<FieldError> errors = ValidateSpec(whole, limits, kDir);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "--mem");
+  EXPECT_THAT(errors[0].message, HasSubstr("can never fit"));
+  EXPECT_THAT(errors[0].message, HasSubstr("at most 79.8 GiB"));
+  JobSpec most = GoodSpec();
+  most.mem_bytes = (80ull << 30) - (256ull << 20);
+  EXPECT_THAT(ValidateSpec(most, limits, kDir), IsEmpty());
+  JobSpec pct = GoodSpec();
+  pct.mem_bytes.reset();
+  pct.mem_percent = 100.0;
+  errors = ValidateSpec(pct, limits, kDir);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].message, HasSubstr("100% can never fit"));
+  EXPECT_THAT(errors[0].message, HasSubstr("at most 99.6%"));
+  pct.mem_percent = 99.6;
+  EXPECT_THAT(ValidateSpec(pct, limits, kDir), IsEmpty());
+}
+
 struct SpecCase {
   const char* what;
   std::function<void(JobSpec&)> edit;

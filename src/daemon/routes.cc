@@ -260,7 +260,8 @@ void Routes::Submit(RouteContext& c) {
   if (!Allowed(c, Action::kSubmit, "submit")) return;
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
-  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax()};
+  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
+                    c.d.config_.headroom_bytes};
   // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
   // user a token was made for. Nothing in the body can say otherwise.
   const std::string& user = c.caller.user;
@@ -521,6 +522,16 @@ void Routes::JobAction(RouteContext& c) {
   }
   if (!st.ok()) return c.respond(ErrorResponse(st));
   Result<Job> now = c.d.store_->Get(*id);
+  if (action == "retry" && now.ok() && now->state != JobState::kQueued) {
+    // Its dependencies judged it at once: blocked again, or cancelled by one that failed.
+    if (now->state == JobState::kBlocked) {
+      message = fmt::format("job {} is back in the queue, blocked: {}", *id, now->reason);
+    } else {
+      return c.respond(ErrorResponse(Status::Conflict(
+          fmt::format("job {} was retried but did not go back to the queue: it is {} ({})", *id,
+                      StateName(now->state), now->reason))));
+    }
+  }
   c.respond(Json(200, {{"message", message}, {"job", now.ok() ? JobToJson(*now) : json(nullptr)}}));
 }
 

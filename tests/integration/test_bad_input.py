@@ -243,3 +243,12 @@ def test_bad_config_is_reported_at_once(make_trainq):
     assert t.daemon_pid() is None
     t.write_config(DEFAULT_CONFIG)
     assert t.run("ls").stdout.startswith("ID")
+
+
+def test_an_ask_no_gpu_can_ever_give_is_refused(tq):
+    # 80 GiB GPUs with 256 MiB of headroom: 80 GiB or 100% would wait forever.
+    for mem, most in (("80GiB", "at most 79.8 GiB"), ("100%", "at most 99.6%")):
+        r = tq.run("submit", "--mem", mem, "--", "true", check=False)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "--mem" in r.stderr and "can never fit" in r.stderr and most in r.stderr, r.stderr
+    # (the fixture checks that nothing was stored)

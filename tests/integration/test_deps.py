@@ -143,6 +143,20 @@ def test_retry_of_a_job_with_dependencies_waits_again(tq):
     os.unlink(go)
     tq.run("retry", str(a))  # runs again and waits for the go file
     tq.wait_state(a, "running")
-    tq.run("retry", str(b))
+    r = tq.run("retry", str(b))
+    assert r.stdout.startswith(f"job {b} is back in the queue, blocked: waiting for job {a}")
     job_b = tq.wait_state(b, "blocked")
     assert job_b["reason"] == f"waiting for job {a} (running)"
+
+
+def test_retry_says_what_happened_when_the_job_did_not_go_back(tq):
+    a = tq.submit("--gpus", "0", cmd=["false"])
+    b = tq.submit("--gpus", "0", "--after", str(a), cmd=["true"])
+    tq.wait_state(a, "failed")
+    tq.wait_state(b, "cancelled")
+    # Its dependency is still failed: the retried job is cancelled again at once.
+    r = tq.run("retry", str(b), check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"job {b} was retried but did not go back to the queue: it is cancelled" in r.stderr
+    assert f"dependency {a} failed" in r.stderr
+    assert "queued again" not in r.stdout
