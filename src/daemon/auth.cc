@@ -1,17 +1,14 @@
 // Who sent a request: a bearer token's record over TCP, the peer's uid on the Unix socket
 // (docs/architecture.md, "Authentication"). What each caller may then do is decided by the
 // routes with Authorize (src/core/auth.h).
-#include <grp.h>
-#include <pwd.h>
 #include <unistd.h>
-
-#include <vector>
 
 #include <fmt/format.h>
 
 #include "src/daemon/daemon_impl.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -56,29 +53,10 @@ Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
 
 bool DaemonImpl::IsAdminUid(int64_t uid) const {
   if (!config_.shared || config_.admin_group.empty() || uid < 0) return false;
-  struct passwd pw {};
-  struct passwd* user = nullptr;
-  std::vector<char> buf(16384);
-  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &user) != 0 || !user) {
-    return false;
-  }
-  struct group gr {};
-  struct group* admins = nullptr;
-  std::vector<char> gbuf(65536);
-  if (::getgrnam_r(config_.admin_group.c_str(), &gr, gbuf.data(), gbuf.size(), &admins) != 0 ||
-      !admins) {
-    return false;
-  }
-  int count = 64;
-  std::vector<gid_t> groups(static_cast<size_t>(count));
-  while (::getgrouplist(user->pw_name, user->pw_gid, groups.data(), &count) < 0) {
-    groups.resize(static_cast<size_t>(count));  // `count` now says how many there are
-  }
-  groups.resize(static_cast<size_t>(count));
-  for (gid_t g : groups) {
-    if (g == admins->gr_gid) return true;
-  }
-  return false;
+  Result<UserInfo> user = LookupUserById(uid);
+  if (!user.ok()) return false;
+  Result<bool> member = UserInGroup(*user, config_.admin_group);
+  return member.ok() && *member;
 }
 
 }  // namespace trainq

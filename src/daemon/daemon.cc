@@ -21,6 +21,7 @@
 #include "src/os/permissions.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -87,7 +88,7 @@ Status DaemonImpl::Serve() {
 namespace {
 
 Result<gid_t> SocketGroup(const Config& config) {
-  Result<int64_t> gid = GroupId(config.socket_group);
+  Result<int64_t> gid = LookupGroupId(config.socket_group);
   if (!gid.ok()) return Status::Invalid(fmt::format("socket_group: {}", gid.status().message()));
   return static_cast<gid_t>(*gid);
 }

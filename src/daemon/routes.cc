@@ -270,7 +270,10 @@ void Routes::Submit(RouteContext& c) {
     JobSpec& spec = (*specs)[i];
     spec.user = user;
     if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
-    if (spec.cwd.empty()) spec.cwd = HomeDirOf(user);  // as a login shell starts
+    if (spec.cwd.empty()) {  // as a login shell starts
+      Result<UserInfo> who = LookupUserByName(user);
+      spec.cwd = who.ok() && !who->home.empty() && who->home[0] == '/' ? who->home : "/";
+    }
     Status st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
     if (st.ok() && c.d.config_.shared) {  // the job will run as the caller: may they enter cwd?

@@ -1,7 +1,6 @@
 #include "src/os/system.h"
 
 #include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
 #include <pwd.h>
 #include <sys/file.h>
@@ -83,28 +82,6 @@ std::string HomeDir(int64_t uid) {
     return found->pw_dir;
   }
   return "/";
-}
-
-std::string HomeDirOf(const std::string& name) {
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (::getpwnam_r(name.c_str(), &pw, buf, sizeof(buf), &found) == 0 && found && found->pw_dir &&
-      found->pw_dir[0] == '/') {
-    return found->pw_dir;
-  }
-  return "/";
-}
-
-Result<int64_t> GroupId(std::string_view name) {
-  struct group gr {};
-  struct group* found = nullptr;
-  std::vector<char> buf(16384);
-  std::string n(name);
-  if (!n.empty() && ::getgrnam_r(n.c_str(), &gr, buf.data(), buf.size(), &found) == 0 && found) {
-    return static_cast<int64_t>(found->gr_gid);
-  }
-  return Status::NotFound(fmt::format("no group '{}'", n));
 }
 
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment() {

@@ -20,14 +20,10 @@ int CpuCount();
 uint64_t OpenFileLimit();
 // The login name of `uid`, or its number as text.
 std::string UserName(int64_t uid);
-// The id of group `name`; kNotFound "no group 'NAME'" when there is none.
-Result<int64_t> GroupId(std::string_view name);
 // 32 hex digits from the kernel's random source: a token no other process can guess.
 std::string RandomToken();
 // The home directory of `uid` from the password database; "/" when it has none.
 std::string HomeDir(int64_t uid);
-// The same for the user named `name`.
-std::string HomeDirOf(const std::string& name);
 // The caller's environment as pairs, in order.
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment();
 std::string CurrentDirectory();

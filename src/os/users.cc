@@ -143,8 +143,8 @@ Result<UserInfo> LookupUserById(int64_t uid) {
   return FromPasswd(pw);
 }
 
-Result<bool> UserInGroup(const UserInfo& user, std::string_view group_name) {
-  std::string n(group_name);
+Result<int64_t> LookupGroupId(std::string_view name) {
+  std::string n(name);
   struct group gr;
   std::vector<char> buffer;
   auto found = LookupWithBuffer(gr, buffer, [&n](auto* e, char* b, size_t size, auto** r) {
@@ -152,7 +152,13 @@ Result<bool> UserInGroup(const UserInfo& user, std::string_view group_name) {
   });
   if (!found.ok()) return found.status();
   if (!*found) return Status::Invalid(fmt::format("no local group '{}'", n));
-  int64_t gid = gr.gr_gid;
+  return static_cast<int64_t>(gr.gr_gid);
+}
+
+Result<bool> UserInGroup(const UserInfo& user, std::string_view group_name) {
+  Result<int64_t> group = LookupGroupId(group_name);
+  if (!group.ok()) return group.status();
+  int64_t gid = *group;
   return gid == user.gid ||
          std::find(user.groups.begin(), user.groups.end(), gid) != user.groups.end();
 }

@@ -30,6 +30,9 @@ Result<UserInfo> LookupUserById(int64_t uid);
 // The groups of the user `name` whose primary group is `gid` (getgrouplist), `gid` first.
 std::vector<int64_t> GroupList(const std::string& name, int64_t gid);
 
+// The id of the group named `name`; kInvalid "no local group 'NAME'" when there is none.
+Result<int64_t> LookupGroupId(std::string_view name);
+
 // Whether `user` is a member of the group named `group_name` (its primary group counts);
 // kInvalid naming the group when there is no such group.
 Result<bool> UserInGroup(const UserInfo& user, std::string_view group_name);
