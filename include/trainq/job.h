@@ -88,6 +88,7 @@ struct Job {
   std::string reason;             // why it waits, or why it ended
   int attempt = 0;                // number of the latest attempt, 0 before the first
   UnixMs not_before = 0;          // OOM backoff: not placed before this time
+  int node_failures = 0;          // attempts a lost node ended (cluster; src/store/cluster.h)
   std::vector<Attempt> attempts;  // oldest first; may be empty in listings
 
   const Attempt* current() const { return attempts.empty() ? nullptr : &attempts.back(); }
