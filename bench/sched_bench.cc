@@ -7,6 +7,7 @@
 //    again, so the policy evaluates about five jobs: a best case;
 //  - the same pass on a mixed queue (1/2/4/8 GPUs, 1-64 GiB and percent shares, 24 users,
 //    three priorities): a few hundred shapes, each evaluated until it no longer fits;
+//  - a cluster leader's pass: 10,000 mixed jobs on 1,000 nodes x 8 GPUs (target <= 100 ms);
 //  - one pod placed on a 1,213-node cluster with thousands of holdings, as the placement
 //    simulator calls it (target < 1 ms), best fit and fragmentation-aware (FGD).
 #include <random>
@@ -25,11 +26,11 @@ constexpr uint64_t kGiB = 1ull << 30;
 constexpr UnixMs kNow = 1'700'000'000'000;
 constexpr int64_t kHour = 3600 * 1000;
 
-// 8 nodes x 8 GPUs of 80 GiB, each GPU holding two jobs that leave 8 GiB usable.
-std::vector<NodeState> BusyLab() {
+// `count` nodes x 8 GPUs of 80 GiB, each GPU holding two jobs that leave 8 GiB usable.
+std::vector<NodeState> BusyLab(int count = 8) {
   std::vector<NodeState> nodes;
   JobId id = 1'000'000;
-  for (int n = 0; n < 8; ++n) {
+  for (int n = 0; n < count; ++n) {
     NodeState node;
     node.name = "node" + std::to_string(n);
     node.cpu_slots = 128;
@@ -118,8 +119,9 @@ UsageByUser MixedUsage() {
   return usage;
 }
 
-void RunPasses(benchmark::State& state, const WaitingQueue& queue, const UsageByUser& usage) {
-  std::vector<NodeState> nodes = BusyLab();
+void RunPasses(benchmark::State& state, const WaitingQueue& queue, const UsageByUser& usage,
+               int node_count = 8) {
+  std::vector<NodeState> nodes = BusyLab(node_count);
   PolicyConfig config;
   std::vector<Hold> holds;
   size_t reasons = 0;
@@ -162,6 +164,14 @@ BENCHMARK(BM_MixedPassOn64Gpus)
     ->Arg(100'000)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MixedPassOn64GpusManyAged)->Arg(100'000)->Unit(benchmark::kMillisecond);
+
+// A cluster's leader (docs/cluster.md): one pass over 1,000 nodes x 8 GPUs, every GPU busy,
+// with 10,000 mixed jobs waiting (target <= 100 ms). The policy alone: reading the nodes'
+// records and the active attempts from Redis is measured by bench/cluster.py.
+void BM_LeaderPassOn1000NodesX8Gpus(benchmark::State& state) {
+  RunPasses(state, MixedQueue(static_cast<int>(state.range(0)), 0), MixedUsage(), 1000);
+}
+BENCHMARK(BM_LeaderPassOn1000NodesX8Gpus)->Arg(10'000)->Unit(benchmark::kMillisecond);
 
 // Ordering alone, for the record: the index against a full sort of the same jobs.
 void BM_OrderFromIndex(benchmark::State& state) {

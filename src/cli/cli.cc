@@ -24,6 +24,7 @@ struct Parsed {
   std::string config_key, config_value;
   std::string backup_path;
   TokenArgs token;
+  std::string node_name;
   SimArgs sim;
 };
 
@@ -140,6 +141,19 @@ void AddToken(CLI::App& app, Parsed& p) {
       ->required();
 }
 
+void AddNodes(CLI::App& app, Parsed& p) {
+  app.add_subcommand("nodes", "a cluster's nodes: state, leader, GPUs, jobs, heartbeat")
+      ->add_flag("--json", p.json, "JSON output");
+  CLI::App* n = app.add_subcommand("node", "drain or resume a cluster's node (admins)");
+  n->require_subcommand(1, 1);
+  n->add_subcommand("drain", "start no new job there; running ones run on")
+      ->add_option("name", p.node_name, "the node, as `trainq nodes` names it")
+      ->required();
+  n->add_subcommand("resume", "let jobs start there again")
+      ->add_option("name", p.node_name, "the node, as `trainq nodes` names it")
+      ->required();
+}
+
 int DispatchToken(Client& client, CLI::App& token, Parsed& p) {
   if (token.got_subcommand("create")) return CmdTokenCreate(client, p.token);
   if (token.got_subcommand("revoke")) return CmdTokenRevoke(client, p.token.name);
@@ -174,6 +188,8 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "gpus") return p.topo ? CmdGpuTopology(client, p.json) : CmdGpus(client, p.json);
   if (name == "config") return DispatchConfig(client, *sub, p);
   if (name == "token") return DispatchToken(client, *sub, p);
+  if (name == "nodes") return CmdNodes(client, p.json);
+  if (name == "node") return CmdNodeDrain(client, p.node_name, sub->got_subcommand("drain"));
   if (sub->got_subcommand("stop")) return CmdDaemonStop(client);
   if (sub->got_subcommand("status")) return CmdDaemonStatus(client, p.json);
   if (sub->got_subcommand("backup")) return CmdDaemonBackup(client, p.backup_path);
@@ -199,6 +215,7 @@ int RunCli(int argc, char** argv) {
   AddDaemon(app, p);
   AddConfig(app, p);
   AddToken(app, p);
+  AddNodes(app, p);
   AddSimCommand(app, p.sim);
   try {
     app.parse(argc, argv);

@@ -79,6 +79,10 @@ int CmdTokenCreate(Client& client, const TokenArgs& args);
 int CmdTokenList(Client& client, bool json);
 int CmdTokenRevoke(Client& client, const std::string& name);
 
+// node_commands.cc
+int CmdNodes(Client& client, bool json);
+int CmdNodeDrain(Client& client, const std::string& name, bool drain);
+
 // A reply's "message" on stdout ("job 12 cancelled"), or the error: the exit code.
 int PrintReplyMessage(const Result<nlohmann::json>& r);
 

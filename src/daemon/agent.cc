@@ -71,6 +71,7 @@ Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
 }
 
 Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
+  if (cluster_) return PlaceOnNode(job, d);
   int n = job.attempt + 1;
   Result<int> port = TakeMasterPort(job);
   if (!port.ok()) return port.status();
@@ -88,6 +89,12 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   p.run_dir = fmt::format("{}/{}/{}", options_.paths.runs, job.id, n);
   p.log_path = LogPath(p.run_dir);
   p.master_port = *port;
+  TRAINQ_RETURN_IF_ERROR(RunPlaced(job, n, p, /*record_start=*/true));
+  lease.Keep();  // from here the live attempt holds the port until its shim is gone
+  return Status::Ok();
+}
+
+Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool record_start) {
   // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
   Result<UserInfo> runner = UserInfo{};
   if (config_.shared) runner = LookupUserByName(job.spec.user);
@@ -95,7 +102,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   // runs/ disagree. Never write into it (the daemon refuses to start on a lost database).
   if (FileExists(p.log_path)) {
     return Status::Internal(
-        fmt::format("run dir {} already holds a log; trainq.db and {} "
+        fmt::format("run dir {} already holds a log; the store and {} "
                     "disagree about job {}",
                     p.run_dir, options_.paths.runs, job.id));
   }
@@ -120,7 +127,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   if (runner.ok()) TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
   UnixMs now = clock_.Now();
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
-  TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, now));
+  if (record_start) TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, now));
 
   Result<ShimProcess> shim = runner.ok() ? launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n))
                                          : Result<ShimProcess>(runner.status());
@@ -139,7 +146,6 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
     ResolveDependents(job.id);
     return st;
   }
-  lease.Keep();  // from here the live attempt holds the port until its shim is gone
   // The shim runs whatever the store says: a failed MarkRunning must not lose it (its GPUs,
   // port and process would no longer be counted). It stays live and watched; its exit is
   // recorded from `starting` as well, and a restart re-adopts it as any starting attempt.
@@ -163,6 +169,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   a.pid_start_ticks = shim->start_ticks;
   a.master_port = p.master_port;
   live_.insert_or_assign(job.id, FromAttempt(started, a));
+  TrackRunning(job.id, job.spec.user);
   spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}]{})", job.id, n, shim->pid,
                fmt::join(p.gpu_indices, ","),
                p.master_port ? fmt::format(", MASTER_PORT {}", p.master_port) : "");
@@ -211,6 +218,7 @@ void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& end) {
   StoreEnd(id, n, end);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
   SampleGpus();
+  if (cluster_) Beat();  // the leader places from this node's report
   RequestSchedule();
 }
 
@@ -265,6 +273,10 @@ void DaemonImpl::RecoverAttempts() {
   for (const Job& job : *active) {
     const Attempt* a = job.current();
     if (!a || a->node != node_) continue;
+    // Placed here by the leader while this daemon was away: SyncAssigned starts it.
+    if (cluster_ && a->state == JobState::kStarting && a->pid == 0 && !IsDirectory(a->run_dir)) {
+      continue;
+    }
     RecoverOne(job, *a);
   }
   // After the re-adoptions above (ports held again, ended attempts collected): a crash
@@ -326,6 +338,14 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   if (auto u = unrecorded_ends_.find(job.id); it == live_.end() && u != unrecorded_ends_.end()) {
     return Status::Conflict(fmt::format("job {} already ended ({}); recording its end waits: {}",
                                         job.id, u->second.end.end_reason, u->second.problem));
+  }
+  const Attempt* current = job.current();
+  if (it == live_.end() && cluster_ && current != nullptr && current->node != node_) {
+    // Its node stops it: it watches for the flag (an event, or its next heartbeat).
+    TRAINQ_RETURN_IF_ERROR(cluster_->RequestCancel(job.id, job.attempt));
+    *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {} ms)",
+                           job.id, current->node, config_.grace_ms);
+    return Status::Ok();
   }
   if (it == live_.end())
     return Status::Conflict(fmt::format("job {} is not running on this node", job.id));

@@ -17,6 +17,7 @@
 #include "src/core/duration.h"
 #include "src/core/endpoint.h"
 #include "src/os/run_dir.h"
+#include "src/store/cluster.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -402,6 +403,34 @@ const std::vector<Option>& Options() {
           "serve `listen` addresses other than loopback without TLS (tokens then cross the "
           "network in clear)",
           Bool(&Config::allow_plaintext)),
+      Row("store", "\"\"", false,
+          "a cluster's shared store, \"redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]\"; \"\" = the "
+          "embedded SQLite database, one machine ([cluster.md](cluster.md))",
+          String(&Config::store, "URL")),
+      Row("store_password_file", "\"\"", false,
+          "a file holding the Redis password (so none sits in config.toml); read at start",
+          String(&Config::store_password_file, "path")),
+      Row("redis_prefix", "\"trainq:\"", false,
+          "every Redis key of this cluster starts with it: several clusters can share one Redis",
+          String(&Config::redis_prefix)),
+      Row("node_address", "\"\"", false,
+          "the address other nodes and `MASTER_ADDR` use for this node; \"\" = the host name",
+          String(&Config::node_address, "host name or IP address")),
+      Row("heartbeat_interval", "10s", false,
+          "cluster: how often a node renews its heartbeat; at most a quarter of node_timeout",
+          Duration(&Config::heartbeat_interval_ms, 100)),
+      Row("node_timeout", "300s", false,
+          "cluster: a node silent this long is lost and its jobs run elsewhere; its own jobs "
+          "stop themselves after half of it (self-fencing)",
+          Duration(&Config::node_timeout_ms, 1000)),
+      Row("leader_lease", "15s", false,
+          "cluster: how long the scheduling leader's lease lasts unrenewed; another node takes "
+          "over within two lease periods",
+          Duration(&Config::leader_lease_ms, 300)),
+      Row("max_node_failures", "3", false,
+          "cluster: a job whose attempts lost this many nodes fails instead of running again",
+          Count(&Config::max_node_failures, kMaxCount,
+                "a whole number of node failures from 1 to 100000", 1)),
       Row("devices", "\"all\"", true,
           "GPU indices jobs may use (`trainq config set devices 0,1,3`)", Devices()),
       Row("max_jobs_per_gpu", "0", true, "most trainq jobs on one GPU; 0 = no limit",
@@ -469,6 +498,36 @@ Status CheckListen(const Config& config) {
         "bearer tokens would cross the network in clear; set tls_cert and tls_key, or "
         "allow_plaintext = true on a trusted network",
         fmt::join(exposed, ", ")));
+  }
+  if (problems.empty()) return Status::Ok();
+  return Status::Invalid(fmt::format("{}", fmt::join(problems, "; ")));
+}
+
+Status CheckCluster(const Config& config) {
+  std::vector<std::string> problems;
+  if (!config.store.empty()) {
+    if (Result<RedisTarget> t = ParseRedisUrl(config.store); !t.ok()) {
+      problems.push_back(t.status().message());
+    }
+  }
+  if (config.heartbeat_interval_ms * 4 > config.node_timeout_ms) {
+    problems.push_back(fmt::format(
+        "heartbeat_interval: {} is more than a quarter of node_timeout ({}); a node would be "
+        "judged lost after missing fewer than four heartbeats",
+        FormatDuration(config.heartbeat_interval_ms), FormatDuration(config.node_timeout_ms)));
+  }
+  if (config.grace_ms * 4 > config.node_timeout_ms) {
+    problems.push_back(fmt::format(
+        "grace_period: {} is more than a quarter of node_timeout ({}); a node's jobs stop "
+        "themselves after half of node_timeout and must be gone before the node is judged lost",
+        FormatDuration(config.grace_ms), FormatDuration(config.node_timeout_ms)));
+  }
+  if (!config.redis_prefix.empty() &&
+      config.redis_prefix.find_first_of("*?[] \t\n") != std::string::npos) {
+    problems.push_back(fmt::format(
+        "redis_prefix: '{}' holds a glob character or space; use letters, digits and ':', '_', "
+        "'-', '.' (an ACL names the keys as PREFIX*)",
+        config.redis_prefix));
   }
   if (problems.empty()) return Status::Ok();
   return Status::Invalid(fmt::format("{}", fmt::join(problems, "; ")));

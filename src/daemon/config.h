@@ -56,6 +56,15 @@ struct Config {
   std::string tls_cert;
   std::string tls_key;
   bool allow_plaintext = false;
+  // A cluster (docs/cluster.md): the shared store and this node's part in it.
+  std::string store;  // "": embedded SQLite
+  std::string store_password_file;
+  std::string redis_prefix = "trainq:";
+  std::string node_address;               // "": the host name
+  int64_t heartbeat_interval_ms = 10000;  // heartbeat_interval
+  int64_t node_timeout_ms = 300000;       // node_timeout
+  int64_t leader_lease_ms = 15000;        // leader_lease
+  int max_node_failures = 3;
   // Limits `trainq config set` changes at run time; the daemon persists them.
   std::vector<int> devices = PolicyConfig{}.devices;       // GPU indices jobs may use; empty: all
   int max_jobs_per_gpu = PolicyConfig{}.max_jobs_per_gpu;  // 0: no limit
@@ -81,6 +90,13 @@ size_t ConnectionCap(int max_connections, uint64_t fd_limit);
 // allow_plaintext: bearer tokens would cross the network in clear. kInvalid naming each
 // option at fault, every problem at once.
 Status CheckListen(const Config& config);
+
+// The cluster options, judged from `config` alone (trainqd at start and --check-config):
+// `store` empty or a Redis URL (ParseRedisUrl); heartbeat_interval at most a quarter of
+// node_timeout; grace_period at most a quarter of it (a node's jobs stop themselves after
+// half of node_timeout and must be gone before another node may run them: docs/cluster.md,
+// "Self-fencing"). kInvalid naming each option at fault, every problem at once.
+Status CheckCluster(const Config& config);
 
 // One row of the option table, as docs/config.md shows it.
 struct OptionInfo {

@@ -36,6 +36,14 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
       clock_(*seams.clock) {
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
+  cluster_ = dynamic_cast<ClusterStore*>(store_.get());
+  address_ = config_.node_address.empty() ? HostName() : config_.node_address;
+  // Self-fencing (docs/cluster.md): a node's jobs stop themselves after half of node_timeout
+  // without a renewed heartbeat, so they are gone before the leader judges the node lost.
+  if (cluster_) {
+    fence_file_ = options_.paths.state_dir + "/heartbeat";
+    fence_after_ms_ = config_.node_timeout_ms / 2;
+  }
 }
 
 Status DaemonImpl::Start() {
@@ -82,6 +90,7 @@ Status DaemonImpl::Serve() {
   ArmSampleTimer();
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
                options_.paths.socket, node_, cpu_slots_, probe_.probe->Describe());
+  StartCluster();
   return Status::Ok();
 }
 
@@ -125,6 +134,13 @@ Status DaemonImpl::ListenTcp() {
     if (!port.ok()) return port.status();
     spdlog::info("listening on tcp {} ({})", ListenAddress{at->host, *port}.Describe(),
                  tls.enabled() ? "tls" : "plaintext");
+    // How the cluster's other nodes reach this one (a job's log, docs/cluster.md): the
+    // first address, with node_address where it listens on every interface.
+    if (api_url_.empty()) {
+      bool any = at->host == "0.0.0.0" || at->host == "::";
+      api_url_ = fmt::format("{}://{}", tls.enabled() ? "https" : "http",
+                             ListenAddress{any ? address_ : at->host, *port}.Describe());
+    }
   }
   return Status::Ok();
 }
@@ -139,6 +155,10 @@ void DaemonImpl::RequestStop() {
   }
   signals_.cancel();
   sample_timer_.cancel();
+  cluster_timer_.cancel();
+  events_.reset();
+  // Another node need not wait for the lease to lapse.
+  if (cluster_ && leader_) (void)cluster_->ResignLeader(node_, lease_.epoch);
   wakeup_timer_.cancel();
   launcher_->StopWatching();
   io_.stop();
@@ -147,7 +167,10 @@ void DaemonImpl::RequestStop() {
 void DaemonImpl::OnSampleTimer() {
   CheckStopping();
   // Only a sample that changed what the GPUs offer can change a placement decision.
-  if (SampleGpus() && waiting_jobs_ > 0) RequestSchedule();
+  bool changed = SampleGpus();
+  // The leader places from what each node last reported: report a change at once.
+  if (changed && cluster_) Beat();
+  if (changed && waiting_jobs_ > 0) RequestSchedule();
 }
 
 void DaemonImpl::ArmSampleTimer() {
@@ -287,8 +310,9 @@ int CheckDaemonConfig(const DaemonOptions& given) {
   }
   if (st.ok() && IsDirectory(paths.state_dir)) st = CheckStateDir(paths);
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
-  if (st.ok()) st = CheckDatabaseNotLost(paths);
-  if (st.ok()) st = CheckSqliteFile(paths.db);
+  if (st.ok()) st = CheckCluster(*config);
+  if (st.ok() && config->store.empty()) st = CheckDatabaseNotLost(paths);
+  if (st.ok() && config->store.empty()) st = CheckSqliteFile(paths.db);
   if (!st.ok()) {
     std::fprintf(stderr, "trainqd: %s\n", st.message().c_str());
     return ExitCodeFor(st.code());
@@ -336,6 +360,32 @@ Status SecureSocketDir(const DaemonOptions& options) {
   return JudgeStateDir(paths.socket_dir, StatFacts(paths.socket_dir), ::geteuid());
 }
 
+// The store: a cluster's Redis when `store` names one, else the state dir's SQLite
+// database.
+Result<std::unique_ptr<Store>> OpenStore(const Config& config, const StatePaths& paths) {
+  if (config.store.empty()) {
+    TRAINQ_RETURN_IF_ERROR(CheckDatabaseNotLost(paths));
+    return OpenSqliteStore(paths.db);
+  }
+  Result<RedisTarget> target = ParseRedisUrl(config.store);
+  if (!target.ok()) return target.status();
+  target->prefix = config.redis_prefix;
+  if (!config.store_password_file.empty()) {
+    Result<std::string> password = ReadFileTail(config.store_password_file, 4096);
+    if (!password.ok()) {
+      return Status::Invalid(fmt::format("store_password_file: {}", password.status().message()));
+    }
+    std::string pw = std::move(*password);
+    while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r')) pw.pop_back();
+    target->password = std::move(pw);
+  }
+  Result<std::unique_ptr<ClusterStore>> redis = OpenRedisStore(*target);
+  if (!redis.ok()) return redis.status();
+  spdlog::info("store: redis {}:{} db {}, keys under '{}'", target->host, target->port, target->db,
+               target->prefix);
+  return std::unique_ptr<Store>(std::move(*redis));
+}
+
 }  // namespace
 
 int RunDaemon(const DaemonOptions& given) {
@@ -356,8 +406,8 @@ int RunDaemon(const DaemonOptions& given) {
   if (Status st = ResolveMode(options, *config); !st.ok()) return Fail(st);
   if (Status st = SecureSocketDir(options); !st.ok()) return Fail(st);
   if (Status st = CheckListen(*config); !st.ok()) return Fail(st);
-  if (Status st = CheckDatabaseNotLost(paths); !st.ok()) return Fail(st);
-  Result<std::unique_ptr<Store>> store = OpenSqliteStore(paths.db);
+  if (Status st = CheckCluster(*config); !st.ok()) return Fail(st);
+  Result<std::unique_ptr<Store>> store = OpenStore(*config, paths);
   if (!store.ok()) return Fail(store.status());
   Result<ProbeChoice> probe = ChooseGpuProbe(config->fake_gpus, config->nvml_library);
   if (!probe.ok()) return Fail(probe.status());

@@ -23,6 +23,7 @@
 #include "src/core/fair_share.h"
 #include "src/core/placement.h"
 #include "src/core/ports.h"
+#include "src/core/spec.h"
 #include "src/core/waiting_queue.h"
 #include "src/core/workload_mix.h"
 #include "src/daemon/config.h"
@@ -31,6 +32,7 @@
 #include "src/daemon/shim_launcher.h"
 #include "src/os/clock.h"
 #include "src/os/gpu/gpu_probe.h"
+#include "src/store/cluster.h"
 #include "src/store/store.h"
 
 namespace trainq {
@@ -196,6 +198,43 @@ class DaemonImpl {
   // routes.cc
   void FlushSubmits();
 
+  // cluster.cc (docs/cluster.md): only where the store is a cluster's (cluster_ set). Every
+  // node runs the agent part: heartbeats, and runs what the leader placed on it. The node
+  // holding the leader lease also schedules, over every node's GPUs.
+  // Subscribes to the cluster's events, beats once, takes part in the leader election.
+  void StartCluster();
+  void ArmClusterTimer();
+  void OnClusterTimer();
+  // Renews this node's record (GPUs, usage) and, on success, the shims' fence stamp.
+  void Beat();
+  // Takes or renews the leader lease; a node that gains it reloads the queue and schedules.
+  void LeadOrFollow();
+  // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost.
+  void CheckLostNodes(UnixMs store_now);
+  void OnClusterEvent(const std::string& event);
+  // The agent: starts the attempts placed on this node, stops those the store took away,
+  // carries out cancels asked for on other nodes.
+  void SyncAssigned();
+  // This node's GPUs and their use by its attempts, as NodeRecord::info.
+  std::string NodeInfo() const;
+  NodeRecord OwnRecord() const;
+  // The placement policy's nodes: this node alone, or (cluster) every node's last record
+  // with the store's active attempts as holdings (cluster_view_).
+  std::vector<NodeState> PolicyNodes();
+  Status RefreshClusterView();
+  // The leader's half of a start: the placement written to the store (fenced by the
+  // lease); the node's agent starts it.
+  Status PlaceOnNode(const Job& job, const StartDecision& decision);
+  // The agent's half: the run dir, the shim, `running`. `record_start`: the single-node
+  // path, which records `starting` itself just before the shim starts.
+  Status RunPlaced(const Job& job, int n, const Placement& p, bool record_start);
+  // A submit is judged against the largest node and GPU of the whole cluster.
+  void ClusterLimits(SpecLimits& limits);
+  void NodesRoute(Responder& respond);
+  void DrainRoute(const std::string& name, bool drain, Responder& respond);
+  Status EnsurePeerToken();
+  void ProxyLog(const HttpRequest& req, const Job& job, const Attempt& attempt, Responder& respond);
+
   // auth.cc: who sent a request (docs/architecture.md, "Authentication"). Over TCP, the
   // bearer token's record (kUnauthenticated when it is missing, malformed, unknown, revoked
   // or expired; the message never holds the token); on the Unix socket, the peer's uid.
@@ -271,6 +310,30 @@ class DaemonImpl {
   };
   std::map<std::pair<JobId, int>, RunningUse> running_use_;
   std::map<JobId, std::string> user_of_;  // for attempts started or adopted by this daemon
+
+  // Cluster (cluster.cc); cluster_ is store_ seen as a cluster's store, or null.
+  ClusterStore* cluster_ = nullptr;
+  bool leader_ = false;
+  LeaderLease lease_;
+  std::string address_;     // node_address, or the host name
+  std::string api_url_;     // the first `listen` address as peers reach it; "" none
+  std::string peer_token_;  // EnsurePeerToken
+  std::string fence_file_;
+  int64_t fence_after_ms_ = 0;
+  bool store_unreachable_ = false;  // logged once per outage
+  std::string last_info_;           // NodeRecord::info last sent
+  std::unique_ptr<EventSubscription> events_;
+  boost::asio::steady_timer cluster_timer_{io_};
+  UnixMs next_beat_ = 0;  // clock_ time
+  // The leader's view of the cluster for a pass: the nodes' records, the policy's nodes,
+  // and the MASTER_PORTs active attempts hold on each node.
+  struct ClusterView {
+    std::map<std::string, NodeRecord> records;
+    std::vector<NodeState> nodes;
+    std::map<std::string, std::set<int>> ports;
+    std::vector<Job> active;  // jobs with an active attempt, anywhere
+  };
+  ClusterView view_;
 };
 
 }  // namespace trainq

@@ -230,6 +230,20 @@ class Routes {
   static void CreateToken(RouteContext& c) { c.d.CreateTokenRoute(c.req, c.caller, c.respond); }
   static void ListTokens(RouteContext& c) { c.d.ListTokensRoute(c.caller, c.respond); }
   static void RevokeToken(RouteContext& c) { c.d.RevokeTokenRoute(c.req, c.caller, c.respond); }
+  static void Nodes(RouteContext& c) { c.d.NodesRoute(c.respond); }
+  // POST /v1/nodes/NAME/drain, /v1/nodes/NAME/resume.
+  static void NodeAction(RouteContext& c) {
+    std::string rest = c.req.path.substr(std::string_view("/v1/nodes/").size());
+    size_t slash = rest.find('/');
+    std::string name = rest.substr(0, slash);
+    std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
+    if (action != "drain" && action != "resume") {
+      return c.respond(ErrorResponse(Status::NotFound("no route POST " + c.req.path +
+                                                      "; use /v1/nodes/NAME/drain or /resume")));
+    }
+    if (!Allowed(c, Action::kAdmin, action + " a node")) return;
+    c.d.DrainRoute(name, action == "drain", c.respond);
+  }
 
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
@@ -262,6 +276,7 @@ void Routes::Submit(RouteContext& c) {
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
                     c.d.config_.headroom_bytes};
+  c.d.ClusterLimits(limits);
   // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
   // user a token was made for. Nothing in the body can say otherwise.
   const std::string& user = c.caller.user;
@@ -477,6 +492,8 @@ void Routes::Log(RouteContext& c, const Job& job) {
     return c.respond(ErrorResponse(
         Status::Conflict(fmt::format("job {} has not started yet: {}", job.id, job.reason))));
   }
+  if (c.d.cluster_ && attempt->node != c.d.node_)
+    return c.d.ProxyLog(c.req, job, *attempt, c.respond);
   bool active = attempt->state == JobState::kStarting || attempt->state == JobState::kRunning;
   UniqueFd fd(::open(attempt->log_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st = {};
@@ -561,6 +578,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/tokens", Routes::CreateToken},
     {"GET", "/v1/tokens", Routes::ListTokens},
     {"DELETE", "/v1/tokens/", Routes::RevokeToken},
+    {"GET", "/v1/nodes", Routes::Nodes},
+    {"POST", "/v1/nodes/", Routes::NodeAction},
 };
 
 bool Matches(const Route& r, const HttpRequest& req) {

@@ -129,6 +129,8 @@ void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, 
 }
 
 void DaemonImpl::SchedulePass() {
+  // In a cluster only the leader places; the others run what it placed on them.
+  if (cluster_ && !leader_) return;
   UnixMs now = clock_.Now();
   storage_retry_at_ = 0;
   RetryUnrecordedEnds(now);
@@ -139,13 +141,14 @@ void DaemonImpl::SchedulePass() {
     return;
   }
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
-  UsageByUser usage = FairShareNow(now);
   if (waiting_.empty()) {
+    FairShareNow(now);  // attempts that ended are folded in while they are known
     holds_.clear();
     ArmWakeup(now);
     return;
   }
-  std::vector<NodeState> nodes = BuildNodes();
+  std::vector<NodeState> nodes = PolicyNodes();  // first: a leader's fair share reads it
+  UsageByUser usage = FairShareNow(now);
   PolicyConfig policy = Policy();
   // The index keeps the order: no sort of the whole queue on each pass.
   PlacementResult result = PlaceOrdered(waiting_.Ordered(usage), nodes, policy, now, holds_);
@@ -217,27 +220,33 @@ UsageByUser DaemonImpl::FairShareNow(UnixMs now) {
     }
     fair_share_loaded_ = true;
   }
+  // The attempts running now: this node's, or (a cluster's leader) every node's.
+  std::map<std::pair<JobId, int>, RunningUse> running;
+  if (cluster_) {
+    for (const Job& job : view_.active) {
+      const Attempt* a = job.current();
+      if (a == nullptr) continue;
+      running[{job.id, a->n}] = {job.spec.user, static_cast<int>(a->gpu_indices.size()),
+                                 a->started_at};
+    }
+  } else {
+    for (const auto& [id, live] : live_) {
+      auto user = user_of_.find(id);
+      if (user == user_of_.end()) {  // adopted at start: ask the store once
+        Result<Job> job = store_->Get(id);
+        user = user_of_.emplace(id, job.ok() ? job->spec.user : "").first;
+      }
+      running[{id, live.n}] = {user->second, static_cast<int>(live.gpu_indices.size()),
+                               live.started_at};
+    }
+  }
   // Attempts seen running that are gone ended about now.
-  for (auto it = running_use_.begin(); it != running_use_.end();) {
-    auto live = live_.find(it->first.first);
-    if (live != live_.end() && live->second.n == it->first.second) {
-      ++it;
-      continue;
-    }
-    fair_share_.AddEnded(it->second.user, it->second.gpus, it->second.started_at, now);
-    user_of_.erase(it->first.first);
-    it = running_use_.erase(it);
+  for (const auto& [key, run] : running_use_) {
+    if (running.count(key)) continue;
+    fair_share_.AddEnded(run.user, run.gpus, run.started_at, now);
+    if (!live_.count(key.first)) user_of_.erase(key.first);
   }
-  for (const auto& [id, live] : live_) {
-    if (running_use_.count({id, live.n})) continue;
-    auto user = user_of_.find(id);
-    if (user == user_of_.end()) {  // adopted at start: ask the store once
-      Result<Job> job = store_->Get(id);
-      user = user_of_.emplace(id, job.ok() ? job->spec.user : "").first;
-    }
-    running_use_[{id, live.n}] = {user->second, static_cast<int>(live.gpu_indices.size()),
-                                  live.started_at};
-  }
+  running_use_ = std::move(running);
   UsageByUser usage = fair_share_.At(now);
   for (const auto& [key, run] : running_use_) {
     usage[run.user] += DecayedGpuHours(run.gpus, run.started_at, now, now, half_life);
@@ -252,7 +261,7 @@ Result<Explanation> DaemonImpl::ExplainWaiting(JobId id) {
   std::vector<PendingJob> pending;
   pending.reserve(waiting_.size());
   for (const auto& [jid, p] : waiting_) pending.push_back(p);
-  std::vector<NodeState> nodes = BuildNodes();
+  std::vector<NodeState> nodes = PolicyNodes();
   return Explain(id, pending, nodes, Policy(), now, usage, holds_);
 }
 
@@ -285,7 +294,7 @@ void DaemonImpl::ArmWakeup(UnixMs now) {
   std::vector<const PendingJob*> waiting;
   waiting.reserve(waiting_.size());
   for (const auto& [id, job] : waiting_) waiting.push_back(&job);
-  next_wakeup_ = NextPassDue(waiting, BuildNodes(), Policy(), now);
+  next_wakeup_ = NextPassDue(waiting, cluster_ ? view_.nodes : BuildNodes(), Policy(), now);
   if (storage_retry_at_ != 0 && (next_wakeup_ == 0 || storage_retry_at_ < next_wakeup_)) {
     next_wakeup_ = storage_retry_at_;
   }

@@ -89,6 +89,7 @@ class HttpAnswer:
         self.raw = raw
         self.status = None
         self.body = None
+        self.data = b""
         if not raw:
             return
         head, _, body = raw.partition(b"\r\n\r\n")
@@ -97,7 +98,11 @@ class HttpAnswer:
             name, _, value = line.partition(b":")
             if name.strip().lower() == b"content-length":
                 body = body[:int(value)]  # the first answer only
-        self.body = json.loads(body) if body else None
+        self.data = body
+        try:
+            self.body = json.loads(body) if body else None
+        except ValueError:  # a log's bytes, not JSON
+            self.body = None
 
     @property
     def error_code(self):
@@ -374,3 +379,114 @@ def people():
     for u in (ada, bob, carol):
         subprocess.run(["userdel", u.pw_name], check=False)
     subprocess.run(["groupdel", admins], check=False)
+
+
+# --- a cluster: one real redis-server, several trainqd nodes on this machine ---
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A real redis-server on a free local port, its data (AOF) in its own dir."""
+
+    def __init__(self, root, appendfsync="always"):
+        self.dir = os.path.join(root, "redis")
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.appendfsync = appendfsync
+        self.proc = None
+        self.start()
+
+    def start(self):
+        if shutil.which("redis-server") is None:
+            pytest.fail("redis-server is not installed (scripts/deps.sh test installs it)")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", self.appendfsync, "--dir", self.dir,
+             "--daemonize", "no", "--logfile", os.path.join(self.dir, "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self.answers, timeout=10, what=f"redis-server on port {self.port}")
+
+    def answers(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.kill()
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+CLUSTER_CONFIG = {"heartbeat_interval": "200ms", "node_timeout": "4s", "leader_lease": "1s",
+                  "grace_period": "500ms", "node_address": "127.0.0.1"}
+
+
+class Cluster:
+    """Nodes sharing one Redis: each a Trainq instance with its own state dir and GPUs."""
+
+    def __init__(self, make_trainq, redis, count, gpus, config):
+        self.redis = redis
+        self.prefix = f"tq{uuid.uuid4().hex[:8]}:"
+        self.nodes = {}
+        for i in range(count):
+            name = f"node{i}"
+            cfg = dict(CLUSTER_CONFIG)
+            cfg.update({"store": redis.url, "redis_prefix": self.prefix, "node_name": name,
+                        "listen": [f"127.0.0.1:{free_port()}"]})
+            cfg.update(config)
+            self.nodes[name] = make_trainq(gpus=[dict(g) for g in gpus], **cfg)
+        for t in self.nodes.values():
+            t.start_daemon()
+
+    def node(self, name):
+        return self.nodes[name]
+
+    def any(self):
+        return next(iter(self.nodes.values()))
+
+    def listing(self, via=None):
+        return json.loads((via or self.any()).run("nodes", "--json").stdout)
+
+    def leader(self, via=None):
+        return wait_for(lambda: self.listing(via)["leader"], timeout=10, what="a leader")
+
+    def node_of(self, job):
+        return job["attempts"][-1]["node"]
+
+
+@pytest.fixture
+def redis_server():
+    root = tempfile.mkdtemp(prefix="tq-redis-", dir="/tmp")
+    servers = []
+
+    def make(**kw):
+        r = RedisServer(root, **kw)
+        servers.append(r)
+        return r
+
+    yield make
+    for r in servers:
+        r.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def make_cluster(make_trainq, redis_server):
+    def make(count=3, gpus=None, redis=None, **config):
+        return Cluster(make_trainq, redis or redis_server(), count,
+                       gpus if gpus is not None else [gpu(0)], config)
+    return make

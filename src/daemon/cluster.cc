@@ -1,0 +1,590 @@
+// Cluster mode (docs/cluster.md): nodes that share one Redis store. Each node's daemon is an
+// agent (heartbeats, runs what is placed on it); the one holding the leader lease is also
+// the scheduler for all nodes. Nothing here runs where the store is SQLite.
+#include <algorithm>
+#include <csignal>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include "src/core/endpoint.h"
+#include "src/core/spec.h"
+#include "src/daemon/daemon_impl.h"
+#include "src/os/crypto/token_crypto.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
+
+namespace trainq {
+
+namespace {
+
+using json = nlohmann::json;
+
+// How often the cluster timer runs: often enough to renew the lease well before it lapses
+// and to beat on time, never a busy loop.
+int64_t ClusterTickMs(const Config& c) {
+  return std::max<int64_t>(50, std::min(c.heartbeat_interval_ms, c.leader_lease_ms / 3));
+}
+
+}  // namespace
+
+void DaemonImpl::StartCluster() {
+  if (!cluster_) return;
+  if (Status st = EnsurePeerToken(); !st.ok()) {
+    spdlog::warn("peer token: {}; logs of jobs that ran here are not served to other nodes",
+                 st.message());
+  }
+  events_ = cluster_->Subscribe([this](const std::string& event) {
+    // The subscription's thread: the loop owns all state.
+    boost::asio::post(io_, [this, event] {
+      if (!stopping_) OnClusterEvent(event);
+    });
+  });
+  Beat();
+  LeadOrFollow();
+  SyncAssigned();
+  ArmClusterTimer();
+}
+
+void DaemonImpl::ArmClusterTimer() {
+  cluster_timer_.expires_after(std::chrono::milliseconds(ClusterTickMs(config_)));
+  cluster_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    OnClusterTimer();
+    ArmClusterTimer();
+  });
+}
+
+void DaemonImpl::OnClusterTimer() {
+  if (clock_.Now() >= next_beat_) {
+    Beat();
+    // A missed event (a reconnect, a lost message) costs at most one heartbeat.
+    SyncAssigned();
+  }
+  LeadOrFollow();
+}
+
+std::string DaemonImpl::NodeInfo() const {
+  json gpus = json::array();
+  if (snapshot_) {
+    for (const GpuInfo& info : snapshot_->gpus) {
+      json used = json::object();
+      int foreign = 0;
+      for (const auto& [id, live] : live_) {
+        auto it = live.used_by_gpu.find(info.index);
+        if (it != live.used_by_gpu.end()) used[std::to_string(id)] = it->second;
+      }
+      for (const GpuProcess& p : info.processes) {
+        if (!pid_owner_.count(p.pid)) ++foreign;
+      }
+      gpus.push_back({{"index", info.index},
+                      {"uuid", info.uuid},
+                      {"name", info.name},
+                      {"total", info.total_bytes},
+                      {"free", info.free_bytes},
+                      {"foreign", foreign},
+                      {"known", info.processes_known},
+                      {"used", std::move(used)}});
+    }
+  }
+  json doc = {{"cpu_slots", cpu_slots_},
+              {"gpus", std::move(gpus)},
+              {"probe", probe_.probe->Describe()},
+              {"topology", snapshot_ ? snapshot_->topology : std::vector<std::vector<int>>{}}};
+  return doc.dump();
+}
+
+NodeRecord DaemonImpl::OwnRecord() const {
+  NodeRecord r;
+  r.name = node_;
+  r.address = address_;
+  r.api_url = api_url_;
+  r.runs_dir = options_.paths.runs;
+  r.master_port_first = config_.master_port_first;
+  r.master_port_last = config_.master_port_last;
+  r.info = NodeInfo();
+  r.version = TRAINQ_VERSION;
+  return r;
+}
+
+void DaemonImpl::Beat() {
+  next_beat_ = clock_.Now() + config_.heartbeat_interval_ms;
+  NodeRecord record = OwnRecord();
+  Result<UnixMs> at = cluster_->Heartbeat(record);
+  if (!at.ok()) {
+    // Running jobs go on; they stop themselves if this lasts past half of node_timeout.
+    if (!store_unreachable_) {
+      spdlog::error("heartbeat: {}; retrying every {} ms", at.status().message(),
+                    ClusterTickMs(config_));
+    }
+    store_unreachable_ = true;
+    next_beat_ = clock_.Now() + ClusterTickMs(config_);
+    return;
+  }
+  if (store_unreachable_) spdlog::info("heartbeat: the store is reachable again");
+  store_unreachable_ = false;
+  last_info_ = std::move(record.info);
+  if (Status st = WriteFenceStamp(fence_file_); !st.ok()) {
+    spdlog::error("fence stamp {}: {}", fence_file_, st.message());
+  }
+}
+
+void DaemonImpl::LeadOrFollow() {
+  Result<LeaderLease> lease = cluster_->AcquireLeader(node_, config_.leader_lease_ms);
+  if (!lease.ok()) {
+    // Unreachable: a leader that cannot renew stops scheduling; its fenced writes would be
+    // refused anyway once the lease lapses.
+    if (leader_) spdlog::warn("leader lease not renewed: {}", lease.status().message());
+    leader_ = false;
+    return;
+  }
+  bool was = leader_;
+  lease_ = *lease;
+  leader_ = lease->mine;
+  if (leader_ && !was) {
+    spdlog::info("leader of the cluster (epoch {})", lease->epoch);
+    cluster_->SetLeaderFence(node_, lease->epoch);
+    waiting_stale_ = true;
+    holds_.clear();
+    written_reasons_.clear();
+    fair_share_loaded_ = false;
+    RequestSchedule();
+  } else if (!leader_ && was) {
+    spdlog::warn("no longer the leader: {} holds the lease (epoch {})", lease->leader,
+                 lease->epoch);
+  }
+  if (leader_) CheckLostNodes(lease->now);
+}
+
+void DaemonImpl::CheckLostNodes(UnixMs store_now) {
+  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+  if (!nodes.ok()) return;
+  for (const NodeRecord& n : *nodes) {
+    if (n.lost || store_now - n.heartbeat_at <= config_.node_timeout_ms) continue;
+    Result<std::vector<JobId>> ended = cluster_->MarkNodeLost(
+        n.name, store_now - config_.node_timeout_ms, config_.max_node_failures);
+    if (!ended.ok()) {
+      spdlog::warn("node {}: marking it lost: {}", n.name, ended.status().message());
+      continue;
+    }
+    spdlog::warn("node {} lost: no heartbeat for {} ms; its attempts ended: [{}]", n.name,
+                 store_now - n.heartbeat_at, fmt::join(*ended, ","));
+    for (JobId id : *ended) ResolveDependents(id);
+    waiting_stale_ = true;
+    RequestSchedule();
+  }
+}
+
+void DaemonImpl::OnClusterEvent(const std::string& event) {
+  std::string kind = event.substr(0, event.find(' '));
+  std::string rest = kind.size() < event.size() ? event.substr(kind.size() + 1) : "";
+  std::string target = rest.substr(0, rest.find(' '));
+  if (kind == "placed" || kind == "cancel") {
+    if (target == node_) SyncAssigned();
+    return;
+  }
+  if (kind == "reconnected") SyncAssigned();
+  if (leader_) {
+    // A submit, an end or a node's change anywhere: the queue or the GPUs changed.
+    if (kind != "node") waiting_stale_ = true;
+    RequestSchedule();
+  }
+}
+
+void DaemonImpl::SyncAssigned() {
+  Result<std::vector<Job>> mine = cluster_->ActiveOn(node_);
+  if (!mine.ok()) return;  // Beat() says the store is away
+  std::set<JobId> assigned;
+  for (const Job& job : *mine) {
+    const Attempt* a = job.current();
+    if (a == nullptr || a->node != node_) continue;
+    assigned.insert(job.id);
+    auto it = live_.find(job.id);
+    if (it == live_.end() || it->second.n != a->n) {
+      if (a->state != JobState::kStarting || a->pid != 0) continue;
+      Placement p;
+      p.node = a->node;
+      p.gpu_indices = a->gpu_indices;
+      p.gpu_uuids = a->gpu_uuids;
+      p.reserved_bytes = a->reserved_bytes;
+      p.cpus = a->cpus;
+      p.run_dir = a->run_dir;
+      p.log_path = a->log_path;
+      p.master_port = a->master_port;
+      if (p.master_port > 0) ports_.Take(p.master_port);
+      if (Status st = RunPlaced(job, a->n, p, /*record_start=*/false); !st.ok()) {
+        if (p.master_port > 0) ports_.Release(p.master_port);
+        spdlog::error("job {} attempt {}: {}", job.id, a->n, st.message());
+        AttemptEnd end;
+        end.ended_at = clock_.Now();
+        end.end_reason = fmt::format("node {} could not start it: {}", node_, st.message());
+        end.job_reason = end.end_reason;
+        StoreEnd(job.id, a->n, end);
+      }
+      continue;
+    }
+    LiveAttempt& live = it->second;
+    if (live.cancel_requested || live.stopping) continue;
+    Result<bool> asked = cluster_->CancelRequested(job.id, a->n);
+    if (asked.ok() && *asked) {
+      std::string message;
+      if (Status st = CancelJob(job, &message); !st.ok()) {
+        spdlog::warn("job {}: {}", job.id, st.message());
+      } else {
+        spdlog::info("{} (cancel asked on another node)", message);
+      }
+    }
+  }
+  // Attempts the store no longer places here: the leader judged this node lost while it
+  // was away, and the job may already run elsewhere.
+  for (auto& [id, live] : live_) {
+    if (assigned.count(id) || live.cancel_requested || live.stopping) continue;
+    spdlog::warn(
+        "job {} attempt {}: the store no longer places it on node {} (judged lost?); stopping it",
+        id, live.n, node_);
+    live.cancel_requested = true;
+    if (Status st = launcher_->Signal(live.shim, SIGTERM); !st.ok()) {
+      spdlog::warn("job {}: {}", id, st.message());
+    }
+  }
+}
+
+std::vector<NodeState> DaemonImpl::PolicyNodes() {
+  if (!cluster_) return BuildNodes();
+  if (Status st = RefreshClusterView(); !st.ok()) {
+    spdlog::warn("cluster view: {}", st.message());
+    view_ = {};
+  }
+  return view_.nodes;
+}
+
+Status DaemonImpl::RefreshClusterView() {
+  Result<std::vector<NodeRecord>> records = cluster_->Nodes();
+  if (!records.ok()) return records.status();
+  ListQuery query;
+  query.states = {JobState::kStarting, JobState::kRunning};
+  query.with_attempts = true;
+  query.with_env = false;
+  Result<std::vector<Job>> active = store_->List(query);
+  if (!active.ok()) return active.status();
+  ClusterView view;
+  view.active = std::move(*active);
+  std::map<std::string, std::vector<const Job*>> on_node;
+  for (const Job& job : view.active) {
+    const Attempt* a = job.current();
+    if (a != nullptr) on_node[a->node].push_back(&job);
+  }
+  for (NodeRecord& r : *records) {
+    for (const Job* job : on_node[r.name]) {
+      if (job->current()->master_port > 0) view.ports[r.name].insert(job->current()->master_port);
+    }
+    // A lost or drained node gets nothing new; a lost one's attempts are ended already.
+    if (r.lost || r.drained) {
+      view.records.emplace(r.name, std::move(r));
+      continue;
+    }
+    json info = json::parse(r.info, nullptr, false);
+    NodeState node;
+    node.name = r.name;
+    node.cpu_slots = info.is_object() ? info.value("cpu_slots", 0) : 0;
+    std::map<int, const json*> gpu_info;
+    if (info.is_object() && info.contains("gpus") && info["gpus"].is_array()) {
+      for (const json& g : info["gpus"]) {
+        GpuState gpu;
+        gpu.index = g.value("index", 0);
+        gpu.uuid = g.value("uuid", "");
+        gpu.total_bytes = g.value("total", uint64_t{0});
+        gpu.free_bytes = g.value("free", uint64_t{0});
+        gpu.foreign_processes = g.value("foreign", 0);
+        node.gpus.push_back(std::move(gpu));
+        gpu_info[node.gpus.back().index] = &g;
+      }
+      if (info.contains("topology") && info["topology"].is_array()) {
+        node.topology = info["topology"].get<std::vector<std::vector<int>>>();
+      }
+    }
+    for (const Job* job : on_node[r.name]) {
+      const Attempt& a = *job->current();
+      node.cpu_slots_used += a.cpus;
+      UserUse& use = node.use_by_user[job->spec.user];
+      use.gpus += static_cast<int>(a.gpu_indices.size());
+      ++use.jobs;
+      for (GpuState& gpu : node.gpus) {
+        if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) ==
+            a.gpu_indices.end()) {
+          continue;
+        }
+        Holding h;
+        h.job = job->id;
+        h.reserved_bytes = a.reserved_bytes;
+        h.exclusive = job->spec.exclusive();
+        h.started_at = a.started_at;
+        const json* g = gpu_info[gpu.index];
+        // What the node saw its processes use; an attempt it has not reported yet (just
+        // placed) counts its reservation in full.
+        if (g != nullptr && g->value("known", false) && (*g)["used"].is_object()) {
+          const json& used = (*g)["used"];
+          auto it = used.find(std::to_string(job->id));
+          if (it != used.end()) h.used_now = it->get<uint64_t>();
+        }
+        gpu.holdings.push_back(h);
+      }
+    }
+    view.nodes.push_back(std::move(node));
+    view.records.emplace(r.name, std::move(r));
+  }
+  view_ = std::move(view);
+  return Status::Ok();
+}
+
+Status DaemonImpl::PlaceOnNode(const Job& job, const StartDecision& d) {
+  auto rec = view_.records.find(d.node);
+  if (rec == view_.records.end()) return Status::NotFound("node " + d.node + " is not known");
+  const NodeRecord& node = rec->second;
+  int n = job.attempt + 1;
+  Placement p;
+  p.node = d.node;
+  p.gpu_indices = d.gpu_indices;
+  for (const NodeState& ns : view_.nodes) {
+    if (ns.name != d.node) continue;
+    for (int index : d.gpu_indices) {
+      for (const GpuState& g : ns.gpus) {
+        if (g.index == index) p.gpu_uuids.push_back(g.uuid);
+      }
+    }
+  }
+  p.reserved_bytes = d.reserved_bytes;
+  p.cpus = d.cpus;
+  p.run_dir = fmt::format("{}/{}/{}", node.runs_dir, job.id, n);
+  p.log_path = LogPath(p.run_dir);
+  if (NeedsMasterPort(job.spec)) {
+    std::set<int>& held = view_.ports[d.node];
+    for (int port = node.master_port_first; port <= node.master_port_last; ++port) {
+      if (!held.count(port)) {
+        p.master_port = port;
+        break;
+      }
+    }
+    if (p.master_port == 0) {
+      std::pair<JobId, std::string> reason{
+          job.id, fmt::format("waiting for a free MASTER_PORT on node {}: all {} ports of its "
+                              "master_port_range are held",
+                              d.node, held.size())};
+      if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
+        spdlog::warn("job {}: {}", job.id, st.message());
+      }
+      return Status::Unavailable(reason.second);
+    }
+    held.insert(p.master_port);
+  }
+  TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, clock_.Now()));
+  spdlog::info("job {} attempt {} placed on node {} (GPUs [{}])", job.id, n, d.node,
+               fmt::join(d.gpu_indices, ","));
+  ResolveDependents(job.id);
+  return Status::Ok();
+}
+
+}  // namespace trainq
+
+namespace trainq {
+
+namespace {
+
+HttpResponse NodesJson(int status, const json& body) {
+  return {status, body.dump(), "application/json"};
+}
+
+std::string NodeStateName(const NodeRecord& r) {
+  if (r.lost) return "lost";
+  return r.drained ? "drained" : "up";
+}
+
+}  // namespace
+
+void DaemonImpl::ClusterLimits(SpecLimits& limits) {
+  if (!cluster_) return;
+  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+  if (!nodes.ok()) return;  // judged by this node's own GPUs, as set by the caller
+  for (const NodeRecord& r : *nodes) {
+    if (r.lost) continue;
+    json info = json::parse(r.info, nullptr, false);
+    if (!info.is_object()) continue;
+    limits.max_cpu_slots = std::max(limits.max_cpu_slots, info.value("cpu_slots", 0));
+    if (!info.contains("gpus") || !info["gpus"].is_array()) continue;
+    limits.max_gpus_per_node =
+        std::max(limits.max_gpus_per_node, static_cast<int>(info["gpus"].size()));
+    for (const json& g : info["gpus"]) {
+      limits.largest_gpu_bytes = std::max(limits.largest_gpu_bytes, g.value("total", uint64_t{0}));
+    }
+  }
+}
+
+// GET /v1/nodes: every node of the cluster (this one alone without a cluster), its GPUs
+// with the memory a job could use there now, and its attempts.
+void DaemonImpl::NodesRoute(Responder& respond) {
+  UnixMs now = clock_.Now();
+  PolicyConfig policy = Policy();
+  json nodes = json::array();
+  auto gpus_json = [&](const NodeState& ns, const json& info) {
+    json gpus = json::array();
+    for (const GpuState& g : ns.gpus) {
+      std::string name;
+      if (info.is_object() && info.contains("gpus")) {
+        for (const json& gi : info["gpus"]) {
+          if (gi.value("index", -1) == g.index) name = gi.value("name", "");
+        }
+      }
+      gpus.push_back({{"index", g.index},
+                      {"name", name},
+                      {"uuid", g.uuid},
+                      {"memory_total", g.total_bytes},
+                      {"memory_free", g.free_bytes},
+                      {"memory_usable", UsableBytes(g, policy, now)}});
+    }
+    return gpus;
+  };
+  if (!cluster_) {
+    std::vector<NodeState> local = BuildNodes();
+    json jobs = json::array();
+    for (const auto& [id, live] : live_) jobs.push_back(id);
+    nodes.push_back({{"name", node_},
+                     {"address", address_},
+                     {"state", "up"},
+                     {"leader", true},
+                     {"cpu_slots", local[0].cpu_slots},
+                     {"cpu_slots_used", local[0].cpu_slots_used},
+                     {"gpus", gpus_json(local[0], json::parse(NodeInfo()))},
+                     {"jobs", std::move(jobs)},
+                     {"heartbeat_at", FormatTime(now)},
+                     {"heartbeat_age_ms", 0},
+                     {"version", TRAINQ_VERSION}});
+    return respond(NodesJson(200, {{"cluster", false}, {"leader", node_}, {"nodes", nodes}}));
+  }
+  if (Status st = RefreshClusterView(); !st.ok()) return respond(ErrorResponse(st));
+  Result<LeaderLease> lease = cluster_->AcquireLeader(node_, config_.leader_lease_ms);
+  if (lease.ok()) {
+    // The call may have taken or renewed the lease: the timer's next round sees it too.
+    lease_ = *lease;
+  }
+  UnixMs store_now = lease.ok() ? lease->now : now;
+  std::map<std::string, std::vector<JobId>> jobs_on;
+  for (const Job& job : view_.active) {
+    if (const Attempt* a = job.current()) jobs_on[a->node].push_back(job.id);
+  }
+  for (const auto& [name, r] : view_.records) {
+    json info = json::parse(r.info, nullptr, false);
+    NodeState shown;
+    for (const NodeState& ns : view_.nodes) {
+      if (ns.name == name) shown = ns;
+    }
+    nodes.push_back({{"name", name},
+                     {"address", r.address},
+                     {"state", NodeStateName(r)},
+                     {"leader", lease.ok() && lease->leader == name},
+                     {"cpu_slots", shown.cpu_slots},
+                     {"cpu_slots_used", shown.cpu_slots_used},
+                     {"gpus", gpus_json(shown, info)},
+                     {"jobs", jobs_on[name]},
+                     {"heartbeat_at", FormatTime(r.heartbeat_at)},
+                     {"heartbeat_age_ms", std::max<int64_t>(0, store_now - r.heartbeat_at)},
+                     {"joined_at", FormatTime(r.joined_at)},
+                     {"api_url", r.api_url},
+                     {"version", r.version}});
+  }
+  respond(NodesJson(200, {{"cluster", true},
+                          {"leader", lease.ok() ? json(lease->leader) : json(nullptr)},
+                          {"epoch", lease.ok() ? lease->epoch : 0},
+                          {"nodes", std::move(nodes)}}));
+}
+
+// POST /v1/nodes/NAME/drain and /resume (admins): nothing new is placed on a drained node;
+// what runs there runs on.
+void DaemonImpl::DrainRoute(const std::string& name, bool drain, Responder& respond) {
+  if (!cluster_) {
+    return respond(ErrorResponse(Status::Invalid(
+        "node: draining a node needs a cluster (store = \"redis://...\" in config.toml, "
+        "docs/cluster.md); this daemon is a single machine")));
+  }
+  if (Status st = cluster_->SetDrained(name, drain); !st.ok()) return respond(ErrorResponse(st));
+  spdlog::info("node {} {}", name, drain ? "drained" : "resumed");
+  (void)cluster_->Publish("node " + name);
+  respond(NodesJson(
+      200, {{"message", drain ? fmt::format("node {} drained: no new job starts there; running "
+                                            "ones run on",
+                                            name)
+                              : fmt::format("node {} resumed: jobs may start there again", name)},
+            {"node", name},
+            {"drained", drain}}));
+}
+
+}  // namespace trainq
+
+namespace trainq {
+
+// This node's credential toward its peers (a job's log served by the node that holds it):
+// an admin token in the shared store, named node-NAME, its text kept only in the state dir
+// (0600, the dir 0700). Made once; made anew when the file is gone.
+Status DaemonImpl::EnsurePeerToken() {
+  const std::string path = options_.paths.state_dir + "/peer-token";
+  Result<std::string> kept = ReadFileTail(path, 256);
+  if (kept.ok() && !kept->empty()) {
+    peer_token_ = *kept;
+    return Status::Ok();
+  }
+  Result<std::string> token = NewToken();
+  if (!token.ok()) return token.status();
+  TokenRecord record;
+  record.name = "node-" + node_;
+  record.hash = Sha256Hex(*token);
+  record.role = Role::kAdmin;
+  record.user = "root";
+  record.created_at = clock_.Now();
+  record.created_by = "trainqd on " + node_;
+  Status st = store_->AddToken(record);
+  if (st.code() == Code::kConflict) {  // its file was lost: the old token goes
+    TRAINQ_RETURN_IF_ERROR(store_->RevokeToken(record.name, clock_.Now()));
+    st = store_->AddToken(record);
+  }
+  TRAINQ_RETURN_IF_ERROR(st);
+  TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(path, *token));
+  peer_token_ = std::move(*token);
+  return Status::Ok();
+}
+
+// GET /v1/jobs/ID/log of an attempt that ran on another node: asked of that node, which
+// holds the file. Synchronous and short (its own timeout): a log chunk is small.
+void DaemonImpl::ProxyLog(const HttpRequest& req, const Job& job, const Attempt& attempt,
+                          Responder& respond) {
+  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+  if (!nodes.ok()) return respond(ErrorResponse(nodes.status()));
+  const NodeRecord* holder = nullptr;
+  for (const NodeRecord& r : *nodes) {
+    if (r.name == attempt.node) holder = &r;
+  }
+  if (holder == nullptr || holder->api_url.empty()) {
+    return respond(ErrorResponse(Status::Unavailable(fmt::format(
+        "the log of job {} attempt {} is on node {}, which serves no API to the other nodes: "
+        "set `listen` in its config.toml (docs/cluster.md)",
+        job.id, attempt.n, attempt.node))));
+  }
+  Result<Endpoint> peer = ParseServerUrl(holder->api_url, "api_url");
+  if (!peer.ok()) return respond(ErrorResponse(peer.status()));
+  std::string target = fmt::format("{}?attempt={}", req.path, attempt.n);
+  for (const auto& [key, value] : req.query) {
+    if (key != "attempt") target += fmt::format("&{}={}", key, value);
+  }
+  CallOptions options;
+  options.timeout_ms = 5000;
+  options.bearer_token = peer_token_;
+  options.ca_file = GetEnv("TRAINQ_CA");
+  Result<HttpResponse> answer = HttpCall(*peer, "GET", target, "", options);
+  if (!answer.ok()) {
+    return respond(ErrorResponse(Status::Unavailable(
+        fmt::format("the log of job {} is on node {} ({}), which does not answer: {}", job.id,
+                    attempt.node, holder->api_url, answer.status().message()))));
+  }
+  respond(std::move(*answer));
+}
+
+}  // namespace trainq

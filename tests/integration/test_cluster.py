@@ -1,0 +1,161 @@
+"""A cluster (docs/cluster.md): three trainqd nodes on this machine sharing one real
+redis-server, each with its own state dir and simulated GPUs. Jobs submitted on any node
+spread over all nodes and run once; the leader's death moves scheduling to another node;
+every node answers for the whole cluster."""
+import json
+import os
+import signal
+import time
+
+from conftest import gpu, process_gone, read_lines, wait_for
+
+
+def marking_job(marker, seconds=1.0):
+    """argv of a job that appends 'JOB ATTEMPT' to marker, then sleeps."""
+    return ["sh", "-c", f'echo "$TRAINQ_JOB_ID $TRAINQ_ATTEMPT" >> {marker}; sleep {seconds}']
+
+
+def test_jobs_spread_over_the_nodes_and_each_runs_once(make_cluster):
+    cluster = make_cluster(3)
+    nodes = list(cluster.nodes.values())
+    marker = nodes[0].path("ran")
+    # Exclusive one-GPU jobs, submitted on every node: three run at once, one per node.
+    ids = [nodes[i % 3].submit("--gpus", "1", cmd=marking_job(marker)) for i in range(6)]
+    jobs = [nodes[(i + 1) % 3].wait_state(job_id, "succeeded", timeout=40)
+            for i, job_id in enumerate(ids)]
+    for job in jobs:
+        assert len(job["attempts"]) == 1, job["attempts"]
+    assert sorted(read_lines(marker)) == sorted(f"{i} 1" for i in ids)
+    used = {cluster.node_of(job) for job in jobs}
+    assert used == set(cluster.nodes), f"jobs ran on {used} only"
+    # Each node's log says it started what ran there, and nothing else.
+    for name, t in cluster.nodes.items():
+        mine = [j["id"] for j in jobs if cluster.node_of(j) == name]
+        started = [line for line in t.daemon_log().splitlines() if "started (shim pid" in line]
+        assert len(started) == len(mine), (name, started, mine)
+    # Any node lists the whole cluster's jobs.
+    for t in nodes:
+        listed = {j["id"] for j in t.ls("--all")}
+        assert set(ids) <= listed
+
+
+def test_nodes_lists_every_node_and_one_leader(make_cluster):
+    cluster = make_cluster(3, gpus=[gpu(0), gpu(1, total="40GiB")])
+    leader = cluster.leader()
+    for t in cluster.nodes.values():
+        doc = wait_for(lambda: (d := cluster.listing(t)) if len(d["nodes"]) == 3 else None,
+                       what="three nodes registered")
+        assert doc["cluster"] is True and doc["leader"] == leader
+        assert sorted(n["name"] for n in doc["nodes"]) == ["node0", "node1", "node2"]
+        assert [n["name"] for n in doc["nodes"] if n["leader"]] == [leader]
+        for n in doc["nodes"]:
+            assert n["state"] == "up" and n["address"] == "127.0.0.1"
+            assert [g["memory_total"] for g in n["gpus"]] == [80 << 30, 40 << 30]
+            assert all(0 < g["memory_usable"] <= g["memory_total"] for g in n["gpus"])
+            assert n["heartbeat_age_ms"] < 4000
+    table = cluster.any().run("nodes").stdout
+    assert "NODE" in table and all(name in table for name in cluster.nodes)
+
+
+def test_a_leader_killed_is_replaced_within_two_lease_periods(make_cluster):
+    cluster = make_cluster(3)
+    leader = cluster.leader()
+    others = [t for name, t in cluster.nodes.items() if name != leader]
+    killed_at = time.monotonic()
+    cluster.node(leader).kill_daemon()
+    new = wait_for(lambda: (d := cluster.listing(others[0])["leader"]) not in (None, leader) and d,
+                   timeout=10, interval=0.05, what="a new leader")
+    took = time.monotonic() - killed_at
+    # leader_lease is 1s: the lease lapses within one period, a node takes it on its next round.
+    assert took <= 2.0 + 0.5, f"a new leader after {took:.2f}s"
+    assert new != leader
+    # The queue keeps moving.
+    job_id = others[1].submit("--gpus", "1", cmd=["true"])
+    job = others[0].wait_state(job_id, "succeeded", timeout=20)
+    assert cluster.node_of(job) != leader
+
+
+def test_an_idle_cluster_starts_a_job_at_once(make_cluster):
+    # Events reach the leader as they happen: a submit on a follower starts within a fraction
+    # of a heartbeat, never at the next poll.
+    cluster = make_cluster(2, heartbeat_interval="1s", node_timeout="20s", leader_lease="3s")
+    leader = cluster.leader()
+    follower = next(t for name, t in cluster.nodes.items() if name != leader)
+    waits = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        job_id = follower.submit("--gpus", "1", cmd=["true"])
+        follower.wait_state(job_id, ("running", "succeeded"), timeout=10)
+        waits.append(time.monotonic() - t0)
+        follower.wait_state(job_id, "succeeded", timeout=10)
+    assert min(waits) < 1.0, f"submit to start took {waits} (heartbeat 1s)"
+
+
+def test_cancel_on_one_node_stops_a_job_running_on_another(make_cluster):
+    cluster = make_cluster(2)
+    t0 = cluster.any()
+    job_id = t0.submit("--gpus", "1", cmd=["sleep", "300"])
+    job = t0.wait_state(job_id, "running", timeout=20)
+    where = cluster.node_of(job)
+    elsewhere = next(t for name, t in cluster.nodes.items() if name != where)
+    shim = job["attempts"][-1]["pid"]
+    out = elsewhere.run("cancel", str(job_id)).stdout
+    assert f"asked node {where}" in out or "stopping" in out, out
+    job = elsewhere.wait_state(job_id, "cancelled", timeout=20)
+    wait_for(lambda: process_gone(shim), what="the job's shim to end")
+
+
+def test_a_drained_node_gets_no_new_job(make_cluster):
+    cluster = make_cluster(3)
+    t = cluster.any()
+    t.run("node", "drain", "node0")
+    t.run("node", "drain", "node1")
+    states = {n["name"]: n["state"] for n in cluster.listing()["nodes"]}
+    assert states == {"node0": "drained", "node1": "drained", "node2": "up"}
+    ids = [t.submit("--gpus", "1", cmd=["sleep", "300"]) for _ in range(2)]
+    first = t.wait_state(ids[0], "running", timeout=20)
+    assert cluster.node_of(first) == "node2"
+    time.sleep(1.0)  # a few scheduling rounds: the second stays queued
+    assert t.state(ids[1]) == "queued"
+    t.run("node", "resume", "node1")
+    second = t.wait_state(ids[1], "running", timeout=20)
+    assert cluster.node_of(second) == "node1"
+    proc = t.run("node", "drain", "nosuchnode", check=False)
+    assert proc.returncode == 3 and "nosuchnode" in proc.stderr
+    for job_id in ids:
+        t.run("cancel", str(job_id))
+
+
+def test_a_submit_no_node_can_hold_is_refused(make_cluster):
+    cluster = make_cluster(2)
+    t = cluster.any()
+    proc = t.run("submit", "--gpus", "2", "--", "true", check=False)
+    assert proc.returncode == 2 and "gpus" in proc.stderr, proc.stderr
+    assert t.ls("--all") == []
+
+
+def test_a_single_machine_shows_itself_as_its_only_node(tq):
+    tq.start_daemon()
+    doc = json.loads(tq.run("nodes", "--json").stdout)
+    assert doc["cluster"] is False and len(doc["nodes"]) == 1
+    assert doc["nodes"][0]["leader"] is True and doc["nodes"][0]["state"] == "up"
+    proc = tq.run("node", "drain", doc["nodes"][0]["name"], check=False)
+    assert proc.returncode == 2 and "cluster" in proc.stderr
+
+
+def test_any_node_serves_the_log_of_a_job_that_ran_on_another(make_cluster):
+    cluster = make_cluster(2)
+    t = cluster.any()
+    job_id = t.submit("--gpus", "1", cmd=["sh", "-c", "echo hello from $TRAINQ_JOB_ID"])
+    job = t.wait_state(job_id, "succeeded", timeout=20)
+    where = cluster.node_of(job)
+    elsewhere = next(n for name, n in cluster.nodes.items() if name != where)
+    # Through the API (the CLI would read the file itself: every node here shares one disk).
+    answer = elsewhere.api("GET", f"/v1/jobs/{job_id}/log")
+    assert answer.status == 200, answer.raw
+    assert answer.data == f"hello from {job_id}\n".encode(), answer.raw
+    size = elsewhere.api("GET", f"/v1/jobs/{job_id}/log?size")
+    assert size.status == 200 and size.body["size"] == len(f"hello from {job_id}\n")
+    # Attempts carry their node.
+    shown = elsewhere.show(job_id)
+    assert shown["attempts"][0]["node"] == where
