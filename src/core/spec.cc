@@ -319,6 +319,20 @@ std::optional<int64_t> ClockMs(std::string_view text) {
   return seconds * 1000;
 }
 
+// The variables of one part of a multi-node job: torchrun's (PET_*), the common launchers'
+// (NNODES, NODE_RANK, WORLD_SIZE over all nodes) and trainq's own.
+void SetNodeVars(Env& env, const AttemptEnvInput& in) {
+  std::string nodes = std::to_string(in.num_nodes);
+  std::string rank = std::to_string(in.node_rank);
+  SetVar(env, "PET_NNODES", nodes);
+  SetVar(env, "PET_NODE_RANK", rank);
+  SetVar(env, "NNODES", nodes);
+  SetVar(env, "NODE_RANK", rank);
+  SetVar(env, "TRAINQ_NUM_NODES", nodes);
+  SetVar(env, "TRAINQ_NODE_RANK", rank);
+  SetVar(env, "WORLD_SIZE", std::to_string(in.num_nodes * in.gpu_indices.size()));
+}
+
 }  // namespace
 
 Result<int64_t> ParseTimeLimit(std::string_view text) {
@@ -358,13 +372,15 @@ std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& 
   if (!in.run_dir.empty()) SetVar(env, kRunDirEnv, in.run_dir);
   if (in.master_port <= 0) return env;
   std::string port = std::to_string(in.master_port);
+  std::string addr = in.master_addr.empty() ? kMasterAddr : in.master_addr;
   for (std::string_view key : kWorkerVars) Unset(env, key);
-  SetVar(env, "MASTER_ADDR", kMasterAddr);
+  SetVar(env, "MASTER_ADDR", addr);
   SetVar(env, "MASTER_PORT", port);
-  SetVar(env, "PET_MASTER_ADDR", kMasterAddr);
+  SetVar(env, "PET_MASTER_ADDR", addr);
   SetVar(env, "PET_MASTER_PORT", port);
   SetVar(env, "PET_NPROC_PER_NODE", std::to_string(in.gpu_indices.size()));
   SetVar(env, "PET_NNODES", "1");
+  if (in.num_nodes > 1) SetNodeVars(env, in);
   return env;
 }
 

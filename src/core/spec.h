@@ -67,8 +67,15 @@ struct AttemptEnvInput {
   int attempt = 0;
   std::vector<int> gpu_indices;
   std::vector<std::string> gpu_uuids;
-  int master_port = 0;    // 0: none (single-GPU and CPU jobs)
+  int master_port = 0;    // 0: none (single-GPU and CPU jobs); node 0's for a multi-node job
   std::string run_dir{};  // "": no TRAINQ_RUN_DIR (tests)
+  // A part of a multi-node (gang) job: this node's rank, the number of nodes and node 0's
+  // address (its node_address). A multi-node job always has a master_port, even with one GPU
+  // per node: its nodes' ranks meet there. num_nodes 1 and master_addr "": one node, as
+  // before (MASTER_ADDR 127.0.0.1).
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::string master_addr{};
 };
 
 // Names the attempt in the environment of every process it starts: whatever their session or
@@ -84,6 +91,11 @@ inline constexpr const char* kRunDirEnv = "TRAINQ_RUN_DIR";
 // PET_MASTER_PORT, PET_NPROC_PER_NODE=<gpus>, PET_NNODES=1; and the per-worker variables torchrun
 // sets itself (WORLD_SIZE, RANK, LOCAL_RANK, ...) removed, so stale ones from the submitting shell
 // cannot mislead it.
+// A part of a multi-node job (num_nodes > 1) has MASTER_ADDR and PET_MASTER_ADDR = master_addr,
+// PET_NNODES = NNODES = TRAINQ_NUM_NODES = num_nodes, PET_NODE_RANK = NODE_RANK =
+// TRAINQ_NODE_RANK = node_rank, PET_NPROC_PER_NODE = this node's GPUs, and WORLD_SIZE = num_nodes
+// x this node's GPUs (every part of a gang has as many), for launchers other than torchrun;
+// torchrun sets each worker's WORLD_SIZE to the same value.
 std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& spec,
                                                                  const AttemptEnvInput& in);
 

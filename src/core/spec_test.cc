@@ -304,6 +304,75 @@ TEST(BuildAttemptEnvTest, MultiGpuJobsGetTheDistributedEnvironmentForTorchrun) {
   }
 }
 
+// Node 1 of a two-node job with 4 GPUs per node: one master (node 0's address and port) for
+// all parts, and the ranks torchrun needs to form one job of 8 processes.
+TEST(BuildAttemptEnvTest, APartOfAMultiNodeJobGetsItsNodeRankAndNodeZerosMaster) {
+  JobSpec spec;
+  spec.gpus = 4;
+  spec.env = {{"RANK", "3"},          {"LOCAL_RANK", "3"},  {"NODE_RANK", "5"},
+              {"PET_NODE_RANK", "5"}, {"WORLD_SIZE", "99"}, {"MASTER_ADDR", "10.9.9.9"},
+              {"PET_NNODES", "7"}};
+  auto env = AsMap(BuildAttemptEnv(spec, {.job = 7,
+                                          .attempt = 2,
+                                          .gpu_indices = {0, 1, 2, 3},
+                                          .gpu_uuids = {"GPU-a", "GPU-b", "GPU-c", "GPU-d"},
+                                          .master_port = 29507,
+                                          .node_rank = 1,
+                                          .num_nodes = 2,
+                                          .master_addr = "10.0.0.7"}));
+  const std::pair<const char*, const char*> want[] = {{"TRAINQ_NODE_RANK", "1"},
+                                                      {"TRAINQ_NUM_NODES", "2"},
+                                                      {"MASTER_ADDR", "10.0.0.7"},
+                                                      {"MASTER_PORT", "29507"},
+                                                      {"WORLD_SIZE", "8"},
+                                                      {"NNODES", "2"},
+                                                      {"NODE_RANK", "1"},
+                                                      {"PET_NNODES", "2"},
+                                                      {"PET_NODE_RANK", "1"},
+                                                      {"PET_NPROC_PER_NODE", "4"},
+                                                      {"PET_MASTER_ADDR", "10.0.0.7"},
+                                                      {"PET_MASTER_PORT", "29507"},
+                                                      {"TRAINQ_NUM_GPUS", "4"},
+                                                      {"CUDA_VISIBLE_DEVICES", "0,1,2,3"}};
+  for (const auto& [key, value] : want) EXPECT_EQ(env[key], value) << key;
+  EXPECT_EQ(env.count("RANK"), 0u);  // per worker: torchrun's to set
+  EXPECT_EQ(env.count("LOCAL_RANK"), 0u);
+}
+
+// One GPU on each of three nodes still needs the master: the ranks are on different nodes.
+TEST(BuildAttemptEnvTest, AMultiNodeJobWithOneGpuPerNodeIsDistributed) {
+  JobSpec spec;
+  spec.gpus = 1;
+  auto env = AsMap(BuildAttemptEnv(spec, {.job = 3,
+                                          .attempt = 1,
+                                          .gpu_indices = {6},
+                                          .gpu_uuids = {"GPU-g"},
+                                          .master_port = 29600,
+                                          .node_rank = 0,
+                                          .num_nodes = 3,
+                                          .master_addr = "gpu01.lab"}));
+  EXPECT_EQ(env["MASTER_ADDR"], "gpu01.lab");
+  EXPECT_EQ(env["PET_NODE_RANK"], "0");
+  EXPECT_EQ(env["PET_NNODES"], "3");
+  EXPECT_EQ(env["PET_NPROC_PER_NODE"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "3");
+  EXPECT_EQ(env["TRAINQ_NODE_RANK"], "0");
+}
+
+TEST(BuildAttemptEnvTest, SingleNodeJobsGetNoNodeVariables) {
+  JobSpec spec;
+  spec.gpus = 2;
+  auto env = AsMap(BuildAttemptEnv(
+      spec,
+      {.job = 7, .attempt = 1, .gpu_indices = {0, 1}, .gpu_uuids = {}, .master_port = 29501}));
+  EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+  EXPECT_EQ(env["PET_NNODES"], "1");
+  for (const char* absent :
+       {"TRAINQ_NODE_RANK", "TRAINQ_NUM_NODES", "NODE_RANK", "NNODES", "PET_NODE_RANK"}) {
+    EXPECT_EQ(env.count(absent), 0u) << absent;
+  }
+}
+
 TEST(BuildAttemptEnvTest, SingleGpuJobsKeepTheirOwnDistributedVariables) {
   JobSpec spec;
   spec.gpus = 1;

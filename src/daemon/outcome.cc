@@ -63,6 +63,20 @@ std::string WhatWasStopped(const UnrecordedInput& in, std::string_view none_left
   return text;
 }
 
+// The job did nothing wrong: its node lost touch with the cluster. Queued again at once, not
+// as an OOM retry. In cluster mode the leader has normally ended the attempt first, as "node
+// NAME lost" (counting it against max_node_failures); this decides only when this node's
+// daemon collects the record before that.
+AttemptEnd SelfFenced(const ExitRecord& rec, UnixMs ended) {
+  AttemptEnd end =
+      Ended(JobState::kQueued, ended, "stopped by self-fencing: node heartbeat lapsed");
+  end.attempt_state = JobState::kFailed;
+  end.exit_code = rec.exit_code;
+  end.signal = rec.signal;
+  end.job_reason = "requeued: " + end.end_reason;
+  return end;
+}
+
 }  // namespace
 
 AttemptEnd DecideUnrecorded(const UnrecordedInput& in) {
@@ -105,6 +119,7 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.signal = rec.signal;
     return end;
   }
+  if (rec.fenced) return SelfFenced(rec, ended);
   if (rec.time_limit) {
     std::string limit = in.time_limit_ms > 0 ? " (" + FormatDuration(in.time_limit_ms) + ")" : "";
     AttemptEnd end = Ended(JobState::kFailed, ended, "time limit" + limit);

@@ -23,9 +23,11 @@ struct OutcomeInput {
   int64_t time_limit_ms = 0;  // the job's --time, for the reason; 0: none
 };
 
-// Cancelled beats everything; a stop at the time limit is a failure "time limit (2h30m)"
-// whatever the exit status or the log says (never an OOM retry: the limit would only
-// fire again); then success, OOM (retry or fail), other failures.
+// Cancelled beats everything; a shim that fenced itself (its node's heartbeat lapsed) fails
+// the attempt and queues the job again, whatever the exit status says; a stop at the time
+// limit is a failure "time limit (2h30m)" whatever the exit status or the log says (never an
+// OOM retry: the limit would only fire again); then success, OOM (retry or fail), other
+// failures.
 AttemptEnd DecideOutcome(const OutcomeInput& in);
 
 // Why an attempt ends with no exit record. Its processes are stopped before the end is

@@ -128,6 +128,30 @@ TEST(OutcomeTest, CancelBeatsTimeLimit) {
   EXPECT_EQ(DecideOutcome(in).job_state, JobState::kCancelled);
 }
 
+TEST(OutcomeTest, SelfFencingQueuesTheJobAgainWithoutUsingAnOomRetry) {
+  OutcomeInput in = Exited(0, std::nullopt);  // it caught SIGTERM and exited cleanly
+  in.record->fenced = true;
+  in.record->error = "stopped: node heartbeat not renewed for 4.5 s (fence_after 4.5 s)";
+  in.log_tail = kTorchOom;
+  in.oom_retries_used = 3;  // none left: a fenced attempt must not need one
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.attempt_state, JobState::kFailed);
+  EXPECT_EQ(e.job_state, JobState::kQueued);
+  EXPECT_FALSE(e.oom);
+  EXPECT_EQ(e.not_before, 0);
+  EXPECT_EQ(e.end_reason, "stopped by self-fencing: node heartbeat lapsed");
+  EXPECT_EQ(e.job_reason, "requeued: stopped by self-fencing: node heartbeat lapsed");
+  EXPECT_EQ(e.exit_code, 0);
+  EXPECT_EQ(e.ended_at, 5000);
+}
+
+TEST(OutcomeTest, CancelBeatsSelfFencing) {
+  OutcomeInput in = Exited(std::nullopt, 15);
+  in.record->cancelled = true;
+  in.record->fenced = true;
+  EXPECT_EQ(DecideOutcome(in).job_state, JobState::kCancelled);
+}
+
 TEST(OutcomeTest, SpawnFailureFailsWithTheError) {
   OutcomeInput in = Exited(127);
   in.record->spawn_failed = true;

@@ -165,6 +165,10 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
             {"grace_ms", spec.grace_ms},
             {"time_limit_ms", spec.time_limit_ms}};
   if (spec.umask >= 0) j["umask"] = spec.umask;
+  if (!spec.fence_file.empty()) {
+    j["fence_file"] = spec.fence_file;
+    j["fence_after_ms"] = spec.fence_after_ms;
+  }
   if (spec.uid >= 0) {
     j["uid"] = spec.uid;
     j["gid"] = spec.gid;
@@ -188,6 +192,8 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("grace_ms", spec.grace_ms);
   f.Int("time_limit_ms", spec.time_limit_ms);
   f.Int("umask", spec.umask);
+  f.String("fence_file", spec.fence_file);
+  f.Int("fence_after_ms", spec.fence_after_ms);
   f.Int("uid", spec.uid);
   f.Int("gid", spec.gid);
   f.String("user", spec.user);
@@ -202,6 +208,10 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   if (spec.grace_ms < 0) return Status::Invalid(SpecPath(run_dir) + ": grace_ms: negative");
   if (spec.time_limit_ms < 0) {
     return Status::Invalid(SpecPath(run_dir) + ": time_limit_ms: negative");
+  }
+  if (!spec.fence_file.empty() && (!spec.fence_file.starts_with('/') || spec.fence_after_ms <= 0)) {
+    return Status::Invalid(SpecPath(run_dir) +
+                           ": fence_file, fence_after_ms: an absolute path and a positive time");
   }
   TRAINQ_RETURN_IF_ERROR(f.status());
   return spec;
@@ -229,6 +239,7 @@ Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec) {
   json j = {{"cancelled", rec.cancelled},       {"time_limit", rec.time_limit},
             {"spawn_failed", rec.spawn_failed}, {"error", rec.error},
             {"started_at", rec.started_at},     {"ended_at", rec.ended_at}};
+  if (rec.fenced) j["fenced"] = true;
   if (rec.exit_code) j["exit_code"] = *rec.exit_code;
   if (rec.signal) j["signal"] = *rec.signal;
   return WriteRecord(ExitPath(run_dir), j, /*strict=*/false);
@@ -244,6 +255,7 @@ Result<ExitRecord> ReadExitRecord(const std::string& run_dir) {
   f.OptInt("signal", rec.signal);
   f.Bool("cancelled", rec.cancelled);
   f.Bool("time_limit", rec.time_limit);
+  f.Bool("fenced", rec.fenced);
   f.Bool("spawn_failed", rec.spawn_failed);
   f.String("error", rec.error);
   f.Int("started_at", rec.started_at);

@@ -31,6 +31,15 @@ struct RunSpec {
   // Wall-clock limit of the command from its start; 0: none. The shim enforces it (so it
   // holds while the daemon is down): SIGTERM to the tree, grace_ms, SIGKILL.
   int64_t time_limit_ms = 0;
+  // Self-fencing (cluster mode; docs/architecture.md, "Self-fencing"): the daemon's fence
+  // file (absolute path, src/os/fence.h) and how stale its stamp may grow. When the node's
+  // heartbeat was last renewed more than fence_after_ms ago (or the file has been absent or
+  // unreadable that long since the shim started), the shim stops the tree as on cancel and
+  // records ExitRecord::fenced. fence_file "": no fencing (one machine). The daemon picks
+  // fence_after_ms so that the tree is gone before the leader may judge the node lost:
+  // fence_after_ms + FenceCheckIntervalMs + grace_ms well within node_timeout.
+  std::string fence_file;
+  int64_t fence_after_ms = 0;
   // The umask the command runs with (0..0777), the one the daemon started with: the daemon
   // and shim run under 077 for their own files, and a job must not inherit that. -1 (absent
   // from spec.json): the shim's own.
@@ -56,6 +65,7 @@ struct ExitRecord {
   std::optional<int> signal;     // set when it was killed by a signal
   bool cancelled = false;        // the shim was told to stop it
   bool time_limit = false;       // the shim stopped it at RunSpec::time_limit_ms
+  bool fenced = false;           // the shim stopped it: the node's heartbeat lapsed (fence)
   bool spawn_failed = false;     // exec failed (message in `error`)
   std::string error;
   UnixMs started_at = 0;

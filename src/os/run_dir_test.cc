@@ -43,6 +43,8 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   spec.gid = 1002;
   spec.user = "ada";
   spec.home = "/home/ada";
+  spec.fence_file = "/var/lib/trainq/fence";
+  spec.fence_after_ms = 270'000;
   ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
 
   auto back = ReadRunSpec(dir.path());
@@ -58,6 +60,8 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   EXPECT_EQ(back->gid, 1002);
   EXPECT_EQ(back->user, "ada");
   EXPECT_EQ(back->home, "/home/ada");
+  EXPECT_EQ(back->fence_file, "/var/lib/trainq/fence");
+  EXPECT_EQ(back->fence_after_ms, 270'000);
 }
 
 TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
@@ -71,6 +75,7 @@ TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
   EXPECT_EQ(spec->umask, -1);        // absent (an older daemon's spec): the shim's own
   EXPECT_EQ(spec->uid, -1);          // absent: the shim's own user
   EXPECT_EQ(spec->gid, -1);
+  EXPECT_EQ(spec->fence_file, "");  // absent: no fencing (one machine)
 }
 
 TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
@@ -90,6 +95,9 @@ TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
       R"({"command": ["ls"], "uid": 1001})",                  // a uid without its gid
       R"({"command": ["ls"], "uid": 4294967295, "gid": 0})",  // (uid_t)-1: "unchanged"
       R"({"command": ["ls"], "uid": -2, "gid": 0})",
+      R"({"command": ["ls"], "fence_file": "fence", "fence_after_ms": 500})",  // relative
+      R"({"command": ["ls"], "fence_file": "/s/fence"})",                      // no fence_after_ms
+      R"({"command": ["ls"], "fence_file": "/s/fence", "fence_after_ms": -1})",
       R"(["ls"])",
   };
   for (const char* text : bad) {
@@ -131,12 +139,14 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   EXPECT_EQ(rec->started_at, 1700000000000);
   EXPECT_EQ(rec->ended_at, 1700000005000);
   EXPECT_FALSE(rec->time_limit);
+  EXPECT_FALSE(rec->fenced);
 
   ExitRecord killed;
   killed.signal = 9;
   killed.cancelled = true;
   killed.time_limit = true;
   killed.spawn_failed = true;
+  killed.fenced = true;
   killed.error = "cannot run '\xff': No such file";  // bytes from a user's argv
   ASSERT_TRUE(WriteExitRecord(dir.path(), killed).ok());
   rec = ReadExitRecord(dir.path());
@@ -146,6 +156,7 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   EXPECT_TRUE(rec->cancelled);
   EXPECT_TRUE(rec->time_limit);
   EXPECT_TRUE(rec->spawn_failed);
+  EXPECT_TRUE(rec->fenced);
   EXPECT_THAT(rec->error, HasSubstr("No such file"));
 }
 

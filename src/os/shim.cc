@@ -28,6 +28,7 @@
 #include "src/core/duration.h"
 #include "src/os/child_setup.h"
 #include "src/os/clock.h"
+#include "src/os/fence.h"
 #include "src/os/log_writer.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
@@ -245,6 +246,9 @@ class Shim {
   void Supervise();
   milliseconds UntilDeadline() const;
   bool PastDeadline() const;
+  milliseconds UntilNextCheck() const;
+  bool FenceDue();
+  bool FenceLapsed();
   void StopTree(milliseconds grace);
   void SignalTree(int sig);
   bool TreeGone();
@@ -272,6 +276,11 @@ class Shim {
   bool main_reaped_ = false;
   bool cancel_requested_ = false;
   std::optional<Steady::time_point> deadline_;  // the time limit, from the command's start
+  // Self-fencing (RunSpec::fence_file): the node's last heartbeat renewal the shim knows of,
+  // in BootClockMs — the latest stamp read, or the shim's start while none was readable (the
+  // daemon had not renewed yet).
+  int64_t last_renewal_ms_ = 0;
+  std::optional<Steady::time_point> next_fence_check_;  // set while fencing applies
   ExitRecord rec_;
 };
 
@@ -281,11 +290,14 @@ int Shim::Run() {
     return st.code() == Code::kConflict ? kShimLockedExit : 1;
   }
   rec_.started_at = SystemClock().Now();
+  last_renewal_ms_ = BootClockMs();
   Status st = BlockSignals();
   if (st.ok()) st = Prepare();
   WaitSignals(milliseconds(0));  // a stop that came before the start: do not start at all
   rec_.cancelled = cancel_requested_;
-  if (st.ok() && !rec_.cancelled) st = StartCommand();
+  // A node already fenced does not start what another node may be about to run.
+  if (st.ok() && !rec_.cancelled && !spec_.fence_file.empty()) rec_.fenced = FenceLapsed();
+  if (st.ok() && !rec_.cancelled && !rec_.fenced) st = StartCommand();
   if (!st.ok()) {
     rec_.spawn_failed = true;
     rec_.error = st.message();
@@ -363,6 +375,7 @@ Status Shim::StartCommand() {
   }
   rec_.started_at = SystemClock().Now();
   if (spec_.time_limit_ms > 0) deadline_ = Steady::now() + milliseconds(spec_.time_limit_ms);
+  if (!spec_.fence_file.empty()) next_fence_check_ = Steady::now();
   pid_t self = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
@@ -406,9 +419,9 @@ std::string Shim::FailureMessage(const ChildFailure& f) const {
 
 void Shim::Supervise() {
   while (!main_reaped_) {
-    WaitSignals(UntilDeadline());
+    WaitSignals(UntilNextCheck());
     Reap();
-    if (rec_.cancelled || rec_.time_limit || main_reaped_) continue;
+    if (rec_.cancelled || rec_.time_limit || rec_.fenced || main_reaped_) continue;
     if (cancel_requested_) {
       rec_.cancelled = true;
       StopTree(milliseconds(spec_.grace_ms));
@@ -416,6 +429,9 @@ void Shim::Supervise() {
       rec_.time_limit = true;
       LogLine("trainq: time limit (" + FormatDuration(spec_.time_limit_ms) +
               ") reached; stopping the job");
+      StopTree(milliseconds(spec_.grace_ms));
+    } else if (FenceDue() && FenceLapsed()) {
+      rec_.fenced = true;
       StopTree(milliseconds(spec_.grace_ms));
     }
   }
@@ -435,6 +451,38 @@ milliseconds Shim::UntilDeadline() const {
 }
 
 bool Shim::PastDeadline() const { return deadline_ && Steady::now() >= *deadline_; }
+
+// The supervision loop's sleep: until the time limit or the next read of the fence file.
+milliseconds Shim::UntilNextCheck() const {
+  milliseconds wait = UntilDeadline();
+  if (!next_fence_check_) return wait;
+  auto fence = std::chrono::ceil<milliseconds>(*next_fence_check_ - Steady::now());
+  fence = std::max(fence, milliseconds(0));
+  return wait < milliseconds(0) ? fence : std::min(wait, fence);
+}
+
+// Output wakes the loop too: the file is read on schedule, not on every chunk of output.
+bool Shim::FenceDue() {
+  if (!next_fence_check_ || Steady::now() < *next_fence_check_) return false;
+  next_fence_check_ = Steady::now() + milliseconds(FenceCheckIntervalMs(spec_.fence_after_ms));
+  return true;
+}
+
+// Reads the daemon's stamp; true, with the reason recorded and logged, once the node has
+// not renewed its heartbeat for longer than fence_after_ms. An absent or unreadable file
+// keeps the last renewal known: a daemon that cannot write it cannot vouch for the node.
+bool Shim::FenceLapsed() {
+  auto stamp = ReadFenceStamp(spec_.fence_file);
+  if (stamp.ok()) last_renewal_ms_ = *stamp;
+  int64_t lapse = BootClockMs() - last_renewal_ms_;
+  if (lapse <= spec_.fence_after_ms) return false;
+  std::string why = fmt::format("node heartbeat not renewed for {:.1f} s (fence_after {:.1f} s)",
+                                static_cast<double>(lapse) / 1000,
+                                static_cast<double>(spec_.fence_after_ms) / 1000);
+  rec_.error = "stopped: " + why;
+  LogLine("trainq: " + why + "; stopping the job, another node may run it");
+  return true;
+}
 
 void Shim::StopTree(milliseconds grace) {
   if (TreeGone()) return;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "src/os/fence.h"
 #include "src/os/proc_test_util.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
@@ -411,6 +413,107 @@ TEST(ShimTest, OutputOfLeftoversIsKept) {
   ASSERT_TRUE(rec.ok()) << rec.status().ToString();
   EXPECT_EQ(rec->exit_code, 0);
   EXPECT_EQ(ReadAll(LogPath(dir.path())), "early\nlate\n");
+}
+
+// The daemon's part in self-fencing, as a process of its own: stamps the fence file every
+// 20 ms until it is frozen (SIGSTOP, as a frozen daemon) or killed.
+class Renewer {
+ public:
+  explicit Renewer(const std::string& path) {
+    pid_ = ForkRun([&] {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (;;) {
+        (void)WriteFenceStamp(path, BootClockMs());
+        ::usleep(20'000);
+      }
+      return 0;
+    });
+  }
+  ~Renewer() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  void Freeze() { ::kill(pid_, SIGSTOP); }
+
+ private:
+  pid_t pid_;
+};
+
+RunSpec FencedSpec(std::vector<std::string> command, const TempDir& dir, int64_t fence_after_ms) {
+  RunSpec spec = Spec(std::move(command), dir);
+  spec.fence_file = dir / "fence";
+  spec.fence_after_ms = fence_after_ms;
+  return spec;
+}
+
+TEST(ShimTest, AJobWhoseNodeKeepsRenewingRunsToItsEnd) {
+  TempDir dir;
+  Renewer renewer(dir / "fence");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFenceStamp(dir / "fence").ok(); }));
+  // Runs well past fence_after: each renewal keeps it going.
+  auto rec = RunToEnd(FencedSpec({"sleep", "1.2"}, dir, 500), dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_FALSE(rec->fenced) << rec->error;
+  EXPECT_EQ(rec->exit_code, 0);
+}
+
+// The node's daemon freezes (SIGSTOP): the stamp goes stale and the shim, on its own,
+// stops the whole tree within fence_after + grace, as on cancel.
+TEST(ShimTest, AStaleFenceStampStopsTheWholeTree) {
+  TempDir dir;
+  Renewer renewer(dir / "fence");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFenceStamp(dir / "fence").ok(); }));
+  RunSpec spec = FencedSpec({"sh", "-c",
+                             "setsid sh -c \"trap '' TERM; exec sleep 300\" & echo $! > gc.pid; "
+                             "sleep 300"},
+                            dir, 500);
+  ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+  pid_t shim = StartShim(dir.path());
+  int64_t gc = AwaitPidFile(dir / "gc.pid");
+  ASSERT_GT(gc, 0);
+
+  renewer.Freeze();
+  auto t0 = Steady::now();
+  auto rec = FinishShim(shim, dir.path());
+  auto took = Steady::now() - t0;
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->fenced);
+  EXPECT_FALSE(rec->cancelled);
+  EXPECT_FALSE(rec->time_limit);
+  EXPECT_EQ(rec->signal, SIGTERM);
+  EXPECT_THAT(rec->error, HasSubstr("stopped: node heartbeat not renewed for 0."));
+  EXPECT_THAT(rec->error, HasSubstr("(fence_after 0.5 s)"));
+  EXPECT_GE(took, std::chrono::milliseconds(500 - 50));  // the last stamp is at most 20 ms old
+  EXPECT_LT(took, std::chrono::milliseconds(500 + kGraceMs + 1500));
+  EXPECT_FALSE(ReadProcStat(gc).has_value()) << "the grandchild outlived the fence";
+  EXPECT_THAT(ReadAll(LogPath(dir.path())), HasSubstr("trainq: node heartbeat not renewed for 0."));
+}
+
+// No stamp yet (the daemon has not renewed since the shim started): the lapse counts from
+// the shim's start.
+TEST(ShimTest, AFenceFileThatNeverAppearsStopsTheJobFenceAfterFromTheStart) {
+  TempDir dir;
+  ASSERT_TRUE(WriteRunSpec(dir.path(), FencedSpec({"sleep", "300"}, dir, 400)).ok());
+  auto t0 = Steady::now();
+  auto rec = FinishShim(StartShim(dir.path()), dir.path());
+  auto took = Steady::now() - t0;
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->fenced);
+  EXPECT_EQ(rec->signal, SIGTERM);
+  EXPECT_GE(took, std::chrono::milliseconds(400));
+  EXPECT_LT(took, std::chrono::milliseconds(400 + kGraceMs + 1500));
+}
+
+TEST(ShimTest, ANodeAlreadyFencedDoesNotStartTheCommand) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFenceStamp(dir / "fence", BootClockMs() - 10'000).ok());
+  auto rec = RunToEnd(FencedSpec({"touch", "ran"}, dir, 500), dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->fenced);
+  EXPECT_FALSE(rec->spawn_failed);
+  EXPECT_FALSE(rec->exit_code.has_value());
+  EXPECT_THAT(rec->error, HasSubstr("not renewed for 10."));
+  EXPECT_NE(::access((dir / "ran").c_str(), F_OK), 0);
 }
 
 TEST(ShimTest, WritesShimRecordHoldsTheLockAndRefusesASecondShim) {
