@@ -117,6 +117,10 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   spec.grace_ms = config_.grace_ms;
   spec.time_limit_ms = job.spec.time_limit_ms;
   spec.umask = options_.job_umask;
+  // A cluster's jobs stop themselves when this node stops renewing its heartbeat
+  // (docs/cluster.md, "Failure").
+  spec.fence_file = fence_file_;
+  spec.fence_after_ms = fence_after_ms_;
   if (runner.ok() && config_.shared) {
     spec.uid = runner->uid;
     spec.gid = runner->gid;

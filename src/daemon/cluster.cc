@@ -12,6 +12,7 @@
 #include "src/core/spec.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/os/crypto/token_crypto.h"
+#include "src/os/fence.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -111,6 +112,8 @@ NodeRecord DaemonImpl::OwnRecord() const {
 void DaemonImpl::Beat() {
   next_beat_ = clock_.Now() + config_.heartbeat_interval_ms;
   NodeRecord record = OwnRecord();
+  // Read before the call: the stamp is never fresher than the heartbeat the store holds.
+  int64_t sent_at = BootClockMs();
   Result<UnixMs> at = cluster_->Heartbeat(record);
   if (!at.ok()) {
     // Running jobs go on; they stop themselves if this lasts past half of node_timeout.
@@ -125,7 +128,7 @@ void DaemonImpl::Beat() {
   if (store_unreachable_) spdlog::info("heartbeat: the store is reachable again");
   store_unreachable_ = false;
   last_info_ = std::move(record.info);
-  if (Status st = WriteFenceStamp(fence_file_); !st.ok()) {
+  if (Status st = WriteFenceStamp(fence_file_, sent_at); !st.ok()) {
     spdlog::error("fence stamp {}: {}", fence_file_, st.message());
   }
 }
