@@ -20,18 +20,18 @@ namespace trainq {
 
 // One node as it registered and last heartbeat.
 struct NodeRecord {
-  std::string name;     // node_name: letters, digits, '.', '_', '-'
-  std::string address;  // node_address: what peers and MASTER_ADDR use
-  std::string api_url;  // where peers reach its API ("https://10.0.0.7:7070"); "" none
+  std::string name;      // node_name: letters, digits, '.', '_', '-'
+  std::string address;   // node_address: what peers and MASTER_ADDR use
+  std::string api_url;   // where peers reach its API ("https://10.0.0.7:7070"); "" none
   std::string runs_dir;  // where its attempts' run dirs are made
   int master_port_first = 0;
   int master_port_last = 0;
   // The node's own view, as the daemon encoded it (JSON: GPUs, CPU slots, per-attempt
   // GPU use); opaque to the store.
   std::string info;
-  std::string version;  // trainq version of its daemon
-  bool drained = false;  // an admin drained it: nothing new is placed there
-  bool lost = false;     // the leader found its heartbeat lapsed; cleared when it beats again
+  std::string version;      // trainq version of its daemon
+  bool drained = false;     // an admin drained it: nothing new is placed there
+  bool lost = false;        // the leader found its heartbeat lapsed; cleared when it beats again
   UnixMs joined_at = 0;     // store clock, first heartbeat since it was last lost or new
   UnixMs heartbeat_at = 0;  // store clock, the latest heartbeat
 };

@@ -42,6 +42,7 @@ std::optional<std::string> PercentDecode(std::string_view text) {
 
 // A decimal number in [low, high]; nullopt otherwise.
 std::optional<int> Number(std::string_view text, int low, int high) {
+  if (text.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
   int v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < low ||

@@ -42,8 +42,8 @@ TEST(ParseRedisUrlTest, BadUrlsNameStoreAndTheFormWithoutThePassword) {
   for (const char* url :
        {"", "http://host", "rediss://host", "redis://", "redis://host:0", "redis://host:65536",
         "redis://host:port", "redis://host:", "redis://host/x", "redis://host/-1",
-        "redis://u:p%zz@host", "redis://u:p%4@host", "redis://ho st", "redis://[::1",
-        "redis://host?db=1", "redis://user@host"}) {
+        "redis://host/-0", "redis://host:+80", "redis://u:p%zz@host", "redis://u:p%4@host",
+        "redis://ho st", "redis://[::1", "redis://host?db=1", "redis://user@host"}) {
     Result<RedisTarget> t = ParseRedisUrl(url);
     EXPECT_TRUE(HasCode(t, Code::kInvalid)) << url;
     EXPECT_THAT(t.status().message(), HasSubstr("store: ")) << url;
