@@ -13,7 +13,7 @@ import pytest
 from conftest import check_no_sanitizer_report, trainq_binary, trainqd_binary
 
 # The client links libssl and libcrypto (https to a remote daemon), never these.
-SERVER_LIBRARIES = ("libsqlite3", "libspdlog", "libnvidia-ml")
+SERVER_LIBRARIES = ("libsqlite3", "libspdlog", "libnvidia-ml", "libhiredis")
 
 
 @pytest.fixture

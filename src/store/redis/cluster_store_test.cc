@@ -1,0 +1,440 @@
+// The cluster half of the Redis store against a real redis-server: nodes, the leader lease
+// and its fence, lost nodes, remote cancels, events, and Redis going away and coming back.
+// Leases and events are real time here; waits are short polls with a deadline.
+#include <gmock/gmock.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "src/store/redis/redis_test_util.h"
+#include "src/store/store_conformance.h"
+
+namespace trainq {
+namespace {
+
+using redis::RedisServer;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+constexpr UnixMs kT0 = 1'790'000'000'000;
+
+// Polls `done` until it holds or `ms` pass.
+template <class F>
+bool Eventually(F done, int ms = 3000) {
+  auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+  while (Clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
+// The events a subscription handed on, for tests to wait on.
+class EventLog {
+ public:
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back(e);
+      cv_.notify_all();
+    };
+  }
+  bool WaitFor(const std::string& event, int ms = 3000) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] {
+      return std::find(events_.begin(), events_.end(), event) != events_.end();
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> events_;
+};
+
+class ClusterStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.Start());
+    store_ = Open();
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::unique_ptr<ClusterStore> Open() {
+    Result<std::unique_ptr<ClusterStore>> store = OpenRedisStore(server_.Target());
+    EXPECT_TRUE(IsOk(store));
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  static NodeRecord Node(std::string name, std::string info = "{}") {
+    NodeRecord n;
+    n.name = std::move(name);
+    n.address = "10.0.0.7";
+    n.api_url = "https://10.0.0.7:7070";
+    n.runs_dir = "/var/lib/trainq/runs";
+    n.master_port_first = 29500;
+    n.master_port_last = 29599;
+    n.info = std::move(info);
+    n.version = "0.1.0";
+    return n;
+  }
+
+  JobId Submit() {
+    JobSpec spec;
+    spec.name = "train";
+    spec.command = {"python", "train.py"};
+    spec.user = "alice";
+    Result<std::vector<JobId>> ids = store_->Submit(std::span(&spec, 1), kT0);
+    EXPECT_TRUE(IsOk(ids));
+    return ids.ok() ? ids->front() : 0;
+  }
+
+  // A job running attempt expected_attempt + 1 on `node`.
+  void RunOn(JobId id, const std::string& node, int expected_attempt = 0) {
+    Placement p;
+    p.node = node;
+    p.gpu_indices = {0};
+    ASSERT_TRUE(IsOk(store_->StartAttempt(id, expected_attempt, p, kT0)));
+    ASSERT_TRUE(IsOk(store_->MarkRunning(id, expected_attempt + 1, 42, 43, kT0)));
+  }
+
+  Job Fetch(JobId id) {
+    Result<Job> job = store_->Get(id);
+    EXPECT_TRUE(IsOk(job));
+    return job.ok() ? *job : Job{};
+  }
+
+  // A subscription that is known to receive: probe events are published until one arrives.
+  std::unique_ptr<EventSubscription> Listen(EventLog& log) {
+    std::unique_ptr<EventSubscription> sub = store_->Subscribe(log.Sink());
+    bool up = Eventually([&] {
+      EXPECT_TRUE(IsOk(store_->Publish("probe")));
+      return log.WaitFor("probe", 50);
+    });
+    EXPECT_TRUE(up) << "the subscription never received an event";
+    return sub;
+  }
+
+  RedisServer server_;
+  std::unique_ptr<ClusterStore> store_;
+};
+
+// --- Nodes ---
+
+TEST_F(ClusterStoreTest, HeartbeatRegistersNodesWithTheStoresClock) {
+  Result<UnixMs> first = store_->Heartbeat(Node("gpu07", R"({"gpus":8})"));
+  ASSERT_TRUE(IsOk(first));
+  ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu02"))));
+  Result<UnixMs> again = store_->Heartbeat(Node("gpu07", R"({"gpus":7})"));
+  ASSERT_TRUE(IsOk(again));
+  EXPECT_GE(*again, *first);
+  Result<std::vector<NodeRecord>> nodes = store_->Nodes();
+  ASSERT_TRUE(IsOk(nodes));
+  ASSERT_EQ(nodes->size(), 2u);
+  const NodeRecord& n = (*nodes)[1];
+  EXPECT_EQ((*nodes)[0].name, "gpu02");
+  EXPECT_EQ(n.name, "gpu07");
+  EXPECT_EQ(n.address, "10.0.0.7");
+  EXPECT_EQ(n.api_url, "https://10.0.0.7:7070");
+  EXPECT_EQ(n.runs_dir, "/var/lib/trainq/runs");
+  EXPECT_EQ(n.master_port_first, 29500);
+  EXPECT_EQ(n.master_port_last, 29599);
+  EXPECT_EQ(n.info, R"({"gpus":7})");
+  EXPECT_EQ(n.version, "0.1.0");
+  EXPECT_EQ(n.joined_at, *first);
+  EXPECT_EQ(n.heartbeat_at, *again);
+  EXPECT_FALSE(n.lost);
+  EXPECT_FALSE(n.drained);
+  // The store's clock, not the test's fixed times: within a minute of this machine's.
+  auto wall = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  EXPECT_NEAR(static_cast<double>(*again), static_cast<double>(wall), 60'000);
+  EXPECT_TRUE(HasCode(store_->Heartbeat(Node("bad name")), Code::kInvalid));
+}
+
+TEST_F(ClusterStoreTest, DrainAndResumeAreKeptAcrossHeartbeats) {
+  ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu07"))));
+  ASSERT_TRUE(IsOk(store_->SetDrained("gpu07", true)));
+  ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu07"))));
+  EXPECT_TRUE(store_->Nodes()->front().drained);
+  ASSERT_TRUE(IsOk(store_->SetDrained("gpu07", false)));
+  EXPECT_FALSE(store_->Nodes()->front().drained);
+  Status unknown = store_->SetDrained("gpu99", true);
+  EXPECT_TRUE(HasCode(unknown, Code::kNotFound));
+  EXPECT_THAT(unknown.message(), HasSubstr("gpu99"));
+}
+
+TEST_F(ClusterStoreTest, OnlyALostIdleNodeCanBeRemoved) {
+  Result<UnixMs> beat = store_->Heartbeat(Node("gpu07"));
+  ASSERT_TRUE(IsOk(beat));
+  EXPECT_TRUE(HasCode(store_->RemoveNode("gpu07"), Code::kConflict));
+  ASSERT_TRUE(IsOk(store_->MarkNodeLost("gpu07", *beat + 1, 3)));
+  ASSERT_TRUE(IsOk(store_->RemoveNode("gpu07")));
+  EXPECT_TRUE(store_->Nodes()->empty());
+  EXPECT_TRUE(HasCode(store_->RemoveNode("gpu07"), Code::kNotFound));
+}
+
+// --- The leader lease ---
+
+TEST_F(ClusterStoreTest, LeaderLeaseIsTakenRenewedAndLapsesToANewEpoch) {
+  Result<LeaderLease> a = store_->AcquireLeader("gpu01", 200);
+  ASSERT_TRUE(IsOk(a));
+  EXPECT_TRUE(a->mine);
+  EXPECT_EQ(a->leader, "gpu01");
+  EXPECT_GT(a->epoch, 0);
+  EXPECT_GT(a->now, 0);
+  Result<LeaderLease> b = store_->AcquireLeader("gpu02", 200);
+  ASSERT_TRUE(IsOk(b));
+  EXPECT_FALSE(b->mine);
+  EXPECT_EQ(b->leader, "gpu01");
+  EXPECT_EQ(b->epoch, a->epoch);
+  Result<LeaderLease> renewed = store_->AcquireLeader("gpu01", 200);
+  ASSERT_TRUE(IsOk(renewed));
+  EXPECT_TRUE(renewed->mine);
+  EXPECT_EQ(renewed->epoch, a->epoch);
+  // gpu01 stops renewing: within a lease or two gpu02 takes over in a later epoch.
+  int64_t epoch = 0;
+  ASSERT_TRUE(Eventually([&] {
+    Result<LeaderLease> l = store_->AcquireLeader("gpu02", 200);
+    epoch = l.ok() && l->mine ? l->epoch : 0;
+    return epoch != 0;
+  }));
+  EXPECT_GT(epoch, a->epoch);
+  EXPECT_FALSE(store_->AcquireLeader("gpu01", 200)->mine);
+}
+
+TEST_F(ClusterStoreTest, ResignGivesTheLeaseUpOnlyForItsHolderAndEpoch) {
+  Result<LeaderLease> a = store_->AcquireLeader("gpu01", 60'000);
+  ASSERT_TRUE(IsOk(a));
+  ASSERT_TRUE(IsOk(store_->ResignLeader("gpu01", a->epoch + 1)));
+  ASSERT_TRUE(IsOk(store_->ResignLeader("gpu02", a->epoch)));
+  EXPECT_FALSE(store_->AcquireLeader("gpu02", 60'000)->mine);
+  ASSERT_TRUE(IsOk(store_->ResignLeader("gpu01", a->epoch)));
+  Result<LeaderLease> b = store_->AcquireLeader("gpu02", 60'000);
+  EXPECT_TRUE(b->mine);
+  EXPECT_GT(b->epoch, a->epoch);
+}
+
+TEST_F(ClusterStoreTest, ADeposedLeadersWritesAreRefusedAndChangeNothing) {
+  JobId id = Submit();
+  Result<UnixMs> beat = store_->Heartbeat(Node("gpu05"));
+  ASSERT_TRUE(IsOk(beat));
+  JobId running = Submit();
+  RunOn(running, "gpu05");
+  Result<LeaderLease> old = store_->AcquireLeader("gpu01", 60'000);
+  ASSERT_TRUE(IsOk(old));
+  store_->SetLeaderFence("gpu01", old->epoch);
+  std::vector<std::pair<JobId, std::string>> reasons = {{id, "needs 1 GPU"}};
+  ASSERT_TRUE(IsOk(store_->SetReasons(reasons)));  // while it leads
+  ASSERT_TRUE(IsOk(store_->ResignLeader("gpu01", old->epoch)));
+  std::unique_ptr<ClusterStore> other = Open();
+  Result<LeaderLease> now = other->AcquireLeader("gpu02", 60'000);
+  ASSERT_TRUE(IsOk(now));
+  ASSERT_TRUE(now->mine);
+
+  Placement p;
+  p.node = "gpu05";
+  Status start = store_->StartAttempt(id, 0, p, kT0);
+  EXPECT_TRUE(HasCode(start, Code::kConflict));
+  EXPECT_THAT(start.message(), HasSubstr("not the leader"));
+  reasons[0].second = "stale";
+  EXPECT_TRUE(HasCode(store_->SetReasons(reasons), Code::kConflict));
+  Result<std::vector<JobId>> lost = store_->MarkNodeLost("gpu05", *beat + 1, 3);
+  EXPECT_TRUE(HasCode(lost, Code::kConflict));
+  EXPECT_THAT(lost.status().message(), HasSubstr("not the leader"));
+  Job job = Fetch(id);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_EQ(job.reason, "needs 1 GPU");
+  EXPECT_TRUE(job.attempts.empty());
+  EXPECT_EQ(Fetch(running).state, JobState::kRunning);
+  EXPECT_FALSE(store_->Nodes()->front().lost);
+
+  // The new leader, fenced in its own epoch, may.
+  other->SetLeaderFence("gpu02", now->epoch);
+  EXPECT_TRUE(IsOk(other->StartAttempt(id, 0, p, kT0)));
+  // Unfenced (epoch 0) writes are not checked.
+  store_->SetLeaderFence("gpu01", 0);
+  EXPECT_TRUE(IsOk(store_->SetReasons(reasons)));
+}
+
+// --- Lost nodes ---
+
+TEST_F(ClusterStoreTest, ALostNodesJobsAreQueuedAgainUntilMaxNodeFailures) {
+  JobId id = Submit();
+  JobId elsewhere = Submit();
+  RunOn(elsewhere, "gpu02");
+  for (int k = 1; k <= 3; ++k) {
+    Result<UnixMs> beat = store_->Heartbeat(Node("gpu07"));
+    ASSERT_TRUE(IsOk(beat));
+    RunOn(id, "gpu07", k - 1);
+    Result<std::vector<Job>> active = store_->ActiveOn("gpu07");
+    ASSERT_TRUE(IsOk(active));
+    ASSERT_EQ(active->size(), 1u);
+    EXPECT_EQ((*active)[0].id, id);
+    EXPECT_EQ((*active)[0].current()->n, k);
+
+    Result<std::vector<JobId>> ended = store_->MarkNodeLost("gpu07", *beat + 1, 2);
+    ASSERT_TRUE(IsOk(ended));
+    EXPECT_THAT(*ended, ElementsAre(id));
+    Job job = Fetch(id);
+    EXPECT_EQ(job.node_failures, k);
+    ASSERT_EQ(job.attempts.size(), static_cast<size_t>(k));
+    EXPECT_EQ(job.attempts.back().state, JobState::kFailed);
+    EXPECT_EQ(job.attempts.back().end_reason, "node gpu07 lost");
+    EXPECT_TRUE(job.attempts.back().ended_at.has_value());
+    if (k <= 2) {
+      EXPECT_EQ(job.state, JobState::kQueued);
+      EXPECT_EQ(job.reason,
+                "node gpu07 lost; queued again (node failure " + std::to_string(k) + " of 2)");
+      EXPECT_GE(job.queued_at, *beat);
+    } else {
+      EXPECT_EQ(job.state, JobState::kFailed);
+      EXPECT_EQ(job.reason, "node gpu07 lost; 3 node failures, max_node_failures = 2");
+    }
+    EXPECT_TRUE(store_->Nodes()->back().lost);
+    EXPECT_TRUE(store_->ActiveOn("gpu07")->empty());
+    // The lost node's late word on the attempt taken from it is refused.
+    AttemptEnd end;
+    end.attempt_state = JobState::kSucceeded;
+    end.job_state = JobState::kSucceeded;
+    EXPECT_TRUE(HasCode(store_->FinishAttempt(id, k, end), Code::kConflict));
+    EXPECT_TRUE(HasCode(store_->MarkRunning(id, k, 1, 1, kT0), Code::kConflict));
+  }
+  EXPECT_EQ(Fetch(id).spec.retries, 3) << "node failures do not use OOM retries";
+  EXPECT_EQ(Fetch(elsewhere).state, JobState::kRunning);
+}
+
+TEST_F(ClusterStoreTest, ANodeThatBeatSinceIsNotLost) {
+  ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu07"))));
+  JobId id = Submit();
+  RunOn(id, "gpu07");
+  Result<UnixMs> beat = store_->Heartbeat(Node("gpu07"));
+  ASSERT_TRUE(IsOk(beat));
+  Result<std::vector<JobId>> ended = store_->MarkNodeLost("gpu07", *beat, 3);
+  ASSERT_TRUE(IsOk(ended));
+  EXPECT_TRUE(ended->empty());
+  EXPECT_EQ(Fetch(id).state, JobState::kRunning);
+  EXPECT_FALSE(store_->Nodes()->front().lost);
+}
+
+TEST_F(ClusterStoreTest, ALostNodeThatBeatsAgainRejoins) {
+  Result<UnixMs> first = store_->Heartbeat(Node("gpu07"));
+  ASSERT_TRUE(IsOk(first));
+  ASSERT_TRUE(IsOk(store_->MarkNodeLost("gpu07", *first + 1, 3)));
+  ASSERT_TRUE(store_->Nodes()->front().lost);
+  Result<UnixMs> back = store_->Heartbeat(Node("gpu07"));
+  ASSERT_TRUE(IsOk(back));
+  NodeRecord n = store_->Nodes()->front();
+  EXPECT_FALSE(n.lost);
+  EXPECT_EQ(n.joined_at, *back);
+  EXPECT_EQ(n.heartbeat_at, *back);
+}
+
+// --- Cancels made on another node ---
+
+TEST_F(ClusterStoreTest, RequestCancelFlagsTheCurrentActiveAttemptOnly) {
+  JobId id = Submit();
+  EXPECT_TRUE(HasCode(store_->RequestCancel(id, 0), Code::kConflict));
+  RunOn(id, "gpu07");
+  EXPECT_FALSE(*store_->CancelRequested(id, 1));
+  EXPECT_TRUE(HasCode(store_->RequestCancel(id, 2), Code::kConflict));
+  ASSERT_TRUE(IsOk(store_->RequestCancel(id, 1)));
+  EXPECT_TRUE(*store_->CancelRequested(id, 1));
+  EXPECT_FALSE(*store_->CancelRequested(id, 2));
+  EXPECT_TRUE(HasCode(store_->RequestCancel(id + 100, 1), Code::kNotFound));
+}
+
+// --- Events ---
+
+TEST_F(ClusterStoreTest, WritesPublishTheirEvents) {
+  EventLog log;
+  std::unique_ptr<EventSubscription> sub = Listen(log);
+  ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu07"))));
+  EXPECT_TRUE(log.WaitFor("node gpu07"));
+  JobId id = Submit();
+  EXPECT_TRUE(log.WaitFor("submit"));
+  RunOn(id, "gpu07");
+  EXPECT_TRUE(log.WaitFor("placed gpu07"));
+  ASSERT_TRUE(IsOk(store_->RequestCancel(id, 1)));
+  EXPECT_TRUE(log.WaitFor("cancel gpu07 " + std::to_string(id)));
+  AttemptEnd end;
+  end.attempt_state = JobState::kCancelled;
+  end.job_state = JobState::kCancelled;
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(id, 1, end)));
+  EXPECT_TRUE(log.WaitFor("end " + std::to_string(id)));
+  ASSERT_TRUE(IsOk(store_->Requeue(id, "retried", kT0)));
+  EXPECT_TRUE(log.WaitFor("requeue " + std::to_string(id)));
+  ASSERT_TRUE(IsOk(store_->AcquireLeader("gpu07", 60'000)));
+  EXPECT_TRUE(log.WaitFor("leader gpu07"));
+  auto start = Clock::now();
+  sub.reset();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1)) << "the subscription stops promptly";
+}
+
+// --- Redis going away ---
+
+TEST(RedisRestartTest, RedisRestartedFromItsAofKeepsTheQueue) {
+  RedisServer server(/*aof=*/true);
+  ASSERT_TRUE(server.Start());
+  Result<std::unique_ptr<ClusterStore>> store = OpenRedisStore(server.Target());
+  ASSERT_TRUE(IsOk(store));
+  std::vector<JobSpec> specs(3);
+  for (JobSpec& s : specs) {
+    s.command = {"python", "train.py"};
+    s.user = "alice";
+  }
+  Result<std::vector<JobId>> ids = (*store)->Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  Placement p;
+  p.node = "gpu07";
+  ASSERT_TRUE(IsOk((*store)->StartAttempt((*ids)[1], 0, p, kT0)));
+  server.Kill();  // SIGKILL: no shutdown save
+  ASSERT_TRUE(server.Start());
+  // The call that finds the old connection gone says so; the next one reconnects (and
+  // reloads the scripts Redis forgot).
+  Result<std::vector<Job>> after = (*store)->List({.states = {}, .with_attempts = true});
+  if (!after.ok()) {
+    EXPECT_TRUE(HasCode(after, Code::kUnavailable));
+    after = (*store)->List({.states = {}, .with_attempts = true});
+  }
+  ASSERT_TRUE(IsOk(after));
+  ASSERT_EQ(after->size(), 3u);
+  EXPECT_EQ((*after)[0].state, JobState::kQueued);
+  EXPECT_EQ((*after)[1].state, JobState::kStarting);
+  EXPECT_EQ((*after)[1].attempts.at(0).node, "gpu07");
+  EXPECT_EQ((*after)[2].state, JobState::kQueued);
+  Result<std::vector<JobId>> next = (*store)->Submit(std::span(&specs[0], 1), kT0);
+  ASSERT_TRUE(IsOk(next));
+  EXPECT_GT(next->front(), ids->back()) << "ids are never reused";
+}
+
+TEST(RedisRestartTest, CallsWhileRedisIsDownAreUnavailableAndWorkOnceItIsBack) {
+  RedisServer server;
+  ASSERT_TRUE(server.Start());
+  Result<std::unique_ptr<ClusterStore>> store = OpenRedisStore(server.Target());
+  ASSERT_TRUE(IsOk(store));
+  EventLog log;
+  std::unique_ptr<EventSubscription> sub = (*store)->Subscribe(log.Sink());
+  server.Kill();
+  Result<std::vector<Job>> down = (*store)->List({});
+  ASSERT_TRUE(HasCode(down, Code::kUnavailable));
+  EXPECT_THAT(down.status().message(),
+              HasSubstr("store unreachable: redis 127.0.0.1:" + std::to_string(server.port())));
+  NodeRecord node;
+  node.name = "gpu07";
+  EXPECT_TRUE(HasCode((*store)->Heartbeat(node), Code::kUnavailable));
+  ASSERT_TRUE(server.Start());
+  JobSpec spec;
+  spec.command = {"true"};
+  spec.user = "alice";
+  EXPECT_TRUE(IsOk((*store)->Submit(std::span(&spec, 1), kT0)));
+  EXPECT_TRUE(log.WaitFor("reconnected", 8000)) << "the subscription comes back and says so";
+}
+
+}  // namespace
+}  // namespace trainq

@@ -1,0 +1,136 @@
+// A real redis-server for tests: started on a free local port in a temporary directory,
+// killed (and the directory removed) when the object goes. Not a fake: the Redis store's
+// scripts only mean something run by Redis itself.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/store/cluster.h"
+#include "src/store/redis/redis_conn.h"
+
+extern char** environ;
+
+namespace trainq::redis {
+
+class RedisServer {
+ public:
+  // aof: appendonly yes with appendfsync always, so a killed server loses nothing.
+  explicit RedisServer(bool aof = false) : aof_(aof) {
+    char tmpl[] = "/tmp/trainq-redis-XXXXXX";
+    dir_ = ::mkdtemp(tmpl) ? tmpl : "";
+    port_ = FreePort();
+  }
+  ~RedisServer() {
+    Kill();
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  // Whether redis-server is on PATH; the tests fail (never skip) without it.
+  static bool Installed() { return ::system("command -v redis-server >/dev/null 2>&1") == 0; }
+
+  // Starts it (again, on the same port and directory) and waits until PING answers.
+  ::testing::AssertionResult Start() {
+    if (!Installed()) {
+      return ::testing::AssertionFailure()
+             << "redis-server is not installed; the Redis store's tests need it "
+                "(scripts/deps.sh test installs it)";
+    }
+    std::vector<std::string> args = {"redis-server",
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--save",
+                                     "",
+                                     "--dir",
+                                     dir_,
+                                     "--daemonize",
+                                     "no",
+                                     "--loglevel",
+                                     "warning",
+                                     "--logfile",
+                                     dir_ + "/redis.log"};
+    if (aof_) {
+      for (const char* a : {"--appendonly", "yes", "--appendfsync", "always"}) args.push_back(a);
+    } else {
+      for (const char* a : {"--appendonly", "no"}) args.push_back(a);
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (::posix_spawnp(&pid_, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
+      return ::testing::AssertionFailure() << "cannot start redis-server";
+    }
+    for (int i = 0; i < 500; ++i) {  // up to 5 s
+      if (Pings()) return ::testing::AssertionSuccess();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ::testing::AssertionFailure() << "redis-server did not answer on port " << port_;
+  }
+
+  // SIGKILL, as a crash or a power cut would stop it.
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = 0;
+  }
+
+  RedisTarget Target(std::string prefix = "trainq:") const {
+    RedisTarget t;
+    t.host = "127.0.0.1";
+    t.port = port_;
+    t.prefix = std::move(prefix);
+    t.timeout_ms = 1000;
+    return t;
+  }
+  int port() const { return port_; }
+
+ private:
+  bool Pings() const {
+    timeval tv{0, 200'000};
+    Context c(redisConnectWithTimeout("127.0.0.1", port_, tv));
+    if (!c || c->err) return false;
+    Reply r(static_cast<redisReply*>(redisCommand(c.get(), "PING")));
+    return r && Text(r.get()) == "PONG";
+  }
+
+  static int FreePort() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    int port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port = ntohs(addr.sin_port);
+    }
+    ::close(fd);
+    return port;
+  }
+
+  bool aof_ = false;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = 0;
+};
+
+}  // namespace trainq::redis

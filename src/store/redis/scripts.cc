@@ -1,0 +1,455 @@
+#include "src/store/redis/scripts.h"
+
+namespace trainq::redis {
+
+namespace {
+
+// Shared by every script. Keys are built here from the prefix (KEYS[1]): one Redis, not a
+// Redis Cluster, holds a trainq cluster's store.
+constexpr char kPrelude[] = R"lua(
+local P = KEYS[1]
+local function jk(id) return P .. 'job:' .. id end
+local function ak(id, n) return P .. 'att:' .. id .. ':' .. n end
+local function sk(state) return P .. 'state:' .. state end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function event(text) redis.call('PUBLISH', P .. 'events', text) end
+local function move(id, from, to)
+  redis.call('ZREM', sk(from), id)
+  redis.call('ZADD', sk(to), id, id)
+  redis.call('HSET', jk(id), 'state', to)
+end
+local function set_of(csv)
+  local t = {}
+  for s in string.gmatch(csv, '[^,]+') do t[s] = true end
+  return t
+end
+-- The compare-and-set: nil when job `id` is in one of `states` (a set) with attempt
+-- `attempt` (nil: any), else the refusal saying what it is instead of `expected`.
+local function cas(id, states, attempt, expected)
+  local cur = redis.call('HMGET', jk(id), 'state', 'attempt')
+  if not cur[1] then return {'notfound', 'no job ' .. id} end
+  if states[cur[1]] and (attempt == nil or cur[2] == attempt) then return nil end
+  return {'conflict', 'job ' .. id .. ' is ' .. cur[1] .. ' with attempt ' .. cur[2] ..
+          ', not ' .. expected}
+end
+-- The leader fence: nil when `fence` ("NAME EPOCH", or '' for none) holds the lease.
+local function fenced(fence)
+  if fence == '' then return nil end
+  local holder = redis.call('GET', P .. 'leader')
+  if holder == fence then return nil end
+  return {'conflict', 'not the leader: the lease is held by ' ..
+          (holder and ('"' .. holder .. '"') or 'nobody') .. ', not "' .. fence .. '"'}
+end
+)lua";
+
+constexpr char kReadPrelude[] = R"lua(
+local function field(h, name)
+  for k = 1, #h, 2 do if h[k] == name then return h[k + 1] end end
+  return nil
+end
+local function read_job(id, with_attempts, with_env)
+  local h = redis.call('HGETALL', jk(id))
+  if #h == 0 then return false end
+  if with_env == '0' then
+    for k = 1, #h, 2 do if h[k] == 'env' then h[k + 1] = '' end end
+  end
+  local atts = {}
+  if with_attempts == '1' then
+    for n = 1, tonumber(field(h, 'attempt') or '0') do
+      atts[#atts + 1] = redis.call('HGETALL', ak(id, n))
+    end
+  end
+  return {h, atts}
+end
+)lua";
+
+// ARGV: nchecks, (dep id, state it had)..., count, then per job: nfields, (field, value)...
+constexpr char kSubmit[] = R"lua(
+local i = 1
+local nchecks = tonumber(ARGV[i]); i = i + 1
+for k = 1, nchecks do
+  if redis.call('HGET', jk(ARGV[i]), 'state') ~= ARGV[i + 1] then return {'retry'} end
+  i = i + 2
+end
+local count = tonumber(ARGV[i]); i = i + 1
+local last = redis.call('INCRBY', P .. 'next_id', count)
+local ids = {}
+for k = 1, count do
+  local id = last - count + k
+  local key = jk(id)
+  local nf = tonumber(ARGV[i]); i = i + 1
+  redis.call('HSET', key, 'id', id)
+  for f = 1, nf do
+    redis.call('HSET', key, ARGV[i], ARGV[i + 1])
+    i = i + 2
+  end
+  local h = redis.call('HMGET', key, 'state', 'user', 'submit_key')
+  redis.call('ZADD', P .. 'jobs', id, id)
+  redis.call('ZADD', sk(h[1]), id, id)
+  if h[3] and h[3] ~= '' then
+    redis.call('RPUSH', P .. 'submit:' .. #h[2] .. ':' .. h[2] .. h[3], id)
+  end
+  ids[#ids + 1] = id
+end
+event('submit')
+return {'ok', ids}
+)lua";
+
+// ARGV: with_attempts, with_env, ids...
+constexpr char kReadJobs[] = R"lua(
+local out = {}
+for k = 3, #ARGV do out[#out + 1] = read_job(ARGV[k], ARGV[1], ARGV[2]) end
+return {'ok', out}
+)lua";
+
+// ARGV: after_id, limit, user, with_attempts, with_env, states... (none: every state)
+constexpr char kList[] = R"lua(
+local limit, user = tonumber(ARGV[2]), ARGV[3]
+local sets = {}
+for k = 6, #ARGV do sets[#sets + 1] = sk(ARGV[k]) end
+if #sets == 0 then sets = {P .. 'jobs'} end
+local ids = {}
+for _, s in ipairs(sets) do
+  local r
+  if limit > 0 and user == '' then
+    r = redis.call('ZRANGEBYSCORE', s, '(' .. ARGV[1], '+inf', 'LIMIT', 0, limit)
+  else
+    r = redis.call('ZRANGEBYSCORE', s, '(' .. ARGV[1], '+inf')
+  end
+  for _, id in ipairs(r) do ids[#ids + 1] = tonumber(id) end
+end
+table.sort(ids)
+local out = {}
+for _, id in ipairs(ids) do
+  if limit > 0 and #out >= limit then break end
+  if user == '' or redis.call('HGET', jk(id), 'user') == user then
+    out[#out + 1] = read_job(id, ARGV[4], ARGV[5])
+  end
+end
+return {'ok', out}
+)lua";
+
+// ARGV: fence, id, expected attempt, from states, expected text, node, gpu_indices,
+// gpu_uuids, reserved_bytes, cpus, run_dir, log_path, started_at, master_port
+constexpr char kStart[] = R"lua(
+local err = fenced(ARGV[1])
+if err then return err end
+local id = ARGV[2]
+err = cas(id, set_of(ARGV[4]), ARGV[3], ARGV[5])
+if err then return err end
+local n = tonumber(ARGV[3]) + 1
+move(id, redis.call('HGET', jk(id), 'state'), 'starting')
+redis.call('HSET', jk(id), 'attempt', n, 'reason', '')
+redis.call('DEL', ak(id, n))
+redis.call('HSET', ak(id, n), 'n', n, 'state', 'starting', 'node', ARGV[6],
+           'gpu_indices', ARGV[7], 'gpu_uuids', ARGV[8], 'reserved_bytes', ARGV[9],
+           'cpus', ARGV[10], 'run_dir', ARGV[11], 'log_path', ARGV[12],
+           'started_at', ARGV[13], 'master_port', ARGV[14], 'pid', 0,
+           'pid_start_ticks', 0, 'oom', 0, 'peak_mem_bytes', 0, 'end_reason', '')
+redis.call('ZADD', P .. 'active:' .. ARGV[6], id, id)
+event('placed ' .. ARGV[6])
+return {'ok'}
+)lua";
+
+// ARGV: id, attempt, from states, expected text, pid, pid_start_ticks
+constexpr char kRun[] = R"lua(
+local id, n = ARGV[1], ARGV[2]
+local err = cas(id, set_of(ARGV[3]), n, ARGV[4])
+if err then return err end
+if redis.call('EXISTS', ak(id, n)) == 0 then
+  return {'internal', 'job ' .. id .. ' lacks its attempt'}
+end
+move(id, redis.call('HGET', jk(id), 'state'), 'running')
+redis.call('HSET', ak(id, n), 'state', 'running', 'pid', ARGV[5], 'pid_start_ticks', ARGV[6])
+return {'ok'}
+)lua";
+
+// ARGV: id, attempt, from states, expected text, job state, job reason, not_before,
+// ended_at, attempt state, exit_code ('' none), signal ('' none), oom, end reason
+constexpr char kFinish[] = R"lua(
+local id, n = ARGV[1], ARGV[2]
+local err = cas(id, set_of(ARGV[3]), n, ARGV[4])
+if err then return err end
+local a = ak(id, n)
+if redis.call('EXISTS', a) == 0 then
+  return {'internal', 'job ' .. id .. ' lacks its attempt'}
+end
+move(id, redis.call('HGET', jk(id), 'state'), ARGV[5])
+redis.call('HSET', jk(id), 'reason', ARGV[6], 'not_before', ARGV[7])
+if ARGV[5] == 'queued' then redis.call('HSET', jk(id), 'queued_at', ARGV[8]) end
+redis.call('HSET', a, 'state', ARGV[9], 'ended_at', ARGV[8], 'oom', ARGV[12],
+           'end_reason', ARGV[13])
+if ARGV[10] ~= '' then redis.call('HSET', a, 'exit_code', ARGV[10]) end
+if ARGV[11] ~= '' then redis.call('HSET', a, 'signal', ARGV[11]) end
+redis.call('ZREM', P .. 'active:' .. redis.call('HGET', a, 'node'), id)
+event('end ' .. id)
+return {'ok'}
+)lua";
+
+// ARGV: id, attempt, bytes. Compared as decimal text: Lua numbers lose 64-bit values.
+constexpr char kPeak[] = R"lua(
+local a = ak(ARGV[1], ARGV[2])
+local cur = redis.call('HGET', a, 'peak_mem_bytes')
+if not cur then
+  return {'notfound', 'job ' .. ARGV[1] .. ' has no attempt ' .. ARGV[2]}
+end
+local new = ARGV[3]
+if #new > #cur or (#new == #cur and new > cur) then
+  redis.call('HSET', a, 'peak_mem_bytes', new)
+end
+return {'ok'}
+)lua";
+
+// ARGV: id, from states, expected text, reason
+constexpr char kCancelWaiting[] = R"lua(
+local id = ARGV[1]
+local err = cas(id, set_of(ARGV[2]), nil, ARGV[3])
+if err then return err end
+move(id, redis.call('HGET', jk(id), 'state'), 'cancelled')
+redis.call('HSET', jk(id), 'reason', ARGV[4])
+event('end ' .. id)
+return {'ok'}
+)lua";
+
+// ARGV: id, from states, expected text, reason, now
+constexpr char kRequeue[] = R"lua(
+local id = ARGV[1]
+local err = cas(id, set_of(ARGV[2]), nil, ARGV[3])
+if err then return err end
+move(id, redis.call('HGET', jk(id), 'state'), 'queued')
+redis.call('HSET', jk(id), 'reason', ARGV[4], 'not_before', 0, 'queued_at', ARGV[5])
+event('requeue ' .. id)
+return {'ok'}
+)lua";
+
+// ARGV: id, from, to, reason, now
+constexpr char kMoveWaiting[] = R"lua(
+local id, from, to = ARGV[1], ARGV[2], ARGV[3]
+local err = cas(id, {[from] = true}, nil, from)
+if err then return err end
+move(id, from, to)
+redis.call('HSET', jk(id), 'reason', ARGV[4])
+if to == 'queued' then
+  redis.call('HSET', jk(id), 'queued_at', ARGV[5])
+  event('requeue ' .. id)
+elseif to == 'cancelled' then
+  event('end ' .. id)
+end
+return {'ok'}
+)lua";
+
+// ARGV: fence, (id, reason)...
+constexpr char kSetReasons[] = R"lua(
+local err = fenced(ARGV[1])
+if err then return err end
+for k = 2, #ARGV, 2 do
+  local state = redis.call('HGET', jk(ARGV[k]), 'state')
+  if state == 'queued' or state == 'blocked' then
+    redis.call('HSET', jk(ARGV[k]), 'reason', ARGV[k + 1])
+  end
+end
+return {'ok'}
+)lua";
+
+// ARGV: name, hash, role, user, created_at, expires_at, revoked_at, created_by
+constexpr char kAddToken[] = R"lua(
+local name, hash = ARGV[1], ARGV[2]
+if redis.call('HEXISTS', P .. 'token_names', name) == 1 then
+  return {'conflict', "a token named '" .. name .. "' exists; revoke it first ('trainq token revoke " ..
+          name .. "') or choose another name"}
+end
+if redis.call('EXISTS', P .. 'token:' .. hash) == 1 then
+  return {'conflict', 'a token with this hash exists'}
+end
+redis.call('HSET', P .. 'token:' .. hash, 'name', name, 'hash', hash, 'role', ARGV[3],
+           'user', ARGV[4], 'created_at', ARGV[5], 'expires_at', ARGV[6],
+           'revoked_at', ARGV[7], 'created_by', ARGV[8])
+if ARGV[7] == '0' then redis.call('HSET', P .. 'token_names', name, hash) end
+redis.call('RPUSH', P .. 'tokens', hash)
+return {'ok'}
+)lua";
+
+// ARGV: name, now
+constexpr char kRevokeToken[] = R"lua(
+local hash = redis.call('HGET', P .. 'token_names', ARGV[1])
+if not hash then
+  return {'notfound', "no token named '" .. ARGV[1] ..
+          "' (or it is already revoked); 'trainq token ls' lists them"}
+end
+redis.call('HSET', P .. 'token:' .. hash, 'revoked_at', ARGV[2])
+redis.call('HDEL', P .. 'token_names', ARGV[1])
+return {'ok'}
+)lua";
+
+// ARGV: name, address, api_url, runs_dir, master_port_first, master_port_last, info,
+// version
+constexpr char kHeartbeat[] = R"lua(
+local name = ARGV[1]
+local nk = P .. 'node:' .. name
+local t = now_ms()
+local old = redis.call('HMGET', nk, 'info', 'lost', 'joined_at')
+local new = not old[3]
+local joined = new or old[2] == '1'
+redis.call('HSET', nk, 'name', name, 'address', ARGV[2], 'api_url', ARGV[3],
+           'runs_dir', ARGV[4], 'master_port_first', ARGV[5], 'master_port_last', ARGV[6],
+           'info', ARGV[7], 'version', ARGV[8], 'heartbeat_at', t)
+if joined then redis.call('HSET', nk, 'lost', 0, 'joined_at', t) end
+if new then redis.call('HSET', nk, 'drained', 0) end
+redis.call('SADD', P .. 'nodes', name)
+if joined or old[1] ~= ARGV[7] then event('node ' .. name) end
+return {'ok', t}
+)lua";
+
+// ARGV: name, drained (0 or 1)
+constexpr char kSetDrained[] = R"lua(
+local nk = P .. 'node:' .. ARGV[1]
+if redis.call('EXISTS', nk) == 0 then return {'notfound', 'no node ' .. ARGV[1]} end
+redis.call('HSET', nk, 'drained', ARGV[2])
+event('node ' .. ARGV[1])
+return {'ok'}
+)lua";
+
+// ARGV: name
+constexpr char kRemoveNode[] = R"lua(
+local name = ARGV[1]
+local nk = P .. 'node:' .. name
+if redis.call('EXISTS', nk) == 0 then return {'notfound', 'no node ' .. name} end
+if redis.call('HGET', nk, 'lost') ~= '1' then
+  return {'conflict', 'node ' .. name .. ' is up; only a lost node can be removed'}
+end
+if redis.call('ZCARD', P .. 'active:' .. name) > 0 then
+  return {'conflict', 'node ' .. name .. ' still has active attempts'}
+end
+redis.call('DEL', nk)
+redis.call('SREM', P .. 'nodes', name)
+event('node ' .. name)
+return {'ok'}
+)lua";
+
+// ARGV: node, lease_ms. Returns {'ok', holder, epoch, mine (0/1), now}.
+constexpr char kAcquireLeader[] = R"lua(
+local key = P .. 'leader'
+local t = now_ms()
+local holder = redis.call('GET', key)
+if holder then
+  local name, epoch = string.match(holder, '^(.*) (%d+)$')
+  if name == ARGV[1] then
+    redis.call('SET', key, holder, 'XX', 'PX', ARGV[2])
+    return {'ok', name, epoch, 1, t}
+  end
+  return {'ok', name or holder, epoch or '0', 0, t}
+end
+local epoch = redis.call('INCR', P .. 'epoch')
+redis.call('SET', key, ARGV[1] .. ' ' .. epoch, 'NX', 'PX', ARGV[2])
+event('leader ' .. ARGV[1])
+return {'ok', ARGV[1], tostring(epoch), 1, t}
+)lua";
+
+// ARGV: node, epoch
+constexpr char kResignLeader[] = R"lua(
+if redis.call('GET', P .. 'leader') == ARGV[1] .. ' ' .. ARGV[2] then
+  redis.call('DEL', P .. 'leader')
+  event('leader ')
+end
+return {'ok'}
+)lua";
+
+// ARGV: fence, node, lapsed_before, max_node_failures. Returns {'ok', {ended job ids}}.
+constexpr char kMarkNodeLost[] = R"lua(
+local err = fenced(ARGV[1])
+if err then return err end
+local name = ARGV[2]
+local nk = P .. 'node:' .. name
+local beat = redis.call('HGET', nk, 'heartbeat_at')
+if not beat then return {'notfound', 'no node ' .. name} end
+if tonumber(beat) >= tonumber(ARGV[3]) then return {'ok', {}} end
+redis.call('HSET', nk, 'lost', 1)
+local t = now_ms()
+local max = tonumber(ARGV[4])
+local lost = 'node ' .. name .. ' lost'
+local active = P .. 'active:' .. name
+local ended = {}
+for _, id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
+  local j = redis.call('HMGET', jk(id), 'state', 'attempt', 'node_failures')
+  local a = ak(id, j[2] or '0')
+  if (j[1] == 'starting' or j[1] == 'running') and redis.call('HGET', a, 'node') == name then
+    local k = tonumber(j[3] or '0') + 1
+    redis.call('HSET', a, 'state', 'failed', 'ended_at', t, 'end_reason', lost)
+    if k <= max then
+      move(id, j[1], 'queued')
+      redis.call('HSET', jk(id), 'node_failures', k, 'queued_at', t, 'not_before', 0,
+                 'reason', lost .. '; queued again (node failure ' .. k .. ' of ' .. max .. ')')
+    else
+      move(id, j[1], 'failed')
+      redis.call('HSET', jk(id), 'node_failures', k, 'reason',
+                 lost .. '; ' .. k .. ' node failures, max_node_failures = ' .. max)
+    end
+    ended[#ended + 1] = tonumber(id)
+    event('end ' .. id)
+  end
+end
+redis.call('DEL', active)
+event('node ' .. name)
+return {'ok', ended}
+)lua";
+
+// ARGV: id, attempt
+constexpr char kRequestCancel[] = R"lua(
+local id, n = ARGV[1], ARGV[2]
+local err = cas(id, {starting = true, running = true}, n,
+                'starting or running with attempt ' .. n)
+if err then return err end
+local a = ak(id, n)
+redis.call('HSET', a, 'cancel', 1)
+event('cancel ' .. redis.call('HGET', a, 'node') .. ' ' .. id)
+return {'ok'}
+)lua";
+
+LuaScript Make(std::string_view name, const char* body, bool reads = false) {
+  return LuaScript{name, std::string(kPrelude) + (reads ? kReadPrelude : "") + body};
+}
+
+}  // namespace
+
+#define TRAINQ_SCRIPT(fn, name, ...)                         \
+  const LuaScript& fn() {                                    \
+    static const LuaScript script = Make(name, __VA_ARGS__); \
+    return script;                                           \
+  }
+
+TRAINQ_SCRIPT(SubmitScript, "submit", kSubmit)
+TRAINQ_SCRIPT(ReadJobsScript, "read_jobs", kReadJobs, true)
+TRAINQ_SCRIPT(ListScript, "list", kList, true)
+TRAINQ_SCRIPT(StartScript, "start", kStart)
+TRAINQ_SCRIPT(RunScript, "run", kRun)
+TRAINQ_SCRIPT(FinishScript, "finish", kFinish)
+TRAINQ_SCRIPT(PeakScript, "peak", kPeak)
+TRAINQ_SCRIPT(CancelWaitingScript, "cancel_waiting", kCancelWaiting)
+TRAINQ_SCRIPT(RequeueScript, "requeue", kRequeue)
+TRAINQ_SCRIPT(MoveWaitingScript, "move_waiting", kMoveWaiting)
+TRAINQ_SCRIPT(SetReasonsScript, "set_reasons", kSetReasons)
+TRAINQ_SCRIPT(AddTokenScript, "add_token", kAddToken)
+TRAINQ_SCRIPT(RevokeTokenScript, "revoke_token", kRevokeToken)
+TRAINQ_SCRIPT(HeartbeatScript, "heartbeat", kHeartbeat)
+TRAINQ_SCRIPT(SetDrainedScript, "set_drained", kSetDrained)
+TRAINQ_SCRIPT(RemoveNodeScript, "remove_node", kRemoveNode)
+TRAINQ_SCRIPT(AcquireLeaderScript, "acquire_leader", kAcquireLeader)
+TRAINQ_SCRIPT(ResignLeaderScript, "resign_leader", kResignLeader)
+TRAINQ_SCRIPT(MarkNodeLostScript, "mark_node_lost", kMarkNodeLost)
+TRAINQ_SCRIPT(RequestCancelScript, "request_cancel", kRequestCancel)
+
+#undef TRAINQ_SCRIPT
+
+std::vector<const LuaScript*> AllScripts() {
+  return {
+      &SubmitScript(),        &ReadJobsScript(),     &ListScript(),         &StartScript(),
+      &RunScript(),           &FinishScript(),       &PeakScript(),         &CancelWaitingScript(),
+      &RequeueScript(),       &MoveWaitingScript(),  &SetReasonsScript(),   &AddTokenScript(),
+      &RevokeTokenScript(),   &HeartbeatScript(),    &SetDrainedScript(),   &RemoveNodeScript(),
+      &AcquireLeaderScript(), &ResignLeaderScript(), &MarkNodeLostScript(), &RequestCancelScript()};
+}
+
+}  // namespace trainq::redis
