@@ -50,7 +50,7 @@ integration: asan
 # with coverage and the sanitizers. Each target runs FUZZ_SECONDS/5 seconds from its seeds
 # (fuzz/NAME_seeds) and its corpus; a crash or a broken invariant fails with the log's tail.
 FUZZ := build/fuzz
-FUZZERS := spec_fuzz trace_fuzz placement_fuzz config_fuzz records_fuzz auth_fuzz endpoint_fuzz
+FUZZERS := spec_fuzz trace_fuzz placement_fuzz config_fuzz records_fuzz auth_fuzz endpoint_fuzz redis_url_fuzz
 FUZZ_EACH = $(shell echo $$(( ($(FUZZ_SECONDS) + 4) / 5 )))
 fuzz-build: test-deps
 	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug \

@@ -313,6 +313,24 @@ def kill_until_gone(find_pids, rounds=50):
         time.sleep(0.05)
 
 
+def crash(find_pids, rounds=50):
+    """A machine's sudden death, as far as processes go: every process is frozen first
+    (SIGSTOP, until no new one appears), then killed, so none sees another die and records
+    it (a shim writing its job's exit, say)."""
+    frozen = set()
+    for _ in range(rounds):
+        pids = [p for p in find_pids() if p not in frozen]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            frozen.add(pid)
+    kill_until_gone(find_pids, rounds)
+
+
 def gpu(i, total="80GiB", others=0, **kw):
     d = {"uuid": f"GPU-sim-{i}", "name": "Simulated A100 80GB", "memory_total": total,
          "memory_used_by_others": others, "utilization": 0}

@@ -43,7 +43,7 @@ def test_nodes_lists_every_node_and_one_leader(make_cluster):
     cluster = make_cluster(3, gpus=[gpu(0), gpu(1, total="40GiB")])
     leader = cluster.leader()
     for t in cluster.nodes.values():
-        doc = wait_for(lambda: (d := cluster.listing(t)) if len(d["nodes"]) == 3 else None,
+        doc = wait_for(lambda: (d := cluster.listing(t)) and len(d["nodes"]) == 3 and d,
                        what="three nodes registered")
         assert doc["cluster"] is True and doc["leader"] == leader
         assert sorted(n["name"] for n in doc["nodes"]) == ["node0", "node1", "node2"]

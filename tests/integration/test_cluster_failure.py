@@ -7,7 +7,7 @@ import signal
 import sys
 import time
 
-from conftest import kill_until_gone, process_gone, read_lines, wait_for
+from conftest import crash, process_gone, read_lines, wait_for
 
 # A job that writes "ATTEMPT NODE-DIR TIME" every 50 ms into a file shared by its attempts:
 # two copies running at once would interleave their lines.
@@ -45,7 +45,7 @@ def test_a_node_killed_with_its_jobs_loses_them_to_another_node(make_cluster):
     victim = cluster.node_of(job)
     survivor = next(n for name, n in cluster.nodes.items() if name != victim)
     # The whole node dies: its daemon, the shim and the job.
-    kill_until_gone(cluster.node(victim).processes)
+    crash(cluster.node(victim).processes)
     killed_at = time.monotonic()
     job = wait_for(lambda: (j := survivor.show(job_id))["attempt"] == 2 and
                    j["state"] == "running" and j, timeout=30, what="the job running again")
