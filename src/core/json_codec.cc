@@ -261,18 +261,18 @@ json SpecToJson(const JobSpec& spec) {
   for (const auto& [name, value] : spec.env) env[name] = value;
   bool has_mem = spec.mem_bytes || spec.mem_percent;
   json out{{"command", spec.command},
-              {"cwd", spec.cwd},
-              {"env", std::move(env)},
-              {"name", spec.name},
-              {"gpus", spec.gpus},
-              {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
-              {"cpus", spec.cpus},
-              {"priority", spec.priority},
-              {"retries", spec.retries},
-              {"after", spec.after},
-              {"after_any", spec.after_any},
-              {"time", spec.time_limit_ms > 0 ? json(fmt::format("{}ms", spec.time_limit_ms))
-                                              : json(nullptr)}};
+           {"cwd", spec.cwd},
+           {"env", std::move(env)},
+           {"name", spec.name},
+           {"gpus", spec.gpus},
+           {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
+           {"cpus", spec.cpus},
+           {"priority", spec.priority},
+           {"retries", spec.retries},
+           {"after", spec.after},
+           {"after_any", spec.after_any},
+           {"time", spec.time_limit_ms > 0 ? json(fmt::format("{}ms", spec.time_limit_ms))
+                                           : json(nullptr)}};
   // Left out at their defaults, so a reader that predates them reads every single-node spec.
   if (!spec.nodes_allowed.empty()) out["nodes"] = spec.nodes_allowed;
   if (!spec.nodes_excluded.empty()) out["exclude_nodes"] = spec.nodes_excluded;

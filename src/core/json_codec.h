@@ -22,8 +22,8 @@ nlohmann::json AttemptToJson(const Attempt& attempt);
 //  retries, user, submitted_at, reason, attempt, not_before, after, after_any,
 //  time_limit_ms, nodes, exclude_nodes, num_nodes, attempts}. mem_* are null unless set;
 // not_before and time_limit_ms are null when 0; after and after_any are arrays of job ids;
-// nodes and exclude_nodes arrays of node names (empty: no constraint). The environment is left out: it is large
-// and holds secrets.
+// nodes and exclude_nodes arrays of node names (empty: no constraint). The environment is left out:
+// it is large and holds secrets.
 nlohmann::json JobToJson(const Job& job);
 
 // A submit request: {"command": [str, ...] (required), "cwd": str, "env": {str: str},

@@ -135,13 +135,13 @@ Job FullJob() {
 
 TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
   json j = JobToJson(FullJob());
-  EXPECT_EQ(Keys(j),
-            (std::set<std::string>{
-                "id",        "name",          "state",     "command", "cwd",        "gpus",
-                "mem_bytes", "mem_percent",   "exclusive", "cpus",    "priority",   "retries",
-                "user",      "submitted_at",  "reason",    "attempt", "not_before", "after",
-                "after_any", "time_limit_ms", "nodes",     "exclude_nodes", "num_nodes",
-                "attempts"}));
+  EXPECT_EQ(
+      Keys(j),
+      (std::set<std::string>{
+          "id",        "name",          "state",     "command",       "cwd",        "gpus",
+          "mem_bytes", "mem_percent",   "exclusive", "cpus",          "priority",   "retries",
+          "user",      "submitted_at",  "reason",    "attempt",       "not_before", "after",
+          "after_any", "time_limit_ms", "nodes",     "exclude_nodes", "num_nodes",  "attempts"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");
@@ -329,10 +329,8 @@ TEST(SpecToJsonTest, NodeFieldsOnlyWhenSet) {
 }
 
 TEST(SpecFromJsonTest, NodeFieldsOfTheWrongTypeAreNamed) {
-  Result<JobSpec> bad = SpecFromJson(json{{"command", {"x"}},
-                                          {"nodes", "gpu1"},
-                                          {"exclude_nodes", {"a", 7}},
-                                          {"num_nodes", "2"}});
+  Result<JobSpec> bad = SpecFromJson(
+      json{{"command", {"x"}}, {"nodes", "gpu1"}, {"exclude_nodes", {"a", 7}}, {"num_nodes", "2"}});
   ASSERT_FALSE(bad.ok());
   const std::string& m = bad.status().message();
   EXPECT_THAT(m, HasSubstr("nodes: expected an array of node names, got string"));

@@ -224,7 +224,7 @@ struct GpuExplanation {
   uint64_t total_bytes = 0;
   std::vector<JobId> jobs;  // trainq attempts on it
   int foreign_processes = 0;
-  bool fits = false;   // the job's share of it would fit there now
+  bool fits = false;  // the job's share of it would fit there now
   // why the job may not use it ("not in the device allowlist", "node drained"), or ""
   std::string closed;
   JobId held_for = 0;  // the aged job it is held for, 0: none

@@ -278,7 +278,8 @@ StartDecision Commit(const PendingJob& job, std::span<const NodeChoice> parts, P
     node.host_mem_used = SatAdd(node.host_mem_used, job.host_mem_bytes);
     d.parts.push_back(std::move(part));
   }
-  if (!d.parts.empty()) std::tie(d.node, d.gpu_indices) = std::pair(d.parts[0].node, d.parts[0].gpu_indices);
+  if (!d.parts.empty())
+    std::tie(d.node, d.gpu_indices) = std::pair(d.parts[0].node, d.parts[0].gpu_indices);
   return d;
 }
 

@@ -181,7 +181,8 @@ std::vector<Hold> HoldsInForce(const Pass& p) {
       std::sort(part.gpu_indices.begin(), part.gpu_indices.end());
       h.parts.push_back(std::move(part));
     }
-    if (!h.parts.empty()) std::tie(h.node, h.gpu_indices) = std::pair(h.parts[0].node, h.parts[0].gpu_indices);
+    if (!h.parts.empty())
+      std::tie(h.node, h.gpu_indices) = std::pair(h.parts[0].node, h.parts[0].gpu_indices);
     holds.push_back(std::move(h));
   }
   return holds;

@@ -215,8 +215,8 @@ using Shape = std::tuple<int, std::optional<uint64_t>, std::optional<double>, in
                          std::vector<std::string>, std::vector<std::string>>;
 
 inline Shape ShapeOf(const PendingJob& job) {
-  return {job.gpus,           job.mem_bytes,     job.mem_percent,   job.cpus,
-          job.host_mem_bytes, job.num_nodes,     job.nodes_allowed, job.nodes_excluded};
+  return {job.gpus,           job.mem_bytes, job.mem_percent,   job.cpus,
+          job.host_mem_bytes, job.num_nodes, job.nodes_allowed, job.nodes_excluded};
 }
 
 // Whether RequestReason has nothing to say: the hot path of a long queue, no string built.

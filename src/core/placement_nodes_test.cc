@@ -33,8 +33,8 @@ NodeState Node(std::string name, std::vector<GpuState> gpus, bool accepts_new = 
 }
 
 NodeState FourGpus(std::string name, uint64_t free_gib = 80, bool accepts_new = true) {
-  return Node(std::move(name), {Gpu(0, free_gib), Gpu(1, free_gib), Gpu(2, free_gib),
-                                Gpu(3, free_gib)},
+  return Node(std::move(name),
+              {Gpu(0, free_gib), Gpu(1, free_gib), Gpu(2, free_gib), Gpu(3, free_gib)},
               accepts_new);
 }
 
@@ -225,8 +225,8 @@ TEST(GangTest, MoreNodesThanTheClusterHas) {
 }
 
 TEST(GangTest, DrainedNodesLeaveTooFew) {
-  PlacementResult r =
-      PlaceAll({Gang(1, 2, 1)}, {FourGpus("a"), FourGpus("b", 80, false), FourGpus("c", 80, false)});
+  PlacementResult r = PlaceAll({Gang(1, 2, 1)},
+                               {FourGpus("a"), FourGpus("b", 80, false), FourGpus("c", 80, false)});
   EXPECT_THAT(r.starts, IsEmpty());
   EXPECT_EQ(ReasonOf(r, 1),
             "needs 2 nodes at once; only 1 of the nodes it may use takes new jobs: b takes no new "
@@ -237,7 +237,8 @@ TEST(GangTest, GangHonoursNodeLists) {
   PendingJob gang = Gang(1, 2, 1);
   gang.nodes_allowed = {"b", "c", "d"};
   gang.nodes_excluded = {"c"};
-  PlacementResult r = PlaceAll({gang}, {FourGpus("a"), FourGpus("b"), FourGpus("c"), FourGpus("d")});
+  PlacementResult r =
+      PlaceAll({gang}, {FourGpus("a"), FourGpus("b"), FourGpus("c"), FourGpus("d")});
   ASSERT_EQ(r.starts.size(), 1u);
   std::set<std::string> nodes;
   for (const NodeGpus& part : r.starts[0].parts) nodes.insert(part.node);
@@ -303,9 +304,8 @@ TEST(GangTest, PerUserLimitCountsEveryNodesGpus) {
   EXPECT_THAT(r.starts, IsEmpty());
   EXPECT_EQ(ReasonOf(r, 1), "waiting: needs 8 GPUs, more than max_gpus_per_user = 6");
   config.max_gpus_per_user = 10;
-  PlacementResult two = PlaceAll({Gang(1, 2, 4), Job(2, 4)}, {FourGpus("a"), FourGpus("b"),
-                                                              FourGpus("c")},
-                                 config);
+  PlacementResult two =
+      PlaceAll({Gang(1, 2, 4), Job(2, 4)}, {FourGpus("a"), FourGpus("b"), FourGpus("c")}, config);
   ASSERT_EQ(two.starts.size(), 1u);
   EXPECT_EQ(two.starts[0].job, 1);
   EXPECT_EQ(ReasonOf(two, 2),

@@ -264,9 +264,8 @@ std::string NodeOut(const PendingJob& job, const NodeState& node) {
 }
 
 std::string NamesText(const std::vector<std::string>& names) {
-  std::vector<std::string> shown(names.begin(),
-                                 names.begin() + static_cast<ptrdiff_t>(
-                                                     std::min(names.size(), kMaxListed)));
+  std::vector<std::string> shown(
+      names.begin(), names.begin() + static_cast<ptrdiff_t>(std::min(names.size(), kMaxListed)));
   return Listed(std::move(shown), names.size());
 }
 
@@ -303,7 +302,8 @@ std::string NodesReason(const PendingJob& job, const Pass& p) {
     if (job.nodes_allowed.size() == 1 && need == 1) {
       const std::string& name = job.nodes_allowed[0];
       size_t n = find(name);
-      if (n == p.size()) return fmt::format("needs node {} (--node), which is not in the cluster", name);
+      if (n == p.size())
+        return fmt::format("needs node {} (--node), which is not in the cluster", name);
       std::string why = NodeOut(job, p.node(n));
       return fmt::format("needs node {} (--node), which {}", name,
                          why.starts_with("excluded") ? "it also excludes (--exclude-node)" : why);
@@ -377,11 +377,11 @@ std::string GangReason(const PendingJob& job, const Pass& p) {
     if (++full_count <= kMaxListed) full.push_back(p.node(n).name);
   }
   if (full_count < gpus_ok && gpus_ok >= static_cast<size_t>(job.num_nodes)) {
-    return fmt::format("{}; {} have the GPUs but only {} also {}{} free", head, gpus_ok,
-                       full_count, Plural(job.cpus, "CPU slot"),
-                       job.host_mem_bytes > 0 ? " and " + FormatBytes(job.host_mem_bytes) +
-                                                    " of host memory"
-                                              : "");
+    return fmt::format("{}; {} have the GPUs but only {} also {}{} free", head, gpus_ok, full_count,
+                       Plural(job.cpus, "CPU slot"),
+                       job.host_mem_bytes > 0
+                           ? " and " + FormatBytes(job.host_mem_bytes) + " of host memory"
+                           : "");
   }
   if (full_count == 0) {
     if (most == 0 || job.gpus == 0) return head + "; none has them";

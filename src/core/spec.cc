@@ -199,7 +199,8 @@ void CheckDeps(const JobSpec& spec, std::vector<FieldError>& out) {
 // A name as an error may show it: at most 80 bytes, anything but printable ASCII as '?'.
 std::string Printable(std::string_view text) {
   std::string out(text.substr(0, 80));
-  std::replace_if(out.begin(), out.end(), [](char c) { return c < 0x20 || c > 0x7e; }, '?');
+  std::replace_if(
+      out.begin(), out.end(), [](char c) { return c < 0x20 || c > 0x7e; }, '?');
   return out;
 }
 
@@ -231,10 +232,11 @@ void CheckNodes(const JobSpec& spec, std::vector<FieldError>& out) {
     }
   }
   if (spec.num_nodes < 1 || spec.num_nodes > kMaxNumNodes) {
-    out.push_back({"--nodes", fmt::format("{} is not between 1 and {}", spec.num_nodes,
-                                          kMaxNumNodes)});
+    out.push_back(
+        {"--nodes", fmt::format("{} is not between 1 and {}", spec.num_nodes, kMaxNumNodes)});
   } else if (spec.num_nodes > 1 && spec.gpus < 1) {
-    out.push_back({"--nodes", "a job over several nodes needs GPUs on each: give --gpus 1 or more"});
+    out.push_back(
+        {"--nodes", "a job over several nodes needs GPUs on each: give --gpus 1 or more"});
   } else if (!spec.nodes_allowed.empty() &&
              static_cast<size_t>(spec.num_nodes) > spec.nodes_allowed.size()) {
     out.push_back({"--nodes", fmt::format("asks for {} nodes but --node names {}; name at least "
@@ -282,10 +284,11 @@ std::string_view Basename(std::string_view path) {
 
 bool ValidNodeName(std::string_view name) {
   auto ok = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   };
-  return !name.empty() && name.size() <= kMaxNodeNameBytes && std::all_of(name.begin(), name.end(), ok);
+  return !name.empty() && name.size() <= kMaxNodeNameBytes &&
+         std::all_of(name.begin(), name.end(), ok);
 }
 
 std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limits, CwdKind cwd) {

@@ -19,10 +19,10 @@ struct FieldError {
 
 constexpr size_t kMaxJobNameBytes = 200;
 constexpr int kMaxRetries = 100;
-constexpr size_t kMaxDeps = 1000;  // ids in --after and --after-any together
-constexpr int kMaxNumNodes = 1024;           // --nodes
-constexpr size_t kMaxNodeNameBytes = 64;     // a name in --node and --exclude-node
-constexpr size_t kMaxNodeNames = 1024;       // names in each of --node and --exclude-node
+constexpr size_t kMaxDeps = 1000;         // ids in --after and --after-any together
+constexpr int kMaxNumNodes = 1024;        // --nodes
+constexpr size_t kMaxNodeNameBytes = 64;  // a name in --node and --exclude-node
+constexpr size_t kMaxNodeNames = 1024;    // names in each of --node and --exclude-node
 constexpr char kMasterAddr[] = "127.0.0.1";
 
 struct SpecLimits {

@@ -115,8 +115,7 @@ ALTER TABLE jobs ADD COLUMN num_nodes INTEGER NOT NULL DEFAULT 1;
 )sql";
 
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
-    {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6},
+    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {
