@@ -4,7 +4,10 @@
 // it has usable, exclusive jobs are alone, every job not started has a reason, devices,
 // max_jobs_per_gpu and the per-user limits hold (no GPU held for a job at its user's cap), the
 // queue's order is PlacedBefore's, and PlaceOrdered over the queue decides exactly as Place over
-// the same jobs. A pass that never ends is libFuzzer's timeout.
+// the same jobs. Nodes may be drained (accepts_new false) and jobs may name nodes or span
+// several (gangs): every start and hold is on nodes open to its job, a gang's parts on
+// distinct nodes, part 0 mirrored in the single-node fields. A pass that never ends is
+// libFuzzer's timeout.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -22,6 +25,23 @@ namespace {
 constexpr uint64_t kGiB = 1ull << 30;
 const char* const kUsers[] = {"alice", "bob", "carol", "dave"};
 
+bool Contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Whether the job may be placed on the node at all.
+bool MayUse(const PendingJob& job, const NodeState& node) {
+  return node.accepts_new &&
+         (job.nodes_allowed.empty() || Contains(job.nodes_allowed, node.name)) &&
+         !Contains(job.nodes_excluded, node.name);
+}
+
+const NodeState* Find(const std::vector<NodeState>& nodes, const std::string& name) {
+  auto it =
+      std::find_if(nodes.begin(), nodes.end(), [&](const NodeState& n) { return n.name == name; });
+  return it == nodes.end() ? nullptr : &*it;
+}
+
 NodeState RandomNode(fuzz::Bytes& in, int n) {
   NodeState node;
   node.name = "node" + std::to_string(n);
@@ -38,6 +58,7 @@ NodeState RandomNode(fuzz::Bytes& in, int n) {
     node.gpus.push_back(gpu);
   }
   node.cpu_slots = static_cast<int>(in.Range(0, 64));
+  node.accepts_new = in.U8() % 6 != 0;
   node.host_mem_bytes = in.U8() % 2 == 0 ? 0 : static_cast<uint64_t>(in.Range(1, 512)) * kGiB;
   if (in.U8() % 2 == 0) {  // a topology
     node.topology.assign(gpus, std::vector<int>(gpus, 0));
@@ -74,6 +95,14 @@ PendingJob RandomJob(fuzz::Bytes& in, JobId id, UnixMs now) {
   job.not_before = in.U8() % 4 == 0 ? now + in.Range(0, 100'000) : 0;
   job.user = kUsers[in.U8() % 4];
   job.host_mem_bytes = in.U8() % 4 == 0 ? static_cast<uint64_t>(in.Range(1, 64)) * kGiB : 0;
+  job.num_nodes = in.U8() % 4 == 0 ? static_cast<int>(in.Range(2, 3)) : 1;
+  // node0..node2 exist; node3 does not.
+  uint8_t lists = in.U8();
+  for (int n = 0; n < 4; ++n) {
+    std::string name = "node" + std::to_string(n);
+    if (lists & (1u << n)) job.nodes_allowed.push_back(name);
+    if (lists & (1u << (n + 4))) job.nodes_excluded.push_back(name);
+  }
   return job;
 }
 
@@ -121,9 +150,9 @@ void CheckUserLimits(const PlacementResult& result, const std::map<JobId, const 
     UserUse& u = use[job.user];
     if (config.max_jobs_per_user > 0) FUZZ_CHECK(u.jobs < config.max_jobs_per_user);
     if (config.max_gpus_per_user > 0 && job.gpus > 0) {
-      FUZZ_CHECK(u.gpus + job.gpus <= config.max_gpus_per_user);
+      FUZZ_CHECK(u.gpus + job.total_gpus() <= config.max_gpus_per_user);
     }
-    u.gpus += job.gpus;
+    u.gpus += static_cast<int>(job.total_gpus());
     ++u.jobs;
   }
   for (const Hold& hold : result.holds) {
@@ -131,7 +160,53 @@ void CheckUserLimits(const PlacementResult& result, const std::map<JobId, const 
     const PendingJob& job = *jobs.at(hold.job);
     const UserUse& u = use[job.user];
     if (config.max_jobs_per_user > 0) FUZZ_CHECK(u.jobs < config.max_jobs_per_user);
-    if (config.max_gpus_per_user > 0) FUZZ_CHECK(u.gpus + job.gpus <= config.max_gpus_per_user);
+    if (config.max_gpus_per_user > 0) {
+      FUZZ_CHECK(u.gpus + job.total_gpus() <= config.max_gpus_per_user);
+    }
+  }
+}
+
+// What a pass gave each GPU: (node, gpu) -> bytes, starts, and whether an exclusive job
+// took it.
+struct Given {
+  std::map<std::pair<std::string, int>, uint64_t> bytes;
+  std::map<std::pair<std::string, int>, int> starts_on;
+  std::set<std::pair<std::string, int>> exclusive;
+};
+
+// One node's part of a start: an open node, its GPUs distinct, allowed and not over-committed.
+void CheckPart(const PendingJob& job, const StartDecision& start, const NodeGpus& part,
+               const std::vector<NodeState>& nodes, const PolicyConfig& config, UnixMs now,
+               Given& pass) {
+  FUZZ_CHECK(static_cast<int>(part.gpu_indices.size()) == job.gpus);
+  const NodeState* node = Find(nodes, part.node);
+  FUZZ_CHECK(node != nullptr);
+  FUZZ_CHECK(MayUse(job, *node));
+  std::set<int> distinct(part.gpu_indices.begin(), part.gpu_indices.end());
+  FUZZ_CHECK(distinct.size() == part.gpu_indices.size());
+  for (int index : part.gpu_indices) {
+    FUZZ_CHECK(index >= 0 && index < static_cast<int>(node->gpus.size()));
+    const GpuState& gpu = node->gpus[index];
+    if (!config.devices.empty()) {
+      FUZZ_CHECK(std::count(config.devices.begin(), config.devices.end(), gpu.index) == 1);
+    }
+    auto key = std::pair(node->name, index);
+    FUZZ_CHECK(!pass.exclusive.contains(key));
+    int& starts_on = ++pass.starts_on[key];
+    if (config.max_jobs_per_gpu > 0) {
+      FUZZ_CHECK(static_cast<int>(gpu.holdings.size()) + starts_on <= config.max_jobs_per_gpu);
+    }
+    if (job.exclusive()) {
+      FUZZ_CHECK(gpu.holdings.empty() && gpu.foreign_processes == 0 && starts_on == 1);
+      pass.exclusive.insert(key);
+      continue;
+    }
+    for (const Holding& h : gpu.holdings) FUZZ_CHECK(!h.exclusive);
+    // One figure per start: the most any of its GPUs needs (GPUs of one job may differ
+    // in size when it asks for a percent).
+    FUZZ_CHECK(start.reserved_bytes >= NeededBytes(job, gpu));
+    pass.bytes[key] += NeededBytes(job, gpu);
+    FUZZ_CHECK(pass.bytes[key] <= UsableBytes(gpu, config, now));
   }
 }
 
@@ -140,45 +215,31 @@ void CheckPass(const PlacementResult& result, const std::vector<const PendingJob
   std::map<JobId, const PendingJob*> jobs;
   for (const PendingJob* job : ordered) jobs[job->id] = job;
   std::set<JobId> decided;
-  // (node, gpu) -> bytes given this pass, and whether an exclusive job took it.
-  std::map<std::pair<std::string, int>, uint64_t> given;
-  std::map<std::pair<std::string, int>, int> starts_on;
-  std::set<std::pair<std::string, int>> exclusive;
+  Given pass;
   for (const StartDecision& start : result.starts) {
     FUZZ_CHECK(jobs.contains(start.job));
     FUZZ_CHECK(decided.insert(start.job).second);
     const PendingJob& job = *jobs[start.job];
-    FUZZ_CHECK(static_cast<int>(start.gpu_indices.size()) == job.gpus);
     FUZZ_CHECK(job.not_before <= now);
-    auto node = std::find_if(nodes.begin(), nodes.end(),
-                             [&](const NodeState& n) { return n.name == start.node; });
-    FUZZ_CHECK(node != nodes.end());
-    std::set<int> distinct(start.gpu_indices.begin(), start.gpu_indices.end());
-    FUZZ_CHECK(distinct.size() == start.gpu_indices.size());
-    for (int index : start.gpu_indices) {
-      FUZZ_CHECK(index >= 0 && index < static_cast<int>(node->gpus.size()));
-      const GpuState& gpu = node->gpus[index];
-      if (!config.devices.empty()) {
-        FUZZ_CHECK(std::count(config.devices.begin(), config.devices.end(), gpu.index) == 1);
-      }
-      auto key = std::pair(node->name, index);
-      FUZZ_CHECK(!exclusive.contains(key));
-      ++starts_on[key];
-      if (config.max_jobs_per_gpu > 0) {
-        FUZZ_CHECK(static_cast<int>(gpu.holdings.size()) + starts_on[key] <=
-                   config.max_jobs_per_gpu);
-      }
-      if (job.exclusive()) {
-        FUZZ_CHECK(gpu.holdings.empty() && gpu.foreign_processes == 0 && starts_on[key] == 1);
-        exclusive.insert(key);
-        continue;
-      }
-      for (const Holding& h : gpu.holdings) FUZZ_CHECK(!h.exclusive);
-      // One figure per start: the most any of its GPUs needs (GPUs of one job may differ
-      // in size when it asks for a percent).
-      FUZZ_CHECK(start.reserved_bytes >= NeededBytes(job, gpu));
-      given[key] += NeededBytes(job, gpu);
-      FUZZ_CHECK(given[key] <= UsableBytes(gpu, config, now));
+    FUZZ_CHECK(static_cast<int>(start.parts.size()) == job.num_nodes);
+    FUZZ_CHECK(start.node == start.parts[0].node);
+    FUZZ_CHECK(start.gpu_indices == start.parts[0].gpu_indices);
+    std::set<std::string> part_nodes;
+    for (const NodeGpus& part : start.parts) {
+      FUZZ_CHECK(part_nodes.insert(part.node).second);
+      CheckPart(job, start, part, nodes, config, now, pass);
+    }
+  }
+  for (const Hold& hold : result.holds) {
+    FUZZ_CHECK(jobs.contains(hold.job));
+    const PendingJob& job = *jobs.at(hold.job);
+    FUZZ_CHECK(static_cast<int>(hold.parts.size()) == job.num_nodes);
+    FUZZ_CHECK(hold.node == hold.parts[0].node);
+    std::set<std::string> part_nodes;
+    for (const NodeGpus& part : hold.parts) {
+      FUZZ_CHECK(part_nodes.insert(part.node).second);
+      const NodeState* node = Find(nodes, part.node);
+      FUZZ_CHECK(node != nullptr && MayUse(job, *node));
     }
   }
   for (const PlacementResult::Waiting& w : result.waiting) {
@@ -196,9 +257,11 @@ void Apply(const PlacementResult& result, const std::map<JobId, PendingJob>& job
            std::vector<NodeState>& nodes, UnixMs now) {
   for (const StartDecision& start : result.starts) {
     const PendingJob& job = jobs.at(start.job);
-    for (NodeState& node : nodes) {
-      if (node.name != start.node) continue;
-      for (int index : start.gpu_indices) {
+    for (const NodeGpus& part : start.parts) {
+      auto node_it = std::find_if(nodes.begin(), nodes.end(),
+                                  [&](const NodeState& n) { return n.name == part.node; });
+      NodeState& node = *node_it;
+      for (int index : part.gpu_indices) {
         node.gpus[index].holdings.push_back(Holding{.job = job.id,
                                                     .reserved_bytes = start.reserved_bytes,
                                                     .used_now = std::nullopt,
@@ -209,7 +272,7 @@ void Apply(const PlacementResult& result, const std::map<JobId, PendingJob>& job
       node.host_mem_used += job.host_mem_bytes;
       UserUse& use = node.use_by_user[job.user];
       use.gpus += job.gpus;
-      ++use.jobs;
+      if (&part == &start.parts.front()) ++use.jobs;  // a gang is one attempt
     }
   }
 }
@@ -265,6 +328,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (size_t i = 0; i < same.starts.size(); ++i) {
           FUZZ_CHECK(same.starts[i].job == result.starts[i].job);
           FUZZ_CHECK(same.starts[i].gpu_indices == result.starts[i].gpu_indices);
+          FUZZ_CHECK(same.starts[i].parts.size() == result.starts[i].parts.size());
         }
         Apply(result, copies, nodes, now);
         for (const StartDecision& start : result.starts) {

@@ -33,7 +33,7 @@ struct JobSpec {
   std::string cwd;                   // absolute
   // The environment the job starts with: the submitter's, then --env overrides.
   std::vector<std::pair<std::string, std::string>> env;
-  int gpus = 1;                       // on one node; 0 = CPU job
+  int gpus = 1;                       // on each node; 0 = CPU job
   std::optional<uint64_t> mem_bytes;  // per GPU
   std::optional<double> mem_percent;  // per GPU, of its total; exclusive if neither
   int cpus = 1;                       // host CPU slots held
@@ -46,6 +46,13 @@ struct JobSpec {
   std::vector<JobId> after;
   std::vector<JobId> after_any;
   int64_t time_limit_ms = 0;  // wall-clock limit per attempt (--time); 0: none
+  // Where it may run (a cluster, docs/scheduling.md "Nodes and gangs"): only these nodes
+  // when not empty (--node, Slurm's -w), never these (--exclude-node, -x).
+  std::vector<std::string> nodes_allowed;
+  std::vector<std::string> nodes_excluded;
+  // --nodes: a gang of this many nodes, each giving `gpus` GPUs (and `cpus`, `mem` per GPU),
+  // started all at once or not at all.
+  int num_nodes = 1;
   // The Idempotency-Key of the request that stored it ("" for none): a request sent again
   // with the same key (and user) is answered with the ids already stored.
   std::string submit_key;

@@ -32,7 +32,7 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   CLI::App* s = app.add_subcommand("submit", "queue a job: trainq submit [opts] -- CMD [ARG...]");
   s->alias("add");
   SubmitArgs& a = p.submit;
-  s->add_option("--gpus", a.gpus, "GPUs on one node (0 = CPU job)");
+  s->add_option("--gpus", a.gpus, "GPUs on one node, or on each with --nodes (0 = CPU job)");
   s->add_option("--mem", a.mem,
                 "GPU memory per GPU: 20GiB, 20G, 512MiB, 20GB, 40% (default: whole GPUs)");
   s->add_option("--cpus", a.cpus, "host CPU slots the job holds");
@@ -55,6 +55,14 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   s->add_option("--time", a.time,
                 "wall-clock limit per attempt: 2h30m, 90m, 45s, 1d, plain "
                 "minutes (90) or H:MM:SS; then SIGTERM, grace, SIGKILL and the job fails");
+  s->add_option("--node", a.nodes,
+                "run only on these nodes of a cluster: NAME[,NAME...] (Slurm's -w)")
+      ->allow_extra_args(false);
+  s->add_option("--exclude-node", a.exclude_nodes,
+                "never run on these nodes: NAME[,NAME...] (Slurm's -x)")
+      ->allow_extra_args(false);
+  s->add_option("--nodes,-N", a.num_nodes,
+                "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none)");
   s->add_flag("--json", a.json, "print the job as JSON");
   s->add_option("--from", a.from,
                 "queue one job per line of FILE: a command line (quoted as in sh, "

@@ -78,6 +78,15 @@ Result<json> JobIdList(const std::vector<std::string>& values, const char* optio
   return ids;
 }
 
+// "a,b" (and repeated options) -> ["a", "b"].
+json NameList(const std::vector<std::string>& values) {
+  json names = json::array();
+  for (const std::string& value : values) {
+    for (const std::string& word : SplitList(value)) names.push_back(word);
+  }
+  return names;
+}
+
 // The API carries text as JSON strings: bytes that are not UTF-8 are refused, never replaced,
 // so a command never runs with other bytes than the user gave.
 Status CheckUtf8(std::string_view field, std::string_view text, std::string_view hint = "") {
@@ -126,6 +135,11 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   if (!after_any.ok()) return after_any.status();
   if (!after->empty()) body["after"] = std::move(*after);
   if (!after_any->empty()) body["after_any"] = std::move(*after_any);
+  // Names are judged by the daemon (ValidateSpec), like every other field.
+  json nodes = NameList(a.nodes), exclude = NameList(a.exclude_nodes);
+  if (!nodes.empty()) body["nodes"] = std::move(nodes);
+  if (!exclude.empty()) body["exclude_nodes"] = std::move(exclude);
+  if (a.num_nodes != 1) body["num_nodes"] = a.num_nodes;
   return body;
 }
 

@@ -21,10 +21,13 @@ struct SubmitArgs {
   int retries = 3;
   std::string cwd;
   std::vector<std::string> env;
-  std::string from;                    // --from FILE
-  std::vector<std::string> after;      // --after ID[,ID]: each value a comma-separated list
-  std::vector<std::string> after_any;  // --after-any ID[,ID]
-  std::string time;                    // --time: checked by the daemon (ParseTimeLimit)
+  std::string from;                        // --from FILE
+  std::vector<std::string> after;          // --after ID[,ID]: each value a comma-separated list
+  std::vector<std::string> after_any;      // --after-any ID[,ID]
+  std::string time;                        // --time: checked by the daemon (ParseTimeLimit)
+  std::vector<std::string> nodes;          // --node NAME[,NAME]: each value a comma list
+  std::vector<std::string> exclude_nodes;  // --exclude-node NAME[,NAME]
+  int num_nodes = 1;                       // --nodes, -N
   bool json = false;
 };
 

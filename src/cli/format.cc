@@ -141,6 +141,18 @@ std::string JobDetails(const Reply& job) {
   if (std::optional<int64_t> limit = job.OptInt("time_limit_ms")) {
     line("time limit", FormatDuration(*limit));
   }
+  auto names = [](const std::vector<Reply>& list) {
+    std::vector<std::string> out;
+    for (const Reply& r : list) out.push_back(TerminalSafe(r.AsStr()));
+    return fmt::format("{}", fmt::join(out, ","));
+  };
+  if (std::vector<Reply> nodes = job.ArrayOr("nodes"); !nodes.empty()) line("nodes", names(nodes));
+  if (std::vector<Reply> nodes = job.ArrayOr("exclude_nodes"); !nodes.empty()) {
+    line("not on", names(nodes));
+  }
+  if (int64_t n = job.OptInt("num_nodes").value_or(1); n > 1) {
+    line("gang", fmt::format("{} nodes, the GPUs above on each", n));
+  }
   for (const Reply& a : job.ArrayOr("attempts")) out += AttemptDetails(a);
   return out;
 }

@@ -36,5 +36,21 @@ TEST(FormatTest, TablesAndDetailsShowEscapesNotControlCharacters) {
   EXPECT_TRUE(job.ok()) << job.status().message();
 }
 
+TEST(FormatTest, DetailsShowNodeListsAndGang) {
+  json doc = HostileJob();
+  doc["nodes"] = {"gpu1", "gpu2"};
+  doc["exclude_nodes"] = {"gpu9"};
+  doc["num_nodes"] = 2;
+  Reply job(doc);
+  std::string details = JobDetails(job);
+  EXPECT_THAT(details, HasSubstr("nodes:       gpu1,gpu2\n"));
+  EXPECT_THAT(details, HasSubstr("not on:      gpu9\n"));
+  EXPECT_THAT(details, HasSubstr("gang:        2 nodes"));
+  EXPECT_TRUE(job.ok()) << job.status().message();
+  std::string plain = JobDetails(Reply(HostileJob()));
+  EXPECT_THAT(plain, Not(HasSubstr("gang:")));
+  EXPECT_THAT(plain, Not(HasSubstr("nodes:")));
+}
+
 }  // namespace
 }  // namespace trainq

@@ -52,6 +52,7 @@ class SpecReader {
   void Mem(const json& v);
   void Ids(const std::string& key, const json& v, std::vector<JobId>& out);
   void Time(const json& v);
+  void Names(const std::string& key, const json& v, std::vector<std::string>& out);
 
   JobSpec& spec_;
   std::vector<std::string> errors_;
@@ -70,9 +71,12 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "after") return Ids(key, v, spec_.after);
   if (key == "after_any") return Ids(key, v, spec_.after_any);
   if (key == "time") return Time(v);
+  if (key == "nodes") return Names(key, v, spec_.nodes_allowed);
+  if (key == "exclude_nodes") return Names(key, v, spec_.nodes_excluded);
+  if (key == "num_nodes") return Int(key, v, spec_.num_nodes);
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
-      "after, after_any, time",
+      "after, after_any, time, nodes, exclude_nodes, num_nodes",
       key));
 }
 
@@ -144,6 +148,20 @@ void SpecReader::Ids(const std::string& key, const json& v, std::vector<JobId>& 
       continue;
     }
     out.push_back(v[i].get<JobId>());
+  }
+}
+
+// Node names; ValidateSpec judges them.
+void SpecReader::Names(const std::string& key, const json& v, std::vector<std::string>& out) {
+  if (v.is_null()) return out.clear();
+  if (!v.is_array()) return errors_.push_back(Expected(key, "an array of node names", v));
+  out.clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) {
+      errors_.push_back(Expected(fmt::format("{}[{}]", key, i), "a node name (string)", v[i]));
+      continue;
+    }
+    out.push_back(v[i].get<std::string>());
   }
 }
 
@@ -221,6 +239,9 @@ json JobToJson(const Job& job) {
               {"after", s.after},
               {"after_any", s.after_any},
               {"time_limit_ms", s.time_limit_ms > 0 ? json(s.time_limit_ms) : json(nullptr)},
+              {"nodes", s.nodes_allowed},
+              {"exclude_nodes", s.nodes_excluded},
+              {"num_nodes", s.num_nodes},
               {"attempts", std::move(attempts)}};
 }
 
@@ -239,19 +260,24 @@ json SpecToJson(const JobSpec& spec) {
   json env = json::object();
   for (const auto& [name, value] : spec.env) env[name] = value;
   bool has_mem = spec.mem_bytes || spec.mem_percent;
-  return json{{"command", spec.command},
-              {"cwd", spec.cwd},
-              {"env", std::move(env)},
-              {"name", spec.name},
-              {"gpus", spec.gpus},
-              {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
-              {"cpus", spec.cpus},
-              {"priority", spec.priority},
-              {"retries", spec.retries},
-              {"after", spec.after},
-              {"after_any", spec.after_any},
-              {"time", spec.time_limit_ms > 0 ? json(fmt::format("{}ms", spec.time_limit_ms))
-                                              : json(nullptr)}};
+  json out{{"command", spec.command},
+           {"cwd", spec.cwd},
+           {"env", std::move(env)},
+           {"name", spec.name},
+           {"gpus", spec.gpus},
+           {"mem", has_mem ? json(MemText(spec)) : json(nullptr)},
+           {"cpus", spec.cpus},
+           {"priority", spec.priority},
+           {"retries", spec.retries},
+           {"after", spec.after},
+           {"after_any", spec.after_any},
+           {"time", spec.time_limit_ms > 0 ? json(fmt::format("{}ms", spec.time_limit_ms))
+                                           : json(nullptr)}};
+  // Left out at their defaults, so a reader that predates them reads every single-node spec.
+  if (!spec.nodes_allowed.empty()) out["nodes"] = spec.nodes_allowed;
+  if (!spec.nodes_excluded.empty()) out["exclude_nodes"] = spec.nodes_excluded;
+  if (spec.num_nodes != 1) out["num_nodes"] = spec.num_nodes;
+  return out;
 }
 
 std::string DumpJson(const json& value, int indent) {

@@ -20,14 +20,16 @@ nlohmann::json AttemptToJson(const Attempt& attempt);
 
 // {id, name, state, command, cwd, gpus, mem_bytes, mem_percent, exclusive, cpus, priority,
 //  retries, user, submitted_at, reason, attempt, not_before, after, after_any,
-//  time_limit_ms, attempts}. mem_* are null unless set; not_before and time_limit_ms are
-// null when 0; after and after_any are arrays of job ids. The environment is left out: it is large
-// and holds secrets.
+//  time_limit_ms, nodes, exclude_nodes, num_nodes, attempts}. mem_* are null unless set;
+// not_before and time_limit_ms are null when 0; after and after_any are arrays of job ids;
+// nodes and exclude_nodes arrays of node names (empty: no constraint). The environment is left out:
+// it is large and holds secrets.
 nlohmann::json JobToJson(const Job& job);
 
 // A submit request: {"command": [str, ...] (required), "cwd": str, "env": {str: str},
 // "name": str, "gpus": int, "mem": str | null, "cpus": int, "priority": int,
-// "retries": int, "after": [id, ...], "after_any": [id, ...], "time": str | null}.
+// "retries": int, "after": [id, ...], "after_any": [id, ...], "time": str | null,
+// "nodes": [str, ...] | null, "exclude_nodes": [str, ...] | null, "num_nodes": int}.
 // "time" takes what --time takes (ParseTimeLimit). Absent keys keep JobSpec's defaults;
 // `user` is never taken from here.
 // Unknown keys and wrong types are kInvalid, every problem in one message:
@@ -37,7 +39,8 @@ Result<JobSpec> SpecFromJson(const nlohmann::json& request);
 
 // The inverse of SpecFromJson: mem as "21474836480B" or "40%" (null when neither), time as
 // "9000000ms" (null when none), env as
-// an object (a repeated name keeps its last value). SpecFromJson(SpecToJson(s)) gives s
+// an object (a repeated name keeps its last value); nodes, exclude_nodes and num_nodes only
+// when not at their defaults (empty, empty, 1). SpecFromJson(SpecToJson(s)) gives s
 // back for every s that SpecFromJson produced (user aside).
 nlohmann::json SpecToJson(const JobSpec& spec);
 

@@ -43,6 +43,9 @@ void ExpectSameSpec(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.after, b.after);
   EXPECT_EQ(a.after_any, b.after_any);
   EXPECT_EQ(a.time_limit_ms, b.time_limit_ms);
+  EXPECT_EQ(a.nodes_allowed, b.nodes_allowed);
+  EXPECT_EQ(a.nodes_excluded, b.nodes_excluded);
+  EXPECT_EQ(a.num_nodes, b.num_nodes);
 }
 
 Attempt FullAttempt() {
@@ -132,12 +135,13 @@ Job FullJob() {
 
 TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
   json j = JobToJson(FullJob());
-  EXPECT_EQ(Keys(j),
-            (std::set<std::string>{
-                "id",        "name",          "state",     "command", "cwd",        "gpus",
-                "mem_bytes", "mem_percent",   "exclusive", "cpus",    "priority",   "retries",
-                "user",      "submitted_at",  "reason",    "attempt", "not_before", "after",
-                "after_any", "time_limit_ms", "attempts"}));
+  EXPECT_EQ(
+      Keys(j),
+      (std::set<std::string>{
+          "id",        "name",          "state",     "command",       "cwd",        "gpus",
+          "mem_bytes", "mem_percent",   "exclusive", "cpus",          "priority",   "retries",
+          "user",      "submitted_at",  "reason",    "attempt",       "not_before", "after",
+          "after_any", "time_limit_ms", "nodes",     "exclude_nodes", "num_nodes",  "attempts"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");
@@ -303,6 +307,40 @@ TEST(SpecToJsonTest, WireForm) {
   EXPECT_TRUE(SpecToJson(spec)["mem"].is_null());
 }
 
+TEST(SpecToJsonTest, NodeFieldsOnlyWhenSet) {
+  JobSpec spec;
+  spec.command = {"python"};
+  json plain = SpecToJson(spec);
+  EXPECT_FALSE(plain.contains("nodes"));
+  EXPECT_FALSE(plain.contains("exclude_nodes"));
+  EXPECT_FALSE(plain.contains("num_nodes"));
+  spec.nodes_allowed = {"a"};
+  spec.nodes_excluded = {"b"};
+  spec.num_nodes = 3;
+  json j = SpecToJson(spec);
+  EXPECT_EQ(j["nodes"], json::array({"a"}));
+  EXPECT_EQ(j["exclude_nodes"], json::array({"b"}));
+  EXPECT_EQ(j["num_nodes"], 3);
+  Job job;
+  job.spec = spec;
+  json shown = JobToJson(job);
+  EXPECT_EQ(shown["nodes"], json::array({"a"}));
+  EXPECT_EQ(shown["num_nodes"], 3);
+}
+
+TEST(SpecFromJsonTest, NodeFieldsOfTheWrongTypeAreNamed) {
+  Result<JobSpec> bad = SpecFromJson(
+      json{{"command", {"x"}}, {"nodes", "gpu1"}, {"exclude_nodes", {"a", 7}}, {"num_nodes", "2"}});
+  ASSERT_FALSE(bad.ok());
+  const std::string& m = bad.status().message();
+  EXPECT_THAT(m, HasSubstr("nodes: expected an array of node names, got string"));
+  EXPECT_THAT(m, HasSubstr("exclude_nodes[1]: expected a node name (string), got number"));
+  EXPECT_THAT(m, HasSubstr("num_nodes: expected an integer, got string"));
+  Result<JobSpec> none = SpecFromJson(json{{"command", {"x"}}, {"nodes", nullptr}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->nodes_allowed.empty());
+}
+
 TEST(SpecToJsonTest, RoundTripsThroughText) {
   JobSpec specs[3];
   specs[0].command = {"torchrun", "--nproc_per_node", "8", "train.py", "--name=résumé"};
@@ -319,6 +357,9 @@ TEST(SpecToJsonTest, RoundTripsThroughText) {
   specs[0].time_limit_ms = 9'000'001;  // not a whole second
   specs[1].command = {"python", "eval.py"};
   specs[1].mem_percent = 100.0 / 3;
+  specs[1].nodes_allowed = {"gpu1", "gpu2"};
+  specs[1].nodes_excluded = {"gpu9"};
+  specs[1].num_nodes = 2;
   specs[2].gpus = 0;
   for (const JobSpec& spec : specs) {
     Result<JobSpec> back = SpecFromJson(json::parse(DumpJson(SpecToJson(spec))));

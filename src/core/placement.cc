@@ -82,14 +82,14 @@ std::vector<Waiter> StartWhatFits(std::span<const PendingJob* const> order, Pass
     }
     int shape = shapes.Index(*job);
     if (failed.size() < shapes.size()) failed.resize(shapes.size(), 0);
-    std::optional<NodeChoice> choice;
+    std::optional<std::vector<NodeChoice>> choice;
     if (holder || !failed[shape]) choice = Choose(*job, p);
     if (!choice) {
       if (!holder) failed[shape] = 1;
       waiting.push_back({job, job->id, holder ? -1 : shape});
       continue;
     }
-    result.starts.push_back(Commit(*job, *choice, p.Mutable(choice->node), p.now));
+    result.starts.push_back(Commit(*job, *choice, p));
     p.AddUse(*job);
     // Its other held GPUs open up again: shapes that failed may fit now.
     if (holder && p.Release(job->id)) std::fill(failed.begin(), failed.end(), 0);
@@ -109,7 +109,7 @@ void ExplainWaiting(std::span<const Waiter> waiting, const Pass& p, size_t shape
                     PlacementResult& result) {
   constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> explained(shape_count, kNone);
-  std::map<std::pair<std::string, int>, uint32_t> capped;
+  std::map<std::pair<std::string, int64_t>, uint32_t> capped;
   result.waiting.reserve(waiting.size());
   auto add = [&result](std::string text) {
     result.reason_texts.push_back(std::move(text));
@@ -117,7 +117,7 @@ void ExplainWaiting(std::span<const Waiter> waiting, const Pass& p, size_t shape
   };
   for (const Waiter& w : waiting) {
     if (w.at_user_cap) {  // one text per user and request: a user's backlog shares it
-      auto [it, added] = capped.try_emplace({w.job->user, w.job->gpus}, 0);
+      auto [it, added] = capped.try_emplace({w.job->user, w.job->total_gpus()}, 0);
       if (added) it->second = add(UserCapReason(*w.job, p));
       result.waiting.push_back({w.id, it->second});
       continue;

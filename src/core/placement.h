@@ -54,6 +54,9 @@ struct NodeState {
   // The running or starting attempts here, by user (PendingJob::user). Only read where
   // PolicyConfig sets a per-user limit; a caller may leave it empty otherwise.
   std::map<std::string, UserUse> use_by_user;
+  // false for a drained or lost node: nothing new is placed here (no start, no hold), but
+  // what it holds still counts (its GPUs' holdings, use_by_user).
+  bool accepts_new = true;
 };
 
 struct PendingJob {
@@ -70,8 +73,17 @@ struct PendingJob {
   UnixMs not_before = 0;  // OOM backoff
   std::string user;       // fair share is between users
   uint64_t host_mem_bytes = 0;
+  // Where it may go, by NodeState::name: only these when not empty (--node), never these
+  // (--exclude-node).
+  std::vector<std::string> nodes_allowed;
+  std::vector<std::string> nodes_excluded;
+  // A gang: this many distinct nodes, each giving `gpus` GPUs, `cpus` slots and
+  // `host_mem_bytes`, all at once or none.
+  int num_nodes = 1;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
+  // GPUs over all its nodes: what max_gpus_per_user counts.
+  int64_t total_gpus() const { return int64_t{gpus} * num_nodes; }
 };
 
 struct PolicyConfig {
@@ -99,21 +111,38 @@ struct PolicyConfig {
   std::vector<WorkloadClass> workload;
 };
 
-// GPUs held for a job that has waited past the aging limit: no other job starts there.
-struct Hold {
-  JobId job = 0;
+// One node's share of a decision or a hold: its name and the GPUs taken there (NVML
+// indices, ascending).
+struct NodeGpus {
   std::string node;
   std::vector<int> gpu_indices;
 };
 
+// GPUs held for a job that has waited past the aging limit: no other job starts there.
+// `node` and `gpu_indices` are the first node's; `parts` has every node's (one for a
+// single-node job, num_nodes for a gang; parts[0] repeats node and gpu_indices). A hold
+// handed back with `parts` empty is read as the single part {node, gpu_indices}.
+struct Hold {
+  JobId job = 0;
+  std::string node;
+  std::vector<int> gpu_indices;
+  std::vector<NodeGpus> parts{};  // {}: callers may leave it out of an aggregate
+};
+
 // UsageByUser (src/core/fair_share.h): decayed GPU-hours per user; fewer goes first.
 
+// A job to start. Every decision Place makes fills `parts`, one per node, in rank order:
+// a single-node job has one part; a gang (num_nodes N > 1) has N parts on N distinct nodes,
+// part 0 the master node (MASTER_ADDR, the node rank 0). `node` and `gpu_indices` always
+// repeat parts[0], so a caller that knows only single-node jobs reads them as before.
+// reserved_bytes and cpus hold on every part's node.
 struct StartDecision {
   JobId job = 0;
   std::string node;
   std::vector<int> gpu_indices;
   uint64_t reserved_bytes = 0;  // per GPU; the GPU's total for exclusive jobs
   int cpus = 0;
+  std::vector<NodeGpus> parts{};  // {}: callers may leave it out of an aggregate
 };
 
 struct PlacementResult {
@@ -158,6 +187,15 @@ uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu);
 // started, and gets no GPUs held; later jobs of other users still start. Its reason names
 // the limit ("waiting: ada has 2 jobs running; max_jobs_per_user = 2").
 //
+// Node choice: a job goes only to nodes that accept new jobs (NodeState::accepts_new), are
+// in its nodes_allowed (when not empty) and not in its nodes_excluded; its reason says so
+// when that is why it waits. A gang (num_nodes N > 1) starts only when N distinct such nodes
+// each have its GPUs (chosen on each node as for a single-node job); of the nodes that
+// could, those whose chosen GPUs are closest, then leave fewest used GPUs, then least usable
+// memory, then the first by name, in that order; part 0 is the first of them. Gangs take the
+// plain rule even with config.workload. A gang counts total_gpus() for max_gpus_per_user,
+// one attempt for max_jobs_per_user, and an aged gang gets GPUs held on N nodes.
+//
 // GPU choice: only GPUs in config.devices (when not empty) and with fewer than
 // config.max_jobs_per_gpu trainq attempts (when > 0). Exclusive jobs take only GPUs with no
 // holding and no foreign process; no job joins a GPU held exclusively. Host memory is checked
@@ -186,8 +224,9 @@ struct GpuExplanation {
   uint64_t total_bytes = 0;
   std::vector<JobId> jobs;  // trainq attempts on it
   int foreign_processes = 0;
-  bool fits = false;   // the job's share of it would fit there now
-  std::string closed;  // why the job may not use it ("not in the device allowlist"), or ""
+  bool fits = false;  // the job's share of it would fit there now
+  // why the job may not use it ("not in the device allowlist", "node drained"), or ""
+  std::string closed;
   JobId held_for = 0;  // the aged job it is held for, 0: none
 };
 

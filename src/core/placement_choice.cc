@@ -124,16 +124,35 @@ bool HostFits(const PendingJob& job, const NodeState& node) {
   return FreeSlots(node) >= job.cpus && HostMemFits(job, node);
 }
 
+}  // namespace
+
 std::optional<NodeChoice> ChooseOnNode(const PendingJob& job, const Pass& p, size_t n,
-                                       unsigned ignore = kIgnoreNone) {
+                                       unsigned ignore) {
   const NodeState& node = p.node(n);
-  if (!HostFits(job, node)) return std::nullopt;
+  if (!p.NodeOpen(job, n) || !HostFits(job, node)) return std::nullopt;
   std::vector<GpuPick> picks = FittingGpus(job, p, n, ignore);
   if (picks.size() < static_cast<size_t>(job.gpus)) return std::nullopt;
   return PickOnNode(job, node, n, std::move(picks));
 }
 
-}  // namespace
+std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const Pass& p,
+                                                  unsigned ignore) {
+  std::vector<NodeChoice> fits;
+  for (size_t n = 0; n < p.size(); ++n) {
+    if (std::optional<NodeChoice> c = ChooseOnNode(job, p, n, ignore)) fits.push_back(*c);
+  }
+  size_t k = static_cast<size_t>(job.num_nodes);
+  if (fits.size() < k) return std::nullopt;
+  // The same preference as among single nodes, ties by name: the choice does not depend on
+  // the order the caller lists nodes in.
+  auto key = [&p](const NodeChoice& c) {
+    return std::tie(c.worst, c.sum, c.used_count, c.left, p.node(c.node).name);
+  };
+  std::partial_sort(fits.begin(), fits.begin() + static_cast<ptrdiff_t>(k), fits.end(),
+                    [&key](const NodeChoice& a, const NodeChoice& b) { return key(a) < key(b); });
+  fits.resize(k);
+  return fits;
+}
 
 std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p, unsigned ignore) {
   std::optional<NodeChoice> best;
@@ -216,7 +235,10 @@ std::optional<NodeChoice> ChooseNodeFgd(const PendingJob& job, const Pass& p) {
   };
   for (size_t n = 0; n < p.size(); ++n) {
     const NodeState& node = p.node(n);
-    if (job.gpus > static_cast<int>(node.gpus.size()) || !HostFits(job, node)) continue;
+    if (job.gpus > static_cast<int>(node.gpus.size()) || !p.NodeOpen(job, n) ||
+        !HostFits(job, node)) {
+      continue;
+    }
     std::vector<GpuPick> picks = FittingGpus(job, p, n);
     if (picks.size() < static_cast<size_t>(job.gpus)) continue;
     FragView(job, p, n, gpus, host);
@@ -237,25 +259,36 @@ std::optional<NodeChoice> ChooseNodeFgd(const PendingJob& job, const Pass& p) {
 
 }  // namespace
 
-// Records the start in the working copy so later jobs of this pass see it. used_now = 0
+// Records the start in the working copies so later jobs of this pass see it. used_now = 0
 // (it holds nothing yet) makes the reservation count in full whatever the ramp-up window.
-StartDecision Commit(const PendingJob& job, const NodeChoice& choice, NodeState& node, UnixMs now) {
-  StartDecision d{job.id, node.name, {}, 0, job.cpus};
-  for (const GpuPick& p : choice.picks) {
-    GpuState& gpu = node.gpus[p.pos];
-    uint64_t bytes = job.exclusive() ? gpu.total_bytes : NeededBytes(job, gpu);
-    gpu.holdings.push_back({job.id, bytes, 0, job.exclusive(), now});
-    d.gpu_indices.push_back(gpu.index);
-    d.reserved_bytes = std::max(d.reserved_bytes, bytes);
+StartDecision Commit(const PendingJob& job, std::span<const NodeChoice> parts, Pass& p) {
+  StartDecision d{job.id, "", {}, 0, job.cpus, {}};
+  for (const NodeChoice& choice : parts) {
+    NodeState& node = p.Mutable(choice.node);
+    NodeGpus part{node.name, {}};
+    for (const GpuPick& pick : choice.picks) {
+      GpuState& gpu = node.gpus[pick.pos];
+      uint64_t bytes = job.exclusive() ? gpu.total_bytes : NeededBytes(job, gpu);
+      gpu.holdings.push_back({job.id, bytes, 0, job.exclusive(), p.now});
+      part.gpu_indices.push_back(gpu.index);
+      d.reserved_bytes = std::max(d.reserved_bytes, bytes);
+    }
+    std::sort(part.gpu_indices.begin(), part.gpu_indices.end());
+    node.cpu_slots_used += job.cpus;
+    node.host_mem_used = SatAdd(node.host_mem_used, job.host_mem_bytes);
+    d.parts.push_back(std::move(part));
   }
-  std::sort(d.gpu_indices.begin(), d.gpu_indices.end());
-  node.cpu_slots_used += job.cpus;
-  node.host_mem_used = SatAdd(node.host_mem_used, job.host_mem_bytes);
+  if (!d.parts.empty())
+    std::tie(d.node, d.gpu_indices) = std::pair(d.parts[0].node, d.parts[0].gpu_indices);
   return d;
 }
 
-std::optional<NodeChoice> Choose(const PendingJob& job, const Pass& p) {
-  return p.config.workload.empty() ? ChooseNode(job, p) : ChooseNodeFgd(job, p);
+std::optional<std::vector<NodeChoice>> Choose(const PendingJob& job, const Pass& p) {
+  if (job.num_nodes > 1) return ChooseGang(job, p);
+  std::optional<NodeChoice> one =
+      p.config.workload.empty() ? ChooseNode(job, p) : ChooseNodeFgd(job, p);
+  if (!one) return std::nullopt;
+  return std::vector<NodeChoice>{std::move(*one)};
 }
 
 }  // namespace trainq::placement_internal

@@ -34,7 +34,7 @@ std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> HoldCandidates(con
                                                                              size_t n) {
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> out;
   const NodeState& node = p.node(n);
-  if (node.cpu_slots < job.cpus) return out;
+  if (!p.NodeOpen(job, n) || node.cpu_slots < job.cpus) return out;
   if (node.host_mem_bytes > 0 && job.host_mem_bytes > node.host_mem_bytes) return out;
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     const GpuState& gpu = node.gpus[i];
@@ -45,49 +45,91 @@ std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> HoldCandidates(con
   return out;
 }
 
-// The previous hold, if it is still a valid choice.
-std::optional<std::pair<size_t, std::vector<size_t>>> KeptHold(const PendingJob& job, const Pass& p,
-                                                               std::span<const Hold> previous) {
-  auto prev = std::find_if(previous.begin(), previous.end(),
-                           [&job](const Hold& h) { return h.job == job.id; });
-  if (prev == previous.end() || prev->gpu_indices.size() != static_cast<size_t>(job.gpus)) {
-    return std::nullopt;
+// The positions of `indices` among the GPUs the job may hold on node `n`; nullopt when one
+// is no longer a candidate.
+std::optional<std::vector<size_t>> StillHoldable(const PendingJob& job, const Pass& p, size_t n,
+                                                 const std::vector<int>& indices) {
+  auto candidates = HoldCandidates(job, p, n);
+  std::vector<size_t> gpus;
+  for (int index : indices) {
+    auto c = std::find_if(candidates.begin(), candidates.end(), [&](const auto& cand) {
+      return p.node(n).gpus[cand.second].index == index;
+    });
+    if (c == candidates.end()) return std::nullopt;
+    gpus.push_back(c->second);
   }
-  for (size_t n = 0; n < p.size(); ++n) {
-    if (p.node(n).name != prev->node) continue;
-    auto candidates = HoldCandidates(job, p, n);
-    std::vector<size_t> gpus;
-    for (int index : prev->gpu_indices) {
-      auto c = std::find_if(candidates.begin(), candidates.end(), [&](const auto& cand) {
-        return p.node(n).gpus[cand.second].index == index;
-      });
-      if (c == candidates.end()) return std::nullopt;
-      gpus.push_back(c->second);
-    }
-    return std::pair(n, gpus);
-  }
-  return std::nullopt;
+  return gpus;
 }
 
-// Where the job would fit soonest: the node whose nearest GPUs are least short of it.
-std::optional<std::pair<size_t, std::vector<size_t>>> ChooseHold(const PendingJob& job,
-                                                                 const Pass& p) {
-  std::optional<std::pair<size_t, std::vector<size_t>>> best;
-  std::pair<uint64_t, uint64_t> best_cost;
+// The previous hold, if it is still a valid choice: every part on a distinct node, with the
+// job's GPUs there.
+std::optional<HoldParts> KeptHold(const PendingJob& job, const Pass& p,
+                                  std::span<const Hold> previous) {
+  auto prev = std::find_if(previous.begin(), previous.end(),
+                           [&job](const Hold& h) { return h.job == job.id; });
+  if (prev == previous.end()) return std::nullopt;
+  std::vector<NodeGpus> parts = prev->parts;
+  if (parts.empty()) parts.push_back({prev->node, prev->gpu_indices});
+  if (parts.size() != static_cast<size_t>(job.num_nodes)) return std::nullopt;
+  HoldParts kept;
+  std::set<size_t> used;
+  for (const NodeGpus& part : parts) {
+    if (part.gpu_indices.size() != static_cast<size_t>(job.gpus)) return std::nullopt;
+    size_t n = 0;
+    while (n < p.size() && (p.node(n).name != part.node || used.count(n))) ++n;
+    if (n == p.size()) return std::nullopt;
+    std::optional<std::vector<size_t>> gpus = StillHoldable(job, p, n, part.gpu_indices);
+    if (!gpus) return std::nullopt;
+    used.insert(n);
+    kept.emplace_back(n, std::move(*gpus));
+  }
+  return kept;
+}
+
+// Where the job would fit soonest: the nodes whose nearest GPUs are least short of it (as
+// many as it needs, ties to the node given first).
+std::optional<HoldParts> ChooseHold(const PendingJob& job, const Pass& p) {
+  using Cost = std::pair<uint64_t, uint64_t>;
+  std::vector<std::tuple<Cost, size_t, std::vector<size_t>>> options;
   size_t k = static_cast<size_t>(job.gpus);
   for (size_t n = 0; n < p.size(); ++n) {
     auto candidates = HoldCandidates(job, p, n);
     if (candidates.size() < k) continue;
-    std::pair<uint64_t, uint64_t> cost{0, 0};
+    Cost cost{0, 0};
     std::vector<size_t> gpus;
     for (size_t i = 0; i < k; ++i) {
       cost.first = SatAdd(cost.first, candidates[i].first.first);
       cost.second = SatAdd(cost.second, candidates[i].first.second);
       gpus.push_back(candidates[i].second);
     }
-    if (!best || cost < best_cost) std::tie(best, best_cost) = std::pair(std::pair(n, gpus), cost);
+    options.emplace_back(cost, n, std::move(gpus));
   }
-  return best;
+  size_t want = static_cast<size_t>(job.num_nodes);
+  if (options.size() < want) return std::nullopt;
+  std::sort(options.begin(), options.end());
+  HoldParts parts;
+  for (size_t i = 0; i < want; ++i) {
+    parts.emplace_back(std::get<1>(options[i]), std::move(std::get<2>(options[i])));
+  }
+  return parts;
+}
+
+// Where the job would start now, as a hold.
+std::optional<HoldParts> StartsNow(const PendingJob& job, const Pass& p) {
+  std::optional<std::vector<NodeChoice>> choice;
+  if (job.num_nodes > 1) {
+    choice = ChooseGang(job, p);
+  } else if (std::optional<NodeChoice> one = ChooseNode(job, p)) {
+    choice = std::vector<NodeChoice>{std::move(*one)};
+  }
+  if (!choice) return std::nullopt;
+  HoldParts parts;
+  for (const NodeChoice& c : *choice) {
+    std::vector<size_t> gpus;
+    for (const GpuPick& pick : c.picks) gpus.push_back(pick.pos);
+    parts.emplace_back(c.node, std::move(gpus));
+  }
+  return parts;
 }
 
 }  // namespace
@@ -112,16 +154,12 @@ void HoldForAged(std::span<const PendingJob* const> order, Pass& p,
     // idle for a job that cannot start yet is lost to backfill, and holding for a whole
     // backlog of aged jobs idles the cluster (the Philly replay in docs/scheduling.md).
     bool capped = p.config.max_holds > 0 && blocking >= p.config.max_holds;
-    std::optional<std::pair<size_t, std::vector<size_t>>> hold;
+    std::optional<HoldParts> hold;
     if (!capped) hold = KeptHold(*job, p, previous);
     bool starts_now = false;
     if (!hold) {
-      if (std::optional<NodeChoice> now = ChooseNode(*job, p)) {
-        std::vector<size_t> gpus;
-        for (const GpuPick& pick : now->picks) gpus.push_back(pick.pos);
-        hold = std::pair(now->node, std::move(gpus));
-        starts_now = true;
-      }
+      hold = StartsNow(*job, p);
+      starts_now = hold.has_value();
     }
     if (!hold && !capped) hold = ChooseHold(*job, p);
     if (!hold) {  // once capped, a shape that cannot start now never will in this phase
@@ -129,16 +167,22 @@ void HoldForAged(std::span<const PendingJob* const> order, Pass& p,
       continue;
     }
     if (!starts_now) ++blocking;
-    p.Hold(hold->first, hold->second, job->id);
+    p.Hold(std::move(*hold), job->id);
   }
 }
 
 std::vector<Hold> HoldsInForce(const Pass& p) {
   std::vector<Hold> holds;
-  for (const auto& [job, where] : p.holds()) {
-    Hold h{job, p.node(where.first).name, {}};
-    for (size_t g : where.second) h.gpu_indices.push_back(p.node(where.first).gpus[g].index);
-    std::sort(h.gpu_indices.begin(), h.gpu_indices.end());
+  for (const auto& [job, parts] : p.holds()) {
+    Hold h{job, "", {}, {}};
+    for (const auto& [n, gpus] : parts) {
+      NodeGpus part{p.node(n).name, {}};
+      for (size_t g : gpus) part.gpu_indices.push_back(p.node(n).gpus[g].index);
+      std::sort(part.gpu_indices.begin(), part.gpu_indices.end());
+      h.parts.push_back(std::move(part));
+    }
+    if (!h.parts.empty())
+      std::tie(h.node, h.gpu_indices) = std::pair(h.parts[0].node, h.parts[0].gpu_indices);
     holds.push_back(std::move(h));
   }
   return holds;

@@ -49,6 +49,10 @@ inline UnixMs WaitingSince(const PendingJob& job) {
   return std::max(job.queued_at > 0 ? job.queued_at : job.submitted_at, job.not_before);
 }
 
+// Where GPUs are held for one job: (node position, GPU positions in NodeState::gpus) per
+// node, in rank order.
+using HoldParts = std::vector<std::pair<size_t, std::vector<size_t>>>;
+
 // What makes a GPU closed to a job; the reasons can look past some of them.
 enum Ignore : unsigned { kIgnoreNone = 0, kIgnoreHolds = 1, kIgnoreLimits = 2 };
 
@@ -99,7 +103,26 @@ class Pass {
     auto it = held_.find({node, gpu});
     return it == held_.end() ? 0 : it->second;
   }
+  // Whether the job may go to the node at all: it accepts new jobs, and the job's --node
+  // and --exclude-node let it.
+  bool NodeOpen(const PendingJob& job, size_t n) const {
+    const NodeState& nd = node(n);
+    if (!nd.accepts_new) return false;
+    if (job.nodes_allowed.empty() && job.nodes_excluded.empty()) return true;
+    return NodeClosedText(job, nd).empty();
+  }
+  // Why the job may not go to the node, "" when it may: "drained", "not in --node", ...
+  static std::string NodeClosedText(const PendingJob& job, const NodeState& nd) {
+    auto has = [&nd](const std::vector<std::string>& names) {
+      return std::find(names.begin(), names.end(), nd.name) != names.end();
+    };
+    if (!job.nodes_allowed.empty() && !has(job.nodes_allowed)) return "node not in its --node";
+    if (has(job.nodes_excluded)) return "node excluded by its --exclude-node";
+    if (!nd.accepts_new) return "node takes no new jobs (drained or lost)";
+    return "";
+  }
   bool Open(const PendingJob& job, size_t node, size_t gpu, unsigned ignore) const {
+    if (!NodeOpen(job, node)) return false;
     const GpuState& g = this->node(node).gpus[gpu];
     if (!(ignore & kIgnoreLimits) && (!Allowed(g) || !BelowMaxJobs(g))) return false;
     if (ignore & kIgnoreHolds) return true;
@@ -107,22 +130,26 @@ class Pass {
     return held == 0 || held == job.id;
   }
 
-  void Hold(size_t node, std::vector<size_t> gpus, JobId job) {
-    std::sort(gpus.begin(), gpus.end());
-    for (size_t g : gpus) held_[{node, g}] = job;
-    holds_[job] = {node, std::move(gpus)};
+  void Hold(HoldParts parts, JobId job) {
+    for (auto& [node, gpus] : parts) {
+      std::sort(gpus.begin(), gpus.end());
+      for (size_t g : gpus) held_[{node, g}] = job;
+    }
+    holds_[job] = std::move(parts);
   }
   bool Release(JobId job) {
     auto it = holds_.find(job);
     if (it == holds_.end()) return false;
-    for (size_t g : it->second.second) held_.erase({it->second.first, g});
+    for (const auto& [node, gpus] : it->second) {
+      for (size_t g : gpus) held_.erase({node, g});
+    }
     holds_.erase(it);
     return true;
   }
   bool HoldsFor(JobId job) const { return holds_.count(job) > 0; }
   bool AnyHolds() const { return !held_.empty(); }
   bool AllHeld() const { return held_.size() >= total_gpus_; }
-  const std::map<JobId, std::pair<size_t, std::vector<size_t>>>& holds() const { return holds_; }
+  const std::map<JobId, HoldParts>& holds() const { return holds_; }
   bool Limited() const { return !config.devices.empty() || config.max_jobs_per_gpu > 0; }
 
   bool UserLimited() const { return config.max_gpus_per_user > 0 || config.max_jobs_per_user > 0; }
@@ -137,12 +164,12 @@ class Pass {
     UserUse use = UseOf(job.user);
     if (config.max_jobs_per_user > 0 && use.jobs >= config.max_jobs_per_user) return true;
     return config.max_gpus_per_user > 0 && job.gpus > 0 &&
-           int64_t{use.gpus} + job.gpus > config.max_gpus_per_user;
+           int64_t{use.gpus} + job.total_gpus() > config.max_gpus_per_user;
   }
   void AddUse(const PendingJob& job) {
     if (!UserLimited()) return;
     UserUse& use = use_by_user_[job.user];
-    use.gpus += std::max(job.gpus, 0);
+    use.gpus += static_cast<int>(std::max<int64_t>(job.total_gpus(), 0));
     ++use.jobs;
   }
 
@@ -157,7 +184,7 @@ class Pass {
   std::vector<int32_t> copy_of_;                     // node -> index in copies_, -1: unchanged
   std::deque<NodeState> copies_;                     // a deque: references stay valid as it grows
   std::map<std::pair<size_t, size_t>, JobId> held_;  // (node, gpu position) -> job
-  std::map<JobId, std::pair<size_t, std::vector<size_t>>> holds_;
+  std::map<JobId, HoldParts> holds_;
   std::map<std::string, UserUse> use_by_user_;  // summed over nodes; kept only when limited
   int max_gpus_ = 0;
   int max_allowed_ = 0;
@@ -183,15 +210,19 @@ struct NodeChoice {
 
 // What a job asks for, apart from who it is. Within a pass resources only shrink, so once a
 // shape does not fit, no later job of that shape fits either, and they share one reason.
-using Shape = std::tuple<int, std::optional<uint64_t>, std::optional<double>, int, uint64_t>;
+// Where it may go is part of its shape (node lists are short, and empty for most jobs).
+using Shape = std::tuple<int, std::optional<uint64_t>, std::optional<double>, int, uint64_t, int,
+                         std::vector<std::string>, std::vector<std::string>>;
 
 inline Shape ShapeOf(const PendingJob& job) {
-  return {job.gpus, job.mem_bytes, job.mem_percent, job.cpus, job.host_mem_bytes};
+  return {job.gpus,           job.mem_bytes, job.mem_percent,   job.cpus,
+          job.host_mem_bytes, job.num_nodes, job.nodes_allowed, job.nodes_excluded};
 }
 
 // Whether RequestReason has nothing to say: the hot path of a long queue, no string built.
 inline bool Placeable(const PendingJob& job, const Pass& p) {
-  return job.not_before <= p.now && job.gpus >= 0 && job.cpus >= 0 &&
+  return job.not_before <= p.now && job.gpus >= 0 && job.cpus >= 0 && job.num_nodes >= 1 &&
+         (job.num_nodes == 1 || static_cast<size_t>(job.num_nodes) <= p.size()) &&
          (job.gpus == 0 || (job.gpus <= p.max_gpus() && job.gpus <= p.max_allowed()));
 }
 
@@ -208,10 +239,18 @@ std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n,
 // least left over); ties keep node order.
 std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p,
                                      unsigned ignore = kIgnoreNone);
+// The job's GPUs on one node, or nullopt where that node cannot take it now (closed to it,
+// too few fitting GPUs, CPU slots or host memory).
+std::optional<NodeChoice> ChooseOnNode(const PendingJob& job, const Pass& p, size_t n,
+                                       unsigned ignore = kIgnoreNone);
+// Where a gang goes: num_nodes distinct nodes, best first (placement.h), or nullopt.
+std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const Pass& p,
+                                                  unsigned ignore = kIgnoreNone);
+// Where the job goes, one NodeChoice per node in rank order: ChooseGang for a gang, else
 // ChooseNode, or the FGD choice where the policy has a workload mix.
-std::optional<NodeChoice> Choose(const PendingJob& job, const Pass& p);
-// Records the start in the working copy so later jobs of this pass see it.
-StartDecision Commit(const PendingJob& job, const NodeChoice& choice, NodeState& node, UnixMs now);
+std::optional<std::vector<NodeChoice>> Choose(const PendingJob& job, const Pass& p);
+// Records the start in the pass's working copies so later jobs of this pass see it.
+StartDecision Commit(const PendingJob& job, std::span<const NodeChoice> parts, Pass& p);
 
 // ---- placement_reasons.cc ----
 

@@ -153,6 +153,7 @@ std::string HostReason(const PendingJob& job, const Pass& p) {
   bool mem_short = true;
   for (size_t n = 0; n < p.size(); ++n) {
     const NodeState& node = p.node(n);
+    if (!p.NodeOpen(job, n)) continue;
     if (FittingGpus(job, p, n).size() < static_cast<size_t>(job.gpus)) continue;
     if (FreeSlots(node) >= job.cpus && !HostMemFits(job, node)) continue;
     mem_short = false;
@@ -174,7 +175,9 @@ std::string HostReason(const PendingJob& job, const Pass& p) {
 
 bool GpusFitSomewhere(const PendingJob& job, const Pass& p) {
   for (size_t n = 0; n < p.size(); ++n) {
-    if (FittingGpus(job, p, n).size() >= static_cast<size_t>(job.gpus)) return true;
+    if (p.NodeOpen(job, n) && FittingGpus(job, p, n).size() >= static_cast<size_t>(job.gpus)) {
+      return true;
+    }
   }
   return false;
 }
@@ -190,9 +193,13 @@ std::string RequestReason(const PendingJob& job, const Pass& p) {
     uint64_t secs = ms / 1000 + (ms % 1000 != 0 ? 1 : 0);
     return fmt::format("retrying after out of memory in {}s", secs);
   }
-  if (job.gpus < 0 || job.cpus < 0) {
-    return fmt::format("asks for {} and {}; cannot be placed", Plural(job.gpus, "GPU"),
-                       Plural(job.cpus, "CPU slot"));
+  if (job.gpus < 0 || job.cpus < 0 || job.num_nodes < 1) {
+    return fmt::format("asks for {} and {} on {}; cannot be placed", Plural(job.gpus, "GPU"),
+                       Plural(job.cpus, "CPU slot"), Plural(job.num_nodes, "node"));
+  }
+  if (job.num_nodes > 1 && static_cast<size_t>(job.num_nodes) > p.size()) {
+    return fmt::format("needs {} at once; the cluster has {}", Plural(job.num_nodes, "node"),
+                       p.size());
   }
   int largest = p.max_gpus();
   if (job.gpus > 0 && largest == 0)
@@ -211,6 +218,7 @@ std::string RequestReason(const PendingJob& job, const Pass& p) {
 
 // Why a GPU the job would fit is closed to it; "" when it is open.
 std::string ClosedText(const PendingJob& job, const Pass& p, size_t n, size_t i) {
+  if (!p.NodeOpen(job, n)) return Pass::NodeClosedText(job, p.node(n));
   const GpuState& gpu = p.node(n).gpus[i];
   if (!p.Allowed(gpu)) return "not in the device allowlist";
   if (!p.BelowMaxJobs(gpu)) {
@@ -232,6 +240,7 @@ std::string ClosedNote(const PendingJob& job, const Pass& p) {
   size_t count = 0;
   for (size_t n = 0; n < p.size(); ++n) {
     const NodeState& node = p.node(n);
+    if (!p.NodeOpen(job, n)) continue;  // the reason's node part says why
     for (size_t i = 0; i < node.gpus.size(); ++i) {
       std::string why = ClosedText(job, p, n, i);
       if (why.empty() || !LeftAfter(job, node.gpus[i], p.config, p.now)) continue;
@@ -243,12 +252,162 @@ std::string ClosedNote(const PendingJob& job, const Pass& p) {
 
 }  // namespace
 
+namespace {
+
+// Why the node is out for the job, in a few words; "" when it is open.
+std::string NodeOut(const PendingJob& job, const NodeState& node) {
+  if (std::find(job.nodes_excluded.begin(), job.nodes_excluded.end(), node.name) !=
+      job.nodes_excluded.end()) {
+    return "excluded (--exclude-node)";
+  }
+  return node.accepts_new ? "" : "takes no new jobs (drained or lost)";
+}
+
+std::string NamesText(const std::vector<std::string>& names) {
+  std::vector<std::string> shown(
+      names.begin(), names.begin() + static_cast<ptrdiff_t>(std::min(names.size(), kMaxListed)));
+  return Listed(std::move(shown), names.size());
+}
+
+// "--node a,b; --exclude-node c", or "" for a job that may go anywhere.
+std::string Constraint(const PendingJob& job) {
+  std::vector<std::string> parts;
+  if (!job.nodes_allowed.empty()) parts.push_back("--node " + NamesText(job.nodes_allowed));
+  if (!job.nodes_excluded.empty()) {
+    parts.push_back("--exclude-node " + NamesText(job.nodes_excluded));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// The job's node lists and drained or lost nodes leave fewer nodes than it needs: which and
+// why. "" when enough nodes are open to it.
+std::string NodesReason(const PendingJob& job, const Pass& p) {
+  size_t open = 0;
+  for (size_t n = 0; n < p.size(); ++n) open += p.NodeOpen(job, n) ? 1 : 0;
+  size_t need = static_cast<size_t>(job.num_nodes);
+  if (open >= need || p.size() == 0) return "";  // no node at all: the usual reasons say so
+  auto find = [&p](const std::string& name) {
+    for (size_t n = 0; n < p.size(); ++n) {
+      if (p.node(n).name == name) return n;
+    }
+    return p.size();
+  };
+  std::vector<std::string> out;
+  size_t count = 0;
+  auto add = [&](const std::string& name, const std::string& why) {
+    if (why.empty()) return;
+    if (++count <= kMaxListed) out.push_back(name + " " + why);
+  };
+  if (!job.nodes_allowed.empty()) {
+    if (job.nodes_allowed.size() == 1 && need == 1) {
+      const std::string& name = job.nodes_allowed[0];
+      size_t n = find(name);
+      if (n == p.size())
+        return fmt::format("needs node {} (--node), which is not in the cluster", name);
+      std::string why = NodeOut(job, p.node(n));
+      return fmt::format("needs node {} (--node), which {}", name,
+                         why.starts_with("excluded") ? "it also excludes (--exclude-node)" : why);
+    }
+    for (const std::string& name : job.nodes_allowed) {
+      size_t n = find(name);
+      add(name, n == p.size() ? "is not in the cluster" : NodeOut(job, p.node(n)));
+    }
+  } else {
+    for (size_t n = 0; n < p.size(); ++n) add(p.node(n).name, NodeOut(job, p.node(n)));
+  }
+  std::string constraint = Constraint(job);
+  std::string scope = constraint.empty() ? "" : fmt::format(" ({})", constraint);
+  std::string list = count == 0 ? "" : ": " + Listed(std::move(out), count);
+  if (need == 1) return fmt::format("no node it may use{} takes new jobs{}", scope, list);
+  return fmt::format("needs {} at once; only {} of the nodes it may use{} take{} new jobs{}",
+                     Plural(job.num_nodes, "node"), open, scope, open == 1 ? "s" : "", list);
+}
+
+// "on the nodes it may use (--node a,b): " before a job's GPU reason when it names nodes.
+std::string RestrictedPrefix(const PendingJob& job) {
+  std::string constraint = Constraint(job);
+  return constraint.empty() ? "" : fmt::format("on the nodes it may use ({}): ", constraint);
+}
+
+// "; gpu3 takes no new jobs (drained or lost)": nodes the job could use but for that.
+std::string NotTakingNote(const PendingJob& job, const Pass& p) {
+  std::vector<std::string> names;
+  size_t count = 0;
+  for (size_t n = 0; n < p.size(); ++n) {
+    const NodeState& node = p.node(n);
+    if (node.accepts_new) continue;
+    if (!job.nodes_allowed.empty() && std::find(job.nodes_allowed.begin(), job.nodes_allowed.end(),
+                                                node.name) == job.nodes_allowed.end()) {
+      continue;
+    }
+    if (std::find(job.nodes_excluded.begin(), job.nodes_excluded.end(), node.name) !=
+        job.nodes_excluded.end()) {
+      continue;
+    }
+    if (++count <= kMaxListed) names.push_back(node.name);
+  }
+  if (count == 0) return "";
+  return fmt::format("; {} {} no new jobs (drained or lost)", Listed(std::move(names), count),
+                     count == 1 ? "takes" : "take");
+}
+
+// A gang that does not fit: how many nodes have what each part needs, and which.
+std::string GangReason(const PendingJob& job, const Pass& p) {
+  std::string each;
+  if (job.gpus == 0) {
+    each = Plural(job.cpus, "CPU slot");
+  } else if (job.exclusive()) {
+    each = fmt::format("{} whole GPU{}", job.gpus, job.gpus == 1 ? "" : "s");
+  } else {
+    std::string mem = job.mem_bytes ? FormatBytes(*job.mem_bytes)
+                                    : fmt::format("{}% of its memory", job.mem_percent.value_or(0));
+    each = fmt::format("{} of {} usable", Plural(job.gpus, "GPU"), mem);
+  }
+  std::string head = fmt::format("needs {} with {} each", Plural(job.num_nodes, "node"), each);
+  size_t gpus_ok = 0, most = 0, most_node = 0;
+  std::vector<std::string> full;
+  size_t full_count = 0;
+  for (size_t n = 0; n < p.size(); ++n) {
+    if (!p.NodeOpen(job, n)) continue;
+    size_t fitting = FittingGpus(job, p, n).size();
+    if (fitting > most) std::tie(most, most_node) = std::pair(fitting, n);
+    if (fitting < static_cast<size_t>(job.gpus)) continue;
+    ++gpus_ok;
+    if (!ChooseOnNode(job, p, n)) continue;
+    if (++full_count <= kMaxListed) full.push_back(p.node(n).name);
+  }
+  if (full_count < gpus_ok && gpus_ok >= static_cast<size_t>(job.num_nodes)) {
+    return fmt::format("{}; {} have the GPUs but only {} also {}{} free", head, gpus_ok, full_count,
+                       Plural(job.cpus, "CPU slot"),
+                       job.host_mem_bytes > 0
+                           ? " and " + FormatBytes(job.host_mem_bytes) + " of host memory"
+                           : "");
+  }
+  if (full_count == 0) {
+    if (most == 0 || job.gpus == 0) return head + "; none has them";
+    return fmt::format("{}; none has them (most: {} on node {})", head, most,
+                       p.node(most_node).name);
+  }
+  return fmt::format("{}; {} {} them ({})", head, full_count, full_count == 1 ? "has" : "have",
+                     Listed(std::move(full), full_count));
+}
+
+}  // namespace
+
 std::string WhyWaiting(const PendingJob& job, const Pass& p) {
   std::string reason = RequestReason(job, p);
   if (!reason.empty()) return reason;
-  if (job.gpus == 0 || GpusFitSomewhere(job, p)) return HostReason(job, p);
-  std::string why = job.exclusive() ? ExclusiveReason(job, p) : SharedReason(job, p);
-  return why + ClosedNote(job, p);
+  reason = NodesReason(job, p);
+  if (!reason.empty()) return reason;
+  std::string why;
+  if (job.num_nodes > 1) {
+    why = GangReason(job, p);
+  } else if (job.gpus == 0 || GpusFitSomewhere(job, p)) {
+    why = HostReason(job, p);
+  } else {
+    why = job.exclusive() ? ExclusiveReason(job, p) : SharedReason(job, p);
+  }
+  return RestrictedPrefix(job) + why + ClosedNote(job, p) + NotTakingNote(job, p);
 }
 
 std::string UserCapReason(const PendingJob& job, const Pass& p) {
@@ -260,19 +419,21 @@ std::string UserCapReason(const PendingJob& job, const Pass& p) {
                        Plural(use.jobs, "job"), c.max_jobs_per_user);
   }
   // Asking for more than the limit: no number of ends lets it start.
-  if (c.max_gpus_per_user > 0 && job.gpus > c.max_gpus_per_user) {
+  if (c.max_gpus_per_user > 0 && job.total_gpus() > c.max_gpus_per_user) {
     return fmt::format("waiting: needs {}, more than max_gpus_per_user = {}",
-                       Plural(job.gpus, "GPU"), c.max_gpus_per_user);
+                       Plural(job.total_gpus(), "GPU"), c.max_gpus_per_user);
   }
-  std::string needs = job.gpus > 1 ? fmt::format(" and this job needs {}", job.gpus) : "";
+  std::string needs =
+      job.total_gpus() > 1 ? fmt::format(" and this job needs {}", job.total_gpus()) : "";
   return fmt::format("waiting: {} has {} in use{}; max_gpus_per_user = {}", who,
                      Plural(use.gpus, "GPU"), needs, c.max_gpus_per_user);
 }
 
 std::string HeldNote(const Pass& p, JobId job) {
-  const auto& [n, gpus] = p.holds().at(job);
   std::vector<std::string> names;
-  for (size_t g : gpus) names.push_back(GpuName(p, n, p.node(n).gpus[g]));
+  for (const auto& [n, gpus] : p.holds().at(job)) {
+    for (size_t g : gpus) names.push_back(GpuName(p, n, p.node(n).gpus[g]));
+  }
   return fmt::format("; waited past the aging limit: {} held for it", fmt::join(names, ", "));
 }
 

@@ -196,6 +196,55 @@ void CheckDeps(const JobSpec& spec, std::vector<FieldError>& out) {
   }
 }
 
+// A name as an error may show it: at most 80 bytes, anything but printable ASCII as '?'.
+std::string Printable(std::string_view text) {
+  std::string out(text.substr(0, 80));
+  std::replace_if(
+      out.begin(), out.end(), [](char c) { return c < 0x20 || c > 0x7e; }, '?');
+  return out;
+}
+
+void CheckNodeNames(const std::vector<std::string>& names, const char* field,
+                    std::vector<FieldError>& out) {
+  if (names.size() > kMaxNodeNames) {
+    out.push_back({field, fmt::format("names {} nodes; at most {}", names.size(), kMaxNodeNames)});
+    return;
+  }
+  for (const std::string& name : names) {
+    if (ValidNodeName(name)) continue;
+    out.push_back({field, fmt::format("'{}' is not a node name; use NAME[,NAME...] where a name "
+                                      "is 1 to {} letters, digits, '.', '_' or '-'",
+                                      Printable(name), kMaxNodeNameBytes)});
+    return;
+  }
+}
+
+void CheckNodes(const JobSpec& spec, std::vector<FieldError>& out) {
+  CheckNodeNames(spec.nodes_allowed, "--node", out);
+  CheckNodeNames(spec.nodes_excluded, "--exclude-node", out);
+  for (const std::string& name : spec.nodes_allowed) {
+    if (std::find(spec.nodes_excluded.begin(), spec.nodes_excluded.end(), name) !=
+        spec.nodes_excluded.end()) {
+      out.push_back({"--exclude-node", fmt::format("{} is also given with --node; a node may be "
+                                                   "allowed or excluded, not both",
+                                                   name)});
+      break;
+    }
+  }
+  if (spec.num_nodes < 1 || spec.num_nodes > kMaxNumNodes) {
+    out.push_back(
+        {"--nodes", fmt::format("{} is not between 1 and {}", spec.num_nodes, kMaxNumNodes)});
+  } else if (spec.num_nodes > 1 && spec.gpus < 1) {
+    out.push_back(
+        {"--nodes", "a job over several nodes needs GPUs on each: give --gpus 1 or more"});
+  } else if (!spec.nodes_allowed.empty() &&
+             static_cast<size_t>(spec.num_nodes) > spec.nodes_allowed.size()) {
+    out.push_back({"--nodes", fmt::format("asks for {} nodes but --node names {}; name at least "
+                                          "as many nodes as --nodes asks for",
+                                          spec.num_nodes, spec.nodes_allowed.size())});
+  }
+}
+
 // The per-worker variables torchrun (torch.distributed.run) sets for each rank.
 constexpr std::array<std::string_view, 8> kWorkerVars = {
     "WORLD_SIZE",       "RANK",       "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
@@ -233,6 +282,15 @@ std::string_view Basename(std::string_view path) {
 
 }  // namespace
 
+bool ValidNodeName(std::string_view name) {
+  auto ok = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  };
+  return !name.empty() && name.size() <= kMaxNodeNameBytes &&
+         std::all_of(name.begin(), name.end(), ok);
+}
+
 std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limits, CwdKind cwd) {
   std::vector<FieldError> errors;
   CheckCommand(spec, errors);
@@ -244,6 +302,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckName(spec, errors);
   CheckEnv(spec, errors);
   CheckDeps(spec, errors);
+  CheckNodes(spec, errors);
   return errors;
 }
 

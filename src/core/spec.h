@@ -19,7 +19,10 @@ struct FieldError {
 
 constexpr size_t kMaxJobNameBytes = 200;
 constexpr int kMaxRetries = 100;
-constexpr size_t kMaxDeps = 1000;  // ids in --after and --after-any together
+constexpr size_t kMaxDeps = 1000;         // ids in --after and --after-any together
+constexpr int kMaxNumNodes = 1024;        // --nodes
+constexpr size_t kMaxNodeNameBytes = 64;  // a name in --node and --exclude-node
+constexpr size_t kMaxNodeNames = 1024;    // names in each of --node and --exclude-node
 constexpr char kMasterAddr[] = "127.0.0.1";
 
 struct SpecLimits {
@@ -40,6 +43,9 @@ constexpr size_t kExecReserve = 8 * 1024;
 
 // What the caller found at the job's cwd (an OS touch, kept out of this pure check).
 enum class CwdKind { kDirectory, kMissing, kNotADirectory };
+
+// Whether `name` may name a node: 1 to 64 letters, digits, '.', '_' or '-'.
+bool ValidNodeName(std::string_view name);
 
 // Every problem at once; empty when the spec may be stored.
 std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limits, CwdKind cwd);

@@ -447,6 +447,56 @@ TEST(ValidateSpecTest, DependencyIdsMustBePositiveAndFew) {
   EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
 }
 
+TEST(ValidateSpecTest, NodeListsAndGangs) {
+  JobSpec spec = GoodSpec();
+  spec.nodes_allowed = {"gpu1", "gpu-2.lab", "GPU_3"};
+  spec.nodes_excluded = {"gpu4"};
+  spec.num_nodes = 2;
+  EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
+  spec.nodes_allowed = {std::string(kMaxNodeNameBytes, 'a')};
+  spec.num_nodes = 1;
+  EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
+}
+
+TEST(ValidateSpecTest, BadNodeListsAndGangsNameTheirField) {
+  auto only = [](const JobSpec& spec) {
+    std::vector<FieldError> errors = ValidateSpec(spec, kLimits, kDir);
+    EXPECT_EQ(errors.size(), 1u);
+    return errors.empty() ? FieldError{} : errors[0];
+  };
+  JobSpec spec = GoodSpec();
+  spec.nodes_allowed = {"gpu1", "bad name"};
+  FieldError e = only(spec);
+  EXPECT_EQ(e.field, "--node");
+  EXPECT_THAT(e.message, HasSubstr("'bad name' is not a node name; use NAME[,NAME...]"));
+  spec = GoodSpec();
+  spec.nodes_excluded = {""};
+  EXPECT_EQ(only(spec).field, "--exclude-node");
+  spec.nodes_excluded = {std::string(kMaxNodeNameBytes + 1, 'a')};
+  EXPECT_EQ(only(spec).field, "--exclude-node");
+  spec.nodes_excluded = {"evil\n\x1b[31m"};  // shown with the control bytes replaced
+  EXPECT_THAT(only(spec).message, HasSubstr("'evil??[31m'"));
+  spec = GoodSpec();
+  spec.nodes_allowed = {"a", "b"};
+  spec.nodes_excluded = {"b"};
+  e = only(spec);
+  EXPECT_EQ(e.field, "--exclude-node");
+  EXPECT_THAT(e.message, HasSubstr("b is also given with --node"));
+  spec = GoodSpec();
+  spec.num_nodes = 0;
+  EXPECT_EQ(only(spec).message, "0 is not between 1 and 1024");
+  spec.num_nodes = kMaxNumNodes + 1;
+  EXPECT_EQ(only(spec).field, "--nodes");
+  spec.num_nodes = 2;
+  spec.gpus = 0;
+  spec.mem_bytes.reset();
+  EXPECT_THAT(only(spec).message, HasSubstr("give --gpus 1 or more"));
+  spec = GoodSpec();
+  spec.num_nodes = 3;
+  spec.nodes_allowed = {"a", "b"};
+  EXPECT_THAT(only(spec).message, HasSubstr("asks for 3 nodes but --node names 2"));
+}
+
 TEST(DefaultJobNameTest, PrefersTheScriptOverTheInterpreter) {
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"python", "train.py", "--lr", "3e-4"}, "train.py"},

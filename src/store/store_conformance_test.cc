@@ -70,6 +70,22 @@ TEST_P(StoreConformance, SubmitRoundTripsEveryField) {
   EXPECT_TRUE(job.attempts.empty());
 }
 
+TEST_P(StoreConformance, SubmitRoundTripsNodeChoiceAndGang) {
+  JobSpec gang = Spec("gang");
+  gang.nodes_allowed = {"gpu1", "gpu2.lab", "gpu_3"};
+  gang.nodes_excluded = {"gpu-9"};
+  gang.num_nodes = 2;
+  JobSpec plain = Spec("plain");
+  Job got = Fetch(SubmitOne(gang));
+  EXPECT_EQ(got.spec.nodes_allowed, gang.nodes_allowed);
+  EXPECT_EQ(got.spec.nodes_excluded, gang.nodes_excluded);
+  EXPECT_EQ(got.spec.num_nodes, 2);
+  Job single = Fetch(SubmitOne(plain));
+  EXPECT_TRUE(single.spec.nodes_allowed.empty());
+  EXPECT_TRUE(single.spec.nodes_excluded.empty());
+  EXPECT_EQ(single.spec.num_nodes, 1);
+}
+
 TEST_P(StoreConformance, SubmitKeepsMemoryPercentApartFromBytesAndExclusive) {
   JobSpec percent = Spec("percent");
   percent.mem_percent = 37.5;

@@ -30,6 +30,12 @@ BAD_SUBMITS = {
     "mem beyond the largest GPU": (["--mem", "81GiB"], ["true"], "(the largest has 80.0 GiB)"),
     "minutes past 59": (["--time", "1:99:99"], ["true"], "--time: '1:99:99'"),
     "cwd is a file": (["--cwd", "/etc/passwd"], ["true"], "/etc/passwd is not a directory"),
+    "bad node name": (["--node", "gpu1,bad name"], ["true"], "--node: 'bad name' is not a node name"),
+    "empty node name": (["--exclude-node", "a,,b"], ["true"], "--exclude-node: '' is not a node name"),
+    "node allowed and excluded": (["--node", "a", "--exclude-node", "a"], ["true"],
+                                  "a is also given with --node"),
+    "zero nodes": (["--nodes", "0"], ["true"], "--nodes: 0 is not between 1 and 1024"),
+    "gang of cpu jobs": (["-N", "2", "--gpus", "0"], ["true"], "--nodes: a job over several nodes"),
 }
 
 

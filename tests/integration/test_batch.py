@@ -74,3 +74,21 @@ def test_daemon_status_reports_pid_and_absence(tq):
     st = json.loads(tq.run("daemon", "status", "--json").stdout)
     assert st["running"] is False
     assert tq.daemon_pid() is None  # status does not start a daemon
+
+
+def test_node_options_reach_the_job_and_are_batch_defaults(tq):
+    """--node (repeatable, comma lists), --exclude-node and --nodes are stored and shown; with
+    --from they are every line's defaults, and a JSON line may override them."""
+    one = tq.submit("--gpus", "0", "--node", "gpu1,gpu2", "--node", "gpu3",
+                    "--exclude-node", "gpu9", cmd=["true"])
+    job = tq.show(one)
+    assert (job["nodes"], job["exclude_nodes"], job["num_nodes"]) == (
+        ["gpu1", "gpu2", "gpu3"], ["gpu9"], 1)
+    plain = tq.show(tq.submit("--gpus", "0", cmd=["true"]))
+    assert (plain["nodes"], plain["exclude_nodes"], plain["num_nodes"]) == ([], [], 1)
+    path = write(tq, "jobs.txt", 'true\n{"command": ["true"], "nodes": ["b"]}\n')
+    ids = [int(x) for x in tq.run("submit", "--from", path, "--gpus", "0",
+                                  "--node", "a").stdout.split()]
+    assert [tq.show(i)["nodes"] for i in ids] == [["a"], ["b"]]
+    text = tq.run("show", str(one)).stdout
+    assert "gpu1,gpu2,gpu3" in text and "gpu9" in text

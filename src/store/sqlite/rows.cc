@@ -160,6 +160,13 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   } else {
     query.Bind(18, spec.submit_key);
   }
+  Result<std::string> nodes = EncodeStrings(spec.nodes_allowed, "nodes");
+  if (!nodes.ok()) return nodes.status();
+  Result<std::string> exclude = EncodeStrings(spec.nodes_excluded, "exclude_nodes");
+  if (!exclude.ok()) return exclude.status();
+  query.Bind(19, *nodes);
+  query.Bind(20, *exclude);
+  query.Bind(21, spec.num_nodes);
   return Status::Ok();
 }
 
@@ -186,6 +193,9 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   TRAINQ_RETURN_IF_ERROR(Take(DecodeIds(q.Text(18), "after_any"), job.spec.after_any));
   job.spec.time_limit_ms = q.Int64(19);
   job.queued_at = q.Int64(20);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(21), "nodes"), job.spec.nodes_allowed));
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(22), "exclude_nodes"), job.spec.nodes_excluded));
+  job.spec.num_nodes = q.Int(23);
   return job;
 }
 

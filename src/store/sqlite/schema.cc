@@ -106,8 +106,16 @@ CREATE TABLE tokens (
 CREATE UNIQUE INDEX tokens_live_name ON tokens (name) WHERE revoked_at = 0;
 )sql";
 
+// Version 6: where a job may run in a cluster (--node, --exclude-node as JSON arrays of
+// names) and how many nodes it spans (--nodes).
+constexpr char kSchemaV6[] = R"sql(
+ALTER TABLE jobs ADD COLUMN nodes TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN exclude_nodes TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN num_nodes INTEGER NOT NULL DEFAULT 1;
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5},
+    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

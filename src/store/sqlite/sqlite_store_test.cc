@@ -271,13 +271,16 @@ TEST_F(SqliteStoreTest, VersionOneDatabaseIsMigratedKeepingJobsAndAttempts) {
   ASSERT_EQ(raw.Text("PRAGMA user_version"), "1");
   std::unique_ptr<Store> store = Open();
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(raw.Text("PRAGMA user_version"), "5");
+  EXPECT_EQ(raw.Text("PRAGMA user_version"),
+            std::to_string(sqlite::SchemaMigrations().back().version));
   Result<Job> job = store->Get(7);
   ASSERT_TRUE(IsOk(job));
   EXPECT_EQ(job->spec.name, "old");
   EXPECT_TRUE(job->spec.after.empty());
   EXPECT_TRUE(job->spec.after_any.empty());
   EXPECT_EQ(job->spec.time_limit_ms, 0);
+  EXPECT_TRUE(job->spec.nodes_allowed.empty());
+  EXPECT_EQ(job->spec.num_nodes, 1);
   ASSERT_EQ(job->attempts.size(), 1u);
   EXPECT_EQ(job->attempts[0].master_port, 0);
   // And the new columns work on the migrated file.
