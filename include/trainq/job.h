@@ -61,6 +61,16 @@ struct JobSpec {
   bool has_deps() const { return !after.empty() || !after_any.empty(); }
 };
 
+// One node's share of an attempt over several nodes (--nodes N, a gang): its GPUs and run
+// dir there. Part 0 runs on the master node (MASTER_ADDR).
+struct AttemptPart {
+  std::string node;
+  std::vector<int> gpu_indices;
+  std::vector<std::string> gpu_uuids;
+  std::string run_dir;
+  std::string log_path;
+};
+
 // One execution of a job. Attempts are numbered from 1.
 struct Attempt {
   int n = 0;
@@ -82,6 +92,13 @@ struct Attempt {
   uint64_t peak_mem_bytes = 0;  // sum over the attempt's GPUs, highest sample
   int master_port = 0;          // MASTER_PORT of a multi-GPU attempt; 0: none
   std::string end_reason;       // "exit code 1", "out of memory (retry 1 of 3 in 30s)"
+  // A gang's parts in rank order (part 0 is also node, gpu_indices, run_dir above); empty
+  // for an attempt on one node. master_addr: part 0's node_address.
+  std::vector<AttemptPart> parts;
+  std::string master_addr;
+  // The part of this attempt on `node`: the attempt itself for one node (when it runs
+  // there), a gang's part there, or nullopt. `rank` gets the part's rank (0 for one node).
+  std::optional<AttemptPart> PartOn(const std::string& on, int* rank = nullptr) const;
 };
 
 struct Job {

@@ -37,4 +37,18 @@ std::string FormatTime(UnixMs t) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
+std::optional<AttemptPart> Attempt::PartOn(const std::string& on, int* rank) const {
+  if (parts.empty()) {
+    if (node != on) return std::nullopt;
+    if (rank != nullptr) *rank = 0;
+    return AttemptPart{node, gpu_indices, gpu_uuids, run_dir, log_path};
+  }
+  for (size_t r = 0; r < parts.size(); ++r) {
+    if (parts[r].node != on) continue;
+    if (rank != nullptr) *rank = static_cast<int>(r);
+    return parts[r];
+  }
+  return std::nullopt;
+}
+
 }  // namespace trainq

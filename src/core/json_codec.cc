@@ -194,6 +194,21 @@ std::string MemText(const JobSpec& spec) {
 
 }  // namespace
 
+namespace {
+
+// Where an attempt ran: its node, or a gang's nodes in rank order.
+json AttemptNodes(const Attempt& a) {
+  json nodes = json::array();
+  if (a.parts.empty()) {
+    if (!a.node.empty()) nodes.push_back(a.node);
+    return nodes;
+  }
+  for (const AttemptPart& p : a.parts) nodes.push_back(p.node);
+  return nodes;
+}
+
+}  // namespace
+
 json AttemptToJson(const Attempt& a) {
   return json{{"n", a.n},
               {"state", std::string(StateName(a.state))},
@@ -212,7 +227,8 @@ json AttemptToJson(const Attempt& a) {
               {"run_dir", a.run_dir},
               {"pid", a.pid},
               {"end_reason", a.end_reason},
-              {"master_port", a.master_port > 0 ? json(a.master_port) : json(nullptr)}};
+              {"master_port", a.master_port > 0 ? json(a.master_port) : json(nullptr)},
+              {"nodes", AttemptNodes(a)}};
 }
 
 json JobToJson(const Job& job) {

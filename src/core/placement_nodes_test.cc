@@ -219,6 +219,17 @@ TEST(GangTest, ExclusiveGangReason) {
   EXPECT_EQ(ReasonOf(r, 1), "needs 2 nodes with 2 whole GPUs each; 1 has them (a)");
 }
 
+// A whole-GPU gang never shares a GPU that a running whole-GPU job holds.
+TEST(GangTest, ExclusiveGangSkipsAGpuHeldWhole) {
+  PendingJob gang = Gang(2, 2, 1);
+  gang.mem_bytes.reset();
+  NodeState held = Node("node1", {Gpu(0)});
+  held.gpus[0].holdings.push_back({1, 80 * kGiB, std::nullopt, true, kNow - 100});
+  PlacementResult r = PlaceAll({gang}, {Node("node0", {Gpu(0)}), held});
+  EXPECT_THAT(r.starts, IsEmpty());
+  EXPECT_EQ(ReasonOf(r, 2), "needs 2 nodes with 1 whole GPU each; 1 has them (node0)");
+}
+
 TEST(GangTest, MoreNodesThanTheClusterHas) {
   PlacementResult r = PlaceAll({Gang(1, 3, 1)}, {FourGpus("a"), FourGpus("b")});
   EXPECT_EQ(ReasonOf(r, 1), "needs 3 nodes at once; the cluster has 2");

@@ -219,7 +219,7 @@ void CheckNodeNames(const std::vector<std::string>& names, const char* field,
   }
 }
 
-void CheckNodes(const JobSpec& spec, std::vector<FieldError>& out) {
+void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
   CheckNodeNames(spec.nodes_allowed, "--node", out);
   CheckNodeNames(spec.nodes_excluded, "--exclude-node", out);
   for (const std::string& name : spec.nodes_allowed) {
@@ -234,6 +234,14 @@ void CheckNodes(const JobSpec& spec, std::vector<FieldError>& out) {
   if (spec.num_nodes < 1 || spec.num_nodes > kMaxNumNodes) {
     out.push_back(
         {"--nodes", fmt::format("{} is not between 1 and {}", spec.num_nodes, kMaxNumNodes)});
+  } else if (spec.num_nodes > limits.max_nodes) {
+    out.push_back(
+        {"--nodes", limits.max_nodes <= 1
+                        ? fmt::format("{} nodes asked, and this is one machine: a job over several "
+                                      "nodes needs a cluster (docs/cluster.md)",
+                                      spec.num_nodes)
+                        : fmt::format("{} nodes asked; the cluster has {}", spec.num_nodes,
+                                      limits.max_nodes)});
   } else if (spec.num_nodes > 1 && spec.gpus < 1) {
     out.push_back(
         {"--nodes", "a job over several nodes needs GPUs on each: give --gpus 1 or more"});
@@ -302,7 +310,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckName(spec, errors);
   CheckEnv(spec, errors);
   CheckDeps(spec, errors);
-  CheckNodes(spec, errors);
+  CheckNodes(spec, limits, errors);
   return errors;
 }
 

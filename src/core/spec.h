@@ -33,6 +33,7 @@ struct SpecLimits {
   // What the placement keeps free on every GPU (config headroom): an ask above the largest
   // GPU's total less this could never start.
   uint64_t headroom_bytes = 0;
+  int max_nodes = 1;  // nodes a job may span (--nodes): a cluster's nodes not lost
 };
 
 // execve refuses one argument or variable longer than this (Linux's MAX_ARG_STRLEN).
@@ -66,7 +67,8 @@ Result<std::pair<std::string, std::string>> ParseEnvAssignment(const std::string
 Result<int64_t> ParseTimeLimit(std::string_view text);
 
 // A multi-GPU attempt (gpus > 1) needs a MASTER_PORT for its ranks to meet on.
-inline bool NeedsMasterPort(const JobSpec& spec) { return spec.gpus > 1; }
+// So does a job over several nodes (--nodes), whose nodes meet on node 0's.
+inline bool NeedsMasterPort(const JobSpec& spec) { return spec.gpus > 1 || spec.num_nodes > 1; }
 
 struct AttemptEnvInput {
   JobId job = 0;

@@ -30,7 +30,7 @@ JobSpec GoodSpec() {
   return spec;
 }
 
-constexpr SpecLimits kLimits{.max_gpus_per_node = 4, .max_cpu_slots = 16};
+constexpr SpecLimits kLimits{.max_gpus_per_node = 4, .max_cpu_slots = 16, .max_nodes = 1024};
 constexpr CwdKind kDir = CwdKind::kDirectory;
 
 TEST(ValidateSpecTest, AcceptsAGoodSpec) {
@@ -495,6 +495,27 @@ TEST(ValidateSpecTest, BadNodeListsAndGangsNameTheirField) {
   spec.num_nodes = 3;
   spec.nodes_allowed = {"a", "b"};
   EXPECT_THAT(only(spec).message, HasSubstr("asks for 3 nodes but --node names 2"));
+}
+
+// A job over more nodes than there are: one machine says a cluster is needed, a cluster
+// how many nodes it has.
+TEST(ValidateSpecTest, MoreNodesThanThereAreIsRefused) {
+  JobSpec spec = GoodSpec();
+  spec.num_nodes = 2;
+  SpecLimits one = kLimits;
+  one.max_nodes = 1;
+  std::vector<FieldError> errors = ValidateSpec(spec, one, kDir);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].field, "--nodes");
+  EXPECT_THAT(errors[0].message, HasSubstr("needs a cluster"));
+  SpecLimits three = kLimits;
+  three.max_nodes = 3;
+  spec.num_nodes = 4;
+  errors = ValidateSpec(spec, three, kDir);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].message, "4 nodes asked; the cluster has 3");
+  spec.num_nodes = 3;
+  EXPECT_THAT(ValidateSpec(spec, three, kDir), IsEmpty());
 }
 
 TEST(DefaultJobNameTest, PrefersTheScriptOverTheInterpreter) {

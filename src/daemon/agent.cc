@@ -94,7 +94,8 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   return Status::Ok();
 }
 
-Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool record_start) {
+Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool record_start,
+                             int rank) {
   // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
   Result<UserInfo> runner = UserInfo{};
   if (config_.shared) runner = LookupUserByName(job.spec.user);
@@ -110,8 +111,13 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   RunSpec spec;
   spec.command = job.spec.command;
   spec.cwd = job.spec.cwd;
-  spec.env =
-      BuildAttemptEnv(job.spec, {job.id, n, p.gpu_indices, p.gpu_uuids, p.master_port, p.run_dir});
+  AttemptEnvInput env{job.id, n, p.gpu_indices, p.gpu_uuids, p.master_port, p.run_dir};
+  if (!p.parts.empty()) {
+    env.node_rank = std::max(rank, 0);
+    env.num_nodes = static_cast<int>(p.parts.size());
+    env.master_addr = p.master_addr;
+  }
+  spec.env = BuildAttemptEnv(job.spec, env);
   spec.log_path = p.log_path;
   spec.log_max_bytes = config_.log_max_bytes;
   spec.grace_ms = config_.grace_ms;
@@ -153,7 +159,10 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   // The shim runs whatever the store says: a failed MarkRunning must not lose it (its GPUs,
   // port and process would no longer be counted). It stays live and watched; its exit is
   // recorded from `starting` as well, and a restart re-adopts it as any starting attempt.
-  Status marked = store_->MarkRunning(job.id, n, shim->pid, shim->start_ticks, now);
+  // A gang's attempt is `running` once its master part runs; the other parts' shims are
+  // found by their run dirs on their own nodes.
+  Status marked =
+      rank > 0 ? Status::Ok() : store_->MarkRunning(job.id, n, shim->pid, shim->start_ticks, now);
   if (!marked.ok()) {
     spdlog::error("job {} attempt {}: recording it as running failed ({}); it runs on as starting",
                   job.id, n, marked.message());
@@ -172,7 +181,13 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   a.pid = shim->pid;
   a.pid_start_ticks = shim->start_ticks;
   a.master_port = p.master_port;
-  live_.insert_or_assign(job.id, FromAttempt(started, a));
+  LiveAttempt live = FromAttempt(started, a);
+  if (!p.parts.empty()) {
+    live.part = std::max(rank, 0);
+    live.parts = static_cast<int>(p.parts.size());
+    if (rank > 0) live.master_port = 0;  // node 0's port: not this node's to hold
+  }
+  live_.insert_or_assign(job.id, std::move(live));
   TrackRunning(job.id, job.spec.user);
   spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}]{})", job.id, n, shim->pid,
                fmt::join(p.gpu_indices, ","),
@@ -212,12 +227,15 @@ void DaemonImpl::OnShimExit(JobId id) {
   RecordEnd(id, DecideOutcome(in));
 }
 
-void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& end) {
+void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& given) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
   if (live.master_port > 0) ports_.Release(live.master_port);  // the attempt's processes are gone
   int n = live.n;
+  AttemptEnd end = given;
+  end.part = live.part;
+  end.parts = live.parts;
   live_.erase(it);
   StoreEnd(id, n, end);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
@@ -275,13 +293,26 @@ void DaemonImpl::RecoverAttempts() {
     return;
   }
   for (const Job& job : *active) {
-    const Attempt* a = job.current();
-    if (!a || a->node != node_) continue;
+    const Attempt* current = job.current();
+    int rank = 0;
+    std::optional<AttemptPart> part =
+        current ? current->PartOn(node_, &rank) : std::optional<AttemptPart>();
+    if (!part) continue;
     // Placed here by the leader while this daemon was away: SyncAssigned starts it.
-    if (cluster_ && a->state == JobState::kStarting && a->pid == 0 && !IsDirectory(a->run_dir)) {
-      continue;
+    if (cluster_ && !IsDirectory(part->run_dir)) continue;
+    // This node's part, as if the attempt were its alone.
+    Attempt a = *current;
+    a.node = part->node;
+    a.gpu_indices = part->gpu_indices;
+    a.gpu_uuids = part->gpu_uuids;
+    a.run_dir = part->run_dir;
+    a.log_path = part->log_path;
+    if (!current->parts.empty() && rank > 0) a.master_port = 0;
+    RecoverOne(job, a);
+    if (!current->parts.empty() && live_.count(job.id)) {
+      live_[job.id].part = rank;
+      live_[job.id].parts = static_cast<int>(current->parts.size());
     }
-    RecoverOne(job, *a);
   }
   // After the re-adoptions above (ports held again, ended attempts collected): a crash
   // between a job's end and its dependents' resolution must not leave them blocked.

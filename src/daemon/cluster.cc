@@ -2,6 +2,7 @@
 // agent (heartbeats, runs what is placed on it); the one holding the leader lease is also
 // the scheduler for all nodes. Nothing here runs where the store is SQLite.
 #include <algorithm>
+#include <charconv>
 #include <csignal>
 
 #include <fmt/format.h>
@@ -188,6 +189,13 @@ void DaemonImpl::OnClusterEvent(const std::string& event) {
     return;
   }
   if (kind == "reconnected") SyncAssigned();
+  // An attempt that ended elsewhere (a gang's other part failed, its node was lost): stop
+  // this node's part of it now, not at the next heartbeat.
+  if (kind == "end" && !live_.empty()) {
+    JobId id = 0;
+    std::from_chars(target.data(), target.data() + target.size(), id);
+    if (live_.count(id)) SyncAssigned();
+  }
   if (leader_) {
     // A submit, an end or a node's change anywhere: the queue or the GPUs changed.
     if (kind != "node") waiting_stale_ = true;
@@ -201,28 +209,38 @@ void DaemonImpl::SyncAssigned() {
   std::set<JobId> assigned;
   for (const Job& job : *mine) {
     const Attempt* a = job.current();
-    if (a == nullptr || a->node != node_) continue;
+    int rank = 0;
+    std::optional<AttemptPart> part = a ? a->PartOn(node_, &rank) : std::nullopt;
+    if (!part) continue;
     assigned.insert(job.id);
     auto it = live_.find(job.id);
     if (it == live_.end() || it->second.n != a->n) {
-      if (a->state != JobState::kStarting || a->pid != 0) continue;
+      // Not started here yet: part 0 is `starting` with no pid until it runs; a gang's
+      // other parts start while the attempt is starting or running, once each.
+      bool started = a->parts.empty() ? (a->state != JobState::kStarting || a->pid != 0)
+                                      : IsDirectory(part->run_dir);
+      if (started) continue;
       Placement p;
-      p.node = a->node;
-      p.gpu_indices = a->gpu_indices;
-      p.gpu_uuids = a->gpu_uuids;
+      p.node = part->node;
+      p.gpu_indices = part->gpu_indices;
+      p.gpu_uuids = part->gpu_uuids;
       p.reserved_bytes = a->reserved_bytes;
       p.cpus = a->cpus;
-      p.run_dir = a->run_dir;
-      p.log_path = a->log_path;
+      p.run_dir = part->run_dir;
+      p.log_path = part->log_path;
       p.master_port = a->master_port;
-      if (p.master_port > 0) ports_.Take(p.master_port);
-      if (Status st = RunPlaced(job, a->n, p, /*record_start=*/false); !st.ok()) {
-        if (p.master_port > 0) ports_.Release(p.master_port);
+      p.parts = a->parts;
+      p.master_addr = a->master_addr;
+      if (p.master_port > 0 && rank == 0) ports_.Take(p.master_port);
+      if (Status st = RunPlaced(job, a->n, p, /*record_start=*/false, rank); !st.ok()) {
+        if (p.master_port > 0 && rank == 0) ports_.Release(p.master_port);
         spdlog::error("job {} attempt {}: {}", job.id, a->n, st.message());
         AttemptEnd end;
         end.ended_at = clock_.Now();
         end.end_reason = fmt::format("node {} could not start it: {}", node_, st.message());
         end.job_reason = end.end_reason;
+        end.part = a->parts.empty() ? -1 : rank;
+        end.parts = static_cast<int>(a->parts.size());
         StoreEnd(job.id, a->n, end);
       }
       continue;
@@ -273,23 +291,31 @@ Status DaemonImpl::RefreshClusterView() {
   if (!active.ok()) return active.status();
   ClusterView view;
   view.active = std::move(*active);
-  std::map<std::string, std::vector<const Job*>> on_node;
+  // Each active attempt's part on each node (a gang has one per node), with its rank.
+  struct OnNode {
+    const Job* job;
+    AttemptPart part;
+    int rank;
+  };
+  std::map<std::string, std::vector<OnNode>> on_node;
   for (const Job& job : view.active) {
     const Attempt* a = job.current();
-    if (a != nullptr) on_node[a->node].push_back(&job);
-  }
-  for (NodeRecord& r : *records) {
-    for (const Job* job : on_node[r.name]) {
-      if (job->current()->master_port > 0) view.ports[r.name].insert(job->current()->master_port);
-    }
-    // A lost or drained node gets nothing new; a lost one's attempts are ended already.
-    if (r.lost || r.drained) {
-      view.records.emplace(r.name, std::move(r));
+    if (a == nullptr) continue;
+    if (a->master_port > 0) view.ports[a->node].insert(a->master_port);  // node 0's port
+    if (a->parts.empty()) {
+      on_node[a->node].push_back({&job, *a->PartOn(a->node), 0});
       continue;
     }
+    for (size_t r = 0; r < a->parts.size(); ++r) {
+      on_node[a->parts[r].node].push_back({&job, a->parts[r], static_cast<int>(r)});
+    }
+  }
+  for (NodeRecord& r : *records) {
     json info = json::parse(r.info, nullptr, false);
     NodeState node;
     node.name = r.name;
+    // A lost or drained node gets nothing new; what it holds still counts.
+    node.accepts_new = !r.lost && !r.drained;
     node.cpu_slots = info.is_object() ? info.value("cpu_slots", 0) : 0;
     std::map<int, const json*> gpu_info;
     if (info.is_object() && info.contains("gpus") && info["gpus"].is_array()) {
@@ -307,17 +333,16 @@ Status DaemonImpl::RefreshClusterView() {
         node.topology = info["topology"].get<std::vector<std::vector<int>>>();
       }
     }
-    for (const Job* job : on_node[r.name]) {
+    for (const OnNode& on : on_node[r.name]) {
+      const Job* job = on.job;
       const Attempt& a = *job->current();
+      const std::vector<int>& gpus = on.part.gpu_indices;
       node.cpu_slots_used += a.cpus;
       UserUse& use = node.use_by_user[job->spec.user];
-      use.gpus += static_cast<int>(a.gpu_indices.size());
-      ++use.jobs;
+      use.gpus += static_cast<int>(gpus.size());
+      if (on.rank == 0) ++use.jobs;  // a gang is one job, counted on its master node
       for (GpuState& gpu : node.gpus) {
-        if (std::find(a.gpu_indices.begin(), a.gpu_indices.end(), gpu.index) ==
-            a.gpu_indices.end()) {
-          continue;
-        }
+        if (std::find(gpus.begin(), gpus.end(), gpu.index) == gpus.end()) continue;
         Holding h;
         h.job = job->id;
         h.reserved_bytes = a.reserved_bytes;
@@ -344,23 +369,42 @@ Status DaemonImpl::RefreshClusterView() {
 Status DaemonImpl::PlaceOnNode(const Job& job, const StartDecision& d) {
   auto rec = view_.records.find(d.node);
   if (rec == view_.records.end()) return Status::NotFound("node " + d.node + " is not known");
-  const NodeRecord& node = rec->second;
+  const NodeRecord& node = rec->second;  // part 0's: the master
   int n = job.attempt + 1;
-  Placement p;
-  p.node = d.node;
-  p.gpu_indices = d.gpu_indices;
-  for (const NodeState& ns : view_.nodes) {
-    if (ns.name != d.node) continue;
-    for (int index : d.gpu_indices) {
-      for (const GpuState& g : ns.gpus) {
-        if (g.index == index) p.gpu_uuids.push_back(g.uuid);
+  // Every part: its node's GPUs and a run dir there.
+  std::vector<AttemptPart> parts;
+  std::vector<NodeGpus> wanted = d.parts;
+  if (wanted.empty()) wanted.push_back({d.node, d.gpu_indices});
+  for (const NodeGpus& want : wanted) {
+    auto on = view_.records.find(want.node);
+    if (on == view_.records.end()) return Status::NotFound("node " + want.node + " is not known");
+    AttemptPart part;
+    part.node = want.node;
+    part.gpu_indices = want.gpu_indices;
+    for (const NodeState& ns : view_.nodes) {
+      if (ns.name != want.node) continue;
+      for (int index : want.gpu_indices) {
+        for (const GpuState& g : ns.gpus) {
+          if (g.index == index) part.gpu_uuids.push_back(g.uuid);
+        }
       }
     }
+    part.run_dir = fmt::format("{}/{}/{}", on->second.runs_dir, job.id, n);
+    part.log_path = LogPath(part.run_dir);
+    parts.push_back(std::move(part));
   }
+  Placement p;
+  p.node = parts[0].node;
+  p.gpu_indices = parts[0].gpu_indices;
+  p.gpu_uuids = parts[0].gpu_uuids;
   p.reserved_bytes = d.reserved_bytes;
   p.cpus = d.cpus;
-  p.run_dir = fmt::format("{}/{}/{}", node.runs_dir, job.id, n);
-  p.log_path = LogPath(p.run_dir);
+  p.run_dir = parts[0].run_dir;
+  p.log_path = parts[0].log_path;
+  if (parts.size() > 1) {
+    p.parts = std::move(parts);
+    p.master_addr = node.address;
+  }
   if (NeedsMasterPort(job.spec)) {
     std::set<int>& held = view_.ports[d.node];
     for (int port = node.master_port_first; port <= node.master_port_last; ++port) {
@@ -382,8 +426,17 @@ Status DaemonImpl::PlaceOnNode(const Job& job, const StartDecision& d) {
     held.insert(p.master_port);
   }
   TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, clock_.Now()));
-  spdlog::info("job {} attempt {} placed on node {} (GPUs [{}])", job.id, n, d.node,
-               fmt::join(d.gpu_indices, ","));
+  if (p.parts.empty()) {
+    spdlog::info("job {} attempt {} placed on node {} (GPUs [{}])", job.id, n, d.node,
+                 fmt::join(d.gpu_indices, ","));
+  } else {
+    std::vector<std::string> where;
+    for (const AttemptPart& part : p.parts) {
+      where.push_back(fmt::format("{} [{}]", part.node, fmt::join(part.gpu_indices, ",")));
+    }
+    spdlog::info("job {} attempt {} placed on {} nodes: {}", job.id, n, p.parts.size(),
+                 fmt::join(where, ", "));
+  }
   ResolveDependents(job.id);
   return Status::Ok();
 }
@@ -409,8 +462,10 @@ void DaemonImpl::ClusterLimits(SpecLimits& limits) {
   if (!cluster_) return;
   Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
   if (!nodes.ok()) return;  // judged by this node's own GPUs, as set by the caller
+  limits.max_nodes = 0;
   for (const NodeRecord& r : *nodes) {
     if (r.lost) continue;
+    ++limits.max_nodes;
     json info = json::parse(r.info, nullptr, false);
     if (!info.is_object()) continue;
     limits.max_cpu_slots = std::max(limits.max_cpu_slots, info.value("cpu_slots", 0));

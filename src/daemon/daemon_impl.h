@@ -61,6 +61,8 @@ struct LiveAttempt {
   std::string run_dir;
   std::string log_path;
   int master_port = 0;  // held in ports_ until the shim is gone
+  int part = -1;        // a gang's part run here, of `parts`; -1: not a gang
+  int parts = 0;
   bool cancel_requested = false;
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
@@ -227,7 +229,8 @@ class DaemonImpl {
   Status PlaceOnNode(const Job& job, const StartDecision& decision);
   // The agent's half: the run dir, the shim, `running`. `record_start`: the single-node
   // path, which records `starting` itself just before the shim starts.
-  Status RunPlaced(const Job& job, int n, const Placement& p, bool record_start);
+  // `rank`: a gang's part run here (-1: not a gang's; only part 0 records `running`).
+  Status RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank = -1);
   // A submit is judged against the largest node and GPU of the whole cluster.
   void ClusterLimits(SpecLimits& limits);
   void NodesRoute(Responder& respond);

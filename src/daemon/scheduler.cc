@@ -100,6 +100,9 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.queued_at = queued_at;
   p.not_before = not_before;
   p.user = spec.user;
+  p.nodes_allowed = spec.nodes_allowed;
+  p.nodes_excluded = spec.nodes_excluded;
+  p.num_nodes = spec.num_nodes;
   return p;
 }
 

@@ -87,7 +87,8 @@ class ClusterStore : public Store {
   virtual Result<std::vector<JobId>> MarkNodeLost(const std::string& node, UnixMs lapsed_before,
                                                   int max_node_failures) = 0;
 
-  // The jobs with an active (starting or running) attempt placed on `node`, with attempts:
+  // The jobs with an active (starting or running) attempt placed on `node` (a gang's part
+  // there included), with attempts:
   // what that node's agent must run or watch.
   virtual Result<std::vector<Job>> ActiveOn(const std::string& node) = 0;
 

@@ -37,6 +37,10 @@ struct Placement {
   std::string run_dir;
   std::string log_path;
   int master_port = 0;  // multi-GPU attempts: the MASTER_PORT they hold; 0: none
+  // A gang (cluster stores only): every node's part in rank order, part 0 the same as the
+  // fields above; empty for one node. master_addr: part 0's node_address.
+  std::vector<AttemptPart> parts{};
+  std::string master_addr{};
 };
 
 // How an attempt ended; written by FinishAttempt.
@@ -51,6 +55,10 @@ struct AttemptEnd {
   JobState job_state = JobState::kFailed;
   UnixMs not_before = 0;
   std::string job_reason;
+  // A gang's part `part` of `parts` (cluster stores): a part that succeeded is only noted
+  // until every part has; one that did not ends the whole attempt. -1: not a gang.
+  int part = -1;
+  int parts = 0;
 };
 
 // An API token as stored: never the token itself, only its SHA-256 (docs/operations.md,

@@ -485,6 +485,10 @@ class Cluster:
     def node_of(self, job):
         return job["attempts"][-1]["node"]
 
+    def logs(self):
+        """Every node's daemon log, for failure messages."""
+        return "\n".join(f"== {name}\n{t.daemon_log()[-3000:]}" for name, t in self.nodes.items())
+
 
 @pytest.fixture
 def redis_server():

@@ -159,3 +159,94 @@ def test_any_node_serves_the_log_of_a_job_that_ran_on_another(make_cluster):
     # Attempts carry their node.
     shown = elsewhere.show(job_id)
     assert shown["attempts"][0]["node"] == where
+
+
+ENV_DUMP = """
+import json, os, sys
+rank = os.environ["TRAINQ_NODE_RANK"]
+with open(sys.argv[1] + "." + rank, "w") as f:
+    json.dump(dict(os.environ), f)
+"""
+
+
+def test_a_two_node_job_runs_one_part_per_node_with_one_master(make_cluster):
+    import sys
+    cluster = make_cluster(3, gpus=[gpu(0), gpu(1)])
+    t = cluster.any()
+    out = t.path("env")
+    job_id = t.submit("--nodes", "2", "--gpus", "2", cmd=[sys.executable, "-c", ENV_DUMP, out])
+    job = t.wait_state(job_id, "succeeded", timeout=30)
+    assert len(job["attempts"]) == 1
+    attempt = job["attempts"][0]
+    nodes = attempt["nodes"]
+    assert len(nodes) == 2 and len(set(nodes)) == 2 and attempt["node"] == nodes[0]
+    envs = [json.load(open(f"{out}.{rank}")) for rank in (0, 1)]
+    port = envs[0]["MASTER_PORT"]
+    for rank, env in enumerate(envs):
+        assert env["TRAINQ_NODE_RANK"] == env["NODE_RANK"] == env["PET_NODE_RANK"] == str(rank)
+        assert env["TRAINQ_NUM_NODES"] == env["PET_NNODES"] == "2"
+        assert env["PET_NPROC_PER_NODE"] == "2"
+        assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "127.0.0.1"
+        assert env["MASTER_PORT"] == env["PET_MASTER_PORT"] == port
+        assert env["TRAINQ_JOB_ID"] == str(job_id)
+        assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == 2
+    assert attempt["master_port"] == int(port)
+
+
+def test_a_gang_that_cannot_fit_waits_with_what_is_missing(make_cluster):
+    cluster = make_cluster(2)
+    t = cluster.any()
+    blocker = t.submit("--gpus", "1", "--node", "node1", cmd=["sleep", "300"])
+    t.wait_state(blocker, "running", timeout=20)
+    job_id = t.submit("--nodes", "2", "--gpus", "1", cmd=["true"])
+    reason = wait_for(lambda: (j := t.show(job_id))["reason"] and j["reason"], timeout=10,
+                      what="a reason")
+    assert t.state(job_id) == "queued"
+    assert "2 nodes" in reason, reason
+    t.run("cancel", str(blocker))
+    t.wait_state(job_id, "succeeded", timeout=30)
+    proc = t.run("submit", "--nodes", "3", "--gpus", "1", "--", "true", check=False)
+    assert proc.returncode == 2 and "the cluster has 2" in proc.stderr, proc.stderr
+
+
+def test_one_part_failing_stops_the_others_and_fails_the_job(make_cluster):
+    cluster = make_cluster(2)
+    t = cluster.any()
+    marker = t.path("parts")
+    script = (f'echo "$TRAINQ_NODE_RANK $$" >> {marker}; '
+              'if [ "$TRAINQ_NODE_RANK" = 1 ]; then sleep 1; exit 3; fi; exec sleep 300')
+    job_id = t.submit("--nodes", "2", "--gpus", "1", "--retries", "0", cmd=["sh", "-c", script])
+    job = t.wait_state(job_id, "failed", timeout=30)
+    assert len(job["attempts"]) == 1
+    pids = [int(line.split()[1]) for line in read_lines(marker)]
+    assert len(pids) == 2
+    wait_for(lambda: all(process_gone(p) for p in pids), timeout=15,
+             what="every part of the job stopped")
+
+
+def test_a_real_two_node_torchrun_all_reduce(make_cluster):
+    import shutil
+    torchrun = shutil.which("torchrun")
+    assert torchrun, "torchrun is missing: scripts/deps.sh test installs python3-torch"
+    cluster = make_cluster(2)
+    t = cluster.any()
+    out = t.path("allreduce")
+    script = t.path("allreduce.py")
+    with open(script, "w") as f:
+        f.write("import os, torch, torch.distributed as dist\n"
+                "dist.init_process_group('gloo')\n"
+                "x = torch.tensor([float(dist.get_rank() + 1)])\n"
+                "dist.all_reduce(x)\n"
+                f"open('{out}.' + os.environ['RANK'], 'w').write(str(x.item()))\n"
+                "dist.destroy_process_group()\n")
+    # torchrun as a user types it: nodes, ranks, master address and port all come from the
+    # PET_* variables trainq sets. The one addition works around Debian's torch 1.13 on
+    # Python 3.11, whose Std.from_str("0") returns None (its IntFlag no longer lists a zero
+    # member), so torchrun's default --redirects/--tee of "0" fails before any worker
+    # starts; "9:1" names a local rank that does not exist, which means the same as "0".
+    job_id = t.submit("--nodes", "2", "--gpus", "1",
+                      cmd=[torchrun, "--redirects", "9:1", "--tee", "9:1", script])
+    job = t.wait_state(job_id, ("succeeded", "failed"), timeout=120)
+    logs = t.run("logs", str(job_id), check=False).stdout
+    assert job["state"] == "succeeded", logs
+    assert [open(f"{out}.{r}").read() for r in (0, 1)] == ["3.0", "3.0"]

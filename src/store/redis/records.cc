@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 namespace trainq::redis {
 
 namespace {
@@ -148,7 +150,10 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"after", Joined(spec.after)},
               {"after_any", Joined(spec.after_any)},
               {"time_limit_ms", std::to_string(spec.time_limit_ms)},
-              {"submit_key", spec.submit_key}};
+              {"submit_key", spec.submit_key},
+              {"nodes_allowed", EncodeStrings(spec.nodes_allowed)},
+              {"nodes_excluded", EncodeStrings(spec.nodes_excluded)},
+              {"num_nodes", std::to_string(spec.num_nodes)}};
   if (spec.mem_bytes) f.emplace_back("mem_bytes", std::to_string(*spec.mem_bytes));
   // The shortest text that reads back as the same double.
   if (spec.mem_percent) f.emplace_back("mem_percent", fmt::format("{}", *spec.mem_percent));
@@ -176,6 +181,9 @@ Result<Job> ReadJob(const redisReply* hash) {
   job.spec.after_any = r.Nums<JobId>("after_any");
   job.spec.time_limit_ms = r.Num<int64_t>("time_limit_ms");
   job.spec.submit_key = r.Str("submit_key");
+  job.spec.nodes_allowed = r.Strings("nodes_allowed");
+  job.spec.nodes_excluded = r.Strings("nodes_excluded");
+  job.spec.num_nodes = r.Has("num_nodes") ? r.Num<int>("num_nodes") : 1;
   job.submitted_at = r.Num<UnixMs>("submitted_at");
   job.queued_at = r.Num<UnixMs>("queued_at");
   job.reason = r.Str("reason");
@@ -208,6 +216,21 @@ Result<Attempt> ReadAttempt(const redisReply* hash) {
   a.peak_mem_bytes = r.Num<uint64_t>("peak_mem_bytes");
   a.end_reason = r.Str("end_reason");
   a.master_port = r.Num<int>("master_port");
+  a.master_addr = r.Str("master_addr");
+  if (std::string parts = r.Str("parts"); !parts.empty()) {
+    nlohmann::json doc = nlohmann::json::parse(parts, nullptr, false);
+    if (!doc.is_array()) return Corrupt("attempt", "parts", parts);
+    for (const nlohmann::json& p : doc) {
+      if (!p.is_object()) return Corrupt("attempt", "parts", parts);
+      AttemptPart part;
+      part.node = p.value("node", "");
+      part.gpu_indices = p.value("gpu_indices", std::vector<int>{});
+      part.gpu_uuids = p.value("gpu_uuids", std::vector<std::string>{});
+      part.run_dir = p.value("run_dir", "");
+      part.log_path = p.value("log_path", "");
+      a.parts.push_back(std::move(part));
+    }
+  }
   if (!r.status().ok()) return r.status();
   return a;
 }

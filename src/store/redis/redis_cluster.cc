@@ -106,7 +106,7 @@ Result<std::vector<Job>> RedisStore::ActiveOn(const std::string& node) {
   Result<std::vector<Job>> jobs = ReadJobs(list, true);
   if (!jobs.ok()) return jobs;
   std::erase_if(*jobs, [&](const Job& job) {
-    return !IsActive(job.state) || !job.current() || job.current()->node != node;
+    return !IsActive(job.state) || !job.current() || !job.current()->PartOn(node);
   });
   return jobs;
 }

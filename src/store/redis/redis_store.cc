@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "src/core/deps.h"
 #include "src/core/state_machine.h"
 #include "src/store/redis/records.h"
@@ -222,12 +224,30 @@ Result<std::vector<Job>> RedisStore::Dependents(JobId id) {
 // --- Transitions: each one script ---
 
 Status RedisStore::StartAttempt(JobId id, int expected_attempt, const Placement& p, UnixMs now) {
-  return RunStatus(StartScript(),
-                   {fence_, Num(id), Num(expected_attempt), FromCsv(Move::kStart),
-                    StatesText(MoveFrom(Move::kStart)) + " with attempt " + Num(expected_attempt),
-                    p.node, fmt::format("{}", fmt::join(p.gpu_indices, ",")),
-                    EncodeStrings(p.gpu_uuids), std::to_string(p.reserved_bytes), Num(p.cpus),
-                    p.run_dir, p.log_path, Num(now), Num(p.master_port)});
+  // A gang's parts: JSON for readers, and their nodes as a list the scripts walk (node names
+  // hold no comma: ValidNodeName).
+  std::string parts, part_nodes;
+  if (!p.parts.empty()) {
+    nlohmann::json doc = nlohmann::json::array();
+    std::vector<std::string> nodes;
+    for (const AttemptPart& part : p.parts) {
+      doc.push_back({{"node", part.node},
+                     {"gpu_indices", part.gpu_indices},
+                     {"gpu_uuids", part.gpu_uuids},
+                     {"run_dir", part.run_dir},
+                     {"log_path", part.log_path}});
+      nodes.push_back(part.node);
+    }
+    parts = doc.dump();
+    part_nodes = fmt::format("{}", fmt::join(nodes, ","));
+  }
+  return RunStatus(
+      StartScript(),
+      {fence_, Num(id), Num(expected_attempt), FromCsv(Move::kStart),
+       StatesText(MoveFrom(Move::kStart)) + " with attempt " + Num(expected_attempt), p.node,
+       fmt::format("{}", fmt::join(p.gpu_indices, ",")), EncodeStrings(p.gpu_uuids),
+       std::to_string(p.reserved_bytes), Num(p.cpus), p.run_dir, p.log_path, Num(now),
+       Num(p.master_port), part_nodes, parts, p.master_addr});
 }
 
 Status RedisStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
@@ -245,7 +265,7 @@ Status RedisStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
                     std::string(StateName(end.job_state)), end.job_reason, Num(end.not_before),
                     Num(end.ended_at), std::string(StateName(end.attempt_state)),
                     end.exit_code ? Num(*end.exit_code) : "", end.signal ? Num(*end.signal) : "",
-                    end.oom ? "1" : "0", end.end_reason});
+                    end.oom ? "1" : "0", end.end_reason, Num(end.part), Num(end.parts)});
 }
 
 Status RedisStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {

@@ -21,6 +21,16 @@ local function move(id, from, to)
   redis.call('ZADD', sk(to), id, id)
   redis.call('HSET', jk(id), 'state', to)
 end
+-- The nodes an attempt hash `a` runs on: a gang's parts, or its one node.
+local function nodes_of(a)
+  local csv = redis.call('HGET', a, 'part_nodes')
+  if csv and csv ~= '' then
+    local t = {}
+    for s in string.gmatch(csv, '[^,]+') do t[#t + 1] = s end
+    return t
+  end
+  return {redis.call('HGET', a, 'node')}
+end
 local function set_of(csv)
   local t = {}
   for s in string.gmatch(csv, '[^,]+') do t[s] = true end
@@ -133,7 +143,8 @@ return {'ok', out}
 )lua";
 
 // ARGV: fence, id, expected attempt, from states, expected text, node, gpu_indices,
-// gpu_uuids, reserved_bytes, cpus, run_dir, log_path, started_at, master_port
+// gpu_uuids, reserved_bytes, cpus, run_dir, log_path, started_at, master_port, part_nodes
+// (a gang's, comma-separated; '' for one node), parts (JSON), master_addr
 constexpr char kStart[] = R"lua(
 local err = fenced(ARGV[1])
 if err then return err end
@@ -148,9 +159,12 @@ redis.call('HSET', ak(id, n), 'n', n, 'state', 'starting', 'node', ARGV[6],
            'gpu_indices', ARGV[7], 'gpu_uuids', ARGV[8], 'reserved_bytes', ARGV[9],
            'cpus', ARGV[10], 'run_dir', ARGV[11], 'log_path', ARGV[12],
            'started_at', ARGV[13], 'master_port', ARGV[14], 'pid', 0,
-           'pid_start_ticks', 0, 'oom', 0, 'peak_mem_bytes', 0, 'end_reason', '')
-redis.call('ZADD', P .. 'active:' .. ARGV[6], id, id)
-event('placed ' .. ARGV[6])
+           'pid_start_ticks', 0, 'oom', 0, 'peak_mem_bytes', 0, 'end_reason', '',
+           'part_nodes', ARGV[15], 'parts', ARGV[16], 'master_addr', ARGV[17])
+for _, node in ipairs(nodes_of(ak(id, n))) do
+  redis.call('ZADD', P .. 'active:' .. node, id, id)
+  event('placed ' .. node)
+end
 return {'ok'}
 )lua";
 
@@ -168,7 +182,8 @@ return {'ok'}
 )lua";
 
 // ARGV: id, attempt, from states, expected text, job state, job reason, not_before,
-// ended_at, attempt state, exit_code ('' none), signal ('' none), oom, end reason
+// ended_at, attempt state, exit_code ('' none), signal ('' none), oom, end reason, part
+// (-1: not a gang), parts. A gang's part that succeeded is only noted until all have.
 constexpr char kFinish[] = R"lua(
 local id, n = ARGV[1], ARGV[2]
 local err = cas(id, set_of(ARGV[3]), n, ARGV[4])
@@ -177,6 +192,12 @@ local a = ak(id, n)
 if redis.call('EXISTS', a) == 0 then
   return {'internal', 'job ' .. id .. ' lacks its attempt'}
 end
+local parts = tonumber(ARGV[15])
+if parts > 1 and ARGV[9] == 'succeeded' then
+  redis.call('SADD', a .. ':done', ARGV[14])
+  if redis.call('SCARD', a .. ':done') < parts then return {'ok'} end
+end
+redis.call('DEL', a .. ':done')
 move(id, redis.call('HGET', jk(id), 'state'), ARGV[5])
 redis.call('HSET', jk(id), 'reason', ARGV[6], 'not_before', ARGV[7])
 if ARGV[5] == 'queued' then redis.call('HSET', jk(id), 'queued_at', ARGV[8]) end
@@ -184,7 +205,7 @@ redis.call('HSET', a, 'state', ARGV[9], 'ended_at', ARGV[8], 'oom', ARGV[12],
            'end_reason', ARGV[13])
 if ARGV[10] ~= '' then redis.call('HSET', a, 'exit_code', ARGV[10]) end
 if ARGV[11] ~= '' then redis.call('HSET', a, 'signal', ARGV[11]) end
-redis.call('ZREM', P .. 'active:' .. redis.call('HGET', a, 'node'), id)
+for _, node in ipairs(nodes_of(a)) do redis.call('ZREM', P .. 'active:' .. node, id) end
 event('end ' .. id)
 return {'ok'}
 )lua";
@@ -375,8 +396,15 @@ local ended = {}
 for _, id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
   local j = redis.call('HMGET', jk(id), 'state', 'attempt', 'node_failures')
   local a = ak(id, j[2] or '0')
-  if (j[1] == 'starting' or j[1] == 'running') and redis.call('HGET', a, 'node') == name then
+  local here = false
+  for _, node in ipairs(nodes_of(a)) do here = here or node == name end
+  if (j[1] == 'starting' or j[1] == 'running') and here then
     local k = tonumber(j[3] or '0') + 1
+    -- A gang's other parts lose the attempt too: their nodes stop them.
+    for _, node in ipairs(nodes_of(a)) do
+      if node ~= name then redis.call('ZREM', P .. 'active:' .. node, id) end
+    end
+    redis.call('DEL', a .. ':done')
     redis.call('HSET', a, 'state', 'failed', 'ended_at', t, 'end_reason', lost)
     if k <= max then
       move(id, j[1], 'queued')
