@@ -3,8 +3,6 @@ redis-server, each with its own state dir and simulated GPUs. Jobs submitted on 
 spread over all nodes and run once; the leader's death moves scheduling to another node;
 every node answers for the whole cluster."""
 import json
-import os
-import signal
 import time
 
 from conftest import gpu, process_gone, read_lines, wait_for
