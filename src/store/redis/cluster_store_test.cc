@@ -436,5 +436,97 @@ TEST(RedisRestartTest, CallsWhileRedisIsDownAreUnavailableAndWorkOnceItIsBack) {
   EXPECT_TRUE(log.WaitFor("reconnected", 8000)) << "the subscription comes back and says so";
 }
 
+// --- Gangs (--nodes N): one attempt, a part on each node ---
+
+class GangStoreTest : public ClusterStoreTest {
+ protected:
+  // A gang's attempt 1 placed on gpu1 (part 0) and gpu2 (part 1).
+  JobId StartGang() {
+    JobId id = Submit();
+    Placement p;
+    p.node = "gpu1";
+    p.gpu_indices = {0, 1};
+    p.master_port = 29500;
+    p.master_addr = "10.0.0.1";
+    p.parts = {{"gpu1", {0, 1}, {"GPU-a", "GPU-b"}, "/s1/runs/1/1", "/s1/runs/1/1/output.log"},
+               {"gpu2", {2, 3}, {"GPU-c", "GPU-d"}, "/s2/runs/1/1", "/s2/runs/1/1/output.log"}};
+    EXPECT_TRUE(IsOk(store_->StartAttempt(id, 0, p, kT0)));
+    return id;
+  }
+
+  static AttemptEnd PartEnd(int part, JobState state) {
+    AttemptEnd end;
+    end.attempt_state = state;
+    end.job_state = state;
+    end.ended_at = kT0 + 1000;
+    end.end_reason = std::string(StateName(state));
+    end.part = part;
+    end.parts = 2;
+    return end;
+  }
+
+  std::vector<JobId> ActiveIds(const std::string& node) {
+    Result<std::vector<Job>> jobs = store_->ActiveOn(node);
+    EXPECT_TRUE(IsOk(jobs));
+    std::vector<JobId> ids;
+    for (const Job& j : jobs.ok() ? *jobs : std::vector<Job>{}) ids.push_back(j.id);
+    return ids;
+  }
+};
+
+TEST_F(GangStoreTest, PartsAreKeptAndEachNodeSeesTheAttempt) {
+  JobId id = StartGang();
+  Job job = Fetch(id);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  const Attempt& a = job.attempts[0];
+  ASSERT_EQ(a.parts.size(), 2u);
+  EXPECT_EQ(a.parts[1].node, "gpu2");
+  EXPECT_EQ(a.parts[1].gpu_indices, (std::vector<int>{2, 3}));
+  EXPECT_EQ(a.parts[1].gpu_uuids, (std::vector<std::string>{"GPU-c", "GPU-d"}));
+  EXPECT_EQ(a.parts[1].run_dir, "/s2/runs/1/1");
+  EXPECT_EQ(a.master_addr, "10.0.0.1");
+  int rank = -1;
+  ASSERT_TRUE(a.PartOn("gpu2", &rank));
+  EXPECT_EQ(rank, 1);
+  EXPECT_THAT(ActiveIds("gpu1"), ElementsAre(id));
+  EXPECT_THAT(ActiveIds("gpu2"), ElementsAre(id));
+  EXPECT_TRUE(ActiveIds("gpu3").empty());
+}
+
+TEST_F(GangStoreTest, SucceedsOnlyWhenEveryPartHas) {
+  JobId id = StartGang();
+  ASSERT_TRUE(IsOk(store_->MarkRunning(id, 1, 42, 43, kT0)));
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(id, 1, PartEnd(1, JobState::kSucceeded))));
+  EXPECT_EQ(Fetch(id).state, JobState::kRunning);  // part 0 still runs
+  EXPECT_THAT(ActiveIds("gpu1"), ElementsAre(id));
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(id, 1, PartEnd(0, JobState::kSucceeded))));
+  EXPECT_EQ(Fetch(id).state, JobState::kSucceeded);
+  EXPECT_TRUE(ActiveIds("gpu1").empty());
+  EXPECT_TRUE(ActiveIds("gpu2").empty());
+}
+
+TEST_F(GangStoreTest, OnePartFailingEndsTheWholeAttemptOnEveryNode) {
+  JobId id = StartGang();
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(id, 1, PartEnd(1, JobState::kFailed))));
+  EXPECT_EQ(Fetch(id).state, JobState::kFailed);
+  EXPECT_TRUE(ActiveIds("gpu1").empty());  // part 0's node stops its part
+  // Part 0's own end comes late and is refused.
+  EXPECT_TRUE(
+      HasCode(store_->FinishAttempt(id, 1, PartEnd(0, JobState::kCancelled)), Code::kConflict));
+}
+
+TEST_F(GangStoreTest, LosingAnyPartsNodeRequeuesTheGang) {
+  ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu1"))));
+  ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu2"))));
+  JobId id = StartGang();
+  Result<std::vector<JobId>> ended = store_->MarkNodeLost("gpu2", kT0 * 10, 3);
+  ASSERT_TRUE(IsOk(ended));
+  EXPECT_THAT(*ended, ElementsAre(id));
+  Job job = Fetch(id);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_EQ(job.attempts[0].end_reason, "node gpu2 lost");
+  EXPECT_TRUE(ActiveIds("gpu1").empty());
+}
+
 }  // namespace
 }  // namespace trainq

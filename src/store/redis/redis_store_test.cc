@@ -100,7 +100,7 @@ constexpr char kNodeAcl[] =
     "on >node-secret resetkeys ~trainq:* resetchannels &trainq:* -@all +auth +select +ping +info "
     "+script|load +evalsha +hget +hmget +hgetall +hset +hdel +hexists +del +exists +get +set "
     "+incr +incrby +lrange +rpush +smembers +sadd +srem +zadd +zrem +zrange +zrangebyscore "
-    "+zcard +publish +subscribe +time";
+    "+zcard +scard +publish +subscribe +time";
 
 Status SetUser(const std::string& name, const std::string& rules) {
   redis::Connection admin(FreshTarget());
@@ -160,6 +160,22 @@ TEST(RedisStoreTest, TheDocumentedNodeAclAllowsEverythingTheStoreDoesAndNoOtherK
   end.attempt_state = JobState::kSucceeded;
   end.job_state = JobState::kSucceeded;
   ASSERT_TRUE(IsOk(store.FinishAttempt(id, 1, end)));
+  // A gang: its parts' ends are counted (SCARD) until all have succeeded.
+  JobSpec gang_spec = spec;
+  gang_spec.submit_key = "";
+  gang_spec.num_nodes = 2;
+  Result<std::vector<JobId>> gang = store.Submit(std::span(&gang_spec, 1), 1);
+  ASSERT_TRUE(IsOk(gang));
+  Placement parts;
+  parts.node = "gpu01";
+  parts.parts = {{"gpu01", {0}, {}, "/r/0", "/r/0/output.log"},
+                 {"gpu02", {0}, {}, "/r/1", "/r/1/output.log"}};
+  ASSERT_TRUE(IsOk(store.StartAttempt(gang->front(), 0, parts, 1)));
+  end.parts = 2;
+  for (int part = 0; part < 2; ++part) {
+    end.part = part;
+    ASSERT_TRUE(IsOk(store.FinishAttempt(gang->front(), 1, end)));
+  }
   ASSERT_TRUE(IsOk(store.Dependents(id)));
   ASSERT_TRUE(IsOk(store.List({.states = {JobState::kSucceeded}, .with_attempts = true})));
   TokenRecord token;
