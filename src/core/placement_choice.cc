@@ -20,33 +20,42 @@ uint64_t Outstanding(const Holding& h, const PolicyConfig& config, UnixMs now) {
 
 }  // namespace
 
+GpuRoom RoomOf(const GpuState& gpu, const PolicyConfig& config, UnixMs now) {
+  return {UsableBytes(gpu, config, now), HeldExclusively(gpu), !gpu.holdings.empty(),
+          gpu.holdings.empty() && gpu.foreign_processes == 0, gpu.total_bytes};
+}
+
 std::optional<uint64_t> LeftAfter(const PendingJob& job, const GpuState& gpu,
                                   const PolicyConfig& config, UnixMs now) {
-  if (job.exclusive()) {
-    if (!gpu.holdings.empty() || gpu.foreign_processes != 0) return std::nullopt;
-    return 0;
-  }
-  if (HeldExclusively(gpu)) return std::nullopt;
-  uint64_t usable = UsableBytes(gpu, config, now);
-  uint64_t needed = NeededBytes(job, gpu);
-  if (usable < needed) return std::nullopt;
-  return usable - needed;
+  return LeftAfter(job, RoomOf(gpu, config, now));
 }
 
 std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n, unsigned ignore) {
   std::vector<GpuPick> picks;
-  if (job.gpus == 0) return picks;
+  if (job.gpus == 0 || !p.NodeOpen(job, n)) return picks;
   const NodeState& node = p.node(n);
+  std::span<const GpuRoom> room = p.Room(n);
   for (size_t i = 0; i < node.gpus.size(); ++i) {
-    if (!p.Open(job, n, i, ignore)) continue;
-    std::optional<uint64_t> left = LeftAfter(job, node.gpus[i], p.config, p.now);
-    if (left) picks.push_back({i, !node.gpus[i].holdings.empty(), *left});
+    if (!p.GpuOpen(job, n, i, ignore)) continue;
+    std::optional<uint64_t> left = LeftAfter(job, room[i]);
+    if (left) picks.push_back({i, room[i].used, *left});
   }
   std::sort(picks.begin(), picks.end(), [&node](const GpuPick& a, const GpuPick& b) {
     return std::tuple(a.used, a.left, node.gpus[a.pos].index) <
            std::tuple(b.used, b.left, node.gpus[b.pos].index);
   });
   return picks;
+}
+
+size_t CouldFit(const PendingJob& job, const Pass& p, size_t n) {
+  const NodeRoom& sum = p.RoomSummary(n);
+  if (job.exclusive()) return sum.free;  // exactly the GPUs LeftAfter lets it take
+  if (job.gpus > 0 && sum.most_usable < NeededOn(job, sum.least_total)) return 0;
+  const NodeState& node = p.node(n);
+  std::span<const GpuRoom> room = p.Room(n);
+  size_t count = 0;
+  for (size_t i = 0; i < node.gpus.size(); ++i) count += LeftAfter(job, room[i]) ? 1 : 0;
+  return count;
 }
 
 namespace {
@@ -82,7 +91,9 @@ NodeChoice Summarise(const NodeState& node, size_t n, std::vector<GpuPick> picks
   return c;
 }
 
-auto ChoiceKey(const NodeChoice& c) { return std::tuple(c.worst, c.sum, c.used_count, c.left); }
+using Key = std::tuple<int, int, int, uint64_t>;
+
+Key ChoiceKey(const NodeChoice& c) { return {c.worst, c.sum, c.used_count, c.left}; }
 
 // The closest `k` of `picks` (in preference order): every subset of the first few is tried;
 // ties keep the earlier one, i.e. the usual preference.
@@ -124,15 +135,70 @@ bool HostFits(const PendingJob& job, const NodeState& node) {
   return FreeSlots(node) >= job.cpus && HostMemFits(job, node);
 }
 
-}  // namespace
+// Whether node n lacks room for the job's GPUs by its summary alone: then fewer than
+// job.gpus GPUs there fit it, with no look at each GPU.
+bool ShortOfRoom(const PendingJob& job, const Pass& p, size_t n) {
+  if (job.gpus <= 0) return false;
+  const NodeRoom& room = p.RoomSummary(n);
+  if (job.exclusive()) return room.free < static_cast<size_t>(job.gpus);
+  return p.node(n).gpus.empty() || room.most_usable < NeededOn(job, room.least_total);
+}
 
-std::optional<NodeChoice> ChooseOnNode(const PendingJob& job, const Pass& p, size_t n,
-                                       unsigned ignore) {
+// The least ChoiceKey a choice on node n could have, nullopt where it has too few GPUs the
+// job fits (CouldFit). Over every set of job.gpus GPUs it fits, open to it or not: each
+// part of the key is at least its least over those sets, so the key is at least this one.
+// `lefts` is scratch.
+std::optional<Key> LeastKey(const PendingJob& job, const Pass& p, size_t n,
+                            std::vector<uint64_t>& lefts) {
+  if (ShortOfRoom(job, p, n)) return std::nullopt;
+  const NodeState& node = p.node(n);
+  std::span<const GpuRoom> room = p.Room(n);
+  size_t k = static_cast<size_t>(job.gpus);
+  lefts.clear();
+  size_t unused = 0;
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    std::optional<uint64_t> left = LeftAfter(job, room[i]);
+    if (!left) continue;
+    lefts.push_back(*left);
+    unused += room[i].used ? 0 : 1;
+  }
+  if (lefts.size() < k) return std::nullopt;
+  int used = static_cast<int>(k - std::min(k, unused));
+  uint64_t left = 0;
+  if (k == 1) {
+    left = *std::min_element(lefts.begin(), lefts.end());
+  } else if (k > 1) {
+    std::nth_element(lefts.begin(), lefts.begin() + static_cast<ptrdiff_t>(k - 1), lefts.end());
+    for (size_t i = 0; i < k; ++i) left = SatAdd(left, lefts[i]);
+  }
+  // Spread starts from a worst of 0; only a negative distance (never NVML's) makes a sum
+  // below 0.
+  int sum = 0;
+  if (k > 1 && TopologyKnown(node)) {
+    for (const std::vector<int>& row : node.topology) {
+      if (std::any_of(row.begin(), row.end(), [](int d) { return d < 0; }))
+        sum = std::numeric_limits<int>::min();
+    }
+  }
+  return Key{0, sum, used, left};
+}
+
+// ChooseOnNode, past the check that the node has enough GPUs the job fits.
+std::optional<NodeChoice> ChooseAmongFitting(const PendingJob& job, const Pass& p, size_t n,
+                                             unsigned ignore) {
   const NodeState& node = p.node(n);
   if (!p.NodeOpen(job, n) || !HostFits(job, node)) return std::nullopt;
   std::vector<GpuPick> picks = FittingGpus(job, p, n, ignore);
   if (picks.size() < static_cast<size_t>(job.gpus)) return std::nullopt;
   return PickOnNode(job, node, n, std::move(picks));
+}
+
+}  // namespace
+
+std::optional<NodeChoice> ChooseOnNode(const PendingJob& job, const Pass& p, size_t n,
+                                       unsigned ignore) {
+  if (CouldFit(job, p, n) < static_cast<size_t>(job.gpus)) return std::nullopt;
+  return ChooseAmongFitting(job, p, n, ignore);
 }
 
 std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const Pass& p,
@@ -156,9 +222,17 @@ std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const P
 
 std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p, unsigned ignore) {
   std::optional<NodeChoice> best;
+  std::optional<Key> best_key;
+  std::vector<uint64_t> lefts;
   for (size_t i = 0; i < p.size(); ++i) {
-    std::optional<NodeChoice> c = ChooseOnNode(job, p, i, ignore);
-    if (c && (!best || ChoiceKey(*c) < ChoiceKey(*best))) best = std::move(c);
+    // A node that cannot beat the best so far is passed over unseen: it would lose the tie.
+    std::optional<Key> least = LeastKey(job, p, i, lefts);
+    if (!least || (best_key && !(*least < *best_key))) continue;
+    std::optional<NodeChoice> c = ChooseAmongFitting(job, p, i, ignore);
+    if (c && (!best || ChoiceKey(*c) < *best_key)) {
+      best = std::move(c);
+      best_key = ChoiceKey(*best);
+    }
   }
   return best;
 }
@@ -177,14 +251,13 @@ void FragView(const PendingJob& job, const Pass& p, size_t n, std::vector<FragGp
               FragHost& host) {
   const NodeState& node = p.node(n);
   gpus.clear();
+  std::span<const GpuRoom> room = p.Room(n);
   for (size_t i = 0; i < node.gpus.size(); ++i) {
-    const GpuState& g = node.gpus[i];
-    if (!p.Open(job, n, i, kIgnoreNone) || HeldExclusively(g)) {
+    if (!p.Open(job, n, i, kIgnoreNone) || room[i].held_exclusively) {
       gpus.push_back({0.0, false});
       continue;
     }
-    gpus.push_back({Fraction(UsableBytes(g, p.config, p.now), g.total_bytes),
-                    g.holdings.empty() && g.foreign_processes == 0});
+    gpus.push_back({Fraction(room[i].usable, node.gpus[i].total_bytes), room[i].free});
   }
   host.cpu_free = FreeSlots(node);
   host.mem_enforced = node.host_mem_bytes > 0;
@@ -236,7 +309,7 @@ std::optional<NodeChoice> ChooseNodeFgd(const PendingJob& job, const Pass& p) {
   for (size_t n = 0; n < p.size(); ++n) {
     const NodeState& node = p.node(n);
     if (job.gpus > static_cast<int>(node.gpus.size()) || !p.NodeOpen(job, n) ||
-        !HostFits(job, node)) {
+        !HostFits(job, node) || CouldFit(job, p, n) < static_cast<size_t>(job.gpus)) {
       continue;
     }
     std::vector<GpuPick> picks = FittingGpus(job, p, n);
@@ -304,15 +377,7 @@ uint64_t UsableBytes(const GpuState& gpu, const PolicyConfig& config, UnixMs now
 }
 
 uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu) {
-  if (job.mem_bytes) return *job.mem_bytes;
-  if (job.mem_percent) {
-    double pct = std::clamp(*job.mem_percent, 0.0, 100.0);
-    if (std::isnan(pct)) return gpu.total_bytes;
-    double total = static_cast<double>(gpu.total_bytes);
-    double bytes = std::ceil(total * pct / 100.0);
-    return bytes >= total ? gpu.total_bytes : static_cast<uint64_t>(bytes);
-  }
-  return job.gpus > 0 ? gpu.total_bytes : 0;
+  return placement_internal::NeededOn(job, gpu.total_bytes);
 }
 
 }  // namespace trainq

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -56,13 +57,34 @@ using HoldParts = std::vector<std::pair<size_t, std::vector<size_t>>>;
 // What makes a GPU closed to a job; the reasons can look past some of them.
 enum Ignore : unsigned { kIgnoreNone = 0, kIgnoreHolds = 1, kIgnoreLimits = 2 };
 
+// What one GPU offers any job at a pass's `now`: all LeftAfter reads of its state but the
+// job's share.
+struct GpuRoom {
+  uint64_t usable = 0;            // UsableBytes
+  bool held_exclusively = false;  // no job joins it
+  bool used = false;              // a trainq job holds it
+  bool free = false;              // no holding and no foreign process: open to exclusive jobs
+  uint64_t total = 0;             // GpuState::total_bytes, for shares in percent
+};
+
+GpuRoom RoomOf(const GpuState& gpu, const PolicyConfig& config, UnixMs now);
+
+// What any GPU of one node offers at most, from its GPUs' rooms.
+struct NodeRoom {
+  uint64_t most_usable = 0;  // over GPUs not held exclusively
+  uint64_t least_total = 0;  // the smallest GPU's total_bytes: a share is at least its share
+  size_t free = 0;           // GPUs with GpuRoom::free
+};
+
 // One call's working state: the nodes as given, plus copies of those this pass changed (a
 // pass over a large cluster copies only what it touches), and the GPUs held for aged jobs.
 class Pass {
  public:
   Pass(std::span<const NodeState> nodes, const PolicyConfig& config, UnixMs now)
       : config(config), now(now), nodes_(nodes) {
+    first_gpu_.reserve(nodes.size());
     for (const NodeState& node : nodes) {
+      first_gpu_.push_back(total_gpus_);
       size_t allowed = 0;
       for (const GpuState& gpu : node.gpus) allowed += Allowed(gpu) ? 1 : 0;
       max_gpus_ = std::max(max_gpus_, static_cast<int>(node.gpus.size()));
@@ -75,6 +97,9 @@ class Pass {
         sum.jobs += use.jobs;
       }
     }
+    room_.resize(total_gpus_);
+    room_known_.assign(nodes.size(), 0);
+    node_room_.resize(nodes.size());
   }
 
   size_t size() const { return nodes_.size(); }
@@ -82,12 +107,38 @@ class Pass {
     return copy_of_.empty() || copy_of_[i] < 0 ? nodes_[i] : copies_[copy_of_[i]];
   }
   NodeState& Mutable(size_t i) {
+    room_known_[i] = 0;  // the caller changes the node
     if (copy_of_.empty()) copy_of_.assign(nodes_.size(), -1);
     if (copy_of_[i] < 0) {
       copy_of_[i] = static_cast<int32_t>(copies_.size());
       copies_.push_back(nodes_[i]);
     }
     return copies_[copy_of_[i]];
+  }
+
+  // RoomOf each of node i's GPUs, in NodeState::gpus order: computed when first asked and
+  // again after Mutable(i), so a pass over many nodes reads each GPU's holdings once per
+  // change rather than once per job it tries.
+  std::span<const GpuRoom> Room(size_t i) const {
+    const NodeState& nd = node(i);
+    std::span<GpuRoom> room(room_.data() + first_gpu_[i], nd.gpus.size());
+    if (!room_known_[i]) {
+      NodeRoom& sum = node_room_[i];
+      sum = NodeRoom{};
+      for (size_t g = 0; g < nd.gpus.size(); ++g) {
+        room[g] = RoomOf(nd.gpus[g], config, now);
+        if (!room[g].held_exclusively) sum.most_usable = std::max(sum.most_usable, room[g].usable);
+        uint64_t total = room[g].total;
+        sum.least_total = g == 0 ? total : std::min(sum.least_total, total);
+        sum.free += room[g].free ? 1 : 0;
+      }
+      room_known_[i] = 1;
+    }
+    return room;
+  }
+  const NodeRoom& RoomSummary(size_t i) const {
+    Room(i);
+    return node_room_[i];
   }
 
   bool Allowed(const GpuState& gpu) const {
@@ -122,7 +173,10 @@ class Pass {
     return "";
   }
   bool Open(const PendingJob& job, size_t node, size_t gpu, unsigned ignore) const {
-    if (!NodeOpen(job, node)) return false;
+    return NodeOpen(job, node) && GpuOpen(job, node, gpu, ignore);
+  }
+  // Open, for a node already known open to the job.
+  bool GpuOpen(const PendingJob& job, size_t node, size_t gpu, unsigned ignore) const {
     const GpuState& g = this->node(node).gpus[gpu];
     if (!(ignore & kIgnoreLimits) && (!Allowed(g) || !BelowMaxJobs(g))) return false;
     if (ignore & kIgnoreHolds) return true;
@@ -189,6 +243,11 @@ class Pass {
   int max_gpus_ = 0;
   int max_allowed_ = 0;
   size_t total_gpus_ = 0;
+  // A cache behind the const Room(): it changes no answer, only when one is computed.
+  std::vector<size_t> first_gpu_;  // node -> its first GPU's position in room_
+  mutable std::vector<GpuRoom> room_;
+  mutable std::vector<char> room_known_;  // node -> room_ and node_room_ are current for it
+  mutable std::vector<NodeRoom> node_room_;
 };
 
 // A GPU that can take the job, and what would be left on it.
@@ -232,6 +291,31 @@ inline bool Placeable(const PendingJob& job, const Pass& p) {
 // does not fit there.
 std::optional<uint64_t> LeftAfter(const PendingJob& job, const GpuState& gpu,
                                   const PolicyConfig& config, UnixMs now);
+// NeededBytes on a GPU of `total` bytes; it never shrinks as the total grows. Inline, as
+// are the next: a choice over many nodes calls them for each GPU.
+inline uint64_t NeededOn(const PendingJob& job, uint64_t total) {
+  if (job.mem_bytes) return *job.mem_bytes;
+  if (job.mem_percent) {
+    double pct = std::clamp(*job.mem_percent, 0.0, 100.0);
+    if (std::isnan(pct)) return total;
+    double bytes = std::ceil(static_cast<double>(total) * pct / 100.0);
+    return bytes >= static_cast<double>(total) ? total : static_cast<uint64_t>(bytes);
+  }
+  return job.gpus > 0 ? total : 0;
+}
+// LeftAfter from the GPU's room (RoomOf the same GPU at the same time).
+inline std::optional<uint64_t> LeftAfter(const PendingJob& job, const GpuRoom& room) {
+  if (job.exclusive()) {
+    if (!room.free) return std::nullopt;
+    return 0;
+  }
+  if (room.held_exclusively) return std::nullopt;
+  uint64_t needed = NeededOn(job, room.total);
+  if (room.usable < needed) return std::nullopt;
+  return room.usable - needed;
+}
+// FittingGpus(job, p, n).size() at most, without a look at holds, limits or node lists.
+size_t CouldFit(const PendingJob& job, const Pass& p, size_t n);
 // The node's GPUs open to the job that fit it, best first: unused, then best fit, then index.
 std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n,
                                  unsigned ignore = kIgnoreNone);

@@ -29,6 +29,11 @@ std::string NeedText(const PendingJob& job) {
                      job.gpus > 1 ? " on one node" : "");
 }
 
+// FittingGpus(job, p, n).size(), with no list built where the node's room says 0.
+size_t FittingCount(const PendingJob& job, const Pass& p, size_t n) {
+  return CouldFit(job, p, n) == 0 ? 0 : FittingGpus(job, p, n).size();
+}
+
 // The open GPU with the most usable memory that a shared job could join.
 std::string BestGpuText(const PendingJob& job, const Pass& p) {
   const GpuState* best = nullptr;
@@ -37,12 +42,13 @@ std::string BestGpuText(const PendingJob& job, const Pass& p) {
   bool any_open = false;
   for (size_t n = 0; n < p.size(); ++n) {
     const NodeState& node = p.node(n);
+    std::span<const GpuRoom> room = p.Room(n);
     for (size_t i = 0; i < node.gpus.size(); ++i) {
       const GpuState& gpu = node.gpus[i];
       if (!p.Open(job, n, i, kIgnoreNone)) continue;
       any_open = true;
-      uint64_t usable = UsableBytes(gpu, p.config, p.now);
-      if (HeldExclusively(gpu) || (best != nullptr && usable <= best_usable)) continue;
+      uint64_t usable = room[i].usable;
+      if (room[i].held_exclusively || (best != nullptr && usable <= best_usable)) continue;
       best = &gpu;
       best_node = n;
       best_usable = usable;
@@ -74,6 +80,7 @@ std::string SharedReason(const PendingJob& job, const Pass& p) {
   size_t best_node = 0;
   std::vector<GpuPick> best_picks;
   for (size_t n = 0; n < p.size(); ++n) {
+    if (CouldFit(job, p, n) <= best_picks.size()) continue;  // it cannot have more
     std::vector<GpuPick> picks = FittingGpus(job, p, n);
     if (picks.size() > best_picks.size()) {
       best_node = n;
@@ -129,7 +136,7 @@ std::string ExclusiveReason(const PendingJob& job, const Pass& p) {
   std::vector<std::string> taken;
   size_t taken_count = 0;
   for (size_t n = 0; n < p.size(); ++n) {
-    size_t free = FittingGpus(job, p, n).size();
+    size_t free = FittingCount(job, p, n);
     if (free > most_free) std::tie(most_free, most_free_node) = std::pair(free, n);
     for (const GpuState& gpu : p.node(n).gpus) {
       if (gpu.holdings.empty() && gpu.foreign_processes == 0) continue;
@@ -154,7 +161,7 @@ std::string HostReason(const PendingJob& job, const Pass& p) {
   for (size_t n = 0; n < p.size(); ++n) {
     const NodeState& node = p.node(n);
     if (!p.NodeOpen(job, n)) continue;
-    if (FittingGpus(job, p, n).size() < static_cast<size_t>(job.gpus)) continue;
+    if (FittingCount(job, p, n) < static_cast<size_t>(job.gpus)) continue;
     if (FreeSlots(node) >= job.cpus && !HostMemFits(job, node)) continue;
     mem_short = false;
     if (best == p.size() || FreeSlots(node) > FreeSlots(p.node(best))) best = n;
@@ -175,7 +182,7 @@ std::string HostReason(const PendingJob& job, const Pass& p) {
 
 bool GpusFitSomewhere(const PendingJob& job, const Pass& p) {
   for (size_t n = 0; n < p.size(); ++n) {
-    if (p.NodeOpen(job, n) && FittingGpus(job, p, n).size() >= static_cast<size_t>(job.gpus)) {
+    if (p.NodeOpen(job, n) && FittingCount(job, p, n) >= static_cast<size_t>(job.gpus)) {
       return true;
     }
   }
@@ -369,7 +376,7 @@ std::string GangReason(const PendingJob& job, const Pass& p) {
   size_t full_count = 0;
   for (size_t n = 0; n < p.size(); ++n) {
     if (!p.NodeOpen(job, n)) continue;
-    size_t fitting = FittingGpus(job, p, n).size();
+    size_t fitting = FittingCount(job, p, n);
     if (fitting > most) std::tie(most, most_node) = std::pair(fitting, n);
     if (fitting < static_cast<size_t>(job.gpus)) continue;
     ++gpus_ok;
