@@ -234,6 +234,9 @@ void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<Field
   if (spec.num_nodes < 1 || spec.num_nodes > kMaxNumNodes) {
     out.push_back(
         {"--nodes", fmt::format("{} is not between 1 and {}", spec.num_nodes, kMaxNumNodes)});
+  } else if (spec.num_nodes > 1 && spec.gpus < 1) {
+    out.push_back(
+        {"--nodes", "a job over several nodes needs GPUs on each: give --gpus 1 or more"});
   } else if (spec.num_nodes > limits.max_nodes) {
     out.push_back(
         {"--nodes", limits.max_nodes <= 1
@@ -242,9 +245,6 @@ void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<Field
                                       spec.num_nodes)
                         : fmt::format("{} nodes asked; the cluster has {}", spec.num_nodes,
                                       limits.max_nodes)});
-  } else if (spec.num_nodes > 1 && spec.gpus < 1) {
-    out.push_back(
-        {"--nodes", "a job over several nodes needs GPUs on each: give --gpus 1 or more"});
   } else if (!spec.nodes_allowed.empty() &&
              static_cast<size_t>(spec.num_nodes) > spec.nodes_allowed.size()) {
     out.push_back({"--nodes", fmt::format("asks for {} nodes but --node names {}; name at least "

@@ -197,10 +197,48 @@ void DaemonImpl::OnClusterEvent(const std::string& event) {
     if (live_.count(id)) SyncAssigned();
   }
   if (leader_) {
-    // A submit, an end or a node's change anywhere: the queue or the GPUs changed.
-    if (kind != "node") waiting_stale_ = true;
+    // A submit, an end or a node's change anywhere: the queue or the GPUs changed. The
+    // waiting index follows job by job where the event names the jobs: a reload of the
+    // whole queue per submit would make each submit cost as much as the queue is long.
+    if (kind == "submit" || kind == "requeue") {
+      if (rest.empty()) waiting_stale_ = true;
+      for (size_t at = 0; !waiting_stale_ && at < rest.size();) {
+        size_t space = rest.find(' ', at);
+        std::string_view word(rest.data() + at,
+                              (space == std::string::npos ? rest.size() : space) - at);
+        at = space == std::string::npos ? rest.size() : space + 1;
+        JobId id = 0;
+        auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
+        if (ec != std::errc() || ptr != word.data() + word.size()) {
+          waiting_stale_ = true;
+          break;
+        }
+        NoteWaiting(id);
+      }
+    } else if (kind == "end") {
+      JobId id = 0;
+      std::from_chars(target.data(), target.data() + target.size(), id);
+      // A waiting job cancelled (or an attempt ended: nothing to forget then).
+      if (waiting_.erase(id) > 0) written_reasons_.erase(id);
+    } else if (kind != "node" && kind != "placed") {
+      waiting_stale_ = true;  // "leader", "reconnected": events may have been missed
+    }
     RequestSchedule();
   }
+}
+
+void DaemonImpl::NoteWaiting(JobId id) {
+  Result<Job> job = store_->Get(id);
+  if (!job.ok()) {
+    waiting_stale_ = true;  // read it with the rest at the next pass
+    return;
+  }
+  if (job->state != JobState::kQueued) {
+    waiting_.erase(id);
+    return;
+  }
+  waiting_.erase(id);  // a requeued job comes back with its new queued_at and backoff
+  AddWaiting(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
 }
 
 void DaemonImpl::SyncAssigned() {

@@ -151,7 +151,8 @@ class DaemonImpl {
   void WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason);
   // Rebuilds waiting_ from the store when an event outside the hot path made it stale.
   Status RefreshWaiting();
-  void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at);
+  void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
+                  UnixMs not_before = 0);
   void ForgetReasonsExcept();
   void WriteReasons(const PlacementResult& result);
   // Decayed GPU-hours per user now: ended attempts (read from the store once) plus running.
@@ -214,6 +215,9 @@ class DaemonImpl {
   // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost.
   void CheckLostNodes(UnixMs store_now);
   void OnClusterEvent(const std::string& event);
+  // The leader: job `id` was submitted or queued again elsewhere; its place in waiting_ is
+  // read from the store.
+  void NoteWaiting(JobId id);
   // The agent: starts the attempts placed on this node, stops those the store took away,
   // carries out cancels asked for on other nodes.
   void SyncAssigned();

@@ -127,8 +127,9 @@ Status DaemonImpl::RefreshWaiting() {
 
 void DaemonImpl::NoteSubmitted(const JobSpec& spec) { recent_.Add(PendingOf(0, spec, 0, 0, 0)); }
 
-void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at) {
-  waiting_.emplace(id, PendingOf(id, spec, submitted_at, queued_at, 0));
+void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
+                            UnixMs not_before) {
+  waiting_.emplace(id, PendingOf(id, spec, submitted_at, queued_at, not_before));
 }
 
 void DaemonImpl::SchedulePass() {

@@ -299,6 +299,27 @@ def processes_of_state_dir(state_dir):
     return found
 
 
+def node_processes(state_dir):
+    """Live pids of the processes a cluster node runs: its daemon and shims (their
+    TRAINQ_STATE_DIR is the node's) and the jobs it started (their TRAINQ_RUN_DIR is under
+    its runs dir). A job's TRAINQ_STATE_DIR is its submitter's, whichever node runs it."""
+    own, runs = f"TRAINQ_STATE_DIR={state_dir}".encode(), f"TRAINQ_RUN_DIR={state_dir}/".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        run_dir = [v for v in environ if v.startswith(b"TRAINQ_RUN_DIR=")]
+        mine = any(v.startswith(runs) for v in run_dir) if run_dir else own in environ
+        if mine and not process_gone(int(entry)):
+            found.append(int(entry))
+    return found
+
+
 def kill_until_gone(find_pids, rounds=50):
     """SIGKILLs what find_pids() returns until it returns nothing (processes may fork)."""
     for _ in range(rounds):
@@ -472,6 +493,10 @@ class Cluster:
 
     def node(self, name):
         return self.nodes[name]
+
+    def processes(self, name):
+        """What dies with node `name`: its daemon, shims and the jobs running there."""
+        return lambda: node_processes(self.nodes[name].state_dir)
 
     def any(self):
         return next(iter(self.nodes.values()))

@@ -62,7 +62,7 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
                 daemon_kills += 1
                 down[name] = (now + rng.uniform(0.3, 1.5), False)
             else:
-                crash(victim.processes)  # the whole node: its jobs die too
+                crash(cluster.processes(name))  # the whole node: its jobs die too
                 node_kills += 1
                 down[name] = (now + 4.0, True)  # node_timeout is 4s
     t = next(n for name, n in cluster.nodes.items() if name not in down)

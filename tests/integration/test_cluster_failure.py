@@ -45,7 +45,7 @@ def test_a_node_killed_with_its_jobs_loses_them_to_another_node(make_cluster):
     victim = cluster.node_of(job)
     survivor = next(n for name, n in cluster.nodes.items() if name != victim)
     # The whole node dies: its daemon, the shim and the job.
-    crash(cluster.node(victim).processes)
+    crash(cluster.processes(victim))
     killed_at = time.monotonic()
     job = wait_for(lambda: (j := survivor.show(job_id))["attempt"] == 2 and
                    j["state"] == "running" and j, timeout=30, what="the job running again")
@@ -57,6 +57,8 @@ def test_a_node_killed_with_its_jobs_loses_them_to_another_node(make_cluster):
     states = {n["name"]: n["state"] for n in cluster.listing(survivor)["nodes"]}
     assert states[victim] == "lost"
     wait_for(lambda: "2" in spans(out), what="the second attempt's ticks")
+    s = spans(out)
+    assert s["1"][1] < s["2"][0], f"the dead node's attempt ran on: {s}"
     survivor.run("cancel", str(job_id))
 
 

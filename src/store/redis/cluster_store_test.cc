@@ -357,7 +357,7 @@ TEST_F(ClusterStoreTest, WritesPublishTheirEvents) {
   ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu07"))));
   EXPECT_TRUE(log.WaitFor("node gpu07"));
   JobId id = Submit();
-  EXPECT_TRUE(log.WaitFor("submit"));
+  EXPECT_TRUE(log.WaitFor("submit " + std::to_string(id)));  // the ids: the leader reads just those
   RunOn(id, "gpu07");
   EXPECT_TRUE(log.WaitFor("placed gpu07"));
   ASSERT_TRUE(IsOk(store_->RequestCancel(id, 1)));
