@@ -6,7 +6,7 @@ RELEASE := build/release
 ASAN := build/asan
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-transport bench-sched unit integration fuzz fuzz-build demo install clean format format-check
+.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-transport bench-sched bench-cluster unit integration fuzz fuzz-build demo install clean format format-check
 
 all: release
 
@@ -79,6 +79,12 @@ bench-sched: test-deps
 	@cmake --build $(RELEASE) -j $(JOBS) --target sched_bench daemon_bench
 	@$(RELEASE)/sched_bench $(BENCH_ARGS)
 	@$(RELEASE)/daemon_bench $(BENCH_ARGS)
+
+# What a cluster user pays: submit rate and submit -> start latency through a real Redis
+# (AOF fsync everysec and always, one node and three) beside SQLite (bench/cluster.py); also
+# part of `make bench`.
+bench-cluster: release test-deps
+	@python3 bench/cluster.py $(RELEASE)/trainq
 
 demo: release
 	@scripts/demo.sh $(RELEASE)/trainq

@@ -8,7 +8,8 @@ with its min-max, and where a peer measured the same thing, the ratio to it.
 
 Knobs (environment): N_JOBS=200 ROUNDS=5 LAT_SAMPLES=10 SLOTS=2 SCALE_JOBS=100000
 IDLE_SECONDS=60 STARTUP_RUNS=300 BENCH_PEERS=1 (0: skip the peers) BENCH_SCHED=1 (0: skip the Google Benchmark
-pass timings) PEERS=path/to/peers.sh OUT=docs/benchmarks.md
+pass timings) BENCH_CLUSTER=1 (0: skip the cluster on Redis) PEERS=path/to/peers.sh
+OUT=docs/benchmarks.md
 """
 import csv
 import json
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 
+import cluster
 import transport
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -385,6 +387,11 @@ def main():
         made.clear()
         log(f"trainq: a submit over the Unix socket, TCP and TCP+TLS, {TRANSPORT_RUNS} runs each")
         results["transport"] = transport.measure(binary, TRANSPORT_RUNS)
+        if os.environ.get("BENCH_CLUSTER", "1") == "0" or not shutil.which("redis-server"):
+            log("no redis-server (scripts/deps.sh test) or BENCH_CLUSTER=0: cluster skipped")
+        else:
+            log("trainq on Redis beside SQLite: submits and submit -> start")
+            results["cluster"] = cluster.measure(binary, log=log)
         log("Google Benchmark: the policy's pass and the daemon's whole pass")
         build = os.path.dirname(binary)
         results["sched"] = measure_gbench(os.path.join(build, "sched_bench"))
@@ -528,6 +535,12 @@ def render(res, peers, binary):
     add("\n## Reaching the daemon\n")
     for line in transport.render(res["transport"], TRANSPORT_RUNS):
         add(line)
+    if res.get("cluster"):
+        add("\n## A cluster on Redis\n")
+        add("What a cluster user pays beside a personal daemon (bench/cluster.py, "
+            "[cluster.md](cluster.md#benchmarks)).\n")
+        for line in cluster.render(res["cluster"], machine()):
+            add(line)
     add("\n## Start-up\n")
     add(f"Whole process, median of {STARTUP_RUNS} runs each, interleaved; what every `trainq` "
         "command pays before it talks to the daemon.\n")
