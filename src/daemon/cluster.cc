@@ -46,7 +46,6 @@ void DaemonImpl::StartCluster() {
   Beat();
   LeadOrFollow();
   SyncAssigned();
-  ArmClusterTimer();
 }
 
 void DaemonImpl::ArmClusterTimer() {

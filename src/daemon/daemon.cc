@@ -91,6 +91,7 @@ Status DaemonImpl::Serve() {
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
                options_.paths.socket, node_, cpu_slots_, probe_.probe->Describe());
   StartCluster();
+  if (cluster_) ArmClusterTimer();
   return Status::Ok();
 }
 

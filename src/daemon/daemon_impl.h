@@ -124,6 +124,13 @@ class DaemonImpl {
   // nothing waits on time.
   UnixMs NextWakeup() const { return next_wakeup_; }
 
+  // Cluster mode (cluster.cc; nothing without a cluster's store): subscribes to the
+  // cluster's events, beats once, takes part in the leader election and starts what is
+  // placed here. Arms no timer: Serve() arms the cluster timer, tests call OnClusterTimer().
+  void StartCluster();
+  // Beats when due (and then syncs what is placed here), takes or renews the lease.
+  void OnClusterTimer();
+
  private:
   friend class Routes;
 
@@ -204,10 +211,7 @@ class DaemonImpl {
   // cluster.cc (docs/cluster.md): only where the store is a cluster's (cluster_ set). Every
   // node runs the agent part: heartbeats, and runs what the leader placed on it. The node
   // holding the leader lease also schedules, over every node's GPUs.
-  // Subscribes to the cluster's events, beats once, takes part in the leader election.
-  void StartCluster();
   void ArmClusterTimer();
-  void OnClusterTimer();
   // Renews this node's record (GPUs, usage) and, on success, the shims' fence stamp.
   void Beat();
   // Takes or renews the leader lease; a node that gains it reloads the queue and schedules.

@@ -1,0 +1,432 @@
+// The daemon's cluster mode (cluster.cc, and its paths in agent.cc and scheduler.cc): two
+// daemons ("nodes") in one process, each with its own fakes (clock, GPUs, shims), state dir
+// and event loop, sharing one real Redis store. They are driven as daemon_test.cc drives
+// one: the API (Handle), the cluster timer's callback and the loop (io.poll()). Leases and
+// events are Redis's, so real time: waits are short polls with a deadline, never sleeps.
+#include "src/daemon/daemon_impl.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "src/core/oom.h"
+#include "src/daemon/fake_shim_launcher.h"
+#include "src/os/fake_clock.h"
+#include "src/os/gpu/fake_gpu_probe.h"
+#include "src/os/run_dir.h"
+#include "src/os/state_paths.h"
+#include "src/store/redis/redis_test_util.h"
+
+namespace trainq {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr uint64_t kGiB = 1ull << 30;
+constexpr UnixMs kT0 = 1'800'000'000'000;
+
+GpuInfo Gpu(int index) {
+  GpuInfo g;
+  g.index = index;
+  g.uuid = "GPU-" + std::to_string(index);
+  g.name = "Fake 80GB";
+  g.total_bytes = 80 * kGiB;
+  g.free_bytes = g.total_bytes;
+  g.processes_known = true;
+  return g;
+}
+
+ExitRecord Exited(int code) {
+  ExitRecord r;
+  r.exit_code = code;
+  r.started_at = kT0;
+  r.ended_at = kT0;
+  return r;
+}
+
+std::map<std::string, std::string> EnvOf(const std::string& run_dir) {
+  Result<RunSpec> spec = ReadRunSpec(run_dir);
+  EXPECT_TRUE(spec.ok()) << run_dir << ": " << spec.status().ToString();
+  std::map<std::string, std::string> env;
+  if (spec.ok()) {
+    for (const auto& [k, v] : spec->env) env[k] = v;
+  }
+  return env;
+}
+
+// One node: a daemon with its own fakes, state dir and loop.
+struct Node {
+  std::string name;
+  StatePaths paths;
+  Config config;
+  FakeClock clock{kT0};
+  std::shared_ptr<GpuSnapshot> snapshot = std::make_shared<GpuSnapshot>();
+  FakeShims shims;
+  boost::asio::io_context io;
+  std::unique_ptr<DaemonImpl> daemon;  // after io: destroyed before it
+
+  void Loop() {
+    io.restart();
+    io.poll();
+  }
+  std::string RunDir(JobId id, int attempt) const {
+    return paths.runs + "/" + std::to_string(id) + "/" + std::to_string(attempt);
+  }
+  const FakeShims::Shim* Shim(JobId id, int attempt) const {
+    return shims.Find(RunDir(id, attempt));
+  }
+};
+
+class DaemonClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new redis::RedisServer();
+    ASSERT_TRUE(server_->Start());
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = ::testing::TempDir() + "trainq_cluster_test_" + std::to_string(::getpid()) + "_" + test;
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    target_ = server_->Target("t:" + test + ":");  // a fresh store per test
+    Result<std::unique_ptr<ClusterStore>> observer = OpenRedisStore(target_);
+    ASSERT_TRUE(observer.ok()) << observer.status().ToString();
+    observer_ = std::move(*observer);
+  }
+  void TearDown() override {
+    frozen_.reset();
+    for (auto& [name, node] : nodes_) node->daemon.reset();
+    nodes_.clear();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A node named `name` with `gpus`; its daemon starts with Start().
+  Node& AddNode(const std::string& name, std::vector<GpuInfo> gpus,
+                int64_t leader_lease_ms = 60'000) {
+    auto node = std::make_unique<Node>();
+    node->name = name;
+    node->paths = ResolveStatePaths(dir_ + "/" + name);
+    EXPECT_TRUE(MakeDirs(node->paths.runs).ok());
+    node->config.node_name = name;
+    node->config.node_address = "addr-" + name;
+    node->config.cpu_slots = 8;
+    node->config.headroom_bytes = 0;
+    node->config.oom_patterns = DefaultOomPatterns();
+    node->config.leader_lease_ms = leader_lease_ms;
+    node->snapshot->source = "fake";
+    node->snapshot->gpus = std::move(gpus);
+    Node& ref = *node;
+    nodes_[name] = std::move(node);
+    return ref;
+  }
+
+  // Open() and StartCluster(), as Serve() does, without the socket and timers.
+  void Start(Node& n) {
+    Result<std::unique_ptr<ClusterStore>> store = OpenRedisStore(target_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    DaemonSeams seams{std::move(*store),
+                      ProbeChoice{std::make_unique<FakeGpuProbe>(n.snapshot), ""},
+                      n.shims.Launcher(), &n.clock};
+    n.daemon = std::make_unique<DaemonImpl>(n.io, DaemonOptions{n.paths, true, 022}, n.config,
+                                            std::move(seams));
+    ASSERT_TRUE(n.daemon->Open().ok());
+    n.daemon->StartCluster();
+    n.Loop();
+    // Its subscription connects on a thread of its own: until it listens, the events meant
+    // for it are lost (the real daemon's next heartbeat would catch up; tests drive none).
+    ++subscribed_;
+    ASSERT_TRUE(Eventually([&] { return Subscribers() == subscribed_; }))
+        << n.name << " did not subscribe to the cluster's events";
+  }
+
+  // How many listen on the cluster's channel (PUBSUB NUMSUB).
+  int64_t Subscribers() {
+    std::vector<std::string> argv = {"PUBSUB", "NUMSUB", target_.prefix + "events"};
+    Result<redis::Reply> r = redis_.Command(argv);
+    if (!r.ok() || (*r)->type != REDIS_REPLY_ARRAY || (*r)->elements != 2) return -1;
+    return (*r)->element[1]->integer;
+  }
+
+  // Runs every started node's loop until `done` holds or 5 s of real time pass (events come
+  // from Redis on the subscriptions' threads).
+  template <class F>
+  bool Eventually(F done) {
+    auto deadline = SteadyClock::now() + std::chrono::seconds(5);
+    while (true) {
+      for (auto& [name, node] : nodes_) {
+        if (node->daemon) node->Loop();
+      }
+      if (done()) return true;
+      if (SteadyClock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  HttpResponse Call(Node& n, const std::string& method, const std::string& path,
+                    const std::string& body = "") {
+    HttpRequest req;
+    req.method = method;
+    req.path = path;
+    req.body = body;
+    req.peer_uid = static_cast<int64_t>(::getuid());
+    req.peer_pid = ::getpid();
+    std::optional<HttpResponse> got;
+    n.daemon->Handle(std::move(req), [&got](HttpResponse r) { got = std::move(r); });
+    n.Loop();
+    EXPECT_TRUE(got.has_value()) << method << " " << path << " was not answered";
+    return got.value_or(HttpResponse{599, "", ""});
+  }
+
+  JobId Submit(Node& n, json spec) {
+    spec["command"] = {"train"};
+    spec["cwd"] = dir_;
+    HttpResponse r = Call(n, "POST", "/v1/jobs", spec.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    json ids = json::parse(r.body, nullptr, false);
+    return ids.is_object() && ids.contains("ids") ? ids["ids"][0].get<JobId>() : 0;
+  }
+
+  Job Get(JobId id) {
+    Result<Job> job = observer_->Get(id);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? *job : Job{};
+  }
+
+  // Who holds the lease ("" nobody), read as it is: asking through AcquireLeader could take
+  // a lease that just lapsed.
+  std::string Leader() {
+    std::vector<std::string> argv = {"GET", target_.prefix + "leader"};
+    Result<redis::Reply> r = redis_.Command(argv);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || (*r)->type != REDIS_REPLY_STRING) return "";
+    std::string holder((*r)->str, (*r)->len);  // "NAME EPOCH"
+    return holder.substr(0, holder.rfind(' '));
+  }
+
+  static bool GotSigterm(const FakeShims::Shim* shim) {
+    return shim != nullptr &&
+           std::find(shim->signals.begin(), shim->signals.end(), SIGTERM) != shim->signals.end();
+  }
+
+  static redis::RedisServer* server_;
+  std::string dir_;
+  RedisTarget target_;
+  std::unique_ptr<ClusterStore> observer_;      // the test's own view of the store (unfenced)
+  redis::Connection redis_{server_->Target()};  // plain commands
+  int64_t subscribed_ = 0;                      // nodes started
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+  std::unique_ptr<DaemonImpl> frozen_;  // a node's daemon while the test does not drive it
+};
+
+redis::RedisServer* DaemonClusterTest::server_ = nullptr;
+
+TEST_F(DaemonClusterTest, JobSubmittedOnOneNodeRunsOnTheNodeWithAFreeGpu) {
+  Node& a = AddNode("node-a", {});  // no GPU: the leader, placing for both
+  Node& b = AddNode("node-b", {Gpu(0)});
+  Start(a);
+  Start(b);
+  ASSERT_EQ(Leader(), "node-a");
+  JobId id = Submit(a, {{"gpus", 1}, {"mem", "20GiB"}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; })) << Get(id).reason;
+  Job job = Get(id);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].node, "node-b");
+  EXPECT_EQ(job.attempts[0].run_dir, b.RunDir(id, 1));
+  ASSERT_NE(b.Shim(id, 1), nullptr);
+  EXPECT_EQ(job.attempts[0].pid, b.Shim(id, 1)->process.pid);  // B recorded it running
+  EXPECT_EQ(EnvOf(b.RunDir(id, 1))["CUDA_VISIBLE_DEVICES"], "0");
+  EXPECT_EQ(a.shims.alive_count(), 0);
+  EXPECT_FALSE(std::filesystem::exists(a.RunDir(id, 1)));
+
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; }));
+}
+
+TEST_F(DaemonClusterTest, OneNodeLeadsAndTheOtherTakesOverWhenItResigns) {
+  Node& a = AddNode("node-a", {}, 300);
+  Node& b = AddNode("node-b", {Gpu(0)}, 300);
+  Start(a);
+  Start(b);
+  a.daemon->OnClusterTimer();
+  b.daemon->OnClusterTimer();
+  EXPECT_EQ(Leader(), "node-a");
+  HttpResponse r = Call(b, "GET", "/v1/nodes");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json nodes = json::parse(r.body);
+  EXPECT_EQ(nodes["leader"], "node-a");
+  ASSERT_EQ(nodes["nodes"].size(), 2u);
+  EXPECT_EQ(nodes["nodes"][0]["leader"].get<bool>() + nodes["nodes"][1]["leader"].get<bool>(), 1);
+
+  a.daemon->RequestStop();  // gives the lease up
+  a.daemon.reset();
+  b.daemon->OnClusterTimer();  // no wait for the lease to lapse
+  EXPECT_EQ(Leader(), "node-b");
+  // The new leader schedules: a job submitted to it starts on its GPU.
+  JobId id = Submit(b, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; })) << Get(id).reason;
+  EXPECT_EQ(Get(id).attempts[0].node, "node-b");
+}
+
+TEST_F(DaemonClusterTest, TheOtherNodeTakesTheLeaseOnceACrashedLeadersLapses) {
+  Node& a = AddNode("node-a", {}, 300);
+  Node& b = AddNode("node-b", {Gpu(0)}, 300);
+  Start(a);
+  Start(b);
+  ASSERT_EQ(Leader(), "node-a");
+  a.daemon.reset();  // crashed: nothing resigned
+  // Each poll is the follower's timer round; it takes the lease once it lapsed (300 ms).
+  ASSERT_TRUE(Eventually([&] {
+    b.daemon->OnClusterTimer();
+    return Leader() == "node-b";
+  }));
+  JobId id = Submit(b, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+}
+
+// A leader whose lease lapsed while it was stalled still believes it leads: its placement
+// is refused by the store's fence, and the job runs once, placed by the new leader.
+TEST_F(DaemonClusterTest, DeposedLeaderCannotPlaceAndTheJobRunsOnce) {
+  Node& a = AddNode("node-a", {}, 300);
+  Node& b = AddNode("node-b", {Gpu(0)}, 300);
+  Start(a);
+  Start(b);
+  ASSERT_EQ(Leader(), "node-a");
+  // A stalls (no timer round): its lease lapses and B takes it.
+  ASSERT_TRUE(Eventually([&] {
+    b.daemon->OnClusterTimer();
+    return Leader() == "node-b";
+  })) << Leader();
+  // A has not noticed: its submit's pass places, and the store refuses it.
+  JobId id = Submit(a, {{"gpus", 1}});
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_EQ(job.attempt, 0);
+  EXPECT_EQ(b.shims.alive_count(), 0);
+  // The leader places it (the submit's event), once.
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+  a.daemon->OnClusterTimer();  // A learns it no longer leads
+  b.daemon->OnClusterTimer();
+  ASSERT_TRUE(Eventually([&] { return b.shims.alive_count() == 1; }));
+  EXPECT_EQ(Get(id).attempts.size(), 1u);
+  EXPECT_EQ(a.shims.alive_count() + b.shims.alive_count(), 1);
+  EXPECT_EQ(Leader(), "node-b");
+}
+
+// The leader judged B lost while B was frozen: B, thawed, stops the attempt the store no
+// longer places on it, and its late end record does not overwrite the store's.
+TEST_F(DaemonClusterTest, NodeJudgedLostStopsItsAttemptAndItsLateEndIsRefused) {
+  Node& a = AddNode("node-a", {});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  Start(a);
+  Start(b);
+  JobId id = Submit(a, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+  ASSERT_NE(b.Shim(id, 1), nullptr);
+
+  b.daemon.swap(frozen_);  // B is not driven from here
+  Result<LeaderLease> lease = observer_->AcquireLeader("observer", 60'000);
+  ASSERT_TRUE(lease.ok());
+  Result<std::vector<JobId>> ended = observer_->MarkNodeLost("node-b", lease->now + 1, 3);
+  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
+  EXPECT_THAT(*ended, ::testing::ElementsAre(id));
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kQueued; }));
+  EXPECT_FALSE(GotSigterm(b.Shim(id, 1)));
+
+  b.daemon.swap(frozen_);  // thawed: the events it missed are in its loop
+  ASSERT_TRUE(Eventually([&] { return GotSigterm(b.Shim(id, 1)); }));
+  ExitRecord killed;
+  killed.signal = SIGTERM;
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), killed));
+  b.Loop();
+  Job job = Get(id);
+  ASSERT_GE(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].state, JobState::kFailed);
+  EXPECT_EQ(job.attempts[0].end_reason, "node node-b lost");
+  EXPECT_FALSE(job.attempts[0].signal.has_value());  // B's record was refused
+  EXPECT_EQ(job.node_failures, 1);
+  // B beat again on its attempt's end: it rejoined, and the job runs there again, once.
+  ASSERT_TRUE(Eventually([&] { return Get(id).attempt == 2 && b.Shim(id, 2) != nullptr; }));
+  EXPECT_EQ(b.shims.alive_count(), 1);
+}
+
+TEST_F(DaemonClusterTest, CancelOnOneNodeStopsTheJobOnItsNode) {
+  Node& a = AddNode("node-a", {});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  Start(a);
+  Start(b);
+  JobId id = Submit(a, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+
+  HttpResponse r = Call(a, "POST", "/v1/jobs/" + std::to_string(id) + "/cancel");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.body, HasSubstr("asked node node-b"));
+  Result<bool> flagged = observer_->CancelRequested(id, 1);
+  ASSERT_TRUE(flagged.ok());
+  EXPECT_TRUE(*flagged);
+  ASSERT_TRUE(Eventually([&] { return GotSigterm(b.Shim(id, 1)); }));
+  EXPECT_EQ(a.shims.alive_count(), 0);
+
+  ExitRecord stopped;
+  stopped.signal = SIGTERM;
+  stopped.cancelled = true;
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), stopped));
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kCancelled; }));
+}
+
+TEST_F(DaemonClusterTest, GangRunsOnePartPerNodeAndAFailedPartStopsTheOther) {
+  Node& a = AddNode("node-a", {Gpu(0)});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  Start(a);
+  Start(b);
+  JobId id = Submit(a, {{"gpus", 1}, {"num_nodes", 2}});
+  ASSERT_TRUE(Eventually([&] {
+    return a.shims.alive_count() == 1 && b.shims.alive_count() == 1 &&
+           Get(id).state == JobState::kRunning;
+  })) << Get(id).reason;
+  Job job = Get(id);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  ASSERT_EQ(job.attempts[0].parts.size(), 2u);
+  // Rank by the store's parts: each node runs its own, in its own runs dir.
+  std::map<std::string, Node*> by_name{{"node-a", &a}, {"node-b", &b}};
+  Node& master = *by_name[job.attempts[0].parts[0].node];
+  Node& worker = *by_name[job.attempts[0].parts[1].node];
+  ASSERT_NE(&master, &worker);
+  std::map<std::string, std::string> env0 = EnvOf(master.RunDir(id, 1));
+  std::map<std::string, std::string> env1 = EnvOf(worker.RunDir(id, 1));
+  EXPECT_EQ(env0["TRAINQ_NODE_RANK"], "0");
+  EXPECT_EQ(env1["TRAINQ_NODE_RANK"], "1");
+  EXPECT_FALSE(env0["MASTER_PORT"].empty());
+  EXPECT_EQ(env0["MASTER_PORT"], env1["MASTER_PORT"]);
+  EXPECT_EQ(env0["MASTER_PORT"], std::to_string(job.attempts[0].master_port));
+  EXPECT_EQ(env0["MASTER_ADDR"], "addr-" + master.name);
+  EXPECT_EQ(env1["MASTER_ADDR"], "addr-" + master.name);
+
+  // The worker's part fails: the attempt ends, and the master's node stops its part.
+  ASSERT_TRUE(worker.shims.Exit(worker.RunDir(id, 1), Exited(1)));
+  ASSERT_TRUE(Eventually([&] { return GotSigterm(master.Shim(id, 1)); }));
+  EXPECT_EQ(Get(id).state, JobState::kFailed);
+  ExitRecord killed;
+  killed.signal = SIGTERM;
+  ASSERT_TRUE(master.shims.Exit(master.RunDir(id, 1), killed));
+  master.Loop();
+  job = Get(id);
+  EXPECT_EQ(job.state, JobState::kFailed);
+  EXPECT_EQ(job.attempts[0].exit_code, 1);  // the failed part's end, not the stopped one's
+}
+
+}  // namespace
+}  // namespace trainq
