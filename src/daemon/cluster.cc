@@ -215,10 +215,12 @@ void DaemonImpl::OnClusterEvent(const std::string& event) {
         NoteWaiting(id);
       }
     } else if (kind == "end") {
+      // A waiting job cancelled, or an attempt ended: the job may be queued again (an OOM
+      // retry, a lost node) or done.
       JobId id = 0;
       std::from_chars(target.data(), target.data() + target.size(), id);
-      // A waiting job cancelled (or an attempt ended: nothing to forget then).
-      if (waiting_.erase(id) > 0) written_reasons_.erase(id);
+      written_reasons_.erase(id);
+      NoteWaiting(id);
     } else if (kind != "node" && kind != "placed") {
       waiting_stale_ = true;  // "leader", "reconnected": events may have been missed
     }

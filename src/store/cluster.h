@@ -101,7 +101,8 @@ class ClusterStore : public Store {
 
   // Subscribes to the cluster's events on a connection of its own. `on_event` runs on a
   // thread the subscription owns (post it to your loop), once per event, and once with
-  // "reconnected" after the connection came back (events may have been missed: poll).
+  // "reconnected" once subscribed, first and after each reconnect (events published before
+  // may have been missed: poll).
   // Connection failures are retried with backoff and logged; never throws. The
   // subscription ends when the returned object is destroyed.
   virtual std::unique_ptr<EventSubscription> Subscribe(

@@ -44,6 +44,7 @@ def test_a_node_killed_with_its_jobs_loses_them_to_another_node(make_cluster):
     job = t.wait_state(job_id, "running", timeout=20)
     victim = cluster.node_of(job)
     survivor = next(n for name, n in cluster.nodes.items() if name != victim)
+    wait_for(lambda: "1" in spans(out), what="the first attempt's ticks")
     # The whole node dies: its daemon, the shim and the job.
     crash(cluster.processes(victim))
     killed_at = time.monotonic()

@@ -43,11 +43,10 @@ class EventLog {
       cv_.notify_all();
     };
   }
-  bool WaitFor(const std::string& event, int ms = 3000) {
+  bool WaitFor(const std::string& event, int ms = 3000, long times = 1) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] {
-      return std::find(events_.begin(), events_.end(), event) != events_.end();
-    });
+    return cv_.wait_for(lock, std::chrono::milliseconds(ms),
+                        [&] { return std::count(events_.begin(), events_.end(), event) >= times; });
   }
 
  private:
@@ -420,6 +419,8 @@ TEST(RedisRestartTest, CallsWhileRedisIsDownAreUnavailableAndWorkOnceItIsBack) {
   ASSERT_TRUE(IsOk(store));
   EventLog log;
   std::unique_ptr<EventSubscription> sub = (*store)->Subscribe(log.Sink());
+  // Once subscribed it says so: what was published before may have been missed.
+  ASSERT_TRUE(log.WaitFor("reconnected"));
   server.Kill();
   Result<std::vector<Job>> down = (*store)->List({});
   ASSERT_TRUE(HasCode(down, Code::kUnavailable));
@@ -433,7 +434,7 @@ TEST(RedisRestartTest, CallsWhileRedisIsDownAreUnavailableAndWorkOnceItIsBack) {
   spec.command = {"true"};
   spec.user = "alice";
   EXPECT_TRUE(IsOk((*store)->Submit(std::span(&spec, 1), kT0)));
-  EXPECT_TRUE(log.WaitFor("reconnected", 8000)) << "the subscription comes back and says so";
+  EXPECT_TRUE(log.WaitFor("reconnected", 8000, 2)) << "the subscription comes back and says so";
 }
 
 // --- Gangs (--nodes N): one attempt, a part on each node ---

@@ -62,10 +62,9 @@ class Subscription final : public EventSubscription {
     std::vector<std::string> argv = {"SUBSCRIBE", channel};
     Result<Reply> subscribed = conn.Command(argv);
     if (!subscribed.ok()) return subscribed.status();
-    if (lost_before) {
-      spdlog::info("cluster events: {} reached again", conn.Where());
-      on_event_("reconnected");
-    }
+    if (lost_before) spdlog::info("cluster events: {} reached again", conn.Where());
+    // Also the first time: what was published before the subscription was live is missed.
+    on_event_("reconnected");
     backoff = kFirstBackoffMs;
     Clock::time_point last = Clock::now();
     bool pinged = false;
