@@ -282,10 +282,8 @@ class Trainq:
         check_no_sanitizer_report(self.daemon_log(), f"{self.state_dir}/daemon.log")
 
 
-def processes_of_state_dir(state_dir):
-    """Live pids (this one aside) whose environment names TRAINQ_STATE_DIR=state_dir."""
-    mark = f"TRAINQ_STATE_DIR={state_dir}".encode()
-    found = []
+def live_environs():
+    """(pid, environment as a list of b"K=V") of every live process but this one."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
@@ -294,9 +292,14 @@ def processes_of_state_dir(state_dir):
                 environ = f.read().split(b"\0")
         except OSError:
             continue
-        if mark in environ and not process_gone(int(entry)):
-            found.append(int(entry))
-    return found
+        if not process_gone(int(entry)):
+            yield int(entry), environ
+
+
+def processes_of_state_dir(state_dir):
+    """Live pids (this one aside) whose environment names TRAINQ_STATE_DIR=state_dir."""
+    mark = f"TRAINQ_STATE_DIR={state_dir}".encode()
+    return [pid for pid, environ in live_environs() if mark in environ]
 
 
 def node_processes(state_dir):
@@ -305,18 +308,10 @@ def node_processes(state_dir):
     its runs dir). A job's TRAINQ_STATE_DIR is its submitter's, whichever node runs it."""
     own, runs = f"TRAINQ_STATE_DIR={state_dir}".encode(), f"TRAINQ_RUN_DIR={state_dir}/".encode()
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-        except OSError:
-            continue
+    for pid, environ in live_environs():
         run_dir = [v for v in environ if v.startswith(b"TRAINQ_RUN_DIR=")]
-        mine = any(v.startswith(runs) for v in run_dir) if run_dir else own in environ
-        if mine and not process_gone(int(entry)):
-            found.append(int(entry))
+        if any(v.startswith(runs) for v in run_dir) if run_dir else own in environ:
+            found.append(pid)
     return found
 
 
