@@ -242,6 +242,35 @@ void DaemonImpl::NoteWaiting(JobId id) {
   AddWaiting(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
 }
 
+AttemptEnd DaemonImpl::CwdMissing(const Job& job, const Attempt& a, int rank) {
+  AttemptEnd end;
+  end.ended_at = clock_.Now();
+  end.part = a.parts.empty() ? -1 : rank;
+  end.parts = static_cast<int>(a.parts.size());
+  end.exclude_node = node_;
+  end.end_reason = fmt::format("cwd {} does not exist on node {}", job.spec.cwd, node_);
+  // Elsewhere if some node it may use is left; else it can run nowhere.
+  std::vector<std::string> left;
+  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+  for (const NodeRecord& r : nodes.ok() ? *nodes : std::vector<NodeRecord>{}) {
+    const JobSpec& s = job.spec;
+    bool allowed =
+        s.nodes_allowed.empty() ||
+        std::find(s.nodes_allowed.begin(), s.nodes_allowed.end(), r.name) != s.nodes_allowed.end();
+    bool excluded = std::find(s.nodes_excluded.begin(), s.nodes_excluded.end(), r.name) !=
+                    s.nodes_excluded.end();
+    if (!r.lost && allowed && !excluded && r.name != node_) left.push_back(r.name);
+  }
+  if (static_cast<int>(left.size()) >= job.spec.num_nodes) {
+    end.job_state = JobState::kQueued;
+    end.job_reason = end.end_reason + "; placed again without that node";
+  } else {
+    end.job_reason = end.end_reason + "; no other node it may use is left";
+  }
+  spdlog::warn("job {} attempt {}: {}", job.id, a.n, end.job_reason);
+  return end;
+}
+
 void DaemonImpl::SyncAssigned() {
   Result<std::vector<Job>> mine = cluster_->ActiveOn(node_);
   if (!mine.ok()) return;  // Beat() says the store is away
@@ -270,6 +299,11 @@ void DaemonImpl::SyncAssigned() {
       p.master_port = a->master_port;
       p.parts = a->parts;
       p.master_addr = a->master_addr;
+      if (!IsDirectory(job.spec.cwd)) {
+        // Code and data are on a shared filesystem (docs/cluster.md); this node lacks it.
+        StoreEnd(job.id, a->n, CwdMissing(job, *a, rank));
+        continue;
+      }
       if (p.master_port > 0 && rank == 0) ports_.Take(p.master_port);
       if (Status st = RunPlaced(job, a->n, p, /*record_start=*/false, rank); !st.ok()) {
         if (p.master_port > 0 && rank == 0) ports_.Release(p.master_port);

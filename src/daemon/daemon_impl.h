@@ -225,6 +225,9 @@ class DaemonImpl {
   // The agent: starts the attempts placed on this node, stops those the store took away,
   // carries out cancels asked for on other nodes.
   void SyncAssigned();
+  // The end of an attempt placed here whose --cwd this node lacks: queued again without this
+  // node while enough others are left, else failed.
+  AttemptEnd CwdMissing(const Job& job, const Attempt& a, int rank);
   // This node's GPUs and their use by its attempts, as NodeRecord::info.
   std::string NodeInfo() const;
   NodeRecord OwnRecord() const;

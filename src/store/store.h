@@ -59,6 +59,9 @@ struct AttemptEnd {
   // until every part has; one that did not ends the whole attempt. -1: not a gang.
   int part = -1;
   int parts = 0;
+  // A node that cannot run the job at all (its --cwd is missing there; cluster stores):
+  // added to the job's nodes_excluded, so it is placed elsewhere. "": none.
+  std::string exclude_node{};
 };
 
 // An API token as stored: never the token itself, only its SHA-256 (docs/operations.md,

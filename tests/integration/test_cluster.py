@@ -3,6 +3,7 @@ redis-server, each with its own state dir and simulated GPUs. Jobs submitted on 
 spread over all nodes and run once; the leader's death moves scheduling to another node;
 every node answers for the whole cluster."""
 import json
+import os
 import time
 
 from conftest import gpu, process_gone, read_lines, wait_for
@@ -248,3 +249,44 @@ def test_a_real_two_node_torchrun_all_reduce(make_cluster):
     logs = t.run("logs", str(job_id), check=False).stdout
     assert job["state"] == "succeeded", logs
     assert [open(f"{out}.{r}").read() for r in (0, 1)] == ["3.0", "3.0"]
+
+
+def test_a_node_without_the_jobs_cwd_fails_it_at_once_and_it_runs_elsewhere(make_cluster):
+    import shutil
+    import subprocess
+    import tempfile
+    from conftest import trainq_binary
+    cluster = make_cluster(2)
+    a, b = cluster.node("node0"), cluster.node("node1")
+    shared = tempfile.mkdtemp(dir="/tmp", prefix="tq-shared-")  # the "shared filesystem"
+    try:
+        code = os.path.join(shared, "code")
+        os.makedirs(code)
+        # node1 lacks the mount: in a mount namespace of its own, an empty tmpfs hides it.
+        b.run("daemon", "stop")
+        subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                        f'mount -t tmpfs tmpfs {shared} && exec "$0" daemon', trainq_binary()],
+                       env=b.env, cwd=b.work, check=True, timeout=60)
+        a.set_gpus([gpu(0, others="80GiB")])  # node0 is full: the leader tries node1 first
+
+        def ready():
+            nodes = {n["name"]: n for n in cluster.listing(a)["nodes"]}
+            return (nodes["node0"]["gpus"][0]["memory_usable"] == 0 and
+                    nodes["node1"]["state"] == "up" and nodes["node1"]["heartbeat_age_ms"] < 1000)
+        wait_for(ready, what="node0 full and node1 back")
+        job_id = a.submit("--gpus", "1", "--mem", "1GiB", "--cwd", code, cmd=["true"])
+        first = wait_for(lambda: (j := a.show(job_id))["attempts"] and
+                         j["attempts"][0]["state"] == "failed" and j, timeout=20,
+                         what="the attempt on node1 to fail")
+        assert first["attempts"][0]["node"] == "node1"
+        assert first["attempts"][0]["end_reason"] == f"cwd {code} does not exist on node node1"
+        assert first["state"] == "queued" and "node1" in first["exclude_nodes"], first
+        a.set_gpus([gpu(0)])
+        job = a.wait_state(job_id, "succeeded", timeout=20)
+        assert [x["node"] for x in job["attempts"]] == ["node1", "node0"]
+        # A job that may only use node1 has nowhere else to go: it fails, saying so.
+        only = a.submit("--gpus", "1", "--node", "node1", "--cwd", code, cmd=["true"])
+        job = a.wait_state(only, "failed", timeout=20)
+        assert "no other node it may use is left" in job["reason"], job["reason"]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

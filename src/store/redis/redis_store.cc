@@ -265,7 +265,8 @@ Status RedisStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
                     std::string(StateName(end.job_state)), end.job_reason, Num(end.not_before),
                     Num(end.ended_at), std::string(StateName(end.attempt_state)),
                     end.exit_code ? Num(*end.exit_code) : "", end.signal ? Num(*end.signal) : "",
-                    end.oom ? "1" : "0", end.end_reason, Num(end.part), Num(end.parts)});
+                    end.oom ? "1" : "0", end.end_reason, Num(end.part), Num(end.parts),
+                    end.exclude_node.empty() ? "" : EncodeStrings({end.exclude_node})});
 }
 
 Status RedisStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {

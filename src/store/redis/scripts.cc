@@ -184,7 +184,8 @@ return {'ok'}
 
 // ARGV: id, attempt, from states, expected text, job state, job reason, not_before,
 // ended_at, attempt state, exit_code ('' none), signal ('' none), oom, end reason, part
-// (-1: not a gang), parts. A gang's part that succeeded is only noted until all have.
+// (-1: not a gang), parts, a node to add to the job's nodes_excluded (encoded as a list of
+// one; '' none). A gang's part that succeeded is only noted until all have.
 constexpr char kFinish[] = R"lua(
 local id, n = ARGV[1], ARGV[2]
 local err = cas(id, set_of(ARGV[3]), n, ARGV[4])
@@ -199,6 +200,9 @@ if parts > 1 and ARGV[9] == 'succeeded' then
   if redis.call('SCARD', a .. ':done') < parts then return {'ok'} end
 end
 redis.call('DEL', a .. ':done')
+if ARGV[16] ~= '' then  -- length-prefixed lists concatenate
+  redis.call('HSET', jk(id), 'nodes_excluded', (redis.call('HGET', jk(id), 'nodes_excluded') or '') .. ARGV[16])
+end
 move(id, redis.call('HGET', jk(id), 'state'), ARGV[5])
 redis.call('HSET', jk(id), 'reason', ARGV[6], 'not_before', ARGV[7])
 if ARGV[5] == 'queued' then redis.call('HSET', jk(id), 'queued_at', ARGV[8]) end
