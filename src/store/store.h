@@ -77,6 +77,12 @@ struct TokenRecord {
   std::string created_by;
 };
 
+// What every backend checks before it records an end: the attempt ends in a done state, and
+// the job goes where an attempt's end may take it. kInvalid naming the state otherwise.
+Status CheckAttemptEnd(const AttemptEnd& end);
+// Whether `hash` has a stored token's form: 64 lowercase hex digits (SHA-256).
+bool IsTokenDigest(const std::string& hash);
+
 class Store {
  public:
   virtual ~Store() = default;

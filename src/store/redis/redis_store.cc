@@ -26,21 +26,6 @@ std::string FromCsv(Move move) {
 
 std::string Num(int64_t v) { return std::to_string(v); }
 
-bool IsHexDigest(const std::string& hash) {
-  return hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
-}
-
-Status CheckEnd(const AttemptEnd& end) {
-  if (!IsDone(end.attempt_state)) {
-    return Status::Invalid("an attempt cannot end as " + std::string(StateName(end.attempt_state)));
-  }
-  if (!MoveAllowed(Move::kFinish, JobState::kRunning, end.job_state)) {
-    return Status::Invalid("a job cannot go from its attempt's end to " +
-                           std::string(StateName(end.job_state)));
-  }
-  return Status::Ok();
-}
-
 Status RefusalStatus(std::string_view kind, std::string message) {
   if (kind == "conflict") return Status::Conflict(std::move(message));
   if (kind == "notfound") return Status::NotFound(std::move(message));
@@ -258,7 +243,7 @@ Status RedisStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_
 }
 
 Status RedisStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
-  TRAINQ_RETURN_IF_ERROR(CheckEnd(end));
+  TRAINQ_RETURN_IF_ERROR(CheckAttemptEnd(end));
   return RunStatus(FinishScript(),
                    {Num(id), Num(attempt), FromCsv(Move::kFinish),
                     StatesText(MoveFrom(Move::kFinish)) + " with attempt " + Num(attempt),
@@ -307,7 +292,7 @@ Status RedisStore::SetReasons(std::span<const std::pair<JobId, std::string>> rea
 
 Status RedisStore::AddToken(const TokenRecord& t) {
   TRAINQ_RETURN_IF_ERROR(CheckTokenName(t.name));
-  if (!IsHexDigest(t.hash)) {
+  if (!IsTokenDigest(t.hash)) {
     return Status::Invalid("hash: expected a SHA-256 digest, 64 lowercase hex digits");
   }
   return RunStatus(AddTokenScript(),
@@ -338,7 +323,7 @@ Status RedisStore::RevokeToken(const std::string& name, UnixMs now) {
 }
 
 Result<std::optional<TokenRecord>> RedisStore::FindTokenByHash(const std::string& hash) {
-  if (!IsHexDigest(hash)) return std::optional<TokenRecord>();
+  if (!IsTokenDigest(hash)) return std::optional<TokenRecord>();
   Result<Reply> h = Command({"HGETALL", Key("token:" + hash)});
   if (!h.ok()) return h.status();
   if ((*h)->elements == 0) return std::optional<TokenRecord>();

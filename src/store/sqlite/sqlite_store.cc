@@ -21,17 +21,6 @@ namespace {
 
 constexpr size_t kStateCount = static_cast<size_t>(JobState::kCancelled) + 1;
 
-Status CheckEnd(const AttemptEnd& end) {
-  if (!IsDone(end.attempt_state)) {
-    return Status::Invalid("an attempt cannot end as " + std::string(StateName(end.attempt_state)));
-  }
-  if (!MoveAllowed(Move::kFinish, JobState::kRunning, end.job_state)) {
-    return Status::Invalid("a job cannot go from its attempt's end to " +
-                           std::string(StateName(end.job_state)));
-  }
-  return Status::Ok();
-}
-
 // "state IN ('starting', 'running')": the compare-and-set condition of `move`, from the one
 // table of moves (src/core/state_machine.h).
 std::string FromStates(Move move) {
@@ -308,7 +297,7 @@ Status SqliteStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid
 }
 
 Status SqliteStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
-  TRAINQ_RETURN_IF_ERROR(CheckEnd(end));
+  TRAINQ_RETURN_IF_ERROR(CheckAttemptEnd(end));
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   TRAINQ_RETURN_IF_ERROR(

@@ -14,10 +14,6 @@ namespace {
 constexpr char kTokenColumns[] =
     "SELECT name, hash, role, user, created_at, expires_at, revoked_at, created_by FROM tokens ";
 
-bool IsHexDigest(const std::string& hash) {
-  return hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
-}
-
 Result<TokenRecord> ReadToken(const Query& row) {
   TokenRecord t;
   t.name = row.Text(0);
@@ -51,7 +47,7 @@ Result<std::vector<TokenRecord>> ReadTokens(Query& select) {
 // revoked one must stay revoked.
 Status SqliteStore::AddToken(const TokenRecord& token) {
   TRAINQ_RETURN_IF_ERROR(CheckTokenName(token.name));
-  if (!IsHexDigest(token.hash)) {
+  if (!IsTokenDigest(token.hash)) {
     return Status::Invalid("hash: expected a SHA-256 digest, 64 lowercase hex digits");
   }
   FullSyncScope full_sync(db_, durable_);
