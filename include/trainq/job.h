@@ -16,6 +16,13 @@ namespace trainq {
 using JobId = int64_t;
 using UnixMs = int64_t;  // milliseconds since the Unix epoch, UTC
 
+// JobSpec::group in a submit: a new group named by the first job stored with it. A store's
+// Submit takes any negative value as a new group's tag, so requests committed together
+// (kNewGroup - k for the k-th) each get their own group.
+constexpr JobId kNewGroup = -1;
+// JobSpec::gate_pid in a submit: the caller's own process (the API fills in its pid).
+constexpr int64_t kGateCaller = -1;
+
 // The life of a job: src/core/state_machine.h. Waiting: queued, blocked. Running: starting,
 // running. Done: succeeded, failed, cancelled.
 enum class JobState { kQueued, kBlocked, kStarting, kRunning, kSucceeded, kFailed, kCancelled };
@@ -56,6 +63,28 @@ struct JobSpec {
   // The Idempotency-Key of the request that stored it ("" for none): a request sent again
   // with the same key (and user) is answered with the ids already stored.
   std::string submit_key;
+  // A group of jobs submitted together (a sweep, an array): the id of its first job, as
+  // Slurm's array job id; 0: none. kNewGroup in a submit: the store gives the batch's first id.
+  JobId group = 0;
+  // At most this many of the group's jobs run at once (--array 0-15%4); 0: no limit.
+  int group_limit = 0;
+  // The index in an array (--array): TRAINQ_ARRAY_INDEX; -1: not an array job.
+  int array_index = -1;
+  // What ran (docs/workflow.md, "Run records"): a JSON object the client made at submit
+  // (git commit, branch, dirty, diff hash, host, snapshot, version); "": none. Kept as given.
+  std::string record;
+  // Told when the job ends: a URL that gets a JSON POST (--notify), an address mailed through
+  // sendmail (--mail); "": none.
+  std::string notify_url;
+  std::string mail;
+  // Started as `trainq sbatch` starts a batch script: with the variables Slurm sets
+  // (SLURM_JOB_ID, SLURM_ARRAY_TASK_ID, SLURM_NODEID, ...).
+  bool slurm_env = false;
+  // A gate (`with trainq.gpu(...)` in Python; docs/python.md): no command is started. The
+  // process that submitted it (pid and /proc start time) holds the GPUs once placed, until
+  // it releases them or ends. 0: an ordinary job.
+  int64_t gate_pid = 0;
+  uint64_t gate_ticks = 0;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   bool has_deps() const { return !after.empty() || !after_any.empty(); }

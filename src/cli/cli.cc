@@ -26,12 +26,15 @@ struct Parsed {
   TokenArgs token;
   std::string node_name;
   SimArgs sim;
+  std::string group;
+  std::string second_id;
+  bool failed = false;
+  WaitArgs wait;
+  SbatchArgs sbatch;
 };
 
-void AddSubmit(CLI::App& app, Parsed& p) {
-  CLI::App* s = app.add_subcommand("submit", "queue a job: trainq submit [opts] -- CMD [ARG...]");
-  s->alias("add");
-  SubmitArgs& a = p.submit;
+// The options of `submit`, which `run` takes too.
+void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option("--gpus", a.gpus, "GPUs on one node, or on each with --nodes (0 = CPU job)");
   s->add_option("--mem", a.mem,
                 "GPU memory per GPU: 20GiB, 20G, 512MiB, 20GB, 40% (default: whole GPUs)");
@@ -63,11 +66,57 @@ void AddSubmit(CLI::App& app, Parsed& p) {
       ->allow_extra_args(false);
   s->add_option("--nodes,-N", a.num_nodes,
                 "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none)");
-  s->add_flag("--json", a.json, "print the job as JSON");
+  s->add_option("--notify", a.notify,
+                "POST the job's end as JSON to this URL (retried; docs/workflow.md)");
+  s->add_option("--mail", a.mail, "mail this address when the job ends (needs a local sendmail)");
+  s->add_flag_function(
+      "--snapshot", [&a](int64_t) { a.snapshot = "git"; },
+      "run in a copy of the git work tree made now (docs/workflow.md); the config's snapshot "
+      "option makes it the default");
+  s->add_flag_function(
+      "--no-snapshot", [&a](int64_t) { a.snapshot = "off"; }, "run in the tree as it is");
+  s->add_option("command", a.command, "the command and its arguments, after --");
+}
+
+void AddSubmit(CLI::App& app, Parsed& p) {
+  CLI::App* s = app.add_subcommand("submit", "queue a job: trainq submit [opts] -- CMD [ARG...]");
+  s->alias("add");
+  SubmitArgs& a = p.submit;
+  AddSubmitOptions(s, a);
+  s->add_flag("--json", a.json, "print the job as JSON ({\"ids\", \"group\"} for a sweep)");
   s->add_option("--from", a.from,
                 "queue one job per line of FILE: a command line (quoted as in sh, "
                 "never expanded) or a JSON job object; the options above are each job's defaults");
-  s->add_option("command", a.command, "the command and its arguments, after --");
+  s->add_option("--sweep", a.sweeps,
+                "NAME=V1,V2,...: one job per value, {NAME} in the command replaced; repeat for "
+                "the cross product; all in one group")
+      ->allow_extra_args(false);
+  s->add_option("--array", a.array,
+                "one job per index as Slurm's --array: 0-15, 1,3,5, 0-15:2, then %N for at most "
+                "N running at once; TRAINQ_ARRAY_INDEX and {index} in the command");
+}
+
+void AddWorkflow(CLI::App& app, Parsed& p) {
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "submit, wait in line, stream the output and exit with the job's exit code; Ctrl-C "
+      "cancels it (twice: detach)");
+  AddSubmitOptions(run, p.submit);
+  CLI::App* wait = app.add_subcommand(
+      "wait",
+      "block until the jobs end; exit 0 if all succeeded, else the first failed one's code");
+  wait->add_option("ids", p.wait.ids, "job ids");
+  wait->add_option("--group", p.wait.group, "every job of this group");
+  wait->add_flag("--any", p.wait.any, "return when the first of them ends, with its code");
+  // Its words are sbatch's own options, the script and its arguments: RunCli hands them over
+  // unparsed (SplitSbatch).
+  app.add_subcommand("sbatch",
+                     "run a Slurm batch script: its #SBATCH lines become trainq's options; "
+                     "trainq sbatch [SBATCH OPTIONS] SCRIPT [ARGS]");
+  CLI::App* diff = app.add_subcommand(
+      "diff", "what differs between two runs: commit, uncommitted changes, command, env");
+  diff->add_option("first", p.id, "job id")->required();
+  diff->add_option("second", p.second_id, "job id")->required();
 }
 
 void AddQueries(CLI::App& app, Parsed& p) {
@@ -78,6 +127,8 @@ void AddQueries(CLI::App& app, Parsed& p) {
   ls->add_option("--limit", p.limit, "show at most N jobs, oldest first");
   ls->add_option("--user,-u", p.user, "only this user's jobs");
   ls->add_flag("--mine", p.mine, "only your own jobs");
+  ls->add_option("--group,-g", p.group,
+                 "only this group's jobs (a sweep, an array), done ones too");
   CLI::App* show = app.add_subcommand("show", "everything about a job, all its attempts");
   show->add_option("id", p.id, "job id")->required();
   show->add_flag("--json", p.json, "JSON output");
@@ -90,9 +141,12 @@ void AddQueries(CLI::App& app, Parsed& p) {
   logs->add_flag("--follow,-f", p.follow, "keep printing until the attempt ends");
   logs->add_option("--attempt", p.attempt, "attempt number");
   CLI::App* cancel = app.add_subcommand("cancel", "remove waiting jobs, stop running ones");
-  cancel->add_option("ids", p.ids, "job ids")->required();
+  cancel->add_option("ids", p.ids, "job ids");
+  cancel->add_option("--group,-g", p.group, "every job of this group that has not ended");
   CLI::App* retry = app.add_subcommand("retry", "queue a job that ended again, as a new attempt");
-  retry->add_option("id", p.id, "job id")->required();
+  retry->add_option("id", p.id, "job id");
+  retry->add_option("--group,-g", p.group, "the group's jobs that failed or were cancelled");
+  retry->add_flag("--failed", p.failed, "with --group: only those that failed");
   CLI::App* gpus =
       app.add_subcommand("gpus", "each GPU: memory, utilisation, jobs, other processes");
   gpus->add_flag("--json", p.json, "JSON output");
@@ -176,6 +230,18 @@ int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {
   return CmdConfigShow(client, p.json);
 }
 
+// cancel and retry: of ids, or of a group.
+int DispatchChange(Client& client, const std::string& name, Parsed& p) {
+  bool ids = name == "cancel" ? !p.ids.empty() : !p.id.empty();
+  if (ids == !p.group.empty()) {
+    return Fail(Status::Invalid(name + ": give job ids or --group G (not both)"));
+  }
+  if (p.failed && p.group.empty()) return Fail(Status::Invalid("--failed: goes with --group"));
+  if (name == "cancel")
+    return p.group.empty() ? CmdCancel(client, p.ids) : CmdCancelGroup(client, p.group);
+  return p.group.empty() ? CmdRetry(client, p.id) : CmdRetryGroup(client, p.group, p.failed);
+}
+
 int Dispatch(CLI::App& app, Parsed& p) {
   CLI::App* sub = app.get_subcommands().front();
   std::string name = sub->get_name();
@@ -187,12 +253,16 @@ int Dispatch(CLI::App& app, Parsed& p) {
   }
   Client client(std::move(*server));
   if (name == "submit") return CmdSubmit(client, p.submit);
-  if (name == "ls") return CmdList(client, {p.all, p.state, p.limit, p.json, p.user, p.mine});
+  if (name == "run") return CmdRun(client, p.submit);
+  if (name == "diff") return CmdDiff(client, p.id, p.second_id);
+  if (name == "wait") return CmdWait(client, p.wait);
+  if (name == "sbatch") return CmdSbatch(client, p.sbatch);
+  if (name == "ls")
+    return CmdList(client, {p.all, p.state, p.limit, p.json, p.user, p.mine, p.group});
   if (name == "show") return CmdShow(client, p.id, p.json);
   if (name == "explain") return CmdExplain(client, p.id, p.json);
   if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt);
-  if (name == "cancel") return CmdCancel(client, p.ids);
-  if (name == "retry") return CmdRetry(client, p.id);
+  if (name == "cancel" || name == "retry") return DispatchChange(client, name, p);
   if (name == "gpus") return p.topo ? CmdGpuTopology(client, p.json) : CmdGpus(client, p.json);
   if (name == "config") return DispatchConfig(client, *sub, p);
   if (name == "token") return DispatchToken(client, *sub, p);
@@ -202,6 +272,24 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (sub->got_subcommand("status")) return CmdDaemonStatus(client, p.json);
   if (sub->got_subcommand("backup")) return CmdDaemonBackup(client, p.backup_path);
   return p.foreground ? CmdDaemonForeground(client) : CmdDaemonStart(client);
+}
+
+// `trainq [GLOBAL OPTIONS] sbatch WORDS...`: the words after "sbatch" are sbatch's (its
+// options look like ours but are not), so they are taken off before CLI11 parses the rest.
+// Returns how many arguments CLI11 should see.
+int SplitSbatch(int argc, char** argv, std::vector<std::string>& words) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--state-dir" || arg == "--server") {
+      ++i;
+    } else if (arg == "sbatch") {
+      words.assign(argv + i + 1, argv + argc);
+      return i + 1;
+    } else if (!arg.starts_with("--state-dir=") && !arg.starts_with("--server=")) {
+      break;
+    }
+  }
+  return argc;
 }
 
 }  // namespace
@@ -219,12 +307,14 @@ int RunCli(int argc, char** argv) {
                  "(default: $TRAINQ_SERVER, else /run/trainq/trainq.sock when a shared daemon "
                  "serves this machine, else your personal daemon)");
   AddSubmit(app, p);
+  AddWorkflow(app, p);
   AddQueries(app, p);
   AddDaemon(app, p);
   AddConfig(app, p);
   AddToken(app, p);
   AddNodes(app, p);
   AddSimCommand(app, p.sim);
+  argc = SplitSbatch(argc, argv, p.sbatch.words);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -211,17 +211,21 @@ Result<json> Client::CallRunning(const std::string& method, const std::string& t
 }
 
 Result<json> Client::Submit(const std::string& body) {
-  const std::string key = RandomToken();
+  return CallRepeatable("POST", "/v1/jobs", body, RandomToken());
+}
+
+Result<json> Client::CallRepeatable(const std::string& method, const std::string& target,
+                                    const std::string& body, const std::string& key) {
   constexpr int kTries = 6;
   auto pause = std::chrono::milliseconds(200);
   Result<HttpResponse> r = Status::Unavailable("not sent");
   for (int attempt = 1; attempt <= kTries; ++attempt) {
-    r = Send("POST", "/v1/jobs", body, 30000, key);
+    r = Send(method, target, body, 30000, key);
     if (r.ok() || attempt == kTries) break;
     // Only a transport failure is tried again; a refusal (another user's listener) is final.
     if (r.status().code() != Code::kUnavailable && r.status().code() != Code::kIo) break;
     if (!NotDelivered(r)) {
-      // It may have been stored: wait for the daemon (or its restart), then ask again.
+      // It may have been received: wait for the daemon (or its restart), then ask again.
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(5000));
     }

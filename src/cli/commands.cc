@@ -17,6 +17,7 @@
 #include "src/cli/reply.h"
 #include "src/core/json_codec.h"
 #include "src/core/spec.h"
+#include "src/core/sweep.h"
 #include "src/core/words.h"
 #include "src/os/system.h"
 
@@ -112,6 +113,8 @@ Status CheckSubmitText(const SubmitArgs& a, const json& env, const std::string& 
   return Status::Ok();
 }
 
+}  // namespace
+
 Result<json> SubmitBody(const SubmitArgs& a) {
   json env = json::object();
   for (const auto& [k, v] : CurrentEnvironment()) env[k] = v;
@@ -140,8 +143,12 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   if (!nodes.empty()) body["nodes"] = std::move(nodes);
   if (!exclude.empty()) body["exclude_nodes"] = std::move(exclude);
   if (a.num_nodes != 1) body["num_nodes"] = a.num_nodes;
+  if (!a.notify.empty()) body["notify"] = a.notify;
+  if (!a.mail.empty()) body["mail"] = a.mail;
   return body;
 }
+
+namespace {
 
 // The jobs of a --from file: blank lines and # comments are skipped.
 Result<json> JobsFromFile(const std::string& path) {
@@ -195,21 +202,100 @@ int SubmitFromFile(Client& client, const SubmitArgs& args, json defaults) {
 
 }  // namespace
 
-int CmdSubmit(Client& client, const SubmitArgs& args) {
-  Result<json> body = SubmitBody(args);
-  if (!body.ok()) return Fail(body.status());
-  if (!args.from.empty()) return SubmitFromFile(client, args, std::move(*body));
-  Result<json> r = client.Submit(DumpJson(*body));
-  if (!r.ok()) return Fail(r.status());
+namespace {
+
+// --sweep and --array: one job per combination, all in one new group.
+Result<json> ExpandedBatch(const SubmitArgs& args, json defaults) {
+  std::vector<SweepAxis> axes;
+  for (const std::string& text : args.sweeps) {
+    Result<SweepAxis> axis = ParseSweep(text);
+    if (!axis.ok()) return axis.status();
+    axes.push_back(std::move(*axis));
+  }
+  std::optional<ArraySpec> array;
+  if (!args.array.empty()) {
+    Result<ArraySpec> parsed = ParseArray(args.array);
+    if (!parsed.ok()) return parsed.status();
+    array = std::move(*parsed);
+  }
+  Result<std::vector<ExpandedJob>> jobs = ExpandJobs(args.command, axes, array ? &*array : nullptr);
+  if (!jobs.ok()) return jobs.status();
+  std::string base = args.name.empty() ? DefaultJobName(args.command) : args.name;
+  json list = json::array();
+  for (ExpandedJob& job : *jobs) {
+    json one = {{"command", std::move(job.command)}, {"name", base + " " + job.label}};
+    if (job.array_index >= 0) one["array_index"] = job.array_index;
+    list.push_back(std::move(one));
+  }
+  defaults.erase("command");
+  defaults.erase("name");
+  defaults["group"] = true;
+  if (array && array->limit > 0) defaults["group_limit"] = array->limit;
+  return json{{"defaults", std::move(defaults)}, {"jobs", std::move(list)}};
+}
+
+}  // namespace
+
+Result<int64_t> SubmitOne(Client& client, const json& body) {
+  Result<json> r = client.Submit(DumpJson(body));
+  if (!r.ok()) return r.status();
   Reply reply(*r);
   std::vector<Reply> ids = reply.Array("ids");
   int64_t id = ids.size() == 1 ? ids[0].AsInt() : 0;
   if (reply.ok() && ids.size() != 1) {
-    return Fail(Status::Internal(
+    return Status::Internal(
         "the daemon's reply has field 'ids' without exactly one id; is trainqd the same "
-        "version as trainq?"));
+        "version as trainq?");
   }
+  if (!reply.ok()) return reply.status();
+  return id;
+}
+
+int SubmitBatch(Client& client, json body, bool as_json) {
+  Result<json> r = client.Submit(DumpJson(body));
+  if (!r.ok()) return Fail(r.status());
+  Reply reply(*r);
+  std::string out;
+  json ids = json::array();
+  for (const Reply& id : reply.Array("ids")) {
+    out += std::to_string(id.AsInt()) + "\n";
+    ids.push_back(id.AsInt());
+  }
+  std::optional<int64_t> group = reply.OptInt("group");
   if (!reply.ok()) return Fail(reply.status());
+  if (as_json) {
+    json doc = {{"ids", std::move(ids)}, {"group", group ? json(*group) : json(nullptr)}};
+    std::printf("%s\n", DumpJson(doc).c_str());
+    return 0;
+  }
+  std::fputs(out.c_str(), stdout);
+  if (group) {
+    std::fprintf(stderr, "trainq: group %lld: %zu jobs (trainq ls --group %lld)\n",
+                 static_cast<long long>(*group), ids.size(), static_cast<long long>(*group));
+  }
+  return 0;
+}
+
+int CmdSubmit(Client& client, const SubmitArgs& args) {
+  Result<json> body = SubmitBody(args);
+  if (!body.ok()) return Fail(body.status());
+  if (Status st = ApplySnapshot(client, args, *body); !st.ok()) return Fail(st);
+  if (!args.from.empty()) {
+    if (!args.sweeps.empty() || !args.array.empty()) {
+      return Fail(
+          Status::Invalid("--from: --sweep and --array expand one command; give them "
+                          "without --from"));
+    }
+    return SubmitFromFile(client, args, std::move(*body));
+  }
+  if (!args.sweeps.empty() || !args.array.empty()) {
+    Result<json> batch = ExpandedBatch(args, std::move(*body));
+    if (!batch.ok()) return Fail(batch.status());
+    return SubmitBatch(client, std::move(*batch), args.json);
+  }
+  Result<int64_t> submitted = SubmitOne(client, *body);
+  if (!submitted.ok()) return Fail(submitted.status());
+  int64_t id = *submitted;
   if (!args.json) {
     std::printf("%lld\n", static_cast<long long>(id));
     return 0;
@@ -240,6 +326,16 @@ int CmdList(Client& client, const ListArgs& args) {
     target += "user=" + args.user + "&";
   }
   if (args.mine) target += "mine=1&";
+  if (!args.group.empty()) {
+    Result<int64_t> group = ParseJobId(args.group);
+    if (!group.ok()) {
+      return Fail(Status::Invalid("--group: '" + args.group +
+                                  "' is not a group; use the number 'submit' printed as group"));
+    }
+    // A group is looked at whole: its done jobs too, unless --state narrows it.
+    target += fmt::format("group={}&", *group);
+    if (args.state.empty() && !args.all) target += "all=1&";
+  }
   target.pop_back();
   bool as_json = args.json;
   Result<json> r = client.Call("GET", target);
@@ -369,16 +465,18 @@ class ApiLogSource : public LogSource {
   bool failed_ = false;
 };
 
-// The log's own file when this user can open it here, else the daemon's copy.
-LogFollower FollowerFor(Client& client, int64_t job, const AttemptLog& a) {
-  if (client.Local() && ::access(a.log_path.c_str(), R_OK) == 0) return LogFollower(a.log_path);
-  if (client.Local() && !FileExists(a.log_path) && !client.Fixed()) {
-    return LogFollower(a.log_path);  // not opened yet
-  }
-  return LogFollower(std::make_unique<ApiLogSource>(client, job, a.n));
-}
-
 }  // namespace
+
+std::unique_ptr<LogFollower> AttemptFollower(Client& client, int64_t job, int64_t attempt,
+                                             const std::string& log_path) {
+  if (client.Local() && ::access(log_path.c_str(), R_OK) == 0) {
+    return std::make_unique<LogFollower>(log_path);
+  }
+  if (client.Local() && !FileExists(log_path) && !client.Fixed()) {
+    return std::make_unique<LogFollower>(log_path);  // not opened yet
+  }
+  return std::make_unique<LogFollower>(std::make_unique<ApiLogSource>(client, job, attempt));
+}
 
 int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
   Result<JobLog> job = FetchJobLog(client, id, attempt);
@@ -390,7 +488,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
     if (!follow || EndedUnstarted(*job)) return Fail(NoOutput(*job));
   }
   int64_t n = job->attempt ? job->attempt->n : 0;
-  std::optional<LogFollower> log;
+  std::unique_ptr<LogFollower> log;
   if (job->attempt) {
     // The owner's check first: on a shared server only the job's user (or an admin) may.
     if (client.Fixed()) {
@@ -398,7 +496,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
           client.Call("GET", fmt::format("/v1/jobs/{}/log?attempt={}&size=1", job->id, n));
       if (!size.ok()) return Fail(size.status());
     }
-    log.emplace(FollowerFor(client, job->id, *job->attempt));
+    log = AttemptFollower(client, job->id, job->attempt->n, job->attempt->log_path);
     log->Poll(stdout);
   }
   while (follow) {
@@ -408,7 +506,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
     if (!job->attempt && EndedUnstarted(*job)) return Fail(NoOutput(*job));
     if (!job->attempt) continue;  // still waiting for its first attempt
     n = job->attempt->n;
-    if (!log) log.emplace(FollowerFor(client, job->id, *job->attempt));
+    if (!log) log = AttemptFollower(client, job->id, job->attempt->n, job->attempt->log_path);
     log->Poll(stdout);
     if (!job->attempt->active) break;
   }

@@ -2,11 +2,13 @@
 // one line on stderr.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "src/cli/client.h"
+#include "src/cli/log_follow.h"
 #include "trainq/status.h"
 
 namespace trainq {
@@ -29,6 +31,24 @@ struct SubmitArgs {
   std::vector<std::string> exclude_nodes;  // --exclude-node NAME[,NAME]
   int num_nodes = 1;                       // --nodes, -N
   bool json = false;
+  std::vector<std::string> sweeps;  // --sweep NAME=V1,V2 (repeatable)
+  std::string array;                // --array 0-15%4
+  std::string notify;               // --notify URL
+  std::string mail;                 // --mail ADDR
+  std::string snapshot;             // --snapshot[=git|off]; "": the config's default
+};
+
+// `trainq wait` and what `run` shares with it.
+struct WaitArgs {
+  std::vector<std::string> ids;
+  std::string group;  // --group G: every job of the group
+  bool any = false;   // return at the first end
+};
+
+// `trainq sbatch [OPTIONS] SCRIPT [ARGS]`: sbatch's own options, then the script and its
+// arguments (everything from the first word that is not an option).
+struct SbatchArgs {
+  std::vector<std::string> words;
 };
 
 struct ListArgs {
@@ -38,6 +58,7 @@ struct ListArgs {
   bool json = false;
   std::string user;   // only this user's jobs
   bool mine = false;  // only the caller's (the socket's user, or the token's)
+  std::string group;  // only this group's jobs
 };
 
 // `trainq token create`.
@@ -59,6 +80,30 @@ int CmdShow(Client& client, const std::string& id, bool json);
 int CmdLogs(Client& client, const std::string& id, bool follow, int attempt);
 int CmdCancel(Client& client, const std::vector<std::string>& ids);
 int CmdRetry(Client& client, const std::string& id);
+// workflow_commands.cc: groups, run, wait, sbatch (docs/workflow.md).
+int CmdCancelGroup(Client& client, const std::string& group);
+int CmdRetryGroup(Client& client, const std::string& group, bool failed_only);
+int CmdWait(Client& client, const WaitArgs& args);
+int CmdRun(Client& client, const SubmitArgs& args);
+int CmdSbatch(Client& client, const SbatchArgs& args);
+// The request body `trainq submit` sends for `args` (the caller's environment, cwd, ...);
+// kInvalid naming the option at fault.
+Result<nlohmann::json> SubmitBody(const SubmitArgs& args);
+// Sends a batch {"defaults", "jobs"}; prints the ids (and the group), as `submit` does.
+int SubmitBatch(Client& client, nlohmann::json body, bool as_json);
+// Submits one job and returns its id.
+Result<int64_t> SubmitOne(Client& client, const nlohmann::json& body);
+// The exit code a script sees for a job that ended (its JSON): 0 succeeded, the command's
+// exit code, 128+signal when killed, 1 when it never ran.
+int JobExitCode(const nlohmann::json& job);
+// snapshot_commands.cc: --snapshot (or the daemon's `snapshot` option): copies the git work
+// tree of the body's cwd and points the body's cwd into the copy; adds the run record.
+Status ApplySnapshot(Client& client, const SubmitArgs& args, nlohmann::json& body);
+// `trainq diff ID1 ID2`: what differs between two runs (commit, changes, command, env).
+int CmdDiff(Client& client, const std::string& first, const std::string& second);
+// Follows attempt `attempt` of job `job` whose log is `log_path` (logs -f, run).
+std::unique_ptr<LogFollower> AttemptFollower(Client& client, int64_t job, int64_t attempt,
+                                             const std::string& log_path);
 int CmdGpus(Client& client, bool json);
 int CmdExplain(Client& client, const std::string& id, bool json);
 // `trainq daemon --foreground`: becomes trainqd for this state dir.

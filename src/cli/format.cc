@@ -114,6 +114,41 @@ std::string AttemptDetails(const Reply& a) {
 
 }  // namespace
 
+// What ran (the run record, docs/workflow.md): code, host, GPU models, trainq's version.
+std::string RecordDetails(const Reply& job) {
+  if (!job.Has("record")) return "";
+  Reply r = job.Object("record");
+  std::string out;
+  auto line = [&out](const std::string& k, const std::string& v) {
+    out += fmt::format("{:<12} {}\n", k + ":", v);
+  };
+  if (r.Has("git")) {
+    Reply git = r.Object("git");
+    std::string commit = git.Text("commit");
+    line("commit", fmt::format("{}{}{}", commit == "" ? "(none)" : commit,
+                               git.Text("branch") == "-" || git.Text("branch").empty()
+                                   ? ""
+                                   : " on " + git.Text("branch"),
+                               git.BoolOr("dirty", false) ? ", with uncommitted changes" : ""));
+    if (git.Text("diff_path") != "-" && !git.Text("diff_path").empty()) {
+      line("changes", git.Text("diff_path"));
+    }
+  }
+  if (r.Has("snapshot")) {
+    Reply s = r.Object("snapshot");
+    line("snapshot", fmt::format("{} ({} files, {}) in {}", s.Text("id").substr(0, 12),
+                                 s.Text("files"), FormatBytes(s.UInt("bytes")), s.Text("dir")));
+  }
+  line("host", r.Text("host"));
+  if (r.Has("gpu_models")) {
+    std::vector<std::string> models;
+    for (const Reply& m : r.ArrayOr("gpu_models")) models.push_back(m.AsText());
+    line("gpu models", fmt::format("{}", fmt::join(models, ", ")));
+  }
+  line("trainq", r.Text("trainq_version"));
+  return out;
+}
+
 std::string JobDetails(const Reply& job) {
   std::string out;
   auto line = [&out](const std::string& k, const std::string& v) {
@@ -153,6 +188,12 @@ std::string JobDetails(const Reply& job) {
   if (int64_t n = job.OptInt("num_nodes").value_or(1); n > 1) {
     line("gang", fmt::format("{} nodes, the GPUs above on each", n));
   }
+  if (std::optional<int64_t> group = job.OptInt("group")) {
+    std::optional<int64_t> index = job.OptInt("array_index");
+    line("group",
+         fmt::format("{}{}", *group, index ? fmt::format(", array index {}", *index) : ""));
+  }
+  out += RecordDetails(job);
   for (const Reply& a : job.ArrayOr("attempts")) out += AttemptDetails(a);
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 
@@ -159,6 +160,36 @@ bool IsLoopbackHost(std::string_view host) {
   if (inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
   if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
   return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+Result<WebhookUrl> ParseWebhookUrl(std::string_view text, std::string_view field) {
+  auto bad = [&]() {
+    return Status::Invalid(fmt::format(
+        "{}: '{}' is not a webhook URL; use http://HOST[:PORT]/PATH or https://HOST[:PORT]/PATH",
+        field, text.substr(0, 200)));
+  };
+  bool tls = text.starts_with("https://");
+  if (!tls && !text.starts_with("http://")) return bad();
+  size_t host_at = text.find("://") + 3;
+  size_t slash = text.find_first_of("/?", host_at);
+  std::string_view authority = text.substr(host_at, slash - host_at);
+  std::string target(slash == std::string_view::npos ? "/" : text.substr(slash));
+  if (target.front() == '?') target.insert(0, "/");
+  bool printable =
+      std::all_of(target.begin(), target.end(), [](char c) { return c > ' ' && c < 127; });
+  if (!printable || text.size() > 2048) return bad();
+  // A port given or the scheme's own, so the endpoint parser (which needs one) reads it.
+  bool has_port = !authority.empty() && authority.back() != ']' &&
+                  authority.find(':', authority.rfind(']') == std::string_view::npos
+                                          ? 0
+                                          : authority.rfind(']')) != std::string_view::npos;
+  std::string origin = fmt::format("{}://{}{}", tls ? "https" : "http", authority,
+                                   has_port ? ""
+                                   : tls    ? ":443"
+                                            : ":80");
+  Result<Endpoint> endpoint = ParseServerUrl(origin, field);
+  if (!endpoint.ok()) return bad();
+  return WebhookUrl{*endpoint, std::move(target)};
 }
 
 }  // namespace trainq

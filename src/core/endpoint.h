@@ -27,6 +27,15 @@ struct Endpoint {
 // naming `field` ("--server") and the accepted form.
 Result<Endpoint> ParseServerUrl(std::string_view text, std::string_view field);
 
+// A webhook URL (--notify, notify_url): `http(s)://HOST:PORT/PATH?QUERY`, the port optional
+// (80, 443). The endpoint to connect to and the request target ("/PATH?QUERY", "/" when
+// none). kInvalid naming `field` and the accepted form.
+struct WebhookUrl {
+  Endpoint endpoint;
+  std::string target;
+};
+Result<WebhookUrl> ParseWebhookUrl(std::string_view text, std::string_view field);
+
 struct ListenAddress {
   std::string host;  // a name, an IPv4 address or an IPv6 address (no brackets)
   int port = 0;      // 0..65535; 0: any free port (the daemon logs the one it got)

@@ -53,6 +53,9 @@ class SpecReader {
   void Ids(const std::string& key, const json& v, std::vector<JobId>& out);
   void Time(const json& v);
   void Names(const std::string& key, const json& v, std::vector<std::string>& out);
+  bool WorkflowField(const std::string& key, const json& v);
+  void Group(const json& v);
+  void Record(const json& v);
 
   JobSpec& spec_;
   std::vector<std::string> errors_;
@@ -74,9 +77,11 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "nodes") return Names(key, v, spec_.nodes_allowed);
   if (key == "exclude_nodes") return Names(key, v, spec_.nodes_excluded);
   if (key == "num_nodes") return Int(key, v, spec_.num_nodes);
+  if (WorkflowField(key, v)) return;
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
-      "after, after_any, time, nodes, exclude_nodes, num_nodes",
+      "after, after_any, time, nodes, exclude_nodes, num_nodes, group, group_limit, "
+      "array_index, record, notify, mail, slurm, gate",
       key));
 }
 
@@ -165,6 +170,65 @@ void SpecReader::Names(const std::string& key, const json& v, std::vector<std::s
   }
 }
 
+// The fields of the researcher's workflow (groups, arrays, run records, notifications,
+// sbatch); false for a key that is none of them.
+bool SpecReader::WorkflowField(const std::string& key, const json& v) {
+  if (key == "group") {
+    Group(v);
+  } else if (key == "group_limit") {
+    Int(key, v, spec_.group_limit);
+  } else if (key == "array_index") {
+    if (v.is_null())
+      spec_.array_index = -1;
+    else
+      Int(key, v, spec_.array_index);
+  } else if (key == "record") {
+    Record(v);
+  } else if (key == "notify") {
+    if (v.is_null())
+      spec_.notify_url.clear();
+    else
+      String(key, v, spec_.notify_url);
+  } else if (key == "mail") {
+    if (v.is_null())
+      spec_.mail.clear();
+    else
+      String(key, v, spec_.mail);
+  } else if (key == "gate") {
+    if (!v.is_boolean())
+      errors_.push_back(Expected(key, "true or false", v));
+    else
+      spec_.gate_pid = v.get<bool>() ? kGateCaller : 0;
+  } else if (key == "slurm") {
+    if (!v.is_boolean())
+      errors_.push_back(Expected(key, "true or false", v));
+    else
+      spec_.slurm_env = v.get<bool>();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// true: a new group of the jobs this request stores; an id: that group; null or false: none.
+void SpecReader::Group(const json& v) {
+  if (v.is_null() || (v.is_boolean() && !v.get<bool>())) {
+    spec_.group = 0;
+  } else if (v.is_boolean()) {
+    spec_.group = kNewGroup;
+  } else if (v.is_number_integer() && v.get<int64_t>() > 0) {
+    spec_.group = v.get<JobId>();
+  } else {
+    errors_.push_back(Expected("group", "true (a new group) or a group's id", v));
+  }
+}
+
+void SpecReader::Record(const json& v) {
+  if (v.is_null()) return spec_.record.clear();
+  if (!v.is_object()) return errors_.push_back(Expected("record", "an object", v));
+  spec_.record = v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // A duration text as --time takes it (ParseTimeLimit), or null for no limit.
 void SpecReader::Time(const json& v) {
   if (v.is_null()) {
@@ -205,6 +269,13 @@ json AttemptNodes(const Attempt& a) {
   }
   for (const AttemptPart& p : a.parts) nodes.push_back(p.node);
   return nodes;
+}
+
+// A stored record as JSON; null when none (or, never expected, not an object).
+json RecordJson(const std::string& text) {
+  if (text.empty()) return nullptr;
+  json record = json::parse(text, nullptr, false);
+  return record.is_object() ? record : json(nullptr);
 }
 
 }  // namespace
@@ -258,6 +329,14 @@ json JobToJson(const Job& job) {
               {"nodes", s.nodes_allowed},
               {"exclude_nodes", s.nodes_excluded},
               {"num_nodes", s.num_nodes},
+              {"group", s.group > 0 ? json(s.group) : json(nullptr)},
+              {"group_limit", s.group_limit > 0 ? json(s.group_limit) : json(nullptr)},
+              {"array_index", s.array_index >= 0 ? json(s.array_index) : json(nullptr)},
+              {"record", RecordJson(s.record)},
+              {"notify", s.notify_url.empty() ? json(nullptr) : json(s.notify_url)},
+              {"mail", s.mail.empty() ? json(nullptr) : json(s.mail)},
+              {"slurm", s.slurm_env},
+              {"gate_pid", s.gate_pid > 0 ? json(s.gate_pid) : json(nullptr)},
               {"attempts", std::move(attempts)}};
 }
 
@@ -293,6 +372,15 @@ json SpecToJson(const JobSpec& spec) {
   if (!spec.nodes_allowed.empty()) out["nodes"] = spec.nodes_allowed;
   if (!spec.nodes_excluded.empty()) out["exclude_nodes"] = spec.nodes_excluded;
   if (spec.num_nodes != 1) out["num_nodes"] = spec.num_nodes;
+  if (spec.group > 0) out["group"] = spec.group;
+  if (spec.group == kNewGroup) out["group"] = true;
+  if (spec.group_limit != 0) out["group_limit"] = spec.group_limit;
+  if (spec.array_index != -1) out["array_index"] = spec.array_index;
+  if (!spec.record.empty()) out["record"] = RecordJson(spec.record);
+  if (!spec.notify_url.empty()) out["notify"] = spec.notify_url;
+  if (!spec.mail.empty()) out["mail"] = spec.mail;
+  if (spec.slurm_env) out["slurm"] = true;
+  if (spec.gate_pid != 0) out["gate"] = true;
   return out;
 }
 

@@ -138,10 +138,12 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
   EXPECT_EQ(
       Keys(j),
       (std::set<std::string>{
-          "id",        "name",          "state",     "command",       "cwd",        "gpus",
-          "mem_bytes", "mem_percent",   "exclusive", "cpus",          "priority",   "retries",
-          "user",      "submitted_at",  "reason",    "attempt",       "not_before", "after",
-          "after_any", "time_limit_ms", "nodes",     "exclude_nodes", "num_nodes",  "attempts"}));
+          "id",        "name",          "state",       "command",       "cwd",        "gpus",
+          "mem_bytes", "mem_percent",   "exclusive",   "cpus",          "priority",   "retries",
+          "user",      "submitted_at",  "reason",      "attempt",       "not_before", "after",
+          "after_any", "time_limit_ms", "nodes",       "exclude_nodes", "num_nodes",  "attempts",
+          "group",     "group_limit",   "array_index", "record",        "notify",     "mail",
+          "slurm",     "gate_pid"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");

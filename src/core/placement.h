@@ -80,6 +80,10 @@ struct PendingJob {
   // A gang: this many distinct nodes, each giving `gpus` GPUs, `cpus` slots and
   // `host_mem_bytes`, all at once or none.
   int num_nodes = 1;
+  // Its group and how many of the group may run at once (--array 0-15%4; 0: no limit). The
+  // policy ignores them: the daemon passes it only the jobs their group has room for.
+  JobId group = 0;
+  int group_limit = 0;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   // GPUs over all its nodes: what max_gpus_per_user counts.

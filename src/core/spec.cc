@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "src/core/duration.h"
+#include "src/core/endpoint.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -253,6 +254,37 @@ void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<Field
   }
 }
 
+constexpr int kMaxGroupLimit = 100000;
+constexpr int kMaxArrayIndex = 1000000;
+constexpr size_t kMaxRecordBytes = 64 * 1024;
+
+void CheckWorkflow(const JobSpec& spec, std::vector<FieldError>& out) {
+  if (spec.group < 0 && spec.group != kNewGroup) out.push_back({"group", "not a group's id"});
+  if (spec.group_limit < 0 || spec.group_limit > kMaxGroupLimit) {
+    out.push_back({"group_limit", fmt::format("{} is not between 0 (no limit) and {}",
+                                              spec.group_limit, kMaxGroupLimit)});
+  }
+  if (spec.array_index < -1 || spec.array_index > kMaxArrayIndex) {
+    out.push_back({"array_index",
+                   fmt::format("{} is not between 0 and {}", spec.array_index, kMaxArrayIndex)});
+  }
+  if (spec.record.size() > kMaxRecordBytes) {
+    out.push_back(
+        {"record", fmt::format("{} bytes; at most {}", spec.record.size(), kMaxRecordBytes)});
+  }
+  if (!spec.notify_url.empty()) {
+    Result<WebhookUrl> url = ParseWebhookUrl(spec.notify_url, "--notify");
+    if (!url.ok()) out.push_back({"--notify", url.status().message().substr(10)});
+  }
+  const std::string& mail = spec.mail;
+  bool address = mail.find('@') != std::string::npos && mail.front() != '-' && mail.size() <= 254 &&
+                 std::all_of(mail.begin(), mail.end(), [](char c) { return c > ' ' && c < 127; });
+  if (!mail.empty() && !address) {
+    out.push_back(
+        {"--mail", fmt::format("'{}' is not a mail address; use USER@HOST", Printable(mail))});
+  }
+}
+
 // The per-worker variables torchrun (torch.distributed.run) sets for each rank.
 constexpr std::array<std::string_view, 8> kWorkerVars = {
     "WORLD_SIZE",       "RANK",       "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
@@ -311,6 +343,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckEnv(spec, errors);
   CheckDeps(spec, errors);
   CheckNodes(spec, limits, errors);
+  CheckWorkflow(spec, errors);
   return errors;
 }
 
@@ -355,8 +388,8 @@ namespace {
 
 Status BadTime(std::string_view text) {
   return Status::Invalid(fmt::format(
-      "--time: '{}' is not a time limit; use a duration (30s, 90m, 2h30m, 1d), minutes (90) "
-      "or H:MM:SS with minutes and seconds below 60 (2:30:00)",
+      "--time: '{}' is not a time limit; use a duration (30s, 90m, 2h30m, 1d), minutes (90), "
+      "H:MM:SS with minutes and seconds below 60 (2:30:00) or Slurm's D-HH[:MM[:SS]] (1-12:00:00)",
       text));
 }
 
@@ -386,6 +419,25 @@ std::optional<int64_t> ClockMs(std::string_view text) {
   return seconds * 1000;
 }
 
+// Slurm's "D-H", "D-H:M" and "D-H:M:S": days, then hours (after the days the clock starts
+// with hours, not minutes as in "M:S").
+std::optional<int64_t> DaysClockMs(std::string_view text) {
+  size_t dash = text.find('-');
+  if (dash == std::string_view::npos || !AllDigits(text.substr(0, dash))) return std::nullopt;
+  int64_t days = std::stoll(std::string(text.substr(0, dash)));
+  std::string_view rest = text.substr(dash + 1);
+  std::optional<int64_t> clock;
+  if (AllDigits(rest)) {
+    clock = std::stoll(std::string(rest)) * 3600 * 1000;
+  } else if (std::count(rest.begin(), rest.end(), ':') == 1) {
+    clock = ClockMs(std::string(rest) + ":00");
+  } else {
+    clock = ClockMs(rest);
+  }
+  if (!clock) return std::nullopt;
+  return days * 24 * 3600 * 1000 + *clock;
+}
+
 // The variables of one part of a multi-node job: torchrun's (PET_*), the common launchers'
 // (NNODES, NODE_RANK, WORLD_SIZE over all nodes) and trainq's own.
 void SetNodeVars(Env& env, const AttemptEnvInput& in) {
@@ -400,12 +452,48 @@ void SetNodeVars(Env& env, const AttemptEnvInput& in) {
   SetVar(env, "WORLD_SIZE", std::to_string(in.num_nodes * in.gpu_indices.size()));
 }
 
+// What Slurm 22.05 sets for a batch script (one task per node; the reference Slurm's own
+// variables are in tests/integration/data/slurm_reference_env.md), from the attempt. Those
+// fixed at submit (SLURM_SUBMIT_DIR, SLURM_ARRAY_TASK_COUNT, SLURM_CPUS_PER_TASK, ...) come
+// in the job's env from `trainq sbatch`.
+void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
+  std::string id = std::to_string(in.job);
+  std::string nodes = std::to_string(in.num_nodes);
+  std::string rank = std::to_string(in.node_rank);
+  std::string cpus = std::to_string(spec.cpus);
+  std::string nodelist = fmt::format("{}", fmt::join(in.node_names, ","));
+  for (const char* key : {"SLURM_JOB_ID", "SLURM_JOBID"}) SetVar(env, key, id);
+  SetVar(env, "SLURM_JOB_NAME", spec.name);
+  SetVar(env, "SLURM_JOB_USER", spec.user);
+  for (const char* key : {"SLURM_NNODES", "SLURM_JOB_NUM_NODES"}) SetVar(env, key, nodes);
+  SetVar(env, "SLURM_NODEID", rank);
+  for (const char* key : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_GTIDS"}) SetVar(env, key, "0");
+  for (const char* key : {"SLURM_JOB_NODELIST", "SLURM_NODELIST"}) SetVar(env, key, nodelist);
+  if (static_cast<size_t>(in.node_rank) < in.node_names.size()) {
+    SetVar(env, "SLURMD_NODENAME", in.node_names[in.node_rank]);
+  }
+  for (const char* key : {"SLURM_CPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE"}) SetVar(env, key, cpus);
+  SetVar(env, "SLURM_TASKS_PER_NODE", "1");
+  SetVar(env, "ENVIRONMENT", "BATCH");
+  if (!in.gpu_indices.empty()) {
+    SetVar(env, "SLURM_GPUS_ON_NODE", std::to_string(in.gpu_indices.size()));
+    SetVar(env, "SLURM_JOB_GPUS", fmt::format("{}", fmt::join(in.gpu_indices, ",")));
+  }
+  if (spec.array_index < 0) return;
+  SetVar(env, "SLURM_ARRAY_JOB_ID", std::to_string(spec.group > 0 ? spec.group : in.job));
+  SetVar(env, "SLURM_ARRAY_TASK_ID", std::to_string(spec.array_index));
+}
+
 }  // namespace
 
 Result<int64_t> ParseTimeLimit(std::string_view text) {
   int64_t ms = 0;
   if (AllDigits(text)) {
     ms = std::stoll(std::string(text)) * 60 * 1000;
+  } else if (text.find('-') != std::string_view::npos) {
+    std::optional<int64_t> days = DaysClockMs(text);
+    if (!days) return BadTime(text);
+    ms = *days;
   } else if (text.find(':') != std::string_view::npos) {
     std::optional<int64_t> clock = ClockMs(text);
     if (!clock) return BadTime(text);
@@ -437,6 +525,9 @@ std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& 
   SetVar(env, "TRAINQ_GPUS", fmt::format("{}", fmt::join(in.gpu_uuids, ",")));
   SetVar(env, "TRAINQ_NUM_GPUS", std::to_string(in.gpu_indices.size()));
   if (!in.run_dir.empty()) SetVar(env, kRunDirEnv, in.run_dir);
+  if (spec.group > 0) SetVar(env, "TRAINQ_GROUP", std::to_string(spec.group));
+  if (spec.array_index >= 0) SetVar(env, "TRAINQ_ARRAY_INDEX", std::to_string(spec.array_index));
+  if (spec.slurm_env) SetSlurmVars(env, spec, in);
   if (in.master_port <= 0) return env;
   std::string port = std::to_string(in.master_port);
   std::string addr = in.master_addr.empty() ? kMasterAddr : in.master_addr;

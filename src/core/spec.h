@@ -62,7 +62,8 @@ std::string DefaultJobName(const std::vector<std::string>& command);
 Result<std::pair<std::string, std::string>> ParseEnvAssignment(const std::string& text);
 
 // --time: a duration (30s, 90m, 2h30m, 1d; src/core/duration.h), plain minutes as Slurm
-// takes them ("90"), or Slurm's clock forms H:MM:SS and MM:SS ("2:30:00", "45:00"). kInvalid naming
+// takes them ("90"), Slurm's clock forms H:MM:SS and MM:SS ("2:30:00", "45:00") and its day forms
+// D-HH, D-HH:MM and D-HH:MM:SS ("1-12:00:00"). kInvalid naming
 // --time for anything else, zero included.
 Result<int64_t> ParseTimeLimit(std::string_view text);
 
@@ -84,6 +85,8 @@ struct AttemptEnvInput {
   int node_rank = 0;
   int num_nodes = 1;
   std::string master_addr{};
+  // Where each part runs, in rank order (one name for one node): SLURM_JOB_NODELIST.
+  std::vector<std::string> node_names{};
 };
 
 // Names the attempt in the environment of every process it starts: whatever their session or
@@ -104,6 +107,10 @@ inline constexpr const char* kRunDirEnv = "TRAINQ_RUN_DIR";
 // TRAINQ_NODE_RANK = node_rank, PET_NPROC_PER_NODE = this node's GPUs, and WORLD_SIZE = num_nodes
 // x this node's GPUs (every part of a gang has as many), for launchers other than torchrun;
 // torchrun sets each worker's WORLD_SIZE to the same value.
+// A job of a group has TRAINQ_GROUP; an array's, TRAINQ_ARRAY_INDEX. A job `trainq sbatch`
+// submitted (slurm_env) also has what Slurm gives a batch script: SLURM_JOB_ID, SLURM_JOB_NAME,
+// SLURM_ARRAY_JOB_ID and SLURM_ARRAY_TASK_ID, SLURM_NNODES, SLURM_NODEID, SLURM_PROCID,
+// SLURM_GPUS_ON_NODE, SLURM_JOB_NODELIST and the like (docs/workflow.md, "sbatch").
 std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& spec,
                                                                  const AttemptEnvInput& in);
 

@@ -392,8 +392,18 @@ TEST(BuildAttemptEnvTest, SingleGpuJobsKeepTheirOwnDistributedVariables) {
 
 TEST(ParseTimeLimitTest, AcceptsDurationsMinutesAndClockForms) {
   const std::pair<const char*, int64_t> cases[] = {
-      {"2h30m", 9'000'000}, {"90s", 90'000},        {"1d", 86'400'000},   {"500ms", 500},
-      {"90", 5'400'000},    {"2:30:00", 9'000'000}, {"45:30", 2'730'000}, {"0:00:01", 1000},
+      {"2h30m", 9'000'000},
+      {"90s", 90'000},
+      {"1d", 86'400'000},
+      {"500ms", 500},
+      {"90", 5'400'000},
+      {"2:30:00", 9'000'000},
+      {"45:30", 2'730'000},
+      {"0:00:01", 1000},
+      // Slurm's day forms: after the days, the clock starts with hours.
+      {"1-12:00:00", 129'600'000},
+      {"2-0", 172'800'000},
+      {"0-1:30", 5'400'000},
   };
   for (const auto& [text, ms] : cases) {
     Result<int64_t> got = ParseTimeLimit(text);
@@ -403,8 +413,9 @@ TEST(ParseTimeLimitTest, AcceptsDurationsMinutesAndClockForms) {
 }
 
 TEST(ParseTimeLimitTest, RefusesOtherFormsNamingTheOption) {
-  for (const char* text : {"", "0", "0s", "0:00", "soon", "2h30", "-5", "1:2:3:4", ":30", "1::2",
-                           "2 h", "10000000000", "1:99:99", "1:60:00", "45:60", "0:61"}) {
+  for (const char* text : {"",        "0",    "0s",   "0:00", "soon",        "2h30",    "-5",
+                           "1:2:3:4", ":30",  "1::2", "2 h",  "10000000000", "1:99:99", "1:60:00",
+                           "45:60",   "0:61", "1-",   "a-1",  "1-1:99",      "0-0"}) {
     Result<int64_t> got = ParseTimeLimit(text);
     ASSERT_FALSE(got.ok()) << text;
     EXPECT_THAT(got.status().message(), HasSubstr("--time")) << text;

@@ -116,6 +116,9 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
     env.node_rank = std::max(rank, 0);
     env.num_nodes = static_cast<int>(p.parts.size());
     env.master_addr = p.master_addr;
+    for (const AttemptPart& part : p.parts) env.node_names.push_back(part.node);
+  } else {
+    env.node_names = {p.node};
   }
   spec.env = BuildAttemptEnv(job.spec, env);
   spec.log_path = p.log_path;
@@ -139,8 +142,12 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
   if (record_start) TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, now));
 
-  Result<ShimProcess> shim = runner.ok() ? launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n))
-                                         : Result<ShimProcess>(runner.status());
+  bool gate = job.spec.gate_pid > 0;
+  Result<ShimProcess> shim =
+      !runner.ok() ? Result<ShimProcess>(runner.status())
+      : gate       ? launcher_->WatchProcess(p.run_dir, {job.spec.gate_pid, job.spec.gate_ticks},
+                                             ExitHandlerFor(job.id, n))
+                   : launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n));
   if (!shim.ok()) {
     AttemptEnd end;
     end.ended_at = clock_.Now();
@@ -148,12 +155,18 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
                                           ? "could not start the shim: " + shim.status().message()
                                           : fmt::format("cannot run as {}, who submitted it: {}",
                                                         job.spec.user, runner.status().message());
+    if (gate && runner.ok()) {  // nothing to hold the GPUs for
+      end.attempt_state = end.job_state = JobState::kCancelled;
+      end.end_reason = end.job_reason =
+          fmt::format("its process (pid {}) ended before it got its GPUs", job.spec.gate_pid);
+    }
     // Nothing ran: a full disk is waited out in the queue, not a failure of the job.
     bool no_space = shim.status().code() == Code::kNoSpace;
     if (no_space) end.job_state = JobState::kQueued;
     Status st = store_->FinishAttempt(job.id, n, end);
     if (no_space) return st.ok() ? shim.status() : st;
     ResolveDependents(job.id);
+    if (st.ok()) JobEnded(job.id);
     return st;
   }
   // The shim runs whatever the store says: a failed MarkRunning must not lose it (its GPUs,
@@ -182,6 +195,7 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   a.pid_start_ticks = shim->start_ticks;
   a.master_port = p.master_port;
   LiveAttempt live = FromAttempt(started, a);
+  live.gate = gate;
   if (!p.parts.empty()) {
     live.part = std::max(rank, 0);
     live.parts = static_cast<int>(p.parts.size());
@@ -193,6 +207,57 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
                fmt::join(p.gpu_indices, ","),
                p.master_port ? fmt::format(", MASTER_PORT {}", p.master_port) : "");
   ResolveDependents(job.id);  // their reasons say what they wait for: now a running job
+  return Status::Ok();
+}
+
+// --- gates (docs/python.md, "The GPU gate") ---
+
+ExitRecord DaemonImpl::GateEndRecord(const LiveAttempt& live) const {
+  ExitRecord rec;
+  rec.started_at = live.started_at;
+  rec.ended_at = clock_.Now();
+  rec.cancelled = live.cancel_requested;
+  rec.error =
+      fmt::format("its process (pid {}) ended without leaving its trainq.gpu block", live.shim.pid);
+  return rec;
+}
+
+// A gate held across a restart: its process is watched again, or its end collected.
+void DaemonImpl::RecoverGate(const Job& job, const Attempt& a, LiveAttempt live) {
+  live.gate = true;
+  Result<ShimProcess> held = launcher_->WatchProcess(
+      a.run_dir, {job.spec.gate_pid, job.spec.gate_ticks}, ExitHandlerFor(job.id, a.n));
+  live_.insert_or_assign(job.id, std::move(live));
+  if (held.ok()) {
+    spdlog::info("job {} attempt {}: gate of pid {} held again", job.id, a.n, held->pid);
+    return;
+  }
+  OnShimExit(job.id);  // released (exit.json) or gone while the daemon was away
+}
+
+Status DaemonImpl::ReleaseGate(const Job& job, const GateRelease& r, std::string* message) {
+  auto it = live_.find(job.id);
+  if (job.spec.gate_pid <= 0) {
+    return Status::Invalid(fmt::format("job {} is not a gate; release is for trainq.gpu", job.id));
+  }
+  if (it == live_.end() || !IsActive(job.state)) {
+    return Status::Conflict(fmt::format("job {} holds no GPUs ({})", job.id, StateName(job.state)));
+  }
+  const LiveAttempt& live = it->second;
+  // What the block raised, as its log: the out-of-memory patterns read it as any job's.
+  if (!r.error.empty()) {
+    TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(live.log_path, r.error + "\n", Durability::kNoSync));
+  }
+  ExitRecord rec;
+  rec.exit_code = r.exit_code;
+  rec.started_at = live.started_at;
+  rec.ended_at = clock_.Now();
+  TRAINQ_RETURN_IF_ERROR(WriteExitRecord(live.run_dir, rec));
+  int n = live.n;
+  OnShimExit(job.id);
+  Result<Job> now = store_->Get(job.id);
+  *message = fmt::format("job {} attempt {} released: {}", job.id, n,
+                         now.ok() ? std::string(StateName(now->state)) : "recorded");
   return Status::Ok();
 }
 
@@ -208,6 +273,9 @@ void DaemonImpl::OnShimExit(JobId id) {
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
   Result<ExitRecord> rec = ReadExitRecord(live.run_dir);
+  // A gate's process ended without releasing its GPUs (it exited, was killed, or cancelled):
+  // the process was the whole job, and nothing of it is left to stop.
+  if (!rec.ok() && live.gate) rec = GateEndRecord(live);
   // A shim that wrote no record did not stop the job's tree either: it died (kill -9).
   if (!rec.ok()) return EndUnrecorded(id, Unrecorded::kShimDied);
   Result<Job> job = store_->Get(id);
@@ -262,7 +330,10 @@ void DaemonImpl::StoreEnd(JobId id, int n, const AttemptEnd& end) {
                  StateName(end.job_state));
   }
   if (end.job_state == JobState::kQueued) waiting_stale_ = true;
-  if (IsDone(end.job_state)) ResolveDependents(id);
+  if (IsDone(end.job_state)) {
+    ResolveDependents(id);
+    if (st.ok()) JobEnded(id);
+  }
 }
 
 void DaemonImpl::RetryUnrecordedEnds(UnixMs now) {
@@ -321,6 +392,7 @@ void DaemonImpl::RecoverAttempts() {
 
 void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
   LiveAttempt live = FromAttempt(job, a);
+  if (job.spec.gate_pid > 0) return RecoverGate(job, a, std::move(live));
   // Held again whatever follows: until its processes are gone, no other attempt gets it.
   if (a.master_port > 0 && !ports_.Take(a.master_port)) {
     spdlog::warn("job {}: MASTER_PORT {} is outside master_port_range or held twice", job.id,
@@ -362,6 +434,7 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
     written_reasons_.erase(job.id);
     *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
     ResolveDependents(job.id);
+    JobEnded(job.id);
     RequestSchedule();
     return Status::Ok();
   }

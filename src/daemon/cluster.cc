@@ -173,7 +173,10 @@ void DaemonImpl::CheckLostNodes(UnixMs store_now) {
     }
     spdlog::warn("node {} lost: no heartbeat for {} ms; its attempts ended: [{}]", n.name,
                  store_now - n.heartbeat_at, fmt::join(*ended, ","));
-    for (JobId id : *ended) ResolveDependents(id);
+    for (JobId id : *ended) {
+      ResolveDependents(id);
+      JobEnded(id);
+    }
     waiting_stale_ = true;
     RequestSchedule();
   }

@@ -403,6 +403,26 @@ const std::vector<Option>& Options() {
           "serve `listen` addresses other than loopback without TLS (tokens then cross the "
           "network in clear)",
           Bool(&Config::allow_plaintext)),
+      Row("notify_url", "\"\"", false,
+          "POST every job's end to this URL as JSON, as `--notify` does for one job "
+          "([workflow.md](workflow.md#notifications))",
+          String(&Config::notify_url, "URL")),
+      Row("notify_format", "\"json\"", false,
+          "the body of webhooks: \"json\" (trainq's fields) or \"slack\" (`{\"text\": ...}` for "
+          "Slack-compatible incoming webhooks)",
+          String(&Config::notify_format)),
+      Row("sendmail", "\"/usr/sbin/sendmail\"", false,
+          "the program `--mail` sends through (`sendmail -t`); a job asking for mail is refused "
+          "when it is missing",
+          String(&Config::sendmail, "path")),
+      Row("snapshot", "\"off\"", false,
+          "what `trainq submit` does without --snapshot/--no-snapshot: \"off\", or \"git\" to run "
+          "every job in a copy of its git work tree ([workflow.md](workflow.md#code-snapshots))",
+          String(&Config::snapshot)),
+      Row("snapshot_max_size", "200MiB", false,
+          "the largest work tree a snapshot copies; a larger one is refused, naming its biggest "
+          "files",
+          Size(&Config::snapshot_max_bytes)),
       Row("store", "\"\"", false,
           "a cluster's shared store, \"redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]\"; \"\" = the "
           "embedded SQLite database, one machine ([cluster.md](cluster.md))",
@@ -531,6 +551,24 @@ Status CheckCluster(const Config& config) {
   }
   if (problems.empty()) return Status::Ok();
   return Status::Invalid(fmt::format("{}", fmt::join(problems, "; ")));
+}
+
+Status CheckWorkflow(const Config& config) {
+  if (!config.notify_url.empty()) {
+    Result<WebhookUrl> url = ParseWebhookUrl(config.notify_url, "notify_url");
+    if (!url.ok()) return url.status();
+  }
+  if (config.snapshot != "off" && config.snapshot != "git") {
+    return Status::Invalid(
+        fmt::format("snapshot: '{}' is not a mode; use \"off\" or \"git\"", config.snapshot));
+  }
+  if (config.notify_format != "json" && config.notify_format != "slack") {
+    return Status::Invalid(
+        fmt::format("notify_format: '{}' is not a format; use \"json\" or "
+                    "\"slack\"",
+                    config.notify_format));
+  }
+  return Status::Ok();
 }
 
 PolicyConfig PolicyOf(const Config& config) {

@@ -60,10 +60,15 @@ struct Config {
   std::string store;  // "": embedded SQLite
   std::string store_password_file;
   std::string redis_prefix = "trainq:";
-  std::string node_address;               // "": the host name
-  int64_t heartbeat_interval_ms = 10000;  // heartbeat_interval
-  int64_t node_timeout_ms = 300000;       // node_timeout
-  int64_t leader_lease_ms = 15000;        // leader_lease
+  std::string node_address;                     // "": the host name
+  std::string notify_url;                       // every job's end is POSTed here; "": none
+  std::string notify_format = "json";           // "json" or "slack"
+  std::string sendmail = "/usr/sbin/sendmail";  // --mail goes through it
+  std::string snapshot = "off";                 // submit's default: "off" or "git"
+  uint64_t snapshot_max_bytes = 200ull << 20;   // a larger tree is refused
+  int64_t heartbeat_interval_ms = 10000;        // heartbeat_interval
+  int64_t node_timeout_ms = 300000;             // node_timeout
+  int64_t leader_lease_ms = 15000;              // leader_lease
   int max_node_failures = 3;
   // Limits `trainq config set` changes at run time; the daemon persists them.
   std::vector<int> devices = PolicyConfig{}.devices;       // GPU indices jobs may use; empty: all
@@ -97,6 +102,9 @@ Status CheckListen(const Config& config);
 // half of node_timeout and must be gone before another node may run them: docs/cluster.md,
 // "Self-fencing"). kInvalid naming each option at fault, every problem at once.
 Status CheckCluster(const Config& config);
+// notify_url is a webhook URL, notify_format "json" or "slack", snapshot "off" or "git";
+// kInvalid naming them.
+Status CheckWorkflow(const Config& config);
 
 // One row of the option table, as docs/config.md shows it.
 struct OptionInfo {

@@ -117,6 +117,9 @@ std::string DaemonImpl::ConfigJson() const {
     if (o.settable) doc[name] = json::parse(SettableValueJson(config_, name));
   }
   doc["options"] = std::move(options);
+  // What `trainq submit` reads to snapshot the way this daemon's config says.
+  doc["snapshot"] = config_.snapshot;
+  doc["snapshot_max_bytes"] = config_.snapshot_max_bytes;
   doc["settings_file"] = options_.paths.settings;
   return DumpJson(doc);
 }

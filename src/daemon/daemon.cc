@@ -34,6 +34,7 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
       probe_(std::move(seams.probe)),
       launcher_(std::move(seams.launcher)),
       clock_(*seams.clock) {
+  deliver_ = std::move(seams.deliver);
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   cluster_ = dynamic_cast<ClusterStore*>(store_.get());
@@ -52,6 +53,7 @@ Status DaemonImpl::Start() {
 }
 
 Status DaemonImpl::Open() {
+  TRAINQ_RETURN_IF_ERROR(StartNotifier());  // ends collected below may notify
   // Re-adopt first: the first sample must match GPU processes to the attempts that hold
   // them, or their memory would count twice (used, and reserved as not yet allocated).
   RecoverAttempts();
@@ -312,6 +314,7 @@ int CheckDaemonConfig(const DaemonOptions& given) {
   if (st.ok() && IsDirectory(paths.state_dir)) st = CheckStateDir(paths);
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
   if (st.ok()) st = CheckCluster(*config);
+  if (st.ok()) st = CheckWorkflow(*config);
   if (st.ok() && config->store.empty()) st = CheckDatabaseNotLost(paths);
   if (st.ok() && config->store.empty()) st = CheckSqliteFile(paths.db);
   if (!st.ok()) {
@@ -408,6 +411,7 @@ int RunDaemon(const DaemonOptions& given) {
   if (Status st = SecureSocketDir(options); !st.ok()) return Fail(st);
   if (Status st = CheckListen(*config); !st.ok()) return Fail(st);
   if (Status st = CheckCluster(*config); !st.ok()) return Fail(st);
+  if (Status st = CheckWorkflow(*config); !st.ok()) return Fail(st);
   Result<std::unique_ptr<Store>> store = OpenStore(*config, paths);
   if (!store.ok()) return Fail(store.status());
   Result<ProbeChoice> probe = ChooseGpuProbe(config->fake_gpus, config->nvml_library);

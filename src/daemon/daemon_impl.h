@@ -28,6 +28,7 @@
 #include "src/core/workload_mix.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
+#include "src/daemon/notifier.h"
 #include "src/daemon/outcome.h"
 #include "src/daemon/shim_launcher.h"
 #include "src/os/clock.h"
@@ -64,6 +65,7 @@ struct LiveAttempt {
   int part = -1;        // a gang's part run here, of `parts`; -1: not a gang
   int parts = 0;
   bool cancel_requested = false;
+  bool gate = false;                    // the "shim" is a trainq.gpu gate's own process
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
   uint64_t peak_bytes = 0;
@@ -76,6 +78,12 @@ struct UnrecordedEnd {
   int n = 0;
   AttemptEnd end;
   std::string problem;  // StorageProblem() of the last refusal
+};
+
+// POST /v1/jobs/ID/release: how a gate's block ended.
+struct GateRelease {
+  int exit_code = 0;
+  std::string error;  // what the block raised ("" when it ended normally)
 };
 
 struct PendingSubmit {
@@ -92,6 +100,8 @@ struct DaemonSeams {
   ProbeChoice probe;
   std::unique_ptr<ShimLauncher> launcher;
   const Clock* clock = nullptr;  // outlives the daemon
+  // Sends a notification (a webhook POST, a mail); null: the real one (notify.cc).
+  DeliverFn deliver{};
 };
 
 class DaemonImpl {
@@ -155,6 +165,10 @@ class DaemonImpl {
   // error) the rest are not tried: they and it keep the reason it gave, and a pass comes
   // again in kStorageRetryMs.
   void StartDecided(const std::vector<StartDecision>& starts, UnixMs now);
+  // --array ...%N: keeps a group from running more than its limit (scheduler.cc).
+  std::vector<std::pair<JobId, std::string>> ThrottleGroups(
+      std::vector<const PendingJob*>& ordered);
+  int ActiveInGroup(JobId group, int limit);
   void WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason);
   // Rebuilds waiting_ from the store when an event outside the hot path made it stale.
   Status RefreshWaiting();
@@ -200,6 +214,15 @@ class DaemonImpl {
 
   // dependencies.cc
   void ResolveDependents(JobId id);
+  // notify.cc: job `id` reached a done state here (its end, a cancel, a dependency that
+  // failed): its notifications (--notify, --mail, notify_url) are handed to notifier_.
+  void JobEnded(JobId id);
+  // Gates (agent.cc): the Python process that holds GPUs in a `with trainq.gpu()` block.
+  ExitRecord GateEndRecord(const LiveAttempt& live) const;
+  void RecoverGate(const Job& job, const Attempt& a, LiveAttempt live);
+  Status ReleaseGate(const Job& job, const GateRelease& r, std::string* message);
+  std::string WithGpuModels(const std::string& record) const;
+  Status StartNotifier();
   void ResolveAllBlocked();
   // A job just queued again (`trainq retry`) with dependencies: blocked again while one is
   // open, cancelled if an --after one failed.
@@ -290,6 +313,9 @@ class DaemonImpl {
   std::map<JobId, UnrecordedEnd> unrecorded_ends_;
 
   std::unique_ptr<HttpServer> server_;
+  DeliverFn deliver_;
+  // Declared after everything its thread's deliveries read, so it stops first.
+  std::unique_ptr<Notifier> notifier_;
   boost::asio::signal_set signals_{io_};
   boost::asio::steady_timer sample_timer_{io_};
   boost::asio::steady_timer wakeup_timer_{io_};

@@ -67,6 +67,7 @@ void DaemonImpl::ResolveDependents(JobId id) {
         RequestSchedule();
       } else {
         ended.push_back(job.id);  // cancelled: its own dependents follow
+        JobEnded(job.id);
       }
     }
   }
@@ -88,7 +89,10 @@ void DaemonImpl::RecheckDeps(JobId id) {
   waiting_.erase(id);
   written_reasons_.erase(id);
   waiting_stale_ = true;
-  if (d.state == JobState::kCancelled) ResolveDependents(id);
+  if (d.state == JobState::kCancelled) {
+    ResolveDependents(id);
+    JobEnded(id);
+  }
 }
 
 void DaemonImpl::ResolveAllBlocked() {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,7 @@ class FakeShims {
   // AttemptProcesses reports besides the live shim. A test ends them by erasing them.
   std::map<std::string, std::vector<ProcStat>> leftovers;
   std::map<int64_t, std::vector<int>> leftover_signals;  // by pid, as sent, in order
+  std::set<int64_t> gone_pids;  // processes WatchProcess finds gone (a gate's)
 
   // The shim of `run_dir`, or nullptr.
   const Shim* Find(const std::string& run_dir) const {
@@ -110,6 +112,12 @@ class FakeShims {
       it->second.owner = id_;
       it->second.on_exit = std::move(on_exit);
       return it->second.process;
+    }
+    Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& process,
+                                     ExitHandler on_exit) override {
+      if (shims_.gone_pids.count(process.pid)) return Status::NotFound("the process is gone");
+      shims_.shims_[run_dir] = Shim{process, true, {}, id_, std::move(on_exit)};
+      return process;
     }
     Status Signal(const ShimProcess& process, int sig) override {
       for (auto& [dir, shim] : shims_.shims_) {

@@ -127,6 +127,11 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.signal = rec.signal;
     return end;
   }
+  // Neither an exit code nor a signal: what ended it is all there is to say (a gate's process
+  // that ended inside its block).
+  if (!rec.exit_code && !rec.signal && !rec.error.empty()) {
+    return Ended(JobState::kFailed, ended, rec.error);
+  }
   if (rec.exit_code && *rec.exit_code == 0) {
     AttemptEnd end = Ended(JobState::kSucceeded, ended, "exit code 0");
     end.exit_code = 0;

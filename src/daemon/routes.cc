@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <map>
 
 #include <algorithm>
 #include <charconv>
@@ -113,6 +114,66 @@ Result<std::vector<JobSpec>> ParseSubmitBody(const std::string& body) {
     specs.push_back(std::move(*spec));
   }
   return specs;
+}
+
+}  // namespace
+
+// The run record a client made, with the GPU models of this node added (what the job's GPUs
+// will be, on one machine).
+std::string DaemonImpl::WithGpuModels(const std::string& record) const {
+  json doc = json::parse(record, nullptr, false);
+  if (!doc.is_object() || !snapshot_) return record;
+  std::set<std::string> models;
+  for (const GpuInfo& g : snapshot_->gpus) models.insert(g.name);
+  doc["gpu_models"] = models;
+  return DumpJson(doc);
+}
+
+namespace {
+
+// {"exit_code": int, "error": str}: how a gate's block ended (both optional).
+Result<GateRelease> ParseRelease(const std::string& body) {
+  json doc = body.empty() ? json::object() : json::parse(body, nullptr, false);
+  GateRelease r;
+  if (!doc.is_object())
+    return Status::Invalid("release: expected {\"exit_code\": N, \"error\": TEXT}");
+  for (const auto& [key, v] : doc.items()) {
+    if (key == "exit_code" && v.is_number_integer() && v.get<int64_t>() >= 0 &&
+        v.get<int64_t>() < 256) {
+      r.exit_code = v.get<int>();
+    } else if (key == "error" && v.is_string() && v.get_ref<const std::string&>().size() <= 65536) {
+      r.error = v.get<std::string>();
+    } else {
+      return Status::Invalid(fmt::format(
+          "release: {}: expected exit_code (0 to 255) and error (a string of at most 64 KiB)",
+          key));
+    }
+  }
+  return r;
+}
+
+// A gate (`trainq.gpu()`) is held by the process that asks: the caller on this machine's
+// Unix socket, whose pid the kernel gave (SO_PEERCRED), never one the body names.
+Status FillGate(const HttpRequest& req, JobSpec& spec) {
+  if (spec.gate_pid != kGateCaller) return Status::Ok();
+  if (req.tcp || req.peer_pid <= 0) {
+    return Status::Invalid(
+        "gate: only a process on the daemon's machine can hold GPUs for itself; call over the "
+        "Unix socket");
+  }
+  std::optional<ProcStat> stat = ReadProcStat(req.peer_pid);
+  if (!stat) return Status::Invalid(fmt::format("gate: process {} is gone", req.peer_pid));
+  spec.gate_pid = req.peer_pid;
+  spec.gate_ticks = stat->start_ticks;
+  return Status::Ok();
+}
+
+// The answer to a submit sent again: the ids stored the first time, and their group.
+HttpResponse RepeatedSubmit(Store& store, const std::vector<JobId>& ids) {
+  json reply = {{"ids", ids}, {"repeated", true}};
+  Result<Job> first = store.Get(ids.front());
+  if (first.ok() && first->spec.group > 0) reply["group"] = first->spec.group;
+  return Json(200, reply);
 }
 
 // Dependencies must name jobs that exist; checked here rather than only in the store's
@@ -285,12 +346,22 @@ void Routes::Submit(RouteContext& c) {
     JobSpec& spec = (*specs)[i];
     spec.user = user;
     if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
+    if (!spec.record.empty()) spec.record = c.d.WithGpuModels(spec.record);
     if (spec.cwd.empty()) {  // as a login shell starts
       Result<UserInfo> who = LookupUserByName(user);
       spec.cwd = who.ok() && !who->home.empty() && who->home[0] == '/' ? who->home : "/";
     }
-    Status st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
+    Status st = FillGate(c.req, spec);
+    // A gate's GPUs must be where its process is.
+    if (st.ok() && spec.gate_pid > 0 && c.d.cluster_) spec.nodes_allowed = {c.d.node_};
+    if (st.ok()) st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
+    if (st.ok() && !spec.mail.empty() && !IsExecutable(c.d.config_.sendmail)) {
+      st = Status::Invalid(fmt::format(
+          "--mail: this machine has no {} to send mail with; install a mail transfer agent "
+          "(postfix, msmtp-mta) or set the sendmail option, or use --notify URL",
+          c.d.config_.sendmail));
+    }
     if (st.ok() && c.d.config_.shared) {  // the job will run as the caller: may they enter cwd?
       Result<UserInfo> caller = LookupUserByName(user);  // the token's user too
       st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
@@ -306,7 +377,7 @@ void Routes::Submit(RouteContext& c) {
     // Sent again after a lost answer: the ids already stored, or those about to be.
     Result<std::vector<JobId>> stored = c.d.store_->IdsForSubmitKey(user, key);
     if (!stored.ok()) return c.respond(ErrorResponse(stored.status()));
-    if (!stored->empty()) return c.respond(Json(200, {{"ids", *stored}, {"repeated", true}}));
+    if (!stored->empty()) return c.respond(RepeatedSubmit(*c.d.store_, *stored));
     for (PendingSubmit& p : c.d.pending_submits_) {
       if (!p.specs.empty() && p.specs[0].submit_key == key && p.specs[0].user == user) {
         p.repeats.push_back(std::move(c.respond));
@@ -350,6 +421,14 @@ void Routes::ListJobs(RouteContext& c) {
     std::optional<JobId> n = ParseId(it->second);
     if (!n) return c.respond(ErrorResponse(Status::Invalid("after: expected a job id")));
     q.after_id = *n;
+  }
+  if (auto it = c.req.query.find("group"); it != c.req.query.end()) {
+    std::optional<JobId> n = ParseId(it->second);
+    if (!n) {
+      return c.respond(ErrorResponse(
+          Status::Invalid("group: expected a group's id, the number 'submit' printed as group")));
+    }
+    q.group = *n;
   }
   Result<std::vector<Job>> jobs = c.d.store_->List(q);
   if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
@@ -525,9 +604,14 @@ void Routes::JobAction(RouteContext& c) {
   if (c.req.method == "GET" && action == "log") return Log(c, *job);
   std::string message;
   Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);
-  bool change = c.req.method == "POST" && (action == "cancel" || action == "retry");
+  bool change =
+      c.req.method == "POST" && (action == "cancel" || action == "retry" || action == "release");
   if (change && !Allowed(c, Action::kChangeJob, action, job->spec.user, job->id)) return;
   if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
+  if (c.req.method == "POST" && action == "release") {
+    Result<GateRelease> release = ParseRelease(c.req.body);
+    st = release.ok() ? c.d.ReleaseGate(*job, *release, &message) : release.status();
+  }
   if (c.req.method == "POST" && action == "retry") {
     st = c.d.store_->Requeue(*id, "retry requested by " + c.caller.user, c.d.clock_.Now());
     c.d.waiting_stale_ = true;
@@ -605,13 +689,20 @@ void DaemonImpl::FlushSubmits() {
   std::vector<PendingSubmit> batch = std::move(pending_submits_);
   pending_submits_.clear();
   std::vector<JobSpec> specs;
-  for (PendingSubmit& p : batch) {
-    for (JobSpec& s : p.specs) specs.push_back(std::move(s));
+  for (size_t k = 0; k < batch.size(); ++k) {
+    for (JobSpec& s : batch[k].specs) {
+      // Each request's new group is its own (the store names it by its first job).
+      if (s.group == kNewGroup) s.group = kNewGroup - static_cast<JobId>(k);
+      specs.push_back(std::move(s));
+    }
   }
   UnixMs now = clock_.Now();
   Result<std::vector<JobId>> ids = store_->Submit(specs, now);
   if (ids.ok()) {
+    std::map<JobId, JobId> groups;  // a new group's tag -> its first id, as the store named it
     for (size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].group < 0)
+        specs[i].group = groups.try_emplace(specs[i].group, (*ids)[i]).first->second;
       NoteSubmitted(specs[i]);
       // A job with dependencies may have been stored blocked or cancelled: the store knows.
       if (specs[i].has_deps()) {
@@ -629,9 +720,19 @@ void DaemonImpl::FlushSubmits() {
       continue;
     }
     json out = json::array();
-    for (size_t i = 0; i < p.specs.size(); ++i) out.push_back((*ids)[next++]);
-    for (Responder& repeat : p.repeats) repeat(Json(200, {{"ids", out}, {"repeated", true}}));
-    p.respond(Json(201, {{"ids", std::move(out)}}));
+    json group = nullptr;  // the request's new group, named by its first job there
+    for (size_t i = 0; i < p.specs.size(); ++i) {
+      if (p.specs[i].group < 0 && group.is_null()) group = (*ids)[next];
+      out.push_back((*ids)[next++]);
+    }
+    json reply = {{"ids", std::move(out)}};
+    if (!group.is_null()) reply["group"] = group;
+    for (Responder& repeat : p.repeats) {
+      json again = reply;
+      again["repeated"] = true;
+      repeat(Json(200, again));
+    }
+    p.respond(Json(201, reply));
   }
   batch.clear();
   specs.clear();

@@ -2,6 +2,7 @@
 // policy's input, and carries out its decisions. Runs after every submit, exit and sample
 // (coalesced into one pass per loop turn), never on a fixed tick.
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -103,6 +104,8 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.nodes_allowed = spec.nodes_allowed;
   p.nodes_excluded = spec.nodes_excluded;
   p.num_nodes = spec.num_nodes;
+  p.group = spec.group;
+  p.group_limit = spec.group_limit;
   return p;
 }
 
@@ -155,12 +158,52 @@ void DaemonImpl::SchedulePass() {
   UsageByUser usage = FairShareNow(now);
   PolicyConfig policy = Policy();
   // The index keeps the order: no sort of the whole queue on each pass.
-  PlacementResult result = PlaceOrdered(waiting_.Ordered(usage), nodes, policy, now, holds_);
+  std::vector<const PendingJob*> ordered = waiting_.Ordered(usage);
+  std::vector<std::pair<JobId, std::string>> throttled = ThrottleGroups(ordered);
+  PlacementResult result = PlaceOrdered(ordered, nodes, policy, now, holds_);
+  for (auto& [id, reason] : throttled) {
+    result.waiting.push_back({id, static_cast<uint32_t>(result.reason_texts.size())});
+    result.reason_texts.push_back(std::move(reason));
+  }
   holds_ = std::move(result.holds);
   StartDecided(result.starts, now);
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
   WriteReasons(result);
   ArmWakeup(now);
+}
+
+// Takes out of `ordered` the jobs whose group already runs as many as its limit allows
+// (counting those earlier in line that may start now), and says why each waits. The store
+// counts the group's running jobs, so a cluster's leader counts every node's.
+std::vector<std::pair<JobId, std::string>> DaemonImpl::ThrottleGroups(
+    std::vector<const PendingJob*>& ordered) {
+  std::vector<std::pair<JobId, std::string>> throttled;
+  std::map<JobId, int> room;  // by group: how many more may start in this pass
+  std::erase_if(ordered, [&](const PendingJob* job) {
+    if (job->group_limit <= 0) return false;
+    auto [it, fresh] = room.try_emplace(job->group, 0);
+    if (fresh) it->second = job->group_limit - ActiveInGroup(job->group, job->group_limit);
+    if (it->second > 0) {
+      --it->second;
+      return false;
+    }
+    throttled.emplace_back(job->id, fmt::format("group {}: at most {} of its jobs run at once "
+                                                "(%{}), and that many are running or starting",
+                                                job->group, job->group_limit, job->group_limit));
+    return true;
+  });
+  return throttled;
+}
+
+int DaemonImpl::ActiveInGroup(JobId group, int limit) {
+  ListQuery query;
+  query.states = {JobState::kStarting, JobState::kRunning};
+  query.group = group;
+  query.with_env = false;
+  Result<std::vector<Job>> active = store_->List(query);
+  if (active.ok()) return static_cast<int>(active->size());
+  spdlog::warn("group {}: {}; starting none of it this pass", group, active.status().message());
+  return limit;  // unknown: start none rather than too many
 }
 
 void DaemonImpl::StartDecided(const std::vector<StartDecision>& starts, UnixMs now) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "src/os/run_dir.h"
@@ -54,6 +55,15 @@ class ProcessShimLauncher final : public ShimLauncher {
     return p;
   }
 
+  Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& p,
+                                   ExitHandler on_exit) override {
+    Result<UniqueFd> fd = OpenPidfd(p.pid);
+    if (!fd.ok() || !ProcessAlive(p.pid, p.start_ticks)) {
+      return Status::NotFound(fmt::format("process {} (of {}) is gone", p.pid, run_dir));
+    }
+    Watch(p, std::move(*fd), std::move(on_exit));
+    return p;
+  }
   Status Signal(const ShimProcess& shim, int sig) override {
     if (!ProcessAlive(shim.pid, shim.start_ticks)) return Status::NotFound("the shim is gone");
     return SendSignal(shim.pid, sig);

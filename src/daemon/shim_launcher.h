@@ -38,6 +38,10 @@ class ShimLauncher {
   virtual Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) = 0;
   // A shim started before this daemon did: kNotFound when none is alive for `run_dir`.
   virtual Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) = 0;
+  // A process trainq did not start (the Python gate's, named by pid and start time), watched
+  // as the shim of `run_dir` is: `on_exit` runs once it has ended. kNotFound when it is gone.
+  virtual Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& process,
+                                           ExitHandler on_exit) = 0;
   // Signals a shim, or any process named by pid and start time (an attempt's process found
   // by AttemptProcesses); kNotFound when it is gone.
   virtual Status Signal(const ShimProcess& process, int sig) = 0;

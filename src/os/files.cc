@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -116,6 +118,26 @@ Status MakeDirs(const std::string& path) {
   if (::stat(path.c_str(), &st) < 0) return ErrnoStatus("stat " + path, errno);
   if (!S_ISDIR(st.st_mode)) return Status::Io(path + ": not a directory");
   return Status::Ok();
+}
+
+Result<std::vector<std::string>> ListFiles(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return names;
+    return ErrnoStatus("open directory " + dir, errno);
+  }
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_type == DT_REG) names.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Status RemoveFile(const std::string& path) {
+  if (::unlink(path.c_str()) == 0 || errno == ENOENT) return Status::Ok();
+  return ErrnoStatus("remove " + path, errno);
 }
 
 }  // namespace trainq

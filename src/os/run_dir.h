@@ -100,5 +100,9 @@ Result<std::string> ReadFile(const std::string& path);
 Result<std::string> ReadFileTail(const std::string& path, size_t max_bytes);
 // mkdir -p with mode 0700 for new directories.
 Status MakeDirs(const std::string& path);
+// The names of the regular files in `dir`, sorted; empty when it does not exist.
+Result<std::vector<std::string>> ListFiles(const std::string& dir);
+// Removes a file; Ok when it is already gone.
+Status RemoveFile(const std::string& path);
 
 }  // namespace trainq

@@ -211,13 +211,19 @@ Result<std::string> FindOnPath(const std::string& name) {
   return Status::NotFound(name + " is not on PATH");
 }
 
-Result<CommandOutput> RunCommand(const std::vector<std::string>& argv) {
-  int fds[2];
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, std::string_view input) {
+  int fds[2], in_fds[2] = {-1, -1};
   if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
   UniqueFd read_end(fds[0]), write_end(fds[1]);
+  if (!input.empty() && ::pipe2(in_fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  UniqueFd in_read(in_fds[0]), in_write(in_fds[1]);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  if (input.empty()) {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  } else {
+    posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
+  }
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
   std::vector<char*> args = ArgvPointers(argv);
@@ -226,6 +232,14 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) return ErrnoStatus("cannot run " + argv[0], err);
   write_end = UniqueFd();  // so the read below ends when the child does
+  in_read = UniqueFd();
+  for (size_t done = 0; done < input.size();) {
+    ssize_t n = ::write(in_write.get(), input.data() + done, input.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the command stopped reading: its exit code says why
+    done += static_cast<size_t>(n);
+  }
+  in_write = UniqueFd();
   CommandOutput out;
   char buf[4096];
   for (;;) {

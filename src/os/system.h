@@ -48,8 +48,9 @@ struct CommandOutput {
   int exit_code = 0;  // 128 + N when killed by signal N, as a shell reports it
   std::string output;
 };
-// Runs `argv` (argv[0] a path) to its end with stdin from /dev/null; kIo if it cannot start.
-Result<CommandOutput> RunCommand(const std::vector<std::string>& argv);
+// Runs `argv` (argv[0] a path) to its end with `input` on its stdin (/dev/null when empty);
+// kIo if it cannot start. `input` is written whole before the output is read: keep it small.
+Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, std::string_view input = "");
 
 // Replaces this process with `argv` (argv[0] a path). Returns only on failure.
 Status ExecReplace(const std::vector<std::string>& argv);

@@ -23,6 +23,7 @@ struct ListQuery {
   JobId after_id = 0;              // paging: only ids greater than this
   int limit = 0;                   // 0: no limit
   std::string user{};              // "": every user's jobs
+  JobId group = 0;                 // 0: every job; else only this group's
   bool with_attempts = false;      // fill Job::attempts
   bool with_env = true;            // false: JobSpec::env left empty (listings, the scheduler)
 };
@@ -88,7 +89,9 @@ class Store {
   virtual ~Store() = default;
 
   // Stores all specs in one durable transaction (fsync'd before return) with fresh ids, in
-  // order; ids are never reused, even after deletion or restart. A job without
+  // order; ids are never reused, even after deletion or restart. Specs whose group is
+  // negative (kNewGroup) are stored in a new group named by the first id stored with that
+  // same negative value in this call. A job without
   // dependencies is stored queued. One with dependencies (spec.after, spec.after_any) is
   // stored as DecideDeps (src/core/deps.h) judges it from its dependencies' states in the
   // same transaction: blocked with the reason naming the open ones, queued when all are

@@ -17,6 +17,59 @@ std::vector<JobId> Ids(const std::vector<Job>& jobs) {
   return ids;
 }
 
+// Groups (sweeps, arrays): a negative group is a new group's tag, named by the first job
+// stored with it; two tags in one call make two groups. List finds a group's jobs alone.
+TEST_P(StoreConformance, NewGroupsAreNamedByTheirFirstJobAndListedAlone) {
+  std::vector<JobSpec> specs(5, Spec("g"));
+  specs[0].group = specs[1].group = kNewGroup;
+  specs[2].group = specs[3].group = kNewGroup - 1;
+  specs[1].group_limit = 2;
+  specs[1].array_index = 7;
+  specs[1].record = R"({"git":{"commit":"abc"}})";
+  specs[1].notify_url = "http://127.0.0.1:9/h";
+  specs[1].mail = "ada@lab";
+  specs[1].slurm_env = true;
+  specs[1].gate_pid = 4242;
+  specs[1].gate_ticks = 99;
+  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  const std::vector<JobId>& id = *ids;
+  Result<Job> second = store().Get(id[1]);
+  ASSERT_TRUE(IsOk(second));
+  EXPECT_EQ(second->spec.group, id[0]);
+  EXPECT_EQ(second->spec.group_limit, 2);
+  EXPECT_EQ(second->spec.array_index, 7);
+  EXPECT_EQ(second->spec.record, specs[1].record);
+  EXPECT_EQ(second->spec.notify_url, "http://127.0.0.1:9/h");
+  EXPECT_EQ(second->spec.mail, "ada@lab");
+  EXPECT_TRUE(second->spec.slurm_env);
+  EXPECT_EQ(second->spec.gate_pid, 4242);
+  EXPECT_EQ(second->spec.gate_ticks, 99u);
+  Result<Job> plain = store().Get(id[4]);
+  ASSERT_TRUE(IsOk(plain));
+  EXPECT_EQ(plain->spec.group, 0);
+  EXPECT_EQ(plain->spec.array_index, -1);
+  EXPECT_FALSE(plain->spec.slurm_env);
+  EXPECT_EQ(plain->spec.gate_pid, 0);
+
+  ListQuery first_group;
+  first_group.group = id[0];
+  Result<std::vector<Job>> listed = store().List(first_group);
+  ASSERT_TRUE(IsOk(listed));
+  EXPECT_THAT(Ids(*listed), ElementsAre(id[0], id[1]));
+  ListQuery other;
+  other.group = id[2];
+  other.states = {JobState::kQueued};
+  listed = store().List(other);
+  ASSERT_TRUE(IsOk(listed));
+  EXPECT_THAT(Ids(*listed), ElementsAre(id[2], id[3]));
+  ListQuery none;
+  none.group = id[4];
+  listed = store().List(none);
+  ASSERT_TRUE(IsOk(listed));
+  EXPECT_TRUE(listed->empty());
+}
+
 TEST_P(StoreConformance, ListFiltersByStateInIdOrder) {
   std::vector<JobSpec> specs(5, Spec("j"));
   Result<std::vector<JobId>> ids = store().Submit(specs, kT0);

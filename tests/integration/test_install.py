@@ -38,6 +38,15 @@ def test_binaries_and_docs_are_installed(prefix):
     assert os.path.exists(os.path.join(prefix, "share/doc/trainq/operations.md"))
 
 
+def test_python_client_is_installed_and_importable(prefix):
+    site = os.path.join(prefix, "lib/python3/dist-packages")
+    proc = subprocess.run(["/usr/bin/python3", "-c", "import trainq; print(trainq.__file__)"],
+                          env=dict(os.environ, PYTHONPATH=site), cwd=prefix,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == os.path.join(site, "trainq", "__init__.py")
+
+
 @pytest.mark.parametrize("kind", sorted(UNITS))
 def test_units_start_the_installed_daemon_and_never_kill_jobs(prefix, kind):
     rel, command = UNITS[kind]

@@ -153,7 +153,16 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"submit_key", spec.submit_key},
               {"nodes_allowed", EncodeStrings(spec.nodes_allowed)},
               {"nodes_excluded", EncodeStrings(spec.nodes_excluded)},
-              {"num_nodes", std::to_string(spec.num_nodes)}};
+              {"num_nodes", std::to_string(spec.num_nodes)},
+              {"group", std::to_string(spec.group)},
+              {"group_limit", std::to_string(spec.group_limit)},
+              {"array_index", std::to_string(spec.array_index)},
+              {"record", spec.record},
+              {"notify_url", spec.notify_url},
+              {"mail", spec.mail},
+              {"slurm_env", spec.slurm_env ? "1" : "0"},
+              {"gate_pid", std::to_string(spec.gate_pid)},
+              {"gate_ticks", std::to_string(spec.gate_ticks)}};
   if (spec.mem_bytes) f.emplace_back("mem_bytes", std::to_string(*spec.mem_bytes));
   // The shortest text that reads back as the same double.
   if (spec.mem_percent) f.emplace_back("mem_percent", fmt::format("{}", *spec.mem_percent));
@@ -184,6 +193,18 @@ Result<Job> ReadJob(const redisReply* hash) {
   job.spec.nodes_allowed = r.Strings("nodes_allowed");
   job.spec.nodes_excluded = r.Strings("nodes_excluded");
   job.spec.num_nodes = r.Has("num_nodes") ? r.Num<int>("num_nodes") : 1;
+  // Fields a job stored by an earlier trainq lacks keep their defaults.
+  if (r.Has("group")) {
+    job.spec.group = r.Num<JobId>("group");
+    job.spec.group_limit = r.Num<int>("group_limit");
+    job.spec.array_index = r.Num<int>("array_index");
+    job.spec.record = r.Str("record");
+    job.spec.notify_url = r.Str("notify_url");
+    job.spec.mail = r.Str("mail");
+    job.spec.slurm_env = r.Str("slurm_env") == "1";
+    job.spec.gate_pid = r.Num<int64_t>("gate_pid");
+    job.spec.gate_ticks = r.Num<uint64_t>("gate_ticks");
+  }
   job.submitted_at = r.Num<UnixMs>("submitted_at");
   job.queued_at = r.Num<UnixMs>("queued_at");
   job.reason = r.Str("reason");

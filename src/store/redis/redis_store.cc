@@ -186,8 +186,12 @@ Result<std::vector<Job>> RedisStore::List(const ListQuery& query) {
   std::vector<JobState> states = query.states;
   std::sort(states.begin(), states.end());
   states.erase(std::unique(states.begin(), states.end()), states.end());
-  std::vector<std::string> args = {Num(query.after_id), Num(std::max(query.limit, 0)), query.user,
-                                   query.with_attempts ? "1" : "0", query.with_env ? "1" : "0"};
+  std::vector<std::string> args = {Num(query.after_id),
+                                   Num(std::max(query.limit, 0)),
+                                   query.user,
+                                   query.with_attempts ? "1" : "0",
+                                   query.with_env ? "1" : "0",
+                                   Num(query.group)};
   for (JobState s : states) args.emplace_back(StateName(s));
   Result<Reply> reply = Run(ListScript(), std::move(args));
   if (!reply.ok()) return reply.status();

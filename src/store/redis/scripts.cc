@@ -87,6 +87,7 @@ end
 local count = tonumber(ARGV[i]); i = i + 1
 local last = redis.call('INCRBY', P .. 'next_id', count)
 local ids = {}
+local groups = {}  -- a new group's tag (negative) -> its first id
 for k = 1, count do
   local id = last - count + k
   local key = jk(id)
@@ -95,6 +96,12 @@ for k = 1, count do
   for f = 1, nf do
     redis.call('HSET', key, ARGV[i], ARGV[i + 1])
     i = i + 2
+  end
+  -- A new group is named by the first job stored with its tag.
+  local group = tonumber(redis.call('HGET', key, 'group') or '0')
+  if group < 0 then
+    groups[group] = groups[group] or id
+    redis.call('HSET', key, 'group', groups[group])
   end
   local h = redis.call('HMGET', key, 'state', 'user', 'submit_key')
   redis.call('ZADD', P .. 'jobs', id, id)
@@ -118,14 +125,14 @@ return {'ok', out}
 
 // ARGV: after_id, limit, user, with_attempts, with_env, states... (none: every state)
 constexpr char kList[] = R"lua(
-local limit, user = tonumber(ARGV[2]), ARGV[3]
+local limit, user, group = tonumber(ARGV[2]), ARGV[3], ARGV[6]
 local sets = {}
-for k = 6, #ARGV do sets[#sets + 1] = sk(ARGV[k]) end
+for k = 7, #ARGV do sets[#sets + 1] = sk(ARGV[k]) end
 if #sets == 0 then sets = {P .. 'jobs'} end
 local ids = {}
 for _, s in ipairs(sets) do
   local r
-  if limit > 0 and user == '' then
+  if limit > 0 and user == '' and group == '0' then
     r = redis.call('ZRANGEBYSCORE', s, '(' .. ARGV[1], '+inf', 'LIMIT', 0, limit)
   else
     r = redis.call('ZRANGEBYSCORE', s, '(' .. ARGV[1], '+inf')
@@ -136,7 +143,8 @@ table.sort(ids)
 local out = {}
 for _, id in ipairs(ids) do
   if limit > 0 and #out >= limit then break end
-  if user == '' or redis.call('HGET', jk(id), 'user') == user then
+  if (user == '' or redis.call('HGET', jk(id), 'user') == user) and
+     (group == '0' or redis.call('HGET', jk(id), 'group') == group) then
     out[#out + 1] = read_job(id, ARGV[4], ARGV[5])
   end
 end

@@ -113,7 +113,7 @@ Result<std::string> EncodeInts(std::span<const int> values) {
 std::string ListJobsSql(bool by_state) {
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id > ?1";
   if (by_state) sql += " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)";
-  sql += " AND (?10 = '' OR user = ?10)";
+  sql += " AND (?10 = '' OR user = ?10) AND (?11 = 0 OR grp = ?11)";
   return sql + " ORDER BY id LIMIT ?2";
 }
 
@@ -167,6 +167,15 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   query.Bind(19, *nodes);
   query.Bind(20, *exclude);
   query.Bind(21, spec.num_nodes);
+  query.Bind(22, spec.group);
+  query.Bind(23, spec.group_limit);
+  query.Bind(24, spec.array_index);
+  query.Bind(25, spec.record);
+  query.Bind(26, spec.notify_url);
+  query.Bind(27, spec.mail);
+  query.Bind(28, spec.slurm_env ? 1 : 0);
+  query.Bind(29, spec.gate_pid);
+  query.Bind(30, static_cast<int64_t>(spec.gate_ticks));
   return Status::Ok();
 }
 
@@ -196,6 +205,15 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(21), "nodes"), job.spec.nodes_allowed));
   TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(22), "exclude_nodes"), job.spec.nodes_excluded));
   job.spec.num_nodes = q.Int(23);
+  job.spec.group = q.Int64(24);
+  job.spec.group_limit = q.Int(25);
+  job.spec.array_index = q.Int(26);
+  job.spec.record = q.Text(27);
+  job.spec.notify_url = q.Text(28);
+  job.spec.mail = q.Text(29);
+  job.spec.slurm_env = q.Int(30) != 0;
+  job.spec.gate_pid = q.Int64(31);
+  job.spec.gate_ticks = q.Uint64(32);
   return job;
 }
 

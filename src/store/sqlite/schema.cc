@@ -114,8 +114,24 @@ ALTER TABLE jobs ADD COLUMN exclude_nodes TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE jobs ADD COLUMN num_nodes INTEGER NOT NULL DEFAULT 1;
 )sql";
 
+// Version 7: the researcher's workflow: groups (sweeps, arrays) and their running limit, the
+// array index, the run record (JSON), notifications, sbatch's Slurm variables, gates.
+constexpr char kSchemaV7[] = R"sql(
+ALTER TABLE jobs ADD COLUMN grp INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN group_limit INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN array_index INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE jobs ADD COLUMN record TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN notify_url TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN mail TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN slurm_env INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN gate_pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN gate_ticks INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_grp ON jobs (grp) WHERE grp != 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6},
+    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
+    {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

@@ -1,6 +1,7 @@
 #include "src/store/sqlite/sqlite_store.h"
 
 #include <unistd.h>
+#include <map>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -143,8 +144,25 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
     TRAINQ_RETURN_IF_ERROR(insert->Run());
     ids.push_back(db_.LastInsertRowid());
   }
+  TRAINQ_RETURN_IF_ERROR(NameNewGroups(specs, ids));
   TRAINQ_RETURN_IF_ERROR(txn->Commit());
   return ids;
+}
+
+// The jobs just stored with a negative group (a new group's tag) join the group named by
+// the first of them with the same tag.
+Status SqliteStore::NameNewGroups(std::span<const JobSpec> specs, const std::vector<JobId>& ids) {
+  std::map<JobId, JobId> first;  // tag -> its first id
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].group < 0) first.try_emplace(specs[i].group, ids[i]);
+  }
+  for (const auto& [tag, id] : first) {
+    Result<Query> update =
+        db_.Prepare("UPDATE jobs SET grp = ?1 WHERE grp = ?3 AND id BETWEEN ?1 AND ?2");
+    if (!update.ok()) return update.status();
+    TRAINQ_RETURN_IF_ERROR(update->BindAll(id, ids.back(), tag).Run());
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<JobId>> SqliteStore::IdsForSubmitKey(const std::string& user,
@@ -213,6 +231,7 @@ Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
   if (!select.ok()) return select.status();
   select->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
   select->Bind(10, query.user);
+  select->Bind(11, query.group);
   for (size_t slot = 0; !states.empty() && slot < kStateCount; ++slot) {
     // Unused slots repeat the first state, which changes nothing in an IN list.
     JobState state = slot < states.size() ? states[slot] : states.front();

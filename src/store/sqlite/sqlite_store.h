@@ -82,6 +82,7 @@ class SqliteStore final : public Store {
   Result<std::vector<Job>> SelectJobs(const ListQuery& query);
   // The state a new job starts in, judged from its dependencies as stored now.
   Result<DepDecision> InitialState(const JobSpec& spec);
+  Status NameNewGroups(std::span<const JobSpec> specs, const std::vector<JobId>& ids);
   Status FillAttempts(std::vector<Job>& jobs);
 
   sqlite::Db db_;

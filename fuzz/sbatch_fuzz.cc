@@ -1,0 +1,94 @@
+// libFuzzer target for the workflow's parsers: #SBATCH scripts (src/core/sbatch.h), --array
+// and --sweep (src/core/sweep.h). Any input is read or refused with kInvalid naming where;
+// what an array parses to is ascending, unique and within bounds; a script that reads has
+// its options in range; an output pattern always becomes one sh word list that quotes every
+// fixed byte.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fuzz/fuzz_check.h"
+#include "src/core/sbatch.h"
+#include "src/core/sweep.h"
+
+namespace trainq {
+namespace {
+
+void CheckScript(std::string_view text) {
+  SbatchOptions o;
+  Status st = ReadSbatchScript(text, o);
+  if (!st.ok()) {
+    FUZZ_CHECK(st.code() == Code::kInvalid);
+    FUZZ_CHECK(!st.message().empty());
+    return;
+  }
+  FUZZ_CHECK(!o.gpus || *o.gpus >= 0);
+  FUZZ_CHECK(!o.nodes || *o.nodes >= 1);
+  FUZZ_CHECK(!o.cpus_per_task || *o.cpus_per_task >= 1);
+  FUZZ_CHECK(!o.time_limit_ms || *o.time_limit_ms > 0);
+  for (int64_t id : o.after_ok) FUZZ_CHECK(id > 0);
+}
+
+void CheckArray(std::string_view text) {
+  Result<ArraySpec> a = ParseArray(text);
+  if (!a.ok()) {
+    FUZZ_CHECK(a.status().code() == Code::kInvalid);
+    FUZZ_CHECK(a.status().message().rfind("--array: ", 0) == 0);
+    return;
+  }
+  FUZZ_CHECK(!a->indices.empty() && a->indices.size() <= kMaxExpandedJobs);
+  for (size_t i = 0; i < a->indices.size(); ++i) {
+    FUZZ_CHECK(a->indices[i] >= 0 && a->indices[i] <= kMaxArrayIndexValue);
+    FUZZ_CHECK(i == 0 || a->indices[i - 1] < a->indices[i]);
+  }
+  FUZZ_CHECK(a->limit >= 0);
+}
+
+void CheckSweep(std::string_view text) {
+  Result<SweepAxis> axis = ParseSweep(text);
+  if (!axis.ok()) {
+    FUZZ_CHECK(axis.status().message().rfind("--sweep: ", 0) == 0);
+    return;
+  }
+  FUZZ_CHECK(!axis->name.empty() && !axis->values.empty());
+  Result<std::vector<ExpandedJob>> jobs = ExpandJobs({"{" + axis->name + "}"}, {*axis}, nullptr);
+  FUZZ_CHECK(jobs.ok() && jobs->size() == axis->values.size());
+  for (size_t i = 0; i < jobs->size(); ++i) FUZZ_CHECK((*jobs)[i].command[0] == axis->values[i]);
+}
+
+void CheckPattern(std::string_view text) {
+  std::string word = ShellPathOf(text, "name", "user");
+  FUZZ_CHECK(!word.empty());
+  // Read back as sh reads quotes: every quote is closed, a backslash appears only as the
+  // escaped quote of '\'', and what is double-quoted is a ${...} variable, never fixed text.
+  enum { kOut, kSingle, kDouble } state = kOut;
+  for (size_t i = 0; i < word.size(); ++i) {
+    char c = word[i];
+    if (state == kSingle) {
+      if (c == '\'') state = kOut;
+    } else if (state == kDouble) {
+      if (c == '"') state = kOut;
+    } else if (c == '\'') {
+      state = kSingle;
+    } else if (c == '"') {
+      FUZZ_CHECK(word.compare(i + 1, 2, "${") == 0);
+      state = kDouble;
+    } else {
+      FUZZ_CHECK(c == '\\' && i + 1 < word.size() && word[i + 1] == '\'');
+      ++i;
+    }
+  }
+  FUZZ_CHECK(state == kOut);
+}
+
+}  // namespace
+}  // namespace trainq
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  trainq::CheckScript(text);
+  trainq::CheckArray(text);
+  trainq::CheckSweep(text);
+  trainq::CheckPattern(text);
+  return 0;
+}

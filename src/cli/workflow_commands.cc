@@ -1,0 +1,497 @@
+// The researcher's workflow on the command line (docs/workflow.md): groups, `run`, `wait`
+// and `sbatch`. Each builds on the API the other commands use.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "src/cli/commands.h"
+#include "src/cli/reply.h"
+#include "src/core/json_codec.h"
+#include "src/core/sbatch.h"
+#include "src/core/sweep.h"
+#include "src/core/words.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
+
+namespace trainq {
+
+using json = nlohmann::json;
+
+namespace {
+
+bool Done(const std::string& state) {
+  return state == "succeeded" || state == "failed" || state == "cancelled";
+}
+
+Result<int64_t> GroupId(const std::string& text) {
+  Result<int64_t> id = ParseJobId(text);
+  if (id.ok()) return id;
+  return Status::Invalid("--group: '" + text +
+                         "' is not a group; use the number 'submit' printed as group");
+}
+
+// Every job of the group, oldest first; kNotFound when it has none.
+Result<std::vector<json>> GroupJobs(Client& client, int64_t group) {
+  Result<json> r = client.Call("GET", fmt::format("/v1/jobs?all=1&group={}", group));
+  if (!r.ok()) return r.status();
+  Reply reply(*r);
+  std::vector<Reply> jobs = reply.Array("jobs");
+  if (!reply.ok()) return reply.status();
+  if (jobs.empty()) {
+    return Status::NotFound(
+        fmt::format("no group {}: no job belongs to it (see 'trainq ls -a')", group));
+  }
+  std::vector<json> out;
+  for (const Reply& job : jobs) out.push_back(job.raw());
+  return out;
+}
+
+void Sleep(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+}  // namespace
+
+int JobExitCode(const json& job) {
+  Reply reply(job);
+  if (reply.Str("state") == "succeeded") return 0;
+  std::vector<Reply> attempts = reply.ArrayOr("attempts");
+  if (attempts.empty()) return 1;
+  const Reply& last = attempts.back();
+  if (std::optional<int64_t> sig = last.OptInt("signal")) return 128 + static_cast<int>(*sig);
+  std::optional<int64_t> code = last.OptInt("exit_code");
+  return code && *code != 0 ? static_cast<int>(*code) : 1;
+}
+
+int CmdCancelGroup(Client& client, const std::string& text) {
+  Result<int64_t> group = GroupId(text);
+  if (!group.ok()) return Fail(group.status());
+  Result<std::vector<json>> jobs = GroupJobs(client, *group);
+  if (!jobs.ok()) return Fail(jobs.status());
+  int cancelled = 0, rc = 0;
+  for (const json& job : *jobs) {
+    if (Done(job.value("state", ""))) continue;
+    int64_t id = job.value("id", int64_t{0});
+    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/cancel", id));
+    // One that ended meanwhile is not an error: the group is what was asked.
+    if (!r.ok() && r.status().code() != Code::kConflict) rc = std::max(rc, Fail(r.status()));
+    if (r.ok()) ++cancelled;
+  }
+  std::printf("group %lld: %d job(s) cancelled or stopping, %zu in the group\n",
+              static_cast<long long>(*group), cancelled, jobs->size());
+  return rc;
+}
+
+int CmdRetryGroup(Client& client, const std::string& text, bool failed_only) {
+  Result<int64_t> group = GroupId(text);
+  if (!group.ok()) return Fail(group.status());
+  Result<std::vector<json>> jobs = GroupJobs(client, *group);
+  if (!jobs.ok()) return Fail(jobs.status());
+  int queued = 0, rc = 0;
+  for (const json& job : *jobs) {
+    std::string state = job.value("state", "");
+    bool wanted = failed_only ? state == "failed" : (state == "failed" || state == "cancelled");
+    if (!wanted) continue;
+    int64_t id = job.value("id", int64_t{0});
+    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/retry", id));
+    if (!r.ok()) {
+      rc = std::max(rc, Fail(r.status()));
+      continue;
+    }
+    ++queued;
+  }
+  std::printf("group %lld: %d job(s) queued again\n", static_cast<long long>(*group), queued);
+  return rc;
+}
+
+namespace {
+
+// The jobs `wait` watches: the ids given, or every job of --group.
+Result<std::vector<int64_t>> WaitIds(Client& client, const WaitArgs& args) {
+  if (args.ids.empty() == args.group.empty()) {
+    return Status::Invalid("wait: give job ids or --group G, not both and not neither");
+  }
+  std::vector<int64_t> ids;
+  for (const std::string& text : args.ids) {
+    for (size_t start = 0;;) {
+      size_t comma = text.find(',', start);
+      Result<int64_t> id = ParseJobId(text.substr(start, comma - start));
+      if (!id.ok()) return id.status();
+      ids.push_back(*id);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (args.group.empty()) return ids;
+  Result<int64_t> group = GroupId(args.group);
+  if (!group.ok()) return group.status();
+  Result<std::vector<json>> jobs = GroupJobs(client, *group);
+  if (!jobs.ok()) return jobs.status();
+  for (const json& job : *jobs) ids.push_back(job.value("id", int64_t{0}));
+  return ids;
+}
+
+}  // namespace
+
+int CmdWait(Client& client, const WaitArgs& args) {
+  Result<std::vector<int64_t>> ids = WaitIds(client, args);
+  if (!ids.ok()) return Fail(ids.status());
+  std::vector<std::optional<int>> codes(ids->size());
+  for (;;) {
+    size_t open = 0;
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if (codes[i]) continue;
+      Result<json> job = client.Call("GET", fmt::format("/v1/jobs/{}", (*ids)[i]));
+      if (!job.ok()) return Fail(job.status());
+      if (!Done(job->value("state", ""))) {
+        ++open;
+        continue;
+      }
+      codes[i] = JobExitCode(*job);
+      std::fprintf(stderr, "trainq: job %lld %s\n", static_cast<long long>((*ids)[i]),
+                   job->value("state", "").c_str());
+      if (args.any) return *codes[i];
+    }
+    if (open == 0) break;
+    Sleep(500);
+  }
+  for (const std::optional<int>& code : codes) {
+    if (*code != 0) return *code;
+  }
+  return 0;
+}
+
+// --- run ---
+
+namespace {
+
+std::atomic<int> g_interrupts{0};
+
+void OnInterrupt(int) { g_interrupts.fetch_add(1); }
+
+// What `run` shows while the job waits: one line that updates in place on a terminal, a
+// new line only when it changes elsewhere.
+class StatusLine {
+ public:
+  StatusLine() : tty_(::isatty(STDERR_FILENO) == 1) {}
+  void Show(const std::string& text) {
+    if (text == last_) return;
+    last_ = text;
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", text.c_str());
+      shown_ = true;
+    } else {
+      std::fprintf(stderr, "%s\n", text.c_str());
+    }
+    std::fflush(stderr);
+  }
+  void Clear() {
+    if (tty_ && shown_) std::fputs("\r\033[K", stderr);
+    shown_ = false;
+    last_.clear();
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+  std::string last_;
+};
+
+std::string Ordinal(int64_t n) {
+  const char* suffix = "th";
+  if (n % 100 < 11 || n % 100 > 13) {
+    if (n % 10 == 1) suffix = "st";
+    if (n % 10 == 2) suffix = "nd";
+    if (n % 10 == 3) suffix = "rd";
+  }
+  return std::to_string(n) + suffix;
+}
+
+// "job 12 queued, 3rd in line: needs 1 GPU with 20.0 GiB usable; best: ..."
+std::string WaitingText(Client& client, int64_t id, const json& job) {
+  std::string state = job.value("state", "");
+  std::string reason = TerminalSafe(job.value("reason", ""));
+  std::string where;
+  if (state == "queued") {
+    Result<json> e = client.Call("GET", fmt::format("/v1/jobs/{}/explain", id));
+    if (e.ok() && e->contains("position") && (*e)["position"].is_number_integer() &&
+        (*e)["position"].get<int64_t>() > 0) {
+      where = ", " + Ordinal((*e)["position"].get<int64_t>()) + " in line";
+    }
+  }
+  return fmt::format("trainq: job {} {}{}{}{}", id, state, where, reason.empty() ? "" : ": ",
+                     reason);
+}
+
+// The attempt being followed: its number and log.
+struct Following {
+  int64_t n = 0;
+  std::unique_ptr<LogFollower> log;
+};
+
+// Streams the current attempt's new output; a new attempt (an OOM retry) gets a new follower.
+void StreamAttempt(Client& client, int64_t id, const json& job, Following& f) {
+  const json& attempts = job.contains("attempts") ? job["attempts"] : json::array();
+  if (!attempts.is_array() || attempts.empty()) return;
+  const json& a = attempts.back();
+  int64_t n = a.value("n", int64_t{0});
+  if (n != f.n) {
+    if (f.log) f.log->Poll(stdout);
+    if (f.n != 0)
+      std::fprintf(stderr, "trainq: job %lld attempt %lld\n", static_cast<long long>(id),
+                   static_cast<long long>(n));
+    f.n = n;
+    f.log = AttemptFollower(client, id, n, a.value("log_path", ""));
+  }
+  f.log->Poll(stdout);
+  std::fflush(stdout);
+}
+
+// Ctrl-C once cancels the job; twice, detaches. Returns an exit code once `run` should end.
+std::optional<int> OnInterrupts(Client& client, int64_t id, int& seen, StatusLine& status) {
+  int now = g_interrupts.load();
+  if (now == seen) return std::nullopt;
+  seen = now;
+  status.Clear();
+  if (now >= 2) {
+    std::fprintf(
+        stderr, "trainq: detached; job %lld goes on (trainq logs -f %lld, trainq wait %lld)\n",
+        static_cast<long long>(id), static_cast<long long>(id), static_cast<long long>(id));
+    return 130;
+  }
+  Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/cancel", id));
+  if (!r.ok() && r.status().code() != Code::kConflict) return Fail(r.status());
+  std::fprintf(stderr, "trainq: cancelling job %lld; Ctrl-C again to detach and leave it running\n",
+               static_cast<long long>(id));
+  return std::nullopt;
+}
+
+int Attach(Client& client, int64_t id) {
+  StatusLine status;
+  Following following;
+  int seen = 0;
+  for (;;) {
+    if (std::optional<int> rc = OnInterrupts(client, id, seen, status)) return *rc;
+    Result<json> job = client.Call("GET", fmt::format("/v1/jobs/{}", id));
+    // A Ctrl-C can break the call it lands in: what it asks for comes first.
+    if (!job.ok() && g_interrupts.load() != seen) continue;
+    if (!job.ok()) return Fail(job.status());
+    std::string state = job->value("state", "");
+    if (state == "queued" || state == "blocked") {
+      status.Show(WaitingText(client, id, *job));
+      Sleep(seen > 0 ? 100 : 500);
+      continue;
+    }
+    status.Clear();
+    StreamAttempt(client, id, *job, following);
+    if (!Done(state)) {
+      Sleep(200);
+      continue;
+    }
+    int code = JobExitCode(*job);
+    if (state == "cancelled" && seen > 0) code = 130;
+    if (code != 0) {
+      std::fprintf(stderr, "trainq: job %lld %s: %s\n", static_cast<long long>(id), state.c_str(),
+                   TerminalSafe(job->value("reason", "")).c_str());
+    }
+    return code;
+  }
+}
+
+}  // namespace
+
+int CmdRun(Client& client, const SubmitArgs& args) {
+  if (!args.from.empty() || !args.sweeps.empty() || !args.array.empty()) {
+    return Fail(
+        Status::Invalid("run: attaches to one job; for --from, --sweep or --array use "
+                        "'trainq submit', then 'trainq wait --group G'"));
+  }
+  Result<json> body = SubmitBody(args);
+  if (!body.ok()) return Fail(body.status());
+  if (Status st = ApplySnapshot(client, args, *body); !st.ok()) return Fail(st);
+  // Installed before the submit, so a Ctrl-C while it is sent still cancels the job.
+  struct sigaction sa = {};
+  sa.sa_handler = OnInterrupt;
+  sa.sa_flags = SA_RESTART;  // the API calls in flight go on
+  ::sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  Result<int64_t> id = SubmitOne(client, *body);
+  if (!id.ok()) return Fail(id.status());
+  std::fprintf(stderr, "trainq: job %lld submitted\n", static_cast<long long>(*id));
+  return Attach(client, *id);
+}
+
+// --- sbatch ---
+
+namespace {
+
+// Runs the script as submitted (a copy made when it starts, as Slurm runs its spool copy),
+// with its output also in the files --output and --error name, so `trainq logs` and the
+// out-of-memory check still see it. $1 is the script's text; the rest its arguments. The tees
+// are in pipelines the shell waits for, so no output is lost when the script ends; a script
+// killed by a signal ends the wrapper by the same signal.
+std::string SbatchWrapper(const SbatchOptions& o, const std::string& name, const std::string& user,
+                          bool array) {
+  std::string out = !o.output.empty() ? o.output : array ? "slurm-%A_%a.out" : "slurm-%j.out";
+  std::string text = "out=" + ShellPathOf(out, name, user) + "; ";
+  std::string run = "\"$script\" \"$@\"";
+  std::string pipeline = run + " 2>&1 | tee -- \"$out\"";
+  if (!o.error.empty() && o.error != out) {
+    text += "err=" + ShellPathOf(o.error, name, user) + "; ";
+    pipeline = "{ " + run + " 2>&1 1>&3 3>&- | tee -- \"$err\" 1>&2 3>&-; " +
+               "exit \"${PIPESTATUS[0]}\"; } 3>&1 | tee -- \"$out\"";
+  }
+  return text +
+         "export SLURM_TASK_PID=$$"
+         "; script=$(mktemp \"${TMPDIR:-/tmp}/trainq-sbatch.XXXXXX\") || exit 1"
+         "; printf '%s' \"$1\" > \"$script\" && chmod 700 \"$script\" || exit 1"
+         "; shift; " +
+         pipeline +
+         "; rc=${PIPESTATUS[0]}; rm -f \"$script\""
+         "; if [ \"$rc\" -gt 128 ] && [ \"$rc\" -lt 160 ]; then kill -$((rc - 128)) $$; fi"
+         "; exit \"$rc\"";
+}
+
+// The variables Slurm gives an array task that are the same for every task.
+void ArrayVars(const ArraySpec& a, json& env) {
+  int step = a.indices.size() > 1 ? a.indices[1] - a.indices[0] : 1;
+  for (size_t i = 2; i < a.indices.size(); ++i) {
+    if (a.indices[i] - a.indices[i - 1] != step) step = 1;  // a list: Slurm says 1
+  }
+  env["SLURM_ARRAY_TASK_COUNT"] = std::to_string(a.indices.size());
+  env["SLURM_ARRAY_TASK_MIN"] = std::to_string(a.indices.front());
+  env["SLURM_ARRAY_TASK_MAX"] = std::to_string(a.indices.back());
+  env["SLURM_ARRAY_TASK_STEP"] = std::to_string(step);
+}
+
+// afterok:ID of an array waits for all its jobs, as in Slurm: a group's id becomes its jobs.
+Result<json> DependencyIds(Client& client, const std::vector<int64_t>& ids) {
+  json out = json::array();
+  for (int64_t id : ids) {
+    Result<json> r = client.Call("GET", fmt::format("/v1/jobs?all=1&group={}", id));
+    if (!r.ok()) return r.status();
+    const json& jobs = (*r)["jobs"];
+    if (!jobs.is_array() || jobs.empty()) {
+      out.push_back(id);
+      continue;
+    }
+    for (const json& job : jobs) out.push_back(job.value("id", int64_t{0}));
+  }
+  return out;
+}
+
+struct SbatchInput {
+  SbatchOptions options;
+  std::string script_path, script;
+  std::vector<std::string> script_args;
+};
+
+Result<SbatchInput> ReadSbatchInput(const SbatchArgs& args) {
+  SbatchInput in;
+  SbatchOptions scratch;
+  Result<size_t> at = ApplySbatchCommandLine(args.words, "the command line", scratch);
+  if (!at.ok()) return at.status();
+  if (*at == args.words.size()) {
+    return Status::Invalid("sbatch: give the batch script: trainq sbatch [OPTIONS] SCRIPT [ARGS]");
+  }
+  in.script_path = args.words[*at];
+  in.script_args.assign(args.words.begin() + *at + 1, args.words.end());
+  Result<std::string> text = ReadFile(in.script_path);
+  if (!text.ok()) {
+    return Status::Invalid(fmt::format("sbatch: cannot read the script '{}': {}", in.script_path,
+                                       text.status().message()));
+  }
+  in.script = std::move(*text);
+  Status read = ReadSbatchScript(in.script, in.options);
+  if (!read.ok()) return Status::Invalid(in.script_path + ": " + read.message());
+  // The command line's options win over the script's, as in sbatch.
+  std::vector<std::string> cli(args.words.begin(), args.words.begin() + *at);
+  TRAINQ_RETURN_IF_ERROR(ApplySbatchOptions(cli, "the command line", in.options));
+  return in;
+}
+
+// The submit request for the script: one job, or one per array index in a new group.
+Result<json> SbatchBody(Client& client, const SbatchInput& in) {
+  const SbatchOptions& o = in.options;
+  SubmitArgs a;
+  a.cwd = o.chdir;
+  a.command = {"x"};
+  Result<json> body = SubmitBody(a);
+  if (!body.ok()) return body.status();
+  std::string name = o.job_name;
+  if (name.empty()) name = in.script_path.substr(in.script_path.rfind('/') + 1);
+  json& env = (*body)["env"];
+  env["SLURM_SUBMIT_DIR"] = CurrentDirectory();
+  env["SLURM_SUBMIT_HOST"] = HostName();
+  if (o.cpus_per_task) env["SLURM_CPUS_PER_TASK"] = std::to_string(*o.cpus_per_task);
+  (*body)["name"] = name;
+  (*body)["gpus"] = o.gpus.value_or(0);  // as in Slurm, no GPU unless asked
+  if (!o.mem_per_gpu.empty() && o.gpus.value_or(0) > 0) (*body)["mem"] = o.mem_per_gpu;
+  (*body)["cpus"] = o.cpus_per_task.value_or(1);
+  if (o.time_limit_ms) (*body)["time"] = fmt::format("{}ms", *o.time_limit_ms);
+  if (o.nodes) (*body)["num_nodes"] = *o.nodes;
+  if (!o.nodelist.empty()) (*body)["nodes"] = o.nodelist;
+  if (!o.exclude.empty()) (*body)["exclude_nodes"] = o.exclude;
+  if (!o.mail_user.empty()) (*body)["mail"] = o.mail_user;
+  Result<json> after = DependencyIds(client, o.after_ok);
+  if (!after.ok()) return after.status();
+  Result<json> after_any = DependencyIds(client, o.after_any);
+  if (!after_any.ok()) return after_any.status();
+  if (!after->empty()) (*body)["after"] = std::move(*after);
+  if (!after_any->empty()) (*body)["after_any"] = std::move(*after_any);
+  (*body)["slurm"] = true;
+  std::string user = GetEnv("USER");
+  json command = {"/bin/bash", "-c", SbatchWrapper(o, name, user, !o.array.empty()),
+                  "trainq-sbatch", in.script};
+  for (const std::string& arg : in.script_args) command.push_back(arg);
+  (*body)["command"] = std::move(command);
+  if (o.array.empty()) return body;
+  Result<ArraySpec> array = ParseArray(o.array, "--array");
+  if (!array.ok()) return array.status();
+  ArrayVars(*array, env);
+  json jobs = json::array();
+  for (int index : array->indices) jobs.push_back({{"array_index", index}});
+  (*body)["group"] = true;
+  if (array->limit > 0) (*body)["group_limit"] = array->limit;
+  return json{{"defaults", std::move(*body)}, {"jobs", std::move(jobs)}};
+}
+
+}  // namespace
+
+int CmdSbatch(Client& client, const SbatchArgs& args) {
+  Result<SbatchInput> in = ReadSbatchInput(args);
+  if (!in.ok()) return Fail(in.status());
+  for (const std::string& w : in->options.warnings) {
+    std::fprintf(stderr, "trainq sbatch: warning: %s\n", TerminalSafe(w).c_str());
+  }
+  if (in->options.gpus.value_or(0) == 0 && !in->options.mem_per_gpu.empty()) {
+    std::fprintf(stderr,
+                 "trainq sbatch: warning: --mem-per-gpu without GPUs (--gres=gpu:N or "
+                 "--gpus) asks for none; ignored\n");
+  }
+  Result<json> body = SbatchBody(client, *in);
+  if (!body.ok()) return Fail(body.status());
+  Result<json> r = client.Submit(DumpJson(*body));
+  if (!r.ok()) return Fail(r.status());
+  Reply reply(*r);
+  std::vector<Reply> ids = reply.Array("ids");
+  std::optional<int64_t> group = reply.OptInt("group");
+  if (!reply.ok()) return Fail(reply.status());
+  if (ids.empty()) return Fail(Status::Internal("the daemon stored no job"));
+  int64_t id = group ? *group : ids[0].AsInt();
+  if (in->options.parsable) {
+    std::printf("%lld\n", static_cast<long long>(id));
+  } else {
+    std::printf("Submitted batch job %lld\n", static_cast<long long>(id));
+  }
+  return 0;
+}
+
+}  // namespace trainq

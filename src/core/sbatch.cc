@@ -1,0 +1,405 @@
+#include "src/core/sbatch.h"
+
+#include <algorithm>
+#include <charconv>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "src/core/spec.h"
+#include "src/core/words.h"
+
+namespace trainq {
+
+namespace {
+
+// What an option's value does to the options; "" when it was read, else what is wrong with it
+// (the accepted form).
+using Apply = std::function<std::string(const std::string& value, SbatchOptions& out)>;
+
+struct OptionRow {
+  std::string_view name;  // long form, without "--"
+  char letter;            // short form, 0 for none
+  Apply apply;            // null: a flag (no value)
+};
+
+std::optional<int64_t> Count(std::string_view text) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n < 0 ||
+      n > 1'000'000'000) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::string SetCount(const std::string& v, std::optional<int>& out, int min,
+                     std::string_view form) {
+  std::optional<int64_t> n = Count(v);
+  if (!n || *n < min || *n > 1'000'000) return std::string(form);
+  out = static_cast<int>(*n);
+  return "";
+}
+
+std::vector<std::string> SplitOn(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t at = text.find(sep, start);
+    out.push_back(text.substr(start, at - start));
+    if (at == std::string::npos) return out;
+    start = at + 1;
+  }
+}
+
+// --gres=gpu:2, gpu:a100:2, gpu (one).
+std::string Gres(const std::string& v, SbatchOptions& out) {
+  for (const std::string& item : SplitOn(v, ',')) {
+    std::vector<std::string> parts = SplitOn(item, ':');
+    if (parts[0] != "gpu") {
+      out.warnings.push_back(
+          fmt::format("--gres={}: trainq knows only gpu resources; {} ignored", v, parts[0]));
+      continue;
+    }
+    if (parts.size() == 3) {
+      out.warnings.push_back(fmt::format(
+          "--gres={}: a GPU type is not chosen by trainq; any {} GPU(s) with the memory asked", v,
+          parts[2]));
+    }
+    std::string count = parts.size() == 1 ? "1" : parts.back();
+    std::string bad = SetCount(count, out.gpus, 0, "gpu:N or gpu:TYPE:N, e.g. gpu:2");
+    if (!bad.empty()) return bad;
+  }
+  return "";
+}
+
+std::string Gpus(const std::string& v, SbatchOptions& out) {
+  size_t colon = v.rfind(':');
+  if (colon != std::string::npos) {
+    out.warnings.push_back(fmt::format(
+        "--gpus={}: a GPU type is not chosen by trainq; any GPU with the memory asked", v));
+  }
+  std::string count = colon == std::string::npos ? v : v.substr(colon + 1);
+  return SetCount(count, out.gpus, 0, "a number of GPUs, e.g. 2 or a100:2");
+}
+
+std::string Time(const std::string& v, SbatchOptions& out) {
+  if (v == "UNLIMITED" || v == "infinite") {
+    out.time_limit_ms.reset();
+    return "";
+  }
+  Result<int64_t> ms = ParseTimeLimit(v);
+  if (!ms.ok()) return "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS";
+  out.time_limit_ms = *ms;
+  return "";
+}
+
+// afterok:1:2,afterany:3 (',' all of them; '?' any of them is not supported).
+std::string Dependency(const std::string& v, SbatchOptions& out) {
+  constexpr std::string_view kForm = "afterok:ID[:ID...] or afterany:ID[:ID...], joined by ','";
+  if (v.find('?') != std::string::npos) return std::string(kForm) + " ('?' is not supported)";
+  for (const std::string& item : SplitOn(v, ',')) {
+    std::vector<std::string> parts = SplitOn(item, ':');
+    std::vector<int64_t>* into = parts[0] == "afterok"    ? &out.after_ok
+                                 : parts[0] == "afterany" ? &out.after_any
+                                                          : nullptr;
+    if (!into || parts.size() < 2) return std::string(kForm);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      // Slurm's "ID+MINUTES" delay is not kept.
+      std::optional<int64_t> id = Count(parts[i].substr(0, parts[i].find('+')));
+      if (!id || *id == 0) return std::string(kForm);
+      into->push_back(*id);
+    }
+  }
+  return "";
+}
+
+std::string Nodes(const std::string& v, SbatchOptions& out) {
+  std::string first = v.substr(0, v.find('-'));
+  if (first.size() != v.size()) {
+    out.warnings.push_back(fmt::format(
+        "--nodes={}: a range of node counts is not honoured; the job takes exactly {}", v, first));
+  }
+  return SetCount(first, out.nodes, 1, "a node count, e.g. 2");
+}
+
+Apply Text(std::string SbatchOptions::*field) {
+  return [field](const std::string& v, SbatchOptions& out) {
+    out.*field = v;
+    return std::string(v.empty() ? "a value" : "");
+  };
+}
+
+Apply Names(std::vector<std::string> SbatchOptions::*field) {
+  return [field](const std::string& v, SbatchOptions& out) {
+    for (const std::string& name : SplitOn(v, ',')) {
+      if (!ValidNodeName(name)) return std::string("NAME[,NAME...] (no ranges like node[1-3])");
+      (out.*field).push_back(name);
+    }
+    return std::string();
+  };
+}
+
+// Read and not honoured: the warning says why. `flag`: it takes no value.
+struct Unhonoured {
+  std::string_view name;
+  char letter;
+  bool flag;
+  std::string_view why;
+};
+
+constexpr Unhonoured kUnhonoured[] = {
+    {"partition", 'p', false, "trainq has no partitions"},
+    {"account", 'A', false, "trainq keeps no accounts"},
+    {"qos", 'q', false, "trainq has no QOS; use --priority with trainq submit"},
+    {"mem", 0, false, "host memory is not reserved per job; --mem-per-gpu sets GPU memory"},
+    {"mem-per-cpu", 0, false, "host memory is not reserved per job"},
+    {"ntasks", 'n', false, "the script runs once per node; start tasks from it (srun is absent)"},
+    {"ntasks-per-node", 0, false, "the script runs once per node"},
+    {"mail-type", 0, false, "trainq mails when the job ends, whatever --mail-type says"},
+    {"export", 0, false, "the job gets the submitting environment, as --export=ALL"},
+    {"constraint", 'C', false, "trainq has no node features"},
+    {"requeue", 0, true, "a job is queued again on out-of-memory or a lost node"},
+    {"exclusive", 0, true, "trainq does not reserve whole nodes"},
+    {"nice", 0, false, "use trainq submit --priority"},
+    {"open-mode", 0, false, "output files are truncated when the job starts"},
+    {"signal", 0, false, "at its time limit a job gets SIGTERM, then SIGKILL after the grace"},
+    {"wait", 'W', true, "use trainq wait ID"},
+    {"hold", 'H', true, "trainq has no held jobs; use --dependency"},
+    {"begin", 'b', false, "trainq has no start times"},
+    {"comment", 0, false, "trainq keeps no comments"},
+    {"reservation", 0, false, "trainq has no reservations"},
+    {"licenses", 'L', false, "trainq has no licenses"},
+    {"distribution", 'm', false, "the script runs once per node"},
+    {"gpus-per-task", 0, false, "the script runs once per node; use --gpus-per-node"},
+    {"cpus-per-gpu", 0, false, "use --cpus-per-task"},
+    {"threads-per-core", 0, false, "trainq does not place threads"},
+    {"hint", 0, false, "trainq does not place threads"},
+    {"verbose", 'v', true, "trainq sbatch prints what it does"},
+    {"quiet", 'Q', true, "warnings are still printed"},
+};
+
+const std::vector<OptionRow>& Rows() {
+  static const std::vector<OptionRow> rows = {
+      {"job-name", 'J', Text(&SbatchOptions::job_name)},
+      {"gres", 0, Gres},
+      {"gpus", 'G', Gpus},
+      {"gpus-per-node", 0, Gpus},
+      {"mem-per-gpu", 0, Text(&SbatchOptions::mem_per_gpu)},
+      {"time", 't', Time},
+      {"array", 'a', Text(&SbatchOptions::array)},
+      {"dependency", 'd', Dependency},
+      {"output", 'o', Text(&SbatchOptions::output)},
+      {"error", 'e', Text(&SbatchOptions::error)},
+      {"nodes", 'N', Nodes},
+      {"cpus-per-task", 'c',
+       [](const std::string& v, SbatchOptions& out) {
+         return SetCount(v, out.cpus_per_task, 1, "a number of CPUs, e.g. 4");
+       }},
+      {"chdir", 'D', Text(&SbatchOptions::chdir)},
+      {"nodelist", 'w', Names(&SbatchOptions::nodelist)},
+      {"exclude", 'x', Names(&SbatchOptions::exclude)},
+      {"mail-user", 0, Text(&SbatchOptions::mail_user)},
+      {"parsable", 0, nullptr},
+  };
+  return rows;
+}
+
+struct Found {
+  const OptionRow* row = nullptr;
+  const Unhonoured* unhonoured = nullptr;
+};
+
+Found Find(std::string_view name, char letter) {
+  for (const OptionRow& r : Rows()) {
+    if ((!name.empty() && r.name == name) || (letter && r.letter == letter)) return {&r, nullptr};
+  }
+  for (const Unhonoured& u : kUnhonoured) {
+    if ((!name.empty() && u.name == name) || (letter && u.letter == letter)) return {nullptr, &u};
+  }
+  return {};
+}
+
+bool TakesValue(const Found& f) {
+  return f.row ? f.row->apply != nullptr : (f.unhonoured && !f.unhonoured->flag);
+}
+
+}  // namespace
+
+Status ApplySbatchOptions(const std::vector<std::string>& words, std::string_view where,
+                          SbatchOptions& out) {
+  Result<size_t> end = ApplySbatchCommandLine(words, where, out, /*stop_at_word=*/false);
+  return end.ok() ? Status::Ok() : end.status();
+}
+
+Result<size_t> ApplySbatchCommandLine(const std::vector<std::string>& words, std::string_view where,
+                                      SbatchOptions& out, bool stop_at_word) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& word = words[i];
+    if (stop_at_word && (word.empty() || word[0] != '-')) return i;
+    std::string name, value;
+    bool has_value = false;
+    char letter = 0;
+    if (word.starts_with("--")) {
+      size_t eq = word.find('=');
+      name = word.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (eq != std::string::npos) {
+        value = word.substr(eq + 1);
+        has_value = true;
+      }
+    } else if (word.size() >= 2 && word[0] == '-') {
+      letter = word[1];
+      if (word.size() > 2) {
+        value = word.substr(2);
+        has_value = true;
+      }
+    } else {
+      return Status::Invalid(fmt::format("{}: '{}' is not an sbatch option", where, word));
+    }
+    std::string shown = letter ? std::string("-") + letter : "--" + name;
+    Found found = Find(name, letter);
+    if (!found.row && !found.unhonoured) {
+      out.warnings.push_back(
+          fmt::format("{}: {} is not an option trainq sbatch knows; ignored", where, shown));
+      continue;
+    }
+    if (TakesValue(found) && !has_value) {
+      if (i + 1 == words.size()) {
+        return Status::Invalid(fmt::format("{}: {} needs a value", where, shown));
+      }
+      value = words[++i];
+    }
+    if (found.unhonoured) {
+      out.warnings.push_back(fmt::format("{}: {}{} is not honoured: {}; ignored", where, shown,
+                                         has_value || TakesValue(found) ? "=" + value : "",
+                                         found.unhonoured->why));
+      continue;
+    }
+    if (!found.row->apply) {
+      out.parsable = true;
+      continue;
+    }
+    size_t warned = out.warnings.size();
+    std::string problem = found.row->apply(value, out);
+    for (size_t w = warned; w < out.warnings.size(); ++w) {
+      out.warnings[w] = fmt::format("{}: {}", where, out.warnings[w]);
+    }
+    if (!problem.empty()) {
+      return Status::Invalid(fmt::format("{}: {} '{}' cannot be read; expected {}", where, shown,
+                                         TerminalSafe(value), problem));
+    }
+  }
+  return words.size();
+}
+
+std::vector<std::string> ShebangOf(std::string_view script) {
+  if (!script.starts_with("#!")) return {};
+  std::string_view line = script.substr(2, script.find('\n') - 2);
+  std::vector<std::string> out;
+  size_t start = line.find_first_not_of(" \t");
+  if (start == std::string_view::npos) return {};
+  line.remove_prefix(start);
+  size_t space = line.find_first_of(" \t");
+  out.emplace_back(line.substr(0, space));
+  if (space != std::string_view::npos) {
+    std::string_view arg = line.substr(space);
+    size_t a = arg.find_first_not_of(" \t"), b = arg.find_last_not_of(" \t\r");
+    if (a != std::string_view::npos) out.emplace_back(arg.substr(a, b - a + 1));
+  }
+  if (!out.empty() && !out[0].empty() && out[0].back() == '\r') out[0].pop_back();
+  return out;
+}
+
+Status ReadSbatchScript(std::string_view script, SbatchOptions& out) {
+  if (ShebangOf(script).empty()) {
+    return Status::Invalid(
+        "the script does not start with #! and an interpreter (e.g. #!/bin/bash); sbatch "
+        "refuses such a script too");
+  }
+  size_t at = script.find('\n');
+  for (int line = 2; at != std::string_view::npos; ++line) {
+    size_t end = script.find('\n', at + 1);
+    std::string_view text = script.substr(
+        at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
+    at = end;
+    size_t first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) continue;
+    if (text[first] != '#') break;  // the first command: sbatch reads no further
+    if (!text.substr(first).starts_with("#SBATCH")) continue;
+    std::string where = fmt::format("#SBATCH line {}", line);
+    std::string_view rest = text.substr(first + 7);
+    // "#SBATCH --x  # a comment": the comment is not part of the options.
+    size_t hash = rest.find(" #");
+    Result<std::vector<std::string>> words = SplitWords(rest.substr(0, hash), where);
+    if (!words.ok()) return words.status();
+    TRAINQ_RETURN_IF_ERROR(ApplySbatchOptions(*words, where, out));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+std::string ShellQuoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+std::string ShellPathOf(std::string_view pattern, std::string_view job_name,
+                        std::string_view user) {
+  std::string out, fixed;
+  auto flush = [&] {
+    if (!fixed.empty()) out += ShellQuoted(fixed);
+    fixed.clear();
+  };
+  auto variable = [&](std::string_view name) {
+    flush();
+    out += fmt::format("\"${{{}}}\"", name);
+  };
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%' || i + 1 == pattern.size()) {
+      fixed += pattern[i];
+      continue;
+    }
+    char c = pattern[++i];
+    switch (c) {
+      case '%':
+        fixed += '%';
+        break;
+      case 'x':
+        fixed += job_name;
+        break;
+      case 'u':
+        fixed += user;
+        break;
+      case 'j':
+        variable("SLURM_JOB_ID");
+        break;
+      // Outside an array Slurm writes the job id for %A and 4294967294 for %a.
+      case 'A':
+        variable("SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID");
+        break;
+      case 'a':
+        variable("SLURM_ARRAY_TASK_ID:-4294967294");
+        break;
+      case 'N':
+        variable("SLURMD_NODENAME");
+        break;
+      default:
+        fixed += '%';
+        fixed += c;
+    }
+  }
+  flush();
+  return out.empty() ? "''" : out;
+}
+
+}  // namespace trainq

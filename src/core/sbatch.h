@@ -1,0 +1,68 @@
+// `trainq sbatch` (docs/workflow.md, "Slurm batch scripts"): reads a Slurm batch script's
+// #SBATCH lines and sbatch's own options into what trainq submits. Pure; the CLI reads the
+// file and sends the jobs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainq/status.h"
+
+namespace trainq {
+
+// The options trainq honours, as given (checked when the CLI builds the submit). Each field
+// empty/nullopt when the script and the command line leave it unset.
+struct SbatchOptions {
+  std::string job_name;                  // --job-name, -J
+  std::optional<int> gpus;               // --gres=gpu:N, --gpus, -G, --gpus-per-node
+  std::string mem_per_gpu;               // --mem-per-gpu, a size as --mem takes it
+  std::optional<int64_t> time_limit_ms;  // --time, -t
+  std::string array;                     // --array, as ParseArray takes it
+  std::vector<int64_t> after_ok;         // --dependency=afterok:ID[:ID...]
+  std::vector<int64_t> after_any;        // --dependency=afterany:ID[:ID...]
+  std::string output;                    // --output, -o: a pattern (%j %A %a %x %u %N %%)
+  std::string error;                     // --error, -e
+  std::optional<int> nodes;              // --nodes, -N
+  std::optional<int> cpus_per_task;      // --cpus-per-task, -c
+  std::string chdir;                     // --chdir, -D
+  std::vector<std::string> nodelist;     // --nodelist, -w
+  std::vector<std::string> exclude;      // --exclude, -x
+  std::string mail_user;                 // --mail-user
+  bool parsable = false;                 // --parsable
+  // Options read and not honoured, each a line naming it and why ("#SBATCH --partition=gpu
+  // (line 3): trainq has no partitions; ignored").
+  std::vector<std::string> warnings;
+};
+
+// Applies sbatch options `words` (as split from a command line or one #SBATCH line) to
+// `out`; `where` names their source in messages ("#SBATCH line 4", "the command line").
+// kInvalid naming the option, its source and the accepted form for a value that cannot be
+// read; an option trainq does not know or cannot honour becomes a warning.
+Status ApplySbatchOptions(const std::vector<std::string>& words, std::string_view where,
+                          SbatchOptions& out);
+
+// sbatch's command line before the script: applies the options up to the first word that is
+// not an option (`stop_at_word`) and returns its index (words.size() when there is none).
+Result<size_t> ApplySbatchCommandLine(const std::vector<std::string>& words, std::string_view where,
+                                      SbatchOptions& out, bool stop_at_word = true);
+
+// The #SBATCH lines of `script` applied in order, as sbatch reads them: from the line after
+// the "#!" line up to the first line that is neither blank nor a comment. kInvalid when the
+// script does not start with "#!" (sbatch refuses it too) or a line cannot be read.
+Status ReadSbatchScript(std::string_view script, SbatchOptions& out);
+
+// The interpreter of the script's "#!" line and its one optional argument
+// ("#!/usr/bin/env bash" -> {"/usr/bin/env", "bash"}).
+std::vector<std::string> ShebangOf(std::string_view script);
+
+// An --output/--error pattern with its fixed parts filled in (%x job name, %u user, %%),
+// and the parts known only when the job runs turned into the variables the job has then:
+// %j -> ${SLURM_JOB_ID}, %A -> ${SLURM_ARRAY_JOB_ID} (the job id outside an array), %a ->
+// ${SLURM_ARRAY_TASK_ID} (4294967294 outside an array, as Slurm writes it),
+// %N -> ${SLURMD_NODENAME}, all of it quoted for sh. Unknown % letters are kept as Slurm
+// keeps them.
+std::string ShellPathOf(std::string_view pattern, std::string_view job_name, std::string_view user);
+
+}  // namespace trainq

@@ -1,0 +1,111 @@
+#include "src/core/sbatch.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace trainq {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kScript[] = R"(#!/bin/bash
+#SBATCH --job-name=resnet
+#SBATCH -N 2
+#SBATCH --gres=gpu:2
+#SBATCH --mem-per-gpu=20G
+#SBATCH -t 1-02:00:00
+#SBATCH --array=0-15%4
+#SBATCH --dependency=afterok:12:13
+#SBATCH -o logs/%x-%A_%a.out   # one file per task
+#SBATCH --error=logs/%x-%j.err
+#SBATCH --cpus-per-task=4
+#SBATCH --partition=gpu
+# a plain comment
+
+python train.py
+#SBATCH --gpus=8
+)";
+
+TEST(SbatchTest, ReadsTheOptionsBeforeTheFirstCommand) {
+  SbatchOptions o;
+  Status st = ReadSbatchScript(kScript, o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(o.job_name, "resnet");
+  EXPECT_EQ(o.nodes, 2);
+  EXPECT_EQ(o.gpus, 2);  // the --gpus=8 after the first command is not read, as in sbatch
+  EXPECT_EQ(o.mem_per_gpu, "20G");
+  EXPECT_EQ(o.time_limit_ms, (24 + 2) * 3600 * 1000LL);
+  EXPECT_EQ(o.array, "0-15%4");
+  EXPECT_THAT(o.after_ok, ElementsAre(12, 13));
+  EXPECT_EQ(o.output, "logs/%x-%A_%a.out");
+  EXPECT_EQ(o.error, "logs/%x-%j.err");
+  EXPECT_EQ(o.cpus_per_task, 4);
+  ASSERT_EQ(o.warnings.size(), 1u);
+  EXPECT_THAT(o.warnings[0], HasSubstr("#SBATCH line 12: --partition=gpu is not honoured"));
+}
+
+TEST(SbatchTest, NamesTheLineAndFormOfABadValue) {
+  SbatchOptions o;
+  Status st = ReadSbatchScript("#!/bin/sh\n#SBATCH --time=soon\n", o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kInvalid);
+  EXPECT_THAT(st.message(), HasSubstr("#SBATCH line 2: --time 'soon' cannot be read"));
+  EXPECT_THAT(st.message(), HasSubstr("D-HH:MM:SS"));
+}
+
+TEST(SbatchTest, AScriptWithoutAnInterpreterIsRefused) {
+  SbatchOptions o;
+  Status st = ReadSbatchScript("python train.py\n", o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("#!"));
+}
+
+TEST(SbatchTest, UnknownAndUnhonouredOptionsAreWarnedNeverDropped) {
+  SbatchOptions o;
+  Status st = ApplySbatchOptions(
+      {"--qos=high", "--frobnicate", "-A", "lab", "--exclusive", "--parsable", "-J", "x"},
+      "the command line", o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(o.parsable);
+  EXPECT_EQ(o.job_name, "x");
+  ASSERT_EQ(o.warnings.size(), 4u);
+  EXPECT_THAT(o.warnings[0], HasSubstr("--qos=high is not honoured"));
+  EXPECT_THAT(o.warnings[1], HasSubstr("--frobnicate is not an option"));
+  EXPECT_THAT(o.warnings[2], HasSubstr("-A=lab is not honoured"));
+  EXPECT_THAT(o.warnings[3], HasSubstr("--exclusive is not honoured"));
+}
+
+TEST(SbatchTest, GresFormsAndDependencies) {
+  SbatchOptions o;
+  ASSERT_TRUE(ApplySbatchOptions({"--gres=gpu:a100:3", "-d", "afterany:7,afterok:8"}, "x", o).ok());
+  EXPECT_EQ(o.gpus, 3);
+  EXPECT_THAT(o.after_any, ElementsAre(7));
+  EXPECT_THAT(o.after_ok, ElementsAre(8));
+  EXPECT_THAT(o.warnings.at(0), HasSubstr("GPU type"));
+  for (const char* bad :
+       {"--gres=gpu:x", "--dependency=after:3", "--dependency=afterok:1?afterok:2", "-N0",
+        "--cpus-per-task=0", "--nodelist=n[1-3]"}) {
+    SbatchOptions b;
+    Status st = ApplySbatchOptions({bad}, "x", b);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("expected")) << bad;
+  }
+}
+
+TEST(SbatchTest, ShebangWithOneArgument) {
+  EXPECT_THAT(ShebangOf("#!/usr/bin/env bash\n"), ElementsAre("/usr/bin/env", "bash"));
+  EXPECT_THAT(ShebangOf("#! /bin/sh\r\n"), ElementsAre("/bin/sh"));
+  EXPECT_TRUE(ShebangOf("echo\n").empty());
+}
+
+TEST(SbatchTest, OutputPatternsBecomeShellWords) {
+  EXPECT_EQ(ShellPathOf("logs/%x-%A_%a.out", "it's", "ada"),
+            "'logs/it'\\''s-'\"${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}\"'_'"
+            "\"${SLURM_ARRAY_TASK_ID:-4294967294}\"'.out'");
+  EXPECT_EQ(ShellPathOf("slurm-%j.out", "x", "ada"), "'slurm-'\"${SLURM_JOB_ID}\"'.out'");
+  EXPECT_EQ(ShellPathOf("100%%-%u-%q", "x", "ada"), "'100%-ada-%q'");
+}
+
+}  // namespace
+}  // namespace trainq

@@ -1,0 +1,168 @@
+// The daemon's side of the researcher's workflow, on fakes: groups and their running limit
+// (--array ...%N), the variables of array and sbatch jobs, notifications when a job ends.
+#include "src/daemon/daemon_test_fixture.h"
+
+namespace trainq {
+namespace {
+
+using namespace daemon_test;  // NOLINT: the fixture's helpers
+
+class WorkflowTest : public DaemonTest {
+ protected:
+  // A batch in one new group; returns {ids..., group}.
+  std::pair<std::vector<JobId>, JobId> SubmitGroup(json defaults, int jobs) {
+    defaults["command"] = {"train"};
+    defaults["cwd"] = dir_;
+    defaults["group"] = true;
+    json list = json::array();
+    for (int i = 0; i < jobs; ++i) list.push_back({{"array_index", i}});
+    HttpResponse r = Call("POST", "/v1/jobs", json{{"defaults", defaults}, {"jobs", list}}.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    json doc = json::parse(r.body, nullptr, false);
+    if (!doc.is_object() || !doc.contains("group")) return {{}, 0};
+    return {doc["ids"].get<std::vector<JobId>>(), doc["group"].get<JobId>()};
+  }
+  int Running(const std::vector<JobId>& ids) {
+    int n = 0;
+    for (JobId id : ids) n += IsActive(Get(id).state) ? 1 : 0;
+    return n;
+  }
+  std::string EnvOf(JobId id, const std::string& name) {
+    Result<RunSpec> spec = ReadRunSpec(RunDir(id, 1));
+    EXPECT_TRUE(spec.ok());
+    if (!spec.ok()) return "";
+    for (const auto& [k, v] : spec->env) {
+      if (k == name) return v;
+    }
+    return "<unset>";
+  }
+};
+
+TEST_F(WorkflowTest, AGroupIsNamedByItsFirstJobAndListedWhole) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  auto [ids, group] = SubmitGroup({{"gpus", 0}}, 3);
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(group, ids[0]);
+  JobId other = Submit({{"gpus", 0}});
+  for (JobId id : ids) EXPECT_EQ(Get(id).spec.group, group);
+  EXPECT_EQ(Get(other).spec.group, 0);
+  HttpRequest req = Request("GET", "/v1/jobs", "");
+  req.query = {{"all", "1"}, {"group", std::to_string(group)}};
+  req.peer_uid = static_cast<int64_t>(::getuid());
+  HttpResponse r = Send(std::move(req));
+  ASSERT_EQ(r.status, 200);
+  json listed = json::parse(r.body)["jobs"];
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(listed[2]["array_index"], 2);
+  EXPECT_EQ(listed[0]["group"], group);
+}
+
+// Two requests committed in one transaction still get a group each.
+TEST_F(WorkflowTest, RequestsCommittedTogetherGetTheirOwnGroups) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  std::vector<std::optional<HttpResponse>> answers(2);
+  for (int k = 0; k < 2; ++k) {
+    json body = {{"defaults", {{"command", {"x"}}, {"cwd", dir_}, {"gpus", 0}, {"group", true}}},
+                 {"jobs", {json::object(), json::object()}}};
+    HttpRequest req = Request("POST", "/v1/jobs", body.dump());
+    req.peer_uid = static_cast<int64_t>(::getuid());
+    daemon_->Handle(std::move(req), [&answers, k](HttpResponse r) { answers[k] = std::move(r); });
+  }
+  Loop();  // one loop turn: one group commit for both
+  ASSERT_TRUE(answers[0] && answers[1]);
+  json a = json::parse(answers[0]->body), b = json::parse(answers[1]->body);
+  EXPECT_EQ(a["group"], a["ids"][0]);
+  EXPECT_EQ(b["group"], b["ids"][0]);
+  EXPECT_NE(a["group"], b["group"]);
+  EXPECT_EQ(Get(b["ids"][1].get<JobId>()).spec.group, b["group"].get<JobId>());
+}
+
+TEST_F(WorkflowTest, AGroupLimitKeepsAtMostThatManyRunning) {
+  SetGpus({Gpu(0, 80), Gpu(1, 80), Gpu(2, 80), Gpu(3, 80)});
+  Start();
+  auto [ids, group] = SubmitGroup({{"gpus", 1}, {"group_limit", 2}}, 5);
+  ASSERT_EQ(ids.size(), 5u);
+  EXPECT_EQ(Running(ids), 2);  // four GPUs free, two allowed
+  EXPECT_THAT(Get(ids[2]).reason, HasSubstr("at most 2 of its jobs run at once"));
+  JobId outsider = Submit({{"gpus", 1}});
+  EXPECT_EQ(Get(outsider).state, JobState::kRunning);  // others are not held back
+  ASSERT_TRUE(shims_.Exit(RunDir(ids[0], 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Running(ids), 2);
+  EXPECT_EQ(Get(ids[2]).state, JobState::kRunning);  // next in line took the freed slot
+  EXPECT_EQ(Get(ids[3]).state, JobState::kQueued);
+}
+
+TEST_F(WorkflowTest, ArrayAndSlurmVariablesReachTheJob) {
+  SetGpus({Gpu(0, 80), Gpu(1, 80)});
+  Start();
+  auto [ids, group] = SubmitGroup({{"gpus", 1}, {"slurm", true}, {"name", "probe"}}, 2);
+  ASSERT_EQ(ids.size(), 2u);
+  JobId second = ids[1];
+  EXPECT_EQ(EnvOf(second, "TRAINQ_ARRAY_INDEX"), "1");
+  EXPECT_EQ(EnvOf(second, "TRAINQ_GROUP"), std::to_string(group));
+  EXPECT_EQ(EnvOf(second, "SLURM_JOB_ID"), std::to_string(second));
+  EXPECT_EQ(EnvOf(second, "SLURM_ARRAY_JOB_ID"), std::to_string(group));
+  EXPECT_EQ(EnvOf(second, "SLURM_ARRAY_TASK_ID"), "1");
+  EXPECT_EQ(EnvOf(second, "SLURM_JOB_NAME"), "probe");
+  EXPECT_EQ(EnvOf(second, "SLURM_JOB_NODELIST"), "node-a");
+  EXPECT_EQ(EnvOf(second, "SLURMD_NODENAME"), "node-a");
+  EXPECT_EQ(EnvOf(second, "SLURM_NNODES"), "1");
+  EXPECT_EQ(EnvOf(second, "SLURM_NODEID"), "0");
+  EXPECT_EQ(EnvOf(second, "SLURM_GPUS_ON_NODE"), "1");
+  EXPECT_EQ(EnvOf(second, "SLURM_JOB_GPUS"), EnvOf(second, "CUDA_VISIBLE_DEVICES"));
+  JobId plain = Submit({{"gpus", 0}});
+  EXPECT_EQ(EnvOf(plain, "SLURM_JOB_ID"), "<unset>");
+  EXPECT_EQ(EnvOf(plain, "TRAINQ_ARRAY_INDEX"), "<unset>");
+}
+
+TEST_F(WorkflowTest, AnEndedJobIsPostedToItsWebhook) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}, {"notify", "http://127.0.0.1:9/hook"}, {"name", "lr"}});
+  JobId quiet = Submit({{"gpus", 0}});
+  ASSERT_TRUE(shims_.Exit(RunDir(quiet, 1), Exited(0)));
+  ASSERT_TRUE(shims_.Exit(RunDir(id, 1), Exited(3)));
+  Loop();
+  ASSERT_EQ(Get(id).state, JobState::kFailed);
+  auto delivered = [this] {
+    std::lock_guard lock(delivered_mu_);
+    return delivered_.size();
+  };
+  for (int i = 0; i < 2000 && delivered() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the notifier's own thread
+  }
+  std::lock_guard lock(delivered_mu_);
+  ASSERT_EQ(delivered_.size(), 1u);  // the job without --notify says nothing
+  EXPECT_EQ(delivered_[0].target, "http://127.0.0.1:9/hook");
+  json body = json::parse(delivered_[0].body);
+  EXPECT_EQ(body["id"], id);
+  EXPECT_EQ(body["state"], "failed");
+  EXPECT_EQ(body["exit_code"], 3);
+  EXPECT_EQ(body["name"], "lr");
+}
+
+TEST_F(WorkflowTest, WorkflowFieldsAreCheckedAtSubmit) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  json spec = {{"command", {"x"}},
+               {"cwd", dir_},
+               {"notify", "ftp://x"},
+               {"group_limit", -1},
+               {"mail", "-oQ/tmp/evil"}};
+  HttpResponse r = Call("POST", "/v1/jobs", spec.dump());
+  EXPECT_EQ(r.status, 400);
+  EXPECT_THAT(r.body, HasSubstr("--notify"));
+  EXPECT_THAT(r.body, HasSubstr("group_limit"));
+  EXPECT_THAT(r.body, HasSubstr("--mail"));
+  HttpRequest req = Request("GET", "/v1/jobs", "");
+  req.query = {{"all", "1"}};
+  req.peer_uid = static_cast<int64_t>(::getuid());
+  HttpResponse list = Send(std::move(req));
+  EXPECT_EQ(json::parse(list.body)["jobs"].size(), 0u);
+}
+
+}  // namespace
+}  // namespace trainq

@@ -1,0 +1,54 @@
+// Code snapshots (docs/workflow.md, "Code snapshots and run records"): a copy of a working
+// tree made at submit, which the job runs in, so editing the tree never changes a queued run.
+// Files are stored by content once (store/objects), and each snapshot is a tree of hard
+// links to them (store/trees/ID-...), so a second snapshot of the same code costs its
+// hashing and linking, not another copy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainq/status.h"
+
+namespace trainq {
+
+struct SnapshotFile {
+  std::string path;  // relative to the tree's root
+  uint64_t size = 0;
+};
+
+// What `git` says of a work tree.
+struct GitState {
+  std::string root;    // the top of the work tree
+  std::string commit;  // HEAD, 40 hex digits; "" before the first commit
+  std::string branch;  // "" when detached
+  bool dirty = false;  // tracked files changed or untracked files present
+  std::string diff;    // `git diff HEAD --binary`: what the tree holds beyond the commit
+  std::vector<SnapshotFile> files;  // tracked and untracked-not-ignored regular files
+};
+
+// Whether `dir` or a directory above it holds a `.git`: a check of the file system only, no
+// git process (a submit outside any work tree pays nothing for snapshots).
+bool InGitWorkTree(const std::string& dir);
+
+// Runs git in `dir`. kInvalid naming --snapshot when git is missing or `dir` is not in a
+// git work tree.
+Result<GitState> ReadGitState(const std::string& dir);
+
+struct SnapshotResult {
+  std::string id;   // SHA-256 of the manifest (path, mode, content of every file)
+  std::string dir;  // the snapshot's tree: the job runs here
+  size_t files = 0;
+  uint64_t bytes = 0;         // of all its files
+  uint64_t bytes_stored = 0;  // of the files this snapshot stored anew
+  std::string diff_sha256;    // the diff's content, stored as an object ("" if none)
+  std::string diff_path;
+};
+
+// Stores `git.files` of `git.root` and `git.diff` in `store` (created 0700 if absent) and
+// builds the snapshot's tree. Symbolic links are recreated as they are; files that vanished
+// since git listed them are left out. kIo naming the file that could not be read.
+Result<SnapshotResult> MakeSnapshot(const GitState& git, const std::string& store);
+
+}  // namespace trainq
