@@ -186,18 +186,7 @@ int SubmitFromFile(Client& client, const SubmitArgs& args, json defaults) {
   if (!jobs.ok()) return Fail(jobs.status());
   defaults.erase("command");
   json body = {{"defaults", std::move(defaults)}, {"jobs", std::move(*jobs)}};
-  Result<json> r = client.Submit(DumpJson(body));
-  if (!r.ok()) return Fail(r.status());
-  Reply reply(*r);
-  std::string out;
-  json ids = json::array();
-  for (const Reply& id : reply.Array("ids")) {
-    out += std::to_string(id.AsInt()) + "\n";
-    ids.push_back(id.AsInt());
-  }
-  if (!reply.ok()) return Fail(reply.status());
-  std::fputs(args.json ? (DumpJson(ids) + "\n").c_str() : out.c_str(), stdout);
-  return 0;
+  return SubmitBatch(client, std::move(body), args.json);
 }
 
 }  // namespace
@@ -264,7 +253,8 @@ int SubmitBatch(Client& client, json body, bool as_json) {
   std::optional<int64_t> group = reply.OptInt("group");
   if (!reply.ok()) return Fail(reply.status());
   if (as_json) {
-    json doc = {{"ids", std::move(ids)}, {"group", group ? json(*group) : json(nullptr)}};
+    // A group's batch says its group; a --from file's is the array of ids alone.
+    json doc = group ? json{{"ids", std::move(ids)}, {"group", *group}} : std::move(ids);
     std::printf("%s\n", DumpJson(doc).c_str());
     return 0;
   }

@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import threading
+import time
 
 from conftest import wait_for
 
@@ -62,7 +63,14 @@ class Chaos:
 
     def kill_one(self, what):
         if what == "daemon":
-            pid = self.tq.daemon_pid()
+            # The daemon killed last is back only once a submit has started it again: wait
+            # for it (a while), so each planned kill hits a daemon rather than the gap.
+            pid = None
+            for _ in range(30):
+                pid = self.tq.daemon_pid()
+                if pid or self.done.is_set():
+                    break
+                time.sleep(0.1)
             pids = [pid] if pid else []
         elif what == "shim":
             pids = live_pids(self.tq, "shim")
