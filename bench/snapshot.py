@@ -51,6 +51,13 @@ def du(path):
     return total
 
 
+def human(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+
+
 def timed_submit(trainq, env, cwd, *opts):
     start = time.monotonic()
     proc = subprocess.run([trainq, "submit", "--gpus", "0", *opts, "--", "true"], env=env,
@@ -84,7 +91,7 @@ def main():
             t, said = timed_submit(trainq, env, tree, "--snapshot")
             seconds.append(t)
         rows.append(("same tree again (best of 3)", min(seconds), du(objects) - before, said))
-        with open(os.path.join(tree, "pkg0/mod0/f1.py"), "ab") as f:
+        with open(os.path.join(tree, "pkg1/mod0/f1.py"), "ab") as f:  # a tracked file
             f.write(b"# one edit\n")
         before = du(objects)
         t, said = timed_submit(trainq, env, tree, "--snapshot")
@@ -95,7 +102,7 @@ def main():
         print("| submit | seconds | bytes stored anew |")
         print("| --- | --- | --- |")
         for name, t, stored, _ in rows:
-            print(f"| {name} | {t:.2f} | {stored / 2**20:.1f} MiB |")
+            print(f"| {name} | {t:.2f} | {human(stored)} |")
         for name, _, _, said in rows:
             if said:
                 print(f"{name}: {said}")
