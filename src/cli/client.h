@@ -56,8 +56,7 @@ class Client {
   // The same for any request the daemon may receive twice without harm (a GET, or a request
   // carrying Idempotency-Key `key`, "" for none).
   Result<nlohmann::json> CallRepeatable(const std::string& method, const std::string& target,
-                                        const std::string& body = "",
-                                        const std::string& key = "");
+                                        const std::string& body = "", const std::string& key = "");
   // A call whose 2xx answer is bytes (a log), not JSON; errors as Call's.
   Result<std::string> CallBytes(const std::string& method, const std::string& target);
   // The same without starting a daemon: kUnavailable when none listens.

@@ -395,3 +395,22 @@ def test_snapshot_refusals_name_the_problem(make_trainq):
     outside = tq.run("submit", "--snapshot", "--", "true", check=False)
     assert outside.returncode == 2 and "not in a git work tree" in outside.stderr
     assert tq.ls("--all") == []
+
+
+def test_mail_goes_through_the_configured_sendmail(make_trainq):
+    root = make_trainq().root  # a scratch dir for the stand-in sendmail
+    inbox = os.path.join(root, "inbox")
+    sendmail = os.path.join(root, "sendmail")
+    with open(sendmail, "w") as f:
+        f.write(f'#!/bin/sh\necho "$@" > {inbox}.args\ncat > {inbox}\n')
+    os.chmod(sendmail, 0o755)
+    tq = make_trainq(sendmail=sendmail)
+    job = tq.submit("--gpus", "0", "--mail", "ada@example.org", "--name", "mailed",
+                    cmd=["sh", "-c", "echo the end; exit 2"])
+    tq.wait_state(job, "failed")
+    wait_for(lambda: os.path.exists(inbox) and "the end" in open(inbox).read(),
+             what="the mail")
+    message = open(inbox).read()
+    assert message.startswith("To: ada@example.org\nSubject: trainq: job ")
+    assert f"job {job} (mailed) failed: exit code 2" in message
+    assert open(inbox + ".args").read().split() == ["-t", "-oi"]
