@@ -94,6 +94,30 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   return Status::Ok();
 }
 
+// An attempt recorded as starting whose shim could not start (or whose gate's process is
+// gone): `runner` is how looking up its user went, `launch` how the start went.
+Status DaemonImpl::EndUnstarted(const Job& job, int n, const Status& runner, const Status& launch) {
+  AttemptEnd end;
+  end.ended_at = clock_.Now();
+  end.end_reason = end.job_reason =
+      runner.ok()
+          ? "could not start the shim: " + launch.message()
+          : fmt::format("cannot run as {}, who submitted it: {}", job.spec.user, runner.message());
+  if (job.spec.gate_pid > 0 && runner.ok()) {  // nothing to hold the GPUs for
+    end.attempt_state = end.job_state = JobState::kCancelled;
+    end.end_reason = end.job_reason =
+        fmt::format("its process (pid {}) ended before it got its GPUs", job.spec.gate_pid);
+  }
+  // Nothing ran: a full disk is waited out in the queue, not a failure of the job.
+  bool no_space = launch.code() == Code::kNoSpace;
+  if (no_space) end.job_state = JobState::kQueued;
+  Status st = store_->FinishAttempt(job.id, n, end);
+  if (no_space) return st.ok() ? launch : st;
+  ResolveDependents(job.id);
+  if (st.ok()) JobEnded(job.id);
+  return st;
+}
+
 Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool record_start,
                              int rank) {
   // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
@@ -148,27 +172,7 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
       : gate       ? launcher_->WatchProcess(p.run_dir, {job.spec.gate_pid, job.spec.gate_ticks},
                                              ExitHandlerFor(job.id, n))
                    : launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n));
-  if (!shim.ok()) {
-    AttemptEnd end;
-    end.ended_at = clock_.Now();
-    end.end_reason = end.job_reason = runner.ok()
-                                          ? "could not start the shim: " + shim.status().message()
-                                          : fmt::format("cannot run as {}, who submitted it: {}",
-                                                        job.spec.user, runner.status().message());
-    if (gate && runner.ok()) {  // nothing to hold the GPUs for
-      end.attempt_state = end.job_state = JobState::kCancelled;
-      end.end_reason = end.job_reason =
-          fmt::format("its process (pid {}) ended before it got its GPUs", job.spec.gate_pid);
-    }
-    // Nothing ran: a full disk is waited out in the queue, not a failure of the job.
-    bool no_space = shim.status().code() == Code::kNoSpace;
-    if (no_space) end.job_state = JobState::kQueued;
-    Status st = store_->FinishAttempt(job.id, n, end);
-    if (no_space) return st.ok() ? shim.status() : st;
-    ResolveDependents(job.id);
-    if (st.ok()) JobEnded(job.id);
-    return st;
-  }
+  if (!shim.ok()) return EndUnstarted(job, n, runner.status(), shim.status());
   // The shim runs whatever the store says: a failed MarkRunning must not lose it (its GPUs,
   // port and process would no longer be counted). It stays live and watched; its exit is
   // recorded from `starting` as well, and a restart re-adopts it as any starting attempt.

@@ -219,6 +219,7 @@ class DaemonImpl {
   void JobEnded(JobId id);
   // Gates (agent.cc): the Python process that holds GPUs in a `with trainq.gpu()` block.
   ExitRecord GateEndRecord(const LiveAttempt& live) const;
+  Status EndUnstarted(const Job& job, int n, const Status& runner, const Status& launch);
   void RecoverGate(const Job& job, const Attempt& a, LiveAttempt live);
   Status ReleaseGate(const Job& job, const GateRelease& r, std::string* message);
   std::string WithGpuModels(const std::string& record) const;
