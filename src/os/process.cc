@@ -64,12 +64,6 @@ ShimExec PrepareShimExec(const std::string& binary, const std::string& run_dir) 
   int report = child::MoveHigh(report_fd);
   if (report < 0) ::_exit(125);
   child::ResetSignals();
-  // A stop asked for before the shim is ready to act on it (a cancel right after the start)
-  // stays pending until the shim reads it from its signalfd, instead of killing it outright.
-  sigset_t stops;
-  sigemptyset(&stops);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stops, sig);
-  ::sigprocmask(SIG_BLOCK, &stops, nullptr);
   if (::setsid() < 0) child::Fail(report, kStepSession, errno, 125);
   int lock = ::open(e.lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock < 0) child::Fail(report, kStepLockOpen, errno, 125);

@@ -50,19 +50,25 @@ def test_run_shows_its_place_in_line_then_runs(tq):
     assert "GPU" in err
 
 
+def started(tq):
+    """The running job's id once its command has printed: its shim is then ready to stop it."""
+    def running():
+        jobs = [j for j in tq.ls() if j["state"] == "running"]
+        return jobs and "started" in tq.run("logs", str(jobs[0]["id"])).stdout and jobs[0]["id"]
+    return wait_for(running, what="the job to run and print")
+
+
 def test_ctrl_c_cancels_and_a_second_detaches(tq):
     p = popen(tq, "run", "--gpus", "0", "--", "sh", "-c", "echo started; sleep 300")
-    job = wait_for(lambda: [j for j in tq.ls() if j["state"] == "running"],
-                   what="the job to run")[0]["id"]
+    job = started(tq)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "cancelling job" in err
     assert tq.wait_state(job, "cancelled")
 
-    p = popen(tq, "run", "--gpus", "0", "--", "sh", "-c", "trap '' TERM; sleep 300")
-    job = wait_for(lambda: [j for j in tq.ls() if j["state"] == "running"],
-                   what="the job to run")[0]["id"]
+    p = popen(tq, "run", "--gpus", "0", "--", "sh", "-c", "trap '' TERM; echo started; sleep 300")
+    job = started(tq)
     p.send_signal(signal.SIGINT)
     time.sleep(0.3)
     p.send_signal(signal.SIGINT)
