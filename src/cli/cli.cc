@@ -1,11 +1,16 @@
 #include "src/cli/cli.h"
 
 #include <cstdio>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 
 #include "src/cli/commands.h"
 #include "src/cli/sim_command.h"
+#include "src/cli/suggest.h"
 
 namespace trainq {
 
@@ -85,8 +90,9 @@ void AddSubmit(CLI::App& app, Parsed& p) {
   AddSubmitOptions(s, a);
   s->add_flag("--json", a.json, "print the job as JSON ({\"ids\", \"group\"} for a sweep)");
   s->add_option("--from", a.from,
-                "queue one job per line of FILE: a command line (quoted as in sh, "
-                "never expanded) or a JSON job object; the options above are each job's defaults");
+                "queue one job per line of FILE (- for standard input): a command line (quoted "
+                "as in sh, never expanded) or a JSON job object; the options above are each "
+                "job's defaults, and --name is numbered (NAME-1, NAME-2...)");
   s->add_option("--sweep", a.sweeps,
                 "NAME=V1,V2,...: one job per value, {NAME} in the command replaced; repeat for "
                 "the cross product; all in one group")
@@ -292,6 +298,57 @@ int SplitSbatch(int argc, char** argv, std::vector<std::string>& words) {
   return argc;
 }
 
+// A command word that names no command, at the top or inside a group of commands (`config`,
+// `token`, `daemon`...): "unknown command 'submt'; did you mean 'submit'?", which CLI11 would
+// have put as "A subcommand is required" or an unexpected argument.
+std::optional<std::string> UnknownCommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* level = &app;
+  std::string path = "";
+  bool options = false;  // inside a command, CLI11's complaint about them is the one to show
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (level == &app && (arg == "--state-dir" || arg == "--server")) {
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("-")) {
+      options = true;
+      continue;
+    }
+    std::vector<CLI::App*> subs = level->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return std::nullopt;  // a command's own arguments
+    CLI::App* next = nullptr;
+    std::vector<std::string> names;
+    for (CLI::App* sub : subs) {
+      if (sub->get_name().empty()) continue;  // an option group, not a command
+      names.push_back(sub->get_name());
+      if (sub->check_name(std::string(arg))) next = sub;
+    }
+    if (next == nullptr) {
+      std::string text = fmt::format("unknown command '{}{}'", path, arg);
+      if (std::optional<std::string> near = ClosestWord(arg, names)) {
+        text += fmt::format("; did you mean '{}{}'?", path, *near);
+      } else {
+        text += fmt::format("; the commands are: {}", fmt::join(names, ", "));
+      }
+      return text;
+    }
+    level = next;
+    path += next->get_name() + " ";
+  }
+  // A group of commands given none of them.
+  std::vector<std::string> names;
+  for (CLI::App* sub : level->get_subcommands([](CLI::App*) { return true; })) {
+    if (!sub->get_name().empty()) names.push_back(sub->get_name());
+  }
+  if (names.empty() || (level != &app && (options || !level->get_require_subcommand_min()))) {
+    return std::nullopt;
+  }
+  return fmt::format("give a command{}: {}; see 'trainq {}--help'",
+                     path.empty() ? "" : " after '" + path.substr(0, path.size() - 1) + "'",
+                     fmt::join(names, ", "), path);
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -324,6 +381,10 @@ int RunCli(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    if (std::optional<std::string> unknown = UnknownCommand(app, argc, argv)) {
+      std::fprintf(stderr, "trainq: %s\n", unknown->c_str());
+      return 2;
+    }
     std::fprintf(stderr, "trainq: %s; see 'trainq --help'\n", e.what());
     return 2;
   }

@@ -1,15 +1,21 @@
 #include "src/cli/client.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/api/http.h"
+#include "src/core/words.h"
 #include "src/os/permissions.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -177,6 +183,36 @@ bool Client::DaemonRunning() const {
   return r.ok() && r->status == 200;
 }
 
+namespace {
+
+// The message of the last "error" line the daemon logged from byte `from` on: its log lines
+// are "TIME LEVEL MESSAGE".
+std::string LastErrorLine(const std::string& log, uint64_t from) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return "";
+  in.seekg(static_cast<std::streamoff>(from));
+  std::string line, last;
+  while (std::getline(in, line)) {
+    size_t level = line.find(' ');
+    if (level != std::string::npos && line.compare(level + 1, 6, "error ") == 0) {
+      last = line.substr(level + 7);
+    }
+  }
+  return TerminalSafe(last.substr(0, 1000));
+}
+
+// Whether a process that is not our child has exited: gone, or a zombie its new parent (an
+// init that does not reap) has not collected.
+bool Exited(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
+}
+
+}  // namespace
+
 Status Client::EnsureDaemon() {
   if (DaemonRunning()) return Status::Ok();
   if (choice_.fixed) {
@@ -196,11 +232,32 @@ Status Client::EnsureDaemon() {
   TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.state_dir));
   // What trainqd would refuse at start: say it now, not after the start timeout.
   TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths));
-  TRAINQ_RETURN_IF_ERROR(StartDetached({*daemon, "--state-dir", paths.state_dir}, paths.log));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
+  for (int starts = 0; starts < 5 && std::chrono::steady_clock::now() < deadline; ++starts) {
+    struct stat log_stat {};
+    const uint64_t log_start =
+        ::stat(paths.log.c_str(), &log_stat) == 0 ? static_cast<uint64_t>(log_stat.st_size) : 0;
+    Result<pid_t> pid = StartDetached({*daemon, "--state-dir", paths.state_dir}, paths.log);
+    if (!pid.ok()) return pid.status();
+    std::string why;
+    bool waiting = true;  // for this daemon, or for the one that holds the lock
+    while (waiting && std::chrono::steady_clock::now() < deadline) {
+      if (DaemonRunning()) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (*pid > 0 && Exited(*pid)) {
+        why = LastErrorLine(paths.log, log_start);
+        // It lost the lock to a daemon another command started: that one will answer.
+        if (why.find("already runs") == std::string::npos) waiting = false;
+        *pid = 0;
+      }
+    }
     if (DaemonRunning()) return Status::Ok();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Gone before it answered: the error it logged says why, at once. Without one it was
+    // killed from outside: start it again.
+    if (!why.empty()) {
+      return Status::Unavailable(
+          fmt::format("the trainq daemon exited as it started: {}; see {}", why, paths.log));
+    }
   }
   return Status::Unavailable("the trainq daemon did not start; see " + paths.log);
 }

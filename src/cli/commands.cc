@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -131,6 +133,14 @@ Result<json> SubmitBody(const SubmitArgs& a) {
                {"retries", a.retries}};
   if (!a.name.empty()) body["name"] = a.name;
   if (!a.mem.empty()) body["mem"] = a.mem;
+  // A bare number is MiB, as in Slurm; under a GiB, the user meant GiB far more often.
+  if (!a.mem.empty() && a.mem.find_first_not_of("0123456789") == std::string::npos &&
+      a.mem.size() <= 4 && std::stoi(a.mem) < 1024) {
+    std::fprintf(stderr,
+                 "trainq: warning: --mem %s is %s MiB (a number without a unit is MiB, as in "
+                 "Slurm); for GiB write --mem %sGiB\n",
+                 a.mem.c_str(), a.mem.c_str(), a.mem.c_str());
+  }
   if (!a.time.empty()) body["time"] = a.time;
   Result<json> after = JobIdList(a.after, "--after");
   if (!after.ok()) return after.status();
@@ -150,17 +160,40 @@ Result<json> SubmitBody(const SubmitArgs& a) {
 
 namespace {
 
-// The jobs of a --from file: blank lines and # comments are skipped.
-Result<json> JobsFromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::Invalid(fmt::format("--from: cannot read '{}'", path));
+// The jobs of a --from file (or standard input, "-"): blank lines and # comments are skipped;
+// `lines` gets each job's line number, for errors the daemon reports as "jobs[i]".
+Result<json> JobsFromFile(const std::string& path, std::vector<int>& lines) {
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path);
+    if (!file) return Status::Invalid(fmt::format("--from: cannot read '{}'", path));
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  const std::string shown = path == "-" ? "standard input" : path;
   json jobs = json::array();
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
+    // A script would become one job per line, none of them what the author meant.
+    if (n == 1 && line.starts_with("#!")) {
+      return Status::Invalid(fmt::format(
+          "--from: {} is a script (it starts with #!), and --from queues each line as a job; "
+          "queue the script as one job: trainq submit [options] -- {}",
+          shown,
+          path == "-"                           ? "./SCRIPT"
+          : path.find('/') == std::string::npos ? "./" + path
+                                                : path));
+    }
+    if (line.starts_with("#SBATCH")) {
+      return Status::Invalid(fmt::format(
+          "--from: {} line {} is an #SBATCH line: a Slurm batch script, not a list of jobs; "
+          "run it with: trainq sbatch {}",
+          shown, n, path == "-" ? "SCRIPT" : path));
+    }
     size_t start = line.find_first_not_of(" \t\r");
     if (start == std::string::npos || line[start] == '#') continue;
-    std::string where = fmt::format("--from {}:{}", path, n);
+    std::string where = fmt::format("--from {} line {}", shown, n);
     TRAINQ_RETURN_IF_ERROR(CheckUtf8(where, line));
+    lines.push_back(n);
     if (line[start] == '{') {
       json job = json::parse(line, nullptr, false);
       if (job.is_discarded() || !job.is_object()) {
@@ -173,7 +206,7 @@ Result<json> JobsFromFile(const std::string& path) {
     if (!words.ok()) return words.status();
     jobs.push_back({{"command", std::move(*words)}});
   }
-  if (jobs.empty()) return Status::Invalid(fmt::format("--from: '{}' has no jobs", path));
+  if (jobs.empty()) return Status::Invalid(fmt::format("--from: {} has no jobs", shown));
   return jobs;
 }
 
@@ -182,11 +215,25 @@ int SubmitFromFile(Client& client, const SubmitArgs& args, json defaults) {
   if (!args.command.empty()) {
     return Fail(Status::Invalid("--from: give either --from FILE or a command after --, not both"));
   }
-  Result<json> jobs = JobsFromFile(args.from);
+  std::vector<int> lines;
+  Result<json> jobs = JobsFromFile(args.from, lines);
   if (!jobs.ok()) return Fail(jobs.status());
   defaults.erase("command");
+  // One --name for many jobs: numbered in file order, as an array's tasks are.
+  if (defaults.contains("name") && jobs->size() > 1) {
+    std::string base = defaults["name"].get<std::string>();
+    defaults.erase("name");
+    for (size_t i = 0; i < jobs->size(); ++i) {
+      json& job = (*jobs)[i];
+      if (!job.contains("name")) job["name"] = fmt::format("{}-{}", base, i + 1);
+    }
+  }
   json body = {{"defaults", std::move(defaults)}, {"jobs", std::move(*jobs)}};
-  return SubmitBatch(client, std::move(body), args.json);
+  const std::string shown = args.from == "-" ? "standard input" : args.from;
+  return SubmitBatch(client, std::move(body), args.json, [&](size_t i) {
+    return i < lines.size() ? fmt::format("--from {} line {}", shown, lines[i])
+                            : fmt::format("jobs[{}]", i);
+  });
 }
 
 }  // namespace
@@ -225,6 +272,23 @@ Result<json> ExpandedBatch(const SubmitArgs& args, json defaults) {
 
 }  // namespace
 
+namespace {
+
+// The daemon names a batch's job by its index ("jobs[3]: --mem: ..."); `where` says where the
+// user wrote it instead.
+Status NameJobsInError(const Status& st, const std::function<std::string(size_t)>& where) {
+  const std::string& text = st.message();
+  size_t index = 0;
+  if (!text.starts_with("jobs[")) return st;
+  auto [end, ec] = std::from_chars(text.data() + 5, text.data() + text.size(), index);
+  if (ec != std::errc() || !std::string_view(end, text.data() + text.size()).starts_with("]")) {
+    return st;
+  }
+  return Status(st.code(), where(index) + std::string(end + 1, text.data() + text.size()));
+}
+
+}  // namespace
+
 Result<int64_t> SubmitOne(Client& client, const json& body) {
   Result<json> r = client.Submit(DumpJson(body));
   if (!r.ok()) return r.status();
@@ -240,9 +304,10 @@ Result<int64_t> SubmitOne(Client& client, const json& body) {
   return id;
 }
 
-int SubmitBatch(Client& client, json body, bool as_json) {
+int SubmitBatch(Client& client, json body, bool as_json,
+                const std::function<std::string(size_t)>& where) {
   Result<json> r = client.Submit(DumpJson(body));
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return Fail(where ? NameJobsInError(r.status(), where) : r.status());
   Reply reply(*r);
   std::string out;
   json ids = json::array();
@@ -594,10 +659,19 @@ int CmdDaemonStatus(Client& client, bool as_json) {
   std::string state_dir = reply.Str("state_dir"), node = reply.Str("node");
   std::string probe = reply.Str("probe");
   int64_t attempts = reply.Int("running_attempts");
+  // A daemon from before versions were reported is older than any client that asks.
+  std::string version = reply.OptStr("version").value_or("unknown (older)");
   std::string text =
-      fmt::format("trainq daemon pid {} for {}: node {}, {}, {} running attempt(s)\n", pid,
-                  state_dir, node, probe, attempts);
+      fmt::format("trainq daemon pid {} (version {}) for {}: node {}, {}, {} running attempt(s)\n",
+                  pid, version, state_dir, node, probe, attempts);
   if (!reply.ok()) return Fail(reply.status());
+  if (version != TRAINQ_VERSION) {
+    std::fprintf(stderr,
+                 "trainq: warning: this client is %s but the daemon is %s; restart the daemon "
+                 "to run the installed version (a personal one: trainq daemon stop, then any "
+                 "command; a shared one: systemctl restart trainqd)\n",
+                 TRAINQ_VERSION, version.c_str());
+  }
   (*r)["running"] = true;
   return PrintChecked(reply, as_json ? DumpJson(*r, 2) + "\n" : text);
 }

@@ -2,6 +2,7 @@
 // one line on stderr.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -90,7 +91,9 @@ int CmdSbatch(Client& client, const SbatchArgs& args);
 // kInvalid naming the option at fault.
 Result<nlohmann::json> SubmitBody(const SubmitArgs& args);
 // Sends a batch {"defaults", "jobs"}; prints the ids (and the group), as `submit` does.
-int SubmitBatch(Client& client, nlohmann::json body, bool as_json);
+// `where`, when given, names job i in an error instead of "jobs[i]".
+int SubmitBatch(Client& client, nlohmann::json body, bool as_json,
+                const std::function<std::string(size_t)>& where = nullptr);
 // Submits one job and returns its id.
 Result<int64_t> SubmitOne(Client& client, const nlohmann::json& body);
 // The exit code a script sees for a job that ended (its JSON): 0 succeeded, the command's

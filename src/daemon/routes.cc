@@ -491,6 +491,7 @@ void Routes::Gpus(RouteContext& c) {
 
 void Routes::DaemonStatus(RouteContext& c) {
   c.respond(Json(200, {{"pid", ::getpid()},
+                       {"version", TRAINQ_VERSION},
                        {"node", c.d.node_},
                        {"state_dir", c.d.options_.paths.state_dir},
                        {"probe", c.d.probe_.probe->Describe()},

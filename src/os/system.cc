@@ -157,26 +157,36 @@ namespace {
 
 }  // namespace
 
-Status StartDetached(const std::vector<std::string>& argv, const std::string& log_path) {
+Result<pid_t> StartDetached(const std::vector<std::string>& argv, const std::string& log_path) {
   Result<UniqueFd> log = OpenAppend(log_path);
   if (!log.ok()) return log.status();
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The intermediate child tells the grandchild's pid through this pipe.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
   pid_t child = ::fork();
   if (child < 0) return ErrnoStatus("fork", errno);
   if (child == 0) {
     // The intermediate child exits at once so the daemon is not our child (no zombie).
     pid_t grandchild = ::fork();
     if (grandchild == 0) ExecDetached(args.data(), log->get());
-    ::_exit(grandchild < 0 ? 1 : 0);
+    ssize_t n = ::write(write_end.get(), &grandchild, sizeof grandchild);
+    ::_exit(grandchild < 0 || n != sizeof grandchild ? 1 : 0);
   }
+  write_end.Reset();
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  pid_t daemon = -1;
+  ssize_t n;
+  while ((n = ::read(read_end.get(), &daemon, sizeof daemon)) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != sizeof daemon)
     return Status::Io("could not start the daemon");
-  return Status::Ok();
+  return daemon;
 }
 
 namespace {
@@ -226,6 +236,9 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, std::stri
   }
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
   posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
+  // Nothing else: the daemon's sockets (Asio opens them without close-on-exec) must not
+  // outlive it in a sendmail.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   std::vector<char*> args = ArgvPointers(argv);
   pid_t pid = -1;
   int err = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);

@@ -1,6 +1,8 @@
 // Small OS facts and actions the daemon and the CLI need, kept in src/os (docs/architecture.md).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -40,8 +42,9 @@ bool IsExecutable(const std::string& path);
 Result<UniqueFd> LockFile(const std::string& path);
 
 // Starts `argv` detached (double fork, new session, stdin /dev/null, output appended to
-// `log_path`), and returns at once; the caller then waits for it to be ready.
-Status StartDetached(const std::vector<std::string>& argv, const std::string& log_path);
+// `log_path`), and returns its pid at once; the caller then waits for it to be ready (it is
+// not the caller's child: whether it still lives is kill(pid, 0)'s to tell).
+Result<pid_t> StartDetached(const std::vector<std::string>& argv, const std::string& log_path);
 
 // What a command printed (stdout and stderr interleaved) and how it ended.
 struct CommandOutput {

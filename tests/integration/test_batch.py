@@ -23,7 +23,9 @@ def test_from_file_queues_every_line_in_order_with_defaults(tq):
     assert ids == [1, 2, 3]
     jobs = [tq.show(i) for i in ids]
     assert jobs[0]["command"] == ["echo", "lr 1e-4", "$HOME"]  # quoted, never expanded
-    assert jobs[0]["name"] == "sweep" and jobs[0]["gpus"] == 0
+    # One --name for several jobs is numbered in file order; a JSON line's own name stands.
+    assert jobs[0]["name"] == "sweep-1" and jobs[0]["gpus"] == 0
+    assert jobs[2]["name"] == "sweep-3"
     assert jobs[1]["command"] == ["echo", "json"]
     assert (jobs[1]["name"], jobs[1]["priority"], jobs[1]["gpus"]) == ("from-json", 5, 0)
     assert jobs[2]["command"] == ["echo", 'quoted "word"']
@@ -34,9 +36,9 @@ def test_from_file_queues_every_line_in_order_with_defaults(tq):
 def test_one_bad_line_stores_nothing(tq):
     tq.submit("--gpus", "0", cmd=["true"])  # id 1
     for text, needle in [
-        ("true\n{\"command\": [\"true\"], \"mem\": \"20XB\", \"gpus\": 1}\n", "jobs[1]: --mem"),
-        ("true\necho 'unterminated\n", "jobs.txt:2"),
-        ("true\n{not json\n", "jobs.txt:2"),
+        ("true\n{\"command\": [\"true\"], \"mem\": \"20XB\", \"gpus\": 1}\n", "jobs.txt line 2: --mem"),
+        ("true\necho 'unterminated\n", "jobs.txt line 2"),
+        ("true\n{not json\n", "jobs.txt line 2"),
         ("# only a comment\n", "no jobs"),
     ]:
         path = write(tq, "jobs.txt", text)

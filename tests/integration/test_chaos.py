@@ -24,17 +24,27 @@ JOB_SCRIPT = ('echo "start $TRAINQ_JOB_ID $TRAINQ_ATTEMPT $$ $(date +%s%N)" >> "
               'echo "end $TRAINQ_JOB_ID $TRAINQ_ATTEMPT $$ $(date +%s%N)" >> "$1/$2"')
 
 
-def live_pids(tq, name):
-    """Pids of this instance's processes whose command line contains `name`."""
+def live_pids(tq, *argv):
+    """Pids of this instance's processes whose command line starts with `argv` (the program's
+    basename first). Matched from the start: a `trainq submit` carries the job's whole script
+    in its arguments, and killing the CLI (or LeakSanitizer's tracer, a clone of it) is no job
+    kill."""
     out = []
     for pid in tq.processes():
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if name.encode() in f.read():
-                    out.append(pid)
+                args = f.read().split(b"\0")
         except OSError:
-            pass
+            continue
+        args[0] = os.path.basename(args[0])
+        if [a.decode(errors="replace") for a in args[:len(argv)]] == list(argv):
+            out.append(pid)
     return out
+
+
+def job_pids(tq):
+    """The jobs' processes: their shells and the sleeps in them."""
+    return live_pids(tq, "bash", "-c") + live_pids(tq, "sleep")
 
 
 class Chaos:
@@ -73,9 +83,9 @@ class Chaos:
                 time.sleep(0.1)
             pids = [pid] if pid else []
         elif what == "shim":
-            pids = live_pids(self.tq, "shim")
+            pids = live_pids(self.tq, "trainqd", "shim")
         else:
-            pids = live_pids(self.tq, "sleep")
+            pids = job_pids(self.tq)
         if not pids:
             return
         try:
@@ -160,6 +170,6 @@ def test_chaos_loses_nothing_runs_nothing_twice_and_leaves_nothing_stuck(make_tr
     for job in jobs:
         if job["state"] == "succeeded":
             assert (job["id"], job["attempt"]) in runs, f"job {job['id']} never ran"
-    wait_for(lambda: not live_pids(tq, "sleep"), what="no job process left")
+    wait_for(lambda: not job_pids(tq), what="no job process left")
     print(f"chaos: {len(jobs)} jobs, {len(chaos.acknowledged)} acknowledged, "
           f"{len(chaos.refused)} refused, kills {chaos.killed}, {len(failed)} failed")
