@@ -135,7 +135,7 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   if (!a.mem.empty()) body["mem"] = a.mem;
   // A bare number is MiB, as in Slurm; under a GiB, the user meant GiB far more often.
   if (!a.mem.empty() && a.mem.find_first_not_of("0123456789") == std::string::npos &&
-      a.mem.size() <= 4 && std::stoi(a.mem) < 1024) {
+      a.mem.size() <= 4 && std::stoi(a.mem) > 0 && std::stoi(a.mem) < 1024) {
     std::fprintf(stderr,
                  "trainq: warning: --mem %s is %s MiB (a number without a unit is MiB, as in "
                  "Slurm); for GiB write --mem %sGiB\n",

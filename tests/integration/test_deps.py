@@ -105,7 +105,9 @@ def test_bad_dependency_ids_exit_2_and_store_nothing(tq):
         f.write(json.dumps({"command": ["true"], "after": [a]}) + "\n")
         f.write(json.dumps({"command": ["true"], "after": [12345]}) + "\n")
     r = tq.run("submit", "--gpus", "0", "--from", jobs_file, check=False)
-    assert r.returncode == 2 and "jobs[2]" in r.stderr and "12345" in r.stderr, r.stderr
+    # The daemon's "jobs[2]" is named as the file's line.
+    assert r.returncode == 2 and "jobs.txt line 3: --after" in r.stderr and "12345" in r.stderr, \
+        r.stderr
     answer = tq.api("POST", "/v1/jobs", {"command": ["true"], "cwd": tq.work, "gpus": 0,
                                          "after": [4242]})
     assert answer.status == 400 and "no job 4242" in answer.body["error"]["message"]

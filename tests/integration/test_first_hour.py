@@ -106,6 +106,8 @@ def test_a_memory_size_without_a_unit_is_mib_and_says_so(tq):
     r = tq.run("submit", "--gpus", "1", "--mem", "20", "--", "true")
     assert ("warning: --mem 20 is 20 MiB (a number without a unit is MiB, as in Slurm); for GiB "
             "write --mem 20GiB") in r.stderr
+    r = tq.run("submit", "--gpus", "1", "--mem", "0", "--", "true", check=False)
+    assert r.returncode == 2 and "warning" not in r.stderr  # refused: one line, no warning
     r = tq.run("submit", "--gpus", "1", "--mem", "2048", "--", "true")
     assert "warning" not in r.stderr
     r = tq.run("submit", "--gpus", "1", "--mem", "20GiB", "--", "true")
