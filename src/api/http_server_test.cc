@@ -100,10 +100,14 @@ class HttpServerTest : public ::testing::Test {
     server_ = std::make_unique<HttpServer>(
         io_,
         [this](HttpRequest r, Responder respond) {
-          respond({200, "{\"path\":\"" + r.path + "\",\"bytes\":" + std::to_string(r.body.size()) +
-                            "}"});
-          std::lock_guard lock(mu_);
-          requests_.push_back(std::move(r));
+          std::string body =
+              "{\"path\":\"" + r.path + "\",\"bytes\":" + std::to_string(r.body.size()) + "}";
+          {
+            // Kept before the answer leaves: a client that has its answer finds it in Requests().
+            std::lock_guard lock(mu_);
+            requests_.push_back(std::move(r));
+          }
+          respond({200, std::move(body)});
         },
         limits_);
     ASSERT_TRUE(server_->ListenUnix(path_).ok());
