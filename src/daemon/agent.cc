@@ -1,6 +1,7 @@
 // The agent role: starts the attempts placed on this node, watches their shims through
 // pidfds, reports exits, and re-adopts live shims after a restart (docs/architecture.md, "The shim
 // and re-adoption").
+#include <algorithm>
 #include <csignal>
 
 #include <fmt/format.h>
@@ -509,11 +510,12 @@ void DaemonImpl::AttributeUsage() {
     }
   }
   for (auto& [id, live] : live_) {
-    uint64_t total = 0;
-    for (auto& [gpu, bytes] : live.used_by_gpu) total += bytes;
-    if (total > live.peak_bytes) {
-      live.peak_bytes = total;
-      Status st = store_->RecordPeak(id, live.n, total);
+    // Per GPU, as --mem and the reservation are: a 4-GPU job's sum would read as 4x its ask.
+    uint64_t most = 0;
+    for (auto& [gpu, bytes] : live.used_by_gpu) most = std::max(most, bytes);
+    if (most > live.peak_bytes) {
+      live.peak_bytes = most;
+      Status st = store_->RecordPeak(id, live.n, most);
       if (!st.ok()) spdlog::warn("job {}: recording peak memory: {}", id, st.message());
     }
   }
