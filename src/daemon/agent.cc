@@ -59,12 +59,14 @@ class PortLease {
 // frees a port and triggers a pass.
 Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
   if (!NeedsMasterPort(job.spec)) return 0;
-  std::optional<int> port = ports_.Allocate();
+  // A port another program listens on would fail the job's rendezvous (EADDRINUSE).
+  std::optional<int> port = ports_.Allocate(port_free_);
   if (port) return *port;
   std::pair<JobId, std::string> reason{
-      job.id, fmt::format("waiting for a free MASTER_PORT: all {} ports of master_port_range "
-                          "{}-{} are held by running multi-GPU jobs",
-                          ports_.held_count(), ports_.first(), ports_.last())};
+      job.id, fmt::format("waiting for a free MASTER_PORT: of the ports of master_port_range "
+                          "{}-{}, {} are held by running multi-GPU jobs and the rest are in use "
+                          "by other programs",
+                          ports_.first(), ports_.last(), ports_.held_count())};
   if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
     spdlog::warn("job {}: {}", job.id, st.message());
   }
