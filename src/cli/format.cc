@@ -95,7 +95,7 @@ namespace {
 
 std::string AttemptDetails(const Reply& a) {
   std::string out = fmt::format("attempt {}: {}\n", a.Text("n"), a.Text("state"));
-  out += fmt::format("  node {}  GPUs [{}]  reserved {} per GPU  peak {}\n", a.Text("node"),
+  out += fmt::format("  node {}  GPUs [{}]  reserved {} per GPU  peak {} per GPU\n", a.Text("node"),
                      JoinInts(a.ArrayOr("gpu_indices")), Bytes(a, "reserved_bytes"),
                      Bytes(a, "peak_mem_bytes"));
   out += fmt::format("  started {}  ended {}\n", a.Text("started_at"), a.Text("ended_at"));

@@ -2,15 +2,13 @@
 
 namespace trainq {
 
-std::optional<int> PortPool::Allocate() {
-  int candidate = first_;
-  // held_ is sorted: the first gap at or after `first_` is the lowest free port.
-  for (auto it = held_.lower_bound(first_); it != held_.end() && *it == candidate; ++it) {
-    ++candidate;
+std::optional<int> PortPool::Allocate(const std::function<bool(int)>& usable) {
+  for (int candidate = first_; candidate <= last_; ++candidate) {
+    if (held_.count(candidate) || (usable && !usable(candidate))) continue;
+    held_.insert(candidate);
+    return candidate;
   }
-  if (candidate > last_) return std::nullopt;
-  held_.insert(candidate);
-  return candidate;
+  return std::nullopt;
 }
 
 bool PortPool::Take(int port) {

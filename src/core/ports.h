@@ -4,6 +4,7 @@
 // port is stored with the attempt).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <set>
 
@@ -14,8 +15,9 @@ class PortPool {
   // The range [first, last]; empty when last < first.
   PortPool(int first, int last) : first_(first), last_(last) {}
 
-  // The lowest free port in the range, now held; nullopt when every port is held.
-  std::optional<int> Allocate();
+  // The lowest port in the range that is neither held nor refused by `usable` (a port another
+  // program listens on), now held; nullopt when there is none.
+  std::optional<int> Allocate(const std::function<bool(int)>& usable = nullptr);
   // Marks `port` held (rebuilding after a restart). false when it is outside the range or
   // already held.
   bool Take(int port);

@@ -23,6 +23,16 @@ TEST(PortPoolTest, AllocatesTheLowestFreePortAndReusesReleasedOnes) {
   EXPECT_EQ(pool.Allocate(), 29502);
 }
 
+TEST(PortPoolTest, SkipsPortsInUseByOtherPrograms) {
+  PortPool pool(29500, 29503);
+  auto busy = [](int port) { return port != 29500 && port != 29502; };
+  EXPECT_EQ(pool.Allocate(busy), 29501);
+  EXPECT_EQ(pool.Allocate(busy), 29503);
+  EXPECT_EQ(pool.Allocate(busy), std::nullopt) << "the free ones are held, the rest in use";
+  EXPECT_FALSE(pool.Held(29500));
+  EXPECT_EQ(pool.Allocate(), 29500) << "no longer in use";
+}
+
 TEST(PortPoolTest, ReleasingAPortNotHeldChangesNothing) {
   PortPool pool(100, 101);
   ASSERT_EQ(pool.Allocate(), 100);

@@ -1,6 +1,7 @@
 // The agent role: starts the attempts placed on this node, watches their shims through
 // pidfds, reports exits, and re-adopts live shims after a restart (docs/architecture.md, "The shim
 // and re-adoption").
+#include <algorithm>
 #include <csignal>
 
 #include <fmt/format.h>
@@ -58,12 +59,14 @@ class PortLease {
 // frees a port and triggers a pass.
 Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
   if (!NeedsMasterPort(job.spec)) return 0;
-  std::optional<int> port = ports_.Allocate();
+  // A port another program listens on would fail the job's rendezvous (EADDRINUSE).
+  std::optional<int> port = ports_.Allocate(port_free_);
   if (port) return *port;
   std::pair<JobId, std::string> reason{
-      job.id, fmt::format("waiting for a free MASTER_PORT: all {} ports of master_port_range "
-                          "{}-{} are held by running multi-GPU jobs",
-                          ports_.held_count(), ports_.first(), ports_.last())};
+      job.id, fmt::format("waiting for a free MASTER_PORT: of the ports of master_port_range "
+                          "{}-{}, {} are held by running multi-GPU jobs and the rest are in use "
+                          "by other programs",
+                          ports_.first(), ports_.last(), ports_.held_count())};
   if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
     spdlog::warn("job {}: {}", job.id, st.message());
   }
@@ -509,11 +512,12 @@ void DaemonImpl::AttributeUsage() {
     }
   }
   for (auto& [id, live] : live_) {
-    uint64_t total = 0;
-    for (auto& [gpu, bytes] : live.used_by_gpu) total += bytes;
-    if (total > live.peak_bytes) {
-      live.peak_bytes = total;
-      Status st = store_->RecordPeak(id, live.n, total);
+    // Per GPU, as --mem and the reservation are: a 4-GPU job's sum would read as 4x its ask.
+    uint64_t most = 0;
+    for (auto& [gpu, bytes] : live.used_by_gpu) most = std::max(most, bytes);
+    if (most > live.peak_bytes) {
+      live.peak_bytes = most;
+      Status st = store_->RecordPeak(id, live.n, most);
       if (!st.ok()) spdlog::warn("job {}: recording peak memory: {}", id, st.message());
     }
   }

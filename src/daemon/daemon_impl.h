@@ -33,6 +33,7 @@
 #include "src/daemon/shim_launcher.h"
 #include "src/os/clock.h"
 #include "src/os/gpu/gpu_probe.h"
+#include "src/os/system.h"
 #include "src/store/cluster.h"
 #include "src/store/store.h"
 
@@ -324,6 +325,8 @@ class DaemonImpl {
   std::map<JobId, LiveAttempt> live_;
   // MASTER_PORTs of live multi-GPU attempts (config_ is declared, so initialised, earlier).
   PortPool ports_{config_.master_port_first, config_.master_port_last};
+  // Whether another program listens on a port; a seam for the unit tests.
+  std::function<bool(int)> port_free_ = TcpPortFree;
   // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
   // memory only; after a restart it fills again from new submits.
   RecentRequests recent_{static_cast<size_t>(config_.workload_window)};

@@ -1,11 +1,14 @@
 #include "src/os/system.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -219,6 +222,31 @@ Result<std::string> FindOnPath(const std::string& name) {
     rest.remove_prefix(colon + 1);
   }
   return Status::NotFound(name + " is not on PATH");
+}
+
+bool TcpPortFree(int port) {
+  // IPv6 with v4-mapped addresses covers both families where the host has IPv6; otherwise IPv4.
+  UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  int on = 1, off = 0;
+  if (fd.valid()) {
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    sockaddr_in6 addr{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_addr = in6addr_any;
+    addr.sin6_port = htons(static_cast<uint16_t>(port));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return true;
+    if (errno == EADDRINUSE) return false;
+  }
+  fd.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return true;  // cannot tell: hand it out, as before this check
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ||
+         errno != EADDRINUSE;
 }
 
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, std::string_view input) {

@@ -51,6 +51,10 @@ struct CommandOutput {
   int exit_code = 0;  // 128 + N when killed by signal N, as a shell reports it
   std::string output;
 };
+// Whether a TCP listener could bind `port` on every address now, as torchrun's rendezvous
+// store does (with SO_REUSEADDR, so only a port another program binds counts as taken).
+bool TcpPortFree(int port);
+
 // Runs `argv` (argv[0] a path) to its end with `input` on its stdin (/dev/null when empty);
 // kIo if it cannot start. `input` is written whole before the output is read: keep it small.
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, std::string_view input = "");

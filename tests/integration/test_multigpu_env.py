@@ -76,3 +76,29 @@ def test_ports_of_running_jobs_are_not_reissued_after_a_daemon_restart(make_trai
     open(go, "w").close()
     tq.wait_state(a, "succeeded")
     tq.wait_state(b, "succeeded")
+
+
+def test_a_master_port_another_program_listens_on_is_skipped(make_trainq):
+    """A rendezvous port in use would kill the job with EADDRINUSE: the daemon skips it."""
+    import socket
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen()
+    taken = listener.getsockname()[1]
+    try:
+        tq = make_trainq(gpus=[gpu(i) for i in range(2)],
+                         master_port_range=f"{taken}-{taken + 3}")
+        job_id = tq.submit("--gpus", "2", cmd=["true"])
+        attempt = tq.wait_state(job_id, "succeeded")["attempts"][0]
+        assert taken < attempt["master_port"] <= taken + 3
+        # With the whole range in use, the job waits and says why.
+        tq.run("daemon", "stop")
+        tq.write_config({"master_port_range": f"{taken}-{taken}"})
+        job_id = tq.submit("--gpus", "2", cmd=["true"])
+        reason = wait_for(lambda: (r := tq.show(job_id)["reason"]) and "MASTER_PORT" in r and r,
+                          what="the reason")
+        assert "in use by other programs" in reason
+        listener.close()
+        tq.wait_state(job_id, "succeeded")
+    finally:
+        listener.close()

@@ -111,7 +111,8 @@ def test_multi_gpu_job_gets_gpus_on_one_node(make_trainq):
                        cmd=tq.fake_job("--env-out", env_out, "--mem-gib", "4", "--duration", "1"))
     job = tq.wait_state(job_id, "succeeded")
     attempt = job["attempts"][0]
-    assert attempt["peak_mem_bytes"] == 12 * GIB  # the sum over its GPUs
+    assert attempt["peak_mem_bytes"] == 4 * GIB  # per GPU, as --mem: the most on any one
+    assert "reserved 20.0 GiB per GPU  peak 4.0 GiB per GPU" in tq.run("show", str(job_id)).stdout
     assert sorted(attempt["gpu_indices"]) == [0, 2, 3]  # GPU 1 has no room
     env = wait_for(lambda: read_json(env_out), what="the job's environment")
     assert sorted(int(i) for i in env["CUDA_VISIBLE_DEVICES"].split(",")) == [0, 2, 3]
