@@ -56,20 +56,24 @@ class PortLease {
 }  // namespace
 
 // A multi-GPU job whose port range is used up waits, queued, with a reason; the next exit
-// frees a port and triggers a pass.
+// frees a port and triggers a pass, and a pass comes every kPortRetryMs while one waits.
 Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
   if (!NeedsMasterPort(job.spec)) return 0;
   // A port another program listens on would fail the job's rendezvous (EADDRINUSE).
   std::optional<int> port = ports_.Allocate(port_free_);
   if (port) return *port;
   std::pair<JobId, std::string> reason{
-      job.id, fmt::format("waiting for a free MASTER_PORT: of the ports of master_port_range "
-                          "{}-{}, {} are held by running multi-GPU jobs and the rest are in use "
-                          "by other programs",
-                          ports_.first(), ports_.last(), ports_.held_count())};
+      job.id,
+      fmt::format("waiting for a free MASTER_PORT: all {} ports of master_port_range {}-{} are "
+                  "taken, {} by running multi-GPU jobs and {} in use by other programs",
+                  ports_.last() - ports_.first() + 1, ports_.first(), ports_.last(),
+                  ports_.held_count(),
+                  ports_.last() - ports_.first() + 1 - static_cast<int>(ports_.held_count()))};
   if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
     spdlog::warn("job {}: {}", job.id, st.message());
   }
+  // An exit frees a port and triggers a pass; a program outside trainq gives no such sign.
+  port_retry_at_ = clock_.Now() + kPortRetryMs;
   return Status::Unavailable(reason.second);
 }
 
@@ -292,12 +296,17 @@ void DaemonImpl::OnShimExit(JobId id) {
   if (tail.ok()) in.log_tail = std::move(*tail);
   in.oom_patterns = config_.oom_patterns;
   if (job.ok()) {
-    for (const Attempt& a : job->attempts) in.oom_retries_used += a.n != live.n && a.oom ? 1 : 0;
+    for (const Attempt& a : job->attempts) {
+      if (a.n == live.n) continue;
+      in.oom_retries_used += a.oom ? 1 : 0;
+      in.port_retries_used += a.end_reason.starts_with(kPortTakenReason) ? 1 : 0;
+    }
     in.retries_allowed = job->spec.retries;
     in.time_limit_ms = job->spec.time_limit_ms;
   }
   in.backoff_ms = config_.oom_backoff_ms;
   in.backoff_max_ms = config_.oom_backoff_max_ms;
+  in.master_port = live.master_port;
   in.now = clock_.Now();
   RecordEnd(id, DecideOutcome(in));
 }

@@ -312,6 +312,8 @@ class DaemonImpl {
   // never a busy loop while it is not.
   static constexpr int64_t kStorageRetryMs = 5000;
   UnixMs storage_retry_at_ = 0;  // when a pass tries failed writes again; 0: none pending
+  static constexpr int64_t kPortRetryMs = 2000;
+  UnixMs port_retry_at_ = 0;  // when a pass looks again for a MASTER_PORT; 0: none needed
   std::map<JobId, UnrecordedEnd> unrecorded_ends_;
 
   std::unique_ptr<HttpServer> server_;

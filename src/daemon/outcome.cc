@@ -77,6 +77,12 @@ AttemptEnd SelfFenced(const ExitRecord& rec, UnixMs ended) {
   return end;
 }
 
+// The errno text of EADDRINUSE as Python, glibc and c10d print it.
+bool PortTaken(std::string_view log_tail) {
+  return log_tail.find("Address already in use") != std::string_view::npos ||
+         log_tail.find("EADDRINUSE") != std::string_view::npos;
+}
+
 }  // namespace
 
 AttemptEnd DecideUnrecorded(const UnrecordedInput& in) {
@@ -144,6 +150,22 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     OutcomeInput at = in;
     at.now = ended;
     return OutOfMemory(at, rec, match, failure);
+  }
+  // The daemon checked the port was free when it placed the job; another program bound it
+  // before the job's rendezvous did. Another port will do, so this is no fault of the job.
+  if (in.master_port > 0 && PortTaken(in.log_tail) && in.port_retries_used < kPortRetries) {
+    int retry = in.port_retries_used + 1;
+    AttemptEnd end = Ended(JobState::kQueued, ended,
+                           fmt::format("{}{} was taken by another program (Address already in "
+                                       "use), {}",
+                                       kPortTakenReason, in.master_port, failure));
+    end.attempt_state = JobState::kFailed;
+    end.exit_code = rec.exit_code;
+    end.signal = rec.signal;
+    end.job_reason = fmt::format("requeued with another MASTER_PORT: port {} was taken by "
+                                 "another program (retry {} of {})",
+                                 in.master_port, retry, kPortRetries);
+    return end;
   }
   AttemptEnd end = Ended(JobState::kFailed, ended, failure);
   end.exit_code = rec.exit_code;

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/os/run_dir.h"
@@ -21,13 +22,21 @@ struct OutcomeInput {
   int64_t backoff_max_ms = 3600000;
   UnixMs now = 0;
   int64_t time_limit_ms = 0;  // the job's --time, for the reason; 0: none
+  int master_port = 0;        // the attempt's MASTER_PORT; 0: none
+  int port_retries_used = 0;  // earlier attempts ended by a taken rendezvous port
 };
+
+// How often a job whose rendezvous port another program took is queued again at once.
+inline constexpr int kPortRetries = 3;
+// The start of such an attempt's end reason, by which earlier ones are counted.
+inline constexpr std::string_view kPortTakenReason = "rendezvous port ";
 
 // Cancelled beats everything; a shim that fenced itself (its node's heartbeat lapsed) fails
 // the attempt and queues the job again, whatever the exit status says; a stop at the time
 // limit is a failure "time limit (2h30m)" whatever the exit status or the log says (never an
-// OOM retry: the limit would only fire again); then success, OOM (retry or fail), other
-// failures.
+// OOM retry: the limit would only fire again); then success, OOM (retry or fail), a
+// rendezvous port another program took between placement and bind (queued again at once, up
+// to kPortRetries times, not counted as OOM), other failures.
 AttemptEnd DecideOutcome(const OutcomeInput& in);
 
 // Why an attempt ends with no exit record. Its processes are stopped before the end is

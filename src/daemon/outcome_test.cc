@@ -75,6 +75,39 @@ TEST(OutcomeTest, OomWithoutRetriesLeftFails) {
   EXPECT_THAT(e.job_reason, HasSubstr("no retries left"));
 }
 
+// torchrun 1.13's message when its store cannot bind MASTER_PORT.
+const char kPortTaken[] =
+    "RuntimeError: The server socket has failed to listen on any local network address. The "
+    "server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n";
+
+TEST(OutcomeTest, ATakenRendezvousPortQueuesTheJobAgainAtOnceWithoutAnOomRetry) {
+  OutcomeInput in = Exited(1);
+  in.log_tail = kPortTaken;
+  in.master_port = 29500;
+  in.oom_retries_used = 3;  // none left: a taken port must not need one
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_FALSE(e.oom);
+  EXPECT_EQ(e.attempt_state, JobState::kFailed);
+  EXPECT_EQ(e.job_state, JobState::kQueued);
+  EXPECT_EQ(e.not_before, 0) << "at once";
+  EXPECT_THAT(e.end_reason, ::testing::StartsWith(std::string(kPortTakenReason) + "29500"));
+  EXPECT_EQ(e.job_reason,
+            "requeued with another MASTER_PORT: port 29500 was taken by another program (retry "
+            "1 of 3)");
+}
+
+TEST(OutcomeTest, ATakenPortFailsTheJobWhenItHadNoPortOrItsRetriesAreUsed) {
+  OutcomeInput single = Exited(1);
+  single.log_tail = kPortTaken;  // its own server, not the rendezvous trainq handed out
+  EXPECT_EQ(DecideOutcome(single).job_state, JobState::kFailed);
+  OutcomeInput used = single;
+  used.master_port = 29501;
+  used.port_retries_used = kPortRetries;
+  AttemptEnd e = DecideOutcome(used);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_EQ(e.job_reason, "exit code 1");
+}
+
 TEST(OutcomeTest, OomTextInASuccessfulRunIsIgnored) {
   OutcomeInput in = Exited(0);
   in.log_tail = kTorchOom;  // caught and handled by the job itself

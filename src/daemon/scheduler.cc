@@ -140,6 +140,7 @@ void DaemonImpl::SchedulePass() {
   if (cluster_ && !leader_) return;
   UnixMs now = clock_.Now();
   storage_retry_at_ = 0;
+  port_retry_at_ = 0;
   RetryUnrecordedEnds(now);
   if (Status st = RefreshWaiting(); !st.ok()) {
     spdlog::error("scheduling pass: {}", st.message());
@@ -220,8 +221,12 @@ void DaemonImpl::StartDecided(const std::vector<StartDecision>& starts, UnixMs n
     Status st = job.ok() ? StartAttempt(*job, d) : job.status();
     if (job.ok()) TrackRunning(d.job, job->spec.user);
     if (st.ok()) continue;
-    spdlog::error("job {}: {}", d.job, st.message());
     waiting_stale_ = true;  // whatever the store now says of it
+    if (st.code() == Code::kUnavailable && port_retry_at_ != 0) {
+      spdlog::info("job {}: {}", d.job, st.message());  // TakeMasterPort: it waits
+      continue;
+    }
+    spdlog::error("job {}: {}", d.job, st.message());
     problem = StorageProblem(st);
     if (!problem.empty()) stopped.push_back(d.job);
   }
@@ -344,6 +349,9 @@ void DaemonImpl::ArmWakeup(UnixMs now) {
   next_wakeup_ = NextPassDue(waiting, cluster_ ? view_.nodes : BuildNodes(), Policy(), now);
   if (storage_retry_at_ != 0 && (next_wakeup_ == 0 || storage_retry_at_ < next_wakeup_)) {
     next_wakeup_ = storage_retry_at_;
+  }
+  if (port_retry_at_ != 0 && (next_wakeup_ == 0 || port_retry_at_ < next_wakeup_)) {
+    next_wakeup_ = port_retry_at_;
   }
   if (next_wakeup_ == 0) {
     wakeup_timer_.cancel();

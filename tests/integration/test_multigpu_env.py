@@ -102,3 +102,42 @@ def test_a_master_port_another_program_listens_on_is_skipped(make_trainq):
         tq.wait_state(job_id, "succeeded")
     finally:
         listener.close()
+
+
+PORT_RACE_JOB = r"""
+import os, sys, time
+port, attempt, d = os.environ["MASTER_PORT"], os.environ["TRAINQ_ATTEMPT"], sys.argv[1]
+with open(os.path.join(d, f"port-{attempt}"), "w") as f:
+    f.write(port)
+if attempt == "1":
+    while not os.path.exists(os.path.join(d, "taken")):
+        time.sleep(0.05)
+    # What torchrun's rendezvous store prints when another program bound its port first.
+    print(f"RuntimeError: The server socket has failed to bind to [::]:{port} "
+          "(errno: 98 - Address already in use).", flush=True)
+    sys.exit(1)
+"""
+
+
+def test_a_rendezvous_port_taken_after_placement_queues_the_job_again_with_another(make_trainq):
+    import socket
+    tq = make_trainq(gpus=[gpu(i) for i in range(2)])
+    job_id = tq.submit("--gpus", "2", "--retries", "0",
+                       cmd=[sys.executable, "-c", PORT_RACE_JOB, tq.path("")])
+    first = int(wait_for(lambda: open(tq.path("port-1")).read() if os.path.exists(
+        tq.path("port-1")) else None, what="the first attempt's port"))
+    # Another program takes the port between the daemon's check and the job's bind.
+    listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    listener.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    listener.bind(("::", first))
+    listener.listen()
+    try:
+        open(tq.path("taken"), "w").close()
+        job = tq.wait_state(job_id, "succeeded")
+        one, two = job["attempts"]
+        assert one["state"] == "failed" and not one["oom"]
+        assert one["end_reason"].startswith(f"rendezvous port {first} was taken"), one
+        assert two["master_port"] != first, "the port another program holds is skipped"
+        assert int(open(tq.path("port-2")).read()) == two["master_port"]
+    finally:
+        listener.close()
