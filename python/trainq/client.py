@@ -135,11 +135,12 @@ class Client:
     # --- jobs ---
 
     def submit(self, cmd, gpus=1, mem=None, name=None, cwd=None, env=None, priority=0,
-               retries=3, time=None, after=None, cpus=1, **extra):
+               retries=3, time=None, after=None, cpus=None, **extra):
         """Submits one job and returns its id. `cmd` is a list, or a string split as a shell
         would; the job gets this process's environment with `env` on top (a value of None
         removes a variable) and runs in `cwd` (default: the current directory). `mem` ("20GiB"),
-        `time` ("2h30m"), `after` (an id or ids) and the keys of `extra` (after_any, nodes,
+        `time` ("2h30m"), `after` (an id or ids), `cpus` (host CPU slots; by default 1 for a
+        CPU job, none for a GPU job) and the keys of `extra` (after_any, nodes,
         exclude_nodes, num_nodes, ...) go to the daemon as they are, which judges them:
         Invalid naming the field when one is wrong. A lost answer is sent again once with
         the same Idempotency-Key, so the job is stored once."""

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "src/cli/commands.h"
+#include "src/cli/completion.h"
 #include "src/cli/sim_command.h"
 #include "src/cli/suggest.h"
 
@@ -23,7 +24,6 @@ struct Parsed {
   SubmitArgs submit;
   bool all = false, json = false, follow = false, foreground = false, topo = false;
   std::string state, id;
-  std::vector<std::string> ids;
   int attempt = 0;
   int limit = 0;
   std::string config_key, config_value;
@@ -33,9 +33,15 @@ struct Parsed {
   SimArgs sim;
   std::string group;
   std::string second_id;
-  bool failed = false;
   WaitArgs wait;
   SbatchArgs sbatch;
+  JobSelection select;
+  CleanArgs clean;
+  std::string pause_gpus;
+  std::string shell;
+  bool quiet = false;
+  bool newest = false, reverse = false;
+  int tail = -1;
 };
 
 // The options of `submit`, which `run` takes too.
@@ -43,7 +49,8 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option("--gpus", a.gpus, "GPUs on one node, or on each with --nodes (0 = CPU job)");
   s->add_option("--mem", a.mem,
                 "GPU memory per GPU: 20GiB, 20G, 512MiB, 20GB, 40% (default: whole GPUs)");
-  s->add_option("--cpus", a.cpus, "host CPU slots the job holds");
+  s->add_option("--cpus", a.cpus,
+                "host CPU slots the job holds (default: 1 for a CPU job, none for a GPU job)");
   s->add_option("--name", a.name, "a name (default: the command)");
   s->add_option("--priority", a.priority, "higher runs first");
   s->add_option("--retries", a.retries, "retries after GPU out-of-memory");
@@ -130,7 +137,11 @@ void AddQueries(CLI::App& app, Parsed& p) {
   ls->add_flag("--all,-a", p.all, "done jobs too");
   ls->add_option("--state", p.state, "only these states, comma-separated");
   ls->add_flag("--json", p.json, "JSON output");
-  ls->add_option("--limit", p.limit, "show at most N jobs, oldest first");
+  ls->add_option("--limit", p.limit,
+                 "show at most N jobs: the oldest, or with --newest the newest");
+  ls->add_flag("--newest", p.newest, "newest first");
+  ls->add_flag("--reverse,-r", p.reverse, "the listed jobs in the opposite order");
+  ls->add_flag("--quiet,-q", p.quiet, "only the ids, one per line");
   ls->add_option("--user,-u", p.user, "only this user's jobs");
   ls->add_flag("--mine", p.mine, "only your own jobs");
   ls->add_option("--group,-g", p.group,
@@ -146,13 +157,41 @@ void AddQueries(CLI::App& app, Parsed& p) {
   logs->add_option("id", p.id, "job id")->required();
   logs->add_flag("--follow,-f", p.follow, "keep printing until the attempt ends");
   logs->add_option("--attempt", p.attempt, "attempt number");
-  CLI::App* cancel = app.add_subcommand("cancel", "remove waiting jobs, stop running ones");
-  cancel->add_option("ids", p.ids, "job ids");
-  cancel->add_option("--group,-g", p.group, "every job of this group that has not ended");
-  CLI::App* retry = app.add_subcommand("retry", "queue a job that ended again, as a new attempt");
-  retry->add_option("id", p.id, "job id");
-  retry->add_option("--group,-g", p.group, "the group's jobs that failed or were cancelled");
-  retry->add_flag("--failed", p.failed, "with --group: only those that failed");
+  logs->add_option("--tail,-n", p.tail, "start at the last N lines (with -f: then follow)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::App* cancel =
+      app.add_subcommand("cancel", "cancel waiting jobs (they stay, cancelled), stop running ones");
+  CLI::App* retry = app.add_subcommand("retry", "queue jobs that ended again, as new attempts");
+  for (CLI::App* c : {cancel, retry}) {
+    bool is_cancel = c == cancel;
+    c->add_option("ids", p.select.ids, "job ids, lists and ranges: 12 597,598 10-20");
+    c->add_option("--group,-g", p.select.group,
+                  is_cancel ? "this group's jobs that have not ended"
+                            : "this group's jobs that failed or were cancelled");
+    c->add_option("--name", p.select.name, "your jobs whose name matches this glob (lr-*)");
+    c->add_option("--state", p.select.state,
+                  is_cancel ? "your jobs in these states (default: all that have not ended)"
+                            : "your jobs in these states (default: failed,cancelled)");
+    c->add_flag("--all-mine", p.select.all_mine,
+                is_cancel ? "every job of yours that has not ended"
+                          : "every job of yours that failed or was cancelled");
+  }
+  retry->add_flag("--failed", p.select.failed, "only those that failed");
+  CLI::App* pause =
+      app.add_subcommand("pause", "start no new jobs (all, or on --gpus); running ones go on");
+  pause->add_option("--gpus", p.pause_gpus, "only on these GPUs: 0,1");
+  CLI::App* resume = app.add_subcommand("resume", "start jobs again (all, or on --gpus)");
+  resume->add_option("--gpus", p.pause_gpus, "only on these GPUs: 0,1");
+  CLI::App* clean = app.add_subcommand(
+      "clean", "forget jobs that ended, and their logs; the queue's store stays small");
+  clean->add_option("--before", p.clean.before, "only those that ended at least this long ago: 7d");
+  clean->add_option("--state", p.clean.state,
+                    "only these: succeeded, failed, cancelled (default: all three)");
+  clean->add_flag("--keep-logs", p.clean.keep_logs, "keep their run dirs and logs");
+  clean->add_flag("--all-users", p.clean.all_users, "every user's jobs (admins)");
+  app.add_subcommand("completion", "print a completion script: source <(trainq completion bash)")
+      ->add_option("shell", p.shell, "bash, zsh or fish")
+      ->required();
   CLI::App* gpus =
       app.add_subcommand("gpus", "each GPU: memory, utilisation, jobs, other processes");
   gpus->add_flag("--json", p.json, "JSON output");
@@ -236,22 +275,11 @@ int DispatchConfig(Client& client, CLI::App& config, Parsed& p) {
   return CmdConfigShow(client, p.json);
 }
 
-// cancel and retry: of ids, or of a group.
-int DispatchChange(Client& client, const std::string& name, Parsed& p) {
-  bool ids = name == "cancel" ? !p.ids.empty() : !p.id.empty();
-  if (ids == !p.group.empty()) {
-    return Fail(Status::Invalid(name + ": give job ids or --group G (not both)"));
-  }
-  if (p.failed && p.group.empty()) return Fail(Status::Invalid("--failed: goes with --group"));
-  if (name == "cancel")
-    return p.group.empty() ? CmdCancel(client, p.ids) : CmdCancelGroup(client, p.group);
-  return p.group.empty() ? CmdRetry(client, p.id) : CmdRetryGroup(client, p.group, p.failed);
-}
-
 int Dispatch(CLI::App& app, Parsed& p) {
   CLI::App* sub = app.get_subcommands().front();
   std::string name = sub->get_name();
   if (name == "sim") return RunSimCommand(*sub, p.sim);
+  if (name == "completion") return CmdCompletion(app, p.shell);
   Result<ServerChoice> server = ChooseServer(p.state_dir, p.server);
   if (!server.ok()) {
     std::fprintf(stderr, "trainq: %s\n", server.status().message().c_str());
@@ -264,11 +292,15 @@ int Dispatch(CLI::App& app, Parsed& p) {
   if (name == "wait") return CmdWait(client, p.wait);
   if (name == "sbatch") return CmdSbatch(client, p.sbatch);
   if (name == "ls")
-    return CmdList(client, {p.all, p.state, p.limit, p.json, p.user, p.mine, p.group});
+    return CmdList(client, {p.all, p.state, p.limit, p.json, p.user, p.mine, p.group, p.newest,
+                            p.reverse, p.quiet});
   if (name == "show") return CmdShow(client, p.id, p.json);
   if (name == "explain") return CmdExplain(client, p.id, p.json);
-  if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt);
-  if (name == "cancel" || name == "retry") return DispatchChange(client, name, p);
+  if (name == "logs") return CmdLogs(client, p.id, p.follow, p.attempt, p.tail);
+  if (name == "cancel") return CmdCancel(client, p.select);
+  if (name == "retry") return CmdRetry(client, p.select);
+  if (name == "pause" || name == "resume") return CmdPause(client, p.pause_gpus, name == "pause");
+  if (name == "clean") return CmdClean(client, p.clean);
   if (name == "gpus") return p.topo ? CmdGpuTopology(client, p.json) : CmdGpus(client, p.json);
   if (name == "config") return DispatchConfig(client, *sub, p);
   if (name == "token") return DispatchToken(client, *sub, p);

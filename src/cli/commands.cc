@@ -1,5 +1,6 @@
 #include "src/cli/commands.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -128,9 +129,9 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   std::string cwd = a.cwd.empty() ? CurrentDirectory() : a.cwd;
   if (cwd[0] != '/') cwd = CurrentDirectory() + "/" + cwd;
   TRAINQ_RETURN_IF_ERROR(CheckSubmitText(a, env, cwd));
-  json body = {{"command", a.command}, {"cwd", cwd},     {"env", env},
-               {"gpus", a.gpus},       {"cpus", a.cpus}, {"priority", a.priority},
-               {"retries", a.retries}};
+  json body = {{"command", a.command},   {"cwd", cwd},          {"env", env}, {"gpus", a.gpus},
+               {"priority", a.priority}, {"retries", a.retries}};
+  if (a.cpus) body["cpus"] = *a.cpus;
   if (!a.name.empty()) body["name"] = a.name;
   if (!a.mem.empty()) body["mem"] = a.mem;
   // A bare number is MiB, as in Slurm; under a GiB, the user meant GiB far more often.
@@ -369,7 +370,8 @@ int CmdList(Client& client, const ListArgs& args) {
     target += "all=1&";
   }
   if (args.limit < 0) return Fail(Status::Invalid("--limit: use a positive number of jobs"));
-  if (args.limit > 0) target += fmt::format("limit={}&", args.limit);
+  // The daemon lists oldest first; the N newest are the last N of the whole list.
+  if (args.limit > 0 && !args.newest) target += fmt::format("limit={}&", args.limit);
   if (!args.user.empty() && args.mine) {
     return Fail(Status::Invalid("--user and --mine: give one of them"));
   }
@@ -398,7 +400,25 @@ int CmdList(Client& client, const ListArgs& args) {
   Reply reply(*r);
   std::vector<Reply> jobs = reply.Array("jobs");
   if (!reply.ok()) return Fail(reply.status());
-  std::string out = as_json ? DumpJson(r->at("jobs"), 2) + "\n" : JobsTable(jobs);
+  json listed = r->at("jobs");
+  if (args.newest) {
+    std::reverse(jobs.begin(), jobs.end());
+    std::reverse(listed.begin(), listed.end());
+    if (args.limit > 0 && jobs.size() > static_cast<size_t>(args.limit)) {
+      jobs.erase(jobs.begin() + args.limit, jobs.end());
+      listed.erase(listed.begin() + args.limit, listed.end());
+    }
+  }
+  if (args.reverse) {
+    std::reverse(jobs.begin(), jobs.end());
+    std::reverse(listed.begin(), listed.end());
+  }
+  std::string out;
+  if (args.quiet) {
+    for (const Reply& job : jobs) out += job.Text("id") + "\n";
+  } else {
+    out = as_json ? DumpJson(listed, 2) + "\n" : JobsTable(jobs);
+  }
   if (!reply.ok()) return Fail(reply.status());
   std::fputs(out.c_str(), stdout);
   return 0;
@@ -421,6 +441,8 @@ int PrintMessage(const json& doc) {
 }
 
 }  // namespace
+
+int PrintJobMessage(const json& doc) { return PrintMessage(doc); }
 
 int CmdShow(Client& client, const std::string& id, bool as_json) {
   Result<json> job = GetJob(client, id);
@@ -533,7 +555,7 @@ std::unique_ptr<LogFollower> AttemptFollower(Client& client, int64_t job, int64_
   return std::make_unique<LogFollower>(std::make_unique<ApiLogSource>(client, job, attempt));
 }
 
-int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
+int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int tail) {
   Result<JobLog> job = FetchJobLog(client, id, attempt);
   if (!job.ok()) return Fail(job.status());
   if (!job->attempt) {
@@ -552,6 +574,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
       if (!size.ok()) return Fail(size.status());
     }
     log = AttemptFollower(client, job->id, job->attempt->n, job->attempt->log_path);
+    if (tail >= 0) log->SkipToLastLines(static_cast<size_t>(tail));
     log->Poll(stdout);
   }
   while (follow) {
@@ -566,25 +589,6 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt) {
     if (!job->attempt->active) break;
   }
   return 0;
-}
-
-int CmdCancel(Client& client, const std::vector<std::string>& ids) {
-  int rc = 0;
-  for (const std::string& text : ids) {
-    Result<int64_t> id = ParseJobId(text);
-    Result<json> r = id.ok() ? client.Call("POST", fmt::format("/v1/jobs/{}/cancel", *id))
-                             : Result<json>(id.status());
-    rc = std::max(rc, r.ok() ? PrintMessage(*r) : Fail(r.status()));
-  }
-  return rc;
-}
-
-int CmdRetry(Client& client, const std::string& text) {
-  Result<int64_t> id = ParseJobId(text);
-  if (!id.ok()) return Fail(id.status());
-  Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/retry", *id));
-  if (!r.ok()) return Fail(r.status());
-  return PrintMessage(*r);
 }
 
 int CmdGpus(Client& client, bool as_json) {

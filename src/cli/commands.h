@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,7 @@ struct SubmitArgs {
   std::vector<std::string> command;
   int gpus = 1;
   std::string mem;
-  int cpus = 1;
+  std::optional<int> cpus;  // unset: 1 for a CPU job, none for a GPU job (the daemon decides)
   std::string name;
   int priority = 0;
   int retries = 3;
@@ -57,9 +58,12 @@ struct ListArgs {
   std::string state;
   int limit = 0;
   bool json = false;
-  std::string user;   // only this user's jobs
-  bool mine = false;  // only the caller's (the socket's user, or the token's)
-  std::string group;  // only this group's jobs
+  std::string user;      // only this user's jobs
+  bool mine = false;     // only the caller's (the socket's user, or the token's)
+  std::string group;     // only this group's jobs
+  bool newest = false;   // newest first (--limit N: the N newest)
+  bool reverse = false;  // the listed jobs in the opposite order
+  bool quiet = false;    // only the ids, one per line (scripts, shell completion)
 };
 
 // `trainq token create`.
@@ -72,18 +76,41 @@ struct TokenArgs {
 };
 
 int Fail(const Status& status);
+// Prints a reply's "message" line (a cancel's, a retry's); 0, or the reply's error.
+int PrintJobMessage(const nlohmann::json& doc);
 // "job id: 'abc' is not a job id; ..." as kInvalid.
 Result<int64_t> ParseJobId(const std::string& text);
 
 int CmdSubmit(Client& client, const SubmitArgs& args);
 int CmdList(Client& client, const ListArgs& args);
 int CmdShow(Client& client, const std::string& id, bool json);
-int CmdLogs(Client& client, const std::string& id, bool follow, int attempt);
-int CmdCancel(Client& client, const std::vector<std::string>& ids);
-int CmdRetry(Client& client, const std::string& id);
-// workflow_commands.cc: groups, run, wait, sbatch (docs/workflow.md).
-int CmdCancelGroup(Client& client, const std::string& group);
-int CmdRetryGroup(Client& client, const std::string& group, bool failed_only);
+// `tail`: start at the last N lines (-1: the whole log).
+int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int tail = -1);
+
+// The jobs `cancel` and `retry` act on: ids, lists and ranges ("12", "597,598", "10-20"),
+// narrowed (or, without ids, chosen) by filters. Filters select the caller's own jobs.
+struct JobSelection {
+  std::vector<std::string> ids;
+  std::string group;  // --group G
+  std::string name;   // --name PATTERN, a shell glob
+  std::string state;  // --state S[,S]: default, those the command can act on
+  bool all_mine = false;
+  bool failed = false;  // retry --failed: only those that failed
+};
+// "597,598", "10-20" and plain ids, in the order given, each once; kInvalid naming the text
+// and the accepted forms.
+Result<std::vector<int64_t>> ParseIdList(const std::vector<std::string>& texts);
+// `trainq clean`: forget ended jobs.
+struct CleanArgs {
+  std::string before;  // a duration: only jobs that ended at least this long ago
+  std::string state;   // succeeded, failed, cancelled (comma-separated); "": all three
+  bool keep_logs = false;
+  bool all_users = false;  // admins: every user's jobs
+};
+int CmdClean(Client& client, const CleanArgs& args);
+// workflow_commands.cc: selections, groups, run, wait, sbatch (docs/workflow.md).
+int CmdCancel(Client& client, const JobSelection& selection);
+int CmdRetry(Client& client, const JobSelection& selection);
 int CmdWait(Client& client, const WaitArgs& args);
 int CmdRun(Client& client, const SubmitArgs& args);
 int CmdSbatch(Client& client, const SbatchArgs& args);
@@ -135,6 +162,9 @@ int CmdNodes(Client& client, bool json);
 int CmdNodeDrain(Client& client, const std::string& name, bool drain);
 
 // A reply's "message" on stdout ("job 12 cancelled"), or the error: the exit code.
+// `trainq pause|resume [--gpus 0,1]` (config_commands.cc): the paused and paused_gpus
+// settings.
+int CmdPause(Client& client, const std::string& gpus, bool pause);
 int PrintReplyMessage(const Result<nlohmann::json>& r);
 
 }  // namespace trainq

@@ -1,6 +1,7 @@
 // `trainq config show|get|set|unset`: the daemon's options, and the limits that change
 // while it runs (docs/config.md).
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <optional>
 
@@ -30,6 +31,13 @@ std::string SourceText(const Reply& option) {
   return source;
 }
 
+// A value as the table shows it: one line of at most 60 columns (--json has it whole).
+std::string Clipped(std::string text) {
+  constexpr size_t kWidth = 60;
+  if (text.size() <= kWidth) return text;
+  return text.substr(0, kWidth - 3) + "...";
+}
+
 }  // namespace
 
 int CmdConfigShow(Client& client, bool as_json) {
@@ -38,7 +46,7 @@ int CmdConfigShow(Client& client, bool as_json) {
   Reply reply(*r);
   std::vector<std::vector<std::string>> rows = {{"OPTION", "VALUE", "SOURCE"}};
   for (const Reply& o : reply.Array("options")) {
-    rows.push_back({o.Str("name"), o.AnyText("value"), SourceText(o)});
+    rows.push_back({o.Str("name"), Clipped(o.AnyText("value")), Clipped(SourceText(o))});
   }
   std::string settings = reply.Str("settings_file");
   if (!reply.ok()) return Fail(reply.status());
@@ -47,7 +55,11 @@ int CmdConfigShow(Client& client, bool as_json) {
     return 0;
   }
   std::fputs(RenderTable(rows).c_str(), stdout);
-  std::printf("run-time settings (trainq config set) are kept in %s\n", settings.c_str());
+  std::printf(
+      "run-time settings (trainq config set) are kept in %s; values longer than a "
+      "column are cut short with ... (trainq config get NAME, or --json, shows them "
+      "whole)\n",
+      settings.c_str());
   return 0;
 }
 
@@ -70,6 +82,66 @@ int CmdConfigGet(Client& client, const std::string& key, bool as_json) {
         "unknown config option '{}'; 'trainq config show' lists them (docs/config.md)", key)));
   }
   std::printf("%s\n", as_json ? DumpJson(option->raw(), 2).c_str() : value.c_str());
+  return 0;
+}
+
+namespace {
+
+// "0,1" as GPU indices; kInvalid naming --gpus.
+Result<std::vector<int>> GpuList(const std::string& text) {
+  std::vector<int> out;
+  for (size_t start = 0;;) {
+    size_t comma = text.find(',', start);
+    std::string part = text.substr(start, comma - start);
+    int index = -1;
+    auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+    if (part.empty() || ec != std::errc() || ptr != part.data() + part.size() || index < 0 ||
+        index > 1023) {
+      return Status::Invalid(fmt::format(
+          "--gpus: '{}' is not a GPU list; use GPU indices separated by commas, like 0,1", text));
+    }
+    out.push_back(index);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int CmdPause(Client& client, const std::string& gpus, bool pause) {
+  json body;
+  std::string said;
+  if (gpus.empty()) {
+    // resume without --gpus lifts every pause, the GPUs' too.
+    body = pause ? json{{"paused", true}} : json{{"paused", false}, {"paused_gpus", json::array()}};
+    said = pause ? "paused: no job starts until trainq resume; running jobs go on"
+                 : "resumed: jobs start again";
+  } else {
+    Result<std::vector<int>> asked = GpuList(gpus);
+    if (!asked.ok()) return Fail(asked.status());
+    Result<json> now = CallConfig(client, "GET");
+    if (!now.ok()) return Fail(now.status());
+    std::vector<int> paused;
+    for (const json& g : now->value("paused_gpus", json::array())) {
+      if (g.is_number_integer()) paused.push_back(g.get<int>());
+    }
+    for (int g : *asked) {
+      auto it = std::find(paused.begin(), paused.end(), g);
+      if (pause && it == paused.end()) paused.push_back(g);
+      if (!pause && it != paused.end()) paused.erase(it);
+    }
+    std::sort(paused.begin(), paused.end());
+    body = {{"paused_gpus", paused}};
+    said = fmt::format("GPU{} {} {}", asked->size() == 1 ? "" : "s", gpus,
+                       pause ? "paused: no job starts there until trainq resume --gpus; running "
+                               "jobs go on"
+                             : "resumed");
+    if (!pause && now->value("paused", false)) said += " (all of trainq is still paused)";
+  }
+  Result<json> r = CallConfig(client, "PUT", DumpJson(body));
+  if (!r.ok()) return Fail(r.status());
+  std::printf("%s\n", said.c_str());
   return 0;
 }
 

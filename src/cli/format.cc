@@ -77,14 +77,15 @@ std::string RequestSummary(const Reply& job) {
 
 std::string JobsTable(const std::vector<Reply>& jobs) {
   std::vector<std::vector<std::string>> rows = {
-      {"ID", "NAME", "STATE", "ASKS", "GPUS", "ATTEMPT", "USER", "SUBMITTED", "INFO"}};
+      {"ID", "NAME", "STATE", "PRIORITY", "ASKS", "GPUS", "ATTEMPT", "USER", "SUBMITTED", "INFO"}};
   for (const Reply& job : jobs) {
     std::vector<Reply> attempts = job.ArrayOr("attempts");
     std::string state = job.Text("state");
     bool active = (state == "running" || state == "starting") && !attempts.empty();
     std::string info = job.Text("reason");
     if (active) info = "peak " + Bytes(attempts.back(), "peak_mem_bytes");
-    rows.push_back({job.Text("id"), job.Text("name"), state, RequestSummary(job),
+    rows.push_back({job.Text("id"), job.Text("name"), state, job.Text("priority"),
+                    RequestSummary(job),
                     active ? JoinInts(attempts.back().ArrayOr("gpu_indices")) : "-",
                     job.Text("attempt"), job.Text("user"), ShortTime(job, "submitted_at"), info});
   }
@@ -102,7 +103,8 @@ std::string AttemptDetails(const Reply& a) {
   out += fmt::format("  exit code {}  signal {}  out of memory {}\n", a.Text("exit_code"),
                      a.Text("signal"), a.BoolOr("oom", false) ? "yes" : "no");
   std::string end_reason = a.Text("end_reason");
-  if (end_reason != "-" && end_reason != "exit code " + a.Text("exit_code")) {
+  if (!end_reason.empty() && end_reason != "-" &&
+      end_reason != "exit code " + a.Text("exit_code")) {
     out += "  " + end_reason + "\n";
   }
   if (a.OptInt("master_port")) {
@@ -160,8 +162,10 @@ std::string JobDetails(const Reply& job) {
   line("reason", job.Text("reason"));
   line("command", CommandLine(job));
   line("cwd", job.Text("cwd"));
-  line("asks",
-       RequestSummary(job) + fmt::format(", {} CPU slot(s)", job.OptInt("cpus").value_or(1)));
+  int64_t cpus = job.OptInt("cpus").value_or(1);
+  line("asks", RequestSummary(job) +
+                   (cpus == 0 ? ", no CPU slot"
+                              : fmt::format(", {} CPU slot{}", cpus, cpus == 1 ? "" : "s")));
   line("priority", job.Text("priority"));
   line("retries", job.Text("retries") + " (out-of-memory retries allowed)");
   line("user", job.Text("user"));
@@ -213,8 +217,10 @@ std::string GpusTable(const Reply& doc) {
       others.push_back(fmt::format("pid {} ({})", pid, FormatBytes(p.UInt("used_bytes"))));
     }
     std::string util = g.Text("utilization");
-    rows.push_back({g.Text("index"), g.Text("name"), Bytes(g, "memory_total"),
-                    Bytes(g, "memory_used"), Bytes(g, "memory_reserved"), Bytes(g, "memory_usable"),
+    std::string closed = g.OptStr("closed").value_or("");
+    rows.push_back({closed.empty() ? g.Text("index") : g.Text("index") + " (" + closed + ")",
+                    g.Text("name"), Bytes(g, "memory_total"), Bytes(g, "memory_used"),
+                    Bytes(g, "memory_reserved"), Bytes(g, "memory_usable"),
                     util == "-" ? "-" : util + "%",
                     ours.empty() ? "-" : fmt::format("{}", fmt::join(ours, " ")),
                     others.empty() ? "-" : fmt::format("{}", fmt::join(others, ", "))});
@@ -222,6 +228,9 @@ std::string GpusTable(const Reply& doc) {
   std::string out = RenderTable(rows);
   out += fmt::format("node {}: {} ({} of {} CPU slots used)\n", doc.Text("node"), doc.Text("probe"),
                      doc.Text("cpu_slots_used"), doc.Text("cpu_slots"));
+  if (doc.BoolOr("paused", false)) {
+    out += "paused: no job starts until trainq resume; running jobs go on\n";
+  }
   return out;
 }
 

@@ -100,6 +100,33 @@ void LogFollower::Copy(uint64_t size, std::FILE* out) {
   }
 }
 
+void LogFollower::SkipToLastLines(size_t lines) {
+  std::optional<uint64_t> size = source_->Size();
+  if (!size || *size == 0) return;
+  constexpr uint64_t kChunk = 64 * 1024;
+  uint64_t start = lines == 0 ? *size : 0;  // 0: the whole log has no more lines than asked
+  size_t seen = 0;
+  for (uint64_t pos = *size; pos > 0 && start == 0;) {
+    uint64_t from = pos - std::min(kChunk, pos);
+    std::string chunk = source_->ReadAt(from, static_cast<size_t>(pos - from));
+    if (chunk.empty()) break;
+    for (size_t i = chunk.size(); i-- > 0;) {
+      uint64_t at = from + i;
+      if (chunk[i] != '\n' || at + 1 == *size) continue;
+      if (++seen == lines) {
+        start = at + 1;
+        break;
+      }
+    }
+    pos = from;
+  }
+  if (start == 0) return;
+  offset_ = start;
+  carry_.clear();
+  last_ = source_->ReadAt(start - std::min<uint64_t>(start, kLastBytes),
+                          static_cast<size_t>(std::min<uint64_t>(start, kLastBytes)));
+}
+
 void LogFollower::Remember(std::string_view printed) {
   last_ += printed;
   if (last_.size() > kLastBytes) last_.erase(0, last_.size() - kLastBytes);

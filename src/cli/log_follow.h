@@ -39,6 +39,9 @@ class LogFollower {
   // Prints to `out` what the log holds beyond what was printed. A missing log prints
   // nothing (the attempt has not opened it yet).
   void Poll(std::FILE* out);
+  // `logs --tail N`: the next Poll starts at the last `lines` lines of what the log holds now
+  // (a final newline ends the last line; it starts none). A missing log changes nothing.
+  void SkipToLastLines(size_t lines);
 
  private:
   bool Rewritten(uint64_t size) const;

@@ -114,5 +114,46 @@ TEST(LogFollowerTest, AMissingLogPrintsNothingAndAGrowingOneIsPrintedOnce) {
   EXPECT_EQ(printed.text(), "one\ntwo\n");
 }
 
+// A log held in memory, as the daemon's API would serve it.
+class Memory : public LogSource {
+ public:
+  explicit Memory(std::string* text) : text_(text) {}
+  std::optional<uint64_t> Size() override { return text_->size(); }
+  std::string ReadAt(uint64_t offset, size_t length) override {
+    return offset >= text_->size() ? "" : text_->substr(offset, length);
+  }
+
+ private:
+  std::string* text_;
+};
+
+std::string Tail(std::string text, size_t lines) {
+  LogFollower follower(std::make_unique<Memory>(&text));
+  follower.SkipToLastLines(lines);
+  Printed printed;
+  follower.Poll(printed.out());
+  return printed.text();
+}
+
+TEST(LogFollowerTest, TailStartsAtTheLastLinesAndFollowsOn) {
+  EXPECT_EQ(Tail("a\nb\nc\n", 2), "b\nc\n");
+  EXPECT_EQ(Tail("a\nb\nc", 2), "b\nc") << "an unfinished last line counts";
+  EXPECT_EQ(Tail("a\nb\n", 5), "a\nb\n") << "fewer lines than asked: all of them";
+  EXPECT_EQ(Tail("a\nb\n", 0), "");
+  EXPECT_EQ(Tail("", 3), "");
+  // Lines across the 64 KiB chunks the tail is searched in.
+  std::string big;
+  for (int i = 0; i < 20000; ++i) big += "line " + std::to_string(i) + "\n";
+  EXPECT_EQ(Tail(big, 3), "line 19997\nline 19998\nline 19999\n");
+  std::string text = "one\ntwo\n";
+  LogFollower follower(std::make_unique<Memory>(&text));
+  follower.SkipToLastLines(1);
+  Printed printed;
+  follower.Poll(printed.out());
+  text += "three\n";
+  follower.Poll(printed.out());
+  EXPECT_EQ(printed.text(), "two\nthree\n");
+}
+
 }  // namespace
 }  // namespace trainq

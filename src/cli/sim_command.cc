@@ -1,5 +1,7 @@
 #include "src/cli/sim_command.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -8,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/format.h"
 #include "src/core/duration.h"
 #include "src/sim/allocation.h"
 #include "src/sim/inputs.h"
@@ -28,7 +31,7 @@ void AddInputs(CLI::App& cmd, SimArgs& a) {
       ->required();
   cmd.add_option("--default-gpu-mem", a.default_gpu_mem_gib,
                  "GiB of a GPU whose memory the node list leaves empty (default 16)");
-  cmd.add_flag("--json", a.json, "one line of JSON");
+  cmd.add_flag("--json", a.json, "one line of JSON (default: a table)");
 }
 
 Result<std::string> ReadFile(const std::string& path, const char* option) {
@@ -43,6 +46,12 @@ Result<std::vector<sim::NodeSpec>> LoadNodes(const SimArgs& a) {
   std::ifstream probe(a.nodes);
   if (!probe && sim::LooksLikeShorthand(a.nodes))
     return sim::ParseNodesShorthand(a.nodes, a.default_gpu_mem_gib);
+  if (!probe && a.nodes.find_first_not_of("0123456789") == std::string::npos) {
+    return Status::Invalid(fmt::format(
+        "--nodes: '{}' is a count, not a node list; give NODESxGPUS[:MEM] like {}x8:80GiB "
+        "({} nodes of 8 GPUs), or a CSV or JSON file",
+        a.nodes, a.nodes, a.nodes));
+  }
   Result<std::string> text = ReadFile(a.nodes, "--nodes");
   if (!text.ok()) return text.status();
   size_t first = text->find_first_not_of(" \t\r\n");
@@ -57,12 +66,51 @@ Result<std::vector<sim::TraceJob>> LoadTrace(const SimArgs& a) {
   return sim::ParseTrace(*text, a.trace);
 }
 
+// One value as the table shows it: 4 significant digits; a figure in seconds (a key ending
+// in _s) also as a duration.
+std::string Shown(const std::string& key, const nlohmann::ordered_json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_number()) return v.dump();
+  double x = v.get<double>();
+  bool whole = v.is_number_integer() || (x == std::floor(x) && std::fabs(x) < 1e15);
+  std::string text = whole ? fmt::format("{:.0f}", x) : fmt::format("{:.4g}", x);
+  if (key.size() > 2 && key.ends_with("_s") && x >= 60) {
+    text = fmt::format("{} ({} s)", FormatDuration(static_cast<int64_t>(x * 1000)), text);
+  }
+  return text;
+}
+
+// Every leaf of the report as a row "a.b[2].c  value", in the report's order.
+void Flatten(const nlohmann::ordered_json& v, const std::string& key, const std::string& name,
+             std::vector<std::vector<std::string>>& rows) {
+  if (v.is_object()) {
+    for (const auto& [k, child] : v.items())
+      Flatten(child, k, name.empty() ? k : name + "." + k, rows);
+    return;
+  }
+  if (v.is_array()) {
+    bool scalars = v.size() <= 12 &&
+                   std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_primitive(); });
+    if (scalars) {
+      std::vector<std::string> parts;
+      for (const auto& e : v) parts.push_back(Shown(key, e));
+      rows.push_back({name, fmt::format("{}", fmt::join(parts, ", "))});
+      return;
+    }
+    for (size_t i = 0; i < v.size(); ++i) Flatten(v[i], key, fmt::format("{}[{}]", name, i), rows);
+    return;
+  }
+  rows.push_back({name, Shown(key, v)});
+}
+
 void Print(const std::string& one_line_json, bool json) {
   if (json) {
     std::printf("%s\n", one_line_json.c_str());
     return;
   }
-  std::printf("%s\n", nlohmann::ordered_json::parse(one_line_json).dump(2).c_str());
+  std::vector<std::vector<std::string>> rows = {{"FIGURE", "VALUE"}};
+  Flatten(nlohmann::ordered_json::parse(one_line_json), "", "", rows);
+  std::fputs(RenderTable(rows).c_str(), stdout);
 }
 
 int Fail(const Status& st) {

@@ -1,12 +1,15 @@
 // The researcher's workflow on the command line (docs/workflow.md): groups, `run`, `wait`
 // and `sbatch`. Each builds on the API the other commands use.
+#include <fnmatch.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +18,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/reply.h"
+#include "src/core/duration.h"
 #include "src/core/json_codec.h"
 #include "src/core/sbatch.h"
 #include "src/core/sweep.h"
@@ -70,6 +74,8 @@ int JobExitCode(const json& job) {
   return code && *code != 0 ? static_cast<int>(*code) : 1;
 }
 
+namespace {
+
 int CmdCancelGroup(Client& client, const std::string& text) {
   Result<int64_t> group = GroupId(text);
   if (!group.ok()) return Fail(group.status());
@@ -108,6 +114,190 @@ int CmdRetryGroup(Client& client, const std::string& text, bool failed_only) {
     ++queued;
   }
   std::printf("group %lld: %d job(s) queued again\n", static_cast<long long>(*group), queued);
+  return rc;
+}
+
+constexpr std::string_view kIdForms = "use ids like 12, lists like 597,598 and ranges like 10-20";
+constexpr int64_t kMaxRange = 100000;
+
+Status BadIds(const std::string& text, std::string_view why = "") {
+  return Status::Invalid(fmt::format("job ids: '{}' {}; {}", text,
+                                     why.empty() ? "is not a job id, list or range" : why,
+                                     kIdForms));
+}
+
+bool Filtered(const JobSelection& s) {
+  return !s.name.empty() || !s.state.empty() || s.all_mine || !s.group.empty();
+}
+
+// The caller's jobs the filters pick, oldest first: those in `states` (the command's default
+// when --state is not given), named as --name's glob says, of --group, among `ids` if any.
+Result<std::vector<json>> Selected(Client& client, const JobSelection& s,
+                                   const std::vector<int64_t>& ids,
+                                   const std::set<std::string>& states) {
+  std::string target = "/v1/jobs?all=1&mine=1";
+  if (!s.group.empty()) {
+    Result<int64_t> group = GroupId(s.group);
+    if (!group.ok()) return group.status();
+    target += fmt::format("&group={}", *group);
+  }
+  Result<json> r = client.Call("GET", target);
+  if (!r.ok()) return r.status();
+  Reply reply(*r);
+  std::vector<Reply> jobs = reply.Array("jobs");
+  if (!reply.ok()) return reply.status();
+  std::set<int64_t> among(ids.begin(), ids.end());
+  std::vector<json> out;
+  for (const Reply& job : jobs) {
+    if (!among.empty() && !among.count(job.Int("id"))) continue;
+    if (!states.count(job.Str("state"))) continue;
+    if (!s.name.empty() && ::fnmatch(s.name.c_str(), job.Str("name").c_str(), 0) != 0) continue;
+    out.push_back(job.raw());
+  }
+  return out;
+}
+
+// --state's states, checked; `fallback` when it is not given.
+Result<std::set<std::string>> States(const std::string& text, std::set<std::string> fallback) {
+  if (text.empty()) return fallback;
+  static const std::set<std::string> kStates = {"queued",    "blocked", "starting", "running",
+                                                "succeeded", "failed",  "cancelled"};
+  std::set<std::string> states;
+  for (size_t start = 0;;) {
+    size_t comma = text.find(',', start);
+    std::string state = text.substr(start, comma - start);
+    if (!kStates.count(state)) {
+      return Status::Invalid(fmt::format(
+          "--state: '{}' is not a state; use queued, blocked, starting, running, succeeded, "
+          "failed or cancelled, comma-separated",
+          state));
+    }
+    states.insert(state);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return states;
+}
+
+// What `cancel`/`retry` (`verb`) acts on: the ids in order, or what the filters pick; an
+// empty list with a note on stderr when the filters pick nothing.
+Result<std::vector<int64_t>> Resolve(Client& client, const JobSelection& s, std::string_view verb,
+                                     std::set<std::string> default_states) {
+  Result<std::vector<int64_t>> ids = ParseIdList(s.ids);
+  if (!ids.ok()) return ids.status();
+  if (ids->empty() && !Filtered(s)) {
+    return Status::Invalid(
+        fmt::format("{}: give job ids ({}), or choose your jobs with --group, --name PATTERN, "
+                    "--state S or --all-mine",
+                    verb, kIdForms.substr(4)));
+  }
+  if (!Filtered(s)) return ids;
+  Result<std::set<std::string>> states = States(s.state, std::move(default_states));
+  if (!states.ok()) return states.status();
+  Result<std::vector<json>> jobs = Selected(client, s, *ids, *states);
+  if (!jobs.ok()) return jobs.status();
+  std::vector<int64_t> out;
+  for (const json& job : *jobs) out.push_back(job.value("id", int64_t{0}));
+  if (out.empty())
+    std::fprintf(stderr, "trainq: no job of yours matches; nothing to %s\n",
+                 std::string(verb).c_str());
+  return out;
+}
+
+bool OnlyGroup(const JobSelection& s) {
+  return !s.group.empty() && s.ids.empty() && s.name.empty() && s.state.empty() && !s.all_mine;
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> ParseIdList(const std::vector<std::string>& texts) {
+  std::vector<int64_t> out;
+  std::set<int64_t> seen;
+  auto add = [&](int64_t id) {
+    if (seen.insert(id).second) out.push_back(id);
+  };
+  for (const std::string& text : texts) {
+    for (size_t start = 0;;) {
+      size_t comma = text.find(',', start);
+      std::string part = text.substr(start, comma - start);
+      size_t dash = part.find('-');
+      if (dash == std::string::npos) {
+        Result<int64_t> id = ParseJobId(part);
+        if (!id.ok()) return BadIds(part);
+        add(*id);
+      } else {
+        Result<int64_t> first = ParseJobId(part.substr(0, dash));
+        Result<int64_t> last = ParseJobId(part.substr(dash + 1));
+        if (!first.ok() || !last.ok()) return BadIds(part);
+        if (*last < *first) return BadIds(part, "runs backwards");
+        if (*last - *first >= kMaxRange) {
+          return BadIds(part, fmt::format("spans more than {} ids", kMaxRange));
+        }
+        for (int64_t id = *first; id <= *last; ++id) add(id);
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+int CmdClean(Client& client, const CleanArgs& args) {
+  json body = {{"keep_logs", args.keep_logs}, {"all_users", args.all_users}};
+  if (!args.before.empty()) {
+    Result<int64_t> ms = ParseDurationMs(args.before, "--before");
+    if (!ms.ok()) return Fail(ms.status());
+    body["older_than_ms"] = *ms;
+  }
+  if (!args.state.empty()) {
+    Result<std::set<std::string>> states = States(args.state, {});
+    if (!states.ok()) return Fail(states.status());
+    for (const std::string& state : *states) {
+      if (!Done(state)) {
+        return Fail(Status::Invalid(fmt::format(
+            "--state: {} jobs have not ended; clean forgets succeeded, failed or cancelled ones",
+            state)));
+      }
+    }
+    body["states"] = *states;
+  }
+  Result<json> r = client.Call("POST", "/v1/jobs/clean", DumpJson(body));
+  if (!r.ok()) return Fail(r.status());
+  return PrintJobMessage(*r);
+}
+
+int CmdCancel(Client& client, const JobSelection& s) {
+  if (s.failed) return Fail(Status::Invalid("--failed: goes with retry"));
+  if (OnlyGroup(s)) return CmdCancelGroup(client, s.group);
+  Result<std::vector<int64_t>> ids =
+      Resolve(client, s, "cancel", {"queued", "blocked", "starting", "running"});
+  if (!ids.ok()) return Fail(ids.status());
+  int rc = 0;
+  for (int64_t id : *ids) {
+    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/cancel", id));
+    // A job a filter picked that ended meanwhile is not an error: it is no longer to cancel.
+    if (!r.ok() && Filtered(s) && r.status().code() == Code::kConflict) continue;
+    rc = std::max(rc, r.ok() ? PrintJobMessage(*r) : Fail(r.status()));
+  }
+  return rc;
+}
+
+int CmdRetry(Client& client, const JobSelection& s) {
+  if (OnlyGroup(s)) return CmdRetryGroup(client, s.group, s.failed);
+  if (s.failed && !s.state.empty()) {
+    return Fail(Status::Invalid("--failed and --state: give one of them"));
+  }
+  std::set<std::string> fallback =
+      s.failed ? std::set<std::string>{"failed"} : std::set<std::string>{"failed", "cancelled"};
+  JobSelection chosen = s;
+  if (s.failed) chosen.state = "failed";
+  Result<std::vector<int64_t>> ids = Resolve(client, chosen, "retry", fallback);
+  if (!ids.ok()) return Fail(ids.status());
+  int rc = 0;
+  for (int64_t id : *ids) {
+    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/retry", id));
+    rc = std::max(rc, r.ok() ? PrintJobMessage(*r) : Fail(r.status()));
+  }
   return rc;
 }
 
@@ -434,7 +624,7 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   (*body)["name"] = name;
   (*body)["gpus"] = o.gpus.value_or(0);  // as in Slurm, no GPU unless asked
   if (!o.mem_per_gpu.empty() && o.gpus.value_or(0) > 0) (*body)["mem"] = o.mem_per_gpu;
-  (*body)["cpus"] = o.cpus_per_task.value_or(1);
+  if (o.cpus_per_task) (*body)["cpus"] = *o.cpus_per_task;
   if (o.time_limit_ms) (*body)["time"] = fmt::format("{}ms", *o.time_limit_ms);
   if (o.nodes) (*body)["num_nodes"] = *o.nodes;
   if (!o.nodelist.empty()) (*body)["nodes"] = o.nodelist;

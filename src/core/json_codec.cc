@@ -59,6 +59,7 @@ class SpecReader {
 
   JobSpec& spec_;
   std::vector<std::string> errors_;
+  bool cpus_given_ = false;
 };
 
 void SpecReader::Field(const std::string& key, const json& v) {
@@ -68,7 +69,10 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "env") return Env(v);
   if (key == "mem") return Mem(v);
   if (key == "gpus") return Int(key, v, spec_.gpus);
-  if (key == "cpus") return Int(key, v, spec_.cpus);
+  if (key == "cpus") {
+    cpus_given_ = true;
+    return Int(key, v, spec_.cpus);
+  }
   if (key == "priority") return Int(key, v, spec_.priority);
   if (key == "retries") return Int(key, v, spec_.retries);
   if (key == "after") return Ids(key, v, spec_.after);
@@ -244,6 +248,9 @@ void SpecReader::Time(const json& v) {
 }
 
 Status SpecReader::Finish(bool has_command) {
+  // A GPU job holds host CPU slots only when it asks: its GPUs bound how many run, and a
+  // slot per job left GPUs idle on machines with few cores (docs/config.md, cpu_slots).
+  if (!cpus_given_ && spec_.gpus > 0) spec_.cpus = 0;
   if (!has_command) {
     errors_.insert(errors_.begin(), "command: required; give the command as an array of strings");
   }

@@ -208,7 +208,14 @@ TEST(SpecFromJsonTest, AbsentKeysKeepDefaults) {
   Result<JobSpec> spec = SpecFromJson(Parse(R"({"command": [], "mem": null})"));
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   JobSpec defaults;
+  defaults.cpus = 0;  // a GPU job (gpus 1 by default) holds no CPU slot unless it asks
   ExpectSameSpec(*spec, defaults);
+  spec = SpecFromJson(Parse(R"({"command": ["x"], "gpus": 0})"));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->cpus, 1) << "a CPU job holds one slot by default";
+  spec = SpecFromJson(Parse(R"({"cpus": 2, "command": ["x"], "gpus": 1})"));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->cpus, 2) << "asked for, in any order of the fields";
   spec = SpecFromJson(Parse(R"({"command": ["x"], "mem": "40%"})"));
   ASSERT_TRUE(spec.ok());
   EXPECT_EQ(spec->mem_percent, 40.0);

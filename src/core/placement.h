@@ -97,6 +97,10 @@ struct PolicyConfig {
   int64_t ramp_up_ms = 60000;
   // Limits an operator changes at run time (`trainq config set`).
   std::vector<int> devices;  // GPU indices jobs may use; empty: all
+  // `trainq pause`: no job starts at all, or none on these GPUs (NVML indices, every node);
+  // running jobs go on.
+  bool paused = false;
+  std::vector<int> paused_gpus;
   int max_jobs_per_gpu = 0;  // trainq attempts on one GPU; 0: no limit
   // Per user, over every node given (NodeState::use_by_user) plus what the pass starts:
   // GPUs held and attempts running; 0: no limit.
@@ -108,8 +112,13 @@ struct PolicyConfig {
   // How many aged jobs that cannot start yet get GPUs held at once, oldest in line
   // first; 0: every aged job.
   int max_holds = 1;
+  // The plain rule's first preference (docs/scheduling.md, "Choice of GPUs"): false
+  // (spread) puts a job on GPUs no job uses first, so jobs do not share compute while a GPU
+  // idles; true (pack) puts shares on GPUs already in use first, keeping whole GPUs free for
+  // jobs that need them. Best fit decides among equals either way.
+  bool pack = false;
   // Fragmentation-aware GPU choice: the mix of requests expected to arrive. Empty: the
-  // plain rule (unused GPUs first, then best fit).
+  // plain rule (spread or pack, then best fit).
   // (src/core/fragmentation.h; a class may also name the host CPUs and memory it needs.)
   using WorkloadClass = trainq::WorkloadClass;
   std::vector<WorkloadClass> workload;

@@ -1,4 +1,5 @@
-// GPU choice: the plain rule (unused GPUs first, then best fit, closest in topology) and the
+// GPU choice: the plain rule (unused GPUs first, or used ones with `pack`, then best fit,
+// closest in topology) and the
 // fragmentation-aware one (FGD). docs/scheduling.md describes both.
 #include <algorithm>
 #include <cmath>
@@ -40,9 +41,10 @@ std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n,
     std::optional<uint64_t> left = LeftAfter(job, room[i]);
     if (left) picks.push_back({i, room[i].used, *left});
   }
-  std::sort(picks.begin(), picks.end(), [&node](const GpuPick& a, const GpuPick& b) {
-    return std::tuple(a.used, a.left, node.gpus[a.pos].index) <
-           std::tuple(b.used, b.left, node.gpus[b.pos].index);
+  bool pack = p.config.pack;
+  std::sort(picks.begin(), picks.end(), [&node, pack](const GpuPick& a, const GpuPick& b) {
+    return std::tuple(a.used != pack, a.left, node.gpus[a.pos].index) <
+           std::tuple(b.used != pack, b.left, node.gpus[b.pos].index);
   });
   return picks;
 }
@@ -81,10 +83,11 @@ std::pair<int, int> Spread(const NodeState& node, std::span<const GpuPick> picks
   return {worst, sum};
 }
 
-NodeChoice Summarise(const NodeState& node, size_t n, std::vector<GpuPick> picks) {
+// used_count ranks the choice: GPUs in use count +1 each when spreading, -1 when packing.
+NodeChoice Summarise(const NodeState& node, size_t n, std::vector<GpuPick> picks, bool pack) {
   NodeChoice c{n, std::move(picks), 0, 0, 0, 0};
   for (const GpuPick& pick : c.picks) {
-    c.used_count += pick.used ? 1 : 0;
+    c.used_count += pick.used ? (pack ? -1 : 1) : 0;
     c.left = SatAdd(c.left, pick.left);
   }
   std::tie(c.worst, c.sum) = Spread(node, c.picks);
@@ -98,7 +101,7 @@ Key ChoiceKey(const NodeChoice& c) { return {c.worst, c.sum, c.used_count, c.lef
 // The closest `k` of `picks` (in preference order): every subset of the first few is tried;
 // ties keep the earlier one, i.e. the usual preference.
 std::vector<GpuPick> ClosestSubset(const NodeState& node, size_t n, std::vector<GpuPick> picks,
-                                   size_t k) {
+                                   size_t k, bool pack) {
   constexpr size_t kMaxCandidates = 16;  // C(16, 8) subsets at most
   if (picks.size() > kMaxCandidates) picks.resize(kMaxCandidates);
   std::vector<size_t> idx(k);
@@ -107,7 +110,7 @@ std::vector<GpuPick> ClosestSubset(const NodeState& node, size_t n, std::vector<
   std::vector<GpuPick> trial(k);
   while (true) {
     for (size_t i = 0; i < k; ++i) trial[i] = picks[idx[i]];
-    NodeChoice c = Summarise(node, n, trial);
+    NodeChoice c = Summarise(node, n, trial, pack);
     if (!best || ChoiceKey(c) < ChoiceKey(*best)) best = std::move(c);
     size_t i = k;
     while (i > 0 && idx[i - 1] == picks.size() - k + i - 1) --i;
@@ -121,14 +124,14 @@ std::vector<GpuPick> ClosestSubset(const NodeState& node, size_t n, std::vector<
 // The job's GPUs on node `n` out of those that fit it (best first): the closest set where
 // the topology is known, else the first.
 NodeChoice PickOnNode(const PendingJob& job, const NodeState& node, size_t n,
-                      std::vector<GpuPick> picks) {
+                      std::vector<GpuPick> picks, bool pack) {
   size_t k = static_cast<size_t>(job.gpus);
   if (k > 1 && picks.size() > k && TopologyKnown(node)) {
-    picks = ClosestSubset(node, n, std::move(picks), k);
+    picks = ClosestSubset(node, n, std::move(picks), k, pack);
   } else {
     picks.resize(k);
   }
-  return Summarise(node, n, std::move(picks));
+  return Summarise(node, n, std::move(picks), pack);
 }
 
 bool HostFits(const PendingJob& job, const NodeState& node) {
@@ -163,7 +166,11 @@ std::optional<Key> LeastKey(const PendingJob& job, const Pass& p, size_t n,
     unused += room[i].used ? 0 : 1;
   }
   if (lefts.size() < k) return std::nullopt;
-  int used = static_cast<int>(k - std::min(k, unused));
+  // Spreading: at least the GPUs beyond the unused ones are used; packing: at most the used
+  // ones that fit count (negatively).
+  size_t fitting_used = lefts.size() - unused;
+  int used = p.config.pack ? -static_cast<int>(std::min(k, fitting_used))
+                           : static_cast<int>(k - std::min(k, unused));
   uint64_t left = 0;
   if (k == 1) {
     left = *std::min_element(lefts.begin(), lefts.end());
@@ -190,7 +197,7 @@ std::optional<NodeChoice> ChooseAmongFitting(const PendingJob& job, const Pass& 
   if (!p.NodeOpen(job, n) || !HostFits(job, node)) return std::nullopt;
   std::vector<GpuPick> picks = FittingGpus(job, p, n, ignore);
   if (picks.size() < static_cast<size_t>(job.gpus)) return std::nullopt;
-  return PickOnNode(job, node, n, std::move(picks));
+  return PickOnNode(job, node, n, std::move(picks), p.config.pack);
 }
 
 }  // namespace
@@ -317,13 +324,14 @@ std::optional<NodeChoice> ChooseNodeFgd(const PendingJob& job, const Pass& p) {
     FragView(job, p, n, gpus, host);
     model.Prepare(gpus, host);
     if (job.gpus != 1 || job.exclusive()) {
-      consider(
-          Evaluate(job, node, model, gpus, PickOnNode(job, node, n, std::move(picks)), pos, after));
+      consider(Evaluate(job, node, model, gpus,
+                        PickOnNode(job, node, n, std::move(picks), p.config.pack), pos, after));
       continue;
     }
     // A one-GPU share: every GPU it fits is a candidate of its own.
     for (const GpuPick& pick : picks) {
-      consider(Evaluate(job, node, model, gpus, Summarise(node, n, {pick}), pos, after));
+      consider(
+          Evaluate(job, node, model, gpus, Summarise(node, n, {pick}, p.config.pack), pos, after));
     }
   }
   if (!best) return std::nullopt;

@@ -142,8 +142,14 @@ class Pass {
   }
 
   bool Allowed(const GpuState& gpu) const {
-    return config.devices.empty() || std::find(config.devices.begin(), config.devices.end(),
-                                               gpu.index) != config.devices.end();
+    return (config.devices.empty() || std::find(config.devices.begin(), config.devices.end(),
+                                                gpu.index) != config.devices.end()) &&
+           !Paused(gpu);
+  }
+  bool Paused(const GpuState& gpu) const {
+    return !config.paused_gpus.empty() &&
+           std::find(config.paused_gpus.begin(), config.paused_gpus.end(), gpu.index) !=
+               config.paused_gpus.end();
   }
   bool BelowMaxJobs(const GpuState& gpu) const {
     return config.max_jobs_per_gpu <= 0 ||
@@ -204,7 +210,9 @@ class Pass {
   bool AnyHolds() const { return !held_.empty(); }
   bool AllHeld() const { return held_.size() >= total_gpus_; }
   const std::map<JobId, HoldParts>& holds() const { return holds_; }
-  bool Limited() const { return !config.devices.empty() || config.max_jobs_per_gpu > 0; }
+  bool Limited() const {
+    return !config.devices.empty() || !config.paused_gpus.empty() || config.max_jobs_per_gpu > 0;
+  }
 
   bool UserLimited() const { return config.max_gpus_per_user > 0 || config.max_jobs_per_user > 0; }
   // What the job's user holds now: the nodes' figures plus this pass's starts.
@@ -280,7 +288,8 @@ inline Shape ShapeOf(const PendingJob& job) {
 
 // Whether RequestReason has nothing to say: the hot path of a long queue, no string built.
 inline bool Placeable(const PendingJob& job, const Pass& p) {
-  return job.not_before <= p.now && job.gpus >= 0 && job.cpus >= 0 && job.num_nodes >= 1 &&
+  return !p.config.paused && job.not_before <= p.now && job.gpus >= 0 && job.cpus >= 0 &&
+         job.num_nodes >= 1 &&
          (job.num_nodes == 1 || static_cast<size_t>(job.num_nodes) <= p.size()) &&
          (job.gpus == 0 || (job.gpus <= p.max_gpus() && job.gpus <= p.max_allowed()));
 }

@@ -172,12 +172,14 @@ std::string HostReason(const PendingJob& job, const Pass& p) {
   }
   std::string head = fmt::format("needs {}", Plural(job.cpus, "CPU slot"));
   const NodeState& node = p.node(best);
+  // What to change, where a slot count is what holds the job.
+  constexpr std::string_view kRaise = " (raise cpu_slots: trainq config set cpu-slots N)";
   if (p.size() == 1) {
-    return fmt::format("{}; {} of {} free", head, FreeSlots(node), node.cpu_slots);
+    return fmt::format("{}; {} of {} free{}", head, FreeSlots(node), node.cpu_slots, kRaise);
   }
-  return fmt::format("{}; the most free{}: {} of {}, on node {}", head,
+  return fmt::format("{}; the most free{}: {} of {}, on node {}{}", head,
                      job.gpus > 0 ? " where its GPUs fit" : "", FreeSlots(node), node.cpu_slots,
-                     node.name);
+                     node.name, kRaise);
 }
 
 bool GpusFitSomewhere(const PendingJob& job, const Pass& p) {
@@ -190,11 +192,19 @@ bool GpusFitSomewhere(const PendingJob& job, const Pass& p) {
 }
 
 std::string AllowlistText(const PolicyConfig& config) {
-  return fmt::format("the device allowlist ({})", fmt::join(config.devices, ","));
+  std::vector<std::string> parts;
+  if (!config.devices.empty()) {
+    parts.push_back(fmt::format("the device allowlist ({})", fmt::join(config.devices, ",")));
+  }
+  if (!config.paused_gpus.empty()) {
+    parts.push_back(fmt::format("pausing GPUs {}", fmt::join(config.paused_gpus, ",")));
+  }
+  return fmt::format("{}", fmt::join(parts, " with "));
 }
 
 // Reasons that need no look at the GPUs' state; "" when there is none.
 std::string RequestReason(const PendingJob& job, const Pass& p) {
+  if (p.config.paused) return "paused: no job starts until trainq resume (running jobs go on)";
   if (job.not_before > p.now) {
     uint64_t ms = ElapsedMs(job.not_before, p.now);
     uint64_t secs = ms / 1000 + (ms % 1000 != 0 ? 1 : 0);
@@ -227,6 +237,7 @@ std::string RequestReason(const PendingJob& job, const Pass& p) {
 std::string ClosedText(const PendingJob& job, const Pass& p, size_t n, size_t i) {
   if (!p.NodeOpen(job, n)) return Pass::NodeClosedText(job, p.node(n));
   const GpuState& gpu = p.node(n).gpus[i];
+  if (p.Paused(gpu)) return "paused (trainq resume --gpus)";
   if (!p.Allowed(gpu)) return "not in the device allowlist";
   if (!p.BelowMaxJobs(gpu)) {
     return fmt::format("has {} (max-jobs-per-gpu {})", Plural(gpu.holdings.size(), "job"),

@@ -101,9 +101,11 @@ void CheckMem(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldEr
 }
 
 void CheckCounts(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
-  if (spec.cpus < 1 || spec.cpus > limits.max_cpu_slots) {
-    out.push_back({"--cpus", fmt::format("asks for {}; use 1 to {}", Plural(spec.cpus, "CPU slot"),
-                                         std::max(1, limits.max_cpu_slots))});
+  // A GPU job may hold no slot (its default); a CPU job needs one to be limited at all.
+  int least = spec.gpus > 0 ? 0 : 1;
+  if (spec.cpus < least || spec.cpus > limits.max_cpu_slots) {
+    out.push_back({"--cpus", fmt::format("asks for {}; use {} to {}", Plural(spec.cpus, "CPU slot"),
+                                         least, std::max(1, limits.max_cpu_slots))});
   }
   if (spec.retries < 0 || spec.retries > kMaxRetries) {
     out.push_back(

@@ -111,8 +111,16 @@ TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
        },
        "--mem", "100.5% is not a percentage"},
       {"both mem forms", [](JobSpec& s) { s.mem_percent = 50.0; }, "--mem", "not both"},
-      {"zero cpus", [](JobSpec& s) { s.cpus = 0; }, "--cpus", "asks for 0 CPU slots; use 1 to 16"},
-      {"too many cpus", [](JobSpec& s) { s.cpus = 17; }, "--cpus", "use 1 to 16"},
+      {"zero cpus for a CPU job",
+       [](JobSpec& s) {
+         s.gpus = 0;
+         s.mem_bytes.reset();
+         s.cpus = 0;
+       },
+       "--cpus", "asks for 0 CPU slots; use 1 to 16"},
+      {"negative cpus for a GPU job", [](JobSpec& s) { s.cpus = -1; }, "--cpus",
+       "asks for -1 CPU slots; use 0 to 16"},
+      {"too many cpus", [](JobSpec& s) { s.cpus = 17; }, "--cpus", "use 0 to 16"},
       {"negative retries", [](JobSpec& s) { s.retries = -1; }, "--retries", "-1 is not between"},
       {"too many retries", [](JobSpec& s) { s.retries = 101; }, "--retries", "between 0 and 100"},
       {"relative cwd", [](JobSpec& s) { s.cwd = "proj"; }, "--cwd", "'proj' is not an absolute"},

@@ -244,7 +244,7 @@ Result<std::vector<int>> DevicesFromJson(const json& v, const std::string& field
     if (!text.empty()) text += ',';
     text += e.dump();
   }
-  if (text.empty()) return std::vector<int>{};
+  if (text.empty()) return std::vector<int>{};  // [], as GET shows every GPU
   return ParseDeviceList(text, field);
 }
 
@@ -303,6 +303,124 @@ Kind SettableLimit(int Config::*field, std::string_view what) {
 
 constexpr int kMaxCount = 100000;
 
+constexpr std::string_view kPlacementForm = "\"spread\" or \"pack\"";
+
+// placement: spread (false) or pack (true), from the file or at run time.
+Kind Placement() {
+  auto parse = [](Config& c, std::optional<std::string> s, const std::string& name,
+                  std::string_view shown) -> Status {
+    if (s == "spread" || s == "pack") {
+      c.pack = *s == "pack";
+      return Status::Ok();
+    }
+    return Status::Invalid(fmt::format("config option {}: '{}' is not a placement; use {}", name,
+                                       shown, kPlacementForm));
+  };
+  auto set = [parse](Config& c, const toml::node& n, const std::string& name) -> Status {
+    auto s = n.value<std::string>();
+    if (!s || !n.is_string()) return WrongType(name, kPlacementForm);
+    return parse(c, s, name, *s);
+  };
+  auto from_json = [parse](Config& c, const json& v, const std::string& name) -> Status {
+    std::optional<std::string> s;
+    if (v.is_string()) s = v.get<std::string>();
+    return parse(c, s, name, s ? *s : v.dump());
+  };
+  auto shown = [](const Config& c) { return std::string(c.pack ? "pack" : "spread"); };
+  return {"string",
+          kPlacementForm,
+          {set, [shown](const Config& c) { return Quoted(shown(c)); }, Copy(&Config::pack),
+           from_json, [shown](const Config& c) { return json(shown(c)); }}};
+}
+
+// paused, set by `trainq pause` and `trainq resume`: true or false.
+Kind Paused() {
+  Kind kind = Bool(&Config::paused);
+  kind.access.from_json = [](Config& c, const json& v, const std::string& name) -> Status {
+    // `trainq config set paused true` sends the text.
+    if (v == "true" || v == "false") {
+      c.paused = v == "true";
+      return Status::Ok();
+    }
+    if (!v.is_boolean()) return WrongType(name, "true or false");
+    c.paused = v.get<bool>();
+    return Status::Ok();
+  };
+  kind.access.to_json = [](const Config& c) { return json(c.paused); };
+  return kind;
+}
+
+constexpr std::string_view kPausedGpusForm =
+    "GPU indices like [0, 1] or \"0,1\", or \"none\" (no GPU paused)";
+
+// paused_gpus: the GPUs `trainq pause --gpus` paused; "none" or [] for none.
+Kind PausedGpus() {
+  auto parse = [](Config& c, const std::string& text, const std::string& name) -> Status {
+    if (text == "none" || text.empty()) {
+      c.paused_gpus.clear();
+      return Status::Ok();
+    }
+    Result<std::vector<int>> v = ParseDeviceList(text, "config option " + name);
+    if (!v.ok() || v->empty()) {
+      return Status::Invalid(
+          fmt::format("config option {}: '{}' is not {}", name, text, kPausedGpusForm));
+    }
+    c.paused_gpus = *v;
+    return Status::Ok();
+  };
+  auto from_list = [parse](Config& c, const json& v, const std::string& name) -> Status {
+    if (v.is_string()) return parse(c, v.get<std::string>(), name);
+    if (!v.is_array()) return WrongType(name, kPausedGpusForm);
+    std::string text;
+    for (const json& e : v) {
+      if (!e.is_number_integer()) return WrongType(name, kPausedGpusForm);
+      text += (text.empty() ? "" : ",") + e.dump();
+    }
+    return parse(c, text, name);
+  };
+  auto set = [from_list](Config& c, const toml::node& n, const std::string& name) -> Status {
+    if (auto s = n.value<std::string>(); s && n.is_string()) return from_list(c, json(*s), name);
+    const toml::array* a = n.as_array();
+    if (!a) return WrongType(name, kPausedGpusForm);
+    json list = json::array();
+    for (const toml::node& e : *a) {
+      auto i = e.value_exact<int64_t>();
+      if (!i || !e.is_integer()) return WrongType(name, kPausedGpusForm);
+      list.push_back(*i);
+    }
+    return from_list(c, list, name);
+  };
+  auto text = [](const Config& c) {
+    return Quoted(c.paused_gpus.empty() ? "none" : FormatDeviceList(c.paused_gpus));
+  };
+  return {"GPU list",
+          kPausedGpusForm,
+          {set, text, Copy(&Config::paused_gpus), from_list,
+           [](const Config& c) { return json(c.paused_gpus); }}};
+}
+
+// cpu_slots, also settable at run time: 4 or "4" from the API.
+Kind CpuSlots() {
+  constexpr std::string_view kForm =
+      "a whole number of slots from 0 (the machine's cores) to "
+      "100000";
+  Kind kind = Count(&Config::cpu_slots, kMaxCount, kForm);
+  kind.access.from_json = [kForm](Config& c, const json& v, const std::string& name) -> Status {
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    int n = 0;
+    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || n < 0 ||
+        n > kMaxCount) {
+      return Status::Invalid(
+          fmt::format("{}: '{}' is not a slot count; use {}", name, text, kForm));
+    }
+    c.cpu_slots = n;
+    return Status::Ok();
+  };
+  kind.access.to_json = [](const Config& c) { return json(c.cpu_slots); };
+  return kind;
+}
+
 // The one table. docs/config.md's option table is checked against it (config_test.cc), and
 // its defaults against Config{} and PolicyConfig{}.
 const std::vector<Option>& Options() {
@@ -322,10 +440,10 @@ const std::vector<Option>& Options() {
           "where per-process GPU memory is unknown, how long a new attempt's reservation counts "
           "in full",
           Duration(&Config::ramp_up_ms)),
-      Row("cpu_slots", "0", false,
-          "host CPU slots jobs can hold (`--cpus`); 0 = the machine's cores",
-          Count(&Config::cpu_slots, kMaxCount,
-                "a whole number of slots from 0 (the machine's cores) to 100000")),
+      Row("cpu_slots", "0", true,
+          "host CPU slots jobs can hold (`--cpus`; a GPU job holds none unless it asks); 0 = the "
+          "machine's cores (`trainq config set cpu-slots 16`)",
+          CpuSlots()),
       Row("fake_gpus", "\"\"", false,
           "simulated GPU file ([simulated-gpus.md](simulated-gpus.md)); also `TRAINQ_FAKE_GPUS`",
           String(&Config::fake_gpus, "path")),
@@ -373,6 +491,11 @@ const std::vector<Option>& Options() {
           "GPU choice (FGD, as `trainq sim` runs it); 0 = off: unused GPUs first, then best fit",
           Count(&Config::workload_window, kMaxCount,
                 "a whole number of jobs from 0 (off) to 100000")),
+      Row("placement", "\"spread\"", true,
+          "where shares (`--mem`) go first: \"spread\" = GPUs no job uses, so jobs do not share "
+          "compute while a GPU idles; \"pack\" = GPUs already in use, keeping whole GPUs free "
+          "(`trainq config set placement pack`)",
+          Placement()),
       Row("master_port_range", "\"29500-29999\"", false,
           "`MASTER_PORT` values handed to multi-GPU jobs, never two live attempts the same",
           PortRange()),
@@ -453,6 +576,11 @@ const std::vector<Option>& Options() {
                 "a whole number of node failures from 1 to 100000", 1)),
       Row("devices", "\"all\"", true,
           "GPU indices jobs may use (`trainq config set devices 0,1,3`)", Devices()),
+      Row("paused", "false", true,
+          "no job starts while true; running ones go on (`trainq pause`, `trainq resume`)",
+          Paused()),
+      Row("paused_gpus", "\"none\"", true,
+          "GPUs no job starts on; running ones go on (`trainq pause --gpus 0,1`)", PausedGpus()),
       Row("max_jobs_per_gpu", "0", true, "most trainq jobs on one GPU; 0 = no limit",
           SettableLimit(&Config::max_jobs_per_gpu, "job")),
       Row("max_gpus_per_user", "0", true,
@@ -581,6 +709,9 @@ PolicyConfig PolicyOf(const Config& config) {
   policy.max_jobs_per_user = config.max_jobs_per_user;
   policy.aging_ms = config.aging_ms;
   policy.max_holds = config.max_holds;
+  policy.pack = config.pack;
+  policy.paused = config.paused;
+  policy.paused_gpus = config.paused_gpus;
   return policy;
 }
 
@@ -702,7 +833,12 @@ std::string_view TrimSpaces(std::string_view s) {
 
 Result<std::vector<int>> ParseDeviceList(std::string_view text, std::string_view field) {
   std::string_view s = TrimSpaces(text);
-  if (s.empty() || s == "all") return std::vector<int>{};
+  if (s == "all") return std::vector<int>{};
+  // "" read as every GPU would silently lift a limit someone meant to set.
+  if (s.empty()) {
+    return Status::Invalid(fmt::format(
+        "{}: the GPU list is empty; name GPU indices like 0,1,3, or all for every GPU", field));
+  }
   std::vector<int> devices;
   while (true) {
     size_t comma = s.find(',');

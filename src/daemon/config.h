@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <span>
@@ -45,7 +46,10 @@ struct Config {
   // How many recent GPU submits give the workload mix for fragmentation-aware GPU choice
   // (PolicyConfig::workload); 0: none, the plain rule.
   int workload_window = 0;
-  int master_port_first = 29500;  // master_port_range
+  bool pack = PolicyConfig{}.pack;  // placement: "spread" (false) or "pack"
+  bool paused = false;              // `trainq pause`
+  std::vector<int> paused_gpus;     // `trainq pause --gpus`
+  int master_port_first = 29500;    // master_port_range
   int master_port_last = 29999;
   // Who may use the daemon (docs/operations.md, "A shared server", "Remote access").
   bool shared = false;
@@ -78,6 +82,9 @@ struct Config {
   int max_jobs_per_user = PolicyConfig{}.max_jobs_per_user;
   // The options the file set (the rest kept their defaults), for `trainq config show`.
   std::set<std::string> from_file;
+  // Options set from outside the file, and from where: "environment (TRAINQ_FAKE_GPUS)",
+  // "command line (--shared)". They win over the file.
+  std::map<std::string, std::string> from_outside;
 };
 
 // The placement policy's settings in `config`. The workload mix is not an option: the

@@ -47,6 +47,7 @@ std::vector<std::string> Named(const RuntimeUpdate& u) {
 
 std::string SourceOf(const Config& file, const RuntimeSettings& runtime, const std::string& name) {
   if (runtime.Has(name)) return "runtime";
+  if (auto it = file.from_outside.find(name); it != file.from_outside.end()) return it->second;
   return file.from_file.count(name) ? "file" : "default";
 }
 
@@ -95,6 +96,7 @@ Result<std::optional<RuntimeSettings>> ReadRuntimeSettings(const std::string& pa
 void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
   runtime_ = settings;
   config_ = WithRuntime(file_config_, runtime_);
+  cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   std::vector<int> missing = MissingDevices(config_.devices);
   if (!missing.empty()) {
     spdlog::warn("devices {}: this node has no GPU {}; jobs use the listed GPUs that exist",

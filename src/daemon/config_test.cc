@@ -282,7 +282,11 @@ TEST(RuntimeSettingsTest, DeviceListForms) {
   EXPECT_THAT(*ParseDeviceList("0,1,3", "devices"), ::testing::ElementsAre(0, 1, 3));
   EXPECT_THAT(*ParseDeviceList(" 3 , 1 ", "devices"), ::testing::ElementsAre(1, 3));
   EXPECT_TRUE(ParseDeviceList("all", "devices")->empty());
-  EXPECT_TRUE(ParseDeviceList("", "devices")->empty());
+  Result<std::vector<int>> none = ParseDeviceList(" ", "devices");
+  ASSERT_FALSE(none.ok()) << "an empty list must not silently mean every GPU";
+  EXPECT_THAT(none.status().message(), HasSubstr("empty; name GPU indices like 0,1,3, or all"));
+  EXPECT_TRUE(ParseRuntimeUpdate(R"({"devices": []})").ok()) << "the API's form of all";
+  EXPECT_FALSE(ParseRuntimeUpdate(R"({"devices": ""})").ok());
   for (const char* bad : {"0,", ",1", "1-3", "x", "-1", "0;1", "2000", "ALL"}) {
     Result<std::vector<int>> r = ParseDeviceList(bad, "devices");
     ASSERT_FALSE(r.ok()) << bad;
@@ -477,7 +481,8 @@ TEST(ConfigOptionsTest, SettableOptionsRoundTripThroughTheApiAndTheSettingsFile)
     std::string name(o.name);
     EXPECT_EQ(IsSettable(name), o.settable);
     EXPECT_TRUE(IsOption(name));
-    Result<RuntimeUpdate> bad = ParseRuntimeUpdate(fmt::format("{{\"{}\": true}}", name));
+    std::string wrong = o.type == "boolean" ? "\"maybe\"" : "true";
+    Result<RuntimeUpdate> bad = ParseRuntimeUpdate(fmt::format("{{\"{}\": {}}}", name, wrong));
     ASSERT_FALSE(bad.ok());
     EXPECT_THAT(bad.status().message(), HasSubstr(name));
     if (!o.settable) {
@@ -496,8 +501,9 @@ TEST(ConfigOptionsTest, SettableOptionsRoundTripThroughTheApiAndTheSettingsFile)
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(OptionValueText(WithRuntime(Config{}, *back), name), OptionValueText(Config{}, name));
   }
-  // devices, max_jobs_per_gpu, max_gpus_per_user, max_jobs_per_user (docs/config.md says which)
-  EXPECT_EQ(settable, 4);
+  // cpu_slots, placement, devices, paused, paused_gpus, max_jobs_per_gpu, max_gpus_per_user,
+  // max_jobs_per_user (docs/config.md says which)
+  EXPECT_EQ(settable, 8);
 }
 
 TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
@@ -511,6 +517,7 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(from_config.max_jobs_per_user, policy.max_jobs_per_user);
   EXPECT_EQ(from_config.aging_ms, policy.aging_ms);
   EXPECT_EQ(from_config.max_holds, policy.max_holds);
+  EXPECT_EQ(from_config.pack, policy.pack);
 
   Config c;
   c.headroom_bytes = 1;
@@ -521,6 +528,7 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   c.max_jobs_per_user = 8;
   c.aging_ms = 5;
   c.max_holds = 6;
+  c.pack = true;
   PolicyConfig p = PolicyOf(c);
   EXPECT_EQ(p.headroom_bytes, 1u);
   EXPECT_EQ(p.ramp_up_ms, 2);
@@ -530,6 +538,7 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(p.max_jobs_per_user, 8);
   EXPECT_EQ(p.aging_ms, 5);
   EXPECT_EQ(p.max_holds, 6);
+  EXPECT_TRUE(p.pack);
 }
 
 // The row docs/config.md must have for `o`.

@@ -228,7 +228,10 @@ Result<Config> LoadDaemonConfig(const StatePaths& paths) {
   Result<Config> config = LoadConfig(paths.config);
   if (!config.ok()) return config;
   std::string fake = GetEnv("TRAINQ_FAKE_GPUS");
-  if (!fake.empty()) config->fake_gpus = fake;
+  if (!fake.empty()) {
+    config->fake_gpus = fake;
+    config->from_outside["fake_gpus"] = "environment (TRAINQ_FAKE_GPUS)";
+  }
   if (!config->fake_gpus.empty() && config->fake_gpus[0] != '/') {
     config->fake_gpus = CurrentDirectory() + "/" + config->fake_gpus;
   }
@@ -274,8 +277,13 @@ namespace {
 // The mode (personal or shared) and the socket, from the flags and the config: kPermission
 // for a shared daemon not run as root, kInvalid for a socket path that cannot be one.
 Status ResolveMode(DaemonOptions& options, Config& config) {
+  if (options.shared && !config.shared) config.from_outside["shared"] = "command line (--shared)";
   options.shared = options.shared || config.shared;
   config.shared = options.shared;
+  if (!options.socket.empty()) {
+    config.socket = options.socket;
+    config.from_outside["socket"] = "command line (--socket)";
+  }
   if (options.shared && ::geteuid() != 0) {
     return Status::Permission(
         "shared: a shared daemon must run as root: it starts each job as the user who "

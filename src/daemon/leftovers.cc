@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "src/core/duration.h"
 #include "src/daemon/daemon_impl.h"
 
 namespace trainq {
@@ -44,8 +45,10 @@ void DaemonImpl::EndUnrecorded(JobId id, Unrecorded why) {
   stopping.give_up_at = stopping.kill_at + kKillPatienceMs;
   live.stopping = std::move(stopping);
   if (live.stopping->procs.empty()) return RecordUnrecorded(id, 0);
-  spdlog::warn("job {} attempt {}: {}; stopping its {} processes (SIGTERM, SIGKILL after {} ms)",
-               id, live.n, Describe(why), live.stopping->found, config_.grace_ms);
+  spdlog::warn(
+      "job {} attempt {}: {}; stopping its {} processes (SIGTERM, SIGKILL after {}, "
+      "grace_period)",
+      id, live.n, Describe(why), live.stopping->found, FormatDuration(config_.grace_ms));
   for (const ProcStat& p : live.stopping->procs) {
     (void)launcher_->Signal({p.pid, p.start_ticks}, SIGTERM);  // kNotFound: already gone
   }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -278,6 +279,7 @@ class Routes {
  public:
   static void Submit(RouteContext& c);
   static void ListJobs(RouteContext& c);
+  static void Clean(RouteContext& c);
   static void Gpus(RouteContext& c);
   static void DaemonStatus(RouteContext& c);
   static void Stop(RouteContext& c);
@@ -394,6 +396,98 @@ void Routes::Submit(RouteContext& c) {
   }
 }
 
+namespace {
+
+constexpr std::string_view kCleanForm =
+    "a JSON object like {\"older_than_ms\": 604800000, \"states\": [\"succeeded\"], "
+    "\"keep_logs\": false, \"all_users\": false}";
+
+struct CleanRequest {
+  int64_t older_than_ms = 0;  // 0: however recent
+  std::vector<JobState> states = {JobState::kSucceeded, JobState::kFailed, JobState::kCancelled};
+  bool keep_logs = false;
+  bool all_users = false;
+};
+
+Result<CleanRequest> ParseClean(const std::string& text) {
+  json body = json::parse(text.empty() ? "{}" : text, nullptr, false);
+  if (!body.is_object()) return Status::Invalid(fmt::format("expected {}", kCleanForm));
+  CleanRequest r;
+  for (const auto& [key, v] : body.items()) {
+    if (key == "older_than_ms" && v.is_number_integer() && v.get<int64_t>() >= 0) {
+      r.older_than_ms = v.get<int64_t>();
+    } else if ((key == "keep_logs" || key == "all_users") && v.is_boolean()) {
+      (key == "keep_logs" ? r.keep_logs : r.all_users) = v.get<bool>();
+    } else if (key == "states" && v.is_array() && !v.empty()) {
+      r.states.clear();
+      for (const json& s : v) {
+        std::optional<JobState> state =
+            s.is_string() ? ParseState(s.get<std::string>()) : std::nullopt;
+        if (!state || !IsDone(*state)) {
+          return Status::Invalid(fmt::format(
+              "states: {} is not a state a job ends in; use succeeded, failed or cancelled",
+              s.dump()));
+        }
+        r.states.push_back(*state);
+      }
+    } else {
+      return Status::Invalid(
+          fmt::format("{}: {} is not accepted; expected {}", key, v.dump(), kCleanForm));
+    }
+  }
+  return r;
+}
+
+// When the job ended: its last attempt's end, or when it last changed state (cancelled
+// while it waited).
+UnixMs EndedAt(const Job& job) {
+  for (auto it = job.attempts.rbegin(); it != job.attempts.rend(); ++it) {
+    if (it->ended_at) return *it->ended_at;
+  }
+  return std::max(job.queued_at, job.submitted_at);
+}
+
+}  // namespace
+
+// `trainq clean`: forgets ended jobs, the caller's (every user's for an admin who asks),
+// with their run dirs and logs unless keep_logs.
+void Routes::Clean(RouteContext& c) {
+  Result<CleanRequest> r = ParseClean(c.req.body);
+  if (!r.ok()) return c.respond(ErrorResponse(r.status()));
+  if (r->all_users ? !Allowed(c, Action::kAdmin, "clean every user's jobs")
+                   : !Allowed(c, Action::kSubmit, "clean jobs")) {
+    return;
+  }
+  ListQuery q;
+  q.states = r->states;
+  q.user = r->all_users ? "" : c.caller.user;
+  q.with_attempts = true;
+  q.with_env = false;
+  Result<std::vector<Job>> jobs = c.d.store_->List(q);
+  if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
+  UnixMs now = c.d.clock_.Now();
+  std::vector<JobId> ids;
+  for (const Job& job : *jobs) {
+    if (r->older_than_ms == 0 || EndedAt(job) + r->older_than_ms <= now) ids.push_back(job.id);
+  }
+  Result<std::vector<JobId>> gone = c.d.store_->Forget(ids);
+  if (!gone.ok()) return c.respond(ErrorResponse(gone.status()));
+  size_t logs = 0;
+  if (!r->keep_logs) {
+    for (JobId id : *gone) {
+      std::error_code ec;
+      std::string dir = c.d.options_.paths.runs + "/" + std::to_string(id);
+      if (std::filesystem::remove_all(dir, ec) > 0) ++logs;
+      if (ec) spdlog::warn("clean: job {}: removing {}: {}", id, dir, ec.message());
+    }
+  }
+  spdlog::info("{} cleaned {} job(s)", c.caller.user, gone->size());
+  std::string message =
+      fmt::format("forgot {} job{}{}", gone->size(), gone->size() == 1 ? "" : "s",
+                  r->keep_logs ? " (their logs kept)" : fmt::format(" and the logs of {}", logs));
+  c.respond(Json(200, {{"forgotten", gone->size()}, {"ids", *gone}, {"message", message}}));
+}
+
 void Routes::ListJobs(RouteContext& c) {
   Status error;
   ListQuery q;
@@ -456,8 +550,19 @@ json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& s
     if (!d.pid_owner_.count(p.pid))
       others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
   }
+  auto listed = [&info](const std::vector<int>& list) {
+    return std::find(list.begin(), list.end(), info.index) != list.end();
+  };
+  // Why no new job starts here, as `trainq gpus` marks it; null when they may.
+  json closed = nullptr;
+  if (listed(policy.paused_gpus)) {
+    closed = "paused";
+  } else if (!policy.devices.empty() && !listed(policy.devices)) {
+    closed = "not in devices";
+  }
   return {{"index", info.index},
           {"uuid", info.uuid},
+          {"closed", std::move(closed)},
           {"name", info.name},
           {"memory_total", info.total_bytes},
           {"memory_used", info.used_bytes},
@@ -484,6 +589,7 @@ void Routes::Gpus(RouteContext& c) {
                        {"probe", c.d.probe_.probe->Describe()},
                        {"cpu_slots", nodes[0].cpu_slots},
                        {"cpu_slots_used", nodes[0].cpu_slots_used},
+                       {"paused", c.d.config_.paused},
                        {"gpus", std::move(gpus)},
                        {"topology", c.d.snapshot_ ? c.d.snapshot_->topology
                                                   : std::vector<std::vector<int>>{}}}));
@@ -656,6 +762,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/daemon/stop", Routes::Stop},
     {"GET", "/v1/jobs/", Routes::JobAction},
     {"POST", "/v1/daemon/backup", Routes::Backup},
+    {"POST", "/v1/jobs/clean", Routes::Clean},
     {"POST", "/v1/jobs/", Routes::JobAction},
     {"GET", "/v1/config", Routes::GetConfig},
     {"PUT", "/v1/config", Routes::SetConfig},

@@ -135,6 +135,16 @@ class Store {
   // The blocked jobs waiting on `id` (listing it in after or after_any), in id order,
   // without attempts. Empty when none.
   virtual Result<std::vector<Job>> Dependents(JobId id) = 0;
+  // `trainq clean`: forgets the jobs among `ids` that ended (succeeded, failed, cancelled),
+  // their attempts with them, in one durable transaction; others are left as they are. The
+  // ids forgotten, in the order given; an id is never given to a new job again. A store
+  // that cannot forget says so (kInvalid) and forgets nothing.
+  virtual Result<std::vector<JobId>> Forget(std::span<const JobId> ids) {
+    (void)ids;
+    return Status::Invalid(
+        "this store cannot forget jobs yet: trainq clean works with the embedded SQLite store "
+        "of one machine, not a cluster's Redis; nothing was removed");
+  }
   // Resolves a job's dependencies: blocked -> queued or cancelled, or queued -> blocked
   // (a retried job whose dependencies are open again), with `reason`. A compare-and-set
   // on the state `from`: kConflict if the job is in another state (someone resolved it

@@ -5,7 +5,7 @@ import json
 import subprocess
 import time
 
-from conftest import check_no_sanitizer_report, trainq_binary
+from conftest import check_no_sanitizer_report, gpu, trainq_binary, wait_for
 from fake_daemon import FakeDaemon
 
 
@@ -112,3 +112,61 @@ def test_a_memory_size_without_a_unit_is_mib_and_says_so(tq):
     assert "warning" not in r.stderr
     r = tq.run("submit", "--gpus", "1", "--mem", "20GiB", "--", "true")
     assert "warning" not in r.stderr
+
+
+def gpu_of(tq, job_id):
+    job = tq.wait_state(job_id, "running")
+    return job["attempts"][-1]["gpu_indices"]
+
+
+def test_shares_spread_over_unused_gpus_by_default_and_pack_when_set(make_trainq):
+    tq = make_trainq(gpus=[gpu(0), gpu(1)])
+    go = tq.path("go")
+    a = tq.submit("--mem", "20GiB", cmd=tq.fake_job("--wait-file", go))
+    b = tq.submit("--mem", "20GiB", cmd=tq.fake_job("--wait-file", go))
+    assert sorted(gpu_of(tq, a) + gpu_of(tq, b)) == [0, 1], "spread: each on a GPU of its own"
+    assert tq.run("config", "get", "placement").stdout.strip() == "spread"
+    tq.run("cancel", str(a), str(b))
+    tq.run("config", "set", "placement", "pack")
+    c = tq.submit("--mem", "20GiB", cmd=tq.fake_job("--wait-file", go))
+    d = tq.submit("--mem", "20GiB", cmd=tq.fake_job("--wait-file", go))
+    assert gpu_of(tq, c) == gpu_of(tq, d), "pack: the second share joins the first"
+    # With one GPU left whole, a job that needs a whole GPU starts at once.
+    e = tq.submit("--gpus", "1", cmd=tq.fake_job("--wait-file", go))
+    assert gpu_of(tq, e) != gpu_of(tq, c)
+    r = tq.run("config", "set", "placement", "tight", check=False)
+    assert r.returncode == 2 and "'tight' is not a placement; use \"spread\" or \"pack\"" in r.stderr
+    open(go, "w").close()
+
+
+def test_gpu_jobs_hold_no_cpu_slot_and_cpu_slots_change_at_run_time(make_trainq):
+    tq = make_trainq(gpus=[gpu(0), gpu(1)], cpu_slots=1)
+    go = tq.path("go")
+    gpu_jobs = [tq.submit("--gpus", "1", "--mem", "10GiB", cmd=tq.fake_job("--wait-file", go))
+                for _ in range(2)]
+    for job_id in gpu_jobs:
+        tq.wait_state(job_id, "running")  # a one-slot machine still runs both GPUs
+    assert "no CPU slot" in tq.run("show", str(gpu_jobs[0])).stdout
+    cpu_a = tq.submit("--gpus", "0", cmd=tq.fake_job("--wait-file", go))
+    cpu_b = tq.submit("--gpus", "0", cmd=tq.fake_job("--wait-file", go))
+    tq.wait_state(cpu_a, "running")
+    reason = wait_for(lambda: tq.show(cpu_b)["reason"], what="a reason")
+    assert reason == ("needs 1 CPU slot; 0 of 1 free "
+                      "(raise cpu_slots: trainq config set cpu-slots N)"), reason
+    tq.run("config", "set", "cpu-slots", "2")
+    tq.wait_state(cpu_b, "running")
+    assert tq.gpus()["cpu_slots"] == 2
+    # A GPU job that asks for slots holds them.
+    held = tq.submit("--gpus", "1", "--mem", "1GiB", "--cpus", "1", cmd=["true"])
+    assert "needs 1 CPU slot" in wait_for(lambda: tq.show(held)["reason"], what="a reason")
+    open(go, "w").close()
+    tq.wait_state(held, "succeeded")
+
+
+def test_an_empty_device_list_is_refused_not_read_as_every_gpu(make_trainq):
+    tq = make_trainq(gpus=[gpu(0), gpu(1)])
+    tq.run("config", "set", "devices", "1")
+    r = tq.run("config", "set", "devices", "", check=False)
+    assert r.returncode == 2
+    assert "the GPU list is empty; name GPU indices like 0,1,3, or all" in r.stderr, r.stderr
+    assert tq.run("config", "get", "devices").stdout.strip() == "1", "unchanged"

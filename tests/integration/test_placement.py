@@ -200,7 +200,7 @@ def test_cpu_jobs_queue_on_cpu_slots(make_trainq):
     b = tq.submit("--gpus", "0", "--cpus", "2", cmd=["true"])
     tq.wait_state(a, "running")
     assert_stays(tq, b, "queued", seconds=0.5)
-    assert tq.show(b)["reason"] == "needs 2 CPU slots; 1 of 3 free"
+    assert tq.show(b)["reason"] == "needs 2 CPU slots; 1 of 3 free (raise cpu_slots: trainq config set cpu-slots N)"
     assert tq.gpus()["cpu_slots_used"] == 2
     open(tq.path("go"), "w").close()
     tq.wait_state(b, "succeeded")

@@ -126,3 +126,22 @@ def test_philly_week_replay_policies_side_by_side():
         assert 0 < m["gpu_utilization"] <= 1
     # Strict head of line queues longer than skipping ahead.
     assert fifo["mean_queue_s"] > naive["mean_queue_s"]
+
+
+def test_a_person_gets_a_table_and_a_node_count_is_explained(files):
+    trace = files("t.csv", HEADER + "A,0,100,1,1,,\nB,1,10,2,1,,\nC,2,10,1,1,,\n")
+    done = sim("replay", "--trace", trace, "--nodes", "1x2", "--policy", "fifo")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["FIGURE", "VALUE"]
+    rows = {line.split()[0]: line.split(None, 1)[1] for line in lines[1:]}
+    assert rows["policy"] == "fifo" and rows["cluster.gpus"] == "2"
+    assert rows["mean_queue_s"] == "1m09s (69 s)", rows  # (0 + 99 + 108) / 3 seconds
+    ours = sim("replay", "--trace", trace, "--nodes", "1x2")
+    knobs = {line.split()[0]: line.split(None, 1)[1] for line in ours.stdout.splitlines()[1:]}
+    assert knobs["knobs.aging_s"] == "2h00m (7200 s)", knobs
+    assert knobs["knobs.half_life_s"] == "168h00m (604800 s)", knobs
+    bad = sim("replay", "--trace", trace, "--nodes", "8")
+    assert bad.returncode == 2
+    assert "--nodes: '8' is a count, not a node list; give NODESxGPUS[:MEM] like 8x8:80GiB" \
+        in bad.stderr, bad.stderr

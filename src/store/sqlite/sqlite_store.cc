@@ -363,6 +363,26 @@ Status SqliteStore::CancelWaiting(JobId id, const std::string& reason) {
   return txn->Commit();
 }
 
+Result<std::vector<JobId>> SqliteStore::Forget(std::span<const JobId> ids) {
+  FullSyncScope full_sync(db_, durable_);
+  TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  std::vector<JobId> gone;
+  for (JobId id : ids) {
+    Result<int64_t> n = db_.Run(
+        "DELETE FROM jobs WHERE id = ?1 AND state IN ('succeeded', 'failed', 'cancelled')", id);
+    if (!n.ok()) return n.status();
+    if (*n == 0) continue;
+    // Foreign keys are not enforced on this connection: the attempts go by hand.
+    Result<int64_t> attempts = db_.Run("DELETE FROM attempts WHERE job_id = ?1", id);
+    if (!attempts.ok()) return attempts.status();
+    gone.push_back(id);
+  }
+  TRAINQ_RETURN_IF_ERROR(txn->Commit());
+  return gone;
+}
+
 Status SqliteStore::Requeue(JobId id, const std::string& reason, UnixMs now) {
   FullSyncScope full_sync(db_, durable_);
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
