@@ -462,7 +462,8 @@ void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
   std::string id = std::to_string(in.job);
   std::string nodes = std::to_string(in.num_nodes);
   std::string rank = std::to_string(in.node_rank);
-  std::string cpus = std::to_string(spec.cpus);
+  // Slurm gives every job at least one CPU; a GPU job here holds no slot unless it asks.
+  std::string cpus = std::to_string(std::max(1, spec.cpus));
   std::string nodelist = fmt::format("{}", fmt::join(in.node_names, ","));
   for (const char* key : {"SLURM_JOB_ID", "SLURM_JOBID"}) SetVar(env, key, id);
   SetVar(env, "SLURM_JOB_NAME", spec.name);

@@ -333,7 +333,8 @@ TEST(RuntimeSettingsTest, UpdateRefusesEveryBadKeyAtOnce) {
   EXPECT_THAT(m, HasSubstr("devices: '0,x' is not a GPU list"));
   EXPECT_THAT(m, HasSubstr("max_jobs_per_gpu: '-2' is not a job count"));
   EXPECT_THAT(m, HasSubstr("unknown setting 'colour'; the settings that change at run time are "
-                           "devices, max_jobs_per_gpu, max_gpus_per_user, max_jobs_per_user"));
+                           "cpu_slots, placement, devices, paused, paused_gpus, max_jobs_per_gpu, "
+                           "max_gpus_per_user, max_jobs_per_user"));
   EXPECT_THAT(m, HasSubstr("headroom cannot change while the daemon runs; set it in the config "
                            "file and restart"));
   for (const char* bad : {"", "[]", "{}", "{\"devices\": true}", "{\"devices\": [0.5]}",

@@ -95,7 +95,7 @@ BAD = [
     (["max-jobs-per-gpu", "two"], "max_jobs_per_gpu: 'two' is not a job count; use a whole number from 0"),
     (["max-jobs-per-gpu", "1.5"], "max_jobs_per_gpu: '1.5' is not a job count"),
     (["headroom", "1GiB"], "headroom cannot change while the daemon runs; set it in the config file and restart"),
-    (["colour", "blue"], "unknown setting 'colour'; the settings that change at run time are devices, max_jobs_per_gpu"),
+    (["colour", "blue"], "unknown setting 'colour'; the settings that change at run time are cpu_slots, placement, devices, paused, paused_gpus, max_jobs_per_gpu"),
 ]
 
 
