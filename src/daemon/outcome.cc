@@ -162,9 +162,10 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.attempt_state = JobState::kFailed;
     end.exit_code = rec.exit_code;
     end.signal = rec.signal;
-    end.job_reason = fmt::format("requeued with another MASTER_PORT: port {} was taken by "
-                                 "another program (retry {} of {})",
-                                 in.master_port, retry, kPortRetries);
+    end.job_reason = fmt::format(
+        "requeued with another MASTER_PORT: port {} was taken by "
+        "another program (retry {} of {})",
+        in.master_port, retry, kPortRetries);
     return end;
   }
   AttemptEnd end = Ended(JobState::kFailed, ended, failure);
