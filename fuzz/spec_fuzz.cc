@@ -83,7 +83,9 @@ void CheckValidation(const JobSpec& spec) {
     for (const FieldError& e : errors) FUZZ_CHECK(!e.field.empty() && !e.message.empty());
     if (!errors.empty()) continue;
     FUZZ_CHECK(!spec.command.empty() && spec.gpus >= 0 && spec.gpus <= 4);
-    FUZZ_CHECK(spec.cpus >= 1 && spec.cpus <= 16 && spec.retries >= 0 && spec.retries <= 100);
+    // A GPU job may hold no CPU slot (its default); a CPU job holds at least one.
+    FUZZ_CHECK(spec.cpus >= (spec.gpus > 0 ? 0 : 1) && spec.cpus <= 16);
+    FUZZ_CHECK(spec.retries >= 0 && spec.retries <= 100);
     FUZZ_CHECK(cwd == CwdKind::kDirectory && !spec.cwd.empty() && spec.cwd[0] == '/');
   }
   std::string name = DefaultJobName(spec.command);
