@@ -173,8 +173,9 @@ Result<WebhookUrl> ParseWebhookUrl(std::string_view text, std::string_view field
   size_t host_at = text.find("://") + 3;
   size_t slash = text.find_first_of("/?", host_at);
   std::string_view authority = text.substr(host_at, slash - host_at);
-  std::string target(slash == std::string_view::npos ? "/" : text.substr(slash));
-  if (target.front() == '?') target.insert(0, "/");
+  // A query without a path is sent as "/?...": built by appending, never by inserting in front.
+  std::string target = slash != std::string_view::npos && text[slash] == '/' ? "" : "/";
+  if (slash != std::string_view::npos) target.append(text.substr(slash));
   bool printable =
       std::all_of(target.begin(), target.end(), [](char c) { return c > ' ' && c < 127; });
   if (!printable || text.size() > 2048) return bad();

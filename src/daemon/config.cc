@@ -374,7 +374,8 @@ Kind PausedGpus() {
     std::string text;
     for (const json& e : v) {
       if (!e.is_number_integer()) return WrongType(name, kPausedGpusForm);
-      text += (text.empty() ? "" : ",") + e.dump();
+      if (!text.empty()) text += ',';
+      text += e.dump();
     }
     return parse(c, text, name);
   };
