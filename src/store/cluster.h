@@ -128,7 +128,9 @@ struct RedisTarget {
 Result<RedisTarget> ParseRedisUrl(const std::string& url);
 
 // Connects (and authenticates) to Redis, loads the scripts, checks the server is 7.0 or
-// later. kUnavailable naming host:port when it cannot be reached, kUnauthenticated when
+// later and, with its AOF on, that a restart would replay the store's writes
+// (src/store/redis/durability.h; kInvalid naming the fix otherwise). Logs a warning when the
+// AOF is off. kUnavailable naming host:port when it cannot be reached, kUnauthenticated when
 // the credentials are refused.
 Result<std::unique_ptr<ClusterStore>> OpenRedisStore(const RedisTarget& target);
 

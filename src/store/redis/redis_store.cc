@@ -4,10 +4,12 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "src/core/deps.h"
 #include "src/core/state_machine.h"
+#include "src/store/redis/durability.h"
 #include "src/store/redis/records.h"
 #include "src/store/redis/scripts.h"
 
@@ -37,17 +39,26 @@ Status RefusalStatus(std::string_view kind, std::string message) {
 
 Status RedisStore::Open() {
   TRAINQ_RETURN_IF_ERROR(conn_.Connect());
-  Result<Reply> info = Command({"INFO", "server"});
-  if (!info.ok()) return info.status();
-  std::string_view text = Text(info->get());
-  size_t at = text.find("redis_version:");
-  int major = 0;
-  if (at != std::string_view::npos) major = std::atoi(text.data() + at + 14);
-  if (major < 7) {
+  std::string text;
+  for (const char* section : {"server", "persistence"}) {
+    Result<Reply> info = Command({"INFO", section});
+    if (!info.ok()) return info.status();
+    text += Text(info->get());
+  }
+  ServerFacts facts = ParseServerInfo(text);
+  if (facts.major < 7) {
     return Status::Unavailable(
         fmt::format("{} runs Redis {}; trainq needs Redis 7.0 or later", conn_.Where(),
-                    major == 0 ? "of unknown version" : std::to_string(major)));
+                    facts.major == 0 ? "of unknown version" : std::to_string(facts.major)));
   }
+  if (!facts.aof) {
+    spdlog::warn(
+        "store: {} has appendonly off, so a Redis restart loses every trainq write since its "
+        "last snapshot; set appendonly yes and appendfsync always (docs/cluster.md, "
+        "\"Durability\")",
+        conn_.Where());
+  }
+  TRAINQ_RETURN_IF_ERROR(CheckAofReplay(conn_, facts));
   for (const LuaScript* script : AllScripts()) TRAINQ_RETURN_IF_ERROR(conn_.Load(*script));
   return Status::Ok();
 }

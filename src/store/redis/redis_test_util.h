@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,7 +45,19 @@ class RedisServer {
   // Whether redis-server is on PATH; the tests fail (never skip) without it.
   static bool Installed() { return ::system("command -v redis-server >/dev/null 2>&1") == 0; }
 
-  // Starts it (again, on the same port and directory) and waits until PING answers.
+  // Redis's ACL users, one `user ...` line each, written to an ACL file the next Start
+  // loads (aclfile). With the default user off, Start logs in as `user` to ask whether the
+  // server is up: an unauthenticated PING is answered NOAUTH even while the AOF loads.
+  void SetAcl(const std::vector<std::string>& lines, std::string user, std::string password) {
+    std::ofstream out(dir_ + "/users.acl");
+    for (const std::string& line : lines) out << line << "\n";
+    acl_ = true;
+    user_ = std::move(user);
+    password_ = std::move(password);
+  }
+
+  // Starts it (again, on the same port and directory) and waits until it answers, which is
+  // once it has loaded its AOF.
   ::testing::AssertionResult Start() {
     if (!Installed()) {
       return ::testing::AssertionFailure()
@@ -66,6 +79,10 @@ class RedisServer {
                                      "warning",
                                      "--logfile",
                                      dir_ + "/redis.log"};
+    if (acl_) {
+      args.push_back("--aclfile");
+      args.push_back(dir_ + "/users.acl");
+    }
     if (aof_) {
       for (const char* a : {"--appendonly", "yes", "--appendfsync", "always"}) args.push_back(a);
     } else {
@@ -85,13 +102,9 @@ class RedisServer {
   }
 
   // SIGKILL, as a crash or a power cut would stop it.
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = 0;
-  }
+  void Kill() { Stop(SIGKILL); }
+  // SIGTERM, as `systemctl restart` stops it: Redis flushes its AOF and exits.
+  void Terminate() { Stop(SIGTERM); }
 
   RedisTarget Target(std::string prefix = "trainq:") const {
     RedisTarget t;
@@ -104,10 +117,24 @@ class RedisServer {
   int port() const { return port_; }
 
  private:
+  void Stop(int signal) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = 0;
+  }
+
+  // PONG: up, its AOF loaded (never LOADING).
   bool Pings() const {
     timeval tv{0, 200'000};
     Context c(redisConnectWithTimeout("127.0.0.1", port_, tv));
     if (!c || c->err) return false;
+    if (!user_.empty()) {
+      Reply auth(static_cast<redisReply*>(
+          redisCommand(c.get(), "AUTH %s %s", user_.c_str(), password_.c_str())));
+      if (!auth || Text(auth.get()) != "OK") return false;
+    }
     Reply r(static_cast<redisReply*>(redisCommand(c.get(), "PING")));
     return r && Text(r.get()) == "PONG";
   }
@@ -128,9 +155,43 @@ class RedisServer {
   }
 
   bool aof_ = false;
+  bool acl_ = false;
+  std::string user_, password_;  // whom Pings logs in as; "" the default user
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = 0;
 };
+
+// The `user ...` lines of docs/cluster.md's "Redis ACL" block, as an operator copies them,
+// with its placeholders filled in: the test and the doc cannot drift apart.
+inline std::vector<std::string> DocumentedAcl() {
+  std::ifstream in(std::string(TRAINQ_SOURCE_DIR) + "/docs/cluster.md");
+  std::vector<std::string> lines;
+  bool in_section = false, in_block = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("## ")) in_section = line == "## Redis ACL";
+    if (!in_section) continue;
+    if (line.starts_with("```")) {
+      if (in_block) break;
+      in_block = true;
+    } else if (in_block && line.starts_with("user ")) {
+      for (auto [from, to] :
+           {std::pair{"NODE-PASSWORD", "node-secret"}, std::pair{"VIEW-PASSWORD", "view-secret"}}) {
+        if (size_t at = line.find(from); at != std::string::npos) {
+          line.replace(at, std::string_view(from).size(), to);
+        }
+      }
+      lines.push_back(line);
+    }
+  }
+  return lines;
+}
+
+inline std::string AclLineOf(const std::vector<std::string>& acl, const std::string& user) {
+  for (const std::string& line : acl) {
+    if (line.starts_with("user " + user + " ")) return line;
+  }
+  return "";
+}
 
 }  // namespace trainq::redis
