@@ -552,7 +552,8 @@ const std::vector<Option>& Options() {
           "embedded SQLite database, one machine ([cluster.md](cluster.md))",
           String(&Config::store, "URL")),
       Row("store_password_file", "\"\"", false,
-          "a file holding the Redis password (so none sits in config.toml); read at start",
+          "a file (mode 0600) holding the password of `store`'s user, which the URL then names "
+          "without one (redis://USER@HOST); read at start",
           String(&Config::store_password_file, "path")),
       Row("redis_prefix", "\"trainq:\"", false,
           "every Redis key of this cluster starts with it: several clusters can share one Redis",
@@ -657,6 +658,10 @@ Status CheckCluster(const Config& config) {
   if (!config.store.empty()) {
     if (Result<RedisTarget> t = ParseRedisUrl(config.store); !t.ok()) {
       problems.push_back(t.status().message());
+    } else if (!t->user.empty() && t->password.empty() && config.store_password_file.empty()) {
+      problems.push_back(
+          "store: a user without a password; set store_password_file to a file holding the "
+          "password (mode 0600), or give redis://USER:PASSWORD@HOST");
     }
   }
   if (config.heartbeat_interval_ms * 4 > config.node_timeout_ms) {

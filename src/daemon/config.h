@@ -104,7 +104,8 @@ size_t ConnectionCap(int max_connections, uint64_t fd_limit);
 Status CheckListen(const Config& config);
 
 // The cluster options, judged from `config` alone (trainqd at start and --check-config):
-// `store` empty or a Redis URL (ParseRedisUrl); heartbeat_interval at most a quarter of
+// `store` empty or a Redis URL (ParseRedisUrl) whose user, if any, has a password there or
+// in store_password_file; heartbeat_interval at most a quarter of
 // node_timeout; grace_period at most a quarter of it (a node's jobs stop themselves after
 // half of node_timeout and must be gone before another node may run them: docs/cluster.md,
 // "Self-fencing"). kInvalid naming each option at fault, every problem at once.

@@ -303,6 +303,31 @@ Status ResolveMode(DaemonOptions& options, Config& config) {
 
 }  // namespace
 
+namespace {
+
+// The cluster's Redis as `store`, `redis_prefix` and `store_password_file` name it; the
+// password file is read here, so --check-config finds a missing or empty one too.
+Result<RedisTarget> StoreTarget(const Config& config) {
+  Result<RedisTarget> target = ParseRedisUrl(config.store);
+  if (!target.ok()) return target.status();
+  target->prefix = config.redis_prefix;
+  if (config.store_password_file.empty()) return target;
+  Result<std::string> password = ReadFileTail(config.store_password_file, 4096);
+  if (!password.ok()) {
+    return Status::Invalid(fmt::format("store_password_file: {}", password.status().message()));
+  }
+  std::string pw = std::move(*password);
+  while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r')) pw.pop_back();
+  if (pw.empty()) {
+    return Status::Invalid(
+        fmt::format("store_password_file: {} holds no password", config.store_password_file));
+  }
+  target->password = std::move(pw);
+  return target;
+}
+
+}  // namespace
+
 int CheckDaemonConfig(const DaemonOptions& given) {
   DaemonOptions options = given;
   const StatePaths& paths = options.paths;
@@ -322,6 +347,7 @@ int CheckDaemonConfig(const DaemonOptions& given) {
   if (st.ok() && IsDirectory(paths.state_dir)) st = CheckStateDir(paths);
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
   if (st.ok()) st = CheckCluster(*config);
+  if (st.ok() && !config->store.empty()) st = StoreTarget(*config).status();
   if (st.ok()) st = CheckWorkflow(*config);
   if (st.ok() && config->store.empty()) st = CheckDatabaseNotLost(paths);
   if (st.ok() && config->store.empty()) st = CheckSqliteFile(paths.db);
@@ -379,18 +405,8 @@ Result<std::unique_ptr<Store>> OpenStore(const Config& config, const StatePaths&
     TRAINQ_RETURN_IF_ERROR(CheckDatabaseNotLost(paths));
     return OpenSqliteStore(paths.db);
   }
-  Result<RedisTarget> target = ParseRedisUrl(config.store);
+  Result<RedisTarget> target = StoreTarget(config);
   if (!target.ok()) return target.status();
-  target->prefix = config.redis_prefix;
-  if (!config.store_password_file.empty()) {
-    Result<std::string> password = ReadFileTail(config.store_password_file, 4096);
-    if (!password.ok()) {
-      return Status::Invalid(fmt::format("store_password_file: {}", password.status().message()));
-    }
-    std::string pw = std::move(*password);
-    while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r')) pw.pop_back();
-    target->password = std::move(pw);
-  }
   Result<std::unique_ptr<ClusterStore>> redis = OpenRedisStore(*target);
   if (!redis.ok()) return redis.status();
   spdlog::info("store: redis {}:{} db {}, keys under '{}'", target->host, target->port, target->db,

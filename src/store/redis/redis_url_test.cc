@@ -38,12 +38,21 @@ TEST(ParseRedisUrlTest, DefaultsAndShortForms) {
   EXPECT_EQ(v6->db, 3);
 }
 
+// docs/cluster.md's form: the user in the URL, its password in store_password_file.
+TEST(ParseRedisUrlTest, AUserWithoutAPasswordIsTaken) {
+  Result<RedisTarget> t = ParseRedisUrl("redis://trainq-node@10.0.0.10:6379/0");
+  ASSERT_TRUE(IsOk(t));
+  EXPECT_EQ(t->user, "trainq-node");
+  EXPECT_EQ(t->password, "");
+  EXPECT_EQ(t->host, "10.0.0.10");
+}
+
 TEST(ParseRedisUrlTest, BadUrlsNameStoreAndTheFormWithoutThePassword) {
   for (const char* url :
        {"", "http://host", "rediss://host", "redis://", "redis://host:0", "redis://host:65536",
         "redis://host:port", "redis://host:", "redis://host/x", "redis://host/-1",
         "redis://host/-0", "redis://host:+80", "redis://u:p%zz@host", "redis://u:p%4@host",
-        "redis://ho st", "redis://[::1", "redis://host?db=1", "redis://user@host"}) {
+        "redis://ho st", "redis://[::1", "redis://host?db=1"}) {
     Result<RedisTarget> t = ParseRedisUrl(url);
     EXPECT_TRUE(HasCode(t, Code::kInvalid)) << url;
     EXPECT_THAT(t.status().message(), HasSubstr("store: ")) << url;
