@@ -28,8 +28,9 @@ struct ServerFacts {
 ServerFacts ParseServerInfo(std::string_view info);
 
 // The commands a transaction of the scripts' effects may hold, as `ACL DRYRUN default`
-// arguments on a key under `prefix`: MULTI, EXEC and every write command the scripts call
-// (UNLINK too: a key expiring inside a script is deleted by it under lazyfree-lazy-expire).
+// arguments on a key under `prefix`: MULTI, EXEC and every write command the scripts call,
+// and UNLINK, with which Redis deletes a key a script finds expired (lazyfree-lazy-expire):
+// 7.0 writes that before the transaction, but nothing promises every version does.
 std::vector<std::vector<std::string>> AofReplayProbes(const std::string& prefix);
 
 // The default user's line of docs/cluster.md ("Redis ACL") for `prefix`, without the
