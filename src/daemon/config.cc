@@ -141,6 +141,25 @@ Kind String(std::string Config::*field, std::string_view type = "string") {
           {set, [field](const Config& c) { return Quoted(c.*field); }, Copy(field), {}, {}}};
 }
 
+// The store URL, shown with any password in it as *** (config show, /v1/config): a password
+// belongs in store_password_file, and one left in the URL is never echoed. The '@' is found
+// as ParseRedisUrl finds it, the last one.
+Kind StoreUrl(std::string Config::*field) {
+  Kind kind = String(field, "URL");
+  kind.access.text = [field](const Config& c) {
+    const std::string& url = c.*field;
+    size_t start = url.find("://");
+    size_t at = url.rfind('@');
+    if (start == std::string::npos || at == std::string::npos || at < start + 3) {
+      return Quoted(url);
+    }
+    size_t colon = url.find(':', start + 3);
+    if (colon == std::string::npos || colon > at) return Quoted(url);
+    return Quoted(url.substr(0, colon + 1) + "***" + url.substr(at));
+  };
+  return kind;
+}
+
 // A whole number from `min` to `max`; `form` says what it counts, what 0 means, and the
 // bounds.
 Kind Count(int Config::*field, int max, std::string_view form, int min = 0) {
@@ -550,7 +569,7 @@ const std::vector<Option>& Options() {
       Row("store", "\"\"", false,
           "a cluster's shared store, \"redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]\"; \"\" = the "
           "embedded SQLite database, one machine ([cluster.md](cluster.md))",
-          String(&Config::store, "URL")),
+          StoreUrl(&Config::store)),
       Row("store_password_file", "\"\"", false,
           "a file (mode 0600) holding the password of `store`'s user, which the URL then names "
           "without one (redis://USER@HOST); read at start",

@@ -441,6 +441,19 @@ std::string DefaultInToml(const OptionInfo& o) {
   return quoted ? "\"" + std::string(o.default_text) + "\"" : std::string(o.default_text);
 }
 
+TEST(ConfigOptionsTest, AStorePasswordIsNeverShown) {
+  Result<Config> c =
+      ParseConfig("store = \"redis://node:hun%40ter2@10.0.0.10:6379/0\"\n", "c.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->store, "redis://node:hun%40ter2@10.0.0.10:6379/0");  // what the daemon uses
+  EXPECT_EQ(OptionValueText(*c, "store"), "\"redis://node:***@10.0.0.10:6379/0\"");
+  for (const char* url : {"redis://node@10.0.0.10:6379/0", "redis://10.0.0.10"}) {
+    c = ParseConfig(fmt::format("store = \"{}\"\n", url), "c.toml");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(OptionValueText(*c, "store"), fmt::format("\"{}\"", url));
+  }
+}
+
 TEST(ConfigOptionsTest, EveryDefaultParsesToTheBuiltInValue) {
   const Config defaults;
   for (const OptionInfo& o : ConfigOptions()) {
