@@ -231,6 +231,14 @@ std::string GpusTable(const Reply& doc) {
   if (doc.BoolOr("paused", false)) {
     out += "paused: no job starts until trainq resume; running jobs go on\n";
   }
+  if (std::optional<std::string> error = doc.OptStr("sample_error")) {
+    int64_t age = doc.OptInt("sample_age_ms").value_or(0);
+    out += fmt::format(
+        "stale: GPU sampling fails ({}); the figures above are {} old, and no job starts on a "
+        "GPU once they are {} old (gpu_stale_after)\n",
+        *error, FormatDuration(age / 1000 * 1000),
+        FormatDuration(doc.OptInt("stale_after_ms").value_or(0)));
+  }
   return out;
 }
 

@@ -267,9 +267,13 @@ UnixMs NextPassDue(std::span<const PendingJob* const> waiting, std::span<const N
     // Aged() is strict: one millisecond past the limit.
     if (config.aging_ms > 0) consider(SatAddMs(SatAddMs(WaitingSince(*job), config.aging_ms), 1));
   }
-  if (waiting.empty() || config.ramp_up_ms <= 0) return next;
+  if (waiting.empty()) return next;
   for (const NodeState& node : nodes) {
     for (const GpuState& gpu : node.gpus) {
+      // Facts turning stale close the GPU: the reasons must say so. Stale is strict too.
+      if (gpu.sampled_at > 0 && config.stale_after_ms > 0)
+        consider(SatAddMs(SatAddMs(gpu.sampled_at, config.stale_after_ms), 1));
+      if (config.ramp_up_ms <= 0) continue;
       for (const Holding& h : gpu.holdings) {
         if (!h.used_now) consider(SatAddMs(h.started_at, config.ramp_up_ms));
       }

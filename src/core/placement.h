@@ -32,6 +32,12 @@ struct GpuState {
   uint64_t free_bytes = 0;    // as the probe measured it
   int foreign_processes = 0;  // compute processes that are not trainq attempts'
   std::vector<Holding> holdings;
+  // When these facts were measured: the last sample that succeeded. 0: current (a caller
+  // that always has fresh facts, the simulator, need not say).
+  UnixMs sampled_at = 0;
+  // Why the samples since sampled_at failed ("" when the last one succeeded): shown where
+  // stale facts keep a job off this GPU.
+  std::string sample_error{};  // {}: callers may leave it out of an aggregate
 };
 
 // What one user's running or starting attempts take on a node: the per-user limits count it.
@@ -102,6 +108,13 @@ struct PolicyConfig {
   bool paused = false;
   std::vector<int> paused_gpus;
   int max_jobs_per_gpu = 0;  // trainq attempts on one GPU; 0: no limit
+  // A whole-GPU (exclusive) job takes only a GPU whose memory others use at most this much
+  // (total - free, with no trainq attempt on it): NVML lists no process for memory held from
+  // another container, so an empty process list alone does not make a GPU free.
+  uint64_t whole_max_used_bytes = 1ull << 30;
+  // Nothing starts on a GPU whose facts (GpuState::sampled_at) are older than this: they may
+  // no longer be true. <= 0: never stale.
+  int64_t stale_after_ms = 10000;
   // Per user, over every node given (NodeState::use_by_user) plus what the pass starts:
   // GPUs held and attempts running; 0: no limit.
   int max_gpus_per_user = 0;
@@ -112,10 +125,11 @@ struct PolicyConfig {
   // How many aged jobs that cannot start yet get GPUs held at once, oldest in line
   // first; 0: every aged job.
   int max_holds = 1;
-  // The plain rule's first preference (docs/scheduling.md, "Choice of GPUs"): false
-  // (spread) puts a job on GPUs no job uses first, so jobs do not share compute while a GPU
-  // idles; true (pack) puts shares on GPUs already in use first, keeping whole GPUs free for
-  // jobs that need them. Best fit decides among equals either way.
+  // The plain rule (docs/scheduling.md, "Choice of GPUs"): false (spread) puts a job on the
+  // GPUs with the fewest trainq jobs, then the most usable memory, so jobs balance over the
+  // GPUs and share compute as little as they can; true (pack) puts shares on GPUs already in
+  // use first, then best fit (the least usable memory left), keeping whole GPUs free for
+  // jobs that need them.
   bool pack = false;
   // Fragmentation-aware GPU choice: the mix of requests expected to arrive. Empty: the
   // plain rule (spread or pack, then best fit).
@@ -204,18 +218,21 @@ uint64_t NeededBytes(const PendingJob& job, const GpuState& gpu);
 // in its nodes_allowed (when not empty) and not in its nodes_excluded; its reason says so
 // when that is why it waits. A gang (num_nodes N > 1) starts only when N distinct such nodes
 // each have its GPUs (chosen on each node as for a single-node job); of the nodes that
-// could, those whose chosen GPUs are closest, then leave fewest used GPUs, then least usable
-// memory, then the first by name, in that order; part 0 is the first of them. Gangs take the
+// could, those whose chosen GPUs are closest, then rank best by the placement rule (spread:
+// fewest trainq jobs, then most usable memory; pack: most GPUs in use, then least usable
+// memory left), then the first by name, in that order; part 0 is the first of them. Gangs take the
 // plain rule even with config.workload. A gang counts total_gpus() for max_gpus_per_user,
 // one attempt for max_jobs_per_user, and an aged gang gets GPUs held on N nodes.
 //
 // GPU choice: only GPUs in config.devices (when not empty) and with fewer than
-// config.max_jobs_per_gpu trainq attempts (when > 0). Exclusive jobs take only GPUs with no
-// holding and no foreign process; no job joins a GPU held exclusively. Host memory is checked
-// where the node enforces it. Multi-GPU jobs take GPUs of one node, closest in topology where
-// it is known (least worst, then summed, pairwise distance). Among GPUs that fit, those no job
-// uses come first, then best fit; with config.workload, the choice that raises the node's
-// expected fragmentation least (FGD), ties to best fit.
+// config.max_jobs_per_gpu trainq attempts (when > 0), and whose facts are no older than
+// config.stale_after_ms. Exclusive jobs take only GPUs with no holding, no foreign process and
+// at most config.whole_max_used_bytes used; no job joins a GPU held exclusively. Host memory is
+// checked where the node enforces it. Multi-GPU jobs take GPUs of one node, closest in topology
+// where it is known (least worst, then summed, pairwise distance). Among GPUs that fit, spread
+// takes those with the fewest trainq jobs, then the most usable memory; pack those in use, then
+// best fit; with config.workload, the choice that raises the node's expected fragmentation least
+// (FGD), ties to best fit.
 PlacementResult Place(std::span<const PendingJob> jobs, std::span<const NodeState> nodes,
                       const PolicyConfig& config, UnixMs now, const UsageByUser& usage = {},
                       std::span<const Hold> previous_holds = {});
@@ -265,9 +282,10 @@ Explanation Explain(JobId job, std::span<const PendingJob> jobs, std::span<const
 
 // When time alone can change what a pass decides, so the caller wakes for it even while
 // nothing else happens: the earliest moment after `now` at which a waiting job's backoff
-// ends (not_before), a waiting job passes config.aging_ms, or a holding whose usage is
-// unknown leaves its ramp-up window. 0 when none is ahead. Time limits of running jobs
-// need no wake-up: the shim enforces them and its exit wakes the loop.
+// ends (not_before), a waiting job passes config.aging_ms, a holding whose usage is
+// unknown leaves its ramp-up window, or a GPU's facts turn stale (config.stale_after_ms). 0 when
+// none is ahead. Time limits of running jobs need no wake-up: the shim enforces them and its exit
+// wakes the loop.
 UnixMs NextPassDue(std::span<const PendingJob* const> waiting, std::span<const NodeState> nodes,
                    const PolicyConfig& config, UnixMs now);
 

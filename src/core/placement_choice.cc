@@ -1,6 +1,6 @@
-// GPU choice: the plain rule (unused GPUs first, or used ones with `pack`, then best fit,
-// closest in topology) and the
-// fragmentation-aware one (FGD). docs/scheduling.md describes both.
+// GPU choice: the plain rule (spread: fewest trainq jobs, then most usable memory; pack: GPUs
+// in use, then best fit; closest in topology first) and the fragmentation-aware one (FGD).
+// docs/scheduling.md describes both.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -21,15 +21,41 @@ uint64_t Outstanding(const Holding& h, const PolicyConfig& config, UnixMs now) {
 
 }  // namespace
 
+uint64_t OthersUse(const GpuState& gpu) {
+  return gpu.holdings.empty() ? SatSub(gpu.total_bytes, gpu.free_bytes) : 0;
+}
+
 GpuRoom RoomOf(const GpuState& gpu, const PolicyConfig& config, UnixMs now) {
-  return {UsableBytes(gpu, config, now), HeldExclusively(gpu), !gpu.holdings.empty(),
-          gpu.holdings.empty() && gpu.foreign_processes == 0, gpu.total_bytes};
+  bool free = gpu.holdings.empty() && gpu.foreign_processes == 0 &&
+              OthersUse(gpu) <= config.whole_max_used_bytes;
+  return {UsableBytes(gpu, config, now),
+          HeldExclusively(gpu),
+          !gpu.holdings.empty(),
+          static_cast<int>(gpu.holdings.size()),
+          free,
+          gpu.total_bytes};
 }
 
 std::optional<uint64_t> LeftAfter(const PendingJob& job, const GpuState& gpu,
                                   const PolicyConfig& config, UnixMs now) {
   return LeftAfter(job, RoomOf(gpu, config, now));
 }
+
+namespace {
+
+// The placement rule's rank of a GPU (less first): spread balances trainq jobs over GPUs;
+// pack prefers GPUs in use.
+int64_t Load(const GpuPick& pick, bool pack) {
+  return pack ? (pick.used ? -1 : 0) : int64_t{pick.jobs};
+}
+
+// Then memory: spread keeps the most usable memory left (jobs grow), pack the least (best
+// fit).
+uint64_t Fit(uint64_t left, bool pack) {
+  return pack ? left : std::numeric_limits<uint64_t>::max() - left;
+}
+
+}  // namespace
 
 std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n, unsigned ignore) {
   std::vector<GpuPick> picks;
@@ -39,12 +65,12 @@ std::vector<GpuPick> FittingGpus(const PendingJob& job, const Pass& p, size_t n,
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     if (!p.GpuOpen(job, n, i, ignore)) continue;
     std::optional<uint64_t> left = LeftAfter(job, room[i]);
-    if (left) picks.push_back({i, room[i].used, *left});
+    if (left) picks.push_back({i, room[i].used, room[i].jobs, *left});
   }
   bool pack = p.config.pack;
   std::sort(picks.begin(), picks.end(), [&node, pack](const GpuPick& a, const GpuPick& b) {
-    return std::tuple(a.used != pack, a.left, node.gpus[a.pos].index) <
-           std::tuple(b.used != pack, b.left, node.gpus[b.pos].index);
+    return std::tuple(Load(a, pack), Fit(a.left, pack), node.gpus[a.pos].index) <
+           std::tuple(Load(b, pack), Fit(b.left, pack), node.gpus[b.pos].index);
   });
   return picks;
 }
@@ -69,6 +95,23 @@ bool TopologyKnown(const NodeState& node) {
       [&node](const std::vector<int>& row) { return row.size() == node.gpus.size(); });
 }
 
+// The sum of the first k of `values` in `order` (saturated); `values` is reordered.
+template <typename T, typename Order>
+T SumOfK(std::vector<T>& values, size_t k, Order order) {
+  if (k == 0 || values.size() < k) return 0;
+  std::nth_element(values.begin(), values.begin() + static_cast<ptrdiff_t>(k - 1), values.end(),
+                   order);
+  T sum = 0;
+  for (size_t i = 0; i < k; ++i) {
+    if constexpr (std::is_unsigned_v<T>) {
+      sum = SatAdd(sum, values[i]);
+    } else {
+      sum += values[i];
+    }
+  }
+  return sum;
+}
+
 // Worst and summed pairwise distance of the picks.
 std::pair<int, int> Spread(const NodeState& node, std::span<const GpuPick> picks) {
   if (!TopologyKnown(node)) return {0, 0};
@@ -83,20 +126,20 @@ std::pair<int, int> Spread(const NodeState& node, std::span<const GpuPick> picks
   return {worst, sum};
 }
 
-// used_count ranks the choice: GPUs in use count +1 each when spreading, -1 when packing.
 NodeChoice Summarise(const NodeState& node, size_t n, std::vector<GpuPick> picks, bool pack) {
-  NodeChoice c{n, std::move(picks), 0, 0, 0, 0};
+  NodeChoice c{n, std::move(picks), 0, 0, 0, 0, 0};
   for (const GpuPick& pick : c.picks) {
-    c.used_count += pick.used ? (pack ? -1 : 1) : 0;
+    c.load += Load(pick, pack);
     c.left = SatAdd(c.left, pick.left);
   }
+  c.fit = Fit(c.left, pack);
   std::tie(c.worst, c.sum) = Spread(node, c.picks);
   return c;
 }
 
-using Key = std::tuple<int, int, int, uint64_t>;
+using Key = std::tuple<int, int, int64_t, uint64_t>;
 
-Key ChoiceKey(const NodeChoice& c) { return {c.worst, c.sum, c.used_count, c.left}; }
+Key ChoiceKey(const NodeChoice& c) { return {c.worst, c.sum, c.load, c.fit}; }
 
 // The closest `k` of `picks` (in preference order): every subset of the first few is tried;
 // ties keep the earlier one, i.e. the usual preference.
@@ -157,27 +200,21 @@ std::optional<Key> LeastKey(const PendingJob& job, const Pass& p, size_t n,
   const NodeState& node = p.node(n);
   std::span<const GpuRoom> room = p.Room(n);
   size_t k = static_cast<size_t>(job.gpus);
+  bool pack = p.config.pack;
   lefts.clear();
-  size_t unused = 0;
+  std::vector<int64_t> loads;
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     std::optional<uint64_t> left = LeftAfter(job, room[i]);
     if (!left) continue;
     lefts.push_back(*left);
-    unused += room[i].used ? 0 : 1;
+    loads.push_back(Load(GpuPick{i, room[i].used, room[i].jobs, *left}, pack));
   }
   if (lefts.size() < k) return std::nullopt;
-  // Spreading: at least the GPUs beyond the unused ones are used; packing: at most the used
-  // ones that fit count (negatively).
-  size_t fitting_used = lefts.size() - unused;
-  int used = p.config.pack ? -static_cast<int>(std::min(k, fitting_used))
-                           : static_cast<int>(k - std::min(k, unused));
-  uint64_t left = 0;
-  if (k == 1) {
-    left = *std::min_element(lefts.begin(), lefts.end());
-  } else if (k > 1) {
-    std::nth_element(lefts.begin(), lefts.begin() + static_cast<ptrdiff_t>(k - 1), lefts.end());
-    for (size_t i = 0; i < k; ++i) left = SatAdd(left, lefts[i]);
-  }
+  // Any k of the fitting GPUs load at least the k least loads; they leave at least the k
+  // least lefts (pack's fit) and at most the k largest (spread's fit falls as left grows).
+  int64_t load = SumOfK(loads, k, std::less<>());
+  uint64_t fit =
+      pack ? SumOfK(lefts, k, std::less<>()) : Fit(SumOfK(lefts, k, std::greater<>()), false);
   // Spread starts from a worst of 0; only a negative distance (never NVML's) makes a sum
   // below 0.
   int sum = 0;
@@ -187,7 +224,7 @@ std::optional<Key> LeastKey(const PendingJob& job, const Pass& p, size_t n,
         sum = std::numeric_limits<int>::min();
     }
   }
-  return Key{0, sum, used, left};
+  return Key{0, sum, load, fit};
 }
 
 // ChooseOnNode, past the check that the node has enough GPUs the job fits.
@@ -219,7 +256,7 @@ std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const P
   // The same preference as among single nodes, ties by name: the choice does not depend on
   // the order the caller lists nodes in.
   auto key = [&p](const NodeChoice& c) {
-    return std::tie(c.worst, c.sum, c.used_count, c.left, p.node(c.node).name);
+    return std::tie(c.worst, c.sum, c.load, c.fit, p.node(c.node).name);
   };
   std::partial_sort(fits.begin(), fits.begin() + static_cast<ptrdiff_t>(k), fits.end(),
                     [&key](const NodeChoice& a, const NodeChoice& b) { return key(a) < key(b); });

@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -63,11 +65,19 @@ struct GpuRoom {
   uint64_t usable = 0;            // UsableBytes
   bool held_exclusively = false;  // no job joins it
   bool used = false;              // a trainq job holds it
-  bool free = false;              // no holding and no foreign process: open to exclusive jobs
-  uint64_t total = 0;             // GpuState::total_bytes, for shares in percent
+  int jobs = 0;                   // trainq attempts on it: spread balances them
+  // No holding, no foreign process and at most whole_max_used_bytes used: open to exclusive
+  // jobs.
+  bool free = false;
+  uint64_t total = 0;  // GpuState::total_bytes, for shares in percent
 };
 
 GpuRoom RoomOf(const GpuState& gpu, const PolicyConfig& config, UnixMs now);
+
+// The memory in use on a GPU that no trainq attempt holds (total - free): what NVML shows used
+// by other processes, containers or the driver. 0 where trainq holds it (its jobs' use is
+// theirs to count).
+uint64_t OthersUse(const GpuState& gpu);
 
 // What any GPU of one node offers at most, from its GPUs' rooms.
 struct NodeRoom {
@@ -90,6 +100,7 @@ class Pass {
       max_gpus_ = std::max(max_gpus_, static_cast<int>(node.gpus.size()));
       max_allowed_ = std::max(max_allowed_, static_cast<int>(allowed));
       total_gpus_ += node.gpus.size();
+      for (const GpuState& gpu : node.gpus) any_stale_ = any_stale_ || Stale(gpu);
       if (!UserLimited()) continue;
       for (const auto& [user, use] : node.use_by_user) {
         UserUse& sum = use_by_user_[user];
@@ -151,6 +162,14 @@ class Pass {
            std::find(config.paused_gpus.begin(), config.paused_gpus.end(), gpu.index) !=
                config.paused_gpus.end();
   }
+  // Its facts are older than the policy trusts: nothing starts there.
+  bool Stale(const GpuState& gpu) const { return StaleMs(gpu) > 0; }
+  // How far past config.stale_after_ms its facts are, 0 when they are not stale.
+  uint64_t StaleMs(const GpuState& gpu) const {
+    if (config.stale_after_ms <= 0 || gpu.sampled_at <= 0) return 0;
+    uint64_t age = ElapsedMs(now, gpu.sampled_at);
+    return age > static_cast<uint64_t>(config.stale_after_ms) ? age : 0;
+  }
   bool BelowMaxJobs(const GpuState& gpu) const {
     return config.max_jobs_per_gpu <= 0 ||
            gpu.holdings.size() < static_cast<size_t>(config.max_jobs_per_gpu);
@@ -184,7 +203,7 @@ class Pass {
   // Open, for a node already known open to the job.
   bool GpuOpen(const PendingJob& job, size_t node, size_t gpu, unsigned ignore) const {
     const GpuState& g = this->node(node).gpus[gpu];
-    if (!(ignore & kIgnoreLimits) && (!Allowed(g) || !BelowMaxJobs(g))) return false;
+    if (!(ignore & kIgnoreLimits) && (!Allowed(g) || !BelowMaxJobs(g) || Stale(g))) return false;
     if (ignore & kIgnoreHolds) return true;
     JobId held = HeldFor(node, gpu);
     return held == 0 || held == job.id;
@@ -211,7 +230,8 @@ class Pass {
   bool AllHeld() const { return held_.size() >= total_gpus_; }
   const std::map<JobId, HoldParts>& holds() const { return holds_; }
   bool Limited() const {
-    return !config.devices.empty() || !config.paused_gpus.empty() || config.max_jobs_per_gpu > 0;
+    return !config.devices.empty() || !config.paused_gpus.empty() || config.max_jobs_per_gpu > 0 ||
+           any_stale_;
   }
 
   bool UserLimited() const { return config.max_gpus_per_user > 0 || config.max_jobs_per_user > 0; }
@@ -251,6 +271,7 @@ class Pass {
   int max_gpus_ = 0;
   int max_allowed_ = 0;
   size_t total_gpus_ = 0;
+  bool any_stale_ = false;  // some GPU is Stale: reasons say which
   // A cache behind the const Room(): it changes no answer, only when one is computed.
   std::vector<size_t> first_gpu_;  // node -> its first GPU's position in room_
   mutable std::vector<GpuRoom> room_;
@@ -262,6 +283,7 @@ class Pass {
 struct GpuPick {
   size_t pos = 0;  // in NodeState::gpus
   bool used = false;
+  int jobs = 0;  // trainq attempts on it
   uint64_t left = 0;
 };
 
@@ -269,9 +291,12 @@ struct GpuPick {
 struct NodeChoice {
   size_t node = 0;
   std::vector<GpuPick> picks;
-  int used_count = 0;
-  uint64_t left = 0;
-  int worst = 0;  // pairwise topology distance among the picks
+  // The placement rule's rank, less is better. spread: trainq jobs on the picks, then
+  // UINT64_MAX - left (most usable memory left); pack: minus the picks in use, then left.
+  int64_t load = 0;
+  uint64_t fit = 0;
+  uint64_t left = 0;  // usable memory the picks leave, summed
+  int worst = 0;      // pairwise topology distance among the picks
   int sum = 0;
 };
 

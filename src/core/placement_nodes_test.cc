@@ -256,16 +256,33 @@ TEST(GangTest, GangHonoursNodeLists) {
   EXPECT_EQ(nodes, (std::set<std::string>{"b", "d"}));
 }
 
-TEST(GangTest, ChoiceIsBestFitThenNameWhateverTheNodeOrder) {
-  // c and a leave least usable memory; b is the loosest. Ties go by name: a before c.
+TEST(GangTest, SpreadChoiceIsMostUsableThenNameWhateverTheNodeOrder) {
+  // b leaves the most usable memory; a and c tie, by name: a before c.
   std::vector<NodeState> nodes = {FourGpus("c", 30), FourGpus("b"), FourGpus("a", 30)};
   PlacementResult r = PlaceAll({Gang(1, 2, 2)}, nodes);
+  ASSERT_EQ(r.starts.size(), 1u);
+  ASSERT_EQ(r.starts[0].parts.size(), 2u);
+  EXPECT_EQ(r.starts[0].parts[0].node, "b");
+  EXPECT_EQ(r.starts[0].parts[1].node, "a");
+  std::reverse(nodes.begin(), nodes.end());
+  PlacementResult again = PlaceAll({Gang(1, 2, 2)}, nodes);
+  ASSERT_EQ(again.starts.size(), 1u);
+  EXPECT_EQ(again.starts[0].parts[0].node, "b");
+  EXPECT_EQ(again.starts[0].parts[1].node, "a");
+}
+
+TEST(GangTest, PackChoiceIsBestFitThenNameWhateverTheNodeOrder) {
+  // c and a leave least usable memory; b is the loosest. Ties go by name: a before c.
+  std::vector<NodeState> nodes = {FourGpus("c", 30), FourGpus("b"), FourGpus("a", 30)};
+  PolicyConfig pack = NoHeadroom();
+  pack.pack = true;
+  PlacementResult r = PlaceAll({Gang(1, 2, 2)}, nodes, pack);
   ASSERT_EQ(r.starts.size(), 1u);
   ASSERT_EQ(r.starts[0].parts.size(), 2u);
   EXPECT_EQ(r.starts[0].parts[0].node, "a");
   EXPECT_EQ(r.starts[0].parts[1].node, "c");
   std::reverse(nodes.begin(), nodes.end());
-  PlacementResult again = PlaceAll({Gang(1, 2, 2)}, nodes);
+  PlacementResult again = PlaceAll({Gang(1, 2, 2)}, nodes, pack);
   ASSERT_EQ(again.starts.size(), 1u);
   EXPECT_EQ(again.starts[0].parts[0].node, "a");
   EXPECT_EQ(again.starts[0].parts[1].node, "c");

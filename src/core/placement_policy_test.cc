@@ -216,7 +216,7 @@ std::vector<Case> Cases() {
        {Node("a",
              {Gpu(0, 80, {Held(10, 5)}), Gpu(1, 80, {Held(11, 20)}), Gpu(2, 80, {Held(12, 30)})})},
        {Aged(Exclusive(1)), Aged(Exclusive(2)), Shared(3, 45)},
-       {{3, "a", {2}}},
+       {{3, "a", {1}}},  // spread: of GPUs 1 and 2 (one job each), the one with more usable
        {{1, "GPU 0 held for it"}, {2, "needs 1 whole GPU"}},
        {{1, "a", {0}}}},
       {"a hold never blocks its own job, and ends when it starts",
@@ -337,9 +337,11 @@ TEST(PolicyTest, WorkloadMixMakesTheChoiceFragmentationAware) {
   std::vector<NodeState> nodes = {
       Node("a", {Gpu(0, 10, {Held(10, 3)}), Gpu(1, 10, {Held(11, 1)})})};
   std::vector<PendingJob> jobs = {Shared(1, 2)};
-  // Best fit takes GPU 0 (5 GiB left), where a 6 GiB job no longer fits.
-  EXPECT_EQ(Place(jobs, nodes, Config(), kNow).starts.at(0).gpu_indices, std::vector<int>{0});
-  PolicyConfig fgd = Config();
+  // Best fit (pack) takes GPU 0 (5 GiB left), where a 6 GiB job no longer fits.
+  PolicyConfig pack = Config();
+  pack.pack = true;
+  EXPECT_EQ(Place(jobs, nodes, pack, kNow).starts.at(0).gpu_indices, std::vector<int>{0});
+  PolicyConfig fgd = pack;
   fgd.workload = {{1, 0.6, 1.0}};
   EXPECT_EQ(Place(jobs, nodes, fgd, kNow).starts.at(0).gpu_indices, std::vector<int>{1});
 }

@@ -1,6 +1,7 @@
 // Reasons: why a job was not started, in the words a user needs to act on it.
 #include <fmt/format.h>
 
+#include "src/core/duration.h"
 #include "src/core/placement_internal.h"
 #include "trainq/size.h"
 
@@ -88,6 +89,8 @@ std::string SharedReason(const PendingJob& job, const Pass& p) {
     }
   }
   if (best_picks.empty()) return head + "; " + BestGpuText(job, p);
+  std::sort(best_picks.begin(), best_picks.end(),  // listed by index, as `trainq gpus` does
+            [](const GpuPick& a, const GpuPick& b) { return a.pos < b.pos; });
   std::vector<std::string> gpus;
   for (const GpuPick& pick : best_picks) {
     const GpuState& gpu = p.node(best_node).gpus[pick.pos];
@@ -105,7 +108,9 @@ std::string SharedReason(const PendingJob& job, const Pass& p) {
   return fmt::format("{}; {}{})", head, room, fmt::join(gpus, ", "));
 }
 
-std::string TakenBy(const GpuState& gpu) {
+// Which of a whole GPU's tests the GPU fails: a trainq job on it, another process, or memory
+// in use by others (NVML lists no process for memory held from another container).
+std::string TakenBy(const GpuState& gpu, const PolicyConfig& config) {
   std::vector<std::string> parts;
   if (!gpu.holdings.empty()) {
     std::vector<JobId> ids;
@@ -116,7 +121,12 @@ std::string TakenBy(const GpuState& gpu) {
     parts.push_back(fmt::format("{} other process{}", gpu.foreign_processes,
                                 gpu.foreign_processes == 1 ? "" : "es"));
   }
-  return fmt::format("{}", fmt::join(parts, " and "));
+  uint64_t others = OthersUse(gpu);
+  if (parts.empty() && others > config.whole_max_used_bytes) {
+    return fmt::format("with {} in use by others (whole_gpu_max_used = {})", FormatBytes(others),
+                       FormatBytes(config.whole_max_used_bytes));
+  }
+  return "by " + fmt::format("{}", fmt::join(parts, " and "));
 }
 
 constexpr size_t kMaxListed = 8;
@@ -138,10 +148,12 @@ std::string ExclusiveReason(const PendingJob& job, const Pass& p) {
   for (size_t n = 0; n < p.size(); ++n) {
     size_t free = FittingCount(job, p, n);
     if (free > most_free) std::tie(most_free, most_free_node) = std::pair(free, n);
-    for (const GpuState& gpu : p.node(n).gpus) {
-      if (gpu.holdings.empty() && gpu.foreign_processes == 0) continue;
+    std::span<const GpuRoom> room = p.Room(n);
+    for (size_t i = 0; i < room.size(); ++i) {
+      if (room[i].free) continue;
+      const GpuState& gpu = p.node(n).gpus[i];
       if (++taken_count <= kMaxListed) {
-        taken.push_back(fmt::format("{} by {}", GpuName(p, n, gpu), TakenBy(gpu)));
+        taken.push_back(fmt::format("{} {}", GpuName(p, n, gpu), TakenBy(gpu, p.config)));
       }
     }
   }
@@ -239,6 +251,14 @@ std::string ClosedText(const PendingJob& job, const Pass& p, size_t n, size_t i)
   const GpuState& gpu = p.node(n).gpus[i];
   if (p.Paused(gpu)) return "paused (trainq resume --gpus)";
   if (!p.Allowed(gpu)) return "not in the device allowlist";
+  if (uint64_t age = p.StaleMs(gpu); age > 0) {
+    // Whole seconds: the age grows while the reason is read.
+    return fmt::format(
+        "last sampled {} ago{}, more than gpu_stale_after = {}",
+        FormatDuration(static_cast<int64_t>(age / 1000 * 1000)),
+        gpu.sample_error.empty() ? "" : " (sampling fails: " + gpu.sample_error + ")",
+        FormatDuration(p.config.stale_after_ms));
+  }
   if (!p.BelowMaxJobs(gpu)) {
     return fmt::format("has {} (max-jobs-per-gpu {})", Plural(gpu.holdings.size(), "job"),
                        p.config.max_jobs_per_gpu);

@@ -106,6 +106,19 @@ struct Case {
 
 const PolicyConfig kRealConfig = Config(256ull << 20, 60 * kSec);
 
+PolicyConfig Packing() {
+  PolicyConfig c = Config(0, 60 * kSec);
+  c.pack = true;
+  return c;
+}
+
+// A GPU last sampled `age` ms before kNow, every sample since failing with `error`.
+GpuState Sampled(GpuState gpu, UnixMs age, std::string error = "") {
+  gpu.sampled_at = kNow - age;
+  gpu.sample_error = std::move(error);
+  return gpu;
+}
+
 std::vector<Case> Cases() {
   return {
       {"two 30 GiB jobs share an 80 GiB GPU; a third waits though none has allocated yet",
@@ -192,30 +205,110 @@ std::vector<Case> Cases() {
         {2,
          "needs 2 whole GPUs (no other job or process on them) on one node; only 1 is free "
          "on node a; taken: a/GPU 1 by job 10, b/GPU 0 by job 11"}}},
-      {"multi-GPU job on the node whose GPUs leave the least over",
+      {"whole: memory others use counts though NVML lists no process for it",
+       {Node("a", {Gpu(0, 80, 10), Gpu(1, 80, 79.5), Gpu(2, 80, 80)})},
+       {Exclusive(1), Exclusive(2), Exclusive(3)},
+       // GPU 0 has 70 GiB used with no process listed (another container); GPU 1's 0.5 GiB
+       // is under the 1 GiB threshold.
+       {{1, "a", {1}, G(80)}, {2, "a", {2}, G(80)}},
+       {{3,
+         "none is free; taken: GPU 0 with 70.0 GiB in use by others (whole_gpu_max_used = 1.0 "
+         "GiB), GPU 1 by job 1, GPU 2 by job 2"}}},
+      {"whole: the threshold is the policy's",
+       {Node("a", {Gpu(0, 80, 70)})},
+       {Exclusive(1)},
+       {{1, "a", {0}, G(80)}},
+       {},
+       [] {
+         PolicyConfig c = Config(0, 60 * kSec);
+         c.whole_max_used_bytes = G(10);
+         return c;
+       }()},
+      {"stale facts: nothing starts on a GPU sampled longer ago than the bound",
+       {Node("a", {Sampled(Gpu(0, 80, 80), 11 * kSec, "bad.json: expected a JSON object"),
+                   Sampled(Gpu(1, 80, 30), 2 * kSec)})},
+       {Shared(1, 40), Shared(2, 20), Exclusive(3)},
+       {{2, "a", {1}, G(20)}},
+       {{1,
+         "needs 1 GPU with 40.0 GiB usable; best: GPU 1 with 10.0 GiB; would fit but closed: "
+         "GPU 0 last sampled 11s ago (sampling fails: bad.json: expected a JSON object), more "
+         "than gpu_stale_after = 10s"},
+        {3, "none is free; taken: GPU 1 by job 2; would fit but closed: GPU 0 last sampled 11s"}}},
+      {"stale facts within the bound, or with the bound off, are used",
+       {Node("a", {Sampled(Gpu(0, 80, 80), 10 * kSec), Sampled(Gpu(1, 80, 80), 3600 * kSec)})},
+       {Shared(1, 40), Shared(2, 40)},
+       {{1, "a", {0}, G(40)}, {2, "a", {1}, G(40)}},
+       {},
+       [] {
+         PolicyConfig c = Config(0, 60 * kSec);
+         c.stale_after_ms = 0;
+         return c;
+       }()},
+      {"spread: a multi-GPU job on the node whose GPUs leave the most",
+       {Node("a", {Gpu(0, 80, 80), Gpu(1, 80, 80), Gpu(2, 80, 80)}),
+        Node("b", {Gpu(0, 40, 40), Gpu(1, 40, 40)})},
+       {Shared(1, 30, 2)},
+       {{1, "a", {0, 1}, G(30)}},
+       {}},
+      {"pack: a multi-GPU job on the node whose GPUs leave the least over",
        {Node("a", {Gpu(0, 80, 80), Gpu(1, 80, 80), Gpu(2, 80, 80)}),
         Node("b", {Gpu(0, 40, 40), Gpu(1, 40, 40)})},
        {Shared(1, 30, 2)},
        {{1, "b", {0, 1}, G(30)}},
-       {}},
+       {},
+       Packing()},
       {"over nodes too, an unused GPU comes before a better fit",
        {Node("a", {Gpu(0, 80, 40, {Held(10, 10, 10, kSec)})}), Node("b", {Gpu(0, 80, 80)})},
        {Shared(1, 30)},
        {{1, "b", {0}, G(30)}},
        {}},
-      {"prefer a GPU no job uses, then best fit, then lowest index",
+      {"spread: fewest trainq jobs, then most usable memory, then lowest index",
        {Node("a", {Gpu(0, 80, 70, {Held(10, 10, 10, kSec)}), Gpu(1, 80, 80), Gpu(2, 40, 40),
                    Gpu(3, 40, 40)})},
        {Shared(1, 20), Shared(2, 30), Shared(3, 30), Shared(4, 30), Shared(5, 15)},
-       // 1: unused 2 and 3 fit best, lowest index; 2: unused 3; 3: unused 1; 4: all are used
-       // now, best fit GPU 1 (20 GiB left) over GPU 0 (40); 5: GPUs 1 and 2 both leave 5 GiB,
-       // lower index wins.
-       {{1, "a", {2}, G(20)},
-        {2, "a", {3}, G(30)},
-        {3, "a", {1}, G(30)},
-        {4, "a", {1}, G(30)},
+       // 1: no job on 1, 2, 3; GPU 1 has the most; 2: GPUs 2 and 3 tie, lower index; 3: GPU
+       // 3; 4: one job on each, GPU 0 leaves 40 GiB, GPU 1 30; 5: GPU 0 (2 jobs) has 10 GiB
+       // left, so GPU 1 (1 job).
+       {{1, "a", {1}, G(20)},
+        {2, "a", {2}, G(30)},
+        {3, "a", {3}, G(30)},
+        {4, "a", {0}, G(30)},
         {5, "a", {1}, G(15)}},
        {}},
+      {"spread balances jobs over GPUs: eight shares on four GPUs, two each",
+       {Node("a", {Gpu(0, 80, 80), Gpu(1, 80, 80), Gpu(2, 80, 80), Gpu(3, 80, 80)})},
+       {Shared(1, 10), Shared(2, 10), Shared(3, 10), Shared(4, 10), Shared(5, 10), Shared(6, 10),
+        Shared(7, 10), Shared(8, 10)},
+       {{1, "a", {0}, G(10)},
+        {2, "a", {1}, G(10)},
+        {3, "a", {2}, G(10)},
+        {4, "a", {3}, G(10)},
+        {5, "a", {0}, G(10)},
+        {6, "a", {1}, G(10)},
+        {7, "a", {2}, G(10)},
+        {8, "a", {3}, G(10)}},
+       {}},
+      {"spread: four more shares after four running ones, one on each GPU",
+       {Node("a",
+             {Gpu(0, 80, 70, {Held(10, 10, 10, kSec)}), Gpu(1, 80, 70, {Held(11, 10, 10, kSec)}),
+              Gpu(2, 80, 70, {Held(12, 10, 10, kSec)}), Gpu(3, 80, 70, {Held(13, 10, 10, kSec)})})},
+       {Shared(1, 10), Shared(2, 10), Shared(3, 10), Shared(4, 10)},
+       {{1, "a", {0}, G(10)}, {2, "a", {1}, G(10)}, {3, "a", {2}, G(10)}, {4, "a", {3}, G(10)}},
+       {}},
+      {"pack: GPUs in use first, then best fit, then lowest index",
+       {Node("a", {Gpu(0, 80, 70, {Held(10, 10, 10, kSec)}), Gpu(1, 80, 80), Gpu(2, 40, 40),
+                   Gpu(3, 40, 40)})},
+       {Shared(1, 20), Shared(2, 30), Shared(3, 30), Shared(4, 30), Shared(5, 15)},
+       // 1: GPU 0, the one in use (50 GiB left); 2: GPU 0 again (20 left); 3: no GPU in use
+       // fits, best fit among the others GPU 2 (10 left); 4: GPUs 0 and 2 are too full, best
+       // fit GPU 3; 5: GPU 0, in use, has 20.
+       {{1, "a", {0}, G(20)},
+        {2, "a", {0}, G(30)},
+        {3, "a", {2}, G(30)},
+        {4, "a", {3}, G(30)},
+        {5, "a", {0}, G(15)}},
+       {},
+       Packing()},
       {"priority first; a blocked big job lets later small ones start (backfill)",
        {Node("a", {Gpu(0, 80, 80)})},
        {Shared(1, 50), With(Shared(2, 40), 5, 2), Shared(3, 60), Shared(4, 30)},
@@ -255,11 +348,12 @@ std::vector<Case> Cases() {
       {"percent memory resolves per GPU",
        {Node("a", {Gpu(0, 80, 30), Gpu(1, 40, 40)}), Node("b", {Gpu(0, 80, 80)})},
        {Percent(1, 50), Percent(2, 60), Percent(3, 60)},
-       // 1: 40 GiB on a/0 (no room), 20 GiB on a/1 -- fits; 2: 48 GiB on b/0.
+       // pack (best fit): 1: 40 GiB on a/0 (no room), 20 GiB on a/1 -- fits; 2: 48 GiB on b/0.
        {{1, "a", {1}, G(20)}, {2, "b", {0}, G(48)}},
        {{3,
          "needs 1 GPU with 60% of its memory usable; best: GPU 0 with 32.0 GiB on node b "
-         "(needs 48.0 GiB there)"}}},
+         "(needs 48.0 GiB there)"}},
+       Packing()},
       {"a job asking more GPUs than any node has",
        {Node("a", {Gpu(0, 80, 80), Gpu(1, 80, 80), Gpu(2, 80, 80), Gpu(3, 80, 80)}),
         Node("b", {Gpu(0, 80, 80)})},
@@ -421,6 +515,23 @@ TEST(NextPassDueTest, BackoffAgingAndRampUp) {
   // Nothing waits: no ramp-up can matter.
   config.ramp_up_ms = 60 * kSec;
   EXPECT_EQ(NextPassDue({}, nodes, config, kNow), 0);
+}
+
+// A pass must run when a GPU's facts turn stale, so the waiting reasons say why nothing
+// starts there.
+TEST(NextPassDueTest, FactsTurningStale) {
+  PolicyConfig config = Config(0, 0);
+  config.aging_ms = 0;
+  config.stale_after_ms = 10 * kSec;
+  PendingJob job = Shared(1, 100);
+  std::vector<const PendingJob*> waiting = {&job};
+  std::vector<NodeState> nodes = {Node("a", {Sampled(Gpu(0, 80, 80), 4 * kSec, "bad file")})};
+  EXPECT_EQ(NextPassDue(waiting, nodes, config, kNow), kNow + 6 * kSec + 1);
+  nodes[0].gpus[0].sampled_at = kNow - 11 * kSec;  // stale already
+  EXPECT_EQ(NextPassDue(waiting, nodes, config, kNow), 0);
+  config.stale_after_ms = 0;
+  nodes[0].gpus[0].sampled_at = kNow - 4 * kSec;
+  EXPECT_EQ(NextPassDue(waiting, nodes, config, kNow), 0);
 }
 
 TEST(NextPassDueTest, ExtremeTimesDoNotWrap) {

@@ -91,6 +91,10 @@ std::string DaemonImpl::NodeInfo() const {
   }
   json doc = {{"cpu_slots", cpu_slots_},
               {"gpus", std::move(gpus)},
+              // Once a sample failed, the leader must know how old these facts are: this
+              // node's clock, as heartbeats are.
+              {"sampled_at", sample_error_.empty() ? json(nullptr) : json(sampled_at_)},
+              {"sample_error", sample_error_.empty() ? json(nullptr) : json(sample_error_)},
               {"probe", probe_.probe->Describe()},
               {"topology", snapshot_ ? snapshot_->topology : std::vector<std::vector<int>>{}}};
   return doc.dump();
@@ -393,6 +397,13 @@ Status DaemonImpl::RefreshClusterView() {
     // A lost or drained node gets nothing new; what it holds still counts.
     node.accepts_new = !r.lost && !r.drained;
     node.cpu_slots = info.is_object() ? info.value("cpu_slots", 0) : 0;
+    UnixMs sampled_at = 0;
+    std::string sample_error;
+    if (info.is_object() && info.contains("sample_error") && info["sample_error"].is_string() &&
+        info.contains("sampled_at") && info["sampled_at"].is_number_integer()) {
+      sampled_at = info["sampled_at"].get<UnixMs>();
+      sample_error = info["sample_error"].get<std::string>();
+    }
     std::map<int, const json*> gpu_info;
     if (info.is_object() && info.contains("gpus") && info["gpus"].is_array()) {
       for (const json& g : info["gpus"]) {
@@ -402,6 +413,8 @@ Status DaemonImpl::RefreshClusterView() {
         gpu.total_bytes = g.value("total", uint64_t{0});
         gpu.free_bytes = g.value("free", uint64_t{0});
         gpu.foreign_processes = g.value("foreign", 0);
+        gpu.sampled_at = sampled_at;
+        gpu.sample_error = sample_error;
         node.gpus.push_back(std::move(gpu));
         gpu_info[node.gpus.back().index] = &g;
       }

@@ -460,6 +460,16 @@ const std::vector<Option>& Options() {
           "where per-process GPU memory is unknown, how long a new attempt's reservation counts "
           "in full",
           Duration(&Config::ramp_up_ms)),
+      Row("whole_gpu_max_used", "1GiB", false,
+          "a whole-GPU job (no `--mem`) takes only a GPU with no other job or process and at most "
+          "this much memory in use (memory held from another container shows no process); 0 = "
+          "none at all",
+          Size(&Config::whole_gpu_max_used_bytes, "a size like \"1GiB\", or 0 (none in use)",
+               true)),
+      Row("gpu_stale_after", "10s", false,
+          "after GPU samples fail, nothing starts on the GPUs once their last good sample is this "
+          "old (at least two `sample_interval`s are used); `trainq gpus` shows the age and error",
+          Duration(&Config::gpu_stale_after_ms, 1000)),
       Row("cpu_slots", "0", true,
           "host CPU slots jobs can hold (`--cpus`; a GPU job holds none unless it asks); 0 = the "
           "machine's cores (`trainq config set cpu-slots 16`)",
@@ -508,13 +518,13 @@ const std::vector<Option>& Options() {
           Duration(&Config::fair_share_half_life_ms)),
       Row("workload_window", "0", false,
           "how many of the last submitted GPU jobs give the workload mix for fragmentation-aware "
-          "GPU choice (FGD, as `trainq sim` runs it); 0 = off: unused GPUs first, then best fit",
+          "GPU choice (FGD, as `trainq sim` runs it); 0 = off: the `placement` rule",
           Count(&Config::workload_window, kMaxCount,
                 "a whole number of jobs from 0 (off) to 100000")),
       Row("placement", "\"spread\"", true,
-          "where shares (`--mem`) go first: \"spread\" = GPUs no job uses, so jobs do not share "
-          "compute while a GPU idles; \"pack\" = GPUs already in use, keeping whole GPUs free "
-          "(`trainq config set placement pack`)",
+          "where shares (`--mem`) go first: \"spread\" = the GPUs with the fewest trainq jobs, "
+          "then the most usable memory, so jobs balance over the GPUs; \"pack\" = GPUs already "
+          "in use, then best fit, keeping whole GPUs free (`trainq config set placement pack`)",
           Placement()),
       Row("master_port_range", "\"29500-29999\"", false,
           "`MASTER_PORT` values handed to multi-GPU jobs, never two live attempts the same",
@@ -728,6 +738,9 @@ PolicyConfig PolicyOf(const Config& config) {
   PolicyConfig policy;
   policy.headroom_bytes = config.headroom_bytes;
   policy.ramp_up_ms = config.ramp_up_ms;
+  policy.whole_max_used_bytes = config.whole_gpu_max_used_bytes;
+  // A bound shorter than two samples would close GPUs between good samples.
+  policy.stale_after_ms = std::max(config.gpu_stale_after_ms, 2 * config.sample_interval_ms);
   policy.devices = config.devices;
   policy.max_jobs_per_gpu = config.max_jobs_per_gpu;
   policy.max_gpus_per_user = config.max_gpus_per_user;

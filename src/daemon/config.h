@@ -28,6 +28,11 @@ struct Config {
   int64_t sample_interval_ms = 1000;                        // sample_interval
   int64_t ramp_up_ms = PolicyConfig{}.ramp_up_ms;           // ramp_up
   int cpu_slots = 0;                                        // 0: the machine's cores
+
+  // whole_gpu_max_used, gpu_stale_after
+  uint64_t whole_gpu_max_used_bytes = PolicyConfig{}.whole_max_used_bytes;
+  int64_t gpu_stale_after_ms = PolicyConfig{}.stale_after_ms;
+
   std::string fake_gpus;
   std::string nvml_library = "libnvidia-ml.so.1";
   std::vector<std::string> oom_patterns;     // added to the built-in list

@@ -532,8 +532,12 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(from_config.aging_ms, policy.aging_ms);
   EXPECT_EQ(from_config.max_holds, policy.max_holds);
   EXPECT_EQ(from_config.pack, policy.pack);
+  EXPECT_EQ(from_config.whole_max_used_bytes, policy.whole_max_used_bytes);
+  EXPECT_EQ(from_config.stale_after_ms, policy.stale_after_ms);
 
   Config c;
+  c.whole_gpu_max_used_bytes = 9;
+  c.gpu_stale_after_ms = 30000;
   c.headroom_bytes = 1;
   c.ramp_up_ms = 2;
   c.devices = {3};
@@ -551,6 +555,11 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(p.max_gpus_per_user, 7);
   EXPECT_EQ(p.max_jobs_per_user, 8);
   EXPECT_EQ(p.aging_ms, 5);
+  EXPECT_EQ(p.whole_max_used_bytes, 9u);
+  EXPECT_EQ(p.stale_after_ms, 30000);
+  // Facts are never called stale between two good samples.
+  c.sample_interval_ms = 20000;
+  EXPECT_EQ(PolicyOf(c).stale_after_ms, 40000);
   EXPECT_EQ(p.max_holds, 6);
   EXPECT_TRUE(p.pack);
 }

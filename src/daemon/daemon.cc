@@ -15,6 +15,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "src/core/duration.h"
 #include "src/core/endpoint.h"
 #include "src/core/oom.h"
 #include "src/daemon/daemon_impl.h"
@@ -212,11 +213,21 @@ bool DaemonImpl::SampleGpus() {
   Result<GpuSnapshot> snap = probe_.probe->Sample();
   if (!snap.ok()) {
     // Keep the last good snapshot: a half-written simulated file or a passing NVML error
-    // must not make the GPUs vanish.
-    spdlog::warn("GPU sample failed: {}", snap.status().message());
-    return false;
+    // must not make the GPUs vanish. Its facts are stale from now on (the policy starts
+    // nothing on them past gpu_stale_after); the log says so once per distinct error.
+    std::string error = snap.status().message();
+    if (error == sample_error_) return false;
+    spdlog::warn("GPU sample failed: {}; {}", error,
+                 snapshot_ ? "keeping the last good sample, taken " +
+                                 FormatDuration(clock_.Now() - sampled_at_) + " ago"
+                           : std::string("no GPU sample yet"));
+    sample_error_ = std::move(error);
+    return true;
   }
-  bool changed = !snapshot_ || !SameGpus(*snapshot_, *snap);
+  if (!sample_error_.empty()) spdlog::info("GPU sampling works again");
+  bool changed = !snapshot_ || !SameGpus(*snapshot_, *snap) || !sample_error_.empty();
+  sample_error_.clear();
+  sampled_at_ = clock_.Now();
   snapshot_ = std::move(*snap);
   AttributeUsage();
   return changed;

@@ -146,7 +146,8 @@ class DaemonImpl {
   friend class Routes;
 
   // daemon.cc
-  // Returns whether the GPUs changed since the last sample.
+  // Returns whether the GPUs changed since the last sample, or sampling began to fail or
+  // works again.
   bool SampleGpus();
   void ArmSampleTimer();
   Status OpenSocketToUsers();
@@ -324,6 +325,10 @@ class DaemonImpl {
   boost::asio::steady_timer sample_timer_{io_};
   boost::asio::steady_timer wakeup_timer_{io_};
   std::optional<GpuSnapshot> snapshot_;
+  // When snapshot_ was taken, and why every sample since has failed ("" when the last one
+  // worked): the GPUs' facts are then stale (GpuState::sampled_at), shown by `trainq gpus`.
+  UnixMs sampled_at_ = 0;
+  std::string sample_error_;
   std::map<JobId, LiveAttempt> live_;
   // MASTER_PORTs of live multi-GPU attempts (config_ is declared, so initialised, earlier).
   PortPool ports_{config_.master_port_first, config_.master_port_last};

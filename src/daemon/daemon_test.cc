@@ -204,6 +204,41 @@ TEST_F(DaemonTest, AShimDeadWithoutARecordHasItsJobStoppedBeforeItsEndAndItsGpuF
   EXPECT_EQ(Get(second).state, JobState::kRunning);
 }
 
+// A failed sample keeps the last good one, shown with its age and error; once it is older
+// than gpu_stale_after, nothing starts on its GPUs and the reason says why.
+TEST_F(DaemonTest, AFailedSampleMakesTheGpusStaleAfterTheBound) {
+  config_.gpu_stale_after_ms = 5000;
+  SetGpus({Gpu(0, 80)});
+  Start();
+  *probe_error_ = "NVML: GPU is lost";
+  daemon_->OnSampleTimer();
+  Loop();
+  json gpus = json::parse(Call("GET", "/v1/gpus").body);
+  EXPECT_EQ(gpus["sample_error"], "NVML: GPU is lost");
+  EXPECT_EQ(gpus["gpus"][0]["closed"], nullptr);
+  JobId first = Submit({{"mem", "10GiB"}});
+  EXPECT_EQ(Get(first).state, JobState::kRunning) << "facts within the bound are used";
+
+  JobId second = Submit({{"mem", "75GiB"}});  // does not fit beside the first: it waits
+  ASSERT_EQ(daemon_->NextWakeup(), clock_.Now() + 5001) << "a pass when the facts turn stale";
+  WakeUp();
+  JobId third = Submit({{"mem", "10GiB"}});
+  Job job = Get(third);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_THAT(job.reason, HasSubstr("GPU 0 last sampled 5s ago (sampling fails: NVML: GPU is "
+                                    "lost), more than gpu_stale_after = 5s"));
+  gpus = json::parse(Call("GET", "/v1/gpus").body);
+  EXPECT_EQ(gpus["gpus"][0]["closed"], "stale");
+  EXPECT_EQ(gpus["sample_age_ms"], 5001);
+
+  *probe_error_ = "";
+  daemon_->OnSampleTimer();
+  Loop();
+  EXPECT_EQ(Get(third).state, JobState::kRunning);
+  EXPECT_EQ(json::parse(Call("GET", "/v1/gpus").body)["sample_error"], nullptr);
+  EXPECT_EQ(Get(second).state, JobState::kQueued);
+}
+
 TEST_F(DaemonTest, AShimDeadWithoutARecordAndNothingLeftEndsAtOnce) {
   SetGpus({Gpu(0, 80)});
   Start();

@@ -85,7 +85,8 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
     auto faulty = std::make_unique<FaultyStore>(std::move(*sqlite));
     store_ = faulty.get();
-    DaemonSeams seams{std::move(faulty), ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_), ""},
+    DaemonSeams seams{std::move(faulty),
+                      ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_, probe_error_), ""},
                       shims_.Launcher(), &clock_};
     seams.deliver = [this](const Delivery& d) {
       std::lock_guard lock(delivered_mu_);
@@ -174,6 +175,7 @@ class DaemonTest : public ::testing::Test {
   Config config_;
   FakeClock clock_{kT0};
   std::shared_ptr<GpuSnapshot> snapshot_ = std::make_shared<GpuSnapshot>();
+  std::shared_ptr<std::string> probe_error_ = std::make_shared<std::string>();  // "": samples work
   FakeShims shims_;
   boost::asio::io_context io_;
   FaultyStore* store_ = nullptr;

@@ -555,7 +555,11 @@ json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& s
   };
   // Why no new job starts here, as `trainq gpus` marks it; null when they may.
   json closed = nullptr;
-  if (listed(policy.paused_gpus)) {
+  bool stale = policy.stale_after_ms > 0 && state.sampled_at > 0 &&
+               now - state.sampled_at > policy.stale_after_ms;
+  if (stale) {
+    closed = "stale";
+  } else if (listed(policy.paused_gpus)) {
     closed = "paused";
   } else if (!policy.devices.empty() && !listed(policy.devices)) {
     closed = "not in devices";
@@ -584,15 +588,20 @@ void Routes::Gpus(RouteContext& c) {
       gpus.push_back(GpuJson(c.d, c.d.snapshot_->gpus[i], nodes[0].gpus[i], now));
     }
   }
-  c.respond(Json(200, {{"node", c.d.node_},
-                       {"source", c.d.snapshot_ ? c.d.snapshot_->source : "none"},
-                       {"probe", c.d.probe_.probe->Describe()},
-                       {"cpu_slots", nodes[0].cpu_slots},
-                       {"cpu_slots_used", nodes[0].cpu_slots_used},
-                       {"paused", c.d.config_.paused},
-                       {"gpus", std::move(gpus)},
-                       {"topology", c.d.snapshot_ ? c.d.snapshot_->topology
-                                                  : std::vector<std::vector<int>>{}}}));
+  c.respond(Json(
+      200,
+      {{"node", c.d.node_},
+       {"source", c.d.snapshot_ ? c.d.snapshot_->source : "none"},
+       {"probe", c.d.probe_.probe->Describe()},
+       {"cpu_slots", nodes[0].cpu_slots},
+       {"cpu_slots_used", nodes[0].cpu_slots_used},
+       {"paused", c.d.config_.paused},
+       // Set once a sample failed: how old the facts shown are, and why.
+       {"sample_error", c.d.sample_error_.empty() ? json(nullptr) : json(c.d.sample_error_)},
+       {"sample_age_ms", c.d.snapshot_ ? json(now - c.d.sampled_at_) : json(nullptr)},
+       {"stale_after_ms", c.d.Policy().stale_after_ms},
+       {"gpus", std::move(gpus)},
+       {"topology", c.d.snapshot_ ? c.d.snapshot_->topology : std::vector<std::vector<int>>{}}}));
 }
 
 void Routes::DaemonStatus(RouteContext& c) {

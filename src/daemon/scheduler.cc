@@ -40,6 +40,10 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
     gpu.uuid = info.uuid;
     gpu.total_bytes = info.total_bytes;
     gpu.free_bytes = info.free_bytes;
+    if (!sample_error_.empty()) {  // facts are stale only once a sample failed
+      gpu.sampled_at = sampled_at_;
+      gpu.sample_error = sample_error_;
+    }
     std::set<int64_t> ours;
     for (const auto& [id, live] : live_) {
       if (std::find(live.gpu_indices.begin(), live.gpu_indices.end(), info.index) ==

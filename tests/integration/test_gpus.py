@@ -122,17 +122,35 @@ def test_missing_nvml_library_means_cpu_only(make_trainq):
     tq.wait_state(job_id, "succeeded")
 
 
-def test_a_malformed_gpu_file_keeps_the_last_good_sample(tq):
+def test_a_failed_sample_makes_the_last_good_one_stale(make_trainq):
+    """The last good sample is still shown, with its age and the error; once it is older
+    than gpu_stale_after nothing starts on its GPUs, and the waiting job says why. The error
+    is logged once, not at every sample."""
+    tq = make_trainq(gpu_stale_after="1s")
     assert len(tq.gpus()["gpus"]) == 1
+    assert tq.gpus()["sample_error"] is None
     with open(tq.gpu_file + ".tmp", "w") as f:
         f.write('{"gpus": [{"uuid": "GPU-sim-0", "memory_total": "lots"}]')
     os.replace(tq.gpu_file + ".tmp", tq.gpu_file)
-    wait_for(lambda: "GPU sample failed" in tq.daemon_log(), what="the daemon to log the error")
-    doc = tq.gpus()
+    doc = wait_for(lambda: (d := tq.gpus())["gpus"][0]["closed"] == "stale" and d,
+                   what="the GPU's facts to turn stale")
     assert [g["uuid"] for g in doc["gpus"]] == ["GPU-sim-0"]
     assert doc["gpus"][0]["memory_total"] == 80 * GIB
+    assert "is not a JSON object" in doc["sample_error"]
+    assert doc["sample_age_ms"] > 1000
+    table = tq.run("gpus").stdout
+    assert "0 (stale)" in table
+    assert "stale: GPU sampling fails (" in table and "gpu_stale_after" in table, table
+
     job_id = tq.submit("--mem", "1GiB", cmd=["true"])
-    tq.wait_state(job_id, "succeeded")
+    reason = wait_for(lambda: "last sampled" in (r := tq.show(job_id)["reason"] or "") and r,
+                      what="the reason to name the stale facts")
+    assert "sampling fails: simulated GPU file" in reason, reason
+    assert tq.state(job_id) == "queued"
+    assert tq.daemon_log().count("GPU sample failed") == 1, tq.daemon_log()
 
     tq.set_gpus([gpu(0), gpu(1)])
-    wait_for(lambda: len(tq.gpus()["gpus"]) == 2, what="the good file to be read again")
+    tq.wait_state(job_id, "succeeded")
+    doc = tq.gpus()
+    assert len(doc["gpus"]) == 2 and doc["sample_error"] is None
+    assert "GPU sampling works again" in tq.daemon_log()

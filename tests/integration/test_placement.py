@@ -1,5 +1,6 @@
 """Placement without double booking (issue point 2), reasons (point 7) and event-driven
 scheduling (point 8), on simulated GPUs."""
+import json
 import os
 import time
 
@@ -102,6 +103,21 @@ def test_exclusive_job_takes_only_an_untouched_gpu(make_trainq, foreign_process)
     tq.set_gpus([gpu(0), gpu(1), gpu(2)])  # the foreign process ended
     job = tq.wait_state(second, "succeeded")
     assert gpu_indices(job) == [0]
+
+
+def test_a_whole_gpu_job_passes_over_memory_another_container_holds(make_trainq):
+    """A GPU shared with another container: 70 GiB used, no process NVML can list."""
+    tq = make_trainq([gpu(0, others="70GiB"), gpu(1, others="512MiB")])
+    first = tq.submit(cmd=tq.fake_job("--wait-file", tq.path("never")))
+    assert gpu_indices(tq.wait_state(first, "running")) == [1]  # 512 MiB: under 1 GiB
+    second = tq.submit(cmd=["true"])
+    assert_stays(tq, second, "queued", seconds=0.5)
+    reason = tq.show(second)["reason"]
+    assert ("taken: GPU 0 with 70.0 GiB in use by others (whole_gpu_max_used = 1.0 GiB), "
+            f"GPU 1 by job {first}") in reason, reason
+    explained = json.loads(tq.run("explain", str(second), "--json").stdout)
+    assert explained["gpus"][0]["memory_usable"] == 10 * GIB - HEADROOM
+    assert [g["fits"] for g in explained["gpus"]] == [False, False]
 
 
 def test_multi_gpu_job_gets_gpus_on_one_node(make_trainq):

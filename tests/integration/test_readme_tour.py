@@ -2,10 +2,13 @@
 run, and what the README shows after it must be what trainq prints, but for the columns that
 differ on every machine (USER, SUBMITTED), peak memory and the `gpus` table's last line (the
 node's name and where its GPUs come from). The README cannot drift from the
-code again."""
+code again. Where PyTorch is installed the tour's torchrun is the real one, and its job
+runs to the end once the GPUs are free."""
 import os
 import re
+import shutil
 import stat
+import subprocess
 import sys
 import time
 
@@ -58,16 +61,35 @@ def normalised(lines):
     return rows
 
 
-def stand_ins(tq):
-    """`python` and `torchrun` stand in for training and run until cancelled; `python`
-    holds 18.2 GiB of its simulated GPU, as train.py would."""
+def real_torchrun():
+    """The installed torchrun when its PyTorch imports (it prints its help), else None."""
+    path = shutil.which("torchrun")
+    if path is None:
+        return None
+    try:
+        ran = subprocess.run([path, "--help"], capture_output=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return None
+    return path if ran.returncode == 0 else None
+
+
+# What the tour's train.py does under the real torchrun: each worker says who it is.
+TRAIN_PY = """import os
+print("worker", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+"""
+
+
+def stand_ins(tq, torchrun_too):
+    """`python` (and `torchrun` where the real one is missing) stand in for training and
+    run until cancelled; `python` holds 18.2 GiB of its simulated GPU, as train.py would."""
     bin_dir = tq.path("bin")
     os.makedirs(bin_dir)
     scripts = {
         "python": f'exec {sys.executable} {FAKE_TRAIN} --usage-dir {tq.usage_dir} '
                   '--mem-gib 18.2 --duration 600\n',
-        "torchrun": "exec sleep 600\n",
     }
+    if torchrun_too:
+        scripts["torchrun"] = "exec sleep 600\n"
     for name, body in scripts.items():
         path = os.path.join(bin_dir, name)
         with open(path, "w") as f:
@@ -90,7 +112,10 @@ def settled(tq, words, shown, timeout=15.0):
 def test_the_readme_tour_prints_what_the_readme_shows(make_trainq):
     a100 = {"name": "NVIDIA A100-SXM4-80GB"}
     tq = make_trainq(gpus=[gpu(0, **a100), gpu(1, **a100)])
-    stand_ins(tq)
+    torchrun = real_torchrun()
+    stand_ins(tq, torchrun_too=torchrun is None)
+    with open(tq.path("train.py"), "w") as f:
+        f.write(TRAIN_PY)
     tq.env["PATH"] = tq.path("bin") + os.pathsep + tq.env["PATH"]
     steps = tour()
     assert len(steps) >= 8, steps
@@ -106,4 +131,12 @@ def test_the_readme_tour_prints_what_the_readme_shows(make_trainq):
         if words[1] in ("ls", "gpus"):
             printed = settled(tq, words[1:], shown)
         assert normalised(printed) == normalised(shown), (command, r.stdout)
-    tq.run("cancel", "--all-mine")
+    if torchrun is not None:
+        # The tour's two-GPU job, queued again by its last step, starts once the GPUs are
+        # free, and the real torchrun runs it as the README wrote it.
+        tq.run("cancel", "1", "2")
+        job = tq.wait_state(3, ("succeeded", "failed"), timeout=120)
+        log = tq.run("logs", "3").stdout
+        assert job["state"] == "succeeded", log
+        assert "worker 0 of 2" in log and "worker 1 of 2" in log, log
+    tq.run("cancel", "--all-mine", check=False)
