@@ -47,6 +47,7 @@ struct StoppingAttempt {
   UnixMs give_up_at = 0;        // what outlives SIGKILL this long (stuck in D state) is left
   size_t found = 0;             // processes found at the first scan
   std::vector<ProcStat> procs;  // the latest scan
+  bool cancel_sent = false;     // the daemon had asked the shim to stop before it was gone
 };
 
 // An attempt this daemon runs (or re-adopted), with what the GPU samples say of it.
