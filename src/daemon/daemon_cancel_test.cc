@@ -1,9 +1,11 @@
-// Cancels against the fakes: a cancel that reaches an attempt at any step of its start ends
-// it cancelled, never failed. A failed end would notify "failed", cancel the job's dependents
-// and be picked up by `retry --failed`.
+// Cancels against the fakes: one request for many jobs is one decision, and a cancel that
+// reaches an attempt at any step of its start ends it cancelled, never failed. A failed end would
+// notify "failed", cancel the job's dependents and be picked up by `retry --failed`.
 #include "src/daemon/daemon_test_fixture.h"
 
 #include <fmt/format.h>
+
+#include "src/core/duration.h"
 
 namespace trainq {
 namespace {
@@ -13,6 +15,12 @@ using ::testing::StartsWith;
 
 class CancelTest : public DaemonTest {
  protected:
+  json CancelMany(const std::vector<JobId>& ids) {
+    HttpResponse r = Call("POST", "/v1/jobs/cancel", json{{"ids", ids}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    json doc = json::parse(r.body, nullptr, false);
+    return doc.is_object() ? doc["results"] : json::array();
+  }
   HttpResponse CancelOne(JobId id) {
     return Call("POST", "/v1/jobs/" + std::to_string(id) + "/cancel");
   }
@@ -24,6 +32,38 @@ class CancelTest : public DaemonTest {
     return rec;
   }
 };
+
+// The report: 4 GPUs of 40 GiB, three jobs wanting 30 GiB on all four; one runs, two wait.
+// `cancel 1-3` as one request stops job 1 and cancels 2 and 3 before any pass can start 3 on
+// the GPUs that job 1's stop frees.
+TEST_F(CancelTest, ARangeIsOneDecisionAndStartsNothing) {
+  SetGpus({Gpu(0, 40), Gpu(1, 40), Gpu(2, 40), Gpu(3, 40)});
+  Start();
+  std::vector<JobId> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Submit({{"gpus", 4}, {"mem", "30GiB"}}));
+  ASSERT_EQ(Get(ids[0]).state, JobState::kRunning);
+  ASSERT_EQ(Get(ids[2]).state, JobState::kQueued);
+
+  json results = CancelMany(ids);
+  ASSERT_EQ(results.size(), 3u) << results.dump();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(results[i]["id"], ids[i]);
+    EXPECT_FALSE(results[i].contains("error")) << results[i].dump();
+  }
+  EXPECT_EQ(results[0]["state"], "running");  // stopping: SIGTERM sent
+  EXPECT_EQ(results[0]["message"],
+            fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {})", ids[0],
+                        FormatDuration(config_.grace_ms)));
+  EXPECT_EQ(results[1]["state"], "cancelled");
+  EXPECT_EQ(results[2]["state"], "cancelled");
+  EXPECT_EQ(shims_.Find(RunDir(ids[0], 1))->signals, std::vector<int>{SIGTERM});
+
+  ASSERT_TRUE(shims_.Exit(RunDir(ids[0], 1), CancelledRecord(SIGTERM)));
+  Loop();
+  for (JobId id : ids) EXPECT_EQ(Get(id).state, JobState::kCancelled) << "job " << id;
+  EXPECT_EQ(shims_.Find(RunDir(ids[2], 1)), nullptr) << "job 3 was started";
+  EXPECT_EQ(shims_.alive_count(), 0);
+}
 
 // The same jobs cancelled one request at a time, as any API client may: job 1's stop frees
 // its GPUs after job 2's cancel made job 3 the head, a pass starts job 3, and the cancel that
@@ -143,6 +183,55 @@ TEST_F(CancelTest, ACancelWhileARequeuedAttemptIsStoppedEndsItCancelled) {
   EXPECT_EQ(job.state, JobState::kCancelled) << job.reason;
   EXPECT_EQ(job.attempt, 1);
   EXPECT_EQ(shims_.Find(RunDir(id, 2)), nullptr);
+}
+
+// One job of a batch that cannot be cancelled is reported in its place; the others are done.
+TEST_F(CancelTest, ABatchReportsEachJobAndRefusesABadListWhole) {
+  SetGpus({Gpu(0, 40)});
+  Start();
+  JobId a = Submit({{"gpus", 1}});
+  JobId b = Submit({{"gpus", 1}});
+  ASSERT_TRUE(shims_.Exit(RunDir(a, 1), Exited(0)));
+  Loop();
+  ASSERT_EQ(Get(b).state, JobState::kRunning);
+  JobId c = Submit({{"gpus", 1}});
+
+  json results = CancelMany({a, 999, c});
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0]["error"]["code"], "conflict");
+  EXPECT_EQ(results[1]["error"]["code"], "not_found");
+  EXPECT_EQ(results[2]["state"], "cancelled");
+
+  HttpResponse bad =
+      Call("POST", "/v1/jobs/cancel",
+           R"({"ids": [)" + std::to_string(b) + R"(, "x", 0, )" + std::to_string(b) + "]}");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr(R"(ids[1]: \"x\" is not a job id)"));
+  EXPECT_THAT(bad.body, HasSubstr("ids[2]: 0 is not a job id"));
+  EXPECT_THAT(bad.body, HasSubstr(fmt::format("ids[3]: {} is given twice (ids[0])", b)));
+  EXPECT_EQ(shims_.Find(RunDir(b, 1))->signals, std::vector<int>{}) << "half done";
+  EXPECT_EQ(Call("POST", "/v1/jobs/cancel", R"({"ids": []})").status, 400);
+  EXPECT_EQ(Call("POST", "/v1/jobs/cancel", "").status, 400);
+}
+
+// Retry of many is one decision too: with one GPU, the first retried job starts and the
+// others wait, all queued by the one request before the pass that follows it.
+TEST_F(CancelTest, ARetryOfManyQueuesThemAllBeforeThePass) {
+  SetGpus({Gpu(0, 40)});
+  Start();
+  std::vector<JobId> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Submit({{"gpus", 1}}));
+  CancelMany(ids);
+  ASSERT_TRUE(shims_.Exit(RunDir(ids[0], 1), CancelledRecord(SIGTERM)));
+  Loop();
+  HttpResponse r = Call("POST", "/v1/jobs/retry", json{{"ids", ids}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json results = json::parse(r.body)["results"];
+  ASSERT_EQ(results.size(), 3u);
+  for (const json& item : results) EXPECT_EQ(item["state"], "queued") << item.dump();
+  EXPECT_EQ(Get(ids[0]).state, JobState::kRunning);
+  EXPECT_EQ(Get(ids[1]).state, JobState::kQueued);
+  EXPECT_EQ(Get(ids[2]).state, JobState::kQueued);
 }
 
 }  // namespace
