@@ -19,6 +19,7 @@
 #include "src/core/placement.h"
 #include "src/core/spec.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/daemon/routes.h"
 #include "src/os/fd.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
@@ -862,6 +863,12 @@ bool Matches(const Route& r, const HttpRequest& req) {
 }
 
 }  // namespace
+
+std::vector<std::string> RouteNames() {
+  std::vector<std::string> names;
+  for (const Route& r : kRoutes) names.push_back(std::string(r.method) + " " + r.path);
+  return names;
+}
 
 void DaemonImpl::Handle(HttpRequest request, Responder respond) {
   Result<Caller> caller = Authenticate(request);
