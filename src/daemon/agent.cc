@@ -447,12 +447,7 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
 Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   if (IsWaiting(job.state)) {
     TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user));
-    waiting_.erase(job.id);
-    written_reasons_.erase(job.id);
-    *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
-    ResolveDependents(job.id);
-    JobEnded(job.id);
-    RequestSchedule();
+    CancelledWaiting(job, message);
     return Status::Ok();
   }
   if (IsDone(job.state)) {
@@ -489,6 +484,15 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {})", job.id,
                          FormatDuration(config_.grace_ms));
   return Status::Ok();
+}
+
+void DaemonImpl::CancelledWaiting(const Job& job, std::string* message) {
+  waiting_.erase(job.id);
+  written_reasons_.erase(job.id);
+  *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
+  ResolveDependents(job.id);
+  JobEnded(job.id);
+  RequestSchedule();
 }
 
 void DaemonImpl::AttributeUsage() {

@@ -214,6 +214,25 @@ TEST_F(CancelTest, ABatchReportsEachJobAndRefusesABadListWhole) {
   EXPECT_EQ(Call("POST", "/v1/jobs/cancel", "").status, 400);
 }
 
+// The waiting jobs of a batch go to the store in one call, one sync for them all: a store
+// that refuses that call refuses each of them, and none is cancelled.
+TEST_F(CancelTest, TheWaitingJobsOfABatchAreOneStoreCall) {
+  SetGpus({Gpu(0, 40)});
+  Start();
+  JobId running = Submit({{"gpus", 1}});
+  JobId a = Submit({{"gpus", 1}});
+  JobId b = Submit({{"gpus", 1}});
+  store_->FailNext("CancelWaitingMany", Status::Io("disk I/O error"));
+  json results = CancelMany({a, running, b});
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0]["error"]["code"], "io") << results.dump();
+  EXPECT_EQ(results[1]["state"], "running");  // stopped through its shim, as ever
+  EXPECT_EQ(results[2]["error"]["code"], "io");
+  EXPECT_EQ(Get(a).state, JobState::kQueued);
+  EXPECT_EQ(Get(b).state, JobState::kQueued);
+  EXPECT_EQ(shims_.Find(RunDir(running, 1))->signals, std::vector<int>{SIGTERM});
+}
+
 // Retry of many is one decision too: with one GPU, the first retried job starts and the
 // others wait, all queued by the one request before the pass that follows it.
 TEST_F(CancelTest, ARetryOfManyQueuesThemAllBeforeThePass) {

@@ -212,6 +212,9 @@ class DaemonImpl {
   // "disk full in STATE_DIR: ..."; empty for any other failure.
   std::string StorageProblem(const Status& st) const;
   Status CancelJob(const Job& job, std::string* message);
+  // What follows a waiting job's cancel once the store has it (CancelWaiting or, for a
+  // request that cancels many, CancelWaitingMany): the queue, reasons, dependents, notice.
+  void CancelledWaiting(const Job& job, std::string* message);
   void AttributeUsage();
 
   // dependencies.cc

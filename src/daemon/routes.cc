@@ -337,7 +337,8 @@ class Routes {
   static void Log(RouteContext& c, const Job& job);
   static Status Retry(RouteContext& c, const Job& job, std::string* message);
   static void ActOnMany(RouteContext& c, std::string_view verb);
-  static json ActOnOne(RouteContext& c, std::string_view verb, JobId id);
+  static void CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Job>>& jobs,
+                                    std::vector<json>& results);
   static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now);
   static void Explain(RouteContext& c, const Job& job);
 };
@@ -799,31 +800,80 @@ Result<std::vector<JobId>> ParseIds(const std::string& body) {
 
 }  // namespace
 
+namespace {
+
+json Refused(JobId id, const Status& st) {
+  return {{"id", id}, {"error", {{"code", CodeName(st.code())}, {"message", st.message()}}}};
+}
+
+}  // namespace
+
+// Each job's result is {"id", "state", "message"}, or {"id", "error": {"code", "message"}}
+// where a request for that job alone would have been refused.
 void Routes::ActOnMany(RouteContext& c, std::string_view verb) {
   Result<std::vector<JobId>> ids = ParseIds(c.req.body);
   if (!ids.ok()) return c.respond(ErrorResponse(ids.status()));
-  json results = json::array();
-  for (JobId id : *ids) results.push_back(ActOnOne(c, verb, id));
+  std::vector<std::optional<Job>> jobs(ids->size());
+  std::vector<json> results(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    JobId id = (*ids)[i];
+    Result<Job> job = c.d.store_->Get(id);
+    Status st = job.status();
+    if (st.ok()) st = Authorize(c.caller, Action::kChangeJob, job->spec.user, verb, id);
+    if (st.ok()) jobs[i] = std::move(*job);
+    if (!st.ok()) results[i] = Refused(id, st);
+  }
+  if (verb == "cancel") CancelWaitingTogether(c, jobs, results);
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if (!results[i].is_null()) continue;
+    std::string message;
+    Status st = verb == "cancel" ? c.d.CancelJob(*jobs[i], &message) : Retry(c, *jobs[i], &message);
+    if (!st.ok()) {
+      results[i] = Refused((*ids)[i], st);
+      continue;
+    }
+    Result<Job> now = c.d.store_->Get((*ids)[i]);
+    results[i] = {{"id", (*ids)[i]},
+                  {"state", now.ok() ? json(StateName(now->state)) : json(nullptr)},
+                  {"message", message}};
+  }
   c.respond(Json(200, {{"results", std::move(results)}}));
 }
 
-// One job of a batch: {"id", "state", "message"}, or {"id", "error": {"code", "message"}} as a
-// request for that job alone would have been refused.
-json Routes::ActOnOne(RouteContext& c, std::string_view verb, JobId id) {
-  json out = {{"id", id}};
-  std::string message;
-  Result<Job> job = c.d.store_->Get(id);
-  Status st = job.status();
-  if (st.ok()) st = Authorize(c.caller, Action::kChangeJob, job->spec.user, verb, id);
-  if (st.ok()) st = verb == "cancel" ? c.d.CancelJob(*job, &message) : Retry(c, *job, &message);
-  if (!st.ok()) {
-    out["error"] = {{"code", CodeName(st.code())}, {"message", st.message()}};
-    return out;
+// The waiting jobs among `jobs` are cancelled in one store call, so a request that cancels
+// thousands of them pays for one sync, not one each; their results are filled in. A job
+// the store finds no longer waiting is left to CancelJob, read again.
+void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Job>>& jobs,
+                                   std::vector<json>& results) {
+  std::vector<size_t> at;
+  std::vector<std::pair<JobId, std::string>> cancels;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!jobs[i] || !IsWaiting(jobs[i]->state)) continue;
+    at.push_back(i);
+    cancels.emplace_back(jobs[i]->id, "cancelled by " + jobs[i]->spec.user);
   }
-  Result<Job> now = c.d.store_->Get(id);
-  out["state"] = now.ok() ? json(StateName(now->state)) : json(nullptr);
-  out["message"] = message;
-  return out;
+  if (cancels.empty()) return;
+  Result<std::vector<Status>> done = c.d.store_->CancelWaitingMany(cancels);
+  for (size_t k = 0; k < at.size(); ++k) {
+    std::optional<Job>& job = jobs[at[k]];
+    JobId id = job->id;
+    Status st = done.ok() ? (*done)[k] : done.status();
+    if (st.code() == Code::kConflict) {
+      Result<Job> now = c.d.store_->Get(id);
+      if (now.ok()) {
+        job = std::move(*now);
+        continue;
+      }
+      st = now.status();
+    }
+    if (!st.ok()) {
+      results[at[k]] = Refused(id, st);
+      continue;
+    }
+    std::string message;
+    c.d.CancelledWaiting(*job, &message);
+    results[at[k]] = {{"id", id}, {"state", "cancelled"}, {"message", message}};
+  }
 }
 
 namespace {
