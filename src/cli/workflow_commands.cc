@@ -89,6 +89,14 @@ Result<std::vector<JobOutcome>> ActOnJobs(Client& client, std::string_view verb,
                                           const std::vector<int64_t>& ids) {
   Result<json> r =
       client.Call("POST", fmt::format("/v1/jobs/{}", verb), DumpJson(json{{"ids", ids}}));
+  // A daemon older than this route reads the verb as a job id and refuses it.
+  if (!r.ok() && r.status().code() == Code::kInvalid &&
+      r.status().message().starts_with(fmt::format("job id: '{}'", verb))) {
+    return Status::Internal(fmt::format(
+        "the daemon is older than this trainq and cannot {} many jobs in one request; restart "
+        "it ('trainq daemon stop', then any command starts this version's)",
+        verb));
+  }
   if (!r.ok()) return r.status();
   Reply reply(*r);
   std::vector<JobOutcome> out;

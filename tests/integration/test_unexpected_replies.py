@@ -115,6 +115,17 @@ def test_a_submit_whose_answer_was_lost_is_sent_again_with_the_same_key(state_di
         assert daemon.headers[-1].get("Idempotency-Key") not in (None, keys[0])
 
 
+def test_a_daemon_older_than_the_batch_routes_is_named_as_such(state_dir):
+    old = {"error": {"code": "invalid",
+                     "message": "job id: 'cancel' is not a job id; use a positive integer"}}
+    with serve(state_dir, {("POST", "/v1/jobs/cancel"): (400, old)}) as daemon:
+        proc = run(state_dir, "cancel", "1-3")
+        assert daemon.count("POST", "/v1/jobs/cancel") == 1, daemon.received
+    assert proc.returncode == 1, proc.stderr
+    assert "daemon is older than this trainq" in proc.stderr, proc.stderr
+    assert "trainq daemon stop" in proc.stderr, proc.stderr
+
+
 def test_a_connection_lost_after_the_request_is_not_sent_again(state_dir):
     with serve(state_dir, {("POST", "/v1/jobs/cancel"): (200, None)}) as daemon:
         proc = run(state_dir, "cancel", "3")
