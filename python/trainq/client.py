@@ -184,6 +184,23 @@ class Client:
         """Queues a job that ended again, as a new attempt; returns the daemon's answer."""
         return self._call("POST", f"/v1/jobs/{_job_id(job_id)}/retry")
 
+    def cancel_many(self, job_ids):
+        """Cancels or stops many jobs in one request, as `trainq cancel 10-20` does: the
+        daemon decides them together, so none of them starts between two cancels. Returns
+        one result per id, in order: {"id", "state", "message"}, or {"id", "error": {"code",
+        "message"}} for a job that could not be cancelled (unknown, ended, not yours)."""
+        return self._many("cancel", job_ids)
+
+    def retry_many(self, job_ids):
+        """Queues many jobs that ended again in one request; results as cancel_many's."""
+        return self._many("retry", job_ids)
+
+    def _many(self, verb, job_ids):
+        ids = [int(_job_id(job_id)) for job_id in job_ids]
+        if not ids:
+            return []
+        return self._call("POST", f"/v1/jobs/{verb}", {"ids": ids})["results"]
+
     def logs(self, job_id, attempt=None):
         """The whole log of an attempt (default: the latest) as bytes, as far as it is
         written now. TrainqError `conflict` when the job has not started yet."""

@@ -86,8 +86,6 @@ Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
   return choice;
 }
 
-namespace {
-
 Code CodeFromName(const std::string& name) {
   for (Code c : {Code::kInvalid, Code::kNotFound, Code::kConflict, Code::kUnavailable, Code::kIo,
                  Code::kPermission, Code::kNoSpace, Code::kUnauthenticated}) {
@@ -95,6 +93,8 @@ Code CodeFromName(const std::string& name) {
   }
   return Code::kInternal;
 }
+
+namespace {
 
 // HttpCall's contract: kUnavailable only when the connection could not be made, so the
 // request surely did not arrive. Everything else was (or may have been) received.

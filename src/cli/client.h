@@ -32,6 +32,9 @@ struct ServerChoice {
 Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
                                   const std::string& server_flag);
 
+// The Code an API error's "code" names ("not_found", ...); kInternal for a name it lacks.
+Code CodeFromName(const std::string& name);
+
 class Client {
  public:
   explicit Client(StatePaths paths) { choice_.paths = std::move(paths); }

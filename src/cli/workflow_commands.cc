@@ -76,19 +76,62 @@ int JobExitCode(const json& job) {
 
 namespace {
 
+// What became of one job of a `cancel` or `retry`.
+struct JobOutcome {
+  int64_t id = 0;
+  Status status;  // as a request for this job alone would have ended
+  json reply;     // {"id", "state", "message"} when status is ok
+};
+
+// One request for all `ids` (POST /v1/jobs/cancel or /v1/jobs/retry): the daemon decides
+// them together, with no scheduling pass between them. Outcomes in the order of `ids`.
+Result<std::vector<JobOutcome>> ActOnJobs(Client& client, std::string_view verb,
+                                          const std::vector<int64_t>& ids) {
+  Result<json> r =
+      client.Call("POST", fmt::format("/v1/jobs/{}", verb), DumpJson(json{{"ids", ids}}));
+  // A daemon older than this route reads the verb as a job id and refuses it.
+  if (!r.ok() && r.status().code() == Code::kInvalid &&
+      r.status().message().starts_with(fmt::format("job id: '{}'", verb))) {
+    return Status::Internal(fmt::format(
+        "the daemon is older than this trainq and cannot {} many jobs in one request; restart "
+        "it ('trainq daemon stop', then any command starts this version's)",
+        verb));
+  }
+  if (!r.ok()) return r.status();
+  Reply reply(*r);
+  std::vector<JobOutcome> out;
+  for (const Reply& item : reply.Array("results")) {
+    JobOutcome o{item.Int("id"), Status::Ok(), item.raw()};
+    if (item.Has("error")) {
+      Reply error = item.Object("error");
+      o.status = Status(CodeFromName(error.Str("code")), error.Str("message"));
+    } else {
+      (void)item.Str("message");  // checked here: printed later
+    }
+    out.push_back(std::move(o));
+  }
+  if (!reply.ok()) return reply.status();
+  return out;
+}
+
 int CmdCancelGroup(Client& client, const std::string& text) {
   Result<int64_t> group = GroupId(text);
   if (!group.ok()) return Fail(group.status());
   Result<std::vector<json>> jobs = GroupJobs(client, *group);
   if (!jobs.ok()) return Fail(jobs.status());
-  int cancelled = 0, rc = 0;
+  std::vector<int64_t> ids;
   for (const json& job : *jobs) {
-    if (Done(job.value("state", ""))) continue;
-    int64_t id = job.value("id", int64_t{0});
-    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/cancel", id));
-    // One that ended meanwhile is not an error: the group is what was asked.
-    if (!r.ok() && r.status().code() != Code::kConflict) rc = std::max(rc, Fail(r.status()));
-    if (r.ok()) ++cancelled;
+    if (!Done(job.value("state", ""))) ids.push_back(job.value("id", int64_t{0}));
+  }
+  int cancelled = 0, rc = 0;
+  if (!ids.empty()) {
+    Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "cancel", ids);
+    if (!outcomes.ok()) return Fail(outcomes.status());
+    for (const JobOutcome& o : *outcomes) {
+      // One that ended meanwhile is not an error: the group is what was asked.
+      if (!o.status.ok() && o.status.code() != Code::kConflict) rc = std::max(rc, Fail(o.status));
+      if (o.status.ok()) ++cancelled;
+    }
   }
   std::printf("group %lld: %d job(s) cancelled or stopping, %zu in the group\n",
               static_cast<long long>(*group), cancelled, jobs->size());
@@ -100,18 +143,20 @@ int CmdRetryGroup(Client& client, const std::string& text, bool failed_only) {
   if (!group.ok()) return Fail(group.status());
   Result<std::vector<json>> jobs = GroupJobs(client, *group);
   if (!jobs.ok()) return Fail(jobs.status());
-  int queued = 0, rc = 0;
+  std::vector<int64_t> ids;
   for (const json& job : *jobs) {
     std::string state = job.value("state", "");
     bool wanted = failed_only ? state == "failed" : (state == "failed" || state == "cancelled");
-    if (!wanted) continue;
-    int64_t id = job.value("id", int64_t{0});
-    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/retry", id));
-    if (!r.ok()) {
-      rc = std::max(rc, Fail(r.status()));
-      continue;
+    if (wanted) ids.push_back(job.value("id", int64_t{0}));
+  }
+  int queued = 0, rc = 0;
+  if (!ids.empty()) {
+    Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "retry", ids);
+    if (!outcomes.ok()) return Fail(outcomes.status());
+    for (const JobOutcome& o : *outcomes) {
+      if (!o.status.ok()) rc = std::max(rc, Fail(o.status));
+      if (o.status.ok()) ++queued;
     }
-    ++queued;
   }
   std::printf("group %lld: %d job(s) queued again\n", static_cast<long long>(*group), queued);
   return rc;
@@ -272,12 +317,14 @@ int CmdCancel(Client& client, const JobSelection& s) {
   Result<std::vector<int64_t>> ids =
       Resolve(client, s, "cancel", {"queued", "blocked", "starting", "running"});
   if (!ids.ok()) return Fail(ids.status());
+  if (ids->empty()) return 0;
+  Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "cancel", *ids);
+  if (!outcomes.ok()) return Fail(outcomes.status());
   int rc = 0;
-  for (int64_t id : *ids) {
-    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/cancel", id));
+  for (const JobOutcome& o : *outcomes) {
     // A job a filter picked that ended meanwhile is not an error: it is no longer to cancel.
-    if (!r.ok() && Filtered(s) && r.status().code() == Code::kConflict) continue;
-    rc = std::max(rc, r.ok() ? PrintJobMessage(*r) : Fail(r.status()));
+    if (!o.status.ok() && Filtered(s) && o.status.code() == Code::kConflict) continue;
+    rc = std::max(rc, o.status.ok() ? PrintJobMessage(o.reply) : Fail(o.status));
   }
   return rc;
 }
@@ -293,10 +340,12 @@ int CmdRetry(Client& client, const JobSelection& s) {
   if (s.failed) chosen.state = "failed";
   Result<std::vector<int64_t>> ids = Resolve(client, chosen, "retry", fallback);
   if (!ids.ok()) return Fail(ids.status());
+  if (ids->empty()) return 0;
+  Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "retry", *ids);
+  if (!outcomes.ok()) return Fail(outcomes.status());
   int rc = 0;
-  for (int64_t id : *ids) {
-    Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/retry", id));
-    rc = std::max(rc, r.ok() ? PrintJobMessage(*r) : Fail(r.status()));
+  for (const JobOutcome& o : *outcomes) {
+    rc = std::max(rc, o.status.ok() ? PrintJobMessage(o.reply) : Fail(o.status));
   }
   return rc;
 }

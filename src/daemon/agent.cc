@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "src/core/duration.h"
 #include "src/core/spec.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/daemon/outcome.h"
@@ -446,12 +447,7 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
 Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   if (IsWaiting(job.state)) {
     TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user));
-    waiting_.erase(job.id);
-    written_reasons_.erase(job.id);
-    *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
-    ResolveDependents(job.id);
-    JobEnded(job.id);
-    RequestSchedule();
+    CancelledWaiting(job, message);
     return Status::Ok();
   }
   if (IsDone(job.state)) {
@@ -467,22 +463,36 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
   if (it == live_.end() && cluster_ && current != nullptr && current->node != node_) {
     // Its node stops it: it watches for the flag (an event, or its next heartbeat).
     TRAINQ_RETURN_IF_ERROR(cluster_->RequestCancel(job.id, job.attempt));
-    *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {} ms)",
-                           job.id, current->node, config_.grace_ms);
+    *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {})",
+                           job.id, current->node, FormatDuration(config_.grace_ms));
     return Status::Ok();
   }
   if (it == live_.end())
     return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
-  if (it->second.stopping) {
+  LiveAttempt& live = it->second;
+  if (live.stopping) {
+    // Noted all the same: an attempt that would be queued again ends cancelled instead.
+    live.cancel_requested = true;
     *message =
         fmt::format("job {}: its supervisor is gone and its processes are being stopped", job.id);
     return Status::Ok();
   }
-  it->second.cancel_requested = true;
-  TRAINQ_RETURN_IF_ERROR(launcher_->Signal(it->second.shim, SIGTERM));
-  *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {} ms)",
-                         job.id, config_.grace_ms);
+  // Noted before the signal: a shim it ends before the shim could record anything (or that
+  // dies for another reason meanwhile) ends the attempt cancelled, not failed.
+  live.cancel_requested = true;
+  TRAINQ_RETURN_IF_ERROR(launcher_->Signal(live.shim, SIGTERM));
+  *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {})", job.id,
+                         FormatDuration(config_.grace_ms));
   return Status::Ok();
+}
+
+void DaemonImpl::CancelledWaiting(const Job& job, std::string* message) {
+  waiting_.erase(job.id);
+  written_reasons_.erase(job.id);
+  *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
+  ResolveDependents(job.id);
+  JobEnded(job.id);
+  RequestSchedule();
 }
 
 void DaemonImpl::AttributeUsage() {

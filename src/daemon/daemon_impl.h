@@ -47,6 +47,7 @@ struct StoppingAttempt {
   UnixMs give_up_at = 0;        // what outlives SIGKILL this long (stuck in D state) is left
   size_t found = 0;             // processes found at the first scan
   std::vector<ProcStat> procs;  // the latest scan
+  bool cancel_sent = false;     // the daemon had asked the shim to stop before it was gone
 };
 
 // An attempt this daemon runs (or re-adopted), with what the GPU samples say of it.
@@ -212,6 +213,9 @@ class DaemonImpl {
   // "disk full in STATE_DIR: ..."; empty for any other failure.
   std::string StorageProblem(const Status& st) const;
   Status CancelJob(const Job& job, std::string* message);
+  // What follows a waiting job's cancel once the store has it (CancelWaiting or, for a
+  // request that cancels many, CancelWaitingMany): the queue, reasons, dependents, notice.
+  void CancelledWaiting(const Job& job, std::string* message);
   void AttributeUsage();
 
   // dependencies.cc

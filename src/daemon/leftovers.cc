@@ -39,6 +39,7 @@ void DaemonImpl::EndUnrecorded(JobId id, Unrecorded why) {
   UnixMs now = clock_.Now();
   StoppingAttempt stopping;
   stopping.why = why;
+  stopping.cancel_sent = live.cancel_requested;
   stopping.procs = launcher_->AttemptProcesses(live.run_dir, live.shim);
   stopping.found = stopping.procs.size();
   stopping.kill_at = now + config_.grace_ms;
@@ -87,6 +88,9 @@ void DaemonImpl::RecordUnrecorded(JobId id, size_t survivors) {
   in.stopped = live.stopping->found;
   in.survivors = survivors;
   in.now = clock_.Now();
+  if (live.cancel_requested) {
+    in.cancel = live.stopping->cancel_sent ? CancelAt::kBeforeTheEnd : CancelAt::kWhileStopping;
+  }
   RecordEnd(id, DecideUnrecorded(in));
 }
 

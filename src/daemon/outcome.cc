@@ -83,9 +83,31 @@ bool PortTaken(std::string_view log_tail) {
          log_tail.find("EADDRINUSE") != std::string_view::npos;
 }
 
+const char* Describe(Unrecorded why) {
+  switch (why) {
+    case Unrecorded::kShimDied:
+      return "the job's supervisor (shim) ended without an exit record";
+    case Unrecorded::kNeverStarted:
+      return "the daemon stopped before this attempt started";
+    case Unrecorded::kRunDirMissing:
+      break;
+  }
+  return "its run dir was missing";
+}
+
+bool CancelWins(const UnrecordedInput& in) {
+  if (in.cancel == CancelAt::kBeforeTheEnd) return true;
+  return in.cancel == CancelAt::kWhileStopping && in.why != Unrecorded::kShimDied;
+}
+
 }  // namespace
 
 AttemptEnd DecideUnrecorded(const UnrecordedInput& in) {
+  if (CancelWins(in)) {
+    return Ended(JobState::kCancelled, in.now,
+                 fmt::format("cancelled; {}; {}", Describe(in.why),
+                             WhatWasStopped(in, "no process of the job was left")));
+  }
   switch (in.why) {
     case Unrecorded::kShimDied:
       return Ended(JobState::kFailed, in.now,

@@ -47,16 +47,28 @@ enum class Unrecorded {
   kRunDirMissing,  // the run dir was removed, records and all
 };
 
+// When a cancel of the attempt reached the daemon, if it did.
+enum class CancelAt {
+  kNever,
+  kBeforeTheEnd,   // the daemon had signalled the shim when it found it gone
+  kWhileStopping,  // the shim was already gone; its processes were being stopped
+};
+
 struct UnrecordedInput {
   Unrecorded why = Unrecorded::kShimDied;
   std::string run_dir;
   size_t stopped = 0;    // processes of the attempt found alive and stopped
   size_t survivors = 0;  // of those, alive still when the daemon gave up (stuck in D state)
   UnixMs now = 0;
+  CancelAt cancel = CancelAt::kNever;
 };
 
 // kShimDied fails the job; the other two queue it again (nothing says the job went wrong).
-// The reason says why, and how many processes were stopped or left.
+// A cancel overrides both: one sent before the end makes any end cancelled (the daemon's own
+// stop may be what ended a shim that had no record yet: that is no failure of the job), one
+// sent while the processes were being stopped cancels what would be queued again but leaves
+// a death that came first a failure. The reason says why, and how many processes were stopped
+// or left.
 AttemptEnd DecideUnrecorded(const UnrecordedInput& in);
 
 // "SIGKILL" for 9, "signal 64" for unknown numbers.

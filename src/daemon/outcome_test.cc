@@ -227,5 +227,37 @@ TEST(OutcomeTest, UnrecordedEndsSayWhatWasStopped) {
             "requeued: the daemon stopped before this attempt started; its 1 process was stopped");
 }
 
+// The daemon's own stop may end a shim before it could record anything: that is the cancel
+// the user asked for, not a failure (no --notify "failed", no dependents cancelled, nothing
+// for retry --failed).
+TEST(OutcomeTest, AShimGoneAfterTheDaemonsStopIsCancelledNotFailed) {
+  UnrecordedInput in{Unrecorded::kShimDied, "/s/runs/3/1", 1, 0, 6000, CancelAt::kBeforeTheEnd};
+  AttemptEnd e = DecideUnrecorded(in);
+  EXPECT_EQ(e.job_state, JobState::kCancelled);
+  EXPECT_EQ(e.attempt_state, JobState::kCancelled);
+  EXPECT_EQ(e.end_reason,
+            "cancelled; the job's supervisor (shim) ended without an exit record; its 1 process "
+            "was stopped");
+  EXPECT_EQ(e.ended_at, 6000);
+
+  // The shim died first and the cancel came while its processes were stopped: a failure.
+  in.cancel = CancelAt::kWhileStopping;
+  EXPECT_EQ(DecideUnrecorded(in).job_state, JobState::kFailed);
+}
+
+// What would be queued again (it never started, its run dir was missing) is cancelled by a
+// cancel at any time before the end is recorded: the user asked it not to run again.
+TEST(OutcomeTest, ACancelKeepsAnUnrecordedAttemptFromBeingQueuedAgain) {
+  for (Unrecorded why : {Unrecorded::kNeverStarted, Unrecorded::kRunDirMissing}) {
+    for (CancelAt at : {CancelAt::kBeforeTheEnd, CancelAt::kWhileStopping}) {
+      UnrecordedInput in{why, "/s/runs/3/1", 0, 0, 6000, at};
+      AttemptEnd e = DecideUnrecorded(in);
+      EXPECT_EQ(e.job_state, JobState::kCancelled) << static_cast<int>(why);
+      EXPECT_THAT(e.end_reason, ::testing::StartsWith("cancelled; "));
+      EXPECT_THAT(e.end_reason, HasSubstr("no process of the job was left"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trainq

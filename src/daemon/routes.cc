@@ -19,6 +19,7 @@
 #include "src/core/placement.h"
 #include "src/core/spec.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/daemon/routes.h"
 #include "src/os/fd.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
@@ -285,6 +286,11 @@ class Routes {
   static void Stop(RouteContext& c);
   static void Backup(RouteContext& c);
   static void JobAction(RouteContext& c);  // GET, cancel, retry, explain, log of /v1/jobs/ID
+  // POST /v1/jobs/cancel and /v1/jobs/retry: many jobs in one request, decided in one loop
+  // turn, so no scheduling pass runs between them (a pass starts jobs that the rest of the
+  // request would only cancel).
+  static void CancelMany(RouteContext& c) { ActOnMany(c, "cancel"); }
+  static void RetryMany(RouteContext& c) { ActOnMany(c, "retry"); }
   static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
   static void SetConfig(RouteContext& c) {
     if (!Allowed(c, Action::kAdmin, "change the config")) return;
@@ -329,6 +335,10 @@ class Routes {
     return false;
   }
   static void Log(RouteContext& c, const Job& job);
+  static Status Retry(RouteContext& c, const Job& job, std::string* message);
+  static void ActOnMany(RouteContext& c, std::string_view verb);
+  static void CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Job>>& jobs,
+                                    std::vector<json>& results);
   static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now);
   static void Explain(RouteContext& c, const Job& job);
 };
@@ -728,31 +738,151 @@ void Routes::JobAction(RouteContext& c) {
     Result<GateRelease> release = ParseRelease(c.req.body);
     st = release.ok() ? c.d.ReleaseGate(*job, *release, &message) : release.status();
   }
-  if (c.req.method == "POST" && action == "retry") {
-    st = c.d.store_->Requeue(*id, "retry requested by " + c.caller.user, c.d.clock_.Now());
-    c.d.waiting_stale_ = true;
-    c.d.written_reasons_.erase(*id);    // waiting again: its reason must be written anew
-    if (st.ok()) c.d.RecheckDeps(*id);  // a retried job waits for its dependencies again
-    message = fmt::format("job {} queued again (was {})", *id, StateName(job->state));
-    if (!st.ok() && st.code() == Code::kConflict) {
-      st = Status::Conflict(fmt::format("job {} is {}; only a job that ended can be retried", *id,
-                                        StateName(job->state)));
-    }
-    c.d.RequestSchedule();
-  }
+  if (c.req.method == "POST" && action == "retry") st = Retry(c, *job, &message);
   if (!st.ok()) return c.respond(ErrorResponse(st));
   Result<Job> now = c.d.store_->Get(*id);
-  if (action == "retry" && now.ok() && now->state != JobState::kQueued) {
-    // Its dependencies judged it at once: blocked again, or cancelled by one that failed.
-    if (now->state == JobState::kBlocked) {
-      message = fmt::format("job {} is back in the queue, blocked: {}", *id, now->reason);
-    } else {
-      return c.respond(ErrorResponse(Status::Conflict(
-          fmt::format("job {} was retried but did not go back to the queue: it is {} ({})", *id,
-                      StateName(now->state), now->reason))));
-    }
-  }
   c.respond(Json(200, {{"message", message}, {"job", now.ok() ? JobToJson(*now) : json(nullptr)}}));
+}
+
+Status Routes::Retry(RouteContext& c, const Job& job, std::string* message) {
+  Status st = c.d.store_->Requeue(job.id, "retry requested by " + c.caller.user, c.d.clock_.Now());
+  c.d.waiting_stale_ = true;
+  c.d.written_reasons_.erase(job.id);    // waiting again: its reason must be written anew
+  if (st.ok()) c.d.RecheckDeps(job.id);  // a retried job waits for its dependencies again
+  c.d.RequestSchedule();
+  if (st.code() == Code::kConflict) {
+    return Status::Conflict(fmt::format("job {} is {}; only a job that ended can be retried",
+                                        job.id, StateName(job.state)));
+  }
+  TRAINQ_RETURN_IF_ERROR(st);
+  *message = fmt::format("job {} queued again (was {})", job.id, StateName(job.state));
+  Result<Job> now = c.d.store_->Get(job.id);
+  if (!now.ok() || now->state == JobState::kQueued) return Status::Ok();
+  // Its dependencies judged it at once: blocked again, or cancelled by one that failed.
+  if (now->state == JobState::kBlocked) {
+    *message = fmt::format("job {} is back in the queue, blocked: {}", job.id, now->reason);
+    return Status::Ok();
+  }
+  return Status::Conflict(
+      fmt::format("job {} was retried but did not go back to the queue: it is {} ({})", job.id,
+                  StateName(now->state), now->reason));
+}
+
+namespace {
+
+constexpr size_t kMaxBatchIds = 100000;
+
+// {"ids": [12, 13, ...]}: positive job ids, each once. Every problem is named at once.
+Result<std::vector<JobId>> ParseIds(const std::string& body) {
+  static constexpr std::string_view kForm =
+      "expected {\"ids\": [12, 13, ...]}: 1 to 100000 job ids, each once, and nothing else";
+  json doc = json::parse(body, nullptr, false);
+  if (!doc.is_object() || doc.size() != 1 || !doc.contains("ids") || !doc["ids"].is_array() ||
+      doc["ids"].empty() || doc["ids"].size() > kMaxBatchIds) {
+    return Status::Invalid(fmt::format("ids: {}", kForm));
+  }
+  std::vector<JobId> ids;
+  std::map<JobId, size_t> first;
+  std::vector<std::string> problems;
+  for (size_t i = 0; i < doc["ids"].size(); ++i) {
+    const json& v = doc["ids"][i];
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+      problems.push_back(fmt::format("ids[{}]: {} is not a job id", i, v.dump()));
+      continue;
+    }
+    JobId id = v.get<JobId>();
+    auto [at, added] = first.try_emplace(id, i);
+    if (!added) {
+      problems.push_back(fmt::format("ids[{}]: {} is given twice (ids[{}])", i, id, at->second));
+    }
+    ids.push_back(id);
+  }
+  if (problems.empty()) return ids;
+  constexpr size_t kNamed = 10;  // a list of 100000 bad ids is not read to its end
+  if (problems.size() > kNamed) {
+    size_t more = problems.size() - kNamed;
+    problems.resize(kNamed);
+    problems.push_back(fmt::format("{} more", more));
+  }
+  return Status::Invalid(fmt::format("{}; {}", fmt::join(problems, "; "), kForm));
+}
+
+}  // namespace
+
+namespace {
+
+json Refused(JobId id, const Status& st) {
+  return {{"id", id}, {"error", {{"code", CodeName(st.code())}, {"message", st.message()}}}};
+}
+
+}  // namespace
+
+// Each job's result is {"id", "state", "message"}, or {"id", "error": {"code", "message"}}
+// where a request for that job alone would have been refused.
+void Routes::ActOnMany(RouteContext& c, std::string_view verb) {
+  Result<std::vector<JobId>> ids = ParseIds(c.req.body);
+  if (!ids.ok()) return c.respond(ErrorResponse(ids.status()));
+  std::vector<std::optional<Job>> jobs(ids->size());
+  std::vector<json> results(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    JobId id = (*ids)[i];
+    Result<Job> job = c.d.store_->Get(id);
+    Status st = job.status();
+    if (st.ok()) st = Authorize(c.caller, Action::kChangeJob, job->spec.user, verb, id);
+    if (st.ok()) jobs[i] = std::move(*job);
+    if (!st.ok()) results[i] = Refused(id, st);
+  }
+  if (verb == "cancel") CancelWaitingTogether(c, jobs, results);
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if (!results[i].is_null()) continue;
+    std::string message;
+    Status st = verb == "cancel" ? c.d.CancelJob(*jobs[i], &message) : Retry(c, *jobs[i], &message);
+    if (!st.ok()) {
+      results[i] = Refused((*ids)[i], st);
+      continue;
+    }
+    Result<Job> now = c.d.store_->Get((*ids)[i]);
+    results[i] = {{"id", (*ids)[i]},
+                  {"state", now.ok() ? json(StateName(now->state)) : json(nullptr)},
+                  {"message", message}};
+  }
+  c.respond(Json(200, {{"results", std::move(results)}}));
+}
+
+// The waiting jobs among `jobs` are cancelled in one store call, so a request that cancels
+// thousands of them pays for one sync, not one each; their results are filled in. A job
+// the store finds no longer waiting is left to CancelJob, read again.
+void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Job>>& jobs,
+                                   std::vector<json>& results) {
+  std::vector<size_t> at;
+  std::vector<std::pair<JobId, std::string>> cancels;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!jobs[i] || !IsWaiting(jobs[i]->state)) continue;
+    at.push_back(i);
+    cancels.emplace_back(jobs[i]->id, "cancelled by " + jobs[i]->spec.user);
+  }
+  if (cancels.empty()) return;
+  Result<std::vector<Status>> done = c.d.store_->CancelWaitingMany(cancels);
+  for (size_t k = 0; k < at.size(); ++k) {
+    std::optional<Job>& job = jobs[at[k]];
+    JobId id = job->id;
+    Status st = done.ok() ? (*done)[k] : done.status();
+    if (st.code() == Code::kConflict) {
+      Result<Job> now = c.d.store_->Get(id);
+      if (now.ok()) {
+        job = std::move(*now);
+        continue;
+      }
+      st = now.status();
+    }
+    if (!st.ok()) {
+      results[at[k]] = Refused(id, st);
+      continue;
+    }
+    std::string message;
+    c.d.CancelledWaiting(*job, &message);
+    results[at[k]] = {{"id", id}, {"state", "cancelled"}, {"message", message}};
+  }
 }
 
 namespace {
@@ -772,6 +902,8 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/jobs/", Routes::JobAction},
     {"POST", "/v1/daemon/backup", Routes::Backup},
     {"POST", "/v1/jobs/clean", Routes::Clean},
+    {"POST", "/v1/jobs/cancel", Routes::CancelMany},
+    {"POST", "/v1/jobs/retry", Routes::RetryMany},
     {"POST", "/v1/jobs/", Routes::JobAction},
     {"GET", "/v1/config", Routes::GetConfig},
     {"PUT", "/v1/config", Routes::SetConfig},
@@ -790,6 +922,12 @@ bool Matches(const Route& r, const HttpRequest& req) {
 }
 
 }  // namespace
+
+std::vector<std::string> RouteNames() {
+  std::vector<std::string> names;
+  for (const Route& r : kRoutes) names.push_back(std::string(r.method) + " " + r.path);
+  return names;
+}
 
 void DaemonImpl::Handle(HttpRequest request, Responder respond) {
   Result<Caller> caller = Authenticate(request);

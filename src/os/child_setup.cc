@@ -75,10 +75,10 @@ bool CloexecFrom(int first) {
 
 int MoveHigh(int fd) { return ::fcntl(fd, F_DUPFD_CLOEXEC, 10); }
 
-void ResetSignals() {
+void ResetSignals(const sigset_t* blocked) {
   sigset_t none;
   sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  sigprocmask(SIG_SETMASK, blocked != nullptr ? blocked : &none, nullptr);
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) {

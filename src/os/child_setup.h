@@ -4,6 +4,8 @@
 // The parent learns why a child failed through a close-on-exec pipe: EOF means exec worked.
 #pragma once
 
+#include <signal.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,8 +48,9 @@ namespace child {
 // Duplicates `fd` to a number >= 10, close-on-exec, so that installing fds 0..3 cannot
 // clobber it. -1 on error.
 int MoveHigh(int fd);
-// Empty signal mask and default dispositions: ignored signals would survive exec.
-void ResetSignals();
+// Default dispositions (ignored signals would survive exec) and exactly `blocked` blocked
+// (nullptr: none). The mask is set first, so no signal of `blocked` is ever unblocked.
+void ResetSignals(const sigset_t* blocked = nullptr);
 // Makes fds[i] the child's fd i (not close-on-exec) and every fd >= count close-on-exec.
 // count <= 4. False on error (errno set).
 bool InstallFds(const int* fds, int count);

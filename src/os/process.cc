@@ -42,6 +42,7 @@ struct ShimExec {
   std::string lock_path;
   CStringArray argv;
   CStringArray envp;
+  sigset_t blocked;  // kShimSignals
 };
 
 CStringArray ShimEnvironment() {
@@ -55,15 +56,18 @@ CStringArray ShimEnvironment() {
 }
 
 ShimExec PrepareShimExec(const std::string& binary, const std::string& run_dir) {
-  return ShimExec{binary, LockPath(run_dir), CStringArray({"trainqd", "shim", run_dir}),
-                  ShimEnvironment()};
+  ShimExec e{
+      binary, LockPath(run_dir), CStringArray({"trainqd", "shim", run_dir}), ShimEnvironment(), {}};
+  sigemptyset(&e.blocked);
+  for (int sig : kShimSignals) sigaddset(&e.blocked, sig);
+  return e;
 }
 
 // Async-signal-safe from here to execve (the daemon may have threads).
 [[noreturn]] void ShimChild(const ShimExec& e, int daemon_log_fd, int report_fd) {
   int report = child::MoveHigh(report_fd);
   if (report < 0) ::_exit(125);
-  child::ResetSignals();
+  child::ResetSignals(&e.blocked);
   if (::setsid() < 0) child::Fail(report, kStepSession, errno, 125);
   int lock = ::open(e.lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock < 0) child::Fail(report, kStepLockOpen, errno, 125);

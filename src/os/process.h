@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,12 +58,18 @@ inline constexpr const char* kShimLockFdEnv = "TRAINQ_SHIM_LOCK_FD";
 // The shim's exit status when another shim already holds the run dir's lock.
 inline constexpr int kShimLockedExit = 126;
 
+// The signals the shim reads from its signalfd: stop requests and its children's exits.
+inline constexpr int kShimSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD};
+
 // Starts `daemon_binary shim RUN_DIR` in a new session, with the lock file of the run dir
 // (run_dir.h) already flock'ed in the child before exec, stdin from /dev/null and
-// stdout/stderr to `daemon_log_fd` (or /dev/null if -1). No other fd is inherited; the
-// signal mask is empty and every disposition is the default. Returns once the shim has
-// exec'd: kConflict when another shim holds the lock (the child exited kShimLockedExit and
-// was reaped), kIo when the binary could not be exec'd.
+// stdout/stderr to `daemon_log_fd` (or /dev/null if -1). No other fd is inherited; every
+// disposition is the default and exactly kShimSignals are blocked (before setsid, long before
+// exec): a stop sent at any moment of the shim's start waits, pending, until the shim reads
+// it and records the attempt cancelled, instead of killing a shim that has no exit record
+// yet. Returns once the shim has exec'd: kConflict when another shim holds the
+// lock (the child exited kShimLockedExit and was reaped), kIo when the binary could not be
+// exec'd.
 Result<SpawnedShim> SpawnShim(const std::string& daemon_binary, const std::string& run_dir,
                               int daemon_log_fd = -1);
 // A pidfd for a process we did not start (re-adoption after a daemon restart).

@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "src/os/child_setup.h"
 #include "src/os/proc_test_util.h"
@@ -262,6 +265,7 @@ struct FakeShimView {
   std::string lock_env;
   std::string sig_blocked;
   std::string sig_ignored;
+  std::string sig_pending;  // ShdPnd: sent to the process, not yet taken
   std::map<int, std::string> fds;
 };
 
@@ -277,6 +281,7 @@ FakeShimView ReadFakeShim(const std::string& run_dir) {
     if (key == "lockfd") v.lock_env = rest;
     if (key == "SigBlk:") v.sig_blocked = rest;
     if (key == "SigIgn:") v.sig_ignored = rest;
+    if (key == "ShdPnd:") v.sig_pending = rest;
     if (key == "fd") {
       size_t sp = rest.find(' ');
       v.fds[std::stoi(rest.substr(0, sp))] = rest.substr(sp + 1);
@@ -305,12 +310,20 @@ Result<SpawnedShim> SpawnWithJunk(const std::string& run_dir, int daemon_log_fd)
   return shim;
 }
 
+// /proc/PID/status's hex mask of `sigs`.
+std::string MaskOf(std::initializer_list<int> sigs) {
+  uint64_t mask = 0;
+  for (int sig : sigs) mask |= 1ULL << (sig - 1);
+  return fmt::format("{:016x}", mask);
+}
+
+// The fake shim reads SIGTERM from its blocked signals, as the real one does, and exits
+// 128 + 15: had SIGTERM been left unblocked, it would have died of it instead.
 void StopFakeShim(const SpawnedShim& shim) {
-  // SIGTERM (not KILL): it only works if the shim's signal mask was reset.
   EXPECT_TRUE(SendSignal(shim.pid, SIGTERM).ok());
   auto status = WaitChild(static_cast<pid_t>(shim.pid), std::chrono::seconds(5));
   ASSERT_TRUE(status.has_value()) << "SIGTERM did not stop the shim";
-  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGTERM);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 128 + SIGTERM) << *status;
 }
 
 TEST(SpawnShimTest, ShimGetsNewSessionLockStdioAndNothingElse) {
@@ -330,7 +343,8 @@ TEST(SpawnShimTest, ShimGetsNewSessionLockStdioAndNothingElse) {
   FakeShimView v = ReadFakeShim(dir.path());
   EXPECT_THAT(v.args, ElementsAre("shim", dir.path()));
   EXPECT_EQ(v.lock_env, std::to_string(kShimLockFd));
-  EXPECT_EQ(v.sig_blocked, "0000000000000000");
+  // Exactly the shim's own signals, though the caller blocked SIGTERM only.
+  EXPECT_EQ(v.sig_blocked, MaskOf({SIGTERM, SIGINT, SIGHUP, SIGCHLD}));
   // Python itself ignores SIGPIPE and SIGXFSZ; nothing else may be ignored (SIGHUP was).
   // Only the classic signals count: glibc reserves 32 and 33 and refuses to change them, so
   // they keep whatever disposition the test runner (ctest, make) gave them.
@@ -361,6 +375,21 @@ TEST(SpawnShimTest, PidfdReportsTheExitAndOutputDefaultsToDevNull) {
   EXPECT_EQ(::poll(&p, 1, 5000), 1);
   ReapIfChild(shim->pid);
   EXPECT_FALSE(ReadProcStat(shim->pid).has_value());
+}
+
+// A cancel that reaches a shim the moment it exists, long before its own code runs (Python
+// takes tens of milliseconds to start), waits for the shim: it neither kills it nor is lost.
+TEST(SpawnShimTest, AStopSentBeforeTheShimRunsWaitsForIt) {
+  TempDir dir;
+  auto shim = SpawnShim(kFakeShim, dir.path());
+  ASSERT_TRUE(shim.ok()) << shim.status().ToString();
+  ASSERT_TRUE(SendSignal(shim->pid, SIGTERM).ok());
+  auto status = WaitChild(static_cast<pid_t>(shim->pid), std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value()) << "the shim never took its SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 128 + SIGTERM)
+      << "killed before it could record anything: status " << *status;
+  FakeShimView v = ReadFakeShim(dir.path());
+  EXPECT_EQ(v.sig_pending, MaskOf({SIGTERM})) << ReadAll(dir / "fake_shim.txt");
 }
 
 TEST(SpawnShimTest, SecondShimOnALockedRunDirNeverStarts) {

@@ -321,12 +321,14 @@ Status Shim::TakeLock() {
   return Status::Ok();
 }
 
-// No logic in handlers: the signals stay blocked and are read from a signalfd.
+// No logic in handlers: the signals stay blocked and are read from a signalfd. SpawnShim
+// blocked them before exec, so a stop sent while this process started is pending here;
+// blocking them again covers a shim started by hand.
 Status Shim::BlockSignals() {
   ::signal(SIGCHLD, SIG_DFL);  // SIG_IGN inherited from a careless parent would auto-reap
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, sig);
+  for (int sig : kShimSignals) sigaddset(&set, sig);
   if (::sigprocmask(SIG_BLOCK, &set, nullptr) < 0) return ErrnoStatus("sigprocmask", errno);
   signal_fd_.Reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_.valid()) return ErrnoStatus("signalfd", errno);

@@ -213,6 +213,27 @@ TEST(ShimTest, CancelStopsTheWholeTreeIncludingOtherSessions) {
   EXPECT_FALSE(ProcessAlive(gc, gc_stat->start_ticks));
 }
 
+// SpawnShim hands the shim its signals blocked; a cancel sent before the shim's own code ran
+// is pending then, and the shim records it as a cancel without starting the command.
+TEST(ShimTest, AStopPendingAtTheStartIsACancelAndRunsNothing) {
+  TempDir dir;
+  ASSERT_TRUE(WriteRunSpec(dir.path(), Spec({"touch", "ran"}, dir)).ok());
+  pid_t shim = ForkRun([&] {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kShimSignals) sigaddset(&set, sig);
+    ::sigprocmask(SIG_SETMASK, &set, nullptr);
+    ::kill(::getpid(), SIGTERM);
+    return RunShim(dir.path());
+  });
+  auto rec = FinishShim(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->cancelled);
+  EXPECT_FALSE(rec->spawn_failed) << rec->error;
+  EXPECT_FALSE(rec->exit_code.has_value());
+  EXPECT_NE(::access((dir / "ran").c_str(), F_OK), 0);
+}
+
 TEST(ShimTest, CancelKillsWhatIgnoresSigtermAfterTheGrace) {
   TempDir dir;
   RunSpec spec = Spec({"sh", "-c", "trap '' TERM; echo $$ > ready.pid; sleep 300"}, dir);

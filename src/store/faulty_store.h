@@ -64,6 +64,11 @@ class FaultyStore final : public Store {
     if (Status st = Take("CancelWaiting"); !st.ok()) return st;
     return inner_->CancelWaiting(id, reason);
   }
+  Result<std::vector<Status>> CancelWaitingMany(
+      std::span<const std::pair<JobId, std::string>> cancels) override {
+    if (Status st = Take("CancelWaitingMany"); !st.ok()) return st;
+    return inner_->CancelWaitingMany(cancels);
+  }
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override {
     if (Status st = Take("Requeue"); !st.ok()) return st;
     return inner_->Requeue(id, reason, now);

@@ -129,6 +129,17 @@ class Store {
 
   // queued|blocked -> cancelled. kConflict if the job is in another state.
   virtual Status CancelWaiting(JobId id, const std::string& reason) = 0;
+  // CancelWaiting of many jobs, each with its reason: each job's Status in its place
+  // (kConflict, kNotFound as CancelWaiting's). A request that cancels thousands of jobs
+  // should pay for one durable transaction, not one each: a store that can overrides this
+  // (SQLite: one transaction; an error of the store itself then changes nothing). The
+  // default calls CancelWaiting for each in turn.
+  virtual Result<std::vector<Status>> CancelWaitingMany(
+      std::span<const std::pair<JobId, std::string>> cancels) {
+    std::vector<Status> out;
+    for (const auto& [id, reason] : cancels) out.push_back(CancelWaiting(id, reason));
+    return out;
+  }
   // succeeded|failed|cancelled -> queued (the next attempt gets a new number), queued_at
   // `now`.
   virtual Status Requeue(JobId id, const std::string& reason, UnixMs now) = 0;

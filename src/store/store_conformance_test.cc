@@ -270,6 +270,30 @@ TEST_P(StoreConformance, StartOfJobThatIsNotQueuedConflicts) {
   EXPECT_EQ(Fetch(failed).attempts.size(), 1u);
 }
 
+// One request cancelling many: the waiting ones are cancelled with their own reasons, and a
+// job that runs or does not exist is answered in its place without failing the others.
+TEST_P(StoreConformance, CancelWaitingManyAnswersEachJobInItsPlace) {
+  JobId queued = SubmitOne();
+  JobId running = SubmitOne();
+  JobId also_queued = SubmitOne();
+  ASSERT_TRUE(IsOk(StartRunning(running, 0)));
+  std::vector<std::pair<JobId, std::string>> cancels = {{queued, "cancelled by alice"},
+                                                        {running, "cancelled by alice"},
+                                                        {also_queued + 1000, "cancelled by bob"},
+                                                        {also_queued, "cancelled by bob"}};
+  Result<std::vector<Status>> done = store().CancelWaitingMany(cancels);
+  ASSERT_TRUE(IsOk(done));
+  ASSERT_EQ(done->size(), 4u);
+  EXPECT_TRUE(IsOk((*done)[0]));
+  EXPECT_TRUE(HasCode((*done)[1], Code::kConflict));
+  EXPECT_TRUE(HasCode((*done)[2], Code::kNotFound));
+  EXPECT_TRUE(IsOk((*done)[3]));
+  EXPECT_EQ(Fetch(queued).state, JobState::kCancelled);
+  EXPECT_EQ(Fetch(queued).reason, "cancelled by alice");
+  EXPECT_EQ(Fetch(also_queued).reason, "cancelled by bob");
+  EXPECT_EQ(Fetch(running).state, JobState::kRunning);
+}
+
 TEST_P(StoreConformance, MarkRunningWithStaleOrRepeatedAttemptConflicts) {
   JobId id = SubmitOne();
   ASSERT_TRUE(IsOk(store().StartAttempt(id, 0, PlacementOn("n", {0}), kT0)));

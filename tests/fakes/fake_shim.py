@@ -1,9 +1,10 @@
 #!/usr/bin/python3 -I
 # Stands in for `trainqd shim RUN_DIR` in the SpawnShim tests (src/os/process_test.cc). Records
 # what SpawnShim gave it in RUN_DIR/fake_shim.txt (argv, the lock variable, signal mask and
-# ignored signals, inherited fds), says hello on stdout and stderr, then waits for a signal
-# while holding the inherited lock fd. Python, not sh: dash clears its signal mask at startup,
-# which would hide the mask SpawnShim left.
+# ignored signals, inherited fds), says hello on stdout and stderr, then, as the real shim does,
+# reads a stop request from the signals SpawnShim left blocked (one sent before it got here
+# included) and exits 128 + its number, holding the inherited lock fd until then. Python, not
+# sh: dash clears its signal mask at startup, which would hide the mask SpawnShim left.
 import os
 import signal
 import sys
@@ -11,7 +12,7 @@ import sys
 status = open("/proc/self/status").read()  # first: before Python changes anything further
 lines = ["arg " + a for a in sys.argv[1:]]
 lines.append("lockfd " + os.environ.get("TRAINQ_SHIM_LOCK_FD", "none"))
-lines += [l for l in status.splitlines() if l.startswith(("SigBlk:", "SigIgn:"))]
+lines += [l for l in status.splitlines() if l.startswith(("SigBlk:", "SigIgn:", "ShdPnd:"))]
 for name in sorted(os.listdir("/proc/self/fd"), key=int):
     try:
         lines.append("fd %s %s" % (name, os.readlink("/proc/self/fd/" + name)))
@@ -23,5 +24,5 @@ with open(run_dir + "/fake_shim.tmp", "w") as f:
 os.rename(run_dir + "/fake_shim.tmp", run_dir + "/fake_shim.txt")
 print("fake shim stdout", flush=True)
 print("fake shim stderr", file=sys.stderr, flush=True)
-while True:
-    signal.pause()
+stop = signal.sigwait({signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+sys.exit(128 + stop)

@@ -93,6 +93,28 @@ def test_cancel_a_waiting_job_and_a_wait_that_times_out(tq):
     assert result["waiting_now"] == []
 
 
+def test_cancel_many_and_retry_many_are_one_request_each(tq):
+    tq.start_daemon()
+    result = run_python(tq, """
+        q = trainq.Client()
+        ids = [q.submit(["sleep", "30"], gpus=0) for _ in range(3)]
+        cancelled = q.cancel_many(ids + [999999])
+        ended = [q.wait(i, timeout=30)["state"] for i in ids]
+        out({"ids": ids, "cancelled": cancelled, "ended": ended,
+             "retried": q.retry_many(ids[:1]), "none": q.retry_many([]),
+             "twice": caught(q.cancel_many, [ids[0], ids[0]])})
+    """)
+    ids = result["ids"]
+    assert [r["id"] for r in result["cancelled"]] == ids + [999999]
+    assert all("message" in r for r in result["cancelled"][:3]), result["cancelled"]
+    assert result["cancelled"][3]["error"]["code"] == "not_found"
+    assert result["ended"] == ["cancelled"] * 3
+    assert result["retried"][0]["id"] == ids[0] and "queued again" in result["retried"][0]["message"]
+    assert result["none"] == []
+    assert result["twice"][:3] == ["Invalid", "invalid", 400], result["twice"]
+    tq.run("cancel", str(ids[0]))
+
+
 def test_errors_are_raised_as_their_classes(tq):
     tq.start_daemon()
     result = run_python(tq, """

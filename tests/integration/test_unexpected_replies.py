@@ -54,8 +54,13 @@ CASES = [
     (["logs", "1"], ("GET", "/v1/jobs/1"), {"id": 1, "state": "running"}, "'attempts'"),
     (["logs", "1"], ("GET", "/v1/jobs/1"), {"id": 1, "state": "running", "attempts": [
         {"n": 1, "state": "running"}]}, "'attempts[0].log_path'"),
-    (["cancel", "1"], ("POST", "/v1/jobs/1/cancel"), {"ok": True}, "lacks field 'message'"),
-    (["retry", "1"], ("POST", "/v1/jobs/1/retry"), {"message": 5}, "field 'message' as a number"),
+    (["cancel", "1"], ("POST", "/v1/jobs/cancel"), {"ok": True}, "lacks field 'results'"),
+    (["cancel", "1"], ("POST", "/v1/jobs/cancel"), {"results": [{"id": 1, "ok": True}]},
+     "'results[0].message'"),
+    (["cancel", "1"], ("POST", "/v1/jobs/cancel"), {"results": [{"id": 1, "error": "no"}]},
+     "'results[0].error'"),
+    (["retry", "1"], ("POST", "/v1/jobs/retry"), {"results": [{"id": 1, "message": 5}]},
+     "field 'results[0].message' as a number"),
     (["gpus"], ("GET", "/v1/gpus"), {"gpus": [{"index": 0, "attempts": [{"job": "x", "attempt": 1}]}]},
      "'gpus[0].attempts[0].job'"),
     (["gpus", "--topo"], ("GET", "/v1/gpus"), {"gpus": [{"name": "x"}]}, "'gpus[0].index'"),
@@ -110,9 +115,20 @@ def test_a_submit_whose_answer_was_lost_is_sent_again_with_the_same_key(state_di
         assert daemon.headers[-1].get("Idempotency-Key") not in (None, keys[0])
 
 
+def test_a_daemon_older_than_the_batch_routes_is_named_as_such(state_dir):
+    old = {"error": {"code": "invalid",
+                     "message": "job id: 'cancel' is not a job id; use a positive integer"}}
+    with serve(state_dir, {("POST", "/v1/jobs/cancel"): (400, old)}) as daemon:
+        proc = run(state_dir, "cancel", "1-3")
+        assert daemon.count("POST", "/v1/jobs/cancel") == 1, daemon.received
+    assert proc.returncode == 1, proc.stderr
+    assert "daemon is older than this trainq" in proc.stderr, proc.stderr
+    assert "trainq daemon stop" in proc.stderr, proc.stderr
+
+
 def test_a_connection_lost_after_the_request_is_not_sent_again(state_dir):
-    with serve(state_dir, {("POST", "/v1/jobs/3/cancel"): (200, None)}) as daemon:
+    with serve(state_dir, {("POST", "/v1/jobs/cancel"): (200, None)}) as daemon:
         proc = run(state_dir, "cancel", "3")
-        assert daemon.count("POST", "/v1/jobs/3/cancel") == 1, daemon.received
+        assert daemon.count("POST", "/v1/jobs/cancel") == 1, daemon.received
     assert proc.returncode == 1, proc.stderr
     assert "reading the trainq daemon's answer failed" in proc.stderr

@@ -363,6 +363,29 @@ Status SqliteStore::CancelWaiting(JobId id, const std::string& reason) {
   return txn->Commit();
 }
 
+Result<std::vector<Status>> SqliteStore::CancelWaitingMany(
+    std::span<const std::pair<JobId, std::string>> cancels) {
+  FullSyncScope full_sync(db_, durable_);
+  TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  std::vector<Status> out;
+  for (const auto& [id, reason] : cancels) {
+    Status st = CheckCas(db_.Run("UPDATE jobs SET state = 'cancelled', reason = ?2 WHERE id = ?1 "
+                                 "AND " +
+                                     FromStates(Move::kCancelWaiting),
+                                 id, reason),
+                         id, Expected(Move::kCancelWaiting));
+    // A job that no longer waits is that job's answer; anything else is the store's failure.
+    if (st.code() != Code::kOk && st.code() != Code::kConflict && st.code() != Code::kNotFound) {
+      return st;
+    }
+    out.push_back(std::move(st));
+  }
+  TRAINQ_RETURN_IF_ERROR(txn->Commit());
+  return out;
+}
+
 Result<std::vector<JobId>> SqliteStore::Forget(std::span<const JobId> ids) {
   FullSyncScope full_sync(db_, durable_);
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());

@@ -64,6 +64,8 @@ class SqliteStore final : public Store {
   Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) override;
   Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
   Status CancelWaiting(JobId id, const std::string& reason) override;
+  Result<std::vector<Status>> CancelWaitingMany(
+      std::span<const std::pair<JobId, std::string>> cancels) override;
   Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override;
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
   Result<std::vector<Job>> Dependents(JobId id) override;
