@@ -2,11 +2,18 @@
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 50
+# A user's build must not fail because a compiler grew a warning: -Werror is for CI and
+# development builds (`make test` turns it on for the release tree; a plain cmake tree has it).
+WERROR ?= OFF
 RELEASE := build/release
-ASAN := build/asan
+# The test tree: clang with AddressSanitizer + UBSan and the fuzzers' coverage, so one build
+# serves the unit tests, the fuzzers and the sanitized daemon of the crash tests. Unoptimised
+# (Debug, -O0): -O1 compiled a daemon file 2.3 times slower, and what runs in this tree is
+# mostly in-process unit tests.
+CHECK := build/check
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release asan test test-gpu release-tests bench bench-transport bench-sched bench-cluster bench-snapshot unit integration fuzz fuzz-build demo install clean format format-check
+.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-transport bench-sched bench-cluster bench-snapshot unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -17,20 +24,23 @@ test-deps:
 	@scripts/deps.sh test
 
 release: deps
-	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release -DTRAINQ_TESTS=OFF >/dev/null
+	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release -DTRAINQ_TESTS=OFF \
+	  -DTRAINQ_WERROR=$(WERROR) >/dev/null
 	@cmake --build $(RELEASE) -j $(JOBS)
 
-asan: test-deps
-	@cmake -S . -B $(ASAN) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug -DTRAINQ_SANITIZE=ON \
-	  -DCMAKE_CXX_FLAGS="-O1" >/dev/null
-	@cmake --build $(ASAN) -j $(JOBS)
+# The integration tests run the release tree's binaries (TRAINQ_TEST_BINARIES) but for the
+# few CMakeLists.txt keeps sanitized; `make release` must have run first.
+check: test-deps
+	@CC=clang CXX=clang++ cmake -S . -B $(CHECK) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTRAINQ_SANITIZE=ON -DTRAINQ_FUZZ=ON \
+	  -DTRAINQ_TEST_BINARIES=$(abspath $(RELEASE)) >/dev/null
+	@cmake --build $(CHECK) -j $(JOBS)
 
-# Formatting first (it fails in seconds), then the whole suite under ASan+UBSan, then the
-# fuzzers for a bounded time.
-test: format-check asan fuzz
-	@cd $(ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) --timeout 600 -LE gpu
+# Everything CI checks, phase by phase, with each phase's time at the end (scripts/test.sh):
+# formatting, the release build with -Werror, the test tree, the unit tests under the
+# sanitizers, the fuzzers, the integration tests.
+test: test-deps
+	@scripts/test.sh
 
 # Needs an NVIDIA GPU, its driver and a CUDA build of PyTorch (python3 -c 'import torch').
 test-gpu: release-tests
@@ -40,31 +50,30 @@ release-tests:
 	@cmake -S . -B build/gpu $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build build/gpu -j $(JOBS) --target trainq trainqd fake_nvml
 
-unit: asan
-	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L unit
+SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+unit: check
+	@cd $(CHECK) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -L unit
 
-integration: asan
-	@cd $(ASAN) && ctest --output-on-failure -j $(JOBS) -L integration
+# Integration tests wait on processes more than they compute: two per core.
+integration: release check
+	@cd $(CHECK) && $(SANITIZER_ENV) ctest --output-on-failure -j $$(( $(JOBS) * 2 )) \
+	  --timeout 600 -L integration
 
-# The libFuzzer targets (fuzz/): one clang build in build/fuzz compiles each library once
-# with coverage and the sanitizers. Each target runs FUZZ_SECONDS/5 seconds from its seeds
-# (fuzz/NAME_seeds) and its corpus; a crash or a broken invariant fails with the log's tail.
-FUZZ := build/fuzz
+# The libFuzzer targets (fuzz/), built in the test tree, JOBS at a time. Each runs
+# FUZZ_SECONDS/5 seconds from its seeds (fuzz/NAME_seeds) and its corpus; a crash or a
+# broken invariant fails with the log's tail.
 FUZZERS := spec_fuzz trace_fuzz placement_fuzz config_fuzz records_fuzz auth_fuzz endpoint_fuzz redis_url_fuzz sbatch_fuzz
 FUZZ_EACH = $(shell echo $$(( ($(FUZZ_SECONDS) + 4) / 5 )))
-fuzz-build: test-deps
-	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug \
-	  -DCMAKE_CXX_FLAGS="-O1" -DTRAINQ_FUZZ=ON -DTRAINQ_TESTS=OFF >/dev/null
-	@cmake --build $(FUZZ) -j $(JOBS) --target fuzzers
+fuzz: check
+	@$(MAKE) -s -j $(JOBS) $(addprefix run-,$(FUZZERS))
 
-fuzz: fuzz-build
-	@for f in $(FUZZERS); do \
-	  mkdir -p $(FUZZ)/corpus/$$f; \
-	  $(FUZZ)/$$f -max_total_time=$(FUZZ_EACH) -timeout=10 -max_len=4096 \
-	    $(FUZZ)/corpus/$$f fuzz/$${f%_fuzz}_seeds >$(FUZZ)/$$f.log 2>&1 \
-	    || { tail -40 $(FUZZ)/$$f.log; exit 1; }; \
-	  echo "$$f: $$(grep -E '^#[0-9]+' $(FUZZ)/$$f.log | tail -1)"; \
-	done
+run-%_fuzz:
+	@mkdir -p $(CHECK)/corpus/$*_fuzz
+	@$(CHECK)/$*_fuzz -max_total_time=$(FUZZ_EACH) -timeout=10 -max_len=4096 \
+	  $(CHECK)/corpus/$*_fuzz fuzz/$*_seeds >$(CHECK)/$*_fuzz.log 2>&1 \
+	  || { tail -40 $(CHECK)/$*_fuzz.log; exit 1; }
+	@echo "$*_fuzz: $$(grep -E '^#[0-9]+' $(CHECK)/$*_fuzz.log | tail -1)"
 
 # trainq beside task-spooler and Slurm (../shared/bench/peers.sh); BENCH_PEERS=0 skips them.
 bench: release

@@ -460,8 +460,9 @@ Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
                                         job.id, u->second.end.end_reason, u->second.problem));
   }
   const Attempt* current = job.current();
-  if (it == live_.end() && cluster_ && current != nullptr && current->node != node_) {
-    // Its node stops it: it watches for the flag (an event, or its next heartbeat).
+  if (it == live_.end() && cluster_ && current != nullptr) {
+    // Its node stops it: it watches for the flag (an event, or its next heartbeat). That may
+    // be this node, when the leader placed it here and it has not started yet.
     TRAINQ_RETURN_IF_ERROR(cluster_->RequestCancel(job.id, job.attempt));
     *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {})",
                            job.id, current->node, FormatDuration(config_.grace_ms));

@@ -121,7 +121,14 @@ if attempt == "1":
 
 def test_a_rendezvous_port_taken_after_placement_queues_the_job_again_with_another(make_trainq):
     import socket
-    tq = make_trainq(gpus=[gpu(i) for i in range(2)])
+    # Ports of its own: tests running beside this one (a real torchrun among them) bind ports
+    # of the default range, and the port this test takes must be free when it takes it.
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.bind(("0.0.0.0", 0))
+    first_free = probe.getsockname()[1]
+    probe.close()
+    tq = make_trainq(gpus=[gpu(i) for i in range(2)],
+                     master_port_range=f"{first_free}-{first_free + 3}")
     job_id = tq.submit("--gpus", "2", "--retries", "0",
                        cmd=[sys.executable, "-c", PORT_RACE_JOB, tq.path("")])
     first = int(wait_for(lambda: open(tq.path("port-1")).read() if os.path.exists(

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make test`: every check CI runs, one phase at a time, with the time each took printed at
+# the end (also when a phase fails, which stops the run).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# The release tree is built as `make` builds it, with warnings as errors.
+export WERROR=ON
+phases=(
+  "format:make -s format-check"
+  "release build (-Werror):make -s release"
+  "test build (clang, ASan+UBSan, fuzzers):make -s check"
+  "unit tests (sanitized):make -s unit"
+  "fuzzers:make -s fuzz"
+  "integration tests:make -s integration"
+)
+report=()
+status=0
+total_start=$(date +%s)
+for phase in "${phases[@]}"; do
+  name=${phase%%:*}
+  start=$(date +%s)
+  echo "== $name"
+  bash -c "${phase#*:}"
+  status=$?
+  report+=("$(printf '%-42s %5ds%s' "$name" $(( $(date +%s) - start )) \
+    "$([ $status -ne 0 ] && echo '  FAILED')")")
+  [ $status -ne 0 ] && break
+done
+echo
+echo "phase                                       time"
+printf '%s\n' "${report[@]}"
+printf '%-42s %5ds\n' "total" $(( $(date +%s) - total_start ))
+exit $status
