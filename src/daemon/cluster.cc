@@ -149,9 +149,13 @@ void DaemonImpl::LeadOrFollow() {
   bool was = leader_;
   lease_ = *lease;
   leader_ = lease->mine;
-  if (leader_ && !was) {
+  // A lease that lapsed and was taken again (a slow round, a store restart, or GET
+  // /v1/nodes taking it between rounds) has a new epoch: writes fenced with the old one
+  // would all be refused while this node goes on believing it leads.
+  if (leader_ && (!was || lease->epoch != fenced_epoch_)) {
     spdlog::info("leader of the cluster (epoch {})", lease->epoch);
     cluster_->SetLeaderFence(node_, lease->epoch);
+    fenced_epoch_ = lease->epoch;
     waiting_stale_ = true;
     holds_.clear();
     written_reasons_.clear();

@@ -297,6 +297,21 @@ TEST_F(DaemonClusterTest, TheOtherNodeTakesTheLeaseOnceACrashedLeadersLapses) {
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
 }
 
+// A leader whose lease lapsed and which took it again (a slow round, a store restart) holds
+// a new epoch: its fenced writes must carry that one, or each is refused while it goes on
+// believing it leads and no job is ever placed.
+TEST_F(DaemonClusterTest, ALeaderThatTakesItsLapsedLeaseAgainFencesWithTheNewEpoch) {
+  Node& a = AddNode("node-a", {Gpu(0)}, 300);
+  Start(a);
+  ASSERT_EQ(Leader(), "node-a");
+  std::vector<std::string> lapse = {"DEL", target_.prefix + "leader"};
+  ASSERT_TRUE(redis_.Command(lapse).ok());
+  a.daemon->OnClusterTimer();  // takes it again, with the next epoch
+  ASSERT_EQ(Leader(), "node-a");
+  JobId id = Submit(a, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; })) << Get(id).reason;
+}
+
 // A leader whose lease lapsed while it was stalled still believes it leads: its placement
 // is refused by the store's fence, and the job runs once, placed by the new leader.
 TEST_F(DaemonClusterTest, DeposedLeaderCannotPlaceAndTheJobRunsOnce) {

@@ -370,9 +370,10 @@ class DaemonImpl {
   ClusterStore* cluster_ = nullptr;
   bool leader_ = false;
   LeaderLease lease_;
-  std::string address_;     // node_address, or the host name
-  std::string api_url_;     // the first `listen` address as peers reach it; "" none
-  std::string peer_token_;  // EnsurePeerToken
+  int64_t fenced_epoch_ = 0;  // the epoch the store's fenced writes carry; 0: none yet
+  std::string address_;       // node_address, or the host name
+  std::string api_url_;       // the first `listen` address as peers reach it; "" none
+  std::string peer_token_;    // EnsurePeerToken
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;
   bool store_unreachable_ = false;  // logged once per outage
