@@ -19,9 +19,11 @@ SHIM_KILLS = 3
 JOB_KILLS = 3
 SEED = 20261125
 
-JOB_SCRIPT = ('echo "start $TRAINQ_JOB_ID $TRAINQ_ATTEMPT $$ $(date +%s%N)" >> "$1/$2"; '
+# The time comes from bash itself (EPOCHREALTIME, in microseconds; "000" makes it ns): a
+# `$(date)` would fork a second `bash -c`, which a job kill may hit, leaving a line without it.
+JOB_SCRIPT = ('echo "start $TRAINQ_JOB_ID $TRAINQ_ATTEMPT $$ ${EPOCHREALTIME/./}000" >> "$1/$2"; '
               'sleep 0.$((RANDOM % 4 + 1)); '
-              'echo "end $TRAINQ_JOB_ID $TRAINQ_ATTEMPT $$ $(date +%s%N)" >> "$1/$2"')
+              'echo "end $TRAINQ_JOB_ID $TRAINQ_ATTEMPT $$ ${EPOCHREALTIME/./}000" >> "$1/$2"')
 
 
 def live_pids(tq, *argv):
