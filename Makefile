@@ -4,7 +4,10 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 50
 # A user's build must not fail because a compiler grew a warning: -Werror is for CI and
 # development builds (`make test` turns it on for the release tree; a plain cmake tree has it).
-WERROR ?= OFF
+# Unset, a new release tree gets OFF and an existing one keeps what it has, so `make` after
+# `make test` does not rebuild everything for one flag.
+WERROR ?=
+RELEASE_WERROR = $(if $(WERROR),-DTRAINQ_WERROR=$(WERROR),$(if $(wildcard $(RELEASE)/CMakeCache.txt),,-DTRAINQ_WERROR=OFF))
 RELEASE := build/release
 # The test tree: clang with AddressSanitizer + UBSan and the fuzzers' coverage, so one build
 # serves the unit tests, the fuzzers and the sanitized daemon of the crash tests. Unoptimised
@@ -25,7 +28,7 @@ test-deps:
 
 release: deps
 	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release -DTRAINQ_TESTS=OFF \
-	  -DTRAINQ_WERROR=$(WERROR) >/dev/null
+	  $(RELEASE_WERROR) >/dev/null
 	@cmake --build $(RELEASE) -j $(JOBS)
 
 # The integration tests run the release tree's binaries (TRAINQ_TEST_BINARIES) but for the
