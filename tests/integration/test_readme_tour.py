@@ -74,8 +74,11 @@ def real_torchrun():
 
 
 # What the tour's train.py does under the real torchrun: each worker says who it is.
-TRAIN_PY = """import os
-print("worker", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+TRAIN_PY = """import os, sys
+# One write of the whole line: the two workers share the log, and print() writes its
+# words and the newline separately, so their lines could interleave.
+sys.stdout.write(f"worker {os.environ['RANK']} of {os.environ['WORLD_SIZE']}\\n")
+sys.stdout.flush()
 """
 
 
