@@ -85,6 +85,11 @@ struct JobSpec {
   // it releases them or ends. 0: an ordinary job.
   int64_t gate_pid = 0;
   uint64_t gate_ticks = 0;
+  // In a cluster: the node that stored it and that node's HMAC, under the cluster key, of
+  // the fields that decide who runs what (src/daemon/cluster_key.h). A node runs only a
+  // record whose signature holds. Never taken from a request.
+  std::string signed_by;
+  std::string signature;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   bool has_deps() const { return !after.empty() || !after_any.empty(); }

@@ -106,6 +106,7 @@ struct CallOptions {
   int timeout_ms = 30000;       // the whole exchange, connecting included
   std::string idempotency_key;  // non-empty: sent as the Idempotency-Key header
   std::string bearer_token;     // non-empty: sent as "Authorization: Bearer TOKEN"
+  std::string authorization;    // non-empty: the whole Authorization header (a node's signature)
   // https: a PEM file of the CA certificates to trust instead of the system's (TRAINQ_CA).
   std::string ca_file;
 };
@@ -115,7 +116,8 @@ struct CallOptions {
 // when the listener is not to be trusted, nothing sent either: on a Unix socket not the
 // caller's own daemon or root's (JudgeListener); over https a certificate that does not
 // verify (against the system's CAs and `ca_file`, for the host name or IP address of the
-// URL). kInvalid for an unreadable `ca_file`. kIo when the exchange broke after the request
+// URL). kInvalid for an unreadable `ca_file`, and for a method, target or header value that
+// holds a space (the target), CR, LF or NUL: a request is never built by pasting. kIo when the exchange broke after the request
 // went out: it may have been received, so it must not be resent blindly.
 Result<HttpResponse> HttpCall(const Endpoint& endpoint, std::string_view method,
                               std::string_view target, const std::string& body,

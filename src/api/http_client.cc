@@ -112,6 +112,7 @@ Request MakeRequest(std::string_view method, std::string_view target, const std:
   if (!options.bearer_token.empty()) {
     req.set(http::field::authorization, "Bearer " + options.bearer_token);
   }
+  if (!options.authorization.empty()) req.set(http::field::authorization, options.authorization);
   req.body() = body;
   req.prepare_payload();
   return req;
@@ -231,9 +232,34 @@ Result<HttpResponse> CallTcp(const Endpoint& endpoint, Request& req, Call& call,
 
 }  // namespace
 
+namespace {
+
+// A request line or header that holds CR, LF or NUL (or a target with a space) would end
+// early and start another request on the same connection (request smuggling).
+Status CheckRequestText(std::string_view method, std::string_view target,
+                        const CallOptions& options) {
+  auto bad = [](std::string_view text, std::string_view also) {
+    return text.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos ||
+           text.find_first_of(also) != std::string_view::npos;
+  };
+  if (method.empty() || bad(method, " ")) return Status::Invalid("request method: not a token");
+  if (target.empty() || target[0] != '/' || bad(target, " \t")) {
+    return Status::Invalid(
+        "request target: expected a path starting with '/' and no space, tab, CR, LF or NUL");
+  }
+  for (const std::string* value :
+       {&options.idempotency_key, &options.bearer_token, &options.authorization}) {
+    if (bad(*value, "")) return Status::Invalid("request header: holds CR, LF or NUL");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<HttpResponse> HttpCall(const Endpoint& endpoint, std::string_view method,
                               std::string_view target, const std::string& body,
                               const CallOptions& options) {
+  TRAINQ_RETURN_IF_ERROR(CheckRequestText(method, target, options));
   Call call(options.timeout_ms);
   bool unix_socket = endpoint.kind == Endpoint::Kind::kUnix;
   std::string host =

@@ -15,6 +15,7 @@ namespace trainq {
 //   read:   jobs, GPUs, nodes, metrics; the logs of its own user's jobs
 //   submit: also submit, and cancel and retry its own user's jobs (they run as that user)
 //   admin:  everything, every user's jobs, tokens, config, daemon
+// A node of the cluster reads jobs and logs only (Caller::node).
 enum class Role { kRead, kSubmit, kAdmin };
 
 std::string_view RoleName(Role r);  // "read", "submit", "admin"
@@ -25,6 +26,9 @@ struct Caller {
   int64_t uid = -1;  // -1 for a token's caller
   Role role = Role::kRead;
   std::string token;  // the token's name; "" on the Unix socket
+  // Another node of the cluster, by its signed request (src/daemon/cluster_key.h): it may
+  // read logs (kReadLog) and nothing else; `user` is empty.
+  std::string node;
 };
 
 // What a request does, for Authorize.

@@ -128,6 +128,8 @@ Status DaemonImpl::EndUnstarted(const Job& job, int n, const Status& runner, con
 
 Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool record_start,
                              int rank) {
+  // A cluster's record came through Redis: it runs only as a node signed it.
+  if (cluster_) TRAINQ_RETURN_IF_ERROR(cluster_key_.Verify(job.id, job.spec));
   // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
   Result<UserInfo> runner = UserInfo{};
   if (config_.shared) runner = LookupUserByName(job.spec.user);

@@ -25,13 +25,19 @@ Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
   if (!req.tcp) {
     int64_t uid = req.peer_uid;
     bool admin = uid == 0 || uid == static_cast<int64_t>(::geteuid()) || IsAdminUid(uid);
-    return Caller{UserName(uid), uid, admin ? Role::kAdmin : Role::kSubmit, ""};
+    return Caller{UserName(uid), uid, admin ? Role::kAdmin : Role::kSubmit, "", ""};
   }
   if (req.authorization.empty()) {
     return Status::Unauthenticated(
         fmt::format("no Authorization header: a request over TCP needs 'Authorization: Bearer "
                     "TOKEN'{}",
                     kHowTo));
+  }
+  if (cluster_ && req.authorization.rfind(ClusterKey::kPeerScheme, 0) == 0) {
+    Result<std::string> node = cluster_key_.VerifyPeer(req.authorization, clock_.Now(), req.method,
+                                                       CanonicalTarget(req.path, req.query));
+    if (!node.ok()) return node.status();
+    return Caller{"", -1, Role::kRead, "", *node};
   }
   Result<std::string> token = ParseBearer(req.authorization);
   if (!token.ok()) return token.status();
@@ -42,13 +48,20 @@ Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
         fmt::format("unknown token: this server has no such token{}", kHowTo));
   }
   const TokenRecord& t = **found;
+  // In a cluster a token is good only when a node made it: one written into Redis by another
+  // hand acts as nobody.
+  if (cluster_ && !cluster_key_.VerifyToken(t)) {
+    return Status::Unauthenticated(
+        fmt::format("token '{}' was not made by a node of this cluster (no valid signature){}",
+                    t.name, kHowTo));
+  }
   if (t.revoked_at != 0) {
     return Status::Unauthenticated(fmt::format("token '{}' was revoked{}", t.name, kHowTo));
   }
   if (t.expires_at != 0 && clock_.Now() >= t.expires_at) {
     return Status::Unauthenticated(fmt::format("token '{}' has expired{}", t.name, kHowTo));
   }
-  return Caller{t.user, -1, t.role, t.name};
+  return Caller{t.user, -1, t.role, t.name, ""};
 }
 
 bool DaemonImpl::IsAdminUid(int64_t uid) const {

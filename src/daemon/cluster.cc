@@ -33,10 +33,6 @@ int64_t ClusterTickMs(const Config& c) {
 
 void DaemonImpl::StartCluster() {
   if (!cluster_) return;
-  if (Status st = EnsurePeerToken(); !st.ok()) {
-    spdlog::warn("peer token: {}; logs of jobs that ran here are not served to other nodes",
-                 st.message());
-  }
   events_ = cluster_->Subscribe([this](const std::string& event) {
     // The subscription's thread: the loop owns all state.
     boost::asio::post(io_, [this, event] {
@@ -310,6 +306,21 @@ void DaemonImpl::SyncAssigned() {
       p.master_port = a->master_port;
       p.parts = a->parts;
       p.master_addr = a->master_addr;
+      // The run dir is this node's to name: one the store names elsewhere (written there
+      // by another hand) would have root create and write files wherever it says.
+      std::string own = fmt::format("{}/{}/{}", options_.paths.runs, job.id, a->n);
+      if (p.run_dir != own || p.log_path != LogPath(own)) {
+        AttemptEnd end;
+        end.ended_at = clock_.Now();
+        end.end_reason = end.job_reason =
+            fmt::format("node {} refused to run it: the store names its run dir {}, not {}", node_,
+                        p.run_dir, own);
+        end.part = a->parts.empty() ? -1 : rank;
+        end.parts = static_cast<int>(a->parts.size());
+        spdlog::error("job {} attempt {}: {}", job.id, a->n, end.end_reason);
+        StoreEnd(job.id, a->n, end);
+        continue;
+      }
       if (!IsDirectory(job.spec.cwd)) {
         // Code and data are on a shared filesystem (docs/cluster.md); this node lacks it.
         StoreEnd(job.id, a->n, CwdMissing(job, *a, rank));
@@ -673,40 +684,12 @@ void DaemonImpl::DrainRoute(const std::string& name, bool drain, Responder& resp
 
 namespace trainq {
 
-// This node's credential toward its peers (a job's log served by the node that holds it):
-// an admin token in the shared store, named node-NAME, its text kept only in the state dir
-// (0600, the dir 0700). Made once; made anew when the file is gone.
-Status DaemonImpl::EnsurePeerToken() {
-  const std::string path = options_.paths.state_dir + "/peer-token";
-  Result<std::string> kept = ReadFileTail(path, 256);
-  if (kept.ok() && !kept->empty()) {
-    peer_token_ = *kept;
-    return Status::Ok();
-  }
-  Result<std::string> token = NewToken();
-  if (!token.ok()) return token.status();
-  TokenRecord record;
-  record.name = "node-" + node_;
-  record.hash = Sha256Hex(*token);
-  record.role = Role::kAdmin;
-  record.user = "root";
-  record.created_at = clock_.Now();
-  record.created_by = "trainqd on " + node_;
-  Status st = store_->AddToken(record);
-  if (st.code() == Code::kConflict) {  // its file was lost: the old token goes
-    TRAINQ_RETURN_IF_ERROR(store_->RevokeToken(record.name, clock_.Now()));
-    st = store_->AddToken(record);
-  }
-  TRAINQ_RETURN_IF_ERROR(st);
-  TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(path, *token));
-  peer_token_ = std::move(*token);
-  return Status::Ok();
-}
-
 // GET /v1/jobs/ID/log of an attempt that ran on another node: asked of that node, which
 // holds the file. Synchronous and short (its own timeout): a log chunk is small.
-void DaemonImpl::ProxyLog(const HttpRequest& req, const Job& job, const Attempt& attempt,
-                          Responder& respond) {
+// The request is built from the numbers the route parsed (never from the caller's text) and
+// signed with the cluster key: the holder serves it as a node's log request and nothing else.
+void DaemonImpl::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                          const Job& job, const Attempt& attempt, Responder& respond) {
   Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
   if (!nodes.ok()) return respond(ErrorResponse(nodes.status()));
   const NodeRecord* holder = nullptr;
@@ -721,13 +704,10 @@ void DaemonImpl::ProxyLog(const HttpRequest& req, const Job& job, const Attempt&
   }
   Result<Endpoint> peer = ParseServerUrl(holder->api_url, "api_url");
   if (!peer.ok()) return respond(ErrorResponse(peer.status()));
-  std::string target = fmt::format("{}?attempt={}", req.path, attempt.n);
-  for (const auto& [key, value] : req.query) {
-    if (key != "attempt") target += fmt::format("&{}={}", key, value);
-  }
+  std::string target = CanonicalTarget(path, query);
   CallOptions options;
   options.timeout_ms = 5000;
-  options.bearer_token = peer_token_;
+  options.authorization = cluster_key_.PeerAuthorization(node_, clock_.Now(), "GET", target);
   options.ca_file = GetEnv("TRAINQ_CA");
   Result<HttpResponse> answer = HttpCall(*peer, "GET", target, "", options);
   if (!answer.ok()) {

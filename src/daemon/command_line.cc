@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "src/daemon/cluster_key.h"
 #include "src/daemon/daemon.h"
 #include "src/os/process.h"
 #include "src/os/state_paths.h"
@@ -16,7 +17,7 @@ int RunTrainqd(int argc, char** argv) {
   app.set_version_flag("--version", "trainqd " TRAINQ_VERSION);
   std::string state_dir, shim_dir;
   bool check_config = false, shared = false;
-  std::string socket;
+  std::string socket, new_key;
   app.add_option("--state-dir", state_dir,
                  "instance directory (default: $TRAINQ_STATE_DIR or ~/.local/state/trainq)");
   app.add_flag("--check-config", check_config,
@@ -27,6 +28,10 @@ int RunTrainqd(int argc, char** argv) {
   app.add_option("--socket", socket,
                  "the API's Unix socket (default: trainq.sock in the state "
                  "dir; /run/trainq/trainq.sock with --shared)");
+  app.add_option("--new-cluster-key", new_key,
+                 "write a new cluster key (256 random bits, mode 0600) to FILE and exit; copy it "
+                 "to every node of the cluster (docs/cluster.md)")
+      ->option_text("FILE");
   app.require_subcommand(0, 1);
   CLI::App* shim = app.add_subcommand("shim", "");  // internal: supervises one attempt
   shim->group("");
@@ -39,6 +44,16 @@ int RunTrainqd(int argc, char** argv) {
     return 2;
   }
   if (shim->parsed()) return RunShim(shim_dir);
+  if (!new_key.empty()) {
+    Status st = ClusterKey::Create(new_key);
+    if (!st.ok()) {
+      std::fprintf(stderr, "trainqd: --new-cluster-key: %s\n", st.message().c_str());
+      return st.code() == Code::kConflict ? 1 : 2;
+    }
+    std::printf("%s: a new cluster key; copy it to every node's state dir (mode 0600)\n",
+                new_key.c_str());
+    return 0;
+  }
   if (shared && state_dir.empty()) state_dir = kSharedStateDir;
   DaemonOptions options;
   options.paths = ResolveStatePaths(state_dir);

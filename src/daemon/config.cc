@@ -584,6 +584,12 @@ const std::vector<Option>& Options() {
           "a file (mode 0600) holding the password of `store`'s user, which the URL then names "
           "without one (redis://USER@HOST); read at start",
           String(&Config::store_password_file, "path")),
+      Row("cluster_key_file", "\"\"", false,
+          "cluster: the key every node holds (mode 0600; the same file on each node, never in "
+          "Redis) that signs jobs, tokens and the nodes' requests; \"\" = cluster.key in the "
+          "state dir. Make one with `trainqd --new-cluster-key FILE` "
+          "([cluster.md](cluster.md#the-cluster-key))",
+          String(&Config::cluster_key_file, "path")),
       Row("redis_prefix", "\"trainq:\"", false,
           "every Redis key of this cluster starts with it: several clusters can share one Redis",
           String(&Config::redis_prefix)),
@@ -691,6 +697,14 @@ Status CheckCluster(const Config& config) {
       problems.push_back(
           "store: a user without a password; set store_password_file to a file holding the "
           "password (mode 0600), or give redis://USER:PASSWORD@HOST");
+    } else if (t->password.empty() && config.store_password_file.empty() &&
+               !IsLoopbackHost(t->host)) {
+      // Whoever writes to the store decides what is queued and cancelled on every node.
+      problems.push_back(fmt::format(
+          "store: Redis on {} without a password; outside loopback the store needs a user and "
+          "a password (redis://USER@HOST with store_password_file, docs/cluster.md \"Redis "
+          "ACL\")",
+          t->host));
     }
   }
   if (config.heartbeat_interval_ms * 4 > config.node_timeout_ms) {

@@ -68,6 +68,7 @@ struct Config {
   // A cluster (docs/cluster.md): the shared store and this node's part in it.
   std::string store;  // "": embedded SQLite
   std::string store_password_file;
+  std::string cluster_key_file;  // "": cluster.key in the state dir
   std::string redis_prefix = "trainq:";
   std::string node_address;                     // "": the host name
   std::string notify_url;                       // every job's end is POSTed here; "": none
@@ -110,10 +111,10 @@ Status CheckListen(const Config& config);
 
 // The cluster options, judged from `config` alone (trainqd at start and --check-config):
 // `store` empty or a Redis URL (ParseRedisUrl) whose user, if any, has a password there or
-// in store_password_file; heartbeat_interval at most a quarter of
-// node_timeout; grace_period at most a quarter of it (a node's jobs stop themselves after
-// half of node_timeout and must be gone before another node may run them: docs/cluster.md,
-// "Self-fencing"). kInvalid naming each option at fault, every problem at once.
+// in store_password_file, and a password whenever its host is not loopback; heartbeat_interval
+// at most a quarter of node_timeout; grace_period at most a quarter of it (a node's jobs stop
+// themselves after half of node_timeout and must be gone before another node may run them:
+// docs/cluster.md, "Self-fencing"). kInvalid naming each option at fault, every problem at once.
 Status CheckCluster(const Config& config);
 // notify_url is a webhook URL, notify_format "json" or "slack", snapshot "off" or "git";
 // kInvalid naming them.

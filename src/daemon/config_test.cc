@@ -441,6 +441,24 @@ std::string DefaultInToml(const OptionInfo& o) {
   return quoted ? "\"" + std::string(o.default_text) + "\"" : std::string(o.default_text);
 }
 
+// Whoever can write to the store decides what every node queues and cancels: outside
+// loopback it must ask for a password.
+TEST(CheckClusterTest, AStoreWithoutAPasswordIsRefusedOutsideLoopback) {
+  auto judge = [](const std::string& toml) {
+    Result<Config> c = ParseConfig(toml, "c.toml");
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? CheckCluster(*c) : c.status();
+  };
+  Status open = judge("store = \"redis://10.0.0.10:6379/0\"\n");
+  EXPECT_EQ(open.code(), Code::kInvalid);
+  EXPECT_THAT(open.message(), HasSubstr("store: Redis on 10.0.0.10 without a password"));
+  EXPECT_THAT(open.message(), HasSubstr("store_password_file"));
+  EXPECT_TRUE(judge("store = \"redis://127.0.0.1:6379/0\"\n").ok());
+  EXPECT_TRUE(judge("store = \"redis://localhost/0\"\n").ok());
+  EXPECT_TRUE(judge("store = \"redis://node:pw@10.0.0.10/0\"\n").ok());
+  EXPECT_TRUE(judge("store = \"redis://node@10.0.0.10/0\"\nstore_password_file = \"/x\"\n").ok());
+}
+
 TEST(ConfigOptionsTest, AStorePasswordIsNeverShown) {
   Result<Config> c =
       ParseConfig("store = \"redis://node:hun%40ter2@10.0.0.10:6379/0\"\n", "c.toml");

@@ -36,6 +36,7 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
       launcher_(std::move(seams.launcher)),
       clock_(*seams.clock) {
   deliver_ = std::move(seams.deliver);
+  cluster_key_ = std::move(seams.cluster_key);
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   cluster_ = dynamic_cast<ClusterStore*>(store_.get());
@@ -54,6 +55,9 @@ Status DaemonImpl::Start() {
 }
 
 Status DaemonImpl::Open() {
+  if (cluster_ && cluster_key_.empty()) {
+    return Status::Invalid("cluster_key_file: a cluster node needs the cluster key");
+  }
   TRAINQ_RETURN_IF_ERROR(StartNotifier());  // ends collected below may notify
   // Re-adopt first: the first sample must match GPU processes to the attempts that hold
   // them, or their memory would count twice (used, and reserved as not yet allocated).
@@ -337,6 +341,14 @@ Result<RedisTarget> StoreTarget(const Config& config) {
   return target;
 }
 
+// The cluster key (docs/cluster.md, "The cluster key"): cluster_key_file, else the state
+// dir's cluster.key.
+Result<ClusterKey> LoadClusterKey(const Config& config, const StatePaths& paths) {
+  std::string path =
+      config.cluster_key_file.empty() ? paths.state_dir + "/cluster.key" : config.cluster_key_file;
+  return ClusterKey::Load(path, "cluster_key_file");
+}
+
 }  // namespace
 
 int CheckDaemonConfig(const DaemonOptions& given) {
@@ -359,6 +371,7 @@ int CheckDaemonConfig(const DaemonOptions& given) {
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
   if (st.ok()) st = CheckCluster(*config);
   if (st.ok() && !config->store.empty()) st = StoreTarget(*config).status();
+  if (st.ok() && !config->store.empty()) st = LoadClusterKey(*config, paths).status();
   if (st.ok()) st = CheckWorkflow(*config);
   if (st.ok() && config->store.empty()) st = CheckDatabaseNotLost(paths);
   if (st.ok() && config->store.empty()) st = CheckSqliteFile(paths.db);
@@ -447,6 +460,12 @@ int RunDaemon(const DaemonOptions& given) {
   if (Status st = CheckListen(*config); !st.ok()) return Fail(st);
   if (Status st = CheckCluster(*config); !st.ok()) return Fail(st);
   if (Status st = CheckWorkflow(*config); !st.ok()) return Fail(st);
+  ClusterKey key;
+  if (!config->store.empty()) {
+    Result<ClusterKey> loaded = LoadClusterKey(*config, paths);
+    if (!loaded.ok()) return Fail(loaded.status());
+    key = std::move(*loaded);
+  }
   Result<std::unique_ptr<Store>> store = OpenStore(*config, paths);
   if (!store.ok()) return Fail(store.status());
   Result<ProbeChoice> probe = ChooseGpuProbe(config->fake_gpus, config->nvml_library);
@@ -462,6 +481,7 @@ int RunDaemon(const DaemonOptions& given) {
   SystemClock clock;
   DaemonSeams seams{std::move(*store), std::move(*probe), MakeShimLauncher(io, *self, log_fd),
                     &clock};
+  seams.cluster_key = std::move(key);
   DaemonImpl daemon(io, options, std::move(*config), std::move(seams));
   if (Status st = daemon.Start(); !st.ok()) return Fail(st);
   io.run();

@@ -141,6 +141,7 @@ class DaemonClusterTest : public ::testing::Test {
     DaemonSeams seams{std::move(*store),
                       ProbeChoice{std::make_unique<FakeGpuProbe>(n.snapshot), ""},
                       n.shims.Launcher(), &n.clock};
+    seams.cluster_key = ClusterKey(std::string(64, 'k'));
     n.daemon = std::make_unique<DaemonImpl>(n.io, DaemonOptions{n.paths, true, 022}, n.config,
                                             std::move(seams));
     ASSERT_TRUE(n.daemon->Open().ok());
@@ -254,6 +255,47 @@ TEST_F(DaemonClusterTest, JobSubmittedOnOneNodeRunsOnTheNodeWithAFreeGpu) {
 
   ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; }));
+}
+
+// Write access to Redis alone runs nothing as anyone: a job whose user or command was
+// changed in the store after a node signed it ends failed, naming why, and no shim starts.
+TEST_F(DaemonClusterTest, AJobChangedInTheStoreIsRefusedNotRun) {
+  Node& a = AddNode("node-a", {});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  Start(a);
+  Start(b);
+  JobId first = Submit(a, {{"gpus", 1}});
+  JobId second = Submit(a, {{"gpus", 1}, {"after", {first}}});
+  ASSERT_TRUE(Eventually([&] { return Get(first).state == JobState::kRunning; }));
+  std::string key = target_.prefix + "job:" + std::to_string(second);
+  std::vector<std::string> tamper = {"HSET", key, "user", "root", "cwd", "/root"};
+  ASSERT_TRUE(redis_.Command(tamper).ok());
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(first, 1), Exited(0)));
+  ASSERT_TRUE(Eventually([&] { return Get(second).state == JobState::kFailed; }))
+      << Get(second).reason;
+  EXPECT_THAT(Get(second).reason, HasSubstr("does not match the signature node 'node-a' made"));
+  EXPECT_THAT(Get(second).reason, HasSubstr("refused to run it"));
+  EXPECT_EQ(b.Shim(second, 1), nullptr);
+  EXPECT_EQ(b.shims.alive_count(), 0);
+}
+
+// A run dir the store names outside the node's own runs dir is refused: root would create
+// and write files wherever a hand in Redis pointed it.
+TEST_F(DaemonClusterTest, ARunDirNamedElsewhereInTheStoreIsRefused) {
+  Node& a = AddNode("node-a", {});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  Start(a);
+  Start(b);
+  // The leader places with node-b's runs_dir as node-b published it: change that.
+  std::vector<std::string> move = {"HSET", target_.prefix + "node:node-b", "runs_dir",
+                                   dir_ + "/elsewhere"};
+  ASSERT_TRUE(redis_.Command(move).ok());
+  a.Loop();
+  JobId id = Submit(a, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return IsDone(Get(id).state); })) << Get(id).reason;
+  EXPECT_THAT(Get(id).reason, HasSubstr("refused to run it: the store names its run dir"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/elsewhere"));
+  EXPECT_EQ(b.shims.alive_count(), 0);
 }
 
 TEST_F(DaemonClusterTest, OneNodeLeadsAndTheOtherTakesOverWhenItResigns) {

@@ -26,6 +26,7 @@
 #include "src/core/spec.h"
 #include "src/core/waiting_queue.h"
 #include "src/core/workload_mix.h"
+#include "src/daemon/cluster_key.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
 #include "src/daemon/notifier.h"
@@ -104,6 +105,8 @@ struct DaemonSeams {
   const Clock* clock = nullptr;  // outlives the daemon
   // Sends a notification (a webhook POST, a mail); null: the real one (notify.cc).
   DeliverFn deliver{};
+  // A cluster's key (cluster_key_file); a cluster store without one is refused at Start.
+  ClusterKey cluster_key{};
 };
 
 class DaemonImpl {
@@ -276,8 +279,8 @@ class DaemonImpl {
   void ClusterLimits(SpecLimits& limits);
   void NodesRoute(Responder& respond);
   void DrainRoute(const std::string& name, bool drain, Responder& respond);
-  Status EnsurePeerToken();
-  void ProxyLog(const HttpRequest& req, const Job& job, const Attempt& attempt, Responder& respond);
+  void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                const Job& job, const Attempt& attempt, Responder& respond);
 
   // auth.cc: who sent a request (docs/architecture.md, "Authentication"). Over TCP, the
   // bearer token's record (kUnauthenticated when it is missing, malformed, unknown, revoked
@@ -373,7 +376,7 @@ class DaemonImpl {
   int64_t fenced_epoch_ = 0;  // the epoch the store's fenced writes carry; 0: none yet
   std::string address_;       // node_address, or the host name
   std::string api_url_;       // the first `listen` address as peers reach it; "" none
-  std::string peer_token_;    // EnsurePeerToken
+  ClusterKey cluster_key_;    // DaemonSeams::cluster_key
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;
   bool store_unreachable_ = false;  // logged once per outage

@@ -499,6 +499,17 @@ void Routes::Clean(RouteContext& c) {
 }
 
 void Routes::ListJobs(RouteContext& c) {
+  for (const auto& [key, value] : c.req.query) {
+    static const std::set<std::string> kKeys = {"state", "all",   "user", "mine",
+                                                "limit", "after", "group"};
+    bool flag = key == "all" || key == "mine";
+    if (!kKeys.count(key) || (flag && !value.empty() && value != "1")) {
+      return c.respond(ErrorResponse(Status::Invalid(fmt::format(
+          "{}: not accepted; GET /v1/jobs takes state, all, user, mine, limit, after and group "
+          "(all and mine with no value or 1)",
+          key.substr(0, 64)))));
+    }
+  }
   Status error;
   ListQuery q;
   q.states = StatesFor(c.req, &error);
@@ -675,12 +686,14 @@ void Routes::Log(RouteContext& c, const Job& job) {
   if (!Allowed(c, Action::kReadLog, "read the log of", job.spec.user, job.id)) return;
   const Attempt* attempt = job.current();
   uint64_t offset = 0, length = 1 << 20;
+  bool size_only = false;
   for (const auto& [key, value] : c.req.query) {
     uint64_t n = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
     bool number = ec == std::errc() && ptr == value.data() + value.size() && !value.empty();
-    if (key == "size") continue;
-    if (key == "attempt" && number && n >= 1 && n <= static_cast<uint64_t>(job.attempt)) {
+    if (key == "size" && (value.empty() || value == "1")) {
+      size_only = true;
+    } else if (key == "attempt" && number && n >= 1 && n <= static_cast<uint64_t>(job.attempt)) {
       attempt = &job.attempts[n - 1];
     } else if (key == "offset" && number) {
       offset = n;
@@ -688,22 +701,28 @@ void Routes::Log(RouteContext& c, const Job& job) {
       length = n;
     } else {
       return c.respond(ErrorResponse(Status::Invalid(fmt::format(
-          "{}: '{}' is not accepted; expected attempt (1 to {}), offset (bytes) and length (at "
-          "most 8388608 bytes)",
-          key, value, job.attempt))));
+          "{}: '{}' is not accepted; expected attempt (1 to {}), offset (bytes), length (at "
+          "most 8388608 bytes) and size (no value, or 1)",
+          key, value.substr(0, 64), job.attempt))));
     }
   }
   if (attempt == nullptr) {
     return c.respond(ErrorResponse(
         Status::Conflict(fmt::format("job {} has not started yet: {}", job.id, job.reason))));
   }
-  if (c.d.cluster_ && attempt->node != c.d.node_)
-    return c.d.ProxyLog(c.req, job, *attempt, c.respond);
+  if (c.d.cluster_ && attempt->node != c.d.node_) {
+    // What the holder is asked is rebuilt from the numbers read above, never the caller's text.
+    std::map<std::string, std::string> query = {{"attempt", std::to_string(attempt->n)},
+                                                {"offset", std::to_string(offset)},
+                                                {"length", std::to_string(length)}};
+    if (size_only) query["size"] = "1";
+    return c.d.ProxyLog(c.req.path, query, job, *attempt, c.respond);
+  }
   bool active = attempt->state == JobState::kStarting || attempt->state == JobState::kRunning;
   UniqueFd fd(::open(attempt->log_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   struct stat st = {};
   uint64_t size = fd.valid() && ::fstat(fd.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-  if (c.req.query.count("size")) {
+  if (size_only) {
     return c.respond(Json(200, {{"attempt", attempt->n}, {"size", size}, {"active", active}}));
   }
   std::string bytes;
@@ -932,6 +951,14 @@ std::vector<std::string> RouteNames() {
 void DaemonImpl::Handle(HttpRequest request, Responder respond) {
   Result<Caller> caller = Authenticate(request);
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
+  if (!caller->node.empty()) {  // a peer's signed request serves a log, nothing else
+    auto parts = SplitJobPath(request.path);
+    if (request.method != "GET" || !parts || parts->second != "log") {
+      return respond(ErrorResponse(Status::Permission(
+          fmt::format("node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log)",
+                      caller->node))));
+    }
+  }
   RouteContext c{*this, request, respond, *caller};
   for (const Route& r : kRoutes) {
     if (Matches(r, request)) return r.handle(c);
@@ -952,6 +979,10 @@ void DaemonImpl::FlushSubmits() {
     }
   }
   UnixMs now = clock_.Now();
+  // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
+  if (cluster_) {
+    for (JobSpec& s : specs) cluster_key_.Sign(s, node_);
+  }
   Result<std::vector<JobId>> ids = store_->Submit(specs, now);
   if (ids.ok()) {
     std::map<JobId, JobId> groups;  // a new group's tag -> its first id, as the store named it

@@ -105,8 +105,9 @@ Result<TokenRequest> ParseTokenRequest(const std::string& body, const std::strin
   return r;
 }
 
-std::string TokenState(const TokenRecord& t, UnixMs now) {
+std::string TokenState(const TokenRecord& t, UnixMs now, const ClusterKey* key) {
   if (t.revoked_at != 0) return "revoked";
+  if (key && !key->VerifyToken(t)) return "unsigned";  // written into Redis by another hand
   if (t.expires_at != 0 && now >= t.expires_at) return "expired";
   return "active";
 }
@@ -129,7 +130,8 @@ void DaemonImpl::CreateTokenRoute(const HttpRequest& req, const Caller& caller,
   UnixMs now = clock_.Now();
   TokenRecord record{
       r->name, Sha256Hex(*token), r->role, r->user, now, r->expires_ms ? now + r->expires_ms : 0,
-      0,       caller.user};
+      0,       caller.user,       ""};
+  if (cluster_) record.signature = cluster_key_.SignToken(record);
   if (Status st = store_->AddToken(record); !st.ok()) return respond(ErrorResponse(st));
   spdlog::info("token '{}' created for user {} with role {} by {}{}", record.name, record.user,
                RoleName(record.role), caller.user,
@@ -158,7 +160,7 @@ void DaemonImpl::ListTokensRoute(const Caller& caller, Responder& respond) {
                    {"created_by", t.created_by},
                    {"expires_at", TimeOrNull(t.expires_at)},
                    {"revoked_at", TimeOrNull(t.revoked_at)},
-                   {"state", TokenState(t, now)}});
+                   {"state", TokenState(t, now, cluster_ ? &cluster_key_ : nullptr)}});
   }
   respond(Json(200, {{"tokens", std::move(out)}}));
 }

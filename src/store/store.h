@@ -76,6 +76,9 @@ struct TokenRecord {
   UnixMs expires_at = 0;  // 0: never
   UnixMs revoked_at = 0;  // 0: not revoked
   std::string created_by;
+  // In a cluster: the cluster key's HMAC of the fields above but revoked_at (ClusterKey::
+  // SignToken); a token whose signature does not hold is refused. "" in a single store.
+  std::string signature;
 };
 
 // What every backend checks before it records an end: the attempt ends in a done state, and

@@ -476,11 +476,16 @@ class Cluster:
         self.redis = redis
         self.prefix = f"tq{uuid.uuid4().hex[:8]}:"
         self.nodes = {}
+        # One cluster key, as docs/cluster.md makes it, shared by every node.
+        self.key_dir = tempfile.mkdtemp(prefix="tq-key-", dir="/tmp")
+        self.key_file = os.path.join(self.key_dir, "cluster.key")
+        subprocess.run([trainqd_binary(), "--new-cluster-key", self.key_file], check=True,
+                       capture_output=True)
         for i in range(count):
             name = f"node{i}"
             cfg = dict(CLUSTER_CONFIG)
             cfg.update({"store": redis.url, "redis_prefix": self.prefix, "node_name": name,
-                        "listen": [f"127.0.0.1:{free_port()}"]})
+                        "listen": [f"127.0.0.1:{free_port()}"], "cluster_key_file": self.key_file})
             cfg.update(config)
             self.nodes[name] = make_trainq(gpus=[dict(g) for g in gpus], **cfg)
         for t in self.nodes.values():
@@ -528,7 +533,13 @@ def redis_server():
 
 @pytest.fixture
 def make_cluster(make_trainq, redis_server):
+    made = []
+
     def make(count=3, gpus=None, redis=None, **config):
-        return Cluster(make_trainq, redis or redis_server(), count,
-                       gpus if gpus is not None else [gpu(0)], config)
-    return make
+        c = Cluster(make_trainq, redis or redis_server(), count,
+                    gpus if gpus is not None else [gpu(0)], config)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        shutil.rmtree(c.key_dir, ignore_errors=True)

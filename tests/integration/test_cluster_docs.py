@@ -156,8 +156,14 @@ def start_node(make_trainq, redis, extra=""):
     os.makedirs(shared_dir, mode=0o700)
     with open(os.path.join(shared_dir, "config.toml"), "w") as f:
         f.write(text + f'socket = "{os.path.join(t.root, "run", "trainq.sock")}"\n')
+    # The cluster key, made as the doc says and copied to the node's state dir.
+    make_key = block_after("Every node also needs the same **cluster key**", "console")[0]
+    assert make_key == "# trainqd --new-cluster-key /var/lib/trainq/cluster.key", make_key
+    key = os.path.join(shared_dir, "cluster.key")
+    subprocess.run([trainqd_binary(), "--new-cluster-key", key], check=True, capture_output=True)
     checked = check_config(shared_dir)
     assert checked.returncode == 0 and "valid (shared)" in checked.stdout, checked
+    shutil.copy2(key, os.path.join(t.state_dir, "cluster.key"))
     personal = text.replace("shared = true\n", "")
     with open(os.path.join(t.state_dir, "config.toml"), "a") as f:
         f.write(personal + extra)

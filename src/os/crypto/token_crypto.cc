@@ -1,6 +1,8 @@
 #include "src/os/crypto/token_crypto.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -25,11 +27,11 @@ std::string Hex(const unsigned char* bytes, size_t n) {
 
 }  // namespace
 
-Result<std::string> NewToken() {
-  unsigned char bytes[32] = {};
+Result<std::string> RandomHex(size_t size) {
+  std::string bytes(size, '\0');
   size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+  while (got < size) {
+    ssize_t n = ::getrandom(bytes.data() + got, size - got, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       return Status::Io(std::string("cannot read the kernel's random source (getrandom): ") +
@@ -37,7 +39,13 @@ Result<std::string> NewToken() {
     }
     got += static_cast<size_t>(n);
   }
-  return "tq_" + Hex(bytes, sizeof(bytes));
+  return Hex(reinterpret_cast<const unsigned char*>(bytes.data()), size);
+}
+
+Result<std::string> NewToken() {
+  Result<std::string> hex = RandomHex(32);
+  if (!hex.ok()) return hex.status();
+  return "tq_" + *hex;
 }
 
 std::string Sha256Hex(std::string_view text) {
@@ -46,6 +54,21 @@ std::string Sha256Hex(std::string_view text) {
   // SHA-256 is always available in libcrypto; a failure here is a broken installation.
   if (EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr) != 1) std::abort();
   return Hex(digest, len);
+}
+
+std::string HmacSha256Hex(std::string_view key, std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest,
+           &len) == nullptr) {
+    std::abort();  // as above: HMAC-SHA256 cannot fail in a working libcrypto
+  }
+  return Hex(digest, len);
+}
+
+bool SameDigest(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace trainq

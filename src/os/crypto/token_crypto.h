@@ -17,4 +17,15 @@ Result<std::string> NewToken();
 // SHA-256 of `text` as 64 lowercase hex digits: what the store keeps of a token.
 std::string Sha256Hex(std::string_view text);
 
+// `bytes` random bytes from getrandom(2) as 2*bytes lowercase hex digits; kIo when the kernel
+// cannot give them.
+Result<std::string> RandomHex(size_t bytes);
+
+// HMAC-SHA256 of `text` under `key`, as 64 lowercase hex digits (a cluster key's signatures).
+std::string HmacSha256Hex(std::string_view key, std::string_view text);
+
+// Whether two digests are equal, in time that depends only on their length: a signature
+// check must not tell an attacker how many of its leading digits were right.
+bool SameDigest(std::string_view a, std::string_view b);
+
 }  // namespace trainq

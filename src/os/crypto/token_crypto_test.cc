@@ -20,5 +20,27 @@ TEST(TokenCryptoTest, Sha256MatchesKnownDigests) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+TEST(TokenCryptoTest, HmacMatchesRfc4231) {
+  // RFC 4231, test case 2.
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_NE(HmacSha256Hex("Jeff", "what do ya want for nothing?"),
+            HmacSha256Hex("Jefe", "what do ya want for nothing?"));
+}
+
+TEST(TokenCryptoTest, SameDigestComparesWholeStrings) {
+  EXPECT_TRUE(SameDigest("abcd", "abcd"));
+  EXPECT_FALSE(SameDigest("abcd", "abce"));
+  EXPECT_FALSE(SameDigest("abcd", "abc"));
+  EXPECT_FALSE(SameDigest("", "a"));
+}
+
+TEST(TokenCryptoTest, RandomHexHasTheAskedLength) {
+  Result<std::string> a = RandomHex(16);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->size(), 32u);
+  EXPECT_EQ(a->find_first_not_of("0123456789abcdef"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainq

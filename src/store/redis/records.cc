@@ -162,7 +162,9 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"mail", spec.mail},
               {"slurm_env", spec.slurm_env ? "1" : "0"},
               {"gate_pid", std::to_string(spec.gate_pid)},
-              {"gate_ticks", std::to_string(spec.gate_ticks)}};
+              {"gate_ticks", std::to_string(spec.gate_ticks)},
+              {"signed_by", spec.signed_by},
+              {"signature", spec.signature}};
   if (spec.mem_bytes) f.emplace_back("mem_bytes", std::to_string(*spec.mem_bytes));
   // The shortest text that reads back as the same double.
   if (spec.mem_percent) f.emplace_back("mem_percent", fmt::format("{}", *spec.mem_percent));
@@ -205,6 +207,8 @@ Result<Job> ReadJob(const redisReply* hash) {
     job.spec.gate_pid = r.Num<int64_t>("gate_pid");
     job.spec.gate_ticks = r.Num<uint64_t>("gate_ticks");
   }
+  job.spec.signed_by = r.Str("signed_by");
+  job.spec.signature = r.Str("signature");
   job.submitted_at = r.Num<UnixMs>("submitted_at");
   job.queued_at = r.Num<UnixMs>("queued_at");
   job.reason = r.Str("reason");
@@ -288,6 +292,7 @@ Result<TokenRecord> ReadToken(const redisReply* hash) {
   t.expires_at = r.Num<UnixMs>("expires_at");
   t.revoked_at = r.Num<UnixMs>("revoked_at");
   t.created_by = r.Str("created_by");
+  t.signature = r.Str("signature");
   if (!r.status().ok()) return r.status();
   return t;
 }

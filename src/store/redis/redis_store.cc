@@ -312,7 +312,7 @@ Status RedisStore::AddToken(const TokenRecord& t) {
   }
   return RunStatus(AddTokenScript(),
                    {t.name, t.hash, std::string(RoleName(t.role)), t.user, Num(t.created_at),
-                    Num(t.expires_at), Num(t.revoked_at), t.created_by});
+                    Num(t.expires_at), Num(t.revoked_at), t.created_by, t.signature});
 }
 
 Result<std::vector<TokenRecord>> RedisStore::ListTokens() {

@@ -288,7 +288,7 @@ end
 return {'ok'}
 )lua";
 
-// ARGV: name, hash, role, user, created_at, expires_at, revoked_at, created_by
+// ARGV: name, hash, role, user, created_at, expires_at, revoked_at, created_by, signature
 constexpr char kAddToken[] = R"lua(
 local name, hash = ARGV[1], ARGV[2]
 if redis.call('HEXISTS', P .. 'token_names', name) == 1 then
@@ -300,7 +300,7 @@ if redis.call('EXISTS', P .. 'token:' .. hash) == 1 then
 end
 redis.call('HSET', P .. 'token:' .. hash, 'name', name, 'hash', hash, 'role', ARGV[3],
            'user', ARGV[4], 'created_at', ARGV[5], 'expires_at', ARGV[6],
-           'revoked_at', ARGV[7], 'created_by', ARGV[8])
+           'revoked_at', ARGV[7], 'created_by', ARGV[8], 'signature', ARGV[9])
 if ARGV[7] == '0' then redis.call('HSET', P .. 'token_names', name, hash) end
 redis.call('RPUSH', P .. 'tokens', hash)
 return {'ok'}

@@ -1,0 +1,211 @@
+#include "src/daemon/cluster_key.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "src/core/auth.h"
+#include "src/os/crypto/token_crypto.h"
+#include "src/os/fd.h"
+#include "src/store/store.h"
+
+namespace trainq {
+
+namespace {
+
+// Each field as its length, ':' and its bytes: unambiguous whatever the bytes are.
+void Field(std::string& out, std::string_view text) {
+  out += std::to_string(text.size());
+  out += ':';
+  out += text;
+}
+
+constexpr std::string_view kMakeOne = "trainqd --new-cluster-key FILE";
+
+}  // namespace
+
+std::string SignedJobText(const JobSpec& spec, const std::string& node) {
+  std::string out = "trainq job v1\n";
+  Field(out, node);
+  Field(out, spec.user);
+  out += std::to_string(spec.command.size()) + "\n";
+  for (const std::string& arg : spec.command) Field(out, arg);
+  out += std::to_string(spec.env.size()) + "\n";
+  for (const auto& [name, value] : spec.env) {
+    Field(out, name);
+    Field(out, value);
+  }
+  Field(out, spec.cwd);
+  Field(out, spec.notify_url);
+  Field(out, spec.mail);
+  Field(out, spec.slurm_env ? "1" : "0");
+  Field(out, std::to_string(spec.gate_pid));
+  Field(out, std::to_string(spec.gate_ticks));
+  return out;
+}
+
+std::string CanonicalTarget(const std::string& path,
+                            const std::map<std::string, std::string>& query) {
+  std::string out = path;
+  char sep = '?';
+  for (const auto& [key, value] : query) {
+    out += sep;
+    out += key;
+    out += '=';
+    out += value;
+    sep = '&';
+  }
+  return out;
+}
+
+Result<ClusterKey> ClusterKey::Load(const std::string& path, std::string_view option) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) {
+    int err = errno;
+    return Status::Invalid(fmt::format(
+        "{}: cannot read {} ({}); every node of a cluster needs the same key: make one with "
+        "'{}' on one node and copy it to the others (docs/cluster.md)",
+        option, path, std::strerror(err), kMakeOne));
+  }
+  struct stat st = {};
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path, errno);
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    return Status::Invalid(fmt::format(
+        "{}: {} must be owned by uid {} and readable by no one else (mode 0600); it is uid {} "
+        "mode {:04o}",
+        option, path, ::geteuid(), st.st_uid, st.st_mode & 07777));
+  }
+  std::string secret(4096, '\0');
+  ssize_t n = ::read(fd.get(), secret.data(), secret.size());
+  if (n < 0) return ErrnoStatus("read " + path, errno);
+  secret.resize(static_cast<size_t>(n));
+  while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  if (secret.size() < kMinBytes) {
+    return Status::Invalid(
+        fmt::format("{}: {} holds {} bytes; a cluster key has at least {} (make one with '{}')",
+                    option, path, secret.size(), kMinBytes, kMakeOne));
+  }
+  return ClusterKey(std::move(secret));
+}
+
+Status ClusterKey::Create(const std::string& path) {
+  Result<std::string> hex = RandomHex(32);
+  if (!hex.ok()) return hex.status();
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) {
+    int err = errno;
+    if (err == EEXIST) {
+      return Status::Conflict(fmt::format(
+          "{} exists; a cluster key is made once and copied to every node (remove it first "
+          "to make a new one, then copy the new one to every node)",
+          path));
+    }
+    return ErrnoStatus("create " + path, err);
+  }
+  std::string text = *hex + "\n";
+  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      ::fsync(fd.get()) != 0) {
+    int err = errno;
+    ::unlink(path.c_str());
+    return ErrnoStatus("write " + path, err);
+  }
+  return Status::Ok();
+}
+
+void ClusterKey::Sign(JobSpec& spec, const std::string& node) const {
+  spec.signed_by = node;
+  spec.signature = HmacSha256Hex(secret_, SignedJobText(spec, node));
+}
+
+Status ClusterKey::Verify(JobId id, const JobSpec& spec) const {
+  if (spec.signature.empty()) {
+    return Status::Permission(fmt::format(
+        "job {}: its record in the store carries no signature of a trainq node; refused to run "
+        "it (was it written into Redis by something other than trainq?)",
+        id));
+  }
+  if (!SameDigest(spec.signature, HmacSha256Hex(secret_, SignedJobText(spec, spec.signed_by)))) {
+    return Status::Permission(fmt::format(
+        "job {}: its record in the store does not match the signature node '{}' made when it "
+        "was submitted (its user, command, environment or cwd were changed in the store, or "
+        "that node has another cluster key); refused to run it",
+        id, spec.signed_by));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+std::string SignedTokenText(const TokenRecord& t) {
+  std::string out = "trainq token v1\n";
+  Field(out, t.name);
+  Field(out, t.hash);
+  Field(out, RoleName(t.role));
+  Field(out, t.user);
+  Field(out, std::to_string(t.created_at));
+  Field(out, std::to_string(t.expires_at));
+  Field(out, t.created_by);
+  return out;
+}
+
+std::string PeerText(std::string_view node, std::string_view ms, std::string_view method,
+                     std::string_view target) {
+  std::string out = "trainq peer v1\n";
+  Field(out, node);
+  Field(out, ms);
+  Field(out, method);
+  Field(out, target);
+  return out;
+}
+
+}  // namespace
+
+std::string ClusterKey::SignToken(const TokenRecord& t) const {
+  return HmacSha256Hex(secret_, SignedTokenText(t));
+}
+
+bool ClusterKey::VerifyToken(const TokenRecord& t) const {
+  return !t.signature.empty() && SameDigest(t.signature, SignToken(t));
+}
+
+std::string ClusterKey::PeerAuthorization(const std::string& node, int64_t now_ms,
+                                          std::string_view method, std::string_view target) const {
+  std::string ms = std::to_string(now_ms);
+  return fmt::format("{}{} {} {}", kPeerScheme, node, ms,
+                     HmacSha256Hex(secret_, PeerText(node, ms, method, target)));
+}
+
+Result<std::string> ClusterKey::VerifyPeer(std::string_view header, int64_t now_ms,
+                                           std::string_view method, std::string_view target) const {
+  auto refused = [](std::string_view why) {
+    return Status::Unauthenticated(fmt::format("a node's request refused: {}", why));
+  };
+  if (header.rfind(kPeerScheme, 0) != 0) return refused("not signed by a node");
+  header.remove_prefix(kPeerScheme.size());
+  size_t a = header.find(' ');
+  size_t b = a == std::string_view::npos ? a : header.find(' ', a + 1);
+  if (b == std::string_view::npos) return refused("expected 'TrainqNode NODE MS SIGNATURE'");
+  std::string_view node = header.substr(0, a), ms = header.substr(a + 1, b - a - 1),
+                   signature = header.substr(b + 1);
+  int64_t at = 0;
+  auto [ptr, ec] = std::from_chars(ms.data(), ms.data() + ms.size(), at);
+  if (ec != std::errc() || ptr != ms.data() + ms.size()) return refused("its time is no number");
+  if (at < now_ms - kPeerSkewMs || at > now_ms + kPeerSkewMs) {
+    return refused("its time is more than 5 minutes from this node's (are the clocks synced?)");
+  }
+  if (!SameDigest(signature, HmacSha256Hex(secret_, PeerText(node, ms, method, target)))) {
+    return refused("its signature does not hold (another cluster key?)");
+  }
+  return std::string(node);
+}
+
+}  // namespace trainq

@@ -1,0 +1,185 @@
+"""A cluster under attack, each attack as it was first reproduced (docs/operations.md, "Who
+can do what"): two shared nodes (root daemons running jobs as their users) on one real
+redis-server, real local users, the attacker holding Redis write access or a user's token.
+Each test shows the attack now does no harm."""
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import secrets
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import CLUSTER_CONFIG, free_port, trainqd_binary, wait_for
+from test_shared import Shared
+
+
+class Node(Shared):
+    def __init__(self, people, name, redis, prefix, key_file):
+        self.api_port = free_port()
+        cfg = dict(CLUSTER_CONFIG)
+        cfg.update({"store": redis.url, "redis_prefix": prefix, "node_name": name,
+                    "listen": [f"127.0.0.1:{self.api_port}"], "cluster_key_file": key_file})
+        super().__init__(people, **cfg)
+        self.name = name
+
+    def api(self, method, target, token=None, authorization=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.api_port, timeout=20)
+        headers = {"Authorization": authorization or f"Bearer {token}"}
+        conn.request(method, target, headers=headers)
+        r = conn.getresponse()
+        body = r.read()
+        conn.close()
+        return r.status, body
+
+    def token_for(self, user, role):
+        out = self.trainq_as("root", "token", "create", f"t{secrets.token_hex(4)}", "--role", role,
+                             "--user", user, "--json", check=0).stdout
+        return json.loads(out)["token"]
+
+
+@pytest.fixture
+def cluster(people, redis_server, tmp_path):
+    redis = redis_server()
+    prefix = f"tq{secrets.token_hex(4)}:"
+    key_file = str(tmp_path / "cluster.key")
+    subprocess.run([trainqd_binary(), "--new-cluster-key", key_file], check=True)
+    nodes = [Node(people, name, redis, prefix, key_file) for name in ("n1", "n2")]
+    for n in nodes:
+        n.start()
+    for n in nodes:
+        wait_for(lambda n=n: len(json.loads(n.trainq_as("root", "nodes", "--json",
+                                                        check=0).stdout)["nodes"]) == 2,
+                 what="both nodes to join")
+
+    def cli(*args):
+        return subprocess.run(["redis-cli", "-p", str(redis.port), *args], capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    yield {"nodes": nodes, "redis": cli, "prefix": prefix, "key": key_file}
+    for n in nodes:
+        n.cleanup()
+
+
+def encode(values):
+    """A list of strings as the Redis store keeps it: LEN:TEXT for each."""
+    return "".join(f"{len(v.encode())}:{v}" for v in values)
+
+
+def test_a_job_rewritten_in_redis_to_run_as_root_is_refused(cluster, people):
+    n1, n2 = cluster["nodes"]
+    ada = people["ada"]
+    ran = os.path.join(n1.work, "first-uid")
+    first = n1.submit_as("ada", cmd=["sh", "-c", f"id -u > {ran}; sleep 2"])
+    second = n1.submit_as("ada", "--after", str(first), cmd=["true"])
+    # Root's job, as an attacker with Redis write access would make it of ada's.
+    stolen = os.path.join(n1.work, "stolen")
+    cluster["redis"]("HSET", f"{cluster['prefix']}job:{second}", "user", "root", "cwd", "/root",
+                     "command", encode(["sh", "-c", f"id > {stolen}; head -1 /etc/shadow >> "
+                                                    f"{stolen}"]))
+    n1.wait_state(first, "succeeded")
+    with open(ran) as f:
+        assert int(f.read()) == ada.pw_uid  # an untouched job runs, as its user
+    job = n2.wait_state(second, {"failed", "succeeded"})
+    assert job["state"] == "failed", job
+    assert "does not match the signature node 'n1' made" in job["reason"], job["reason"]
+    assert "refused to run it" in job["reason"]
+    time.sleep(0.5)
+    assert not os.path.exists(stolen)
+
+
+def test_a_token_written_into_redis_is_nobodys(cluster):
+    n1, n2 = cluster["nodes"]
+    token = "tq_" + secrets.token_hex(32)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    p, cli = cluster["prefix"], cluster["redis"]
+    cli("HSET", f"{p}token:{digest}", "name", "forged", "hash", digest, "role", "admin", "user",
+        "root", "created_at", "1", "expires_at", "0", "revoked_at", "0", "created_by", "root")
+    cli("HSET", f"{p}token_names", "forged", digest)
+    cli("RPUSH", f"{p}tokens", digest)
+    for n in (n1, n2):
+        status, body = n.api("GET", "/v1/status", token=token)
+        assert status == 401, body
+        assert b"not made by a node of this cluster" in body, body
+        status, body = n.api("POST", "/v1/daemon/stop", token=token)
+        assert status == 401, body
+    real = n1.token_for("root", "admin")  # made by a node: good on every node
+    assert n2.api("GET", "/v1/status", token=real)[0] == 200
+    listed = json.loads(n2.trainq_as("root", "token", "ls", "--json", check=0).stdout)["tokens"]
+    assert {t["name"]: t["state"] for t in listed}["forged"] == "unsigned", listed
+
+
+def running_on(node, other, user, cmd):
+    job_id = node.submit_as(user, "--node", other.name, "--gpus", "0", cmd=cmd)
+    job = node.wait_state(job_id, "running")
+    assert job["attempts"][-1]["node"] == other.name
+    return job_id
+
+
+def test_a_smuggled_log_request_reaches_no_other_route(cluster):
+    n1, n2 = cluster["nodes"]
+    mine = running_on(n1, n2, "ada", ["sh", "-c", "echo hello from n2; sleep 60"])
+    theirs = running_on(n1, n2, "bob", ["sleep", "60"])
+    token = n1.token_for(n1.people["ada"].pw_name, "submit")
+    for smuggled in (f"POST /v1/jobs/{theirs}/cancel", "POST /v1/daemon/stop"):
+        value = f"1 HTTP/1.1\r\nHost: n2\r\n\r\n{smuggled} HTTP/1.1\r\nX-Pad: x"
+        status, body = n1.api("GET", f"/v1/jobs/{mine}/log?size=" + urllib.parse.quote(value),
+                              token=token)
+        assert status == 400, body
+        assert b"size" in body, body
+    assert n2.daemon.poll() is None, n2.daemon_log()[-2000:]
+    assert n1.show(theirs)["state"] == "running"
+    # The log itself still comes through n1, fetched from n2 with n1's signature.
+    got = wait_for(lambda: (lambda r: r if "hello from n2" in r.stdout else None)(
+        n1.trainq_as("ada", "logs", str(mine))), what="the proxied log")
+    assert got.returncode == 0, got.stderr
+    n1.trainq_as("root", "cancel", str(mine), str(theirs), check=0)
+
+
+def signed(key_file, node, method, target, now_ms=None):
+    """The Authorization header a node sends its peers (src/daemon/cluster_key.cc)."""
+    with open(key_file, "rb") as f:
+        key = f.read().rstrip()
+    ms = str(now_ms if now_ms is not None else int(time.time() * 1000))
+    text = "trainq peer v1\n" + "".join(f"{len(x.encode())}:{x}" for x in (node, ms, method,
+                                                                           target))
+    mac = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    return f"TrainqNode {node} {ms} {mac}"
+
+
+def test_a_nodes_signature_reads_logs_and_nothing_else(cluster):
+    n1, n2 = cluster["nodes"]
+    victim = running_on(n1, n2, "bob", ["sh", "-c", "echo bobs output; sleep 60"])
+    key = cluster["key"]
+    log = f"/v1/jobs/{victim}/log?attempt=1&length=100&offset=0"
+    wait_for(lambda: n2.api("GET", log, authorization=signed(key, "n1", "GET", log))[1]
+             .startswith(b"bobs output"), what="the log through a node's request")
+    for method, target in (("POST", f"/v1/jobs/{victim}/cancel"), ("POST", "/v1/daemon/stop"),
+                           ("GET", "/v1/config"), ("POST", "/v1/tokens")):
+        status, body = n2.api(method, target, authorization=signed(key, "n1", method, target))
+        assert status == 403, (target, body)
+        assert b"may only read a job's log" in body, body
+    # A signature for one target is no signature for another, nor an old one, nor another key.
+    other = f"/v1/jobs/{victim}/log?attempt=1&length=100&offset=7"
+    assert n2.api("GET", other, authorization=signed(key, "n1", "GET", log))[0] == 401
+    stale = signed(key, "n1", "GET", log, now_ms=int(time.time() * 1000) - 600_000)
+    assert n2.api("GET", log, authorization=stale)[0] == 401
+    wrong = os.path.join(os.path.dirname(key), "other.key")
+    subprocess.run([trainqd_binary(), "--new-cluster-key", wrong], check=True)
+    assert n2.api("GET", log, authorization=signed(wrong, "n1", "GET", log))[0] == 401
+    assert n2.show(victim)["state"] == "running"
+    n2.trainq_as("root", "cancel", str(victim), check=0)
+
+
+def test_a_store_open_to_the_network_without_a_password_is_refused(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "config.toml").write_text('store = "redis://10.0.0.10:6379/0"\n')
+    proc = subprocess.run([trainqd_binary(), "--check-config", "--state-dir", str(state)],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc
+    assert "store: Redis on 10.0.0.10 without a password" in proc.stderr, proc.stderr
