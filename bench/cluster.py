@@ -142,12 +142,17 @@ class Setup:
             node = Node(binary, {}, used_by_others)
             return [node], node
         prefix = f"tqb{os.getpid()}x{time.monotonic_ns() % 10**9}:"
+        # One cluster key for every node, as docs/cluster.md makes it.
+        key = os.path.join(tempfile.mkdtemp(prefix="tqb-key-", dir="/tmp"), "cluster.key")
+        subprocess.run([os.path.join(os.path.dirname(binary), "trainqd"), "--new-cluster-key",
+                        key], check=True, capture_output=True)
         nodes = []
         for i in range(self.count):
             # Defaults otherwise, as a cluster is run: heartbeats, lease and sampling included.
             nodes.append(Node(binary, {"store": redis.url, "redis_prefix": prefix,
                                        "node_name": f"node{i}", "node_address": "127.0.0.1",
-                                       "listen": [f"127.0.0.1:{free_port()}"]},
+                                       "listen": [f"127.0.0.1:{free_port()}"],
+                                       "cluster_key_file": key},
                               used_by_others))
 
         def listing():
