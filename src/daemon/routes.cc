@@ -226,6 +226,23 @@ std::vector<JobState> StatesFor(const HttpRequest& req, Status* error) {
   return {JobState::kQueued, JobState::kBlocked, JobState::kStarting, JobState::kRunning};
 }
 
+// What only a job's owner and admins see (docs/operations.md, "Who can do what"): the values
+// of its --env (the names stay, as `diff` compares them) and where its end is reported.
+void HideSecrets(json& job) {
+  constexpr const char* kHidden = "(hidden)";
+  json& record = job["record"];
+  if (record.is_object() && record.contains("env_overrides") &&
+      record["env_overrides"].is_array()) {
+    for (json& item : record["env_overrides"]) {
+      std::string text = item.is_string() ? item.get<std::string>() : "";
+      item = text.substr(0, text.find('=')) + "=" + kHidden;
+    }
+  }
+  for (const char* key : {"notify", "mail"}) {
+    if (!job[key].is_null()) job[key] = kHidden;
+  }
+}
+
 json HoldJson(const Hold& h) { return {{"job", h.job}, {"node", h.node}, {"gpus", h.gpu_indices}}; }
 
 // GET /v1/jobs/ID/explain: the numbers behind a waiting job's reason.
@@ -317,8 +334,9 @@ class Routes {
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
   // from the store, so its reason says what ended and what the daemon waits for.
-  static json Shown(const DaemonImpl& d, const Job& job) {
+  static json Shown(const DaemonImpl& d, const Job& job, const Caller& caller) {
     json j = JobToJson(job);
+    if (!Authorize(caller, Action::kReadLog, job.spec.user).ok()) HideSecrets(j);
     auto u = d.unrecorded_ends_.find(job.id);
     if (u != d.unrecorded_ends_.end() && u->second.n == job.attempt) {
       j["reason"] = fmt::format("attempt {} ended ({}); recording its end waits: {}", u->second.n,
@@ -548,7 +566,7 @@ void Routes::ListJobs(RouteContext& c) {
   Result<std::vector<Job>> jobs = c.d.store_->List(q);
   if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
   json out = json::array();
-  for (const Job& job : *jobs) out.push_back(Shown(c.d, job));
+  for (const Job& job : *jobs) out.push_back(Shown(c.d, job, c.caller));
   c.respond(Json(200, {{"jobs", std::move(out)}}));
 }
 
@@ -744,7 +762,8 @@ void Routes::JobAction(RouteContext& c) {
   Result<Job> job = c.d.store_->Get(*id);
   if (!job.ok()) return c.respond(ErrorResponse(job.status()));
   const std::string& action = parts->second;
-  if (c.req.method == "GET" && action.empty()) return c.respond(Json(200, Shown(c.d, *job)));
+  if (c.req.method == "GET" && action.empty())
+    return c.respond(Json(200, Shown(c.d, *job, c.caller)));
   if (c.req.method == "GET" && action == "explain") return Explain(c, *job);
   if (c.req.method == "GET" && action == "log") return Log(c, *job);
   std::string message;

@@ -183,3 +183,45 @@ def test_a_store_open_to_the_network_without_a_password_is_refused(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2, proc
     assert "store: Redis on 10.0.0.10 without a password" in proc.stderr, proc.stderr
+
+
+@pytest.fixture
+def shared_node(people):
+    port = free_port()
+    s = Shared(people, listen=[f"127.0.0.1:{port}"])
+    s.listen_port = port
+    s.start()
+    yield s
+    s.cleanup()
+
+
+def test_another_users_env_values_and_webhook_are_hidden(shared_node, people):
+    s = shared_node
+    hook = "http://127.0.0.1:9/hook?token=hook-secret-123"
+    job = s.submit_as("ada", "--env", "WANDB_API_KEY=env-secret-456", "--notify", hook,
+                      cmd=["true"])
+    s.wait_state(job, "succeeded")
+    secrets_ = ("env-secret-456", "hook-secret-123")
+    seen_by = {}
+    for who in ("ada", "bob", "carol"):
+        texts = [s.trainq_as(who, *args, check=0).stdout
+                 for args in (("show", "--json", str(job)), ("show", str(job)),
+                              ("ls", "--all", "--json"), ("diff", str(job), str(job)))]
+        seen_by[who] = "\n".join(texts)
+    for secret in secrets_:
+        assert secret in seen_by["ada"], seen_by["ada"]      # the owner
+        assert secret in seen_by["carol"], seen_by["carol"]  # an admin
+        assert secret not in seen_by["bob"], seen_by["bob"]
+    bobs = json.loads(s.trainq_as("bob", "show", "--json", str(job), check=0).stdout)
+    assert bobs["record"]["env_overrides"] == ["WANDB_API_KEY=(hidden)"], bobs["record"]
+    assert bobs["notify"] == "(hidden)"
+    # A read token of bob's over TCP sees no more.
+    token = json.loads(s.trainq_as("root", "token", "create", "bobread", "--role", "read",
+                                   "--user", people["bob"].pw_name, "--json", check=0)
+                       .stdout)["token"]
+    conn = http.client.HTTPConnection("127.0.0.1", s.listen_port, timeout=20)
+    for target in (f"/v1/jobs/{job}", "/v1/jobs?all=1"):
+        conn.request("GET", target, headers={"Authorization": f"Bearer {token}"})
+        body = conn.getresponse().read().decode()
+        assert f'"id":{job}' in body and all(x not in body for x in secrets_), body
+    conn.close()
