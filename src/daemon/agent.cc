@@ -1,6 +1,8 @@
 // The agent role: starts the attempts placed on this node, watches their shims through
 // pidfds, reports exits, and re-adopts live shims after a restart (docs/architecture.md, "The shim
 // and re-adoption").
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 
@@ -180,6 +182,7 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   Result<ShimProcess> shim =
       !runner.ok() ? Result<ShimProcess>(runner.status())
       : gate       ? launcher_->WatchProcess(p.run_dir, {job.spec.gate_pid, job.spec.gate_ticks},
+                                       config_.shared ? runner->uid : ::geteuid(),
                                              ExitHandlerFor(job.id, n))
                    : launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n));
   if (!shim.ok()) return EndUnstarted(job, n, runner.status(), shim.status());
@@ -239,8 +242,10 @@ ExitRecord DaemonImpl::GateEndRecord(const LiveAttempt& live) const {
 // A gate held across a restart: its process is watched again, or its end collected.
 void DaemonImpl::RecoverGate(const Job& job, const Attempt& a, LiveAttempt live) {
   live.gate = true;
+  Result<UserInfo> owner = config_.shared ? LookupUserByName(job.spec.user) : UserInfo{};
+  int64_t uid = !config_.shared ? ::geteuid() : owner.ok() ? owner->uid : -2;  // -2: nobody's
   Result<ShimProcess> held = launcher_->WatchProcess(
-      a.run_dir, {job.spec.gate_pid, job.spec.gate_ticks}, ExitHandlerFor(job.id, a.n));
+      a.run_dir, {job.spec.gate_pid, job.spec.gate_ticks}, uid, ExitHandlerFor(job.id, a.n));
   live_.insert_or_assign(job.id, std::move(live));
   if (held.ok()) {
     spdlog::info("job {} attempt {}: gate of pid {} held again", job.id, a.n, held->pid);

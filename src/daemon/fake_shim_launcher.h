@@ -36,7 +36,8 @@ class FakeShims {
   // AttemptProcesses reports besides the live shim. A test ends them by erasing them.
   std::map<std::string, std::vector<ProcStat>> leftovers;
   std::map<int64_t, std::vector<int>> leftover_signals;  // by pid, as sent, in order
-  std::set<int64_t> gone_pids;  // processes WatchProcess finds gone (a gate's)
+  std::set<int64_t> gone_pids;              // processes WatchProcess finds gone (a gate's)
+  std::map<int64_t, int64_t> watched_uids;  // pid -> the uid WatchProcess was asked for
 
   // The shim of `run_dir`, or nullptr.
   const Shim* Find(const std::string& run_dir) const {
@@ -114,8 +115,9 @@ class FakeShims {
       return it->second.process;
     }
     Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& process,
-                                     ExitHandler on_exit) override {
+                                     int64_t uid, ExitHandler on_exit) override {
       if (shims_.gone_pids.count(process.pid)) return Status::NotFound("the process is gone");
+      shims_.watched_uids[process.pid] = uid;
       shims_.shims_[run_dir] = Shim{process, true, {}, id_, std::move(on_exit)};
       return process;
     }

@@ -163,10 +163,19 @@ Status FillGate(const HttpRequest& req, JobSpec& spec) {
         "gate: only a process on the daemon's machine can hold GPUs for itself; call over the "
         "Unix socket");
   }
-  std::optional<ProcStat> stat = ReadProcStat(req.peer_pid);
-  if (!stat) return Status::Invalid(fmt::format("gate: process {} is gone", req.peer_pid));
+  // The pid was fixed when the connection was made; its process may have ended since and
+  // the pid gone to another, root's shim say. Pinned by a pidfd, it must still be the
+  // caller's own: a gate names only a process its user may signal.
+  Result<PinnedProcess> pinned = PinProcess(req.peer_pid);
+  if (!pinned.ok()) return Status::Invalid(fmt::format("gate: process {} is gone", req.peer_pid));
+  if (pinned->uid != req.peer_uid) {
+    return Status::Invalid(fmt::format(
+        "gate: process {} is not the caller's (it runs as uid {}, the connection is uid {}): "
+        "the process that connected has ended",
+        req.peer_pid, pinned->uid, req.peer_uid));
+  }
   spec.gate_pid = req.peer_pid;
-  spec.gate_ticks = stat->start_ticks;
+  spec.gate_ticks = pinned->stat.start_ticks;
   return Status::Ok();
 }
 

@@ -37,7 +37,7 @@ class ProcessShimLauncher final : public ShimLauncher {
     Result<SpawnedShim> shim = SpawnShim(self_exe_, run_dir, daemon_log_fd_);
     if (!shim.ok()) return shim.status();
     ShimProcess p{shim->pid, shim->start_ticks};
-    Watch(p, std::move(shim->pidfd), std::move(on_exit));
+    Watch(p, std::move(shim->pidfd), std::move(on_exit), -1);
     return p;
   }
 
@@ -51,20 +51,37 @@ class ProcessShimLauncher final : public ShimLauncher {
       return Status::NotFound("the shim of " + run_dir + " is gone");
     }
     ShimProcess p{rec->pid, rec->start_ticks};
-    Watch(p, std::move(*fd), std::move(on_exit));
+    Watch(p, std::move(*fd), std::move(on_exit), -1);
     return p;
   }
 
-  Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& p,
+  Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& p, int64_t uid,
                                    ExitHandler on_exit) override {
-    Result<UniqueFd> fd = OpenPidfd(p.pid);
-    if (!fd.ok() || !ProcessAlive(p.pid, p.start_ticks)) {
+    Result<PinnedProcess> pinned = PinProcess(p.pid);
+    if (!pinned.ok() || pinned->stat.start_ticks != p.start_ticks) {
       return Status::NotFound(fmt::format("process {} (of {}) is gone", p.pid, run_dir));
     }
-    Watch(p, std::move(*fd), std::move(on_exit));
+    if (pinned->uid != uid) {
+      return Status::Permission(fmt::format(
+          "process {} (of {}) runs as uid {}, not the job's user (uid {}); it is not watched or "
+          "signalled",
+          p.pid, run_dir, pinned->uid, uid));
+    }
+    Watch(p, std::move(pinned->pidfd), std::move(on_exit), uid);
     return p;
   }
   Status Signal(const ShimProcess& shim, int sig) override {
+    for (auto& [key, watch] : watches_) {
+      if (watch.shim.pid != shim.pid || watch.shim.start_ticks != shim.start_ticks) continue;
+      if (watch.uid >= 0) {  // a gate: its process may have changed user (setuid exec)
+        Result<PinnedProcess> now = PinProcess(shim.pid);
+        if (now.ok() && now->uid != watch.uid) {
+          return Status::Permission(fmt::format("process {} now runs as uid {}, not uid {}",
+                                                shim.pid, now->uid, watch.uid));
+        }
+      }
+      return SignalPidfd(watch.fd->native_handle(), sig);
+    }
     if (!ProcessAlive(shim.pid, shim.start_ticks)) return Status::NotFound("the shim is gone");
     return SendSignal(shim.pid, sig);
   }
@@ -77,7 +94,7 @@ class ProcessShimLauncher final : public ShimLauncher {
   }
 
   void StopWatching() override {
-    for (auto& [pid, watch] : watches_) watch.fd->cancel();
+    for (auto& [key, watch] : watches_) watch.fd->cancel();
     watches_.clear();
   }
 
@@ -86,30 +103,35 @@ class ProcessShimLauncher final : public ShimLauncher {
     ShimProcess shim;
     std::unique_ptr<Descriptor> fd;
     ExitHandler on_exit;
+    int64_t uid = -1;  // a gate's user; -1: a shim of ours
   };
 
-  void Watch(const ShimProcess& p, UniqueFd pidfd, ExitHandler on_exit) {
+  // Keyed by a serial, not the pid: a pid can come back as another process's, and a second
+  // watch of it must never replace the first.
+  void Watch(const ShimProcess& p, UniqueFd pidfd, ExitHandler on_exit, int64_t uid) {
     auto fd = std::make_unique<Descriptor>(io_, pidfd.Release());
-    watches_[p.pid] = Watched{p, std::move(fd), std::move(on_exit)};
-    Arm(p.pid);
+    uint64_t key = next_watch_++;
+    watches_[key] = Watched{p, std::move(fd), std::move(on_exit), uid};
+    Arm(key);
   }
 
-  void Arm(int64_t pid) {
-    watches_.at(pid).fd->async_wait(Descriptor::wait_read,
-                                    [this, pid](const boost::system::error_code& ec) {
-                                      if (!ec) OnReady(pid);
+  void Arm(uint64_t key) {
+    watches_.at(key).fd->async_wait(Descriptor::wait_read,
+                                    [this, key](const boost::system::error_code& ec) {
+                                      if (!ec) OnReady(key);
                                     });
   }
 
-  void OnReady(int64_t pid) {
-    auto it = watches_.find(pid);
+  void OnReady(uint64_t key) {
+    auto it = watches_.find(key);
     if (it == watches_.end()) return;
+    int64_t pid = it->second.shim.pid;
     // Under load a wait on the pidfd has completed while the shim still ran (asio's
     // reactor, not the kernel). Ending the attempt then would lose its real end, so believe
     // the exit only once the shim is gone.
-    if (ProcessAlive(it->second.shim.pid, it->second.shim.start_ticks)) {
+    if (!PidfdExited(it->second.fd->native_handle())) {
       spdlog::debug("spurious wake-up for live shim pid {}", pid);
-      return Arm(pid);
+      return Arm(key);
     }
     ReapIfChild(pid);
     ExitHandler on_exit = std::move(it->second.on_exit);
@@ -120,7 +142,8 @@ class ProcessShimLauncher final : public ShimLauncher {
   boost::asio::io_context& io_;
   std::string self_exe_;
   int daemon_log_fd_;
-  std::map<int64_t, Watched> watches_;
+  std::map<uint64_t, Watched> watches_;
+  uint64_t next_watch_ = 0;
 };
 
 }  // namespace

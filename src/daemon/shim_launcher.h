@@ -39,11 +39,14 @@ class ShimLauncher {
   // A shim started before this daemon did: kNotFound when none is alive for `run_dir`.
   virtual Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) = 0;
   // A process trainq did not start (the Python gate's, named by pid and start time), watched
-  // as the shim of `run_dir` is: `on_exit` runs once it has ended. kNotFound when it is gone.
+  // as the shim of `run_dir` is: `on_exit` runs once it has ended. kNotFound when it is gone,
+  // kPermission when it does not run as `uid` (the job's user): a process of another user,
+  // one that took the gate's pid, is never watched, and so never signalled.
   virtual Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& process,
-                                           ExitHandler on_exit) = 0;
+                                           int64_t uid, ExitHandler on_exit) = 0;
   // Signals a shim, or any process named by pid and start time (an attempt's process found
-  // by AttemptProcesses); kNotFound when it is gone.
+  // by AttemptProcesses); kNotFound when it is gone. A watched process is signalled through
+  // its pidfd, and a watched gate's only while it still runs as its user.
   virtual Status Signal(const ShimProcess& process, int sig) = 0;
   // Every live process with its parent: GPU processes are traced up to their shim.
   virtual std::vector<ProcStat> Processes() = 0;

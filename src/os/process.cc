@@ -2,8 +2,10 @@
 #include "src/os/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -133,6 +135,30 @@ Result<UniqueFd> OpenPidfd(int64_t pid) {
   if (errno == ESRCH) return Status::NotFound("no process " + std::to_string(pid));
   if (errno == ENOSYS) return Status::Unavailable("pidfd_open: kernel older than 5.3");
   return ErrnoStatus("pidfd_open " + std::to_string(pid), errno);
+}
+
+bool PidfdExited(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;  // readable (or an error): the process is gone
+}
+
+Result<PinnedProcess> PinProcess(int64_t pid) {
+  Result<UniqueFd> fd = OpenPidfd(pid);
+  if (!fd.ok()) return fd.status();
+  std::optional<ProcStat> stat = ReadProcStat(pid);
+  struct stat st = {};
+  bool read = stat && ::stat(("/proc/" + std::to_string(pid)).c_str(), &st) == 0;
+  // Read after the pidfd was taken and before it shows an exit: the facts are this process's.
+  if (!read || stat->state == 'Z' || PidfdExited(fd->get())) {
+    return Status::NotFound("no process " + std::to_string(pid));
+  }
+  return PinnedProcess{std::move(*fd), *stat, static_cast<int64_t>(st.st_uid)};
+}
+
+Status SignalPidfd(int pidfd, int sig) {
+  if (::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0) == 0) return Status::Ok();
+  if (errno == ESRCH) return Status::NotFound("the process is gone");
+  return ErrnoStatus("pidfd_send_signal", errno);
 }
 
 void ReapIfChild(int64_t pid) {

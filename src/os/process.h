@@ -74,6 +74,20 @@ Result<SpawnedShim> SpawnShim(const std::string& daemon_binary, const std::strin
                               int daemon_log_fd = -1);
 // A pidfd for a process we did not start (re-adoption after a daemon restart).
 Result<UniqueFd> OpenPidfd(int64_t pid);
+// A process pinned by its pidfd, read while the pidfd shows it alive: its pid, start time
+// and owner (the uid of /proc/PID) are that process's, never a later one's with its pid.
+struct PinnedProcess {
+  UniqueFd pidfd;
+  ProcStat stat;
+  int64_t uid = -1;
+};
+// kNotFound when no live process has `pid`.
+Result<PinnedProcess> PinProcess(int64_t pid);
+// Whether the process behind `pidfd` has exited (its pidfd is readable).
+bool PidfdExited(int pidfd);
+// Signals exactly the process behind `pidfd` (pidfd_send_signal), never another that
+// reused its pid; kNotFound once it is gone.
+Status SignalPidfd(int pidfd, int sig);
 // Reaps `pid` if it is our child and has exited; harmless otherwise.
 void ReapIfChild(int64_t pid);
 // kNotFound when the process is gone; kInvalid for pid <= 0 (never a group or everyone).

@@ -225,3 +225,60 @@ def test_another_users_env_values_and_webhook_are_hidden(shared_node, people):
         body = conn.getresponse().read().decode()
         assert f'"id":{job}' in body and all(x not in body for x in secrets_), body
     conn.close()
+
+
+ATTACK = r"""
+import json, os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+if os.fork():
+    print(os.getpid(), flush=True)  # the pid the daemon will see (SO_PEERCRED), then gone
+    os._exit(0)
+sys.stdin.readline()  # the pid is someone else's now
+body = json.dumps({"command": ["x"], "gpus": 0, "gate": True})
+s.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: trainq\r\nContent-Type: application/json\r\n"
+          f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode())
+answer = b""
+while chunk := s.recv(65536):
+    answer += chunk
+print(answer.decode(errors="replace"), flush=True)
+"""
+
+
+def process_at(pid):
+    """A root process with exactly `pid` (the kernel gives the next pid after ns_last_pid),
+    as the pid's reuse by root's shim would; None if other processes kept taking it."""
+    for _ in range(500):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        child = os.fork()
+        if child == 0:
+            os.execv("/bin/sleep", ["sleep", "300"])
+        if child == pid:
+            return child
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+    return None
+
+
+def test_a_gate_cannot_name_a_process_that_took_its_pid(shared_node, people):
+    s = shared_node
+    ada = people["ada"]
+    attacker = subprocess.Popen(["/usr/bin/python3", "-c", ATTACK, s.socket], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, user=ada.pw_uid,
+                                group=ada.pw_gid, cwd=s.work)
+    pid = int(attacker.stdout.readline())
+    attacker.wait()  # the connecting process has exited; its child holds the connection
+    victim = process_at(pid)
+    assert victim, f"could not start a process at pid {pid}"
+    try:
+        attacker.stdin.write("go\n")
+        attacker.stdin.flush()
+        answer = attacker.stdout.read()
+        assert " 400 " in answer.splitlines()[0], answer
+        assert f"gate: process {pid} is not the caller's (it runs as uid 0" in answer, answer
+        assert s.trainq_as("root", "ls", "--all", "--json", check=0).stdout.strip() == "[]"
+        assert os.waitpid(victim, os.WNOHANG) == (0, 0)  # root's process was not touched
+    finally:
+        os.kill(victim, 9)
+        os.waitpid(victim, 0)
