@@ -16,6 +16,9 @@ namespace trainq {
 
 namespace {
 
+// A receiver that does not take the connection at once is not there; one that takes it
+// gets the rest of the whole try's time to answer.
+constexpr int kWebhookConnectTimeoutMs = 3000;
 constexpr int kWebhookTimeoutMs = 10000;
 
 Status PostWebhook(const Delivery& d) {
@@ -23,6 +26,7 @@ Status PostWebhook(const Delivery& d) {
   if (!url.ok()) return url.status();
   CallOptions options;
   options.timeout_ms = kWebhookTimeoutMs;
+  options.connect_timeout_ms = kWebhookConnectTimeoutMs;
   Result<HttpResponse> r = HttpCall(url->endpoint, "POST", url->target, d.body, options);
   if (!r.ok()) return r.status();
   if (r->status / 100 == 2) return Status::Ok();

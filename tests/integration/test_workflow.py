@@ -1,9 +1,11 @@
 """The researcher's workflow through the real daemon and CLI: run and wait, sweeps, arrays
 and groups, sbatch scripts, webhooks (docs/workflow.md)."""
+import datetime
 import http.server
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -242,6 +244,7 @@ class Receiver:
 
     def __init__(self):
         self.got = []
+        self.arrived = {}  # job id -> time.time() its webhook came
         self.down = False
         outer = self
 
@@ -251,7 +254,10 @@ class Receiver:
                 if outer.down:
                     self.send_response(503)
                 else:
-                    outer.got.append((self.path, json.loads(body)))
+                    doc = json.loads(body)
+                    if isinstance(doc, dict) and "id" in doc:
+                        outer.arrived.setdefault(doc["id"], time.time())
+                    outer.got.append((self.path, doc))
                     self.send_response(204)
                 self.end_headers()
 
@@ -271,6 +277,39 @@ def receiver():
     r = Receiver()
     yield r
     r.close()
+
+
+class Silent:
+    """A TCP listener that takes every connection and never answers: a hung webhook."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+
+
+@pytest.fixture
+def silent():
+    s = Silent()
+    yield s
+    s.close()
 
 
 def test_a_webhook_gets_each_end_and_one_pending_survives_a_restart(tq, receiver):
@@ -310,6 +349,34 @@ def test_slack_format_and_mail_without_sendmail(make_trainq, receiver):
     assert "--mail: this machine has no /nonexistent/sendmail" in p.stderr
     bad = tq.run("submit", "--notify", "ftp://x/y", "--", "true", check=False)
     assert bad.returncode == 2 and "--notify" in bad.stderr
+
+
+def test_a_receiver_that_never_answers_delays_no_one_else(tq, receiver, silent):
+    """Twenty ends notify a listener that takes the connection and never answers; another
+    job's webhook still comes within seconds of its end, and stopping does not wait."""
+    dead = f"http://127.0.0.1:{silent.port}/hook"
+    out = tq.run("submit", "--json", "--gpus", "0", "--array", "0-19", "--notify", dead,
+                 "--", "true").stdout
+    group = json.loads(out)["group"]
+    assert tq.run("wait", "--group", str(group), timeout=120).returncode == 0
+    wait_for(lambda: len(silent.conns) >= 2, what="deliveries hanging on the silent listener")
+    job = tq.submit("--gpus", "0", "--notify", f"http://127.0.0.1:{receiver.port}/ok",
+                    cmd=["true"])
+    body = wait_for(lambda: [b for _, b in receiver.got if b["id"] == job], timeout=60,
+                    what="the other job's webhook")[0]
+    ended = datetime.datetime.fromisoformat(body["ended_at"].replace("Z", "+00:00"))
+    late = receiver.arrived[job] - ended.timestamp()
+    # One delivery at a time, 10 s each, made it wait 200 s behind the silent listener's.
+    assert late < 5, f"the webhook came {late:.1f}s after the job's end"
+    notify_dir = os.path.join(tq.state_dir, "notify")
+    started = time.monotonic()
+    tq.run("daemon", "stop")
+    took = time.monotonic() - started
+    assert took < 5, f"daemon stop took {took:.1f}s"
+    # The silent listener's twenty wait on disk for the next start.
+    assert len([n for n in os.listdir(notify_dir) if n.endswith(".json")]) == 20
+    log = tq.daemon_log()
+    assert f"notification to {dead} failed" in log or "left unfinished" in log, log[-2000:]
 
 
 # --- snapshots and run records ---
