@@ -4,6 +4,7 @@ import datetime
 import http.server
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from conftest import trainq_binary, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ME = pwd.getpwuid(os.getuid()).pw_name  # who the daemon sees submitting
 
 
 def popen(tq, *args):
@@ -344,7 +346,7 @@ def test_slack_format_and_mail_without_sendmail(make_trainq, receiver):
     _, body = wait_for(lambda: receiver.got, what="the slack webhook")[0]
     assert list(body) == ["text"]
     assert f"job {job} (every) succeeded" in body["text"]
-    p = tq.run("submit", "--mail", "ada@example.org", "--", "true", check=False)
+    p = tq.run("submit", "--mail", ME, "--", "true", check=False)
     assert p.returncode == 2
     assert "--mail: this machine has no /nonexistent/sendmail" in p.stderr
     bad = tq.run("submit", "--notify", "ftp://x/y", "--", "true", check=False)
@@ -377,6 +379,31 @@ def test_a_receiver_that_never_answers_delays_no_one_else(tq, receiver, silent):
     assert len([n for n in os.listdir(notify_dir) if n.endswith(".json")]) == 20
     log = tq.daemon_log()
     assert f"notification to {dead} failed" in log or "left unfinished" in log, log[-2000:]
+
+
+def test_mail_goes_only_to_the_submitters_own_address(make_trainq):
+    root = make_trainq().root  # a scratch dir for the stand-in sendmail
+    sendmail = os.path.join(root, "sendmail")
+    with open(sendmail, "w") as f:
+        f.write(f'#!/bin/sh\ncat >> {os.path.join(root, "inbox")}\n')
+    os.chmod(sendmail, 0o755)
+    tq = make_trainq(sendmail=sendmail)
+    other = "nobody" if ME != "nobody" else "root"
+    for address in (other, "someone@evil.example", f"{ME}@evil.example"):
+        p = tq.run("submit", "--mail", address, "--", "true", check=False)
+        assert p.returncode == 2, p.stderr
+        assert f"--mail: '{address}' is not your address; use '{ME}'" in p.stderr
+        assert "mail_domains" in p.stderr  # none set: says where USER@DOMAIN comes from
+    with open(tq.path("mail.sh"), "w") as f:
+        f.write("#!/bin/sh\n#SBATCH --mail-user=someone@evil.example\ntrue\n")
+    p = tq.run("sbatch", "mail.sh", check=False)
+    assert p.returncode == 2 and "--mail: 'someone@evil.example'" in p.stderr
+    assert tq.ls("--all") == []
+    job = tq.submit("--gpus", "0", "--mail", ME, cmd=["true"])
+    tq.wait_state(job, "succeeded")
+    inbox = os.path.join(root, "inbox")
+    wait_for(lambda: os.path.exists(inbox) and f"To: {ME}\n" in open(inbox).read(),
+             what="the mail to the submitter")
 
 
 # --- snapshots and run records ---
@@ -477,13 +504,13 @@ def test_mail_goes_through_the_configured_sendmail(make_trainq):
     with open(sendmail, "w") as f:
         f.write(f'#!/bin/sh\necho "$@" > {inbox}.args\ncat > {inbox}\n')
     os.chmod(sendmail, 0o755)
-    tq = make_trainq(sendmail=sendmail)
-    job = tq.submit("--gpus", "0", "--mail", "ada@example.org", "--name", "mailed",
+    tq = make_trainq(sendmail=sendmail, mail_domains=["example.org"])
+    job = tq.submit("--gpus", "0", "--mail", f"{ME}@example.org", "--name", "mailed",
                     cmd=["sh", "-c", "echo the end; exit 2"])
     tq.wait_state(job, "failed")
     wait_for(lambda: os.path.exists(inbox) and "the end" in open(inbox).read(),
              what="the mail")
     message = open(inbox).read()
-    assert message.startswith("To: ada@example.org\nSubject: trainq: job ")
+    assert message.startswith(f"To: {ME}@example.org\nSubject: trainq: job ")
     assert f"job {job} (mailed) failed: exit code 2" in message
     assert open(inbox + ".args").read().split() == ["-t", "-oi"]
