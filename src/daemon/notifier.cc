@@ -47,10 +47,7 @@ std::string Lower(std::string s) {
 }  // namespace
 
 std::string DeliveryTarget(const Delivery& d) {
-  if (d.kind == Delivery::Kind::kMail) {
-    size_t at = d.target.rfind('@');
-    return at == std::string::npos ? "mail" : "mail " + Lower(d.target.substr(at + 1));
-  }
+  if (d.kind == Delivery::Kind::kMail) return "mail";
   Result<WebhookUrl> url = ParseWebhookUrl(d.target, "--notify");
   return url.ok() ? Lower(url->endpoint.Describe()) : d.target;
 }

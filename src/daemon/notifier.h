@@ -4,9 +4,9 @@
 // directory of the state dir until it has been delivered, so one still pending when the
 // daemon stops is delivered after it starts again.
 //
-// Deliveries are grouped by target (DeliveryTarget): a webhook's scheme, host and port, a
-// mail's domain. At most `per_target` go to one target at once, so a receiver that never
-// answers holds only its own slots. A failure pauses the whole target, not just the one
+// Deliveries are grouped by target (DeliveryTarget): a webhook's scheme, host and port, or
+// the local sendmail for every mail. At most `per_target` go to one target at once, so a receiver
+// that never answers holds only its own slots. A failure pauses the whole target, not just the one
 // delivery: what else waits for it waits out the pause with it, one delivery then probes it,
 // and the rest follow once one gets through.
 #pragma once
@@ -48,8 +48,8 @@ struct NotifierOptions {
 };
 
 // What a delivery's receiver is, as the notifier limits and pauses it: "http://host:port"
-// (the host in lower case) for a webhook, "mail domain" for a mail ("mail" alone for a local
-// user name).
+// (the host in lower case) for a webhook; "mail" for every mail, since all of it goes through
+// one sendmail, and one that hangs (msmtp to a dead relay) must hold no more than its slots.
 std::string DeliveryTarget(const Delivery& d);
 
 class Notifier {
