@@ -104,6 +104,7 @@ class HttpServer {
 
 struct CallOptions {
   int timeout_ms = 30000;       // the whole exchange, connecting included
+  int connect_timeout_ms = 0;   // TCP: the connection alone, within timeout_ms; 0: no own bound
   std::string idempotency_key;  // non-empty: sent as the Idempotency-Key header
   std::string bearer_token;     // non-empty: sent as "Authorization: Bearer TOKEN"
   std::string authorization;    // non-empty: the whole Authorization header (a node's signature)

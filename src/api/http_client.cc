@@ -69,7 +69,7 @@ using Request = http::request<http::string_body>;
 // Asio polls again after the timeout).
 class Call {
  public:
-  explicit Call(int timeout_ms) : timer_(io_) {
+  explicit Call(int timeout_ms) : timer_(io_), step_timer_(io_) {
     timer_.expires_after(std::chrono::milliseconds(std::max(timeout_ms, 1)));
   }
   asio::io_context& io() { return io_; }
@@ -85,6 +85,20 @@ class Call {
       socket.close(ignored);
     });
   }
+  // Until Settle(), a deadline of `ms` (0: none) closes `socket` too: a connection's own,
+  // shorter than the whole call's.
+  template <class Socket>
+  void Limit(Socket& socket, int ms) {
+    if (ms <= 0) return;
+    step_timer_.expires_after(std::chrono::milliseconds(ms));
+    step_timer_.async_wait([this, &socket](beast::error_code ec) {
+      if (ec) return;
+      expired_ = true;
+      beast::error_code ignored;
+      socket.close(ignored);
+    });
+  }
+  void Settle() { step_timer_.cancel(); }
   // Starts one operation with a handler and runs the loop until it completes.
   template <class Start>
   beast::error_code Await(Start start) {
@@ -99,6 +113,7 @@ class Call {
  private:
   asio::io_context io_;
   asio::steady_timer timer_;
+  asio::steady_timer step_timer_;
   bool expired_ = false;
 };
 
@@ -152,13 +167,17 @@ Result<HttpResponse> CallUnix(const std::string& path, Request& req, Call& call)
   return out;
 }
 
-// Connects `socket` to the endpoint's host and port; kUnavailable when it cannot.
-Status ConnectTcp(const Endpoint& endpoint, Tcp::socket& socket, Call& call) {
+// Connects `socket` to the endpoint's host and port within `connect_timeout_ms` (0: the
+// call's own deadline); kUnavailable when it cannot.
+Status ConnectTcp(const Endpoint& endpoint, Tcp::socket& socket, Call& call,
+                  int connect_timeout_ms) {
   Tcp::resolver resolver(call.io());
   beast::error_code ec;
   auto found = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
   if (ec) return Unreachable(endpoint.Describe(), ec);
+  call.Limit(socket, connect_timeout_ms);
   ec = call.Await([&](auto handler) { asio::async_connect(socket, found, std::move(handler)); });
+  call.Settle();
   if (ec) return Unreachable(endpoint.Describe(), ec);
   return Status::Ok();
 }
@@ -214,7 +233,7 @@ Result<HttpResponse> CallTcp(const Endpoint& endpoint, Request& req, Call& call,
   if (endpoint.kind == Endpoint::Kind::kHttp) {
     Tcp::socket socket(call.io());
     call.Arm(socket);
-    TRAINQ_RETURN_IF_ERROR(ConnectTcp(endpoint, socket, call));
+    TRAINQ_RETURN_IF_ERROR(ConnectTcp(endpoint, socket, call, options.connect_timeout_ms));
     return Exchange(call, socket, req);
   }
   Result<std::unique_ptr<ssl::context>> ctx = ClientTlsContext(options.ca_file);
@@ -222,7 +241,8 @@ Result<HttpResponse> CallTcp(const Endpoint& endpoint, Request& req, Call& call,
   ssl::stream<Tcp::socket> stream(call.io(), **ctx);
   call.Arm(stream.next_layer());
   ExpectServerName(stream.native_handle(), endpoint.host);
-  TRAINQ_RETURN_IF_ERROR(ConnectTcp(endpoint, stream.next_layer(), call));
+  TRAINQ_RETURN_IF_ERROR(
+      ConnectTcp(endpoint, stream.next_layer(), call, options.connect_timeout_ms));
   beast::error_code ec = call.Await(
       [&](auto handler) { stream.async_handshake(ssl::stream_base::client, std::move(handler)); });
   if (ec) return HandshakeFailed(endpoint, stream.native_handle(), ec, call.expired());

@@ -80,7 +80,9 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
                 "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none)");
   s->add_option("--notify", a.notify,
                 "POST the job's end as JSON to this URL (retried; docs/workflow.md)");
-  s->add_option("--mail", a.mail, "mail this address when the job ends (needs a local sendmail)");
+  s->add_option("--mail", a.mail,
+                "mail yourself when the job ends: your user name, or USER@DOMAIN for a domain of "
+                "the daemon's mail_domains (needs a local sendmail)");
   s->add_flag_function(
       "--snapshot", [&a](int64_t) { a.snapshot = "git"; },
       "run in a copy of the git work tree made now (docs/workflow.md); the config's snapshot "

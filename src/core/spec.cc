@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <optional>
 #include <string_view>
@@ -279,11 +280,13 @@ void CheckWorkflow(const JobSpec& spec, std::vector<FieldError>& out) {
     if (!url.ok()) out.push_back({"--notify", url.status().message().substr(10)});
   }
   const std::string& mail = spec.mail;
-  bool address = mail.find('@') != std::string::npos && mail.front() != '-' && mail.size() <= 254 &&
+  // A user name alone is mailed on this machine; '-' first would be an option to sendmail.
+  bool address = mail.front() != '-' && mail.front() != '@' && mail.size() <= 254 &&
                  std::all_of(mail.begin(), mail.end(), [](char c) { return c > ' ' && c < 127; });
   if (!mail.empty() && !address) {
-    out.push_back(
-        {"--mail", fmt::format("'{}' is not a mail address; use USER@HOST", Printable(mail))});
+    out.push_back({"--mail", fmt::format("'{}' is not a mail address; use your user name or "
+                                         "USER@DOMAIN",
+                                         Printable(mail))});
   }
 }
 
@@ -322,7 +325,35 @@ std::string_view Basename(std::string_view path) {
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
 
+bool SameDomain(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 }  // namespace
+
+Status CheckMailOwner(std::string_view mail, std::string_view user,
+                      const std::vector<std::string>& domains) {
+  size_t at = mail.rfind('@');
+  if (mail == user) return Status::Ok();
+  if (at != std::string_view::npos && mail.substr(0, at) == user) {
+    std::string_view domain = mail.substr(at + 1);
+    for (const std::string& d : domains) {
+      if (SameDomain(domain, d)) return Status::Ok();
+    }
+  }
+  std::string accepted = fmt::format("'{}' (mailed on this machine)", user);
+  for (const std::string& d : domains) accepted += fmt::format(" or '{}@{}'", user, d);
+  std::string none = domains.empty() ? fmt::format(
+                                           "; {}@DOMAIN needs DOMAIN in the daemon's "
+                                           "mail_domains option, which names none",
+                                           user)
+                                     : "";
+  return Status::Invalid(
+      fmt::format("--mail: '{}' is not your address; use {}{}", Printable(mail), accepted, none));
+}
 
 bool ValidNodeName(std::string_view name) {
   auto ok = [](char c) {

@@ -53,6 +53,13 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
 // One Status (kInvalid) naming each field, or Ok.
 Status ToStatus(const std::vector<FieldError>& errors);
 
+// --mail names the submitter's own address only, since the daemon's sendmail (root's, on a
+// shared server) mails a job's output wherever it is told: `user` itself (delivered on this
+// machine) or `user`@DOMAIN for a DOMAIN in `domains` (the mail_domains option; any case).
+// kInvalid naming --mail, what was given and the forms accepted.
+Status CheckMailOwner(std::string_view mail, std::string_view user,
+                      const std::vector<std::string>& domains);
+
 // The name a job gets when none is given: the basename of the first argument that looks
 // like a script (train.py, run.sh), else of the program ("python train.py" -> "train.py").
 // At most 200 bytes; "" for an empty command.

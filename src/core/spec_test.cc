@@ -218,6 +218,43 @@ TEST(ValidateSpecTest, ReportsEveryProblemAtOnce) {
   EXPECT_THAT(st.message(), HasSubstr("; --cwd: 'rel' is not an absolute path"));
 }
 
+TEST(CheckMailOwnerTest, TakesOnlyTheSubmittersOwnAddress) {
+  const std::vector<std::string> none;
+  const std::vector<std::string> lab = {"lab.example.org", "cs.example.org"};
+  EXPECT_TRUE(CheckMailOwner("ada", "ada", none).ok());
+  EXPECT_TRUE(CheckMailOwner("ada", "ada", lab).ok());
+  EXPECT_TRUE(CheckMailOwner("ada@lab.example.org", "ada", lab).ok());
+  EXPECT_TRUE(CheckMailOwner("ada@CS.Example.org", "ada", lab).ok());
+  EXPECT_FALSE(CheckMailOwner("ada@lab.example.org", "ada", none).ok());
+  const char* refused[] = {
+      "bob",     "bob@lab.example.org",   "ada@evil.example",
+      "ada,bob", "ada@x@lab.example.org", "ada@lab.example.org,eve@evil.example",
+      "Ada"};
+  for (const char* mail : refused) {
+    Status st = CheckMailOwner(mail, "ada", lab);
+    EXPECT_EQ(st.code(), Code::kInvalid) << mail;
+    EXPECT_THAT(st.message(), HasSubstr(fmt::format("--mail: '{}' is not your address", mail)));
+  }
+  EXPECT_EQ(CheckMailOwner("eve@evil.example", "ada", lab).message(),
+            "--mail: 'eve@evil.example' is not your address; use 'ada' (mailed on this machine) "
+            "or 'ada@lab.example.org' or 'ada@cs.example.org'");
+  EXPECT_EQ(CheckMailOwner("bob", "ada", none).message(),
+            "--mail: 'bob' is not your address; use 'ada' (mailed on this machine); ada@DOMAIN "
+            "needs DOMAIN in the daemon's mail_domains option, which names none");
+}
+
+TEST(ValidateSpecTest, AMailAddressMayBeAUserNameButNeverAnOption) {
+  JobSpec spec = GoodSpec();
+  spec.mail = "ada";
+  EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
+  for (const char* bad : {"-oQ/tmp/x", "@host", "ada bob", "ada\nBcc: eve@evil.example"}) {
+    spec.mail = bad;
+    std::vector<FieldError> errors = ValidateSpec(spec, kLimits, kDir);
+    ASSERT_EQ(errors.size(), 1u) << bad;
+    EXPECT_EQ(errors[0].field, "--mail");
+  }
+}
+
 TEST(ToStatusTest, OkWhenNoErrorsAndJoinsInOrder) {
   EXPECT_TRUE(ToStatus({}).ok());
   Status st = ToStatus({{"--mem", "bad"}, {"--gpus", "worse"}});

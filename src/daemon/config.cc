@@ -1,6 +1,7 @@
 #include "src/daemon/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <functional>
 
@@ -568,6 +569,11 @@ const std::vector<Option>& Options() {
           "the program `--mail` sends through (`sendmail -t`); a job asking for mail is refused "
           "when it is missing",
           String(&Config::sendmail, "path")),
+      Row("mail_domains", "[]", false,
+          "`--mail` takes only the submitter's own address: their user name (mailed on this "
+          "machine) or USER@DOMAIN for a DOMAIN listed here; [] = the user name only "
+          "([workflow.md](workflow.md#notifications))",
+          Strings(&Config::mail_domains, "an array of domain names, like [\"lab.example.org\"]")),
       Row("snapshot", "\"off\"", false,
           "what `trainq submit` does without --snapshot/--no-snapshot: \"off\", or \"git\" to run "
           "every job in a copy of its git work tree ([workflow.md](workflow.md#code-snapshots))",
@@ -734,6 +740,18 @@ Status CheckWorkflow(const Config& config) {
   if (!config.notify_url.empty()) {
     Result<WebhookUrl> url = ParseWebhookUrl(config.notify_url, "notify_url");
     if (!url.ok()) return url.status();
+  }
+  for (const std::string& domain : config.mail_domains) {
+    bool name = domain.front() != '.' && domain.front() != '-' &&
+                std::all_of(domain.begin(), domain.end(), [](char c) {
+                  return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-';
+                });
+    if (!name) {
+      return Status::Invalid(fmt::format(
+          "mail_domains: '{}' is not a domain name; use letters, digits, '.' and '-', like "
+          "\"lab.example.org\"",
+          domain));
+    }
   }
   if (config.snapshot != "off" && config.snapshot != "git") {
     return Status::Invalid(

@@ -74,6 +74,7 @@ struct Config {
   std::string notify_url;                       // every job's end is POSTed here; "": none
   std::string notify_format = "json";           // "json" or "slack"
   std::string sendmail = "/usr/sbin/sendmail";  // --mail goes through it
+  std::vector<std::string> mail_domains;        // --mail USER@DOMAIN: DOMAIN one of these
   std::string snapshot = "off";                 // submit's default: "off" or "git"
   uint64_t snapshot_max_bytes = 200ull << 20;   // a larger tree is refused
   int64_t heartbeat_interval_ms = 10000;        // heartbeat_interval
@@ -116,8 +117,8 @@ Status CheckListen(const Config& config);
 // themselves after half of node_timeout and must be gone before another node may run them:
 // docs/cluster.md, "Self-fencing"). kInvalid naming each option at fault, every problem at once.
 Status CheckCluster(const Config& config);
-// notify_url is a webhook URL, notify_format "json" or "slack", snapshot "off" or "git";
-// kInvalid naming them.
+// notify_url is a webhook URL, notify_format "json" or "slack", each of mail_domains a
+// domain name, snapshot "off" or "git"; kInvalid naming them.
 Status CheckWorkflow(const Config& config);
 
 // One row of the option table, as docs/config.md shows it.

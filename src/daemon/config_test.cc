@@ -405,6 +405,22 @@ TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
 
 // ---- API connections ----
 
+TEST(ConfigTest, MailDomainsAreDomainNames) {
+  Result<Config> c =
+      ParseConfig("mail_domains = [\"lab.example.org\", \"CS.example.org\"]\n", "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->mail_domains, (std::vector<std::string>{"lab.example.org", "CS.example.org"}));
+  EXPECT_TRUE(CheckWorkflow(*c).ok());
+  EXPECT_TRUE(Config{}.mail_domains.empty());
+  for (const char* bad : {"ada@lab.example.org", "-x", ".org", "lab example"}) {
+    Config config;
+    config.mail_domains = {bad};
+    Status st = CheckWorkflow(config);
+    EXPECT_EQ(st.code(), Code::kInvalid) << bad;
+    EXPECT_THAT(st.message(), HasSubstr(fmt::format("mail_domains: '{}'", bad)));
+  }
+}
+
 TEST(ConfigTest, ConnectionCapLeavesAReserveOfTheFdLimit) {
   EXPECT_EQ(ConnectionCap(1024, 1u << 20), 1024u);  // max_connections when fds abound
   EXPECT_EQ(ConnectionCap(1024, 1024), 768u);       // a quarter kept back

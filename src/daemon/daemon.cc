@@ -441,7 +441,8 @@ Result<std::unique_ptr<Store>> OpenStore(const Config& config, const StatePaths&
 }  // namespace
 
 int RunDaemon(const DaemonOptions& given) {
-  spdlog::set_default_logger(spdlog::stderr_logger_st("trainq"));
+  // _mt: the notifier's threads log too.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("trainq"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   std::signal(SIGPIPE, SIG_IGN);
   DaemonOptions options = given;

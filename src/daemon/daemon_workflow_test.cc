@@ -144,6 +144,36 @@ TEST_F(WorkflowTest, AnEndedJobIsPostedToItsWebhook) {
   EXPECT_EQ(body["name"], "lr");
 }
 
+// A mail carries the job's output through the daemon's sendmail: only to its submitter.
+TEST_F(WorkflowTest, MailGoesOnlyToTheSubmittersOwnAddress) {
+  config_.sendmail = "/bin/sh";  // there; never run, as the deliveries are recorded
+  config_.mail_domains = {"lab.example.org"};
+  SetGpus({Gpu(0, 80)});
+  Start();
+  Result<UserInfo> me = LookupUserById(static_cast<int64_t>(::getuid()));
+  ASSERT_TRUE(me.ok());
+  JobId local = Submit({{"gpus", 0}, {"mail", me->name}});
+  JobId lab = Submit({{"gpus", 0}, {"mail", me->name + "@Lab.example.org"}});
+  for (const std::string& other :
+       {std::string("someone-else"), std::string("eve@evil.example"), me->name + "@evil.example"}) {
+    json spec = {{"command", {"x"}}, {"cwd", dir_}, {"mail", other}};
+    HttpResponse r = Call("POST", "/v1/jobs", spec.dump());
+    EXPECT_EQ(r.status, 400) << other;
+    EXPECT_THAT(r.body, HasSubstr("--mail: '" + other + "' is not your address"));
+  }
+  ASSERT_TRUE(shims_.Exit(RunDir(local, 1), Exited(0)));
+  ASSERT_TRUE(shims_.Exit(RunDir(lab, 1), Exited(0)));
+  Loop();
+  auto delivered = [this] {
+    std::lock_guard lock(delivered_mu_);
+    return delivered_.size();
+  };
+  for (int i = 0; i < 2000 && delivered() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the notifier's own threads
+  }
+  EXPECT_EQ(delivered(), 2u);
+}
+
 TEST_F(WorkflowTest, WorkflowFieldsAreCheckedAtSubmit) {
   SetGpus({Gpu(0, 80)});
   Start();

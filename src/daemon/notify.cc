@@ -8,6 +8,7 @@
 #include "src/core/endpoint.h"
 #include "src/core/json_codec.h"
 #include "src/core/notification.h"
+#include "src/core/spec.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -16,6 +17,9 @@ namespace trainq {
 
 namespace {
 
+// A receiver that does not take the connection at once is not there; one that takes it
+// gets the rest of the whole try's time to answer.
+constexpr int kWebhookConnectTimeoutMs = 3000;
 constexpr int kWebhookTimeoutMs = 10000;
 
 Status PostWebhook(const Delivery& d) {
@@ -23,6 +27,7 @@ Status PostWebhook(const Delivery& d) {
   if (!url.ok()) return url.status();
   CallOptions options;
   options.timeout_ms = kWebhookTimeoutMs;
+  options.connect_timeout_ms = kWebhookConnectTimeoutMs;
   Result<HttpResponse> r = HttpCall(url->endpoint, "POST", url->target, d.body, options);
   if (!r.ok()) return r.status();
   if (r->status / 100 == 2) return Status::Ok();
@@ -80,7 +85,13 @@ void DaemonImpl::JobEnded(JobId id) {
     nlohmann::json body = slack ? SlackJson(*job, tail) : NotificationJson(*job, tail);
     out.push_back({key + "-webhook", {Delivery::Kind::kWebhook, url, DumpJson(body)}});
   }
-  if (!job->spec.mail.empty()) {
+  // Checked at submit; again here for a job stored before the rule, or a domain since
+  // dropped from mail_domains.
+  Status mail_ok = job->spec.mail.empty()
+                       ? Status::Ok()
+                       : CheckMailOwner(job->spec.mail, job->spec.user, config_.mail_domains);
+  if (!mail_ok.ok()) spdlog::warn("job {}: no mail: {}", id, mail_ok.message());
+  if (!job->spec.mail.empty() && mail_ok.ok()) {
     out.push_back(
         {key + "-mail",
          {Delivery::Kind::kMail, job->spec.mail, MailMessage(*job, tail, job->spec.mail)}});

@@ -395,6 +395,10 @@ void Routes::Submit(RouteContext& c) {
     if (st.ok() && spec.gate_pid > 0 && c.d.cluster_) spec.nodes_allowed = {c.d.node_};
     if (st.ok()) st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
+    // Admins too: the mail goes out through the daemon's sendmail with the job's output.
+    if (st.ok() && !spec.mail.empty()) {
+      st = CheckMailOwner(spec.mail, user, c.d.config_.mail_domains);
+    }
     if (st.ok() && !spec.mail.empty() && !IsExecutable(c.d.config_.sendmail)) {
       st = Status::Invalid(fmt::format(
           "--mail: this machine has no {} to send mail with; install a mail transfer agent "

@@ -1,9 +1,12 @@
 """The researcher's workflow through the real daemon and CLI: run and wait, sweeps, arrays
 and groups, sbatch scripts, webhooks (docs/workflow.md)."""
+import datetime
 import http.server
 import json
 import os
+import pwd
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -13,6 +16,7 @@ import pytest
 from conftest import trainq_binary, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ME = pwd.getpwuid(os.getuid()).pw_name  # who the daemon sees submitting
 
 
 def popen(tq, *args):
@@ -242,6 +246,7 @@ class Receiver:
 
     def __init__(self):
         self.got = []
+        self.arrived = {}  # job id -> time.time() its webhook came
         self.down = False
         outer = self
 
@@ -251,7 +256,10 @@ class Receiver:
                 if outer.down:
                     self.send_response(503)
                 else:
-                    outer.got.append((self.path, json.loads(body)))
+                    doc = json.loads(body)
+                    if isinstance(doc, dict) and "id" in doc:
+                        outer.arrived.setdefault(doc["id"], time.time())
+                    outer.got.append((self.path, doc))
                     self.send_response(204)
                 self.end_headers()
 
@@ -271,6 +279,39 @@ def receiver():
     r = Receiver()
     yield r
     r.close()
+
+
+class Silent:
+    """A TCP listener that takes every connection and never answers: a hung webhook."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        for conn in self.conns:
+            conn.close()
+
+
+@pytest.fixture
+def silent():
+    s = Silent()
+    yield s
+    s.close()
 
 
 def test_a_webhook_gets_each_end_and_one_pending_survives_a_restart(tq, receiver):
@@ -305,11 +346,64 @@ def test_slack_format_and_mail_without_sendmail(make_trainq, receiver):
     _, body = wait_for(lambda: receiver.got, what="the slack webhook")[0]
     assert list(body) == ["text"]
     assert f"job {job} (every) succeeded" in body["text"]
-    p = tq.run("submit", "--mail", "ada@example.org", "--", "true", check=False)
+    p = tq.run("submit", "--mail", ME, "--", "true", check=False)
     assert p.returncode == 2
     assert "--mail: this machine has no /nonexistent/sendmail" in p.stderr
     bad = tq.run("submit", "--notify", "ftp://x/y", "--", "true", check=False)
     assert bad.returncode == 2 and "--notify" in bad.stderr
+
+
+def test_a_receiver_that_never_answers_delays_no_one_else(tq, receiver, silent):
+    """Twenty ends notify a listener that takes the connection and never answers; another
+    job's webhook still comes within seconds of its end, and stopping does not wait."""
+    dead = f"http://127.0.0.1:{silent.port}/hook"
+    out = tq.run("submit", "--json", "--gpus", "0", "--array", "0-19", "--notify", dead,
+                 "--", "true").stdout
+    group = json.loads(out)["group"]
+    assert tq.run("wait", "--group", str(group), timeout=120).returncode == 0
+    wait_for(lambda: len(silent.conns) >= 2, what="deliveries hanging on the silent listener")
+    job = tq.submit("--gpus", "0", "--notify", f"http://127.0.0.1:{receiver.port}/ok",
+                    cmd=["true"])
+    body = wait_for(lambda: [b for _, b in receiver.got if b["id"] == job], timeout=60,
+                    what="the other job's webhook")[0]
+    ended = datetime.datetime.fromisoformat(body["ended_at"].replace("Z", "+00:00"))
+    late = receiver.arrived[job] - ended.timestamp()
+    # One delivery at a time, 10 s each, made it wait 200 s behind the silent listener's.
+    assert late < 5, f"the webhook came {late:.1f}s after the job's end"
+    notify_dir = os.path.join(tq.state_dir, "notify")
+    started = time.monotonic()
+    tq.run("daemon", "stop")
+    took = time.monotonic() - started
+    assert took < 5, f"daemon stop took {took:.1f}s"
+    # The silent listener's twenty wait on disk for the next start.
+    assert len([n for n in os.listdir(notify_dir) if n.endswith(".json")]) == 20
+    log = tq.daemon_log()
+    assert f"notification to {dead} failed" in log or "left unfinished" in log, log[-2000:]
+
+
+def test_mail_goes_only_to_the_submitters_own_address(make_trainq):
+    root = make_trainq().root  # a scratch dir for the stand-in sendmail
+    sendmail = os.path.join(root, "sendmail")
+    with open(sendmail, "w") as f:
+        f.write(f'#!/bin/sh\ncat >> {os.path.join(root, "inbox")}\n')
+    os.chmod(sendmail, 0o755)
+    tq = make_trainq(sendmail=sendmail)
+    other = "nobody" if ME != "nobody" else "root"
+    for address in (other, "someone@evil.example", f"{ME}@evil.example"):
+        p = tq.run("submit", "--mail", address, "--", "true", check=False)
+        assert p.returncode == 2, p.stderr
+        assert f"--mail: '{address}' is not your address; use '{ME}'" in p.stderr
+        assert "mail_domains" in p.stderr  # none set: says where USER@DOMAIN comes from
+    with open(tq.path("mail.sh"), "w") as f:
+        f.write("#!/bin/sh\n#SBATCH --mail-user=someone@evil.example\ntrue\n")
+    p = tq.run("sbatch", "mail.sh", check=False)
+    assert p.returncode == 2 and "--mail: 'someone@evil.example'" in p.stderr
+    assert tq.ls("--all") == []
+    job = tq.submit("--gpus", "0", "--mail", ME, cmd=["true"])
+    tq.wait_state(job, "succeeded")
+    inbox = os.path.join(root, "inbox")
+    wait_for(lambda: os.path.exists(inbox) and f"To: {ME}\n" in open(inbox).read(),
+             what="the mail to the submitter")
 
 
 # --- snapshots and run records ---
@@ -410,13 +504,13 @@ def test_mail_goes_through_the_configured_sendmail(make_trainq):
     with open(sendmail, "w") as f:
         f.write(f'#!/bin/sh\necho "$@" > {inbox}.args\ncat > {inbox}\n')
     os.chmod(sendmail, 0o755)
-    tq = make_trainq(sendmail=sendmail)
-    job = tq.submit("--gpus", "0", "--mail", "ada@example.org", "--name", "mailed",
+    tq = make_trainq(sendmail=sendmail, mail_domains=["example.org"])
+    job = tq.submit("--gpus", "0", "--mail", f"{ME}@example.org", "--name", "mailed",
                     cmd=["sh", "-c", "echo the end; exit 2"])
     tq.wait_state(job, "failed")
     wait_for(lambda: os.path.exists(inbox) and "the end" in open(inbox).read(),
              what="the mail")
     message = open(inbox).read()
-    assert message.startswith("To: ada@example.org\nSubject: trainq: job ")
+    assert message.startswith(f"To: {ME}@example.org\nSubject: trainq: job ")
     assert f"job {job} (mailed) failed: exit code 2" in message
     assert open(inbox + ".args").read().split() == ["-t", "-oi"]
