@@ -169,8 +169,9 @@ void DaemonImpl::CheckLostNodes(UnixMs store_now) {
   if (!nodes.ok()) return;
   for (const NodeRecord& n : *nodes) {
     if (n.lost || store_now - n.heartbeat_at <= config_.node_timeout_ms) continue;
-    Result<std::vector<JobId>> ended = cluster_->MarkNodeLost(
-        n.name, store_now - config_.node_timeout_ms, config_.max_node_failures);
+    Result<std::vector<JobId>> ended =
+        cluster_->MarkNodeLost(n.name, store_now - config_.node_timeout_ms,
+                               config_.max_node_failures, config_.lost_node_wait_ms);
     if (!ended.ok()) {
       spdlog::warn("node {}: marking it lost: {}", n.name, ended.status().message());
       continue;

@@ -613,6 +613,11 @@ const std::vector<Option>& Options() {
           "cluster: how long the scheduling leader's lease lasts unrenewed; another node takes "
           "over within two lease periods",
           Duration(&Config::leader_lease_ms, 300)),
+      Row("lost_node_wait", "60s", false,
+          "cluster: how long a lost node's jobs wait before they run elsewhere, so a node that "
+          "was only frozen can still report the jobs that ended meanwhile (they then keep their "
+          "real end and run once); 0 = at once",
+          Duration(&Config::lost_node_wait_ms, 0)),
       Row("max_node_failures", "3", false,
           "cluster: a job whose attempts lost this many nodes fails instead of running again",
           Count(&Config::max_node_failures, kMaxCount,

@@ -81,6 +81,7 @@ struct Config {
   int64_t node_timeout_ms = 300000;             // node_timeout
   int64_t leader_lease_ms = 15000;              // leader_lease
   int max_node_failures = 3;
+  int64_t lost_node_wait_ms = 60000;  // lost_node_wait
   // Limits `trainq config set` changes at run time; the daemon persists them.
   std::vector<int> devices = PolicyConfig{}.devices;       // GPU indices jobs may use; empty: all
   int max_jobs_per_gpu = PolicyConfig{}.max_jobs_per_gpu;  // 0: no limit

@@ -383,6 +383,33 @@ TEST_F(DaemonClusterTest, DeposedLeaderCannotPlaceAndTheJobRunsOnce) {
   EXPECT_EQ(Leader(), "node-b");
 }
 
+// B was frozen while its job ended, and judged lost: the job waits lost_node_wait for B's
+// word, and B, thawed, records the real end. The job succeeded once and never ran again.
+TEST_F(DaemonClusterTest, AFrozenNodesJobThatEndedKeepsItsEndAndDoesNotRunAgain) {
+  Node& a = AddNode("node-a", {});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  Start(a);
+  Start(b);
+  JobId id = Submit(a, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+
+  b.daemon.swap(frozen_);
+  Result<LeaderLease> lease = observer_->AcquireLeader("observer", 60'000);
+  ASSERT_TRUE(lease.ok());
+  ASSERT_TRUE(observer_->MarkNodeLost("node-b", lease->now + 1, 3, 60'000).ok());
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kQueued; }));
+
+  b.daemon.swap(frozen_);
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));  // it had ended while B was frozen
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; }))
+      << Get(id).reason;
+  Job job = Get(id);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].state, JobState::kSucceeded);
+  EXPECT_EQ(job.node_failures, 0);
+  EXPECT_EQ(b.shims.alive_count(), 0);
+}
+
 // The leader judged B lost while B was frozen: B, thawed, stops the attempt the store no
 // longer places on it, and its late end record does not overwrite the store's.
 TEST_F(DaemonClusterTest, NodeJudgedLostStopsItsAttemptAndItsLateEndIsRefused) {

@@ -84,8 +84,12 @@ class ClusterStore : public Store {
   // failures is at most `max_node_failures`, else failed ("node NAME lost; K node failures,
   // max_node_failures = MAX"). Node failures do not count as OOM retries. Returns the ids
   // of the jobs it ended; none (and no change) when the node beat since. Leader-fenced.
+  // A job queued again this way waits `wait_ms` (not_before) with its attempt marked lost:
+  // until then, an end the node reports for that attempt (FinishAttempt, the node was only
+  // frozen and its job ended meanwhile) is taken as the attempt's real end, and the job
+  // goes where that end takes it instead of running again.
   virtual Result<std::vector<JobId>> MarkNodeLost(const std::string& node, UnixMs lapsed_before,
-                                                  int max_node_failures) = 0;
+                                                  int max_node_failures, int64_t wait_ms = 0) = 0;
 
   // The jobs with an active (starting or running) attempt placed on `node` (a gang's part
   // there included), with attempts:

@@ -1,13 +1,15 @@
 """Chaos (docs/cluster.md, "Failure"): 500 short jobs over three nodes while daemons are
-killed and restarted, and whole nodes (daemon and jobs) are killed and brought back after
-node_timeout, at random moments. No job may be lost, and no attempt may run twice: every
-start a job records names an attempt the store knows, once.
+killed and restarted, daemons are frozen (SIGSTOP) past node_timeout while their jobs finish,
+and whole nodes (daemon and jobs) are killed and brought back after node_timeout, at random
+moments. No job may be lost, no attempt may run twice (every start a job records names an
+attempt the store knows, once), and no job that ended runs again.
 
 TRAINQ_CHAOS_JOBS and TRAINQ_CHAOS_SEED change the size and the moments; the figures are
 printed (pytest -s) for docs/cluster.md."""
 import collections
 import os
 import random
+import signal
 import time
 
 from conftest import crash, read_lines, wait_for
@@ -21,7 +23,7 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     cluster = make_cluster(3, gpus=[{"uuid": f"GPU-sim-{i}", "name": "Simulated A100 80GB",
                                      "memory_total": "80GiB", "memory_used_by_others": 0,
                                      "utilization": 0} for i in range(4)],
-                           cpu_slots=8, max_node_failures=100)
+                           cpu_slots=8, max_node_failures=100, lost_node_wait="6s")
     nodes = list(cluster.nodes.values())
 
     def node_state(via, name):
@@ -31,10 +33,11 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
 
     t0 = nodes[0]
     marker = nodes[0].path("starts")
-    cmd = ["sh", "-c", f'echo "$TRAINQ_JOB_ID $TRAINQ_ATTEMPT" >> {marker}; sleep 0.2']
+    cmd = ["sh", "-c", f'echo "$TRAINQ_JOB_ID $TRAINQ_ATTEMPT" >> {marker}; sleep 0.2; '
+                       f'echo "$TRAINQ_JOB_ID $TRAINQ_ATTEMPT end" >> {marker}']
     ids = []
     started = time.monotonic()
-    daemon_kills = node_kills = 0
+    daemon_kills = node_kills = freezes = 0
     down = {}  # node name -> when to bring it back
     while len(ids) < JOBS or down:
         # Submit in bursts through whichever nodes are up.
@@ -50,17 +53,28 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
             # A whole node comes back only once judged lost, as a rebooted machine would
             # after a long outage; sooner, its dead shims would fail their jobs (on a
             # single machine too: a supervisor killed without a record is a failure).
-            if now >= back_at and (not whole or node_state(t0, name) == "lost"):
+            if whole == "frozen":
+                if now >= back_at:  # judged lost by now (node_timeout is 4s), within 4s + 6s
+                    os.kill(cluster.node(name).daemon_pid(), signal.SIGCONT)
+                    del down[name]
+            elif now >= back_at and (not whole or node_state(t0, name) == "lost"):
                 cluster.node(name).start_daemon()
                 del down[name]
         candidates = [name for name in cluster.nodes if name not in down]
         if len(ids) < JOBS and len(candidates) > 2 and rng.random() < 0.5:
             name = rng.choice(candidates)
             victim = cluster.node(name)
-            if rng.random() < 0.6:
+            roll = rng.random()
+            if roll < 0.45:
                 victim.kill_daemon()  # jobs run on; the daemon comes back and re-adopts them
                 daemon_kills += 1
                 down[name] = (now + rng.uniform(0.3, 1.5), False)
+            elif roll < 0.7:
+                # Frozen past node_timeout while its jobs finish: judged lost, it must still
+                # report their ends when it thaws, and none may run again.
+                os.kill(victim.daemon_pid(), signal.SIGSTOP)
+                freezes += 1
+                down[name] = (now + rng.uniform(5.0, 6.5), "frozen")
             else:
                 crash(cluster.processes(name))  # the whole node: its jobs die too
                 node_kills += 1
@@ -73,16 +87,22 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     by_id = {j["id"]: j for j in ends}
     assert sorted(by_id) == sorted(ids), "a job is missing from the store"
     lost = [i for i in ids if by_id[i]["state"] != "succeeded"]
-    starts = collections.Counter(tuple(map(int, line.split())) for line in read_lines(marker))
+    lines = [line.split() for line in read_lines(marker)]
+    starts = collections.Counter((int(w[0]), int(w[1])) for w in lines if len(w) == 2)
+    ended = {int(w[0]): int(w[1]) for w in lines if len(w) == 3}  # a job's attempt that ended
+    # A start after one of the job's attempts had run to its end: a job that ended ran again.
+    again = sorted({job for (job, n) in starts if job in ended and n > ended[job]})
     twice = [k for k, c in starts.items() if c > 1]
     unknown = [(job, n) for (job, n) in starts if n > by_id[job]["attempt"]]
     never = [i for i in ids if not any(job == i for (job, _) in starts)]
     reruns = sum(j["attempt"] - 1 for j in ends)
-    print(f"\nchaos: {len(ids)} jobs, 3 nodes, {daemon_kills} daemon kills, {node_kills} node "
-          f"kills, {took:.0f}s; {len(lost)} not succeeded, {len(twice)} attempts run twice, "
-          f"{len(unknown)} unrecorded attempts, {reruns} reruns after a lost node")
+    print(f"\nchaos: {len(ids)} jobs, 3 nodes, {daemon_kills} daemon kills, {freezes} freezes, "
+          f"{node_kills} node kills, {took:.0f}s; {len(lost)} not succeeded, {len(twice)} "
+          f"attempts run twice, {len(unknown)} unrecorded attempts, {reruns} reruns after a "
+          f"lost node, {len(again)} reruns of a job that had ended")
     assert lost == [], [(i, by_id[i]["state"], by_id[i]["reason"]) for i in lost[:5]]
     assert twice == [], twice[:5]
     assert unknown == [], unknown[:5]
     assert never == []
-    assert daemon_kills + node_kills >= 3
+    assert again == [], [(i, by_id[i]["attempts"]) for i in again[:3]]
+    assert daemon_kills + node_kills + freezes >= 3

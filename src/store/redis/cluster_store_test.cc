@@ -308,6 +308,68 @@ TEST_F(ClusterStoreTest, ALostNodesJobsAreQueuedAgainUntilMaxNodeFailures) {
   EXPECT_EQ(Fetch(elsewhere).state, JobState::kRunning);
 }
 
+// A node judged lost may only have been frozen while its jobs ended: within wait_ms its own
+// report of an attempt's end is taken, and the job ends as it did instead of running again.
+TEST_F(ClusterStoreTest, AFrozenNodesLateEndIsTakenWhileTheJobWaitsForIt) {
+  JobId finished = Submit();
+  JobId fenced = Submit();
+  Result<UnixMs> beat = store_->Heartbeat(Node("gpu07"));
+  ASSERT_TRUE(IsOk(beat));
+  RunOn(finished, "gpu07");
+  RunOn(fenced, "gpu07");
+  ASSERT_TRUE(IsOk(store_->MarkNodeLost("gpu07", *beat + 1, 3, 60'000)));
+  Job waiting = Fetch(finished);
+  EXPECT_EQ(waiting.state, JobState::kQueued);
+  EXPECT_GE(waiting.not_before, *beat + 60'000);  // not placed again before the wait is over
+  EXPECT_THAT(waiting.reason,
+              HasSubstr("runs elsewhere in 60 s unless gpu07 reports how it ended"));
+
+  AttemptEnd ok;
+  ok.attempt_state = JobState::kSucceeded;
+  ok.job_state = JobState::kSucceeded;
+  ok.exit_code = 0;
+  ok.end_reason = ok.job_reason = "exit code 0";
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(finished, 1, ok)));
+  Job job = Fetch(finished);
+  EXPECT_EQ(job.state, JobState::kSucceeded);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].state, JobState::kSucceeded);
+  EXPECT_EQ(job.node_failures, 0);
+  // Said once: the same end again is an ordinary late record, refused.
+  EXPECT_TRUE(HasCode(store_->FinishAttempt(finished, 1, ok), Code::kConflict));
+
+  // An attempt the node stopped itself (self-fencing) goes back to the queue, free to start.
+  AttemptEnd requeue;
+  requeue.attempt_state = JobState::kFailed;
+  requeue.job_state = JobState::kQueued;
+  requeue.end_reason = "stopped by self-fencing: node heartbeat lapsed";
+  requeue.job_reason = "requeued: " + requeue.end_reason;
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(fenced, 1, requeue)));
+  EXPECT_EQ(Fetch(fenced).state, JobState::kQueued);
+  EXPECT_EQ(Fetch(fenced).not_before, 0);
+}
+
+TEST_F(ClusterStoreTest, ALateEndIsRefusedWithoutAWaitOrOnceTheJobRanAgain) {
+  JobId id = Submit();
+  Result<UnixMs> beat = store_->Heartbeat(Node("gpu07"));
+  ASSERT_TRUE(IsOk(beat));
+  RunOn(id, "gpu07");
+  ASSERT_TRUE(IsOk(store_->MarkNodeLost("gpu07", *beat + 1, 3, 60'000)));
+  RunOn(id, "gpu02", 1);  // placed elsewhere (a leader that did not wait)
+  AttemptEnd ok;
+  ok.attempt_state = JobState::kSucceeded;
+  ok.job_state = JobState::kSucceeded;
+  EXPECT_TRUE(HasCode(store_->FinishAttempt(id, 1, ok), Code::kConflict));
+  EXPECT_EQ(Fetch(id).attempts.back().node, "gpu02");
+
+  JobId now = Submit();
+  beat = store_->Heartbeat(Node("gpu08"));
+  RunOn(now, "gpu08");
+  ASSERT_TRUE(IsOk(store_->MarkNodeLost("gpu08", *beat + 1, 3, 0)));  // lost_node_wait = 0
+  EXPECT_EQ(Fetch(now).not_before, 0);
+  EXPECT_TRUE(HasCode(store_->FinishAttempt(now, 1, ok), Code::kConflict));
+}
+
 TEST_F(ClusterStoreTest, ANodeThatBeatSinceIsNotLost) {
   ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu07"))));
   JobId id = Submit();

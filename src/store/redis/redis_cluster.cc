@@ -87,9 +87,9 @@ void RedisStore::SetLeaderFence(const std::string& node, int64_t epoch) {
 }
 
 Result<std::vector<JobId>> RedisStore::MarkNodeLost(const std::string& node, UnixMs lapsed_before,
-                                                    int max_node_failures) {
-  Result<Reply> r =
-      Run(MarkNodeLostScript(), {fence_, node, Num(lapsed_before), Num(max_node_failures)});
+                                                    int max_node_failures, int64_t wait_ms) {
+  Result<Reply> r = Run(MarkNodeLostScript(),
+                        {fence_, node, Num(lapsed_before), Num(max_node_failures), Num(wait_ms)});
   if (!r.ok()) return r.status();
   std::vector<JobId> ids;
   const redisReply* ended = (*r)->element[1];

@@ -56,7 +56,7 @@ class RedisStore final : public ClusterStore {
   Status ResignLeader(const std::string& node, int64_t epoch) override;
   void SetLeaderFence(const std::string& node, int64_t epoch) override;
   Result<std::vector<JobId>> MarkNodeLost(const std::string& node, UnixMs lapsed_before,
-                                          int max_node_failures) override;
+                                          int max_node_failures, int64_t wait_ms) override;
   Result<std::vector<Job>> ActiveOn(const std::string& node) override;
   Status RequestCancel(JobId id, int attempt) override;
   Result<bool> CancelRequested(JobId id, int attempt) override;

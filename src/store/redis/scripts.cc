@@ -196,9 +196,19 @@ return {'ok'}
 // one; '' none). A gang's part that succeeded is only noted until all have.
 constexpr char kFinish[] = R"lua(
 local id, n = ARGV[1], ARGV[2]
-local err = cas(id, set_of(ARGV[3]), n, ARGV[4])
-if err then return err end
 local a = ak(id, n)
+-- The attempt of a node judged lost that reports its end while the job still waits out
+-- lost_node_wait for it (MarkNodeLost): the node was only frozen, and its end is the real one.
+local cur = redis.call('HMGET', jk(id), 'state', 'attempt', 'not_before', 'node_failures')
+local late = cur[1] == 'queued' and cur[2] == n and redis.call('HGET', a, 'lost') == '1' and
+             tonumber(cur[3] or '0') > now_ms() and tonumber(ARGV[15]) <= 1
+if late then
+  redis.call('HDEL', a, 'lost')
+  redis.call('HSET', jk(id), 'node_failures', math.max(0, tonumber(cur[4] or '1') - 1))
+else
+  local err = cas(id, set_of(ARGV[3]), n, ARGV[4])
+  if err then return err end
+end
 if redis.call('EXISTS', a) == 0 then
   return {'internal', 'job ' .. id .. ' lacks its attempt'}
 end
@@ -391,7 +401,7 @@ end
 return {'ok'}
 )lua";
 
-// ARGV: fence, node, lapsed_before, max_node_failures. Returns {'ok', {ended job ids}}.
+// ARGV: fence, node, lapsed_before, max_node_failures, wait_ms. Returns {'ok', {ended job ids}}.
 constexpr char kMarkNodeLost[] = R"lua(
 local err = fenced(ARGV[1])
 if err then return err end
@@ -403,6 +413,7 @@ if tonumber(beat) >= tonumber(ARGV[3]) then return {'ok', {}} end
 redis.call('HSET', nk, 'lost', 1)
 local t = now_ms()
 local max = tonumber(ARGV[4])
+local wait = tonumber(ARGV[5])
 local lost = 'node ' .. name .. ' lost'
 local active = P .. 'active:' .. name
 local ended = {}
@@ -421,8 +432,14 @@ for _, id in ipairs(redis.call('ZRANGE', active, 0, -1)) do
     redis.call('HSET', a, 'state', 'failed', 'ended_at', t, 'end_reason', lost)
     if k <= max then
       move(id, j[1], 'queued')
-      redis.call('HSET', jk(id), 'node_failures', k, 'queued_at', t, 'not_before', 0,
-                 'reason', lost .. '; queued again (node failure ' .. k .. ' of ' .. max .. ')')
+      -- One node's attempt waits `wait` for the node's own report of its end (kFinish).
+      local waits = wait > 0 and #nodes_of(a) == 1
+      if waits then redis.call('HSET', a, 'lost', 1) end
+      redis.call('HSET', jk(id), 'node_failures', k, 'queued_at', t,
+                 'not_before', waits and (t + wait) or 0,
+                 'reason', lost .. '; queued again (node failure ' .. k .. ' of ' .. max .. ')' ..
+                 (waits and ('; runs elsewhere in ' .. math.floor(wait / 1000) ..
+                             ' s unless ' .. name .. ' reports how it ended') or ''))
     else
       move(id, j[1], 'failed')
       redis.call('HSET', jk(id), 'node_failures', k, 'reason',
