@@ -371,6 +371,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // runs from the accept: a connection that never speaks is closed by it.
   Time head_deadline_;
   Time request_deadline_;
+  uint64_t deadline_ = 0;  // which Deadline() call the timer serves
   bool first_request_ = true;
   bool keep_alive_ = false;
   bool registered_ = false;
@@ -554,11 +555,14 @@ void Session<Stream>::DropInput() {
                            });
 }
 
+// A timer that expired before it was re-armed still runs its handler, with success: after
+// a stall of the loop, the deadline of a wait that a request has since ended would close
+// that request's connection. Only the latest deadline counts.
 template <class Stream>
 void Session<Stream>::Deadline(Time at) {
   timer_.expires_at(at);
-  timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
-    if (!ec) self->Close();
+  timer_.async_wait([self = this->shared_from_this(), n = ++deadline_](beast::error_code ec) {
+    if (!ec && n == self->deadline_) self->Close();
   });
 }
 

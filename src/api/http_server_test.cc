@@ -523,6 +523,26 @@ TEST_F(HttpServerTest, ASilentConnectionAndHalfAHeaderAreClosedAtHeaderTimeout) 
   EXPECT_EQ(server_->Connections(), 0u);
 }
 
+// The loop stalled (a slow disk, say) past a deadline while a request waited unread: the
+// daemon fell behind, not the client, and the request is answered.
+TEST_F(HttpServerTest, ARequestThatArrivedInTimeIsAnsweredAfterTheLoopStalled) {
+  limits_.header_timeout_ms = 100;
+  Listen();
+  auto kept = Open();
+  kept->Send(kGet);
+  ASSERT_TRUE(Answered(*kept));
+  auto fresh = Open();
+  fresh->Send(kGet);
+  kept->Send(kGet);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the loop does not run
+  EXPECT_TRUE(Answered(*fresh));
+  EXPECT_TRUE(RunUntil([&] {
+    kept->Drain();
+    return kept->received().find("200 OK", kept->received().find("200 OK") + 1) !=
+           std::string::npos;
+  }));
+}
+
 // A kept-alive connection waits for its next request under idle_timeout; once that request
 // starts, its header has header_timeout.
 TEST_F(HttpServerTest, OnAKeptAliveConnectionTheHeadDeadlineRunsFromTheRequestsFirstByte) {
