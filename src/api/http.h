@@ -42,6 +42,14 @@ struct HttpResponse {
 using Responder = std::function<void(HttpResponse)>;
 using HttpHandler = std::function<void(HttpRequest, Responder)>;
 
+// How a Unix-socket client ranks for the connection limits (docs/operations.md, "Connections
+// and limits"): whether it is under max_connections_per_peer and may take the reserve.
+enum class PeerRank {
+  kUser,   // capped; never takes the reserve
+  kAdmin,  // capped; may take the reserve
+  kOwner,  // root and the daemon's own user: not capped, may take the reserve
+};
+
 // What one server lets its clients hold (docs/operations.md, "Connections and limits").
 struct HttpLimits {
   uint64_t max_body_bytes = 64ull << 20;
@@ -50,11 +58,25 @@ struct HttpLimits {
   // From a request's first byte to its last, and for the answer to be taken: a client that
   // trickles its header or body, or never reads, loses the connection.
   int64_t request_timeout_ms = 10000;
+  // A request's head (request line and headers) must be in within this: on a new connection
+  // from its accept, TLS handshake included; on a kept-alive one from the request's first
+  // byte. A lower request_timeout_ms bounds it too.
+  int64_t header_timeout_ms = 5000;
   // A connection waiting for its first or next request is closed after this long.
   int64_t idle_timeout_ms = 60000;
   // Open connections at most. At the cap a new one closes the connection idle the longest;
-  // when none is idle, the new one gets a 503 and is closed.
+  // when none is idle, the new one gets a 503 and is closed. Of them, an eighth is kept for
+  // the Unix socket's owners and admins, and another eighth for the Unix socket: other local
+  // users hold at most seven eighths, TCP clients three quarters (the same rule applies
+  // there: their idle longest is closed, else a 503).
   size_t max_connections = 1024;
+  // Open connections of one peer at most: one uid on the Unix socket (owners are not
+  // capped), one IP address over TCP (see TcpPeer). At it, the peer's new connection closes
+  // the peer's own connection idle the longest; when none is idle, it gets a 503.
+  size_t max_connections_per_peer = 64;
+  // How a Unix-socket client's uid ranks; called on the event loop's thread once per
+  // accepted connection. Unset: every client is kOwner (a socket only its owner can reach).
+  std::function<PeerRank(int64_t uid)> rank_uid;
   // How long accepting pauses when accept() fails (no fd left, say) and no connection is
   // idle to close: the listening socket stays readable, so retrying at once would spin.
   int64_t accept_pause_ms = 200;
@@ -89,8 +111,9 @@ class HttpServer {
   Status ListenUnix(const std::string& path);
   // Listens on `host` (a name or an IP address, IPv6 without brackets) and `port` (0: any
   // free port); returns the port bound. With `tls` enabled every connection starts with a
-  // TLS handshake (TLS 1.2 or later) that must end within request_timeout_ms. kInvalid for
-  // unusable TLS files (see CheckTlsFiles), kIo when the address cannot be bound.
+  // TLS handshake (TLS 1.2 or later), under the head's deadline (header_timeout_ms); until
+  // its first byte the connection counts as idle. kInvalid for unusable TLS files (see
+  // CheckTlsFiles), kIo when the address cannot be bound.
   Result<int> ListenTcp(const std::string& host, int port, const TlsFiles& tls);
   // Stops accepting; open connections end with the io_context.
   void Close();
@@ -133,6 +156,12 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view m
 // (a shared daemon). A request carries the caller's whole environment.
 Status JudgeListener(const std::string& socket_path, int64_t peer_uid, std::string_view peer_name,
                      int64_t self_uid);
+
+// The peer a TCP client at `ip` counts as for max_connections_per_peer: an IPv4 address
+// itself (IPv4-mapped IPv6 too), an IPv6 address its /64 ("2001:db8:1:2::/64": one host
+// commonly holds a whole /64), loopback and link-local IPv6 addresses themselves. "" for
+// what is not an IP address.
+std::string TcpPeer(std::string_view ip);
 
 // {"error": {"code": "invalid", "message": "..."}} with the status's HTTP code.
 HttpResponse ErrorResponse(const Status& status);

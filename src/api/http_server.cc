@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <list>
+#include <map>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -62,6 +63,12 @@ struct PeerCred {
   int64_t pid = -1;
 };
 
+// Whether bytes (or the end of the stream) wait to be read on `fd`, without waiting.
+bool Readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+}
+
 PeerCred ReadPeerCred(int fd) {
   struct ucred cred {};
   socklen_t len = sizeof(cred);
@@ -105,16 +112,72 @@ std::string EndpointText(const Tcp::endpoint& e) {
   return ip + ":" + std::to_string(e.port());
 }
 
+std::string TcpPeerOf(asio::ip::address ip) {
+  if (ip.is_v6() && ip.to_v6().is_v4_mapped()) {
+    ip = asio::ip::make_address_v4(asio::ip::v4_mapped, ip.to_v6());
+  }
+  if (ip.is_v4() || ip.is_loopback() || ip.to_v6().is_link_local()) return ip.to_string();
+  asio::ip::address_v6::bytes_type bytes = ip.to_v6().to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return asio::ip::address_v6(bytes).to_string() + "/64";
+}
+
+// The tiers of the reserve, least trusted first: the connections of a tier and those below
+// it may fill max_connections less an eighth for each tier above.
+enum class Tier { kTcp = 0, kLocal = 1, kReserved = 2 };
+constexpr int kTopTier = static_cast<int>(Tier::kReserved);
+
+// Who is at the other end of a connection, as the limits count it.
+struct Peer {
+  Tier tier = Tier::kTcp;
+  bool capped = true;  // under max_connections_per_peer
+  std::string name;    // what the per-peer cap counts: "uid 1001", "192.0.2.7"
+  PeerCred cred;       // the Unix socket's SO_PEERCRED
+  std::string remote;  // TCP: "ip:port"
+};
+
+Peer UnixPeer(Local::socket& socket, const HttpLimits& limits) {
+  Peer peer;
+  peer.cred = ReadPeerCred(socket.native_handle());
+  peer.name = "uid " + std::to_string(peer.cred.uid);
+  PeerRank rank = !limits.rank_uid    ? PeerRank::kOwner
+                  : peer.cred.uid < 0 ? PeerRank::kUser
+                                      : limits.rank_uid(peer.cred.uid);
+  peer.tier = rank == PeerRank::kUser ? Tier::kLocal : Tier::kReserved;
+  peer.capped = rank != PeerRank::kOwner;
+  return peer;
+}
+
+Peer NetworkPeer(Tcp::socket& socket) {
+  Peer peer;
+  beast::error_code ec;
+  Tcp::endpoint at = socket.remote_endpoint(ec);
+  if (ec) {
+    peer.name = "an unknown address";  // gone already; it fails at its first read
+  } else {
+    peer.name = TcpPeerOf(at.address());
+    peer.remote = EndpointText(at);
+  }
+  return peer;
+}
+
 // What the listeners share: the handler, the limits, and every open connection of every
-// listener, so the cap and the choice of whom to close count Unix and TCP alike.
+// listener, so the caps and the choice of whom to close count Unix and TCP alike.
 class SessionBase {
  public:
+  explicit SessionBase(Peer peer) : peer_(std::move(peer)) {}
   virtual ~SessionBase() = default;
   virtual void Close() = 0;
-  bool idle() const { return idle_; }
+  // Waiting for a request, and none has begun to arrive: a client that sent its request
+  // just now, before the loop saw it, is not idle.
+  bool idle() { return idle_ && !Readable(fd()); }
+  const Peer& peer() const { return peer_; }
 
  protected:
+  virtual int fd() = 0;
+
   bool idle_ = false;
+  const Peer peer_;
 };
 
 class Registry {
@@ -122,53 +185,147 @@ class Registry {
   Registry(HttpHandler handler, HttpLimits limits)
       : handler_(std::move(handler)), limits_(std::move(limits)) {
     limits_.max_connections = std::max<size_t>(limits_.max_connections, 1);
+    limits_.max_connections_per_peer = std::max<size_t>(limits_.max_connections_per_peer, 1);
+    limits_.header_timeout_ms = std::min(limits_.header_timeout_ms, limits_.request_timeout_ms);
   }
 
   const HttpHandler& handler() const { return handler_; }
   const HttpLimits& limits() const { return limits_; }
   size_t Connections() const { return sessions_.size(); }
-  bool Full() const { return sessions_.size() >= limits_.max_connections; }
-  std::list<SessionBase*>::iterator Register(SessionBase* s) {
-    return sessions_.insert(sessions_.end(), s);
-  }
-  void Unregister(std::list<SessionBase*>::iterator pos) { sessions_.erase(pos); }
+  // Makes room for a connection of `peer`, closing idle connections as the caps need; the
+  // 503's reason when a cap is reached and nothing it counts is idle.
+  Status MakeRoom(const Peer& peer);
+  std::list<SessionBase*>::iterator Register(SessionBase* s);
+  void Unregister(std::list<SessionBase*>::iterator pos);
   // The session went idle: it moves behind every other, so the front idle one has waited
   // longest.
   void MarkIdle(std::list<SessionBase*>::iterator pos) {
     sessions_.splice(sessions_.end(), sessions_, pos);
   }
+  // Closes the connection idle longest, whoever holds it.
   bool CloseOldestIdle() {
-    for (SessionBase* s : sessions_) {
-      if (s->idle()) {
-        s->Close();
-        return true;
-      }
-    }
-    return false;
+    return CloseOldestIdleWhere([](const Peer&) { return true; });
   }
+  // A refused connection is answered (a TLS one after its handshake), then read until the
+  // client closes it (Session::Linger): at most kMaxRefusing at once, so refusals cannot take
+  // every fd. Beyond that the oldest refusal is closed for the newest.
+  std::list<SessionBase*>::iterator StartRefusal(SessionBase* s);
+  void EndRefusal(std::list<SessionBase*>::iterator pos) { refusing_.erase(pos); }
   void Warn(const std::string& message) const {
     if (limits_.warn) limits_.warn(message);
   }
 
  private:
+  static constexpr size_t kMaxRefusing = 32;
+  // Closes the connection idle longest among those whose peer `counts`.
+  template <class Pred>
+  bool CloseOldestIdleWhere(Pred counts);
+  size_t HeldBy(const std::string& peer) const {
+    auto it = per_peer_.find(peer);
+    return it == per_peer_.end() ? 0 : it->second;
+  }
+  // Open connections of tiers up to `tier`, and how many they may be.
+  size_t HeldUpTo(int tier) const;
+  size_t CeilingOf(int tier) const {
+    return limits_.max_connections - (kTopTier - tier) * (limits_.max_connections / 8);
+  }
+  Status PeerFull(const Peer& peer) const;
+  Status TierFull(int tier) const;
+
   HttpHandler handler_;
   HttpLimits limits_;
   std::list<SessionBase*> sessions_;
+  std::map<std::string, size_t> per_peer_;  // open connections of each capped peer
+  size_t per_tier_[kTopTier + 1] = {};
+  std::list<SessionBase*> refusing_;
 };
 
-// One connection: (TLS: the handshake,) wait for a request (idle), read it within the
-// request deadline, hand it to the handler, write the answer, repeat while the client keeps
-// the connection alive. `Stream` is a Unix socket, a TCP socket or TLS over TCP.
+Status Registry::MakeRoom(const Peer& peer) {
+  if (peer.capped && HeldBy(peer.name) >= limits_.max_connections_per_peer &&
+      !CloseOldestIdleWhere([&](const Peer& p) { return p.capped && p.name == peer.name; })) {
+    return PeerFull(peer);
+  }
+  // The smallest pool first: closing one of its connections frees a place in every larger.
+  for (int tier = static_cast<int>(peer.tier); tier <= kTopTier; ++tier) {
+    if (HeldUpTo(tier) >= CeilingOf(tier) &&
+        !CloseOldestIdleWhere([tier](const Peer& p) { return static_cast<int>(p.tier) <= tier; })) {
+      return TierFull(tier);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Registry::PeerFull(const Peer& peer) const {
+  return Status::Unavailable("too many connections from " + peer.name + ": " +
+                             std::to_string(HeldBy(peer.name)) +
+                             " open, none idle (max_connections_per_peer); try again shortly");
+}
+
+Status Registry::TierFull(int tier) const {
+  static constexpr const char* kWhose[] = {
+      " TCP connections open, none idle (max_connections, less a quarter kept for the Unix "
+      "socket)",
+      " connections open, none idle (max_connections, less an eighth kept for admins)",
+      " connections open, none idle (max_connections)"};
+  return Status::Unavailable("the trainq daemon has " + std::to_string(HeldUpTo(tier)) +
+                             kWhose[tier] + "; try again shortly");
+}
+
+std::list<SessionBase*>::iterator Registry::Register(SessionBase* s) {
+  if (s->peer().capped) ++per_peer_[s->peer().name];
+  ++per_tier_[static_cast<int>(s->peer().tier)];
+  return sessions_.insert(sessions_.end(), s);
+}
+
+void Registry::Unregister(std::list<SessionBase*>::iterator pos) {
+  const Peer& peer = (*pos)->peer();
+  if (peer.capped) {
+    auto it = per_peer_.find(peer.name);
+    if (--it->second == 0) per_peer_.erase(it);
+  }
+  --per_tier_[static_cast<int>(peer.tier)];
+  sessions_.erase(pos);
+}
+
+std::list<SessionBase*>::iterator Registry::StartRefusal(SessionBase* s) {
+  if (refusing_.size() >= kMaxRefusing) refusing_.front()->Close();
+  return refusing_.insert(refusing_.end(), s);
+}
+
+template <class Pred>
+bool Registry::CloseOldestIdleWhere(Pred counts) {
+  for (SessionBase* s : sessions_) {
+    if (counts(s->peer()) && s->idle()) {
+      s->Close();
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t Registry::HeldUpTo(int tier) const {
+  size_t n = 0;
+  for (int t = 0; t <= tier; ++t) n += per_tier_[t];
+  return n;
+}
+
+// One connection: (TLS: the handshake,) wait for a request (idle), read its head within the
+// head's deadline and all of it within the request's, hand it to the handler, write the
+// answer, repeat while the client keeps the connection alive. `Stream` is a Unix socket, a
+// TCP socket or TLS over TCP.
 template <class Stream>
 class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
  public:
+  using Time = std::chrono::steady_clock::time_point;
   // `keep` holds what the stream refers to (the TLS context); `args` make the stream.
   template <class... Args>
-  Session(std::shared_ptr<Registry> registry, std::shared_ptr<void> keep, Args&&... args)
-      : registry_(std::move(registry)),
+  Session(std::shared_ptr<Registry> registry, Peer peer, std::shared_ptr<void> keep, Args&&... args)
+      : SessionBase(std::move(peer)),
+        registry_(std::move(registry)),
         keep_(std::move(keep)),
         stream_(std::forward<Args>(args)...),
-        timer_(stream_.get_executor()) {}
+        timer_(stream_.get_executor()),
+        head_deadline_(After(registry_->limits().header_timeout_ms)) {}
   ~Session() override { Close(); }
 
   void Start() {
@@ -176,27 +333,33 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     registered_ = true;
     Handshake([](Session& s) { s.WaitForRequest(); });
   }
-  // Answers 503 (too many connections) without reading, then closes.
-  void Refuse(size_t cap) {
-    Handshake([cap](Session& s) {
-      s.Write(ErrorResponse(Status::Unavailable(
-          "the trainq daemon has " + std::to_string(cap) +
-          " connections open, none idle (max_connections); try again shortly")));
-    });
+  // Answers 503 with `why` without parsing the request, then lingers (Linger).
+  void Refuse(const Status& why) {
+    refusal_pos_ = registry_->StartRefusal(this);
+    refusing_ = true;
+    Handshake([why](Session& s) { s.Write(ErrorResponse(why)); });
   }
   void Close() override;
 
  private:
+  static Time After(int64_t ms) {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  }
   auto& socket() { return beast::get_lowest_layer(stream_); }
+  int fd() override { return socket().native_handle(); }
   template <class Then>
   void Handshake(Then then);
+  void SetIdle(bool idle);
   void WaitForRequest();
   void ReadRequest();
+  void OnHead(beast::error_code ec);
   void OnRead(beast::error_code ec);
   HttpRequest ToRequest(http::request<GrowingBody>& req);
   void Write(HttpResponse r);
-  // Closes the connection unless re-armed or cancelled within `ms`.
-  void Deadline(int64_t ms);
+  void Linger();
+  void DropInput();
+  // Closes the connection unless re-armed or cancelled by `at`.
+  void Deadline(Time at);
 
   std::shared_ptr<Registry> registry_;
   std::shared_ptr<void> keep_;  // before stream_: it outlives it
@@ -204,33 +367,54 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<GrowingBody>> parser_;
+  // When the current request's head, and all of it, must be in. The first head's deadline
+  // runs from the accept: a connection that never speaks is closed by it.
+  Time head_deadline_;
+  Time request_deadline_;
+  uint64_t deadline_ = 0;  // which Deadline() call the timer serves
+  bool first_request_ = true;
   bool keep_alive_ = false;
   bool registered_ = false;
+  bool refusing_ = false;
   bool closed_ = false;
   std::list<SessionBase*>::iterator pos_;
+  std::list<SessionBase*>::iterator refusal_pos_;
 };
 
+// Until a TLS client's first byte its connection is idle: one that never speaks holds no
+// more than a plain one that never does, and is closed first when the caps need room.
 template <class Stream>
 template <class Then>
 void Session<Stream>::Handshake(Then then) {
   if constexpr (IsTls<Stream>::value) {
-    Deadline(registry_->limits().request_timeout_ms);  // a client that never finishes it
-    stream_.async_handshake(ssl::stream_base::server,
-                            [self = this->shared_from_this(), then](beast::error_code ec) {
-                              if (ec) return self->Close();
-                              then(*self);
-                            });
+    Deadline(head_deadline_);
+    SetIdle(true);
+    auto self = this->shared_from_this();
+    socket().async_wait(Tcp::socket::wait_read, [self, then](beast::error_code ec) {
+      if (ec) return self->Close();
+      self->SetIdle(false);
+      self->stream_.async_handshake(ssl::stream_base::server, [self, then](beast::error_code e) {
+        if (e) return self->Close();
+        then(*self);
+      });
+    });
   } else {
     then(*this);
   }
 }
 
 template <class Stream>
+void Session<Stream>::SetIdle(bool idle) {
+  idle_ = idle;
+  if (idle && registered_) registry_->MarkIdle(pos_);
+}
+
+template <class Stream>
 void Session<Stream>::WaitForRequest() {
   if (buffer_.size() > 0) return ReadRequest();  // a pipelined request already arrived
-  idle_ = true;
-  registry_->MarkIdle(pos_);
-  Deadline(registry_->limits().idle_timeout_ms);
+  SetIdle(true);
+  Time idle_until = After(registry_->limits().idle_timeout_ms);
+  Deadline(first_request_ ? std::min(head_deadline_, idle_until) : idle_until);
   auto self = this->shared_from_this();
   if constexpr (IsTls<Stream>::value) {
     // Decrypted bytes may already wait inside OpenSSL, where waiting on the socket would
@@ -250,14 +434,28 @@ void Session<Stream>::WaitForRequest() {
 
 template <class Stream>
 void Session<Stream>::ReadRequest() {
-  idle_ = false;
-  Deadline(registry_->limits().request_timeout_ms);
+  SetIdle(false);
+  const HttpLimits& limits = registry_->limits();
+  request_deadline_ = After(limits.request_timeout_ms);
+  if (!first_request_) head_deadline_ = After(limits.header_timeout_ms);
+  first_request_ = false;
+  Deadline(std::min(head_deadline_, request_deadline_));
   parser_.emplace();
-  parser_->body_limit(registry_->limits().max_body_bytes);
-  parser_->header_limit(registry_->limits().max_header_bytes);
-  http::async_read(
+  parser_->body_limit(limits.max_body_bytes);
+  parser_->header_limit(limits.max_header_bytes);
+  http::async_read_header(
       stream_, buffer_, *parser_,
-      [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+      [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHead(ec); });
+}
+
+template <class Stream>
+void Session<Stream>::OnHead(beast::error_code ec) {
+  if (ec || closed_) return OnRead(ec);
+  Deadline(request_deadline_);
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = this->shared_from_this()](beast::error_code body_ec, size_t) {
+                     self->OnRead(body_ec);
+                   });
 }
 
 template <class Stream>
@@ -308,14 +506,11 @@ HttpRequest Session<Stream>::ToRequest(http::request<GrowingBody>& req) {
     out.authorization = std::string(auth->value());
   }
   if constexpr (std::is_same_v<Stream, Local::socket>) {
-    PeerCred cred = ReadPeerCred(socket().native_handle());
-    out.peer_uid = cred.uid;
-    out.peer_pid = cred.pid;
+    out.peer_uid = peer_.cred.uid;
+    out.peer_pid = peer_.cred.pid;
   } else {
     out.tcp = true;
-    beast::error_code ec;
-    Tcp::endpoint peer = socket().remote_endpoint(ec);
-    if (!ec) out.remote = EndpointText(peer);
+    out.remote = peer_.remote;
   }
   return out;
 }
@@ -330,19 +525,44 @@ void Session<Stream>::Write(HttpResponse r) {
   res->keep_alive(keep_alive_);
   res->body() = std::move(r.body);
   res->prepare_payload();
-  Deadline(registry_->limits().request_timeout_ms);  // a client that never reads
+  Deadline(After(registry_->limits().request_timeout_ms));  // a client that never reads
   http::async_write(stream_, *res,
                     [self = this->shared_from_this(), res](beast::error_code ec, size_t) {
+                      if (!ec && self->refusing_) return self->Linger();
                       if (ec || !self->keep_alive_) return self->Close();
                       self->WaitForRequest();
                     });
 }
 
+// A refused client may not have sent its request yet, or not all of it: closing with its
+// bytes unread, or before they come, would reset the connection, and its answer with it
+// (the client's write fails with EPIPE first). So the rest is read and dropped until the
+// client closes, by the head's deadline.
 template <class Stream>
-void Session<Stream>::Deadline(int64_t ms) {
-  timer_.expires_after(std::chrono::milliseconds(ms));
-  timer_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
-    if (!ec) self->Close();
+void Session<Stream>::Linger() {
+  beast::error_code ignored;
+  socket().shutdown(asio::socket_base::shutdown_send, ignored);
+  Deadline(head_deadline_);
+  DropInput();
+}
+
+template <class Stream>
+void Session<Stream>::DropInput() {
+  socket().async_read_some(buffer_.prepare(4096),
+                           [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                             if (ec) return self->Close();
+                             self->DropInput();
+                           });
+}
+
+// A timer that expired before it was re-armed still runs its handler, with success: after
+// a stall of the loop, the deadline of a wait that a request has since ended would close
+// that request's connection. Only the latest deadline counts.
+template <class Stream>
+void Session<Stream>::Deadline(Time at) {
+  timer_.expires_at(at);
+  timer_.async_wait([self = this->shared_from_this(), n = ++deadline_](beast::error_code ec) {
+    if (!ec && n == self->deadline_) self->Close();
   });
 }
 
@@ -355,6 +575,8 @@ void Session<Stream>::Close() {
   idle_ = false;
   if (registered_) registry_->Unregister(pos_);
   registered_ = false;
+  if (refusing_) registry_->EndRefusal(refusal_pos_);
+  refusing_ = false;
   timer_.cancel();
   beast::error_code ignored;
   socket().shutdown(asio::socket_base::shutdown_both, ignored);
@@ -402,13 +624,11 @@ class Acceptor final : public AcceptorBase,
         });
   }
   void OnAccept(beast::error_code ec, typename Protocol::socket socket);
+  // Takes `socket` into a session, or answers it 503 when the caps leave no room.
   template <class Stream, class... Args>
-  void Admit(Args&&... args);
+  void Admit(typename Protocol::socket socket, Args&&... args);
   void OnAcceptError(beast::error_code ec);
-  bool ClientWaiting() {  // a connection waits in the backlog
-    pollfd p{acceptor_.native_handle(), POLLIN, 0};
-    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
-  }
+  bool ClientWaiting() { return Readable(acceptor_.native_handle()); }  // in the backlog
 
   std::shared_ptr<Registry> registry_;
   std::shared_ptr<ssl::context> tls_;  // null: plain
@@ -457,12 +677,20 @@ void Acceptor<Protocol>::OnAccept(beast::error_code ec, typename Protocol::socke
 
 template <class Protocol>
 template <class Stream, class... Args>
-void Acceptor<Protocol>::Admit(Args&&... args) {
-  auto session = std::make_shared<Session<Stream>>(registry_, tls_, std::forward<Args>(args)...);
-  if (registry_->Full() && !registry_->CloseOldestIdle()) {
-    session->Refuse(registry_->limits().max_connections);
+void Acceptor<Protocol>::Admit(typename Protocol::socket socket, Args&&... args) {
+  Peer peer;
+  if constexpr (std::is_same_v<Protocol, Local>) {
+    peer = UnixPeer(socket, registry_->limits());
   } else {
+    peer = NetworkPeer(socket);
+  }
+  Status room = registry_->MakeRoom(peer);
+  auto session = std::make_shared<Session<Stream>>(registry_, std::move(peer), tls_,
+                                                   std::move(socket), std::forward<Args>(args)...);
+  if (room.ok()) {
     session->Start();
+  } else {
+    session->Refuse(room);
   }
 }
 
@@ -544,6 +772,12 @@ Result<Tcp::endpoint> ResolveListenAddress(asio::io_context& io, const std::stri
 }  // namespace
 
 Status CheckTlsFiles(const TlsFiles& tls) { return ServerTlsContext(tls).status(); }
+
+std::string TcpPeer(std::string_view ip) {
+  beast::error_code ec;
+  asio::ip::address address = asio::ip::make_address(std::string(ip), ec);
+  return ec ? "" : TcpPeerOf(address);
+}
 
 struct HttpServer::Impl {
   asio::io_context& io;

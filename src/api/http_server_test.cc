@@ -49,13 +49,19 @@ class Client {
     path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
     return ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   }
-  bool ConnectTcp(int port) {  // 127.0.0.1
+  // To 127.0.0.1, from `from` (any loopback address: a peer of its own) or 127.0.0.1.
+  bool ConnectTcp(int port, const char* from = nullptr) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
+    if (from != nullptr) {
+      ::inet_pton(AF_INET, from, &addr.sin_addr);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return false;
+    }
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   }
+  void ShutdownWrite() { ::shutdown(fd_, SHUT_WR); }
   void Send(const std::string& data) {
     ASSERT_EQ(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL), ssize_t(data.size()));
   }
@@ -141,14 +147,38 @@ class HttpServerTest : public ::testing::Test {
     return true;
   }
 
-  // A new connection, once the server took it: one more open, or `evicted` closed.
-  std::unique_ptr<Client> Open(Client* evicted = nullptr, bool tcp = false) {
+  // A new connection, once the server took it: one more open, or `evicted` closed. Over
+  // TCP from `from` (127.0.0.1 when null).
+  std::unique_ptr<Client> Open(Client* evicted = nullptr, bool tcp = false,
+                               const char* from = nullptr) {
     auto c = std::make_unique<Client>(tcp ? AF_INET : AF_UNIX);
-    EXPECT_TRUE(tcp ? c->ConnectTcp(port_) : c->Connect(path_));
     size_t before = server_->Connections();
+    EXPECT_TRUE(tcp ? c->ConnectTcp(port_, from) : c->Connect(path_));
     EXPECT_TRUE(
         RunUntil([&] { return evicted ? evicted->Drain() : server_->Connections() > before; }));
     return c;
+  }
+  // A connection mid-request (half a header), which no cap may close for another.
+  std::unique_ptr<Client> Busy(bool tcp = false, const char* from = nullptr) {
+    auto c = Open(nullptr, tcp, from);
+    c->Send("GET /v1/status HTTP/1.1\r\n");
+    Settle();
+    return c;
+  }
+  // Runs the loop a moment, so the server takes in what clients already sent (not a wait
+  // for anything to happen).
+  void Settle() { io_.run_for(std::chrono::milliseconds(20)); }
+  // Runs the loop until `c` got a whole error answer (its JSON body ends the answer).
+  bool GotError(Client& c) {
+    return RunUntil([&] { return (c.Drain(), c.received().ends_with("\"}}")); });
+  }
+  // A connection that the server refuses: the 503 it got.
+  std::string Refused(bool tcp = false, const char* from = nullptr) {
+    Client c(tcp ? AF_INET : AF_UNIX);
+    EXPECT_TRUE(tcp ? c.ConnectTcp(port_, from) : c.Connect(path_));
+    EXPECT_TRUE(GotError(c));
+    EXPECT_THAT(c.received(), HasSubstr("503 Service Unavailable"));
+    return c.received();
   }
 
   bool Answered(Client& c) {
@@ -159,6 +189,7 @@ class HttpServerTest : public ::testing::Test {
   std::string path_;
   HttpLimits limits_;
   bool tcp_ = false;
+  PeerRank rank_ = PeerRank::kUser;  // of every Unix client, where the test sets rank_uid
   TlsFiles tls_;
   int port_ = 0;
   std::vector<std::string> warnings_;
@@ -236,13 +267,39 @@ TEST_F(HttpServerTest, AtTheCapWithNoneIdleTheNewConnectionGets503) {
   Listen();
   auto busy = Open();
   busy->Send("GET /v1/status HTTP/1.1\r\n");
-  Client refused;
-  ASSERT_TRUE(refused.Connect(path_));
-  ASSERT_TRUE(RunUntil([&] { return refused.Drain(); }));
-  EXPECT_THAT(refused.received(), HasSubstr("503 Service Unavailable"));
-  EXPECT_THAT(refused.received(), HasSubstr("max_connections"));
+  EXPECT_THAT(Refused(), HasSubstr("max_connections"));
   EXPECT_FALSE(busy->Drain());
   EXPECT_EQ(server_->Connections(), 1u);
+}
+
+// The 503 may leave before the client sends its request: the server reads and drops it
+// rather than close, which would fail the client's write and lose the answer.
+TEST_F(HttpServerTest, ARefusedClientThatSendsAfterTheAnswerStillReadsIt) {
+  limits_.max_connections = 1;
+  Listen();
+  auto busy = Busy();
+  Client late;
+  ASSERT_TRUE(late.Connect(path_));
+  ASSERT_TRUE(GotError(late));
+  late.Send(kGet);
+  late.ShutdownWrite();
+  EXPECT_TRUE(RunUntil([&] { return late.Drain(); }));  // closed once the client is done
+  EXPECT_THAT(late.received(), HasSubstr("503 Service Unavailable"));
+  EXPECT_FALSE(busy->Drain());
+}
+
+// A request that arrived before the loop saw it makes its connection busy already: a
+// newcomer at the cap must not close it.
+TEST_F(HttpServerTest, AConnectionWhoseRequestWaitsUnreadIsNotIdle) {
+  limits_.max_connections = 1;
+  Listen();
+  auto asking = Open();
+  Client late;
+  ASSERT_TRUE(late.Connect(path_));  // waits in the backlog
+  asking->Send(kGet);                // the loop sees it after the newcomer
+  ASSERT_TRUE(GotError(late));
+  EXPECT_THAT(late.received(), HasSubstr("503 Service Unavailable"));
+  EXPECT_TRUE(Answered(*asking));
 }
 
 // Sets the soft fd limit to the lowest free fd, so the next fd anyone opens fails EMFILE;
@@ -373,6 +430,133 @@ TEST_F(HttpServerTest, AtTheCapTheIdleLongestGoesAcrossUnixAndTcp) {
   EXPECT_EQ(server_->Connections(), 2u);
 }
 
+// ---- Per peer: one client's connections cannot lock others out ----
+
+TEST_F(HttpServerTest, OneAddressHoldingItsShareCannotStarveAnother) {
+  tcp_ = true;
+  limits_.max_connections_per_peer = 4;
+  Listen();
+  std::vector<std::unique_ptr<Client>> hog;
+  for (int i = 0; i < 4; ++i) hog.push_back(Busy(true, "127.0.0.2"));
+  EXPECT_THAT(Refused(true, "127.0.0.2"),
+              HasSubstr("too many connections from 127.0.0.2: 4 open, none idle "
+                        "(max_connections_per_peer)"));
+  auto other = Open(nullptr, true);  // 127.0.0.1
+  other->Send(kGet);
+  EXPECT_TRUE(Answered(*other));
+  for (auto& c : hog) EXPECT_FALSE(c->Drain());
+  EXPECT_EQ(server_->Connections(), 5u);
+}
+
+TEST_F(HttpServerTest, AtItsCapAPeersNewConnectionClosesItsOwnIdleOneNotAnothers) {
+  tcp_ = true;
+  limits_.max_connections_per_peer = 2;
+  Listen();
+  auto others_idle = Open(nullptr, true);  // idle longest of all, but another peer's
+  auto busy = Busy(true, "127.0.0.2");
+  auto own_idle = Open(nullptr, true, "127.0.0.2");
+  auto fresh = Open(own_idle.get(), true, "127.0.0.2");
+  EXPECT_FALSE(others_idle->Drain());
+  EXPECT_FALSE(busy->Drain());
+  fresh->Send(kGet);
+  EXPECT_TRUE(Answered(*fresh));
+}
+
+// On the Unix socket a peer is a uid; the owners (root, the server's own user) are not
+// counted, admins are.
+TEST_F(HttpServerTest, OnTheUnixSocketTheCapCountsAUidAndSparesItsOwners) {
+  limits_.max_connections_per_peer = 2;
+  limits_.rank_uid = [this](int64_t) { return rank_; };
+  Listen();
+  auto first = Busy();
+  auto second = Busy();
+  EXPECT_THAT(Refused(), HasSubstr("too many connections from uid " + std::to_string(::geteuid()) +
+                                   ": 2 open, none idle"));
+  rank_ = PeerRank::kAdmin;
+  EXPECT_THAT(Refused(), HasSubstr("(max_connections_per_peer)"));
+  rank_ = PeerRank::kOwner;
+  std::vector<std::unique_ptr<Client>> owner;
+  for (int i = 0; i < 3; ++i) owner.push_back(Busy());
+  auto asks = Open();
+  asks->Send(kGet);
+  EXPECT_TRUE(Answered(*asks));
+  EXPECT_FALSE(first->Drain());
+}
+
+// An eighth of the cap is kept for the Unix socket's owners and admins, another for the Unix
+// socket: with TCP holding all it may, local users still get in, and admins past them.
+TEST_F(HttpServerTest, TcpCannotTakeTheUnixSocketsReserveNorUsersTheAdmins) {
+  tcp_ = true;
+  limits_.max_connections = 16;  // an eighth is 2: TCP holds 12 at most, local users 14
+  limits_.max_connections_per_peer = 100;
+  limits_.rank_uid = [this](int64_t) { return rank_; };
+  Listen();
+  std::vector<std::unique_ptr<Client>> held;
+  for (int i = 0; i < 12; ++i) held.push_back(Busy(true));
+  EXPECT_THAT(Refused(true), HasSubstr("12 TCP connections open, none idle (max_connections, "
+                                       "less a quarter kept for the Unix socket)"));
+  held.push_back(Busy());
+  auto user = Open();
+  user->Send(kGet);
+  ASSERT_TRUE(Answered(*user));
+  held.push_back(Open(user.get()));  // the 14th: the idle `user` is closed for it
+  held.back()->Send("GET /v1/status HTTP/1.1\r\n");
+  Settle();
+  EXPECT_THAT(Refused(), HasSubstr("14 connections open, none idle (max_connections, less an "
+                                   "eighth kept for admins)"));
+  rank_ = PeerRank::kAdmin;
+  auto admin = Open();
+  admin->Send(kGet);
+  EXPECT_TRUE(Answered(*admin));
+  for (auto& c : held) EXPECT_FALSE(c->Drain());
+}
+
+// ---- The head's deadline: connections that never finish a header ----
+
+TEST_F(HttpServerTest, ASilentConnectionAndHalfAHeaderAreClosedAtHeaderTimeout) {
+  limits_.header_timeout_ms = 200;  // request_timeout and idle_timeout stay 10 s
+  Listen();
+  auto silent = Open();
+  auto half = Open();
+  half->Send("GET /v1/status HTTP/1.1\r\nHost: tr");
+  EXPECT_TRUE(RunUntil([&] { return silent->Drain() && half->Drain(); }, std::chrono::seconds(5)));
+  EXPECT_EQ(server_->Connections(), 0u);
+}
+
+// The loop stalled (a slow disk, say) past a deadline while a request waited unread: the
+// daemon fell behind, not the client, and the request is answered.
+TEST_F(HttpServerTest, ARequestThatArrivedInTimeIsAnsweredAfterTheLoopStalled) {
+  limits_.header_timeout_ms = 100;
+  Listen();
+  auto kept = Open();
+  kept->Send(kGet);
+  ASSERT_TRUE(Answered(*kept));
+  auto fresh = Open();
+  fresh->Send(kGet);
+  kept->Send(kGet);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the loop does not run
+  EXPECT_TRUE(Answered(*fresh));
+  EXPECT_TRUE(RunUntil([&] {
+    kept->Drain();
+    return kept->received().find("200 OK", kept->received().find("200 OK") + 1) !=
+           std::string::npos;
+  }));
+}
+
+// A kept-alive connection waits for its next request under idle_timeout; once that request
+// starts, its header has header_timeout.
+TEST_F(HttpServerTest, OnAKeptAliveConnectionTheHeadDeadlineRunsFromTheRequestsFirstByte) {
+  limits_.header_timeout_ms = 100;
+  Listen();
+  auto c = Open();
+  c->Send(kGet);
+  ASSERT_TRUE(Answered(*c));
+  io_.run_for(std::chrono::milliseconds(300));  // thrice header_timeout, idle
+  ASSERT_FALSE(c->Drain());
+  c->Send("GET /v1/status HTTP/1.1\r\nHost: tr");
+  EXPECT_TRUE(RunUntil([&] { return c->Drain(); }, std::chrono::seconds(5)));
+}
+
 // A certificate for localhost and 127.0.0.1 made by the openssl command, as an operator
 // would, in a directory of its own.
 class TlsTest : public HttpServerTest {
@@ -491,8 +675,7 @@ TEST_F(TlsTest, PlaintextToTheTlsPortAndTlsToAPlainPortFailCleanly) {
   EXPECT_THAT(tls.status().message(), HasSubstr("is it serving https?"));
 }
 
-// A TLS handshake is a request's time, not an idle wait: a client that connects and says
-// nothing is cut at request_timeout.
+// A lower request_timeout bounds a TLS handshake too.
 TEST_F(TlsTest, AHandshakeNeverFinishedIsCutAtRequestTimeout) {
   limits_.request_timeout_ms = 50;
   Listen();
@@ -500,6 +683,58 @@ TEST_F(TlsTest, AHandshakeNeverFinishedIsCutAtRequestTimeout) {
   c->Send(std::string("\x16\x03\x01", 3));  // the start of a ClientHello
   EXPECT_TRUE(RunUntil([&] { return c->Drain(); }, std::chrono::seconds(5)));
   EXPECT_EQ(server_->Connections(), 0u);
+}
+
+TEST_F(TlsTest, AHandshakeNeverFinishedOrNeverBegunIsCutAtHeaderTimeout) {
+  limits_.header_timeout_ms = 200;  // request_timeout stays 10 s
+  Listen();
+  auto silent = Open(nullptr, true);
+  auto stalled = Open(nullptr, true);
+  stalled->Send(std::string("\x16\x03\x01", 3));
+  EXPECT_TRUE(
+      RunUntil([&] { return silent->Drain() && stalled->Drain(); }, std::chrono::seconds(5)));
+  EXPECT_EQ(server_->Connections(), 0u);
+}
+
+// Until its first byte a TLS connection is as idle as a plain one: the cap closes it for a
+// newcomer. One mid-handshake is not.
+TEST_F(TlsTest, AClientThatSentNothingIsIdleOneMidHandshakeIsNot) {
+  limits_.max_connections = 1;
+  Listen();
+  auto silent = Open(nullptr, true);
+  auto stalled = Open(silent.get(), true);
+  stalled->Send(std::string("\x16\x03\x01", 3));
+  Settle();
+  EXPECT_THAT(Refused(), HasSubstr("(max_connections)"));
+  EXPECT_FALSE(stalled->Drain());
+}
+
+// A TLS connection refused is told so only after its handshake, which it may never do: a few
+// such wait at once, the oldest closed for the newest, so refusals cannot take every fd.
+TEST_F(TlsTest, FewRefusalsWaitForAHandshakeTheOldestCloseFirst) {
+  limits_.max_connections_per_peer = 1;
+  limits_.header_timeout_ms = 60000;  // nothing here is closed by a deadline
+  limits_.request_timeout_ms = 60000;
+  Listen();
+  auto held = Open(nullptr, true);
+  held->Send(std::string("\x16\x03\x01", 3));
+  Settle();
+  std::vector<std::unique_ptr<Client>> refused;
+  for (int i = 0; i < 40; ++i) {
+    refused.push_back(std::make_unique<Client>(AF_INET));
+    ASSERT_TRUE(refused.back()->ConnectTcp(port_));
+  }
+  auto closed = [&] {
+    std::vector<size_t> which;
+    for (size_t i = 0; i < refused.size(); ++i) {
+      if (refused[i]->Drain()) which.push_back(i);
+    }
+    return which;
+  };
+  EXPECT_TRUE(RunUntil([&] { return closed().size() == 8; }, std::chrono::seconds(5)));
+  Settle();
+  EXPECT_THAT(closed(), ::testing::ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+  EXPECT_FALSE(held->Drain());
 }
 
 TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreNamed) {
@@ -517,6 +752,16 @@ TEST_F(TlsTest, UnusableCertificateOrKeyFilesAreNamed) {
   EXPECT_THAT(cert_as_key.status().message(), HasSubstr("tls_key"));
   EXPECT_THAT(CheckTlsFiles({tls_.cert, ""}).message(), HasSubstr("tls_cert and tls_key"));
   EXPECT_TRUE(CheckTlsFiles(tls_).ok());
+}
+
+TEST(TcpPeerTest, AnAddressCountsAsItselfAnIpv6OneAsItsSlash64) {
+  EXPECT_EQ(TcpPeer("192.0.2.7"), "192.0.2.7");
+  EXPECT_EQ(TcpPeer("::ffff:192.0.2.7"), "192.0.2.7");
+  EXPECT_EQ(TcpPeer("2001:db8:1:2:a:b:c:d"), "2001:db8:1:2::/64");
+  EXPECT_EQ(TcpPeer("2001:db8:1:2::9"), "2001:db8:1:2::/64");
+  EXPECT_EQ(TcpPeer("::1"), "::1");
+  EXPECT_EQ(TcpPeer("fe80::1:2"), "fe80::1:2");  // every host on a link shares fe80::/64
+  EXPECT_EQ(TcpPeer("gpu1"), "");
 }
 
 // A declared Content-Length reserves nothing: memory follows the bytes that arrived.

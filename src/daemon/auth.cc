@@ -24,7 +24,7 @@ constexpr char kHowTo[] =
 Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
   if (!req.tcp) {
     int64_t uid = req.peer_uid;
-    bool admin = uid == 0 || uid == static_cast<int64_t>(::geteuid()) || IsAdminUid(uid);
+    bool admin = RankOfUid(uid) != PeerRank::kUser;
     return Caller{UserName(uid), uid, admin ? Role::kAdmin : Role::kSubmit, "", ""};
   }
   if (req.authorization.empty()) {
@@ -62,6 +62,11 @@ Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
     return Status::Unauthenticated(fmt::format("token '{}' has expired{}", t.name, kHowTo));
   }
   return Caller{t.user, -1, t.role, t.name, ""};
+}
+
+PeerRank DaemonImpl::RankOfUid(int64_t uid) const {
+  if (uid == 0 || uid == static_cast<int64_t>(::geteuid())) return PeerRank::kOwner;
+  return IsAdminUid(uid) ? PeerRank::kAdmin : PeerRank::kUser;
 }
 
 bool DaemonImpl::IsAdminUid(int64_t uid) const {

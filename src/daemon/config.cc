@@ -497,6 +497,10 @@ const std::vector<Option>& Options() {
       Row("request_timeout", "10s", false,
           "an API request's header and body must arrive, and its answer be read, within this",
           Duration(&Config::request_timeout_ms, 100)),
+      Row("header_timeout", "5s", false,
+          "a new API connection's TLS handshake and first request's header must arrive within "
+          "this of connecting, a later request's header within this of its first byte",
+          Duration(&Config::header_timeout_ms, 100)),
       Row("idle_timeout", "60s", false,
           "an API connection waiting for its first or next request is closed after this",
           Duration(&Config::idle_timeout_ms, 100)),
@@ -504,6 +508,12 @@ const std::vector<Option>& Options() {
           "most API connections open at once (fewer where the fd limit is low); at the cap the "
           "one idle longest is closed, else the new one gets a 503",
           Count(&Config::max_connections, kMaxCount,
+                "a whole number of connections from 1 to 100000", 1)),
+      Row("max_connections_per_peer", "64", false,
+          "most API connections one client holds: one user on the Unix socket (root and the "
+          "daemon's user aside), one IP address over TCP; at it the client's connection idle "
+          "longest is closed, else its new one gets a 503",
+          Count(&Config::max_connections_per_peer, kMaxCount,
                 "a whole number of connections from 1 to 100000", 1)),
       Row("aging_limit", "2h", false,
           "a job blocked this long gets the GPUs it would best use held for it (no backfill "

@@ -42,8 +42,10 @@ struct Config {
   uint64_t max_request_bytes = 64ull << 20;  // max_request
   // API connections (docs/operations.md, "Connections and limits").
   int64_t request_timeout_ms = 10000;  // request_timeout
+  int64_t header_timeout_ms = 5000;    // header_timeout
   int64_t idle_timeout_ms = 60000;     // idle_timeout
   int max_connections = 1024;
+  int max_connections_per_peer = 64;
   // Scheduling (docs/scheduling.md).
   int64_t aging_ms = PolicyConfig{}.aging_ms;  // aging_limit
   int max_holds = PolicyConfig{}.max_holds;

@@ -449,6 +449,35 @@ TEST(ConfigTest, TimeoutsAndTheConnectionCapRefuseWhatCannotWork) {
   EXPECT_EQ(ok->max_connections, 5);
 }
 
+TEST(ConfigTest, TheHeadDeadlineAndThePerPeerCapRefuseWhatCannotWork) {
+  Config defaults;
+  EXPECT_EQ(defaults.header_timeout_ms, 5000);
+  EXPECT_EQ(defaults.max_connections_per_peer, 64);
+  for (const char* bad : {"header_timeout = \"50ms\"\n", "header_timeout = 5\n"}) {
+    Result<Config> r = ParseConfig(bad, "c.toml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("config option header_timeout:")) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("a duration like \"30s\"")) << bad;
+  }
+  for (const char* bad :
+       {"max_connections_per_peer = 0\n", "max_connections_per_peer = -1\n",
+        "max_connections_per_peer = \"64\"\n", "max_connections_per_peer = 100001\n"}) {
+    Result<Config> r = ParseConfig(bad, "c.toml");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(),
+                HasSubstr("config option max_connections_per_peer: expected a whole number of "
+                          "connections from 1 to 100000"))
+        << bad;
+  }
+  Result<Config> ok =
+      ParseConfig("header_timeout = \"2s\"\nmax_connections_per_peer = 8\n", "c.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->header_timeout_ms, 2000);
+  EXPECT_EQ(ok->max_connections_per_peer, 8);
+  EXPECT_EQ(OptionValueText(*ok, "header_timeout"), "\"2s\"");
+  EXPECT_EQ(OptionValueText(*ok, "max_connections_per_peer"), "8");
+}
+
 // ---- The option table itself ----
 
 // The default as a config file spells it: sizes and durations are TOML strings.

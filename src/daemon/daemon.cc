@@ -72,8 +72,11 @@ Status DaemonImpl::Serve() {
   HttpLimits limits;
   limits.max_body_bytes = config_.max_request_bytes;
   limits.request_timeout_ms = config_.request_timeout_ms;
+  limits.header_timeout_ms = config_.header_timeout_ms;
   limits.idle_timeout_ms = config_.idle_timeout_ms;
   limits.max_connections = ConnectionCap(config_.max_connections, OpenFileLimit());
+  limits.max_connections_per_peer = static_cast<size_t>(config_.max_connections_per_peer);
+  limits.rank_uid = [this](int64_t uid) { return RankOfUid(uid); };
   limits.warn = [](const std::string& m) { spdlog::warn("{}", m); };
   if (limits.max_connections < static_cast<size_t>(config_.max_connections)) {
     spdlog::info("at most {} API connections: the fd limit is {} (max_connections {})",

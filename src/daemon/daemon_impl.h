@@ -288,6 +288,8 @@ class DaemonImpl {
   Result<Caller> Authenticate(const HttpRequest& req);
   // Whether a socket user is an admin by group: a member of admin_group in shared mode.
   bool IsAdminUid(int64_t uid) const;
+  // Root and the daemon's own user own it; then admins (IsAdminUid), then everyone else.
+  PeerRank RankOfUid(int64_t uid) const;
 
   // token_routes.cc: POST /v1/tokens, GET /v1/tokens, DELETE /v1/tokens/NAME (admins).
   void CreateTokenRoute(const HttpRequest& req, const Caller& caller, Responder& respond);

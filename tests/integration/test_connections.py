@@ -1,12 +1,21 @@
 """API connections an adversary holds open: idle ones at a low fd limit, bodies that never
-finish, headers sent a byte at a time. The daemon must keep answering, not spin, and not
-hold memory for bytes that never came (docs/operations.md, "Connections and limits")."""
+finish, headers sent a byte at a time, one user's or one address's thousand slow
+connections, TLS handshakes never finished. The daemon must keep answering everyone else,
+not spin, and not hold memory for bytes that never came (docs/operations.md, "Connections
+and limits")."""
+import json
 import os
 import resource
 import socket
+import subprocess
+import sys
 import time
 
-from conftest import MIB
+import pytest
+
+from conftest import MIB, wait_for
+from test_remote import laptop, remote, token  # noqa: F401 (remote is a fixture)
+from test_shared import shared  # noqa: F401 (a fixture)
 
 TIMEOUTS = {"request_timeout": "1s", "idle_timeout": "60s"}
 
@@ -120,3 +129,145 @@ def test_a_header_sent_a_byte_at_a_time_is_cut_at_request_timeout(make_trainq):
     elapsed = time.monotonic() - start
     assert 0.8 < elapsed < 5, f"cut after {elapsed:.1f}s; request_timeout is 1s"
     s.close()
+
+
+def raise_fd_limit(want):
+    """This process's soft fd limit to at least `want` (inherited by what it starts)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= want:
+        return
+    if hard != resource.RLIM_INFINITY and hard < want:
+        pytest.skip(f"the fd limit is {hard}; the attack needs {want} connections")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def still_open(conns):
+    """How many of `conns` the daemon has not closed (without waiting)."""
+    n = 0
+    for s in conns:
+        s.setblocking(False)
+        try:
+            while s.recv(65536):
+                pass
+        except BlockingIOError:
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
+# Run as the attacking user: opens COUNT connections to the socket, each with half a request
+# header and never the rest, reports what became of them, and holds them until stdin closes.
+SLOW_CLIENT = r"""
+import json, socket, sys, time
+path, count = sys.argv[1], int(sys.argv[2])
+conns = []
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    try:
+        s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: trainq\r\n")
+    except OSError:
+        pass
+    conns.append(s)
+time.sleep(1)  # the daemon answers its refusals
+held, answers = 0, set()
+for s in conns:
+    s.setblocking(False)
+    data, still_open = b"", False
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except BlockingIOError:
+        still_open = True
+    except OSError:
+        pass
+    if data:
+        head, _, body = data.decode().partition("\r\n\r\n")
+        answers.add(head.split("\r\n")[0] + " " + body)
+    elif still_open:
+        held += 1
+print(json.dumps({"held": held, "answers": sorted(answers)}), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_one_users_thousand_slow_connections_lock_no_other_user_out(shared, people):
+    raise_fd_limit(2048)
+    # No deadline frees a connection while the test runs: only the per-user cap protects.
+    s = shared(request_timeout="120s", header_timeout="120s")
+    s.start()
+    ada = people["ada"]
+    hog = subprocess.Popen([sys.executable, "-c", SLOW_CLIENT, s.socket, "1100"],
+                           user=ada.pw_uid, group=ada.pw_gid, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        report = json.loads(hog.stdout.readline())
+        assert report["held"] == 64, report  # max_connections_per_peer
+        assert any(a.startswith("HTTP/1.1 503") and
+                   f"too many connections from uid {ada.pw_uid}: 64 open, none idle "
+                   "(max_connections_per_peer)" in a for a in report["answers"]), report
+        s.trainq_as("bob", "ls", check=0)
+        s.trainq_as("root", "ls", check=0)
+        r = s.trainq_as("ada", "ls")
+        assert r.returncode != 0 and "max_connections_per_peer" in r.stderr, r.stderr
+    finally:
+        hog.stdin.close()
+        hog.wait(timeout=30)
+    wait_for(lambda: s.trainq_as("ada", "ls").returncode == 0, timeout=20,
+             what="ada's connections to be closed")
+
+
+def open_tcp(port, sources, per_source, stall):
+    """per_source connections from each loopback address in `sources`; with `stall`, each
+    sends the start of a TLS ClientHello and never the rest."""
+    conns = []
+    for _ in range(per_source):
+        for source in sources:
+            s = socket.socket()
+            s.bind((source, 0))
+            s.settimeout(10)
+            s.connect(("127.0.0.1", port))
+            if stall:
+                try:
+                    s.send(b"\x16\x03\x01")
+                except OSError:
+                    pass  # refused and closed already
+            conns.append(s)
+    return conns
+
+
+def test_silent_and_stalled_tls_connections_lock_no_one_out(remote, people):
+    raise_fd_limit(4096)
+    s = remote(tls=True, header_timeout="10s")
+    tok = token(s, "ada-read", "read", people["ada"].pw_name)
+    # One address: 1,100 connections, half silent, half stalled mid-handshake. It holds no
+    # more than max_connections_per_peer, and a client at another address is served.
+    one = open_tcp(s.port, ["127.0.0.2"], 550, stall=False) + \
+        open_tcp(s.port, ["127.0.0.2"], 550, stall=True)
+    try:
+        r = laptop(s, tok, "ls", ca=s.ca)
+        assert r.returncode == 0, r.stderr
+        s.trainq_as("ada", "ls", check=0)
+        # 64 held, and up to 32 refusals waiting for a handshake to be told 503.
+        assert 0 < still_open(one) <= 64 + 32
+    finally:
+        for c in one:
+            c.close()
+    # Twenty addresses: 1,100 connections stalled mid-handshake fill what TCP may hold, which
+    # leaves the Unix socket its reserve; header_timeout then closes them all.
+    many = open_tcp(s.port, [f"127.0.0.{i}" for i in range(3, 23)], 55, stall=True)
+    try:
+        s.trainq_as("ada", "ls", check=0)
+        s.trainq_as("root", "ls", check=0)
+        assert still_open(many) >= 500, "the attack was over before the socket was tried"
+        wait_for(lambda: still_open(many) == 0, timeout=40, interval=0.5,
+                 what="header_timeout to close the stalled handshakes")
+    finally:
+        for c in many:
+            c.close()
+    r = laptop(s, tok, "ls", ca=s.ca)
+    assert r.returncode == 0, r.stderr

@@ -1,7 +1,7 @@
 """The API over TCP (`listen`), plain and TLS: the daemon serves a loopback address, serves
 TLS with a certificate made here by openssl, refuses to serve tokens in clear to the network
 unless told the network is trusted, names a bad key file, and keeps serving past 1,000 idle
-TCP connections, which it closes after idle_timeout (docs/operations.md, "Remote access").
+TCP connections, which it closes when they stay silent (docs/operations.md, "Remote access").
 What a request over TCP is answered (a token is needed) is not this file's business: only
 that it reaches the daemon's HTTP server."""
 import http.client

@@ -17,9 +17,9 @@ from test_shared import Shared
 def remote(people):
     made = []
 
-    def make(tls=False):
+    def make(tls=False, **config):
         port = free_port()
-        config = {"listen": [f"127.0.0.1:{port}"]}
+        config["listen"] = [f"127.0.0.1:{port}"]
         s = Shared(people, **config)
         made.append(s)
         s.ca = None
@@ -33,6 +33,7 @@ def remote(people):
             with open(os.path.join(s.state_dir, "config.toml"), "a") as f:
                 f.write(f'tls_cert = "{cert}"\ntls_key = "{key}"\n')
             s.ca = cert
+        s.port = port
         s.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
         s.start()
         wait_for(lambda: _connects(port), what="the TCP listener")
