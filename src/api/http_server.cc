@@ -263,8 +263,8 @@ Status Registry::PeerFull(const Peer& peer) const {
 
 Status Registry::TierFull(int tier) const {
   static constexpr const char* kWhose[] = {
-      " TCP connections open, none idle (max_connections, less a quarter kept for the Unix "
-      "socket)",
+      (" TCP connections open, none idle (max_connections, less a quarter kept for the Unix "
+       "socket)"),
       " connections open, none idle (max_connections, less an eighth kept for admins)",
       " connections open, none idle (max_connections)"};
   return Status::Unavailable("the trainq daemon has " + std::to_string(HeldUpTo(tier)) +

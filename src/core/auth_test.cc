@@ -8,7 +8,23 @@
 namespace trainq {
 namespace {
 
-Caller Ada(Role role, std::string token = "") { return {"ada", 1001, role, std::move(token)}; }
+Caller Ada(Role role, std::string token = "") {
+  return {"ada", 1001, role, std::move(token), ""};
+}
+
+// Another node's signed request reads any job's log (for its own caller) and nothing else.
+TEST(AuthorizeTest, ANodeReadsLogsAndNothingElse) {
+  Caller node{"", -1, Role::kRead, "", "gpu2"};
+  EXPECT_TRUE(Authorize(node, Action::kReadLog, "bob", "read the log of", 3).ok());
+  EXPECT_TRUE(Authorize(node, Action::kRead).ok());
+  for (Action a : {Action::kSubmit, Action::kChangeJob, Action::kAdmin}) {
+    Status st = Authorize(node, a, "bob", "cancel", 3);
+    EXPECT_EQ(st.code(), Code::kPermission);
+    EXPECT_EQ(st.message(), "node gpu2 may only read jobs and their logs; it asked to cancel");
+  }
+  node.role = Role::kAdmin;  // a role never widens a node's request
+  EXPECT_EQ(Authorize(node, Action::kAdmin, "", "stop the daemon").code(), Code::kPermission);
+}
 
 TEST(AuthorizeTest, OwnersChangeTheirJobsOthersAreToldWhose) {
   EXPECT_TRUE(Authorize(Ada(Role::kSubmit), Action::kChangeJob, "ada", "cancel", 12).ok());

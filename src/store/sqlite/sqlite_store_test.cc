@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include "src/store/sqlite/rows.h"
@@ -78,6 +79,37 @@ class SqliteStoreTest : public ::testing::Test {
   TempDir dir_;
   std::string path_ = dir_.File("trainq.db");
 };
+
+// `clean` gives the disk back: the pages of forgotten jobs leave the file and its WAL.
+TEST_F(SqliteStoreTest, ForgettingJobsShrinksTheDatabaseFile) {
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  std::vector<JobSpec> specs;
+  for (int i = 0; i < 300; ++i) {
+    JobSpec spec = Spec("big" + std::to_string(i));
+    spec.env = {{"BLOB", std::string(16 << 10, 'x')}};  // 300 x 16 KiB
+    specs.push_back(spec);
+  }
+  Result<std::vector<JobId>> ids = store->Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  std::vector<std::pair<JobId, std::string>> cancels;
+  for (JobId id : *ids) cancels.emplace_back(id, "cancelled");
+  ASSERT_TRUE(IsOk(store->CancelWaitingMany(cancels)));
+  auto size = [&] {
+    std::error_code ec;
+    uint64_t db = std::filesystem::file_size(path_, ec);
+    uint64_t wal =
+        std::filesystem::exists(path_ + "-wal") ? std::filesystem::file_size(path_ + "-wal") : 0;
+    return db + wal;
+  };
+  uint64_t full = size();
+  EXPECT_GT(full, 4u << 20);
+  Result<std::vector<JobId>> gone = store->Forget(*ids);
+  ASSERT_TRUE(IsOk(gone));
+  EXPECT_EQ(gone->size(), 300u);
+  EXPECT_LT(size(), full / 4) << "before " << full;
+  EXPECT_EQ(RawDb(path_).Text("PRAGMA auto_vacuum"), "2");
+}
 
 TEST_F(SqliteStoreTest, CreatesTheFileInAnExistingDirectory) {
   ASSERT_FALSE(std::filesystem::exists(path_));
