@@ -76,8 +76,11 @@ struct PendingJob {
   // When it last became queued (submit, retry, dependencies met, an OOM retry): aging counts
   // from here, so a retried job is not aged at once. 0: submitted_at.
   UnixMs queued_at = 0;
-  UnixMs not_before = 0;  // OOM backoff
-  std::string user;       // fair share is between users
+  UnixMs not_before = 0;  // OOM backoff, or the wait for a lost node's word (below)
+  // A job whose node was judged lost waits until not_before for that node to report how
+  // its attempt ended (lost_node_wait): the node's name; "" for an OOM backoff.
+  std::string lost_node;
+  std::string user;  // fair share is between users
   uint64_t host_mem_bytes = 0;
   // Where it may go, by NodeState::name: only these when not empty (--node), never these
   // (--exclude-node).

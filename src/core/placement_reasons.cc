@@ -220,6 +220,12 @@ std::string RequestReason(const PendingJob& job, const Pass& p) {
   if (job.not_before > p.now) {
     uint64_t ms = ElapsedMs(job.not_before, p.now);
     uint64_t secs = ms / 1000 + (ms % 1000 != 0 ? 1 : 0);
+    if (!job.lost_node.empty()) {
+      return fmt::format(
+          "node {} was judged lost: waiting for it to say how its attempt ended; runs "
+          "elsewhere in {}s",
+          job.lost_node, secs);
+    }
     return fmt::format("retrying after out of memory in {}s", secs);
   }
   if (job.gpus < 0 || job.cpus < 0 || job.num_nodes < 1) {

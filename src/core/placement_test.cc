@@ -78,6 +78,11 @@ PendingJob WithCpus(PendingJob j, int cpus) {
   j.cpus = cpus;
   return j;
 }
+PendingJob LostOn(PendingJob j, std::string node) {
+  j.lost_node = std::move(node);
+  return j;
+}
+
 PendingJob NotBefore(PendingJob j, UnixMs not_before) {
   j.not_before = not_before;
   return j;
@@ -326,6 +331,13 @@ std::vector<Case> Cases() {
         NotBefore(Shared(3, 10), kNow)},
        {{3, "a", {0}, G(10)}},
        {{1, "retrying after out of memory in 25s"}, {2, "retrying after out of memory in 25s"}}},
+      {"a lost node's job waits for its word, saying so",
+       {Node("a", {Gpu(0, 80, 80)})},
+       {LostOn(NotBefore(Shared(1, 10), kNow + 60 * kSec), "gpu2")},
+       {},
+       {{1,
+         "node gpu2 was judged lost: waiting for it to say how its attempt ended; runs "
+         "elsewhere in 60s"}}},
       {"CPU slots limit CPU jobs and GPU jobs alike",
        {Node("a", {Gpu(0, 80, 80)}, 16, 14)},
        {Cpu(1, 1), Cpu(2, 2), WithCpus(Shared(3, 10), 2)},

@@ -218,6 +218,19 @@ class DaemonClusterTest : public ::testing::Test {
     return holder.substr(0, holder.rfind(' '));
   }
 
+  // `n` stops being driven (frozen), and a leader of the test's own judges it lost as the
+  // real one would once its heartbeat lapsed; the ids of the jobs that ended. Swap
+  // n.daemon with frozen_ again to thaw it.
+  std::vector<JobId> FreezeAndJudgeLost(Node& n, int64_t wait_ms) {
+    n.daemon.swap(frozen_);
+    Result<LeaderLease> lease = observer_->AcquireLeader("observer", 60'000);
+    EXPECT_TRUE(lease.ok()) << lease.status().ToString();
+    if (!lease.ok()) return {};
+    Result<std::vector<JobId>> ended = observer_->MarkNodeLost(n.name, lease->now + 1, 3, wait_ms);
+    EXPECT_TRUE(ended.ok()) << ended.status().ToString();
+    return ended.ok() ? *ended : std::vector<JobId>{};
+  }
+
   static bool GotSigterm(const FakeShims::Shim* shim) {
     return shim != nullptr &&
            std::find(shim->signals.begin(), shim->signals.end(), SIGTERM) != shim->signals.end();
@@ -393,16 +406,12 @@ TEST_F(DaemonClusterTest, AFrozenNodesJobThatEndedKeepsItsEndAndDoesNotRunAgain)
   JobId id = Submit(a, {{"gpus", 1}});
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
 
-  b.daemon.swap(frozen_);
-  Result<LeaderLease> lease = observer_->AcquireLeader("observer", 60'000);
-  ASSERT_TRUE(lease.ok());
-  ASSERT_TRUE(observer_->MarkNodeLost("node-b", lease->now + 1, 3, 60'000).ok());
+  EXPECT_THAT(FreezeAndJudgeLost(b, 60'000), ::testing::ElementsAre(id));
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kQueued; }));
 
   b.daemon.swap(frozen_);
   ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));  // it had ended while B was frozen
-  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; }))
-      << Get(id).reason;
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; })) << Get(id).reason;
   Job job = Get(id);
   ASSERT_EQ(job.attempts.size(), 1u);
   EXPECT_EQ(job.attempts[0].state, JobState::kSucceeded);
@@ -421,12 +430,7 @@ TEST_F(DaemonClusterTest, NodeJudgedLostStopsItsAttemptAndItsLateEndIsRefused) {
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
   ASSERT_NE(b.Shim(id, 1), nullptr);
 
-  b.daemon.swap(frozen_);  // B is not driven from here
-  Result<LeaderLease> lease = observer_->AcquireLeader("observer", 60'000);
-  ASSERT_TRUE(lease.ok());
-  Result<std::vector<JobId>> ended = observer_->MarkNodeLost("node-b", lease->now + 1, 3);
-  ASSERT_TRUE(ended.ok()) << ended.status().ToString();
-  EXPECT_THAT(*ended, ::testing::ElementsAre(id));
+  EXPECT_THAT(FreezeAndJudgeLost(b, 0), ::testing::ElementsAre(id));
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kQueued; }));
   EXPECT_FALSE(GotSigterm(b.Shim(id, 1)));
 

@@ -120,12 +120,17 @@ Status DaemonImpl::RefreshWaiting() {
   ListQuery query;
   query.states = {JobState::kQueued};
   query.with_env = false;  // the policy needs the requests; a started job is read in full
+  query.with_attempts = cluster_ != nullptr;  // whether it waits for a lost node's word
   Result<std::vector<Job>> waiting = store_->List(query);
   if (!waiting.ok()) return waiting.status();
   waiting_.clear();
   for (const Job& job : *waiting) {
-    waiting_.emplace(job.id,
-                     PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before));
+    PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before);
+    const Attempt* last = job.current();
+    if (last && job.not_before > 0 && last->end_reason == "node " + last->node + " lost") {
+      p.lost_node = last->node;
+    }
+    waiting_.emplace(job.id, std::move(p));
   }
   waiting_stale_ = false;
   ForgetReasonsExcept();

@@ -465,8 +465,9 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
 
+# lost_node_wait scaled down with node_timeout (300s and 60s by default).
 CLUSTER_CONFIG = {"heartbeat_interval": "200ms", "node_timeout": "4s", "leader_lease": "1s",
-                  "grace_period": "500ms", "node_address": "127.0.0.1"}
+                  "grace_period": "500ms", "node_address": "127.0.0.1", "lost_node_wait": "1s"}
 
 
 class Cluster:

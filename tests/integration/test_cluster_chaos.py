@@ -35,10 +35,13 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     marker = nodes[0].path("starts")
     cmd = ["sh", "-c", f'echo "$TRAINQ_JOB_ID $TRAINQ_ATTEMPT" >> {marker}; sleep 0.2; '
                        f'echo "$TRAINQ_JOB_ID $TRAINQ_ATTEMPT end" >> {marker}']
+    # Ends within the 2 s a frozen node's jobs have before they stop themselves (self-fencing).
+    slow = [cmd[0], cmd[1], cmd[2].replace("sleep 0.2", "sleep 1")]
     ids = []
     started = time.monotonic()
     daemon_kills = node_kills = freezes = 0
     down = {}  # node name -> when to bring it back
+    frozen = {}  # node name -> its stopped daemon's pid
     while len(ids) < JOBS or down:
         # Submit in bursts through whichever nodes are up.
         up = [n for name, n in cluster.nodes.items() if name not in down]
@@ -55,7 +58,7 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
             # single machine too: a supervisor killed without a record is a failure).
             if whole == "frozen":
                 if now >= back_at:  # judged lost by now (node_timeout is 4s), within 4s + 6s
-                    os.kill(cluster.node(name).daemon_pid(), signal.SIGCONT)
+                    os.kill(frozen.pop(name), signal.SIGCONT)
                     del down[name]
             elif now >= back_at and (not whole or node_state(t0, name) == "lost"):
                 cluster.node(name).start_daemon()
@@ -71,10 +74,22 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
                 down[name] = (now + rng.uniform(0.3, 1.5), False)
             elif roll < 0.7:
                 # Frozen past node_timeout while its jobs finish: judged lost, it must still
-                # report their ends when it thaws, and none may run again.
-                os.kill(victim.daemon_pid(), signal.SIGSTOP)
+                # report their ends when it thaws, and none may run again. Jobs of its own
+                # are running when it freezes, so there are ends to report.
+                via = next(n for k, n in cluster.nodes.items() if k != name and k not in down)
+                mine = []
+                for _ in range(3):
+                    proc = via.run("submit", "--gpus", "0", "--node", name, "--", *slow,
+                                   check=False)
+                    if proc.returncode == 0:
+                        mine.append(int(proc.stdout.strip()))
+                ids.extend(mine)
+                wait_for(lambda: all(j["state"] == "running" for j in via.ls()
+                                     if j["id"] in mine), timeout=10, what="its jobs to run")
+                frozen[name] = victim.daemon_pid()
+                os.kill(frozen[name], signal.SIGSTOP)
                 freezes += 1
-                down[name] = (now + rng.uniform(5.0, 6.5), "frozen")
+                down[name] = (time.monotonic() + rng.uniform(5.0, 6.5), "frozen")
             else:
                 crash(cluster.processes(name))  # the whole node: its jobs die too
                 node_kills += 1
@@ -89,7 +104,10 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     lost = [i for i in ids if by_id[i]["state"] != "succeeded"]
     lines = [line.split() for line in read_lines(marker)]
     starts = collections.Counter((int(w[0]), int(w[1])) for w in lines if len(w) == 2)
-    ended = {int(w[0]): int(w[1]) for w in lines if len(w) == 3}  # a job's attempt that ended
+    ended = {}  # a job's first attempt that ran to its end
+    for w in lines:
+        if len(w) == 3:
+            ended[int(w[0])] = min(int(w[1]), ended.get(int(w[0]), int(w[1])))
     # A start after one of the job's attempts had run to its end: a job that ended ran again.
     again = sorted({job for (job, n) in starts if job in ended and n > ended[job]})
     twice = [k for k, c in starts.items() if c > 1]

@@ -97,6 +97,37 @@ def test_a_frozen_node_stops_its_job_before_the_rerun_starts(make_cluster):
     survivor.run("cancel", str(job_id))
 
 
+def test_jobs_that_ended_on_a_frozen_node_keep_their_end_and_run_once(make_cluster):
+    """Four jobs finish on a node whose daemon is stopped (SIGSTOP) past node_timeout: it is
+    judged lost, and thawed within lost_node_wait it reports their ends; none runs again."""
+    cluster = make_cluster(3, lost_node_wait="20s")
+    leader = cluster.leader()
+    victim_name = next(name for name in cluster.nodes if name != leader)
+    victim, t = cluster.node(victim_name), cluster.node(leader)
+    marker = t.path("runs")
+    cmd = ["sh", "-c", f'echo "$TRAINQ_JOB_ID $TRAINQ_ATTEMPT" >> {marker}; sleep 1']
+    ids = [t.submit("--gpus", "0", "--node", victim_name, cmd=cmd) for _ in range(4)]
+    for job_id in ids:
+        t.wait_state(job_id, "running", timeout=20)
+    daemon = victim.daemon_pid()
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        wait_for(lambda: {n["name"]: n["state"] for n in cluster.listing(t)["nodes"]}
+                 [victim_name] == "lost", timeout=20, what="the frozen node judged lost")
+        waiting = t.show(ids[0])
+        assert waiting["state"] == "queued", waiting
+        assert f"node {victim_name} was judged lost: waiting for it" in waiting["reason"] or \
+            "reports how it ended" in waiting["reason"], waiting["reason"]
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+    for job_id in ids:
+        job = t.wait_state(job_id, "succeeded", timeout=30)
+        assert [a["state"] for a in job["attempts"]] == ["succeeded"], job["attempts"]
+        assert job["attempts"][0]["node"] == victim_name
+    time.sleep(2)  # a rerun, were one placed, would have started by now
+    assert sorted(read_lines(marker)) == sorted(f"{i} 1" for i in ids)
+
+
 def test_redis_killed_and_restarted_keeps_the_queue(make_cluster, redis_server):
     redis = redis_server(appendfsync="always")
     cluster = make_cluster(2, redis=redis, node_timeout="30s", heartbeat_interval="500ms",
