@@ -302,7 +302,10 @@ Result<std::string> Client::CallBytes(const std::string& method, const std::stri
 Result<json> Client::Call(const std::string& method, const std::string& target,
                           const std::string& body) {
   Result<HttpResponse> r = Send(method, target, body);
-  if (NotDelivered(r)) {
+  // A read whose answer was lost (the connection reset: a daemon killed or restarting
+  // as it was asked) changes nothing and is asked once more; a write is not.
+  bool lost_read = method == "GET" && !r.ok() && r.status().code() == Code::kIo;
+  if (NotDelivered(r) || lost_read) {
     TRAINQ_RETURN_IF_ERROR(EnsureDaemon());
     r = Send(method, target, body);
   }

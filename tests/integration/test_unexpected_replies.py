@@ -3,6 +3,7 @@ upgrade): every command says what it missed in one line and exits 1, never throw
 And a request the daemon received is never sent twice: only a connection that could not be
 made is retried (after starting the daemon) — except a submit, which carries an
 Idempotency-Key so that the daemon answers a repeat with the ids it already stored."""
+import json
 import os
 import subprocess
 import tempfile
@@ -132,3 +133,19 @@ def test_a_connection_lost_after_the_request_is_not_sent_again(state_dir):
         assert daemon.count("POST", "/v1/jobs/cancel") == 1, daemon.received
     assert proc.returncode == 1, proc.stderr
     assert "reading the trainq daemon's answer failed" in proc.stderr
+
+
+def test_a_read_whose_answer_was_lost_is_asked_once_more(state_dir):
+    job = {"id": 3, "name": "x", "state": "queued", "reason": "", "user": "u", "attempts": []}
+    with serve(state_dir, {("GET", "/v1/jobs/3"): [(200, None), (200, job), (200, None)],
+                           ("GET", "/v1/status"): (200, {"pid": 1})}) as daemon:
+        proc = run(state_dir, "show", "--json", "3")
+        assert daemon.count("GET", "/v1/jobs/3") == 2, daemon.received
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["id"] == 3
+    # Once more only: a read lost twice is reported.
+    with serve(state_dir, {("GET", "/v1/jobs/3"): (200, None),
+                           ("GET", "/v1/status"): (200, {"pid": 1})}) as daemon:
+        proc = run(state_dir, "show", "--json", "3")
+        assert daemon.count("GET", "/v1/jobs/3") == 2, daemon.received
+    assert proc.returncode == 1 and "reading the trainq daemon's answer failed" in proc.stderr
