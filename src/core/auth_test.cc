@@ -8,7 +8,7 @@
 namespace trainq {
 namespace {
 
-Caller Ada(Role role, std::string token = "") { return {"ada", 1001, role, std::move(token)}; }
+Caller Ada(Role role, std::string token = "") { return {"ada", 1001, role, std::move(token), ""}; }
 
 TEST(AuthorizeTest, OwnersChangeTheirJobsOthersAreToldWhose) {
   EXPECT_TRUE(Authorize(Ada(Role::kSubmit), Action::kChangeJob, "ada", "cancel", 12).ok());
