@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import process_gone, wait_for
+from conftest import cgroup_name, process_gone, wait_for
 
 ROOT = "/sys/fs/cgroup"
 
@@ -23,15 +23,6 @@ def cgroup_version():
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or cgroup_version() is None,
                                 reason="needs root and cgroups")
-
-
-def cgroup_name(run_dir):
-    """AttemptCgroupName: JOB-N and the FNV-1a hash of the run dir."""
-    h = 2166136261
-    for b in run_dir.encode():
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    job, n = run_dir.rstrip("/").split("/")[-2:]
-    return f"{job}-{n}-{h:08x}"
 
 
 def cgroup_dirs(run_dir):
