@@ -53,6 +53,11 @@ struct JobSpec {
   std::vector<JobId> after;
   std::vector<JobId> after_any;
   int64_t time_limit_ms = 0;  // wall-clock limit per attempt (--time); 0: none
+  // Host limits of each attempt, held by its cgroup: memory in bytes (--mem-limit, not the GPU
+  // --mem) and tasks, processes and threads together (--max-procs). 0: the daemon's default
+  // (config default_mem_limit, default_max_procs).
+  uint64_t mem_limit_bytes = 0;
+  int64_t max_procs = 0;
   // Where it may run (a cluster, docs/scheduling.md "Nodes and gangs"): only these nodes
   // when not empty (--node, Slurm's -w), never these (--exclude-node, -x).
   std::vector<std::string> nodes_allowed;

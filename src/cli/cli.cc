@@ -70,6 +70,12 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option("--time", a.time,
                 "wall-clock limit per attempt: 2h30m, 90m, 45s, 1d, plain "
                 "minutes (90) or H:MM:SS; then SIGTERM, grace, SIGKILL and the job fails");
+  s->add_option("--mem-limit", a.mem_limit,
+                "host memory (RAM) per attempt, not GPU memory: 4GiB, 512MiB; past it the "
+                "kernel kills the job's processes and the job fails (default: the daemon's)");
+  s->add_option("--max-procs", a.max_procs,
+                "most processes and threads the job may have at once; more forks fail "
+                "(default: the daemon's)");
   s->add_option("--node", a.nodes,
                 "run only on these nodes of a cluster: NAME[,NAME...] (Slurm's -w)")
       ->allow_extra_args(false);

@@ -143,6 +143,8 @@ Result<json> SubmitBody(const SubmitArgs& a) {
                  a.mem.c_str(), a.mem.c_str(), a.mem.c_str());
   }
   if (!a.time.empty()) body["time"] = a.time;
+  if (!a.mem_limit.empty()) body["mem_limit"] = a.mem_limit;
+  if (a.max_procs) body["max_procs"] = *a.max_procs;
   Result<json> after = JobIdList(a.after, "--after");
   if (!after.ok()) return after.status();
   Result<json> after_any = JobIdList(a.after_any, "--after-any");

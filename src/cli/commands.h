@@ -29,6 +29,8 @@ struct SubmitArgs {
   std::vector<std::string> after;          // --after ID[,ID]: each value a comma-separated list
   std::vector<std::string> after_any;      // --after-any ID[,ID]
   std::string time;                        // --time: checked by the daemon (ParseTimeLimit)
+  std::string mem_limit;                   // --mem-limit: host memory, checked by the daemon
+  std::optional<int64_t> max_procs;        // --max-procs: tasks, checked by the daemon
   std::vector<std::string> nodes;          // --node NAME[,NAME]: each value a comma list
   std::vector<std::string> exclude_nodes;  // --exclude-node NAME[,NAME]
   int num_nodes = 1;                       // --nodes, -N

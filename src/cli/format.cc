@@ -180,6 +180,12 @@ std::string JobDetails(const Reply& job) {
   if (std::optional<int64_t> limit = job.OptInt("time_limit_ms")) {
     line("time limit", FormatDuration(*limit));
   }
+  if (std::optional<uint64_t> limit = job.OptUInt("mem_limit_bytes")) {
+    line("host mem limit", FormatBytes(*limit));
+  }
+  if (std::optional<int64_t> limit = job.OptInt("max_procs")) {
+    line("max procs", std::to_string(*limit));
+  }
   auto names = [](const std::vector<Reply>& list) {
     std::vector<std::string> out;
     for (const Reply& r : list) out.push_back(TerminalSafe(r.AsStr()));

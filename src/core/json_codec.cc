@@ -52,6 +52,8 @@ class SpecReader {
   void Mem(const json& v);
   void Ids(const std::string& key, const json& v, std::vector<JobId>& out);
   void Time(const json& v);
+  void MemLimit(const json& v);
+  void MaxProcs(const json& v);
   void Names(const std::string& key, const json& v, std::vector<std::string>& out);
   bool WorkflowField(const std::string& key, const json& v);
   void Group(const json& v);
@@ -78,13 +80,16 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "after") return Ids(key, v, spec_.after);
   if (key == "after_any") return Ids(key, v, spec_.after_any);
   if (key == "time") return Time(v);
+  if (key == "mem_limit") return MemLimit(v);
+  if (key == "max_procs") return MaxProcs(v);
   if (key == "nodes") return Names(key, v, spec_.nodes_allowed);
   if (key == "exclude_nodes") return Names(key, v, spec_.nodes_excluded);
   if (key == "num_nodes") return Int(key, v, spec_.num_nodes);
   if (WorkflowField(key, v)) return;
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
-      "after, after_any, time, nodes, exclude_nodes, num_nodes, group, group_limit, "
+      "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, group, "
+      "group_limit, "
       "array_index, record, notify, mail, slurm, gate",
       key));
 }
@@ -233,6 +238,38 @@ void SpecReader::Record(const json& v) {
   spec_.record = v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// A size as --mem-limit takes it (ParseSize), or null for the daemon's default.
+void SpecReader::MemLimit(const json& v) {
+  if (v.is_null()) {
+    spec_.mem_limit_bytes = 0;
+    return;
+  }
+  if (!v.is_string()) {
+    return errors_.push_back(Expected("mem_limit", "a size such as \"4GiB\" or null", v));
+  }
+  Result<uint64_t> bytes = ParseSize(v.get<std::string>(), "--mem-limit");
+  if (!bytes.ok()) return errors_.push_back(bytes.status().message());
+  spec_.mem_limit_bytes = *bytes;
+}
+
+// A task count, or null for the daemon's default; ValidateSpec judges the range.
+void SpecReader::MaxProcs(const json& v) {
+  if (v.is_null()) {
+    spec_.max_procs = 0;
+    return;
+  }
+  int n = 0;
+  size_t before = errors_.size();
+  Int("max_procs", v, n);
+  if (errors_.size() != before) return;
+  // 0 would read as "not given": the daemon's default, not what was asked.
+  if (n < 1) {
+    return errors_.push_back(
+        fmt::format("--max-procs: {} is not between 1 and {}", n, kMaxProcsLimit));
+  }
+  spec_.max_procs = n;
+}
+
 // A duration text as --time takes it (ParseTimeLimit), or null for no limit.
 void SpecReader::Time(const json& v) {
   if (v.is_null()) {
@@ -333,6 +370,8 @@ json JobToJson(const Job& job) {
               {"after", s.after},
               {"after_any", s.after_any},
               {"time_limit_ms", s.time_limit_ms > 0 ? json(s.time_limit_ms) : json(nullptr)},
+              {"mem_limit_bytes", s.mem_limit_bytes > 0 ? json(s.mem_limit_bytes) : json(nullptr)},
+              {"max_procs", s.max_procs > 0 ? json(s.max_procs) : json(nullptr)},
               {"nodes", s.nodes_allowed},
               {"exclude_nodes", s.nodes_excluded},
               {"num_nodes", s.num_nodes},
@@ -379,6 +418,8 @@ json SpecToJson(const JobSpec& spec) {
   if (!spec.nodes_allowed.empty()) out["nodes"] = spec.nodes_allowed;
   if (!spec.nodes_excluded.empty()) out["exclude_nodes"] = spec.nodes_excluded;
   if (spec.num_nodes != 1) out["num_nodes"] = spec.num_nodes;
+  if (spec.mem_limit_bytes > 0) out["mem_limit"] = fmt::format("{}B", spec.mem_limit_bytes);
+  if (spec.max_procs != 0) out["max_procs"] = spec.max_procs;
   if (spec.group > 0) out["group"] = spec.group;
   if (spec.group == kNewGroup) out["group"] = true;
   if (spec.group_limit != 0) out["group_limit"] = spec.group_limit;

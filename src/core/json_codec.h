@@ -20,8 +20,9 @@ nlohmann::json AttemptToJson(const Attempt& attempt);
 
 // {id, name, state, command, cwd, gpus, mem_bytes, mem_percent, exclusive, cpus, priority,
 //  retries, user, submitted_at, reason, attempt, not_before, after, after_any,
-//  time_limit_ms, nodes, exclude_nodes, num_nodes, attempts}. mem_* are null unless set;
-// not_before and time_limit_ms are null when 0; after and after_any are arrays of job ids;
+//  time_limit_ms, mem_limit_bytes, max_procs, nodes, exclude_nodes, num_nodes, attempts}.
+// mem_* are null unless set; not_before, time_limit_ms, mem_limit_bytes and max_procs are null
+// when 0; after and after_any are arrays of job ids;
 // nodes and exclude_nodes arrays of node names (empty: no constraint). The environment is left out:
 // it is large and holds secrets.
 nlohmann::json JobToJson(const Job& job);
@@ -29,8 +30,10 @@ nlohmann::json JobToJson(const Job& job);
 // A submit request: {"command": [str, ...] (required), "cwd": str, "env": {str: str},
 // "name": str, "gpus": int, "mem": str | null, "cpus": int, "priority": int,
 // "retries": int, "after": [id, ...], "after_any": [id, ...], "time": str | null,
-// "nodes": [str, ...] | null, "exclude_nodes": [str, ...] | null, "num_nodes": int}.
-// "time" takes what --time takes (ParseTimeLimit). Absent keys keep JobSpec's defaults;
+// "nodes": [str, ...] | null, "exclude_nodes": [str, ...] | null, "num_nodes": int,
+// "mem_limit": str | null, "max_procs": int | null}.
+// "time" takes what --time takes (ParseTimeLimit), "mem_limit" what --mem-limit takes
+// (ParseSize). Absent keys keep JobSpec's defaults;
 // `user` is never taken from here.
 // Unknown keys and wrong types are kInvalid, every problem in one message:
 // "gpus: expected an integer, got string; bogus: unknown field; ...". Values are only
@@ -38,7 +41,7 @@ nlohmann::json JobToJson(const Job& job);
 Result<JobSpec> SpecFromJson(const nlohmann::json& request);
 
 // The inverse of SpecFromJson: mem as "21474836480B" or "40%" (null when neither), time as
-// "9000000ms" (null when none), env as
+// "9000000ms" (null when none), mem_limit as "67108864B" and max_procs only when set, env as
 // an object (a repeated name keeps its last value); nodes, exclude_nodes and num_nodes only
 // when not at their defaults (empty, empty, 1). SpecFromJson(SpecToJson(s)) gives s
 // back for every s that SpecFromJson produced (user aside).

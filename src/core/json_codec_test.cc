@@ -43,6 +43,8 @@ void ExpectSameSpec(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.after, b.after);
   EXPECT_EQ(a.after_any, b.after_any);
   EXPECT_EQ(a.time_limit_ms, b.time_limit_ms);
+  EXPECT_EQ(a.mem_limit_bytes, b.mem_limit_bytes);
+  EXPECT_EQ(a.max_procs, b.max_procs);
   EXPECT_EQ(a.nodes_allowed, b.nodes_allowed);
   EXPECT_EQ(a.nodes_excluded, b.nodes_excluded);
   EXPECT_EQ(a.num_nodes, b.num_nodes);
@@ -135,15 +137,40 @@ Job FullJob() {
 
 TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
   json j = JobToJson(FullJob());
-  EXPECT_EQ(
-      Keys(j),
-      (std::set<std::string>{
-          "id",        "name",          "state",       "command",       "cwd",        "gpus",
-          "mem_bytes", "mem_percent",   "exclusive",   "cpus",          "priority",   "retries",
-          "user",      "submitted_at",  "reason",      "attempt",       "not_before", "after",
-          "after_any", "time_limit_ms", "nodes",       "exclude_nodes", "num_nodes",  "attempts",
-          "group",     "group_limit",   "array_index", "record",        "notify",     "mail",
-          "slurm",     "gate_pid"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"id",
+                                            "name",
+                                            "state",
+                                            "command",
+                                            "cwd",
+                                            "gpus",
+                                            "mem_bytes",
+                                            "mem_percent",
+                                            "exclusive",
+                                            "cpus",
+                                            "priority",
+                                            "retries",
+                                            "user",
+                                            "submitted_at",
+                                            "reason",
+                                            "attempt",
+                                            "not_before",
+                                            "after",
+                                            "after_any",
+                                            "time_limit_ms",
+                                            "nodes",
+                                            "exclude_nodes",
+                                            "num_nodes",
+                                            "attempts",
+                                            "group",
+                                            "group_limit",
+                                            "array_index",
+                                            "record",
+                                            "notify",
+                                            "mail",
+                                            "slurm",
+                                            "gate_pid",
+                                            "mem_limit_bytes",
+                                            "max_procs"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");
@@ -364,6 +391,8 @@ TEST(SpecToJsonTest, RoundTripsThroughText) {
   specs[0].after = {3, 1, 2};
   specs[0].after_any = {9};
   specs[0].time_limit_ms = 9'000'001;  // not a whole second
+  specs[0].mem_limit_bytes = (64ull << 20) + 1;
+  specs[0].max_procs = 20;
   specs[1].command = {"python", "eval.py"};
   specs[1].mem_percent = 100.0 / 3;
   specs[1].nodes_allowed = {"gpu1", "gpu2"};
@@ -386,6 +415,37 @@ TEST(JobToJsonTest, DependenciesAndTimeLimit) {
   j = JobToJson(plain);
   EXPECT_EQ(j["after"], json::array());
   EXPECT_TRUE(j["time_limit_ms"].is_null());
+  EXPECT_TRUE(j["mem_limit_bytes"].is_null());
+  EXPECT_TRUE(j["max_procs"].is_null());
+  plain.spec.mem_limit_bytes = 4ull << 30;
+  plain.spec.max_procs = 20;
+  j = JobToJson(plain);
+  EXPECT_EQ(j["mem_limit_bytes"], 4ull << 30);
+  EXPECT_EQ(j["max_procs"], 20);
+}
+
+TEST(SpecFromJsonTest, HostLimitsAreParsedAndCheckedByType) {
+  Result<JobSpec> spec =
+      SpecFromJson(Parse(R"({"command": ["x"], "mem_limit": "64MiB", "max_procs": 20})"));
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->mem_limit_bytes, 64ull << 20);
+  EXPECT_EQ(spec->max_procs, 20);
+  spec = SpecFromJson(Parse(R"({"command": ["x"], "mem_limit": null, "max_procs": null})"));
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->mem_limit_bytes, 0u);
+  EXPECT_EQ(spec->max_procs, 0);
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"command": ["x"], "mem_limit": 64})", "mem_limit: expected a size such as"},
+      {R"({"command": ["x"], "mem_limit": "lots"})", "--mem-limit"},
+      {R"({"command": ["x"], "max_procs": "20"})", "max_procs: expected an integer"},
+      {R"({"command": ["x"], "max_procs": 0})", "--max-procs: 0 is not between 1 and 4194304"},
+      {R"({"command": ["x"], "max_procs": 99999999999})", "max_procs"},
+  };
+  for (const auto& [request, message] : cases) {
+    Result<JobSpec> bad = SpecFromJson(Parse(request));
+    ASSERT_FALSE(bad.ok()) << request;
+    EXPECT_THAT(bad.status().message(), HasSubstr(message)) << request;
+  }
 }
 
 TEST(SpecFromJsonTest, DependenciesAndTimeAreCheckedByType) {

@@ -257,6 +257,40 @@ void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<Field
   }
 }
 
+void CheckHostMem(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
+  if (spec.mem_limit_bytes == 0) return;
+  if (!limits.host_limits) {
+    out.push_back({"--mem-limit", "this daemon cannot enforce host limits (" +
+                                      limits.host_limits_off + "); leave --mem-limit out"});
+    return;
+  }
+  if (limits.max_mem_limit > 0 && spec.mem_limit_bytes > limits.max_mem_limit) {
+    out.push_back({"--mem-limit", fmt::format("{} is more than config max_mem_limit allows ({})",
+                                              FormatBytes(spec.mem_limit_bytes),
+                                              FormatBytes(limits.max_mem_limit))});
+  } else if (limits.max_mem_limit == 0 && limits.machine_mem_bytes > 0 &&
+             spec.mem_limit_bytes > limits.machine_mem_bytes) {
+    out.push_back({"--mem-limit", fmt::format("{} is more than this machine has ({})",
+                                              FormatBytes(spec.mem_limit_bytes),
+                                              FormatBytes(limits.machine_mem_bytes))});
+  }
+}
+
+void CheckHostProcs(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
+  if (spec.max_procs == 0) return;
+  if (spec.max_procs < 0 || spec.max_procs > kMaxProcsLimit) {
+    out.push_back(
+        {"--max-procs", fmt::format("{} is not between 1 and {}", spec.max_procs, kMaxProcsLimit)});
+  } else if (!limits.host_limits) {
+    out.push_back({"--max-procs", "this daemon cannot enforce host limits (" +
+                                      limits.host_limits_off + "); leave --max-procs out"});
+  } else if (limits.max_procs > 0 && spec.max_procs > limits.max_procs) {
+    out.push_back({"--max-procs", fmt::format("{} is more than config max_procs_per_job allows "
+                                              "({})",
+                                              spec.max_procs, limits.max_procs)});
+  }
+}
+
 constexpr int kMaxGroupLimit = 100000;
 constexpr int kMaxArrayIndex = 1000000;
 constexpr size_t kMaxRecordBytes = 64 * 1024;
@@ -375,9 +409,27 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckName(spec, errors);
   CheckEnv(spec, errors);
   CheckDeps(spec, errors);
+  CheckHostMem(spec, limits, errors);
+  CheckHostProcs(spec, limits, errors);
   CheckNodes(spec, limits, errors);
   CheckWorkflow(spec, errors);
   return errors;
+}
+
+namespace {
+
+template <class T>
+T LimitOf(T asked, T fallback, T bound) {
+  if (asked > 0) return asked;
+  if (fallback > 0 && bound > 0) return std::min(fallback, bound);
+  return fallback > 0 ? fallback : bound;
+}
+
+}  // namespace
+
+HostLimits AttemptHostLimits(const JobSpec& spec, const HostLimitConfig& config) {
+  return {LimitOf(spec.mem_limit_bytes, config.default_mem, config.max_mem),
+          LimitOf(spec.max_procs, config.default_procs, config.max_procs)};
 }
 
 Status ToStatus(const std::vector<FieldError>& errors) {

@@ -34,7 +34,35 @@ struct SpecLimits {
   // GPU's total less this could never start.
   uint64_t headroom_bytes = 0;
   int max_nodes = 1;  // nodes a job may span (--nodes): a cluster's nodes not lost
+  // Host limits (--mem-limit, --max-procs): whether this daemon enforces them (it runs jobs in
+  // cgroups) and, when not, why; then their bounds, 0 meaning none: config max_mem_limit (else
+  // the machine's memory, machine_mem_bytes) and max_procs_per_job.
+  bool host_limits = false;
+  std::string host_limits_off{};
+  uint64_t max_mem_limit = 0;
+  uint64_t machine_mem_bytes = 0;
+  int64_t max_procs = 0;
 };
+
+// The most --max-procs may ask (the kernel's own limit on pids).
+constexpr int64_t kMaxProcsLimit = 4194304;
+
+// The daemon's host-limit options (docs/config.md); 0: none.
+struct HostLimitConfig {
+  uint64_t max_mem = 0;       // max_mem_limit
+  uint64_t default_mem = 0;   // default_mem_limit
+  int64_t max_procs = 0;      // max_procs_per_job
+  int64_t default_procs = 0;  // default_max_procs
+};
+
+struct HostLimits {
+  uint64_t mem_bytes = 0;  // 0: none
+  int64_t max_procs = 0;   // 0: none
+};
+
+// The limits an attempt of `spec` runs under: what the job asked for; else the default,
+// never above the bound; else the bound. Every job is held to the bound, asked or not.
+HostLimits AttemptHostLimits(const JobSpec& spec, const HostLimitConfig& config);
 
 // execve refuses one argument or variable longer than this (Linux's MAX_ARG_STRLEN).
 constexpr size_t kMaxExecString = 32 * 4096;

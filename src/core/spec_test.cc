@@ -594,5 +594,76 @@ TEST(DefaultJobNameTest, TruncatesLongNamesOnACharacterBoundary) {
   EXPECT_EQ(DefaultJobName({std::string(300, 'y')}), std::string(200, 'y'));
 }
 
+SpecLimits HostLimited() {
+  SpecLimits limits = kLimits;
+  limits.host_limits = true;
+  limits.machine_mem_bytes = 16ull << 30;
+  limits.max_procs = 4096;
+  return limits;
+}
+
+TEST(ValidateSpecTest, HostLimitsWithinTheirBoundsAreAccepted) {
+  JobSpec spec = GoodSpec();
+  spec.mem_limit_bytes = 64ull << 20;
+  spec.max_procs = 20;
+  EXPECT_THAT(ValidateSpec(spec, HostLimited(), kDir), IsEmpty());
+}
+
+TEST(ValidateSpecTest, HostLimitsAreRefusedWhereTheyCannotBeEnforced) {
+  JobSpec spec = GoodSpec();
+  spec.mem_limit_bytes = 64ull << 20;
+  spec.max_procs = 20;
+  SpecLimits limits = kLimits;
+  limits.host_limits_off = "cgroup v1: mkdir /sys/fs/cgroup/memory/trainq: Permission denied";
+  auto errors = ValidateSpec(spec, limits, kDir);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].field, "--mem-limit");
+  EXPECT_THAT(errors[0].message, HasSubstr("cannot enforce host limits (cgroup v1: mkdir"));
+  EXPECT_EQ(errors[1].field, "--max-procs");
+  EXPECT_THAT(errors[1].message, HasSubstr("leave --max-procs out"));
+  EXPECT_THAT(ValidateSpec(GoodSpec(), limits, kDir), IsEmpty());  // asking nothing is fine
+}
+
+TEST(ValidateSpecTest, HostLimitsAboveTheirBoundsNameTheBound) {
+  JobSpec spec = GoodSpec();
+  spec.mem_limit_bytes = 32ull << 30;
+  spec.max_procs = 5000;
+  auto errors = ValidateSpec(spec, HostLimited(), kDir);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].message, "32.0 GiB is more than this machine has (16.0 GiB)");
+  EXPECT_EQ(errors[1].message, "5000 is more than config max_procs_per_job allows (4096)");
+  SpecLimits bounded = HostLimited();
+  bounded.max_mem_limit = 8ull << 30;
+  errors = ValidateSpec(spec, bounded, kDir);
+  EXPECT_EQ(errors[0].message, "32.0 GiB is more than config max_mem_limit allows (8.0 GiB)");
+  spec.max_procs = -1;
+  errors = ValidateSpec(spec, bounded, kDir);
+  EXPECT_EQ(errors[1].field, "--max-procs");
+  EXPECT_EQ(errors[1].message, "-1 is not between 1 and 4194304");
+}
+
+TEST(AttemptHostLimitsTest, AskedElseDefaultCappedElseBound) {
+  JobSpec spec = GoodSpec();
+  HostLimitConfig none;
+  EXPECT_EQ(AttemptHostLimits(spec, none).mem_bytes, 0u);
+  EXPECT_EQ(AttemptHostLimits(spec, none).max_procs, 0);
+  HostLimitConfig config{
+      .max_mem = 8ull << 30, .default_mem = 2ull << 30, .max_procs = 32768, .default_procs = 4096};
+  EXPECT_EQ(AttemptHostLimits(spec, config).mem_bytes, 2ull << 30);
+  EXPECT_EQ(AttemptHostLimits(spec, config).max_procs, 4096);
+  spec.mem_limit_bytes = 64ull << 20;
+  spec.max_procs = 20;
+  EXPECT_EQ(AttemptHostLimits(spec, config).mem_bytes, 64ull << 20);
+  EXPECT_EQ(AttemptHostLimits(spec, config).max_procs, 20);
+  // No default: every job is still held to the bound.
+  JobSpec plain = GoodSpec();
+  HostLimitConfig bound_only{.max_mem = 8ull << 30, .max_procs = 1000};
+  EXPECT_EQ(AttemptHostLimits(plain, bound_only).mem_bytes, 8ull << 30);
+  EXPECT_EQ(AttemptHostLimits(plain, bound_only).max_procs, 1000);
+  // A default above the bound is cut to it.
+  HostLimitConfig high{.max_procs = 100, .default_procs = 4096};
+  EXPECT_EQ(AttemptHostLimits(plain, high).max_procs, 100);
+}
+
 }  // namespace
 }  // namespace trainq

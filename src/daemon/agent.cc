@@ -128,6 +128,39 @@ Status DaemonImpl::EndUnstarted(const Job& job, int n, const Status& runner, con
   return st;
 }
 
+void DaemonImpl::LogCgroups() {
+  if (!cgroups_.on()) {
+    spdlog::warn(
+        "cgroups off ({}): jobs run without host memory and task limits, submits "
+        "with --mem-limit or --max-procs are refused, and an attempt's leftover "
+        "processes are found by scanning /proc",
+        cgroups_.why_off);
+    return;
+  }
+  spdlog::info("cgroup {} at {}: each attempt runs in a group of its own (memory, pids)",
+               CgroupVersionName(cgroups_.version), cgroups_.root);
+}
+
+void DaemonImpl::HostSpecLimits(SpecLimits& limits) const {
+  limits.host_limits = cgroups_.on();
+  limits.host_limits_off = cgroups_.why_off;
+  limits.max_mem_limit = config_.max_mem_limit_bytes;
+  limits.machine_mem_bytes = PhysicalMemoryBytes();
+  limits.max_procs = config_.max_procs_per_job;
+}
+
+CgroupSpec DaemonImpl::AttemptCgroup(const Job& job, const std::string& run_dir) const {
+  if (!cgroups_.on()) return {};
+  if (job.spec.gate_pid > 0) return {};  // a gate runs no command of ours
+  HostLimitConfig host{config_.max_mem_limit_bytes, config_.default_mem_limit_bytes,
+                       config_.max_procs_per_job, config_.default_max_procs};
+  HostLimits limits = AttemptHostLimits(job.spec, host);
+  return {cgroups_.version,
+          cgroups_.root,
+          AttemptCgroupName(run_dir),
+          {limits.mem_bytes, limits.max_procs}};
+}
+
 Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool record_start,
                              int rank) {
   // A cluster's record came through Redis: it runs only as a node signed it.
@@ -166,6 +199,7 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   // (docs/cluster.md, "Failure").
   spec.fence_file = fence_file_;
   spec.fence_after_ms = fence_after_ms_;
+  spec.cgroup = AttemptCgroup(job, p.run_dir);
   if (runner.ok() && config_.shared) {
     spec.uid = runner->uid;
     spec.gid = runner->gid;

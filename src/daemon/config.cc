@@ -102,6 +102,7 @@ Kind Size(uint64_t Config::*field, std::string_view form = kSizeForm, bool zero_
 }
 
 constexpr int64_t kMinSampleIntervalMs = 100;
+constexpr int kMaxProcsOption = 4194304;  // the kernel's largest pid_max
 
 constexpr std::string_view kDurationForm =
     "a duration like \"30s\", \"500ms\", \"2m\", \"2h\", \"7d\" (at most 36500d)";
@@ -490,6 +491,25 @@ const std::vector<Option>& Options() {
           "largest log one attempt keeps: its first half and latest output, a marker between; "
           "0 = no limit",
           Size(&Config::log_max_bytes, "a size like \"100MiB\", or 0 (no limit)", true)),
+      Row("max_mem_limit", "0", false,
+          "host memory (RAM) a job may ask with `--mem-limit`, and the limit of every job that "
+          "asks none and has no `default_mem_limit`; 0 = the machine's memory. Needs cgroups "
+          "([operations.md](operations.md#host-limits))",
+          Size(&Config::max_mem_limit_bytes, "a size like \"64GiB\", or 0 (the machine's memory)",
+               true)),
+      Row("default_mem_limit", "0", false,
+          "host memory limit of a job that gives no `--mem-limit` (at most `max_mem_limit`); "
+          "0 = none",
+          Size(&Config::default_mem_limit_bytes, "a size like \"16GiB\", or 0 (none)", true)),
+      Row("max_procs_per_job", "32768", false,
+          "tasks (processes and threads) a job may ask with `--max-procs`; 0 = no bound",
+          Count(&Config::max_procs_per_job, kMaxProcsOption,
+                "a whole number of tasks from 0 (no bound) to 4194304")),
+      Row("default_max_procs", "4096", false,
+          "task limit of a job that gives no `--max-procs` (at most `max_procs_per_job`); 0 = "
+          "`max_procs_per_job`",
+          Count(&Config::default_max_procs, kMaxProcsOption,
+                "a whole number of tasks from 0 (the bound) to 4194304")),
       Row("node_name", "the host name", false, "this node's name in job records",
           String(&Config::node_name)),
       Row("max_request", "64MiB", false, "largest API request body accepted",

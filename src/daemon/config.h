@@ -35,9 +35,14 @@ struct Config {
 
   std::string fake_gpus;
   std::string nvml_library = "libnvidia-ml.so.1";
-  std::vector<std::string> oom_patterns;     // added to the built-in list
-  uint64_t log_tail_bytes = 64 * 1024;       // log_tail
-  uint64_t log_max_bytes = 100ull << 20;     // log_max_size; 0: no limit
+  std::vector<std::string> oom_patterns;  // added to the built-in list
+  uint64_t log_tail_bytes = 64 * 1024;    // log_tail
+  uint64_t log_max_bytes = 100ull << 20;  // log_max_size; 0: no limit
+  // Host limits of each attempt's cgroup (docs/operations.md, "Host limits"); 0: none.
+  uint64_t max_mem_limit_bytes = 0;      // max_mem_limit; 0: the machine's memory
+  uint64_t default_mem_limit_bytes = 0;  // default_mem_limit
+  int max_procs_per_job = 32768;
+  int default_max_procs = 4096;              // 0: max_procs_per_job
   std::string node_name;                     // empty: the host name
   uint64_t max_request_bytes = 64ull << 20;  // max_request
   // API connections (docs/operations.md, "Connections and limits").

@@ -37,6 +37,7 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
       clock_(*seams.clock) {
   deliver_ = std::move(seams.deliver);
   cluster_key_ = std::move(seams.cluster_key);
+  cgroups_ = std::move(seams.cgroups);
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   cluster_ = dynamic_cast<ClusterStore*>(store_.get());
@@ -59,6 +60,7 @@ Status DaemonImpl::Open() {
     return Status::Invalid("cluster_key_file: a cluster node needs the cluster key");
   }
   TRAINQ_RETURN_IF_ERROR(StartNotifier());  // ends collected below may notify
+  LogCgroups();
   // Re-adopt first: the first sample must match GPU processes to the attempts that hold
   // them, or their memory would count twice (used, and reserved as not yet allocated).
   RecoverAttempts();
@@ -483,8 +485,10 @@ int RunDaemon(const DaemonOptions& given) {
 
   boost::asio::io_context io;
   SystemClock clock;
-  DaemonSeams seams{std::move(*store), std::move(*probe), MakeShimLauncher(io, *self, log_fd),
-                    &clock};
+  CgroupHost cgroups = SetUpCgroups(kCgroupRoot);
+  DaemonSeams seams{std::move(*store), std::move(*probe),
+                    MakeShimLauncher(io, *self, log_fd, cgroups), &clock};
+  seams.cgroups = std::move(cgroups);
   seams.cluster_key = std::move(key);
   DaemonImpl daemon(io, options, std::move(*config), std::move(seams));
   if (Status st = daemon.Start(); !st.ok()) return Fail(st);

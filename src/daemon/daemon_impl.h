@@ -32,6 +32,7 @@
 #include "src/daemon/notifier.h"
 #include "src/daemon/outcome.h"
 #include "src/daemon/shim_launcher.h"
+#include "src/os/cgroup.h"
 #include "src/os/clock.h"
 #include "src/os/gpu/gpu_probe.h"
 #include "src/os/system.h"
@@ -107,6 +108,8 @@ struct DaemonSeams {
   DeliverFn deliver{};
   // A cluster's key (cluster_key_file); a cluster store without one is refused at Start.
   ClusterKey cluster_key{};
+  // Where attempts' cgroups are (SetUpCgroups); off by default, as unit tests want.
+  CgroupHost cgroups{CgroupVersion::kNone, "", "no cgroup root"};
 };
 
 class DaemonImpl {
@@ -190,6 +193,12 @@ class DaemonImpl {
 
   // agent.cc
   void RecoverAttempts();
+  // Says once, at start, whether attempts get cgroups and, if not, why.
+  void LogCgroups();
+  // What submit checks --mem-limit and --max-procs against (SpecLimits' host fields).
+  void HostSpecLimits(SpecLimits& limits) const;
+  // The cgroup an attempt of `job` in `run_dir` runs in; version kNone where cgroups are off.
+  CgroupSpec AttemptCgroup(const Job& job, const std::string& run_dir) const;
   void RecoverOne(const Job& job, const Attempt& attempt);
   // kUnavailable (and the job's reason set) when a multi-GPU job finds every MASTER_PORT
   // of the range held: the job stays queued and is placed again after the next exit.
@@ -379,6 +388,7 @@ class DaemonImpl {
   std::string address_;       // node_address, or the host name
   std::string api_url_;       // the first `listen` address as peers reach it; "" none
   ClusterKey cluster_key_;    // DaemonSeams::cluster_key
+  CgroupHost cgroups_;        // DaemonSeams::cgroups
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;
   bool store_unreachable_ = false;  // logged once per outage

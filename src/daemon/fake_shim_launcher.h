@@ -36,8 +36,9 @@ class FakeShims {
   // AttemptProcesses reports besides the live shim. A test ends them by erasing them.
   std::map<std::string, std::vector<ProcStat>> leftovers;
   std::map<int64_t, std::vector<int>> leftover_signals;  // by pid, as sent, in order
-  std::set<int64_t> gone_pids;              // processes WatchProcess finds gone (a gate's)
-  std::map<int64_t, int64_t> watched_uids;  // pid -> the uid WatchProcess was asked for
+  std::set<int64_t> gone_pids;               // processes WatchProcess finds gone (a gate's)
+  std::map<int64_t, int64_t> watched_uids;   // pid -> the uid WatchProcess was asked for
+  std::vector<std::string> cgroups_removed;  // run dirs RemoveAttemptCgroup was called for
 
   // The shim of `run_dir`, or nullptr.
   const Shim* Find(const std::string& run_dir) const {
@@ -148,6 +149,9 @@ class FakeShims {
       if (left != shims_.leftovers.end())
         out.insert(out.end(), left->second.begin(), left->second.end());
       return out;
+    }
+    void RemoveAttemptCgroup(const std::string& run_dir) override {
+      shims_.cgroups_removed.push_back(run_dir);
     }
     void StopWatching() override {
       for (auto& [dir, shim] : shims_.shims_) {

@@ -82,6 +82,9 @@ void DaemonImpl::CheckStopping() {
 
 void DaemonImpl::RecordUnrecorded(JobId id, size_t survivors) {
   LiveAttempt& live = live_.at(id);
+  // The shim that would have removed its attempt's cgroup is gone; with survivors the kernel
+  // keeps the group anyway.
+  if (survivors == 0) launcher_->RemoveAttemptCgroup(live.run_dir);
   UnrecordedInput in;
   in.why = live.stopping->why;
   in.run_dir = live.run_dir;

@@ -7,6 +7,7 @@
 
 #include "src/core/duration.h"
 #include "src/core/oom.h"
+#include "trainq/size.h"
 
 namespace trainq {
 
@@ -167,6 +168,15 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
   }
   std::string failure = rec.signal ? "killed by " + SignalName(*rec.signal)
                                    : fmt::format("exit code {}", rec.exit_code.value_or(-1));
+  // The host memory limit, not the GPU's: a retry would only meet the same limit.
+  if (rec.mem_limit_hit > 0) {
+    AttemptEnd end = Ended(JobState::kFailed, ended,
+                           fmt::format("host memory limit {} reached (--mem-limit); {}",
+                                       FormatBytes(rec.mem_limit_hit), failure));
+    end.exit_code = rec.exit_code;
+    end.signal = rec.signal;
+    return end;
+  }
   std::string match = MatchOom(in.log_tail, in.oom_patterns);
   if (!match.empty()) {
     OutcomeInput at = in;

@@ -34,7 +34,9 @@ inline constexpr std::string_view kPortTakenReason = "rendezvous port ";
 // Cancelled beats everything; a shim that fenced itself (its node's heartbeat lapsed) fails
 // the attempt and queues the job again, whatever the exit status says; a stop at the time
 // limit is a failure "time limit (2h30m)" whatever the exit status or the log says (never an
-// OOM retry: the limit would only fire again); then success, OOM (retry or fail), a
+// OOM retry: the limit would only fire again); then success; a failure after the cgroup's
+// OOM killer acted is "host memory limit 4.0 GiB reached (--mem-limit); killed by SIGKILL"
+// (never a GPU OOM retry either); then OOM (retry or fail), a
 // rendezvous port another program took between placement and bind (queued again at once, up
 // to kPortRetries times, not counted as OOM), other failures.
 AttemptEnd DecideOutcome(const OutcomeInput& in);

@@ -154,6 +154,24 @@ TEST(OutcomeTest, TimeLimitThatTheJobSurvivedWithExitZeroStillFails) {
   EXPECT_EQ(DecideOutcome(in).job_state, JobState::kFailed);
 }
 
+TEST(OutcomeTest, HostMemoryLimitFailsNamingItNeverAnOomRetry) {
+  OutcomeInput in = Exited(std::nullopt, 9);
+  in.record->mem_limit_hit = 64ull << 20;
+  in.log_tail = kTorchOom;  // whatever the log says: the host's limit, not the GPU's
+  in.retries_allowed = 3;
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_FALSE(e.oom);
+  EXPECT_EQ(e.job_reason, "host memory limit 64.0 MiB reached (--mem-limit); killed by SIGKILL");
+  EXPECT_EQ(e.signal, 9);
+}
+
+TEST(OutcomeTest, HostMemoryLimitThatTheJobSurvivedIsASuccess) {
+  OutcomeInput in = Exited(0);  // a worker was killed, the job carried on and finished
+  in.record->mem_limit_hit = 64ull << 20;
+  EXPECT_EQ(DecideOutcome(in).job_state, JobState::kSucceeded);
+}
+
 TEST(OutcomeTest, CancelBeatsTimeLimit) {
   OutcomeInput in = Exited(std::nullopt, 15);
   in.record->cancelled = true;

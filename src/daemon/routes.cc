@@ -377,6 +377,7 @@ void Routes::Submit(RouteContext& c) {
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
                     c.d.config_.headroom_bytes};
   c.d.ClusterLimits(limits);
+  c.d.HostSpecLimits(limits);
   // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
   // user a token was made for. Nothing in the body can say otherwise.
   const std::string& user = c.caller.user;

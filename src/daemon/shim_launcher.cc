@@ -30,8 +30,12 @@ Result<ShimRecord> AwaitShimRecord(const std::string& run_dir) {
 
 class ProcessShimLauncher final : public ShimLauncher {
  public:
-  ProcessShimLauncher(boost::asio::io_context& io, std::string self_exe, int daemon_log_fd)
-      : io_(io), self_exe_(std::move(self_exe)), daemon_log_fd_(daemon_log_fd) {}
+  ProcessShimLauncher(boost::asio::io_context& io, std::string self_exe, int daemon_log_fd,
+                      CgroupHost cgroups)
+      : io_(io),
+        self_exe_(std::move(self_exe)),
+        daemon_log_fd_(daemon_log_fd),
+        cgroups_(std::move(cgroups)) {}
 
   Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) override {
     Result<SpawnedShim> shim = SpawnShim(self_exe_, run_dir, daemon_log_fd_);
@@ -90,7 +94,17 @@ class ProcessShimLauncher final : public ShimLauncher {
 
   std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
                                          const ShimProcess& shim) override {
-    return trainq::AttemptProcesses(run_dir, shim.pid, shim.start_ticks);
+    return trainq::AttemptProcesses(run_dir, shim.pid, shim.start_ticks, CgroupOf(run_dir));
+  }
+
+  void RemoveAttemptCgroup(const std::string& run_dir) override {
+    Status st = RemoveCgroup(CgroupOf(run_dir));
+    if (!st.ok()) spdlog::warn("{}: {}", run_dir, st.ToString());
+  }
+
+  CgroupSpec CgroupOf(const std::string& run_dir) const {
+    if (!cgroups_.on()) return {};
+    return {cgroups_.version, cgroups_.root, AttemptCgroupName(run_dir), {}};
   }
 
   void StopWatching() override {
@@ -142,6 +156,7 @@ class ProcessShimLauncher final : public ShimLauncher {
   boost::asio::io_context& io_;
   std::string self_exe_;
   int daemon_log_fd_;
+  CgroupHost cgroups_;
   std::map<uint64_t, Watched> watches_;
   uint64_t next_watch_ = 0;
 };
@@ -149,8 +164,9 @@ class ProcessShimLauncher final : public ShimLauncher {
 }  // namespace
 
 std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, std::string self_exe,
-                                               int daemon_log_fd) {
-  return std::make_unique<ProcessShimLauncher>(io, std::move(self_exe), daemon_log_fd);
+                                               int daemon_log_fd, CgroupHost cgroups) {
+  return std::make_unique<ProcessShimLauncher>(io, std::move(self_exe), daemon_log_fd,
+                                               std::move(cgroups));
 }
 
 }  // namespace trainq

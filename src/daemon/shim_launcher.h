@@ -54,15 +54,20 @@ class ShimLauncher {
   // wherever they are now: its shim if it still lives, and what its command started, found by
   // the TRAINQ_RUN_DIR in their environment or the shim's session (AttemptProcesses in
   // src/os/process.h). Asked when a shim is gone without an exit record.
+  // Where the attempt has a cgroup, its cgroup.procs is the authority (src/os/process.h).
   virtual std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
                                                  const ShimProcess& shim) = 0;
+  // Removes the attempt's cgroup, if it has one, once AttemptProcesses finds none of its
+  // processes left (its shim died before it could). Best effort: a failure is logged.
+  virtual void RemoveAttemptCgroup(const std::string& run_dir) = 0;
   // Stops watching every shim (the daemon is stopping; the shims keep running).
   virtual void StopWatching() = 0;
 };
 
 // `self_exe` is trainqd's path (it runs `self_exe shim RUN_DIR`); shims write to
-// `daemon_log_fd` (-1: /dev/null) until they open the job's log.
+// `daemon_log_fd` (-1: /dev/null) until they open the job's log. `cgroups`: where attempts'
+// cgroups are (SetUpCgroups), named by AttemptCgroupName(run_dir).
 std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, std::string self_exe,
-                                               int daemon_log_fd);
+                                               int daemon_log_fd, CgroupHost cgroups);
 
 }  // namespace trainq

@@ -158,4 +158,21 @@ std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_
   return out;
 }
 
+std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
+                                       uint64_t shim_start_ticks, const CgroupSpec& cgroup) {
+  if (!cgroup.on() || !CgroupExists(cgroup)) {
+    return AttemptProcesses(run_dir, shim_pid, shim_start_ticks);
+  }
+  std::vector<ProcStat> out;
+  const int64_t self = ::getpid();
+  if (shim_pid > 0 && shim_pid != self && ProcessAlive(shim_pid, shim_start_ticks)) {
+    if (auto st = ReadProcStat(shim_pid)) out.push_back(*st);
+  }
+  for (int64_t pid : CgroupProcs(cgroup)) {
+    auto st = ReadProcStat(pid);
+    if (pid != self && pid != shim_pid && st && IsLive(*st)) out.push_back(*st);
+  }
+  return out;
+}
+
 }  // namespace trainq

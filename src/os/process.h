@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "src/os/cgroup.h"
 #include "src/os/fd.h"
 #include "trainq/status.h"
 
@@ -42,6 +43,11 @@ std::vector<ProcStat> ScanProcesses();
 // seen unless the caller may read theirs.
 std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
                                        uint64_t shim_start_ticks);
+// The same, where the attempt has a cgroup (src/os/cgroup.h): while its group exists, the
+// group's processes (however they left the shim's session or environment) and the shim
+// while it lives; the /proc scan above where it does not (an attempt started without one).
+std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
+                                       uint64_t shim_start_ticks, const CgroupSpec& cgroup);
 
 struct SpawnedShim {
   int64_t pid = 0;

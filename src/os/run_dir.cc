@@ -146,6 +146,28 @@ void Fields::Env(const char* key, std::vector<std::pair<std::string, std::string
   out = std::move(env);
 }
 
+// The cgroup fields name directories a root shim writes to: one plain component under an
+// absolute root, and a known version.
+Status ReadCgroupSpec(Fields& f, const std::string& run_dir, CgroupSpec& out) {
+  std::string version;
+  f.String("cgroup_version", version);
+  f.String("cgroup_root", out.root);
+  f.String("cgroup_name", out.name);
+  f.Int("mem_limit_bytes", out.limits.mem_bytes);
+  f.Int("max_tasks", out.limits.max_tasks);
+  out.version = ParseCgroupVersion(version);
+  if (version.empty()) return Status::Ok();
+  bool plain = !out.name.empty() && out.name != "." && out.name != ".." &&
+               out.name.find('/') == std::string::npos;
+  if (out.version == CgroupVersion::kNone || !out.root.starts_with('/') || !plain ||
+      out.limits.max_tasks < 0) {
+    return Status::Invalid(SpecPath(run_dir) +
+                           ": cgroup_version, cgroup_root, cgroup_name, max_tasks: v1 or v2, an "
+                           "absolute path, one path component, not negative");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string SpecPath(const std::string& run_dir) { return run_dir + "/spec.json"; }
@@ -175,6 +197,13 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
     j["user"] = spec.user;
     j["home"] = spec.home;
   }
+  if (spec.cgroup.on()) {
+    j["cgroup_version"] = CgroupVersionName(spec.cgroup.version);
+    j["cgroup_root"] = spec.cgroup.root;
+    j["cgroup_name"] = spec.cgroup.name;
+    j["mem_limit_bytes"] = spec.cgroup.limits.mem_bytes;
+    j["max_tasks"] = spec.cgroup.limits.max_tasks;
+  }
   return WriteRecord(SpecPath(run_dir), j, /*strict=*/true);
 }
 
@@ -198,6 +227,7 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("gid", spec.gid);
   f.String("user", spec.user);
   f.String("home", spec.home);
+  TRAINQ_RETURN_IF_ERROR(ReadCgroupSpec(f, run_dir, spec.cgroup));
   if (spec.uid < -1 || spec.uid > kMaxId ||
       (spec.uid >= 0 && (spec.gid < 0 || spec.gid > kMaxId))) {
     return Status::Invalid(SpecPath(run_dir) + ": uid, gid: not a user and group id");
@@ -240,6 +270,7 @@ Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec) {
             {"spawn_failed", rec.spawn_failed}, {"error", rec.error},
             {"started_at", rec.started_at},     {"ended_at", rec.ended_at}};
   if (rec.fenced) j["fenced"] = true;
+  if (rec.mem_limit_hit > 0) j["mem_limit_hit"] = rec.mem_limit_hit;
   if (rec.exit_code) j["exit_code"] = *rec.exit_code;
   if (rec.signal) j["signal"] = *rec.signal;
   return WriteRecord(ExitPath(run_dir), j, /*strict=*/false);
@@ -257,6 +288,7 @@ Result<ExitRecord> ReadExitRecord(const std::string& run_dir) {
   f.Bool("time_limit", rec.time_limit);
   f.Bool("fenced", rec.fenced);
   f.Bool("spawn_failed", rec.spawn_failed);
+  f.Int("mem_limit_hit", rec.mem_limit_hit);
   f.String("error", rec.error);
   f.Int("started_at", rec.started_at);
   f.Int("ended_at", rec.ended_at);

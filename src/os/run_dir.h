@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/os/cgroup.h"
 #include "trainq/job.h"
 #include "trainq/status.h"
 
@@ -53,6 +54,11 @@ struct RunSpec {
   int64_t gid = -1;
   std::string user;
   std::string home;
+  // The attempt's control group (src/os/cgroup.h): the shim creates it with its limits, the
+  // command joins it before exec (the shim itself stays outside, so a job at its memory limit
+  // never takes its supervisor with it), its processes are the tree the shim stops, and the
+  // shim removes it once they are gone. version kNone (absent from spec.json): none.
+  CgroupSpec cgroup;
 };
 
 struct ShimRecord {
@@ -67,6 +73,9 @@ struct ExitRecord {
   bool time_limit = false;       // the shim stopped it at RunSpec::time_limit_ms
   bool fenced = false;           // the shim stopped it: the node's heartbeat lapsed (fence)
   bool spawn_failed = false;     // exec failed (message in `error`)
+  // The cgroup memory limit (RunSpec::cgroup) at which the kernel killed a process of the job;
+  // 0: it was not reached.
+  uint64_t mem_limit_hit = 0;
   std::string error;
   UnixMs started_at = 0;
   UnixMs ended_at = 0;

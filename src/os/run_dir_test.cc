@@ -45,6 +45,7 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   spec.home = "/home/ada";
   spec.fence_file = "/var/lib/trainq/fence";
   spec.fence_after_ms = 270'000;
+  spec.cgroup = {CgroupVersion::kV1, "/sys/fs/cgroup", "12-1-0badc0de", {64ull << 20, 20}};
   ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
 
   auto back = ReadRunSpec(dir.path());
@@ -62,6 +63,11 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   EXPECT_EQ(back->home, "/home/ada");
   EXPECT_EQ(back->fence_file, "/var/lib/trainq/fence");
   EXPECT_EQ(back->fence_after_ms, 270'000);
+  EXPECT_EQ(back->cgroup.version, CgroupVersion::kV1);
+  EXPECT_EQ(back->cgroup.root, "/sys/fs/cgroup");
+  EXPECT_EQ(back->cgroup.name, "12-1-0badc0de");
+  EXPECT_EQ(back->cgroup.limits.mem_bytes, 64ull << 20);
+  EXPECT_EQ(back->cgroup.limits.max_tasks, 20);
 }
 
 TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
@@ -76,6 +82,7 @@ TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
   EXPECT_EQ(spec->uid, -1);          // absent: the shim's own user
   EXPECT_EQ(spec->gid, -1);
   EXPECT_EQ(spec->fence_file, "");  // absent: no fencing (one machine)
+  EXPECT_FALSE(spec->cgroup.on());  // absent: no cgroup
 }
 
 TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
@@ -98,6 +105,13 @@ TEST(RunDirTest, RunSpecRejectsBadFieldsAndNamesThem) {
       R"({"command": ["ls"], "fence_file": "fence", "fence_after_ms": 500})",  // relative
       R"({"command": ["ls"], "fence_file": "/s/fence"})",                      // no fence_after_ms
       R"({"command": ["ls"], "fence_file": "/s/fence", "fence_after_ms": -1})",
+      // A root shim writes below cgroup_root/.../cgroup_name: nothing may lead elsewhere.
+      R"({"command": ["ls"], "cgroup_version": "v1", "cgroup_root": "/c", "cgroup_name": ".."})",
+      R"({"command": ["ls"], "cgroup_version": "v2", "cgroup_root": "/c", "cgroup_name": "a/b"})",
+      R"({"command": ["ls"], "cgroup_version": "v1", "cgroup_root": "c", "cgroup_name": "x"})",
+      R"({"command": ["ls"], "cgroup_version": "v3", "cgroup_root": "/c", "cgroup_name": "x"})",
+      R"({"command": ["ls"], "cgroup_version": "v2", "cgroup_root": "/c", "cgroup_name": "x",
+          "max_tasks": -1})",
       R"(["ls"])",
   };
   for (const char* text : bad) {
@@ -147,6 +161,7 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   killed.time_limit = true;
   killed.spawn_failed = true;
   killed.fenced = true;
+  killed.mem_limit_hit = 64ull << 20;
   killed.error = "cannot run '\xff': No such file";  // bytes from a user's argv
   ASSERT_TRUE(WriteExitRecord(dir.path(), killed).ok());
   rec = ReadExitRecord(dir.path());
@@ -157,6 +172,7 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   EXPECT_TRUE(rec->time_limit);
   EXPECT_TRUE(rec->spawn_failed);
   EXPECT_TRUE(rec->fenced);
+  EXPECT_EQ(rec->mem_limit_hit, 64ull << 20);
   EXPECT_THAT(rec->error, HasSubstr("No such file"));
 }
 

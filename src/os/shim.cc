@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "src/core/duration.h"
+#include "src/os/cgroup.h"
 #include "src/os/child_setup.h"
 #include "src/os/clock.h"
 #include "src/os/fence.h"
@@ -33,6 +34,7 @@
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/users.h"
+#include "trainq/size.h"
 
 namespace trainq {
 namespace {
@@ -62,6 +64,13 @@ enum CommandStep : int {
   kStepGid,
   kStepUid,
   kStepRegain,
+  kStepCgroup,
+};
+
+// The cgroup.procs files the command's child joins (v1: memory and pids), opened before fork.
+struct CgroupJoin {
+  int fds[2] = {-1, -1};
+  int count = 0;
 };
 
 // The user a shim running as root makes the command's process before it runs anything.
@@ -194,13 +203,20 @@ int ExecSearch(const PreparedCommand& c) {
 }
 
 // `shim` is the parent's pid, taken before fork.
-[[noreturn]] void CommandChild(const PreparedCommand& c, pid_t shim, int output_fd, int report_fd) {
+[[noreturn]] void CommandChild(const PreparedCommand& c, const CgroupJoin& cgroup, pid_t shim,
+                               int output_fd, int report_fd) {
   // A job must not outlive its supervisor unnoticed: killed with it (kill -9 included). The
   // daemon finds and stops what the command started itself (process.h, AttemptProcesses).
   // Checked after the prctl: a shim that died before it would never send the signal.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || ::getppid() != shim) ::_exit(kSpawnFailedExit);
   int report = child::MoveHigh(report_fd);
   if (report < 0) ::_exit(kSpawnFailedExit);
+  // Into the attempt's cgroup while still root and before exec: everything the command ever
+  // starts is born inside it, under its limits.
+  for (int i = 0; i < cgroup.count; ++i) {
+    if (::write(cgroup.fds[i], "0", 1) != 1)
+      child::Fail(report, kStepCgroup, errno, kSpawnFailedExit);
+  }
   ::setpgid(0, 0);
   child::ResetSignals();
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -255,6 +271,8 @@ class Shim {
   void WaitSignals(milliseconds timeout);
   void ReadOutput(size_t budget);
   void Reap();
+  Result<std::vector<UniqueFd>> OpenCgroup();
+  void EndCgroup();
   std::string FailureMessage(const ChildFailure& f) const;
   void LogLine(const std::string& line);
   // Runs `write` until it succeeds or fails otherwise than for space; while the disk is
@@ -304,6 +322,7 @@ int Shim::Run() {
     LogLine("trainq: " + st.message());
   }
   if (main_pid_ > 0) Supervise();
+  EndCgroup();
   return Finish();
 }
 
@@ -378,10 +397,14 @@ Status Shim::StartCommand() {
   rec_.started_at = SystemClock().Now();
   if (spec_.time_limit_ms > 0) deadline_ = Steady::now() + milliseconds(spec_.time_limit_ms);
   if (!spec_.fence_file.empty()) next_fence_check_ = Steady::now();
+  auto cgroup_fds = OpenCgroup();
+  if (!cgroup_fds.ok()) return cgroup_fds.status();
+  CgroupJoin join;
+  for (const UniqueFd& fd : *cgroup_fds) join.fds[join.count++] = fd.get();
   pid_t self = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) CommandChild(command, self, output->write.get(), report->write.get());
+  if (pid == 0) CommandChild(command, join, self, output->write.get(), report->write.get());
   main_pid_ = pid;
   output->write.Reset();  // else the pipe never reaches EOF
   output_ = std::move(output->read);
@@ -414,6 +437,8 @@ std::string Shim::FailureMessage(const ChildFailure& f) const {
                          spec_.uid);
     case kStepExec:
       return "cannot run '" + spec_.command[0] + "': " + reason;
+    case kStepCgroup:
+      return fmt::format("cannot join cgroup {}: {}", spec_.cgroup.name, reason);
     default:
       return "cannot set up stdin/stdout/stderr: " + reason;
   }
@@ -509,6 +534,8 @@ void Shim::SignalTree(int sig) {
   // The group id cannot be reused while its leader is unreaped; afterwards the scan suffices.
   if (!main_reaped_) ::kill(-main_pid_, sig);
   for (int64_t pid : Descendants(::getpid())) ::kill(static_cast<pid_t>(pid), sig);
+  // The cgroup is the authority: it holds whatever the tree started, however it left.
+  for (int64_t pid : CgroupProcs(spec_.cgroup)) ::kill(static_cast<pid_t>(pid), sig);
 }
 
 bool Shim::TreeGone() {
@@ -519,7 +546,48 @@ bool Shim::TreeGone() {
   // alive or still exiting (it may have closed the pipe, waking us, before it can be
   // reaped); a /proc scan would miss it and leave it unreaped, so wait for its SIGCHLD.
   siginfo_t info = {};
-  return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+  bool no_children = ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+  return no_children && CgroupProcs(spec_.cgroup).empty();
+}
+
+// Creates the attempt's cgroup with its limits and opens the files the child joins it by.
+// No cgroup in the spec: nothing to join.
+Result<std::vector<UniqueFd>> Shim::OpenCgroup() {
+  std::vector<UniqueFd> fds;
+  if (!spec_.cgroup.on()) return fds;
+  if (Status st = CreateCgroup(spec_.cgroup); !st.ok())
+    return Status::Io("cgroup: " + st.message());
+  for (const std::string& file : CgroupProcsFiles(spec_.cgroup)) {
+    fds.emplace_back(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fds.back().valid()) return ErrnoStatus("cgroup: open " + file, errno);
+  }
+  return fds;
+}
+
+// Once the tree is gone: what the limits did, in the job's log and exit record, and the group
+// removed. A group the kernel still counts a dying process in is retried for a moment.
+void Shim::EndCgroup() {
+  if (!spec_.cgroup.on()) return;
+  const CgroupLimits& limits = spec_.cgroup.limits;
+  if (uint64_t kills = CgroupOomKills(spec_.cgroup); kills > 0 && limits.mem_bytes > 0) {
+    rec_.mem_limit_hit = limits.mem_bytes;
+    LogLine(
+        fmt::format("trainq: host memory limit {} reached (--mem-limit); the kernel killed "
+                    "{} of this job's processes",
+                    FormatBytes(limits.mem_bytes), kills));
+  }
+  if (uint64_t refused = CgroupForksRefused(spec_.cgroup); refused > 0) {
+    LogLine(fmt::format("trainq: {} forks refused at the task limit {} (--max-procs)", refused,
+                        limits.max_tasks));
+  }
+  auto give_up = Steady::now() + kLeftoverGrace;
+  Status st = RemoveCgroup(spec_.cgroup);
+  while (!st.ok() && Steady::now() < give_up) {
+    WaitSignals(kPoll);
+    st = RemoveCgroup(spec_.cgroup);
+  }
+  if (!st.ok())
+    std::fprintf(stderr, "trainqd shim %s: %s\n", run_dir_.c_str(), st.ToString().c_str());
 }
 
 // Every wait also reads the command's output: a job blocked on a full pipe would never end,

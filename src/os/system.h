@@ -18,6 +18,8 @@ namespace trainq {
 Result<std::string> SelfExecutable();
 std::string HostName();
 int CpuCount();
+// The machine's physical memory in bytes; 0 when unknown.
+uint64_t PhysicalMemoryBytes();
 // This process's soft RLIMIT_NOFILE: how many fds it may hold open.
 uint64_t OpenFileLimit();
 // The login name of `uid`, or its number as text.

@@ -25,6 +25,18 @@ TEST_P(StoreConformance, DependenciesAndTimeLimitRoundTrip) {
   EXPECT_EQ(plain.spec.time_limit_ms, 0);
 }
 
+TEST_P(StoreConformance, HostLimitsRoundTrip) {
+  JobSpec spec = Spec("limited");
+  spec.mem_limit_bytes = (4ull << 30) + 1;
+  spec.max_procs = 20;
+  Job job = Fetch(SubmitOne(spec));
+  EXPECT_EQ(job.spec.mem_limit_bytes, (4ull << 30) + 1);
+  EXPECT_EQ(job.spec.max_procs, 20);
+  Job plain = Fetch(SubmitOne());
+  EXPECT_EQ(plain.spec.mem_limit_bytes, 0u);
+  EXPECT_EQ(plain.spec.max_procs, 0);
+}
+
 TEST_P(StoreConformance, JobWithOpenDependenciesIsStoredBlockedWithTheReason) {
   JobId queued = SubmitOne();
   JobId running = SubmitOne();

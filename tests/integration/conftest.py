@@ -6,6 +6,7 @@ Nothing here fakes trainq itself. At the end of a test the daemon is stopped, ev
 of the instance is killed by pid (found through its environment, which names the state dir),
 and the daemon's log is checked for sanitizer reports.
 """
+import glob
 import json
 import os
 import pwd
@@ -279,7 +280,29 @@ class Trainq:
         self.run("daemon", "stop", check=False, timeout=30)
         # Jobs outlive the daemon by design: stop whatever this instance left running.
         kill_until_gone(self.processes)
+        remove_cgroups(self.state_dir)
         check_no_sanitizer_report(self.daemon_log(), f"{self.state_dir}/daemon.log")
+
+
+def cgroup_name(run_dir):
+    """The attempt's cgroup name (AttemptCgroupName): JOB-N and the FNV-1a hash of the run dir."""
+    h = 2166136261
+    for b in run_dir.encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    job, n = run_dir.rstrip("/").split("/")[-2:]
+    return f"{job}-{n}-{h:08x}"
+
+
+def remove_cgroups(state_dir):
+    """A shim killed with its daemon leaves its attempt's (empty) cgroup: removed here."""
+    for run_dir in glob.glob(os.path.join(state_dir, "runs", "*", "*")):
+        name = cgroup_name(run_dir)
+        for d in (f"/sys/fs/cgroup/trainq.slice/{name}", f"/sys/fs/cgroup/memory/trainq/{name}",
+                  f"/sys/fs/cgroup/pids/trainq/{name}"):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
 
 
 def live_environs():

@@ -150,6 +150,8 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"after", Joined(spec.after)},
               {"after_any", Joined(spec.after_any)},
               {"time_limit_ms", std::to_string(spec.time_limit_ms)},
+              {"mem_limit_bytes", std::to_string(spec.mem_limit_bytes)},
+              {"max_procs", std::to_string(spec.max_procs)},
               {"submit_key", spec.submit_key},
               {"nodes_allowed", EncodeStrings(spec.nodes_allowed)},
               {"nodes_excluded", EncodeStrings(spec.nodes_excluded)},
@@ -191,6 +193,9 @@ Result<Job> ReadJob(const redisReply* hash) {
   job.spec.after = r.Nums<JobId>("after");
   job.spec.after_any = r.Nums<JobId>("after_any");
   job.spec.time_limit_ms = r.Num<int64_t>("time_limit_ms");
+  // Absent from a job an earlier trainq stored: the daemon's defaults.
+  if (r.Has("mem_limit_bytes")) job.spec.mem_limit_bytes = r.Num<uint64_t>("mem_limit_bytes");
+  if (r.Has("max_procs")) job.spec.max_procs = r.Num<int64_t>("max_procs");
   job.spec.submit_key = r.Str("submit_key");
   job.spec.nodes_allowed = r.Strings("nodes_allowed");
   job.spec.nodes_excluded = r.Strings("nodes_excluded");

@@ -176,6 +176,8 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   query.Bind(28, spec.slurm_env ? 1 : 0);
   query.Bind(29, spec.gate_pid);
   query.Bind(30, static_cast<int64_t>(spec.gate_ticks));
+  query.Bind(31, static_cast<int64_t>(spec.mem_limit_bytes));
+  query.Bind(32, spec.max_procs);
   return Status::Ok();
 }
 
@@ -214,6 +216,8 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   job.spec.slurm_env = q.Int(30) != 0;
   job.spec.gate_pid = q.Int64(31);
   job.spec.gate_ticks = q.Uint64(32);
+  job.spec.mem_limit_bytes = q.Uint64(33);
+  job.spec.max_procs = q.Int64(34);
   return job;
 }
 

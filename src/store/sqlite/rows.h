@@ -19,7 +19,7 @@ inline constexpr char kJobColumns[] =
     "id, state, name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, priority, "
     "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms, "
     "queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, record, "
-    "notify_url, mail, slurm_env, gate_pid, gate_ticks";
+    "notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs";
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
@@ -30,9 +30,9 @@ inline constexpr char kInsertJobSql[] =
     "INSERT INTO jobs (name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
     "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason, "
     "queued_at, submit_key, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, "
-    "record, notify_url, mail, slurm_env, gate_pid, gate_ticks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
-    "?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, "
-    "?30)";
+    "record, notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?18, ?19, ?20, ?21, ?22, ?23, "
+    "?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
 
 // Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those
 // whose state is one of ?3..?9 (repeat a state to fill unused slots), through the

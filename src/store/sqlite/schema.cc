@@ -129,9 +129,16 @@ ALTER TABLE jobs ADD COLUMN gate_ticks INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_grp ON jobs (grp) WHERE grp != 0;
 )sql";
 
+// Version 8: host limits each attempt's cgroup holds (--mem-limit in bytes, --max-procs);
+// 0: the daemon's defaults.
+constexpr char kSchemaV8[] = R"sql(
+ALTER TABLE jobs ADD COLUMN mem_limit_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN max_procs INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
-    {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7},
+    {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {
