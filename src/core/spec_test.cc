@@ -30,7 +30,7 @@ JobSpec GoodSpec() {
   return spec;
 }
 
-constexpr SpecLimits kLimits{.max_gpus_per_node = 4, .max_cpu_slots = 16, .max_nodes = 1024};
+const SpecLimits kLimits{.max_gpus_per_node = 4, .max_cpu_slots = 16, .max_nodes = 1024};
 constexpr CwdKind kDir = CwdKind::kDirectory;
 
 TEST(ValidateSpecTest, AcceptsAGoodSpec) {

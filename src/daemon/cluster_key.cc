@@ -48,6 +48,9 @@ std::string SignedJobText(const JobSpec& spec, const std::string& node) {
   Field(out, spec.slurm_env ? "1" : "0");
   Field(out, std::to_string(spec.gate_pid));
   Field(out, std::to_string(spec.gate_ticks));
+  // Host limits: removing them in Redis would let a job take the whole machine.
+  Field(out, std::to_string(spec.mem_limit_bytes));
+  Field(out, std::to_string(spec.max_procs));
   return out;
 }
 

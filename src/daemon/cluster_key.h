@@ -62,8 +62,8 @@ std::string CanonicalTarget(const std::string& path,
                             const std::map<std::string, std::string>& query);
 
 // The text a job's signature covers: who runs it and what runs (user, command, environment,
-// cwd, the gate's process, where its output is sent), the signing node; each field
-// length-prefixed so no two different specs read the same.
+// cwd, the gate's process, where its output is sent, its host limits), the signing node;
+// each field length-prefixed so no two different specs read the same.
 std::string SignedJobText(const JobSpec& spec, const std::string& node);
 
 }  // namespace trainq

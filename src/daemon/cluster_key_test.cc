@@ -26,6 +26,8 @@ JobSpec AdasJob() {
   s.env = {{"PATH", "/usr/bin"}, {"WANDB_API_KEY", "secret"}};
   s.cwd = "/home/ada/exp";
   s.notify_url = "https://hooks.example.org/x";
+  s.mem_limit_bytes = 4ull << 30;
+  s.max_procs = 256;
   return s;
 }
 
@@ -50,6 +52,8 @@ TEST(ClusterKeyTest, EveryIdentityFieldChangedInTheStoreIsRefused) {
       {"notify", [](JobSpec& s) { s.notify_url = "https://evil.example/"; }},
       {"mail", [](JobSpec& s) { s.mail = "evil@example.org"; }},
       {"gate", [](JobSpec& s) { s.gate_pid = 1; }},
+      {"mem limit", [](JobSpec& s) { s.mem_limit_bytes = 0; }},
+      {"procs", [](JobSpec& s) { s.max_procs = 1 << 20; }},
       {"node", [](JobSpec& s) { s.signed_by = "gpu2"; }},
       {"split", [](JobSpec& s) { s.command = {"pythontrain.py"}; }},
   };

@@ -40,6 +40,9 @@ Status MakeDir(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) < 0 && errno != EEXIST) {
     return ErrnoStatus("mkdir " + path, errno);
   }
+  struct stat st = {};
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path, errno);
+  if (!S_ISDIR(st.st_mode)) return ErrnoStatus(path, ENOTDIR);
   if (::access(path.c_str(), W_OK) < 0) return ErrnoStatus("cannot write " + path, errno);
   return Status::Ok();
 }
