@@ -163,14 +163,8 @@ TEST_F(CancelTest, AWaitingJobIsCancelledWithoutAShim) {
 // A dead shim whose processes are being stopped would queue the job again when its run dir
 // was missing; a cancel meanwhile keeps it from running again.
 TEST_F(CancelTest, ACancelWhileARequeuedAttemptIsStoppedEndsItCancelled) {
-  SetGpus({Gpu(0, 80)});
-  Start();
-  JobId id = Submit({{"gpus", 1}});
+  JobId id = RestartWithARunningJobsRunDirGone();
   std::string run = RunDir(id, 1);
-  shims_.leftovers[run] = {ProcStat{6001, 1, 6001, 'S', 5}};
-  daemon_.reset();
-  std::filesystem::remove_all(run);
-  Start();
   ASSERT_EQ(Get(id).state, JobState::kRunning);  // its processes are being stopped
 
   HttpResponse r = CancelOne(id);

@@ -252,15 +252,8 @@ TEST_F(DaemonTest, AShimDeadWithoutARecordAndNothingLeftEndsAtOnce) {
 // Defect (issue 9, item 6): a run dir removed while the daemon was down made the restart queue
 // the job again and start attempt 2 beside the still running attempt 1.
 TEST_F(DaemonTest, ARunDirMissingAfterARestartHasTheOldAttemptStoppedBeforeTheNext) {
-  SetGpus({Gpu(0, 80)});
-  Start();
-  JobId id = Submit({{"gpus", 1}});
+  JobId id = RestartWithARunningJobsRunDirGone();
   std::string run = RunDir(id, 1);
-  shims_.leftovers[run] = {ProcStat{6001, 1, 6001, 'S', 5}};
-  daemon_.reset();
-  std::filesystem::remove_all(run);
-
-  Start();
   Job job = Get(id);
   EXPECT_EQ(job.state, JobState::kRunning);
   EXPECT_EQ(job.attempt, 1);

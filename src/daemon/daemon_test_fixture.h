@@ -143,6 +143,20 @@ class DaemonTest : public ::testing::Test {
     return got.value_or(HttpResponse{599, "", ""});
   }
 
+  // A one-GPU job running when the daemon crashed; its shim died leaving process 6001, and
+  // its run dir was removed before the daemon started again. Returns the job.
+  JobId RestartWithARunningJobsRunDirGone() {
+    SetGpus({Gpu(0, 80)});
+    Start();
+    JobId id = Submit({{"gpus", 1}});
+    std::string run = RunDir(id, 1);
+    shims_.leftovers[run] = {ProcStat{6001, 1, 6001, 'S', 5}};
+    daemon_.reset();
+    std::filesystem::remove_all(run);
+    Start();
+    return id;
+  }
+
   JobId Submit(json spec) {
     spec["command"] = {"train"};
     spec["cwd"] = dir_;

@@ -10,6 +10,7 @@ import collections
 import os
 import random
 import signal
+import threading
 import time
 
 from conftest import crash, read_lines, wait_for
@@ -23,7 +24,7 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     cluster = make_cluster(3, gpus=[{"uuid": f"GPU-sim-{i}", "name": "Simulated A100 80GB",
                                      "memory_total": "80GiB", "memory_used_by_others": 0,
                                      "utilization": 0} for i in range(4)],
-                           cpu_slots=8, max_node_failures=100, lost_node_wait="6s")
+                           cpu_slots=8, max_node_failures=100, lost_node_wait="15s")
     nodes = list(cluster.nodes.values())
 
     def node_state(via, name):
@@ -41,7 +42,7 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     started = time.monotonic()
     daemon_kills = node_kills = freezes = 0
     down = {}  # node name -> when to bring it back
-    frozen = {}  # node name -> its stopped daemon's pid
+    frozen = {}  # node name -> the timer that thaws its stopped daemon
     while len(ids) < JOBS or down:
         # Submit in bursts through whichever nodes are up.
         up = [n for name, n in cluster.nodes.items() if name not in down]
@@ -57,8 +58,8 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
             # after a long outage; sooner, its dead shims would fail their jobs (on a
             # single machine too: a supervisor killed without a record is a failure).
             if whole == "frozen":
-                if now >= back_at:  # judged lost by now (node_timeout is 4s), within 4s + 6s
-                    os.kill(frozen.pop(name), signal.SIGCONT)
+                if now >= back_at:  # thawed by its timer
+                    frozen.pop(name).join()
                     del down[name]
             elif now >= back_at and (not whole or node_state(t0, name) == "lost"):
                 cluster.node(name).start_daemon()
@@ -86,10 +87,14 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
                 ids.extend(mine)
                 wait_for(lambda: all(j["state"] == "running" for j in via.ls()
                                      if j["id"] in mine), timeout=10, what="its jobs to run")
-                frozen[name] = victim.daemon_pid()
-                os.kill(frozen[name], signal.SIGSTOP)
+                pid, frozen_for = victim.daemon_pid(), rng.uniform(5.0, 6.5)
+                os.kill(pid, signal.SIGSTOP)
+                # Thawed on time whatever the loop is doing: judged lost by then (node_timeout
+                # is 4s), well within lost_node_wait (15s) after that.
+                frozen[name] = threading.Timer(frozen_for, os.kill, (pid, signal.SIGCONT))
+                frozen[name].start()
                 freezes += 1
-                down[name] = (time.monotonic() + rng.uniform(5.0, 6.5), "frozen")
+                down[name] = (time.monotonic() + frozen_for, "frozen")
             else:
                 crash(cluster.processes(name))  # the whole node: its jobs die too
                 node_kills += 1
