@@ -141,8 +141,9 @@ struct CallOptions {
 // caller's own daemon or root's (JudgeListener); over https a certificate that does not
 // verify (against the system's CAs and `ca_file`, for the host name or IP address of the
 // URL). kInvalid for an unreadable `ca_file`, and for a method, target or header value that
-// holds a space (the target), CR, LF or NUL: a request is never built by pasting. kIo when the exchange broke after the request
-// went out: it may have been received, so it must not be resent blindly.
+// holds a space (the target), CR, LF or NUL: a request is never built by pasting. kIo when the
+// exchange broke after the request went out: it may have been received, so it must not be resent
+// blindly.
 Result<HttpResponse> HttpCall(const Endpoint& endpoint, std::string_view method,
                               std::string_view target, const std::string& body,
                               const CallOptions& options);

@@ -8,9 +8,7 @@
 namespace trainq {
 namespace {
 
-Caller Ada(Role role, std::string token = "") {
-  return {"ada", 1001, role, std::move(token), ""};
-}
+Caller Ada(Role role, std::string token = "") { return {"ada", 1001, role, std::move(token), ""}; }
 
 // Another node's signed request reads any job's log (for its own caller) and nothing else.
 TEST(AuthorizeTest, ANodeReadsLogsAndNothingElse) {
