@@ -25,7 +25,7 @@ struct Parsed {
   bool all = false, json = false, follow = false, foreground = false, topo = false;
   std::string state, id;
   int attempt = 0;
-  int limit = 0;
+  int limit = -1;  // ls --limit; -1: not given
   std::string config_key, config_value;
   std::string backup_path;
   TokenArgs token;
@@ -146,7 +146,9 @@ void AddQueries(CLI::App& app, Parsed& p) {
   ls->add_option("--state", p.state, "only these states, comma-separated");
   ls->add_flag("--json", p.json, "JSON output");
   ls->add_option("--limit", p.limit,
-                 "show at most N jobs: the oldest, or with --newest the newest");
+                 "show at most N jobs: the oldest, or with --newest the newest; 0: all (the "
+                 "table shows 200 unless told, --json and -q all)")
+      ->check(CLI::NonNegativeNumber);
   ls->add_flag("--newest", p.newest, "newest first");
   ls->add_flag("--reverse,-r", p.reverse, "the listed jobs in the opposite order");
   ls->add_flag("--quiet,-q", p.quiet, "only the ids, one per line");

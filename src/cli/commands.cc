@@ -364,6 +364,10 @@ int CmdSubmit(Client& client, const SubmitArgs& args) {
   return 0;
 }
 
+namespace {
+constexpr int kTablePage = 200;  // rows `trainq ls` shows unless --limit says otherwise
+}  // namespace
+
 int CmdList(Client& client, const ListArgs& args) {
   std::string target = "/v1/jobs?";
   if (!args.state.empty()) {
@@ -371,9 +375,13 @@ int CmdList(Client& client, const ListArgs& args) {
   } else if (args.all) {
     target += "all=1&";
   }
-  if (args.limit < 0) return Fail(Status::Invalid("--limit: use a positive number of jobs"));
-  // The daemon lists oldest first; the N newest are the last N of the whole list.
-  if (args.limit > 0 && !args.newest) target += fmt::format("limit={}&", args.limit);
+  // A table is for people: a queue of 100,000 is shown a page at a time, so its listing costs
+  // the daemon (and everyone else's commands) a page. Scripts (--json, -q) get every job.
+  bool paged = args.limit < 0 && !args.json && !args.quiet && !args.newest;
+  int limit = paged ? kTablePage : std::max(args.limit, 0);
+  // The daemon lists oldest first; the N newest are the last N of the whole list. One more
+  // than a page says whether there are more.
+  if (limit > 0 && !args.newest) target += fmt::format("limit={}&", limit + (paged ? 1 : 0));
   if (!args.user.empty() && args.mine) {
     return Fail(Status::Invalid("--user and --mine: give one of them"));
   }
@@ -406,10 +414,15 @@ int CmdList(Client& client, const ListArgs& args) {
   if (args.newest) {
     std::reverse(jobs.begin(), jobs.end());
     std::reverse(listed.begin(), listed.end());
-    if (args.limit > 0 && jobs.size() > static_cast<size_t>(args.limit)) {
-      jobs.erase(jobs.begin() + args.limit, jobs.end());
-      listed.erase(listed.begin() + args.limit, listed.end());
+    if (limit > 0 && jobs.size() > static_cast<size_t>(limit)) {
+      jobs.erase(jobs.begin() + limit, jobs.end());
+      listed.erase(listed.begin() + limit, listed.end());
     }
+  }
+  bool more = paged && jobs.size() > static_cast<size_t>(kTablePage);
+  if (more) {
+    jobs.erase(jobs.begin() + kTablePage, jobs.end());
+    listed.erase(listed.begin() + kTablePage, listed.end());
   }
   if (args.reverse) {
     std::reverse(jobs.begin(), jobs.end());
@@ -423,6 +436,12 @@ int CmdList(Client& client, const ListArgs& args) {
   }
   if (!reply.ok()) return Fail(reply.status());
   std::fputs(out.c_str(), stdout);
+  if (more) {
+    std::fprintf(stderr,
+                 "(the %d oldest shown; there are more: --limit N shows N, --limit 0 all, "
+                 "--newest the newest)\n",
+                 kTablePage);
+  }
   return 0;
 }
 

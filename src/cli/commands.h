@@ -58,7 +58,7 @@ struct SbatchArgs {
 struct ListArgs {
   bool all = false;
   std::string state;
-  int limit = 0;
+  int limit = -1;  // --limit; -1: not given (the table pages, --json and -q list all)
   bool json = false;
   std::string user;      // only this user's jobs
   bool mine = false;     // only the caller's (the socket's user, or the token's)

@@ -124,6 +124,28 @@ def test_logs_tail_and_ls_ordering_with_priorities(make_trainq):
     assert [line.split()[3] for line in lines[1:]] == ["-5", "7"]
 
 
+def test_ls_shows_a_page_of_a_long_queue_and_says_there_is_more(make_trainq):
+    tq = make_trainq(gpus=[gpu(0)])
+    tq.run("pause")
+    tq.run("submit", "--gpus", "0", "--array", "0-249", "--", "true")
+    table = tq.run("ls")
+    rows = table.stdout.splitlines()[1:]
+    assert len(rows) == 200, table.stdout[-500:]
+    assert rows[0].split()[0] == "1" and rows[-1].split()[0] == "200"
+    assert "the 200 oldest shown; there are more: --limit N shows N, --limit 0 all" in \
+        table.stderr, table.stderr
+    assert len(tq.run("ls", "--limit", "0").stdout.splitlines()) == 251
+    quiet = tq.run("ls", "--limit", "20")
+    assert len(quiet.stdout.splitlines()) == 21 and quiet.stderr == ""
+    assert len(tq.ls()) == 250                         # --json: every job, for scripts
+    assert len(tq.run("ls", "-q").stdout.split()) == 250
+    assert tq.run("ls", "--limit", "-1", check=False).returncode == 2
+    # A queue that fits in a page says nothing more.
+    tq.run("cancel", "--all-mine")
+    tq.run("submit", "--gpus", "0", "--", "true")
+    assert tq.run("ls").stderr == ""
+
+
 def complete(tq, shell_line, words):
     """What bash's completion offers for `words` (the last one being typed)."""
     script = (f"{shell_line}\n"
