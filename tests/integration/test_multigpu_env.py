@@ -1,6 +1,7 @@
 """The distributed-training environment of multi-GPU jobs: a job script checks what an
 unmodified `torchrun train.py` would read, and MASTER_PORTs are never shared."""
 import os
+import socket
 import sys
 
 from conftest import gpu, read_json, wait_for
@@ -44,15 +45,26 @@ def test_single_gpu_job_gets_no_master_port(make_trainq):
     assert job["attempts"][0]["master_port"] is None
 
 
+def own_port_range(size):
+    """A master_port_range of ports free now: tests running beside this one (a real torchrun
+    among them) bind ports of the default range, which the daemon then rightly skips."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.bind(("0.0.0.0", 0))
+    first = probe.getsockname()[1]
+    probe.close()
+    return first, f"{first}-{first + size - 1}"
+
+
 def test_concurrent_multi_gpu_jobs_get_different_ports_and_freed_ones_return(make_trainq):
-    tq = make_trainq(gpus=[gpu(i) for i in range(4)])
+    first, ports_range = own_port_range(4)
+    tq = make_trainq(gpus=[gpu(i) for i in range(4)], master_port_range=ports_range)
     go = tq.path("go")
     a = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "a.json", "--wait-file", go))
     b = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "b.json", "--wait-file", go))
     env_a, env_b = seen(tq, "a.json"), seen(tq, "b.json")
     assert env_a["problems"] == [] and env_b["problems"] == []
     ports = {env_a["env"]["MASTER_PORT"], env_b["env"]["MASTER_PORT"]}
-    assert ports == {str(FIRST_PORT), str(FIRST_PORT + 1)}, ports
+    assert ports == {str(first), str(first + 1)}, ports
     gpus_a = set(env_a["env"]["CUDA_VISIBLE_DEVICES"].split(","))
     gpus_b = set(env_b["env"]["CUDA_VISIBLE_DEVICES"].split(","))
     assert not gpus_a & gpus_b
@@ -61,7 +73,7 @@ def test_concurrent_multi_gpu_jobs_get_different_ports_and_freed_ones_return(mak
     tq.wait_state(b, "succeeded")
     c = tq.submit("--gpus", "2", cmd=check_job(tq, 2, "c.json"))
     tq.wait_state(c, "succeeded")
-    assert seen(tq, "c.json")["env"]["MASTER_PORT"] == str(FIRST_PORT), "a freed port is reused"
+    assert seen(tq, "c.json")["env"]["MASTER_PORT"] == str(first), "a freed port is reused"
 
 
 def test_ports_of_running_jobs_are_not_reissued_after_a_daemon_restart(make_trainq):
@@ -120,15 +132,9 @@ if attempt == "1":
 
 
 def test_a_rendezvous_port_taken_after_placement_queues_the_job_again_with_another(make_trainq):
-    import socket
-    # Ports of its own: tests running beside this one (a real torchrun among them) bind ports
-    # of the default range, and the port this test takes must be free when it takes it.
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    probe.bind(("0.0.0.0", 0))
-    first_free = probe.getsockname()[1]
-    probe.close()
-    tq = make_trainq(gpus=[gpu(i) for i in range(2)],
-                     master_port_range=f"{first_free}-{first_free + 3}")
+    # Ports of its own: the port this test takes must be free when it takes it.
+    _, ports_range = own_port_range(4)
+    tq = make_trainq(gpus=[gpu(i) for i in range(2)], master_port_range=ports_range)
     job_id = tq.submit("--gpus", "2", "--retries", "0",
                        cmd=[sys.executable, "-c", PORT_RACE_JOB, tq.path("")])
     first = int(wait_for(lambda: open(tq.path("port-1")).read() if os.path.exists(
