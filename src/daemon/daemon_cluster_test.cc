@@ -134,6 +134,20 @@ class DaemonClusterTest : public ::testing::Test {
     return ref;
   }
 
+  struct TwoNodes {
+    Node& leader;
+    Node& worker;
+  };
+  // node-a, with no GPU, started first (it leads and places for both), and node-b with
+  // GPU 0: the cluster most tests here need.
+  TwoNodes StartLeaderAndWorker() {
+    Node& a = AddNode("node-a", {});
+    Node& b = AddNode("node-b", {Gpu(0)});
+    Start(a);
+    Start(b);
+    return {a, b};
+  }
+
   // Open() and StartCluster(), as Serve() does, without the socket and timers.
   void Start(Node& n) {
     Result<std::unique_ptr<ClusterStore>> store = OpenRedisStore(target_);
@@ -273,10 +287,8 @@ TEST_F(DaemonClusterTest, JobSubmittedOnOneNodeRunsOnTheNodeWithAFreeGpu) {
 // Write access to Redis alone runs nothing as anyone: a job whose user or command was
 // changed in the store after a node signed it ends failed, naming why, and no shim starts.
 TEST_F(DaemonClusterTest, AJobChangedInTheStoreIsRefusedNotRun) {
-  Node& a = AddNode("node-a", {});
-  Node& b = AddNode("node-b", {Gpu(0)});
-  Start(a);
-  Start(b);
+  TwoNodes two = StartLeaderAndWorker();
+  Node &a = two.leader, &b = two.worker;
   JobId first = Submit(a, {{"gpus", 1}});
   JobId second = Submit(a, {{"gpus", 1}, {"after", {first}}});
   ASSERT_TRUE(Eventually([&] { return Get(first).state == JobState::kRunning; }));
@@ -295,10 +307,8 @@ TEST_F(DaemonClusterTest, AJobChangedInTheStoreIsRefusedNotRun) {
 // A run dir the store names outside the node's own runs dir is refused: root would create
 // and write files wherever a hand in Redis pointed it.
 TEST_F(DaemonClusterTest, ARunDirNamedElsewhereInTheStoreIsRefused) {
-  Node& a = AddNode("node-a", {});
-  Node& b = AddNode("node-b", {Gpu(0)});
-  Start(a);
-  Start(b);
+  TwoNodes two = StartLeaderAndWorker();
+  Node &a = two.leader, &b = two.worker;
   // The leader places with node-b's runs_dir as node-b published it: change that.
   std::vector<std::string> move = {"HSET", target_.prefix + "node:node-b", "runs_dir",
                                    dir_ + "/elsewhere"};
@@ -399,10 +409,8 @@ TEST_F(DaemonClusterTest, DeposedLeaderCannotPlaceAndTheJobRunsOnce) {
 // B was frozen while its job ended, and judged lost: the job waits lost_node_wait for B's
 // word, and B, thawed, records the real end. The job succeeded once and never ran again.
 TEST_F(DaemonClusterTest, AFrozenNodesJobThatEndedKeepsItsEndAndDoesNotRunAgain) {
-  Node& a = AddNode("node-a", {});
-  Node& b = AddNode("node-b", {Gpu(0)});
-  Start(a);
-  Start(b);
+  TwoNodes two = StartLeaderAndWorker();
+  Node &a = two.leader, &b = two.worker;
   JobId id = Submit(a, {{"gpus", 1}});
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
 
@@ -422,10 +430,8 @@ TEST_F(DaemonClusterTest, AFrozenNodesJobThatEndedKeepsItsEndAndDoesNotRunAgain)
 // The leader judged B lost while B was frozen: B, thawed, stops the attempt the store no
 // longer places on it, and its late end record does not overwrite the store's.
 TEST_F(DaemonClusterTest, NodeJudgedLostStopsItsAttemptAndItsLateEndIsRefused) {
-  Node& a = AddNode("node-a", {});
-  Node& b = AddNode("node-b", {Gpu(0)});
-  Start(a);
-  Start(b);
+  TwoNodes two = StartLeaderAndWorker();
+  Node &a = two.leader, &b = two.worker;
   JobId id = Submit(a, {{"gpus", 1}});
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
   ASSERT_NE(b.Shim(id, 1), nullptr);
@@ -452,10 +458,8 @@ TEST_F(DaemonClusterTest, NodeJudgedLostStopsItsAttemptAndItsLateEndIsRefused) {
 }
 
 TEST_F(DaemonClusterTest, CancelOnOneNodeStopsTheJobOnItsNode) {
-  Node& a = AddNode("node-a", {});
-  Node& b = AddNode("node-b", {Gpu(0)});
-  Start(a);
-  Start(b);
+  TwoNodes two = StartLeaderAndWorker();
+  Node &a = two.leader, &b = two.worker;
   JobId id = Submit(a, {{"gpus", 1}});
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
 
