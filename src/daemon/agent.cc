@@ -362,6 +362,8 @@ void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& given) {
   AttemptEnd end = given;
   end.part = live.part;
   end.parts = live.parts;
+  // What the attempt leaves here (its log, spec and records) counts against its user's cap.
+  end.log_bytes = DirBytes(live.run_dir);
   live_.erase(it);
   StoreEnd(id, n, end);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.

@@ -103,6 +103,7 @@ Kind Size(uint64_t Config::*field, std::string_view form = kSizeForm, bool zero_
 
 constexpr int64_t kMinSampleIntervalMs = 100;
 constexpr int kMaxProcsOption = 4194304;  // the kernel's largest pid_max
+constexpr int kMaxWaitingCap = 10000000;
 
 constexpr std::string_view kDurationForm =
     "a duration like \"30s\", \"500ms\", \"2m\", \"2h\", \"7d\" (at most 36500d)";
@@ -510,6 +511,15 @@ const std::vector<Option>& Options() {
           "`max_procs_per_job`",
           Count(&Config::default_max_procs, kMaxProcsOption,
                 "a whole number of tasks from 0 (the bound) to 4194304")),
+      Row("max_waiting_jobs_per_user", "10000", false,
+          "most jobs one user may have queued or blocked; a submit past it is refused whole; "
+          "0 = no cap",
+          Count(&Config::max_waiting_jobs_per_user, kMaxWaitingCap,
+                "a whole number of jobs from 0 (no cap) to 10000000")),
+      Row("max_stored_bytes_per_user", "20GiB", false,
+          "most bytes one user's kept jobs may take: their records and the logs of their "
+          "attempts; a submit past it is refused until `trainq clean` frees some; 0 = no cap",
+          Size(&Config::max_stored_bytes_per_user, "a size like \"20GiB\", or 0 (no cap)", true)),
       Row("node_name", "the host name", false, "this node's name in job records",
           String(&Config::node_name)),
       Row("max_request", "64MiB", false, "largest API request body accepted",

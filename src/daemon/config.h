@@ -42,7 +42,10 @@ struct Config {
   uint64_t max_mem_limit_bytes = 0;      // max_mem_limit; 0: the machine's memory
   uint64_t default_mem_limit_bytes = 0;  // default_mem_limit
   int max_procs_per_job = 32768;
-  int default_max_procs = 4096;              // 0: max_procs_per_job
+  int default_max_procs = 4096;  // 0: max_procs_per_job
+  // What one user may keep (docs/operations.md, "Per-user caps"); 0: no cap.
+  int max_waiting_jobs_per_user = 10000;
+  uint64_t max_stored_bytes_per_user = 20ull << 30;
   std::string node_name;                     // empty: the host name
   uint64_t max_request_bytes = 64ull << 20;  // max_request
   // API connections (docs/operations.md, "Connections and limits").

@@ -249,6 +249,8 @@ class DaemonImpl {
 
   // routes.cc
   void FlushSubmits();
+  Status WithinCaps(const std::vector<JobSpec>& specs, const std::string& user,
+                    std::map<std::string, UserFootprint>* footprints);
 
   // cluster.cc (docs/cluster.md): only where the store is a cluster's (cluster_ set). Every
   // node runs the agent part: heartbeats, and runs what the leader placed on it. The node

@@ -23,6 +23,7 @@
 #include "src/os/fd.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
+#include "trainq/size.h"
 
 namespace trainq {
 
@@ -374,6 +375,11 @@ void Routes::Submit(RouteContext& c) {
   if (!Allowed(c, Action::kSubmit, "submit")) return;
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
+  // A request past the waiting-jobs cap on its own is refused before each job is checked
+  // (FlushSubmits judges the rest with what the user keeps).
+  if (Status st = c.d.WithinCaps(*specs, c.caller.user, /*stored=*/nullptr); !st.ok()) {
+    return c.respond(ErrorResponse(st));
+  }
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
                     c.d.config_.headroom_bytes};
   c.d.ClusterLimits(limits);
@@ -999,10 +1005,84 @@ void DaemonImpl::Handle(HttpRequest request, Responder respond) {
   respond(ErrorResponse(Status::NotFound("no route " + request.method + " " + request.path)));
 }
 
+// The per-user caps (docs/operations.md, "Per-user caps") for one request of `user`'s
+// `specs`; `footprints` carries what the user keeps, plus what earlier requests of the batch
+// add, from one request to the next (null: the request is judged alone).
+Status DaemonImpl::WithinCaps(const std::vector<JobSpec>& specs, const std::string& user,
+                              std::map<std::string, UserFootprint>* footprints) {
+  int64_t max_waiting = config_.max_waiting_jobs_per_user;
+  uint64_t max_bytes = config_.max_stored_bytes_per_user;
+  if (specs.empty() || (max_waiting == 0 && max_bytes == 0)) return Status::Ok();
+  UserFootprint nothing;
+  UserFootprint* kept = &nothing;  // without `footprints`: the request alone
+  if (footprints) {
+    auto [it, fresh] = footprints->try_emplace(user);
+    if (fresh) {
+      Result<UserFootprint> stored = store_->Footprint(user);
+      if (!stored.ok()) {
+        footprints->erase(it);
+        return stored.status();
+      }
+      it->second = *stored;
+    }
+    kept = &it->second;
+  }
+  UserFootprint& fp = *kept;
+  auto count = static_cast<int64_t>(specs.size());
+  if (max_waiting > 0 && !footprints && count > max_waiting) {
+    return Status::NoSpace(fmt::format(
+        "this submit of {} jobs is more than {} may have waiting: max_waiting_jobs_per_user = "
+        "{}; nothing was stored",
+        count, user, max_waiting));
+  }
+  if (max_waiting > 0 && fp.waiting_jobs + count > max_waiting) {
+    return Status::NoSpace(fmt::format(
+        "{} has {} job{} waiting and this submit adds {}: over max_waiting_jobs_per_user = {}; "
+        "nothing was stored (cancel some, or submit again once some have started)",
+        user, fp.waiting_jobs, fp.waiting_jobs == 1 ? "" : "s", count, max_waiting));
+  }
+  // A large environment the request's jobs share is stored once (Store::kSharedEnvBytes).
+  uint64_t bytes = 0;
+  std::set<std::vector<std::pair<std::string, std::string>>> shared;
+  for (const JobSpec& spec : specs) {
+    size_t env = 2;
+    for (const auto& [name, value] : spec.env) env += name.size() + value.size() + 6;
+    if (env >= kSharedEnvBytes && !shared.insert(spec.env).second) env = 0;
+    bytes += RecordBytes(spec, env);
+  }
+  if (max_bytes > 0 && fp.stored_bytes + bytes > max_bytes) {
+    return Status::NoSpace(fmt::format(
+        "{}'s jobs keep {} (their records and logs) and this submit adds {}: over "
+        "max_stored_bytes_per_user = {}; nothing was stored (`trainq clean` forgets ended jobs "
+        "and their logs)",
+        user, FormatBytes(fp.stored_bytes), FormatBytes(bytes), FormatBytes(max_bytes)));
+  }
+  fp.waiting_jobs += count;
+  fp.stored_bytes += bytes;
+  return Status::Ok();
+}
+
 void DaemonImpl::FlushSubmits() {
   flush_posted_ = false;
-  std::vector<PendingSubmit> batch = std::move(pending_submits_);
+  std::vector<PendingSubmit> batch;
+  std::map<std::string, UserFootprint> footprints;
+  size_t refused = 0;
+  for (PendingSubmit& p : pending_submits_) {
+    Status within =
+        p.specs.empty() ? Status::Ok() : WithinCaps(p.specs, p.specs.front().user, &footprints);
+    if (within.ok()) {
+      batch.push_back(std::move(p));
+      continue;
+    }
+    refused += p.specs.size();
+    for (Responder& repeat : p.repeats) repeat(ErrorResponse(within));
+    p.respond(ErrorResponse(within));
+  }
   pending_submits_.clear();
+  if (batch.empty()) {
+    if (refused > 1000) ::malloc_trim(0);  // as after a large batch stored (below)
+    return;
+  }
   std::vector<JobSpec> specs;
   for (size_t k = 0; k < batch.size(); ++k) {
     for (JobSpec& s : batch[k].specs) {

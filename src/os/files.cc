@@ -135,6 +135,17 @@ Result<std::vector<std::string>> ListFiles(const std::string& dir) {
   return names;
 }
 
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  Result<std::vector<std::string>> names = ListFiles(dir);
+  if (!names.ok()) return 0;
+  for (const std::string& name : *names) {
+    struct stat st {};
+    if (::stat((dir + "/" + name).c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
+  }
+  return bytes;
+}
+
 Status RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) == 0 || errno == ENOENT) return Status::Ok();
   return ErrnoStatus("remove " + path, errno);

@@ -111,6 +111,9 @@ Result<std::string> ReadFileTail(const std::string& path, size_t max_bytes);
 Status MakeDirs(const std::string& path);
 // The names of the regular files in `dir`, sorted; empty when it does not exist.
 Result<std::vector<std::string>> ListFiles(const std::string& dir);
+// What the regular files in `dir` take (a run dir: the log and the records); 0 when it cannot
+// be read.
+uint64_t DirBytes(const std::string& dir);
 // Removes a file; Ok when it is already gone.
 Status RemoveFile(const std::string& path);
 

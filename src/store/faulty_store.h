@@ -77,6 +77,14 @@ class FaultyStore final : public Store {
     if (Status st = Take("Dependents"); !st.ok()) return st;
     return inner_->Dependents(id);
   }
+  Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override {
+    if (Status st = Take("Forget"); !st.ok()) return st;
+    return inner_->Forget(ids);
+  }
+  Result<UserFootprint> Footprint(const std::string& user) override {
+    if (Status st = Take("Footprint"); !st.ok()) return st;
+    return inner_->Footprint(user);
+  }
   Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
                      UnixMs now) override {
     if (Status st = Take("MoveWaiting"); !st.ok()) return st;

@@ -17,6 +17,18 @@ Status CheckAttemptEnd(const AttemptEnd& end) {
   return Status::Ok();
 }
 
+uint64_t RecordBytes(const JobSpec& spec, size_t env_bytes) {
+  // Ids, numbers, states and the attempt records' fixed fields, with each store's overhead.
+  constexpr uint64_t kFixed = 256;
+  uint64_t bytes = kFixed + env_bytes + spec.name.size() + spec.cwd.size() + spec.record.size() +
+                   spec.notify_url.size() + spec.mail.size() + spec.submit_key.size() +
+                   spec.signature.size() + spec.signed_by.size();
+  for (const std::string& arg : spec.command) bytes += arg.size() + 3;
+  for (const std::string& node : spec.nodes_allowed) bytes += node.size() + 3;
+  for (const std::string& node : spec.nodes_excluded) bytes += node.size() + 3;
+  return bytes + 8 * (spec.after.size() + spec.after_any.size());
+}
+
 bool IsTokenDigest(const std::string& hash) {
   return hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
 }

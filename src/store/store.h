@@ -63,6 +63,16 @@ struct AttemptEnd {
   // A node that cannot run the job at all (its --cwd is missing there; cluster stores):
   // added to the job's nodes_excluded, so it is placed elsewhere. "": none.
   std::string exclude_node{};
+  // The size of the log this end leaves on its node, added to the attempt's log_bytes (a
+  // gang's parts each add theirs): what the user's stored bytes count of logs (Footprint).
+  uint64_t log_bytes = 0;
+};
+
+// What one user keeps in the store, judged against the per-user caps
+// (max_waiting_jobs_per_user, max_stored_bytes_per_user) before a submit is stored.
+struct UserFootprint {
+  int64_t waiting_jobs = 0;   // queued or blocked
+  uint64_t stored_bytes = 0;  // the jobs' records and the logs their attempts left
 };
 
 // An API token as stored: never the token itself, only its SHA-256 (docs/operations.md,
@@ -86,6 +96,13 @@ struct TokenRecord {
 Status CheckAttemptEnd(const AttemptEnd& end);
 // Whether `hash` has a stored token's form: 64 lowercase hex digits (SHA-256).
 bool IsTokenDigest(const std::string& hash);
+// An environment encoded this large or larger is stored once per submit and shared by the
+// submit's jobs that carry it (a batch, an array); smaller ones stay in each job's record.
+inline constexpr size_t kSharedEnvBytes = 1024;
+// What a new job's record takes in a store, for Footprint: its variable fields, plus a
+// fixed allowance for the rest, plus `env_bytes` (0 when its environment is shared with a
+// job stored before it).
+uint64_t RecordBytes(const JobSpec& spec, size_t env_bytes);
 
 class Store {
  public:
@@ -153,12 +170,11 @@ class Store {
   // their attempts with them, in one durable transaction; others are left as they are. The
   // ids forgotten, in the order given; an id is never given to a new job again. A store
   // that cannot forget says so (kInvalid) and forgets nothing.
-  virtual Result<std::vector<JobId>> Forget(std::span<const JobId> ids) {
-    (void)ids;
-    return Status::Invalid(
-        "this store cannot forget jobs yet: trainq clean works with the embedded SQLite store "
-        "of one machine, not a cluster's Redis; nothing was removed");
-  }
+  virtual Result<std::vector<JobId>> Forget(std::span<const JobId> ids) = 0;
+  // How many jobs `user` has waiting and how many bytes their kept jobs take: each job's
+  // record (an environment shared by several jobs counts once, on the job that stored it)
+  // plus the log_bytes of its attempts' ends.
+  virtual Result<UserFootprint> Footprint(const std::string& user) = 0;
   // Resolves a job's dependencies: blocked -> queued or cancelled, or queued -> blocked
   // (a retried job whose dependencies are open again), with `reason`. A compare-and-set
   // on the state `from`: kConflict if the job is in another state (someone resolved it

@@ -282,3 +282,75 @@ def test_a_gate_cannot_name_a_process_that_took_its_pid(shared_node, people):
     finally:
         os.kill(victim, 9)
         os.waitpid(victim, 0)
+
+
+def state_dir_bytes(s):
+    total = 0
+    for dirpath, _, names in os.walk(s.state_dir):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+POST_AS = r"""
+import http.client, json, socket, sys
+class Conn(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(sys.argv[1])
+conn = Conn("localhost", timeout=60)
+conn.request("POST", "/v1/jobs", body=sys.stdin.buffer.read(),
+             headers={"Content-Type": "application/json"})
+r = conn.getresponse()
+print(r.status, r.read().decode()[:600])
+"""
+
+
+def post_as(s, name, body):
+    """POST /v1/jobs on the shared socket by the person `name`: (HTTP status, body)."""
+    user = s.people[name]
+    proc = subprocess.run(["python3", "-c", POST_AS, s.socket], input=json.dumps(body).encode(),
+                          capture_output=True, timeout=60, user=user.pw_uid, group=user.pw_gid)
+    status, _, text = proc.stdout.decode().partition(" ")
+    return int(status), text
+
+
+def test_one_user_cannot_fill_the_state_dir_or_the_queue(people):
+    """Finding 6 as reproduced: a batch of 300 jobs sharing 8 x 120 KiB of environment grew the
+    state dir by 411 MB; --array 0-99999 was queued whole (653 MB of daemon memory, 7.4 s for
+    a default `ls`, 10.9 s for another user's submit)."""
+    s = Shared(people, max_waiting_jobs_per_user=1000, max_stored_bytes_per_user="4MiB",
+               paused=True)
+    s.start()
+    try:
+        env = {f"BLOB{i}": "x" * (120 << 10) for i in range(8)}
+        batch = {"defaults": {"cwd": s.work, "env": env},
+                 "jobs": [{"command": ["true"]} for _ in range(300)]}
+        before = state_dir_bytes(s)
+        status, text = post_as(s, "ada", batch)
+        assert status == 201, text
+        grown = state_dir_bytes(s) - before
+        assert grown < 8 << 20, f"300 jobs sharing 960 KiB of environment took {grown} bytes"
+
+        # Past the waiting-jobs cap the whole array is refused at once, naming the option.
+        r = s.trainq_as("ada", "submit", "--array", "0-99999", "--", "true")
+        assert r.returncode == 1, (r.returncode, r.stderr)
+        assert "max_waiting_jobs_per_user = 1000" in r.stderr, r.stderr
+        assert "nothing was stored" in r.stderr, r.stderr
+        assert len(json.loads(s.trainq_as("ada", "ls", "--json", check=0).stdout)) == 300
+        # Each submit stores its own copy of the environment: the one that would take ada
+        # past 4 MiB stored is refused, and nothing of it is kept.
+        one = {"defaults": {"cwd": s.work, "env": env}, "jobs": [{"command": ["true"]}]}
+        assert [post_as(s, "ada", one)[0] for _ in range(3)] == [201] * 3
+        status, text = post_as(s, "ada", one)
+        assert status == 507 and "max_stored_bytes_per_user = 4.0 MiB" in text, (status, text)
+        assert len(json.loads(s.trainq_as("ada", "ls", "--json", check=0).stdout)) == 303
+
+        # Another user's submits are not held by ada's caps.
+        job = s.submit_as("bob", cmd=["true"])
+        assert s.show(job)["user"] == people["bob"].pw_name
+    finally:
+        s.cleanup()

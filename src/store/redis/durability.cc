@@ -23,9 +23,10 @@ std::string_view InfoField(std::string_view info, std::string_view name) {
 
 // The write commands of src/store/redis/scripts.cc, with arguments of the right arity.
 constexpr std::string_view kWrites[][3] = {
-    {"HSET", "f", "v"}, {"HDEL", "f", ""}, {"DEL", "", ""},     {"UNLINK", "", ""},
-    {"SET", "v", ""},   {"INCR", "", ""},  {"INCRBY", "1", ""}, {"RPUSH", "v", ""},
-    {"SADD", "v", ""},  {"SREM", "v", ""}, {"ZADD", "1", "v"},  {"ZREM", "v", ""},
+    {"HSET", "f", "v"},    {"HDEL", "f", ""},  {"DEL", "", ""},     {"UNLINK", "", ""},
+    {"SET", "v", ""},      {"INCR", "", ""},   {"INCRBY", "1", ""}, {"RPUSH", "v", ""},
+    {"SADD", "v", ""},     {"SREM", "v", ""},  {"ZADD", "1", "v"},  {"ZREM", "v", ""},
+    {"HINCRBY", "f", "1"}, {"LREM", "0", "v"},
 };
 
 std::string Fix(const std::string& prefix) {

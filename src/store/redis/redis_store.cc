@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -93,12 +94,35 @@ Result<std::vector<JobId>> RedisStore::Submit(std::span<const JobSpec> specs, Un
   return Status::Unavailable("submit: the jobs it depends on kept changing; try again");
 }
 
+namespace {
+
+// A large environment is stored once per submit: the job's "env" field becomes "env_ref",
+// the number of its text among `bodies` (the submit script stores each once). Sets the
+// job's stored_bytes, counting a shared environment on the first job that carries it.
+void ShareEnv(const JobSpec& spec, Fields& fields, std::map<std::string, size_t>& shared,
+              std::vector<std::string>& bodies) {
+  auto env =
+      std::find_if(fields.begin(), fields.end(), [](const auto& f) { return f.first == "env"; });
+  size_t env_bytes = env->second.size();
+  if (env_bytes >= kSharedEnvBytes) {
+    auto [it, added] = shared.try_emplace(env->second, bodies.size() + 1);
+    if (added) bodies.push_back(std::move(env->second));
+    if (!added) env_bytes = 0;
+    *env = {"env_ref", std::to_string(it->second)};
+  }
+  fields.emplace_back("stored_bytes", std::to_string(RecordBytes(spec, env_bytes)));
+}
+
+}  // namespace
+
 // Judges each job's dependencies from their states read now, then stores everything in one
 // script that first checks those states are still the same.
 Result<std::optional<std::vector<JobId>>> RedisStore::TrySubmit(std::span<const JobSpec> specs,
                                                                 UnixMs now) {
   std::vector<std::string> checks;
   std::vector<std::string> jobs;
+  std::map<std::string, size_t> shared_envs;  // a large env's text -> its number in env_bodies
+  std::vector<std::string> env_bodies;
   for (size_t i = 0; i < specs.size(); ++i) {
     const JobSpec& spec = specs[i];
     DepDecision start;
@@ -122,6 +146,7 @@ Result<std::optional<std::vector<JobId>>> RedisStore::TrySubmit(std::span<const 
       start = DecideDeps(spec, deps);
     }
     Fields fields = NewJobFields(spec, now, start.state, start.reason);
+    ShareEnv(spec, fields, shared_envs, env_bodies);
     jobs.push_back(Num(static_cast<int64_t>(fields.size())));
     for (auto& [name, value] : fields) {
       jobs.push_back(std::move(name));
@@ -130,6 +155,8 @@ Result<std::optional<std::vector<JobId>>> RedisStore::TrySubmit(std::span<const 
   }
   std::vector<std::string> args = {Num(static_cast<int64_t>(checks.size() / 2))};
   args.insert(args.end(), checks.begin(), checks.end());
+  args.push_back(Num(static_cast<int64_t>(env_bodies.size())));
+  args.insert(args.end(), env_bodies.begin(), env_bodies.end());
   args.push_back(Num(static_cast<int64_t>(specs.size())));
   args.insert(args.end(), jobs.begin(), jobs.end());
   Result<Reply> reply = conn_.Eval(SubmitScript(), args);
@@ -266,7 +293,34 @@ Status RedisStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
                     Num(end.ended_at), std::string(StateName(end.attempt_state)),
                     end.exit_code ? Num(*end.exit_code) : "", end.signal ? Num(*end.signal) : "",
                     end.oom ? "1" : "0", end.end_reason, Num(end.part), Num(end.parts),
-                    end.exclude_node.empty() ? "" : EncodeStrings({end.exclude_node})});
+                    end.exclude_node.empty() ? "" : EncodeStrings({end.exclude_node}),
+                    std::to_string(end.log_bytes)});
+}
+
+Result<std::vector<JobId>> RedisStore::Forget(std::span<const JobId> ids) {
+  std::vector<JobId> gone;
+  // Scripts of bounded size: a huge `clean` does not hold Redis for long at a time.
+  constexpr size_t kChunk = 500;
+  for (size_t from = 0; from < ids.size(); from += kChunk) {
+    std::vector<std::string> args;
+    for (size_t i = from; i < std::min(ids.size(), from + kChunk); ++i) args.push_back(Num(ids[i]));
+    Result<Reply> reply = Run(ForgetScript(), std::move(args));
+    if (!reply.ok()) return reply.status();
+    const redisReply* list = (*reply)->element[1];
+    for (size_t i = 0; i < list->elements; ++i) gone.push_back(list->element[i]->integer);
+  }
+  return gone;
+}
+
+Result<UserFootprint> RedisStore::Footprint(const std::string& user) {
+  Result<Reply> reply = Run(FootprintScript(), {user});
+  if (!reply.ok()) return reply.status();
+  const redisReply* r = reply->get();
+  if (r->elements < 3) return Status::Internal("footprint: bad answer");
+  UserFootprint out;
+  out.waiting_jobs = r->element[1]->integer;
+  out.stored_bytes = static_cast<uint64_t>(std::max<long long>(0, r->element[2]->integer));
+  return out;
 }
 
 Status RedisStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {

@@ -39,6 +39,8 @@ class RedisStore final : public ClusterStore {
   Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
   Status CancelWaiting(JobId id, const std::string& reason) override;
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
+  Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override;
+  Result<UserFootprint> Footprint(const std::string& user) override;
   Result<std::vector<Job>> Dependents(JobId id) override;
   Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
                      UnixMs now) override;

@@ -65,6 +65,12 @@ local function read_job(id, with_attempts, with_env)
   if #h == 0 then return false end
   if with_env == '0' then
     for k = 1, #h, 2 do if h[k] == 'env' then h[k + 1] = '' end end
+  else
+    local ref = field(h, 'env_ref')  -- an environment its submit shares (env:REF)
+    if ref then
+      h[#h + 1] = 'env'
+      h[#h + 1] = redis.call('GET', P .. 'env:' .. ref) or ''
+    end
   end
   local atts = {}
   if with_attempts == '1' then
@@ -76,13 +82,21 @@ local function read_job(id, with_attempts, with_env)
 end
 )lua";
 
-// ARGV: nchecks, (dep id, state it had)..., count, then per job: nfields, (field, value)...
+// ARGV: nchecks, (dep id, state it had)..., nenvs, env texts..., count, then per job:
+// nfields, (field, value)... A job's env_ref k names the k-th env text of this call: each is
+// stored once (env:N, with a count of the jobs that use it in env_refs).
 constexpr char kSubmit[] = R"lua(
 local i = 1
 local nchecks = tonumber(ARGV[i]); i = i + 1
 for k = 1, nchecks do
   if redis.call('HGET', jk(ARGV[i]), 'state') ~= ARGV[i + 1] then return {'retry'} end
   i = i + 2
+end
+local envs = {}
+local nenvs = tonumber(ARGV[i]); i = i + 1
+for k = 1, nenvs do
+  envs[k] = redis.call('INCR', P .. 'next_env')
+  redis.call('SET', P .. 'env:' .. envs[k], ARGV[i]); i = i + 1
 end
 local count = tonumber(ARGV[i]); i = i + 1
 local last = redis.call('INCRBY', P .. 'next_id', count)
@@ -103,7 +117,13 @@ for k = 1, count do
     groups[group] = groups[group] or id
     redis.call('HSET', key, 'group', groups[group])
   end
-  local h = redis.call('HMGET', key, 'state', 'user', 'submit_key')
+  local h = redis.call('HMGET', key, 'state', 'user', 'submit_key', 'env_ref', 'stored_bytes')
+  if h[4] then
+    local ref = envs[tonumber(h[4])]
+    redis.call('HSET', key, 'env_ref', ref)
+    redis.call('HINCRBY', P .. 'env_refs', ref, 1)
+  end
+  redis.call('HINCRBY', P .. 'bytes', h[2], tonumber(h[5] or '0'))
   redis.call('ZADD', P .. 'jobs', id, id)
   redis.call('ZADD', sk(h[1]), id, id)
   if h[3] and h[3] ~= '' then
@@ -193,7 +213,7 @@ return {'ok'}
 // ARGV: id, attempt, from states, expected text, job state, job reason, not_before,
 // ended_at, attempt state, exit_code ('' none), signal ('' none), oom, end reason, part
 // (-1: not a gang), parts, a node to add to the job's nodes_excluded (encoded as a list of
-// one; '' none). A gang's part that succeeded is only noted until all have.
+// one; '' none), log bytes. A gang's part that succeeded is only noted until all have.
 constexpr char kFinish[] = R"lua(
 local id, n = ARGV[1], ARGV[2]
 local a = ak(id, n)
@@ -211,6 +231,11 @@ else
 end
 if redis.call('EXISTS', a) == 0 then
   return {'internal', 'job ' .. id .. ' lacks its attempt'}
+end
+-- What this node's log of the attempt came to: counted for the user (Footprint).
+if tonumber(ARGV[17]) > 0 then
+  redis.call('HINCRBY', a, 'log_bytes', ARGV[17])
+  redis.call('HINCRBY', P .. 'bytes', redis.call('HGET', jk(id), 'user'), ARGV[17])
 end
 local parts = tonumber(ARGV[15])
 if parts > 1 and ARGV[9] == 'succeeded' then
@@ -454,6 +479,50 @@ event('node ' .. name)
 return {'ok', ended}
 )lua";
 
+// ARGV: ids... Forgets those that ended; returns {'ok', {ids forgotten}}.
+constexpr char kForget[] = R"lua(
+local done = {succeeded = true, failed = true, cancelled = true}
+local gone = {}
+for k = 1, #ARGV do
+  local id = ARGV[k]
+  local h = redis.call('HMGET', jk(id), 'state', 'user', 'attempt', 'stored_bytes', 'env_ref',
+                       'submit_key')
+  if h[1] and done[h[1]] then
+    local bytes = tonumber(h[4] or '0')
+    for n = 1, tonumber(h[3] or '0') do
+      bytes = bytes + tonumber(redis.call('HGET', ak(id, n), 'log_bytes') or '0')
+      redis.call('DEL', ak(id, n), ak(id, n) .. ':done')
+    end
+    if bytes > 0 then redis.call('HINCRBY', P .. 'bytes', h[2], -bytes) end
+    if h[5] and redis.call('HINCRBY', P .. 'env_refs', h[5], -1) <= 0 then
+      redis.call('HDEL', P .. 'env_refs', h[5])
+      redis.call('DEL', P .. 'env:' .. h[5])
+    end
+    if h[6] and h[6] ~= '' then
+      redis.call('LREM', P .. 'submit:' .. #h[2] .. ':' .. h[2] .. h[6], 0, id)
+    end
+    redis.call('ZREM', P .. 'jobs', id)
+    redis.call('ZREM', sk(h[1]), id)
+    redis.call('DEL', jk(id))
+    gone[#gone + 1] = tonumber(id)
+  end
+end
+return {'ok', gone}
+)lua";
+
+// ARGV: user. Returns {'ok', waiting jobs, stored bytes}: the waiting are counted over the
+// queued and blocked sets, which the waiting-jobs cap keeps bounded.
+constexpr char kFootprint[] = R"lua(
+local user = ARGV[1]
+local waiting = 0
+for _, state in ipairs({'queued', 'blocked'}) do
+  for _, id in ipairs(redis.call('ZRANGE', sk(state), 0, -1)) do
+    if redis.call('HGET', jk(id), 'user') == user then waiting = waiting + 1 end
+  end
+end
+return {'ok', waiting, tonumber(redis.call('HGET', P .. 'bytes', user) or '0')}
+)lua";
+
 // ARGV: id, attempt
 constexpr char kRequestCancel[] = R"lua(
 local id, n = ARGV[1], ARGV[2]
@@ -498,6 +567,8 @@ TRAINQ_SCRIPT(AcquireLeaderScript, "acquire_leader", kAcquireLeader)
 TRAINQ_SCRIPT(ResignLeaderScript, "resign_leader", kResignLeader)
 TRAINQ_SCRIPT(MarkNodeLostScript, "mark_node_lost", kMarkNodeLost)
 TRAINQ_SCRIPT(RequestCancelScript, "request_cancel", kRequestCancel)
+TRAINQ_SCRIPT(ForgetScript, "forget", kForget)
+TRAINQ_SCRIPT(FootprintScript, "footprint", kFootprint)
 
 #undef TRAINQ_SCRIPT
 
@@ -507,7 +578,8 @@ std::vector<const LuaScript*> AllScripts() {
       &RunScript(),           &FinishScript(),       &PeakScript(),         &CancelWaitingScript(),
       &RequeueScript(),       &MoveWaitingScript(),  &SetReasonsScript(),   &AddTokenScript(),
       &RevokeTokenScript(),   &HeartbeatScript(),    &SetDrainedScript(),   &RemoveNodeScript(),
-      &AcquireLeaderScript(), &ResignLeaderScript(), &MarkNodeLostScript(), &RequestCancelScript()};
+      &AcquireLeaderScript(), &ResignLeaderScript(), &MarkNodeLostScript(), &RequestCancelScript(),
+      &ForgetScript(),        &FootprintScript()};
 }
 
 }  // namespace trainq::redis

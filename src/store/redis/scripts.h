@@ -29,6 +29,8 @@ const LuaScript& AcquireLeaderScript();
 const LuaScript& ResignLeaderScript();
 const LuaScript& MarkNodeLostScript();
 const LuaScript& RequestCancelScript();
+const LuaScript& ForgetScript();
+const LuaScript& FootprintScript();
 
 // Every script, for loading them all when the store opens.
 std::vector<const LuaScript*> AllScripts();

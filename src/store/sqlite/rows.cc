@@ -14,19 +14,6 @@ Status NotUtf8(std::string_view field) {
   return Status::Invalid(std::string(field) + ": not valid UTF-8");
 }
 
-Result<std::string> EncodeEnv(const std::vector<std::pair<std::string, std::string>>& env) {
-  std::string out = "[";
-  for (const auto& [key, value] : env) {
-    if (out.size() > 1) out += ',';
-    out += '[';
-    if (!AppendJsonString(out, key)) return NotUtf8("env");
-    out += ',';
-    if (!AppendJsonString(out, value)) return NotUtf8("env " + key);
-    out += ']';
-  }
-  return out + "]";
-}
-
 Status Corrupt(std::string_view column, std::string_view text) {
   return Status::Internal("stored " + std::string(column) +
                           " is not what trainq writes: " + std::string(text.substr(0, 80)));
@@ -97,6 +84,19 @@ Status Take(Result<T> decoded, T& out) {
 
 }  // namespace
 
+Result<std::string> EncodeEnv(const std::vector<std::pair<std::string, std::string>>& env) {
+  std::string out = "[";
+  for (const auto& [key, value] : env) {
+    if (out.size() > 1) out += ',';
+    out += '[';
+    if (!AppendJsonString(out, key)) return NotUtf8("env");
+    out += ',';
+    if (!AppendJsonString(out, value)) return NotUtf8("env " + key);
+    out += ']';
+  }
+  return out + "]";
+}
+
 Result<std::string> EncodeStrings(std::span<const std::string> values, std::string_view field) {
   std::string out = "[";
   for (const std::string& value : values) {
@@ -145,13 +145,11 @@ Result<JobState> DecodeState(std::string_view text) {
 }
 
 Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobState state,
-                  const std::string& reason) {
+                  const std::string& reason, const NewJobEnv& env) {
   Result<std::string> command = EncodeStrings(spec.command, "command");
   if (!command.ok()) return command.status();
-  Result<std::string> env = EncodeEnv(spec.env);
-  if (!env.ok()) return env.status();
-  query.BindAll(spec.name, *command, spec.cwd, *env, spec.gpus, spec.mem_bytes, spec.mem_percent,
-                spec.cpus, spec.priority, spec.retries, spec.user, submitted_at,
+  query.BindAll(spec.name, *command, spec.cwd, env.text, spec.gpus, spec.mem_bytes,
+                spec.mem_percent, spec.cpus, spec.priority, spec.retries, spec.user, submitted_at,
                 json(spec.after).dump(), json(spec.after_any).dump(), spec.time_limit_ms,
                 StateText(state), reason);
   // After ?12 (queued_at = submitted_at) the next bare parameter is ?18.
@@ -178,6 +176,8 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   query.Bind(30, static_cast<int64_t>(spec.gate_ticks));
   query.Bind(31, static_cast<int64_t>(spec.mem_limit_bytes));
   query.Bind(32, spec.max_procs);
+  query.Bind(33, env.env_id);
+  query.Bind(34, static_cast<int64_t>(env.stored_bytes));
   return Status::Ok();
 }
 

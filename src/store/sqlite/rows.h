@@ -16,7 +16,9 @@ namespace trainq::sqlite {
 
 // SELECT lists; ReadJob/ReadAttempt expect exactly these columns in this order.
 inline constexpr char kJobColumns[] =
-    "id, state, name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, priority, "
+    "id, state, name, command, cwd, "
+    "CASE env_id WHEN 0 THEN env ELSE (SELECT body FROM envs WHERE envs.id = jobs.env_id) END, "
+    "gpus, mem_bytes, mem_percent, cpus, priority, "
     "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms, "
     "queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, record, "
     "notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs";
@@ -30,9 +32,10 @@ inline constexpr char kInsertJobSql[] =
     "INSERT INTO jobs (name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
     "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason, "
     "queued_at, submit_key, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, "
-    "record, notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs) "
+    "record, notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs, "
+    "env_id, stored_bytes) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?18, ?19, ?20, ?21, ?22, ?23, "
-    "?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)";
+    "?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34)";
 
 // Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those
 // whose state is one of ?3..?9 (repeat a state to fill unused slots), through the
@@ -45,10 +48,18 @@ std::string AttemptsOfJobSql();
 // Job ?1.
 std::string GetJobSql();
 
+// Where a new job's environment is: `text` in its own row (env_id 0), or env_id, a row of
+// envs its submit shares (text empty); stored_bytes as RecordBytes counts it.
+struct NewJobEnv {
+  std::string text;
+  int64_t env_id = 0;
+  uint64_t stored_bytes = 0;
+};
 // kInvalid naming the field when a string is not valid UTF-8 (JSON cannot hold it, and
 // every API speaks JSON, so such a value could not be shown or sent anyway).
 Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobState state,
-                  const std::string& reason);
+                  const std::string& reason, const NewJobEnv& env);
+Result<std::string> EncodeEnv(const std::vector<std::pair<std::string, std::string>>& env);
 // The blocked jobs that list job ?1 in after or after_any, in id order.
 std::string DependentsSql();
 

@@ -136,9 +136,28 @@ ALTER TABLE jobs ADD COLUMN mem_limit_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN max_procs INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 9: what each user keeps (Store::Footprint). A large environment is stored once per
+// submit in envs and shared by that submit's jobs (env_id; 0: the job's own env column
+// holds it); stored_bytes is a job's record size (a shared env counts on the job that stored
+// it); log_bytes what an attempt's log came to. Rows from before get their size.
+constexpr char kSchemaV9[] = R"sql(
+CREATE TABLE envs (
+  id INTEGER PRIMARY KEY,
+  body TEXT NOT NULL
+);
+ALTER TABLE jobs ADD COLUMN env_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN log_bytes INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_env ON jobs (env_id) WHERE env_id != 0;
+CREATE INDEX jobs_user_state ON jobs (user, state);
+UPDATE jobs SET stored_bytes = length(CAST(command AS BLOB)) + length(CAST(env AS BLOB)) +
+  length(CAST(cwd AS BLOB)) + length(CAST(name AS BLOB)) + length(CAST(record AS BLOB)) +
+  length(CAST(reason AS BLOB)) + 256;
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
-    {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8},
+    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5},
+    {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8}, {9, kSchemaV9},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -146,6 +147,7 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
+  std::map<std::string, int64_t> shared_envs;  // a large env's text -> its row in envs
   for (size_t i = 0; i < specs.size(); ++i) {
     const JobSpec& spec = specs[i];
     Result<DepDecision> start = InitialState(spec);
@@ -153,15 +155,43 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
       std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
       return Status(start.status().code(), where + start.status().message());
     }
+    Result<sqlite::NewJobEnv> env = StoreEnv(spec, shared_envs);
+    if (!env.ok()) return env.status();
     Result<Query> insert = db_.Prepare(sqlite::kInsertJobSql);
     if (!insert.ok()) return insert.status();
-    TRAINQ_RETURN_IF_ERROR(sqlite::BindNewJob(*insert, spec, now, start->state, start->reason));
+    TRAINQ_RETURN_IF_ERROR(
+        sqlite::BindNewJob(*insert, spec, now, start->state, start->reason, *env));
     TRAINQ_RETURN_IF_ERROR(insert->Run());
     ids.push_back(db_.LastInsertRowid());
   }
   TRAINQ_RETURN_IF_ERROR(NameNewGroups(specs, ids));
   TRAINQ_RETURN_IF_ERROR(txn->Commit());
   return ids;
+}
+
+// A small environment stays in the job's row; a large one is stored once per submit.
+Result<sqlite::NewJobEnv> SqliteStore::StoreEnv(const JobSpec& spec,
+                                                std::map<std::string, int64_t>& shared) {
+  Result<std::string> text = sqlite::EncodeEnv(spec.env);
+  if (!text.ok()) return text.status();
+  sqlite::NewJobEnv env;
+  if (text->size() < kSharedEnvBytes) {
+    env.stored_bytes = RecordBytes(spec, text->size());
+    env.text = std::move(text).value();
+    return env;
+  }
+  auto found = shared.find(*text);
+  if (found != shared.end()) {
+    env.env_id = found->second;
+    env.stored_bytes = RecordBytes(spec, 0);
+    return env;
+  }
+  Result<int64_t> added = db_.Run("INSERT INTO envs (body) VALUES (?1)", *text);
+  if (!added.ok()) return added.status();
+  env.env_id = db_.LastInsertRowid();
+  env.stored_bytes = RecordBytes(spec, text->size());
+  shared.emplace(std::move(text).value(), env.env_id);
+  return env;
 }
 
 // The jobs just stored with a negative group (a new group's tag) join the group named by
@@ -344,12 +374,35 @@ Status SqliteStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) 
                id, Expected(Move::kFinish) + " with attempt " + std::to_string(attempt)));
   Result<int64_t> updated = db_.Run(
       "UPDATE attempts SET state = ?3, ended_at = ?4, exit_code = ?5, signal = ?6, oom = ?7, "
-      "end_reason = ?8 WHERE job_id = ?1 AND n = ?2",
+      "end_reason = ?8, log_bytes = log_bytes + ?9 WHERE job_id = ?1 AND n = ?2",
       id, attempt, sqlite::StateText(end.attempt_state), end.ended_at, end.exit_code, end.signal,
-      end.oom, end.end_reason);
+      end.oom, end.end_reason, end.log_bytes);
   if (!updated.ok()) return updated.status();
   if (*updated != 1) return Status::Internal("job " + std::to_string(id) + " lacks its attempt");
   return txn->Commit();
+}
+
+Result<UserFootprint> SqliteStore::Footprint(const std::string& user) {
+  Result<Transaction> txn = Transaction::Begin(db_, Transaction::Kind::kRead);
+  if (!txn.ok()) return txn.status();
+  UserFootprint out;
+  Result<Query> jobs = db_.Prepare(
+      "SELECT COUNT(*) FILTER (WHERE state IN ('queued', 'blocked')), COALESCE(SUM(stored_bytes), "
+      "0) "
+      "FROM jobs WHERE user = ?1");
+  if (!jobs.ok()) return jobs.status();
+  Result<bool> row = jobs->BindAll(user).Step();
+  if (!row.ok()) return row.status();
+  out.waiting_jobs = jobs->Int64(0);
+  out.stored_bytes = static_cast<uint64_t>(jobs->Int64(1));
+  Result<Query> logs = db_.Prepare(
+      "SELECT COALESCE(SUM(log_bytes), 0) FROM attempts WHERE job_id IN (SELECT id FROM jobs WHERE "
+      "user = ?1)");
+  if (!logs.ok()) return logs.status();
+  row = logs->BindAll(user).Step();
+  if (!row.ok()) return row.status();
+  out.stored_bytes += static_cast<uint64_t>(logs->Int64(0));
+  return out;
 }
 
 Status SqliteStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
@@ -407,15 +460,27 @@ Result<std::vector<JobId>> SqliteStore::Forget(std::span<const JobId> ids) {
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   std::vector<JobId> gone;
+  std::set<int64_t> envs;  // shared environments the forgotten jobs used
   for (JobId id : ids) {
-    Result<int64_t> n = db_.Run(
-        "DELETE FROM jobs WHERE id = ?1 AND state IN ('succeeded', 'failed', 'cancelled')", id);
+    Result<Query> env = db_.Prepare(
+        "SELECT env_id FROM jobs WHERE id = ?1 AND state IN ('succeeded', 'failed', 'cancelled')");
+    if (!env.ok()) return env.status();
+    Result<bool> row = env->BindAll(id).Step();
+    if (!row.ok()) return row.status();
+    if (!*row) continue;
+    if (env->Int64(0) != 0) envs.insert(env->Int64(0));
+    Result<int64_t> n = db_.Run("DELETE FROM jobs WHERE id = ?1", id);
     if (!n.ok()) return n.status();
-    if (*n == 0) continue;
     // Foreign keys are not enforced on this connection: the attempts go by hand.
     Result<int64_t> attempts = db_.Run("DELETE FROM attempts WHERE job_id = ?1", id);
     if (!attempts.ok()) return attempts.status();
     gone.push_back(id);
+  }
+  for (int64_t env : envs) {
+    Result<int64_t> n = db_.Run(
+        "DELETE FROM envs WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM jobs WHERE env_id = ?1)",
+        env);
+    if (!n.ok()) return n.status();
   }
   TRAINQ_RETURN_IF_ERROR(txn->Commit());
   // What was forgotten leaves the file too, and the WAL that recorded it: `clean` is how a

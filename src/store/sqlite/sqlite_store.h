@@ -4,6 +4,7 @@
 // first statement is a compare-and-set on the job's (state, attempt).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -16,6 +17,10 @@
 #include "src/store/store.h"
 
 namespace trainq {
+
+namespace sqlite {
+struct NewJobEnv;
+}  // namespace sqlite
 
 struct SqliteOptions {
   // How long a call waits for another connection's write lock before kUnavailable.
@@ -67,6 +72,7 @@ class SqliteStore final : public Store {
   Result<std::vector<Status>> CancelWaitingMany(
       std::span<const std::pair<JobId, std::string>> cancels) override;
   Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override;
+  Result<UserFootprint> Footprint(const std::string& user) override;
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
   Result<std::vector<Job>> Dependents(JobId id) override;
   Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
@@ -86,6 +92,8 @@ class SqliteStore final : public Store {
   // The state a new job starts in, judged from its dependencies as stored now.
   Result<DepDecision> InitialState(const JobSpec& spec);
   Status NameNewGroups(std::span<const JobSpec> specs, const std::vector<JobId>& ids);
+  // Where a new job's environment goes; `shared`: the large ones its submit stored so far.
+  Result<sqlite::NewJobEnv> StoreEnv(const JobSpec& spec, std::map<std::string, int64_t>& shared);
   Status FillAttempts(std::vector<Job>& jobs);
 
   sqlite::Db db_;

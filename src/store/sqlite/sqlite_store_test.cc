@@ -87,7 +87,8 @@ TEST_F(SqliteStoreTest, ForgettingJobsShrinksTheDatabaseFile) {
   std::vector<JobSpec> specs;
   for (int i = 0; i < 300; ++i) {
     JobSpec spec = Spec("big" + std::to_string(i));
-    spec.env = {{"BLOB", std::string(16 << 10, 'x')}};  // 300 x 16 KiB
+    // 300 x 16 KiB, each its own (a shared one is stored once)
+    spec.env = {{"BLOB", std::string(16 << 10, 'x')}, {"I", std::to_string(i)}};
     specs.push_back(spec);
   }
   Result<std::vector<JobId>> ids = store->Submit(specs, kT0);
