@@ -374,7 +374,10 @@ def main():
         log("trainq: turnover on one slot")
         results["turnover"] = measure_turnover(instance("turnover", {"cpu_slots": 1}))
         log(f"trainq: {SCALE_JOBS} queued jobs")
-        results["scale"] = measure_scale(instance("scale", {"cpu_slots": 8}, sim_gpus(1, "80GiB")))
+        # One user's queue past the default max_waiting_jobs_per_user: the cap lifted.
+        results["scale"] = measure_scale(instance("scale", {"cpu_slots": 8,
+                                                            "max_waiting_jobs_per_user": 0},
+                                                  sim_gpus(1, "80GiB")))
         for t in made:
             t.stop()
         made.clear()
