@@ -22,6 +22,7 @@
 #include "src/os/gpu/fake_gpu_probe.h"
 #include "src/os/run_dir.h"
 #include "src/os/state_paths.h"
+#include "src/store/faulty_store.h"
 #include "src/store/redis/redis_test_util.h"
 
 namespace trainq {
@@ -72,7 +73,8 @@ struct Node {
   std::shared_ptr<GpuSnapshot> snapshot = std::make_shared<GpuSnapshot>();
   FakeShims shims;
   boost::asio::io_context io;
-  std::unique_ptr<DaemonImpl> daemon;  // after io: destroyed before it
+  std::unique_ptr<DaemonImpl> daemon;   // after io: destroyed before it
+  FaultyClusterStore* store = nullptr;  // the daemon's store, faults injectable
 
   void Loop() {
     io.restart();
@@ -152,7 +154,9 @@ class DaemonClusterTest : public ::testing::Test {
   void Start(Node& n) {
     Result<std::unique_ptr<ClusterStore>> store = OpenRedisStore(target_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
-    DaemonSeams seams{std::move(*store),
+    auto faulty = std::make_unique<FaultyClusterStore>(std::move(*store));
+    n.store = faulty.get();
+    DaemonSeams seams{std::move(faulty),
                       ProbeChoice{std::make_unique<FakeGpuProbe>(n.snapshot), ""},
                       n.shims.Launcher(), &n.clock};
     seams.cluster_key = ClusterKey(std::string(64, 'k'));
@@ -282,6 +286,25 @@ TEST_F(DaemonClusterTest, JobSubmittedOnOneNodeRunsOnTheNodeWithAFreeGpu) {
 
   ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; }));
+}
+
+// A worker (not the leader: it runs no scheduling pass) whose store refuses an attempt's end
+// keeps the end and writes it again until the store takes it.
+TEST_F(DaemonClusterTest, AWorkersEndTheStoreRefusesIsRecordedOnceItCanBe) {
+  TwoNodes two = StartLeaderAndWorker();
+  Node& b = two.worker;
+  JobId id = Submit(two.leader, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; })) << Get(id).reason;
+  // Refused when the end comes and when it is tried again at once.
+  b.store->FailNext("FinishAttempt", Status::NoSpace("disk full in /redis: No space left"), 2);
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));
+  b.Loop();
+  ASSERT_EQ(Get(id).state, JobState::kRunning);
+  ASSERT_GT(b.daemon->NextWakeup(), b.clock.Now()) << "no retry was armed";
+  b.clock.Set(b.daemon->NextWakeup());
+  b.daemon->OnWakeupTimer();
+  b.Loop();
+  EXPECT_EQ(Get(id).state, JobState::kSucceeded);
 }
 
 // Write access to Redis alone runs nothing as anyone: a job whose user or command was

@@ -145,12 +145,16 @@ void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, 
 }
 
 void DaemonImpl::SchedulePass() {
-  // In a cluster only the leader places; the others run what it placed on them.
-  if (cluster_ && !leader_) return;
   UnixMs now = clock_.Now();
   storage_retry_at_ = 0;
   port_retry_at_ = 0;
+  // Every node records the ends of the attempts it ran, the store's refusals included.
   RetryUnrecordedEnds(now);
+  // In a cluster only the leader places; the others run what it placed on them.
+  if (cluster_ && !leader_) {
+    ArmWakeup(now);
+    return;
+  }
   if (Status st = RefreshWaiting(); !st.ok()) {
     spdlog::error("scheduling pass: {}", st.message());
     if (!StorageProblem(st).empty()) storage_retry_at_ = now + kStorageRetryMs;

@@ -1,19 +1,24 @@
-// A Store that passes every call to another one, except those a test told it to fail:
+// A store that passes every call to another one, except those a test told it to fail:
 // a busy database, a full disk or a dropped connection at exactly the call where it hurts.
+// FaultyStore wraps a Store, FaultyClusterStore a cluster's store (the daemon then runs in
+// cluster mode, as with the store it wraps).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "src/store/cluster.h"
 #include "src/store/store.h"
 
 namespace trainq {
 
-class FaultyStore final : public Store {
+template <class Base>
+class Faulty : public Base {
  public:
-  explicit FaultyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+  explicit Faulty(std::unique_ptr<Base> inner) : inner_(std::move(inner)) {}
 
   // The next `times` calls of `method` ("MarkRunning", "Submit", ...) return `st` and change
   // nothing (a full disk stays full for a while).
@@ -113,7 +118,7 @@ class FaultyStore final : public Store {
     return inner_->FindTokenByHash(hash);
   }
 
- private:
+ protected:
   Status Take(const char* method) {
     auto it = faults_.find(method);
     if (it == faults_.end()) return Status::Ok();
@@ -122,9 +127,74 @@ class FaultyStore final : public Store {
     return st;
   }
 
-  std::unique_ptr<Store> inner_;
+  std::unique_ptr<Base> inner_;
+
+ private:
   std::map<std::string, std::pair<Status, int>> faults_;  // by method: the error, calls left
   size_t reasons_written_ = 0;
+};
+
+class FaultyStore final : public Faulty<Store> {
+ public:
+  using Faulty::Faulty;
+};
+
+class FaultyClusterStore final : public Faulty<ClusterStore> {
+ public:
+  using Faulty::Faulty;
+
+  Result<UnixMs> Heartbeat(const NodeRecord& node) override {
+    if (Status st = Take("Heartbeat"); !st.ok()) return st;
+    return inner_->Heartbeat(node);
+  }
+  Result<std::vector<NodeRecord>> Nodes() override {
+    if (Status st = Take("Nodes"); !st.ok()) return st;
+    return inner_->Nodes();
+  }
+  Status SetDrained(const std::string& node, bool drained) override {
+    if (Status st = Take("SetDrained"); !st.ok()) return st;
+    return inner_->SetDrained(node, drained);
+  }
+  Status RemoveNode(const std::string& node) override {
+    if (Status st = Take("RemoveNode"); !st.ok()) return st;
+    return inner_->RemoveNode(node);
+  }
+  Result<LeaderLease> AcquireLeader(const std::string& node, int64_t lease_ms) override {
+    if (Status st = Take("AcquireLeader"); !st.ok()) return st;
+    return inner_->AcquireLeader(node, lease_ms);
+  }
+  Status ResignLeader(const std::string& node, int64_t epoch) override {
+    if (Status st = Take("ResignLeader"); !st.ok()) return st;
+    return inner_->ResignLeader(node, epoch);
+  }
+  void SetLeaderFence(const std::string& node, int64_t epoch) override {
+    inner_->SetLeaderFence(node, epoch);
+  }
+  Result<std::vector<JobId>> MarkNodeLost(const std::string& node, UnixMs lapsed_before,
+                                          int max_node_failures, int64_t wait_ms) override {
+    if (Status st = Take("MarkNodeLost"); !st.ok()) return st;
+    return inner_->MarkNodeLost(node, lapsed_before, max_node_failures, wait_ms);
+  }
+  Result<std::vector<Job>> ActiveOn(const std::string& node) override {
+    if (Status st = Take("ActiveOn"); !st.ok()) return st;
+    return inner_->ActiveOn(node);
+  }
+  Status RequestCancel(JobId id, int attempt) override {
+    if (Status st = Take("RequestCancel"); !st.ok()) return st;
+    return inner_->RequestCancel(id, attempt);
+  }
+  Result<bool> CancelRequested(JobId id, int attempt) override {
+    if (Status st = Take("CancelRequested"); !st.ok()) return st;
+    return inner_->CancelRequested(id, attempt);
+  }
+  std::unique_ptr<EventSubscription> Subscribe(
+      std::function<void(const std::string& event)> on_event) override {
+    return inner_->Subscribe(std::move(on_event));
+  }
+  Status Publish(const std::string& event) override {
+    if (Status st = Take("Publish"); !st.ok()) return st;
+    return inner_->Publish(event);
+  }
 };
 
 }  // namespace trainq
