@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/api/http.h"
+#include "src/cli/api_paths.h"
 #include "src/core/words.h"
 #include "src/os/permissions.h"
 #include "src/os/run_dir.h"
@@ -179,7 +180,7 @@ std::string Client::Describe() const {
 }
 
 bool Client::DaemonRunning() const {
-  Result<HttpResponse> r = Send("GET", "/v1/status", "", 2000);
+  Result<HttpResponse> r = Send("GET", api::StatusPath(), "", 2000);
   return r.ok() && r->status == 200;
 }
 
@@ -268,7 +269,7 @@ Result<json> Client::CallRunning(const std::string& method, const std::string& t
 }
 
 Result<json> Client::Submit(const std::string& body) {
-  return CallRepeatable("POST", "/v1/jobs", body, RandomToken());
+  return CallRepeatable("POST", api::JobsPath(), body, RandomToken());
 }
 
 Result<json> Client::CallRepeatable(const std::string& method, const std::string& target,

@@ -1,4 +1,5 @@
 #include "src/cli/commands.h"
+#include "src/cli/api_paths.h"
 
 #include <algorithm>
 #include <charconv>
@@ -61,7 +62,7 @@ std::vector<std::string> SplitList(const std::string& text) {
 Result<json> GetJob(Client& client, const std::string& id_text) {
   Result<int64_t> id = ParseJobId(id_text);
   if (!id.ok()) return id.status();
-  return client.Call("GET", fmt::format("/v1/jobs/{}", *id));
+  return client.Call("GET", api::JobPath(*id));
 }
 
 // "12,13" (and repeated options) -> [12, 13]; kInvalid naming `option` otherwise.
@@ -358,7 +359,7 @@ int CmdSubmit(Client& client, const SubmitArgs& args) {
     std::printf("%lld\n", static_cast<long long>(id));
     return 0;
   }
-  Result<json> job = client.CallRunning("GET", fmt::format("/v1/jobs/{}", id));
+  Result<json> job = client.CallRunning("GET", api::JobPath(id));
   if (!job.ok()) return Fail(job.status());
   std::printf("%s\n", DumpJson(*job, 2).c_str());
   return 0;
@@ -369,7 +370,7 @@ constexpr int kTablePage = 200;  // rows `trainq ls` shows unless --limit says o
 }  // namespace
 
 int CmdList(Client& client, const ListArgs& args) {
-  std::string target = "/v1/jobs?";
+  std::string target = api::JobsPath() + "?";
   if (!args.state.empty()) {
     target += "state=" + args.state + "&";
   } else if (args.all) {
@@ -475,7 +476,7 @@ int CmdShow(Client& client, const std::string& id, bool as_json) {
 int CmdExplain(Client& client, const std::string& id_text, bool as_json) {
   Result<int64_t> id = ParseJobId(id_text);
   if (!id.ok()) return Fail(id.status());
-  Result<json> doc = client.Call("GET", fmt::format("/v1/jobs/{}/explain", *id));
+  Result<json> doc = client.Call("GET", api::JobPath(*id, "explain"));
   if (!doc.ok()) return Fail(doc.status());
   Reply reply(*doc);
   return PrintChecked(reply, as_json ? DumpJson(*doc, 2) + "\n" : ExplainReport(reply));
@@ -536,7 +537,7 @@ Result<JobLog> FetchJobLog(Client& client, const std::string& id, int64_t n) {
 class ApiLogSource : public LogSource {
  public:
   ApiLogSource(Client& client, int64_t job, int64_t attempt)
-      : client_(client), base_(fmt::format("/v1/jobs/{}/log?attempt={}", job, attempt)) {}
+      : client_(client), base_(api::JobLogPath(job, attempt)) {}
   std::optional<uint64_t> Size() override {
     Result<json> r = client_.Call("GET", base_ + "&size=1");
     if (!r.ok()) {
@@ -590,8 +591,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int
   if (job->attempt) {
     // The owner's check first: on a shared server only the job's user (or an admin) may.
     if (client.Fixed()) {
-      Result<json> size =
-          client.Call("GET", fmt::format("/v1/jobs/{}/log?attempt={}&size=1", job->id, n));
+      Result<json> size = client.Call("GET", api::JobLogPath(job->id, n) + "&size=1");
       if (!size.ok()) return Fail(size.status());
     }
     log = AttemptFollower(client, job->id, job->attempt->n, job->attempt->log_path);
@@ -613,7 +613,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int
 }
 
 int CmdGpus(Client& client, bool as_json) {
-  Result<json> r = client.Call("GET", "/v1/gpus");
+  Result<json> r = client.Call("GET", api::GpusPath());
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   return PrintChecked(reply, as_json ? DumpJson(*r, 2) + "\n" : GpusTable(reply));
@@ -655,7 +655,7 @@ int CmdDaemonStop(Client& client) {
     std::printf("%s\n", NotRunning(client).c_str());
     return 0;
   }
-  Result<json> r = client.CallRunning("POST", "/v1/daemon/stop");
+  Result<json> r = client.CallRunning("POST", api::DaemonPath("stop"));
   if (!r.ok()) return Fail(r.status());
   if (client.Fixed()) return PrintMessage(*r);
   // Stopped once it lets go of its lock.
@@ -676,7 +676,7 @@ int CmdDaemonStatus(Client& client, bool as_json) {
     }
     return 0;
   }
-  Result<json> r = client.CallRunning("GET", "/v1/status");
+  Result<json> r = client.CallRunning("GET", api::StatusPath());
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   // One by one, so the first field missing is the one reported.
@@ -705,7 +705,7 @@ int CmdDaemonBackup(Client& client, const std::string& path) {
   if (path.empty()) return Fail(Status::Invalid("backup: give the file to write, e.g. q.db"));
   std::string absolute = path[0] == '/' ? path : CurrentDirectory() + "/" + path;
   if (Status st = CheckUtf8("backup path", absolute); !st.ok()) return Fail(st);
-  Result<json> r = client.Call("POST", "/v1/daemon/backup", DumpJson({{"path", absolute}}));
+  Result<json> r = client.Call("POST", api::DaemonPath("backup"), DumpJson({{"path", absolute}}));
   if (!r.ok()) return Fail(r.status());
   return PrintMessage(*r);
 }

@@ -11,10 +11,6 @@ namespace trainq {
 
 namespace {
 
-// Commands whose words after the options are job ids.
-const std::set<std::string> kTakesIds = {"show",  "explain", "logs", "cancel",
-                                         "retry", "wait",    "diff"};
-
 struct Command {
   std::string path;  // "config set"
   std::string help;
@@ -62,7 +58,7 @@ std::string FishText(std::string text) {
   return out;
 }
 
-std::string Bash(const std::vector<Command>& commands) {
+std::string Bash(const std::vector<Command>& commands, const std::set<std::string>& takes_ids) {
   std::string groups;
   std::set<std::string> valued;  // of every command: the word after one is its value
   for (const Command& c : commands) {
@@ -94,7 +90,7 @@ std::string Bash(const std::vector<Command>& commands) {
       "  local words=\"\" valued=\"\" ids=\"\"\n"
       "  case \"$cmd\" in\n";
   for (const Command& c : commands) {
-    bool ids = kTakesIds.count(c.path) > 0;
+    bool ids = takes_ids.count(c.path) > 0;
     out += fmt::format("    \"{}\") words=\"{}\"; valued=\"{}\"{} ;;\n", c.path, Joined(c.words),
                        Joined(c.valued), ids ? "; ids=1" : "");
   }
@@ -113,7 +109,7 @@ std::string Bash(const std::vector<Command>& commands) {
   return out;
 }
 
-std::string Fish(const std::vector<Command>& commands) {
+std::string Fish(const std::vector<Command>& commands, const std::set<std::string>& takes_ids) {
   std::string out = "# trainq completion for fish: trainq completion fish | source\n";
   out += "complete -c trainq -f\n";
   for (const Command& c : commands) {
@@ -144,7 +140,7 @@ std::string Fish(const std::vector<Command>& commands) {
       out += fmt::format("complete -c trainq -n \"{}\" -l {} -d \"{}\"\n", cond, name.substr(2),
                          FishText(help));
     }
-    if (kTakesIds.count(c.path)) {
+    if (takes_ids.count(c.path)) {
       out += fmt::format(
           "complete -c trainq -n \"{}\" -a \"(trainq ls --all --quiet 2>/dev/null)\"\n", cond);
     }
@@ -157,16 +153,17 @@ std::string Fish(const std::vector<Command>& commands) {
 
 }  // namespace
 
-int CmdCompletion(CLI::App& app, const std::string& shell) {
+int CmdCompletion(CLI::App& app, const std::set<std::string>& job_id_commands,
+                  const std::string& shell) {
   std::vector<Command> commands;
   Collect(&app, "", commands);
   if (shell == "bash") {
-    std::fputs(Bash(commands).c_str(), stdout);
+    std::fputs(Bash(commands, job_id_commands).c_str(), stdout);
   } else if (shell == "zsh") {
     std::fputs("autoload -U +X bashcompinit && bashcompinit\n", stdout);
-    std::fputs(Bash(commands).c_str(), stdout);
+    std::fputs(Bash(commands, job_id_commands).c_str(), stdout);
   } else if (shell == "fish") {
-    std::fputs(Fish(commands).c_str(), stdout);
+    std::fputs(Fish(commands, job_id_commands).c_str(), stdout);
   } else {
     std::fprintf(stderr,
                  "trainq: completion: '%s' is not a shell trainq completes; use bash, "

@@ -3,6 +3,7 @@
 // miss a command added later. Job ids come from `trainq ls --all --quiet` as one types.
 #pragma once
 
+#include <set>
 #include <string>
 
 namespace CLI {
@@ -11,7 +12,9 @@ class App;
 
 namespace trainq {
 
-// The script for `shell`; exit 2 with the shells named for any other.
-int CmdCompletion(CLI::App& app, const std::string& shell);
+// The script for `shell`, offering job ids after the commands of `job_id_commands` ("show",
+// "config set": paths as in the command table); exit 2 with the shells named for any other.
+int CmdCompletion(CLI::App& app, const std::set<std::string>& job_id_commands,
+                  const std::string& shell);
 
 }  // namespace trainq

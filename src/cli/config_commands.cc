@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/api_paths.h"
 #include "src/cli/commands.h"
 #include "src/cli/format.h"
 #include "src/cli/reply.h"
@@ -20,7 +21,7 @@ using json = nlohmann::json;
 namespace {
 
 Result<json> CallConfig(Client& client, const std::string& method, const std::string& body = "") {
-  return client.Call(method, "/v1/config", body);
+  return client.Call(method, api::ConfigPath(), body);
 }
 
 std::string SourceText(const Reply& option) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/api_paths.h"
 #include "src/cli/commands.h"
 #include "src/cli/format.h"
 #include "src/core/gpu_topology.h"
@@ -38,7 +39,7 @@ std::string TopologyTable(const std::vector<int64_t>& indices,
 }  // namespace
 
 int CmdGpuTopology(Client& client, bool as_json) {
-  Result<json> r = client.Call("GET", "/v1/gpus");
+  Result<json> r = client.Call("GET", api::GpusPath());
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   std::vector<int64_t> indices;

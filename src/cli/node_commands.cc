@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/api_paths.h"
 #include "src/cli/commands.h"
 #include "src/cli/format.h"
 #include "src/cli/reply.h"
@@ -28,7 +29,7 @@ std::string Age(int64_t ms) {
 }  // namespace
 
 int CmdNodes(Client& client, bool as_json) {
-  Result<json> r = client.Call("GET", "/v1/nodes");
+  Result<json> r = client.Call("GET", api::NodesPath());
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   std::vector<std::vector<std::string>> rows = {
@@ -60,8 +61,7 @@ int CmdNodeDrain(Client& client, const std::string& name, bool drain) {
   if (name.empty() || name.find('/') != std::string::npos) {
     return Fail(Status::Invalid("node: expected a node's name as `trainq nodes` lists it"));
   }
-  return PrintReplyMessage(
-      client.Call("POST", fmt::format("/v1/nodes/{}/{}", name, drain ? "drain" : "resume")));
+  return PrintReplyMessage(client.Call("POST", api::NodePath(name, drain ? "drain" : "resume")));
 }
 
 }  // namespace trainq

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -193,33 +194,26 @@ int RunPlacement(const SimArgs& a) {
 
 }  // namespace
 
-void AddSimCommand(CLI::App& app, SimArgs& a) {
-  CLI::App* sim = app.add_subcommand("sim",
-                                     "simulate the placement policy on a trace, faster "
-                                     "than real time (docs/scheduling.md)");
-  sim->require_subcommand(1, 1);
-  CLI::App* replay = sim->add_subcommand(
-      "replay", "jobs arrive, run and leave on a virtual clock; queueing and JCT metrics");
-  AddInputs(*replay, a);
-  replay->add_option("--policy", a.policy, "trainq, fifo or naive (default trainq)");
-  replay->add_option("--aging", a.aging,
-                     "trainq: wait before GPUs are held for a job (default 2h)");
-  replay->add_option(
-      "--max-holds", a.max_holds,
+Action SetupSimReplay(CLI::App& cmd) {
+  auto a = std::make_shared<SimArgs>();
+  AddInputs(cmd, *a);
+  cmd.add_option("--policy", a->policy, "trainq, fifo or naive (default trainq)");
+  cmd.add_option("--aging", a->aging, "trainq: wait before GPUs are held for a job (default 2h)");
+  cmd.add_option(
+      "--max-holds", a->max_holds,
       "trainq: aged jobs that cannot start yet with GPUs held at once (default 1; 0: all)");
-  replay->add_option("--half-life", a.half_life, "trainq: fair-share usage half-life (default 7d)");
-  CLI::App* placement = sim->add_subcommand(
-      "placement", "the FGD protocol: no departures, inflated arrivals, GPU allocation ratio");
-  AddInputs(*placement, a);
-  placement->add_option("--policy", a.policy, "trainq, bestfit or random (default trainq)");
-  placement->add_option("--inflate", a.inflate,
-                        "arrivals as a factor of the cluster's GPUs (default 1.3)");
-  placement->add_option("--seeds", a.seeds, "seeds: 42, 42-51 or 1,5,9 (default 42-51)");
+  cmd.add_option("--half-life", a->half_life, "trainq: fair-share usage half-life (default 7d)");
+  return [a](Invocation&) { return RunReplay(*a); };
 }
 
-int RunSimCommand(const CLI::App& sim, const SimArgs& args) {
-  if (sim.got_subcommand("replay")) return RunReplay(args);
-  return RunPlacement(args);
+Action SetupSimPlacement(CLI::App& cmd) {
+  auto a = std::make_shared<SimArgs>();
+  AddInputs(cmd, *a);
+  cmd.add_option("--policy", a->policy, "trainq, bestfit or random (default trainq)");
+  cmd.add_option("--inflate", a->inflate,
+                 "arrivals as a factor of the cluster's GPUs (default 1.3)");
+  cmd.add_option("--seeds", a->seeds, "seeds: 42, 42-51 or 1,5,9 (default 42-51)");
+  return [a](Invocation&) { return RunPlacement(*a); };
 }
 
 }  // namespace trainq

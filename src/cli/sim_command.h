@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "src/cli/command_table.h"
+
 namespace CLI {
 class App;
 }
@@ -20,8 +22,8 @@ struct SimArgs {
   bool json = false;
 };
 
-void AddSimCommand(CLI::App& app, SimArgs& args);
-// `sim` is the subcommand AddSimCommand added, after parsing.
-int RunSimCommand(const CLI::App& sim, const SimArgs& args);
+// `sim replay` and `sim placement` (rows of src/cli/command_table.cc).
+Action SetupSimReplay(CLI::App& cmd);
+Action SetupSimPlacement(CLI::App& cmd);
 
 }  // namespace trainq

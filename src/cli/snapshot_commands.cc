@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/api_paths.h"
 #include "src/cli/commands.h"
 #include "src/cli/format.h"
 #include "src/cli/reply.h"
@@ -61,7 +62,7 @@ Result<std::pair<bool, uint64_t>> SnapshotWanted(Client& client, const std::stri
   if (flag == "off" || (flag.empty() && !InGitWorkTree(cwd))) {
     return std::pair<bool, uint64_t>{false, 0};
   }
-  Result<json> config = client.CallRepeatable("GET", "/v1/config");
+  Result<json> config = client.CallRepeatable("GET", api::ConfigPath());
   // A daemon without the route has no snapshot default to give.
   if (!config.ok() && config.status().code() == Code::kNotFound && flag.empty()) {
     return std::pair<bool, uint64_t>{false, 0};
@@ -140,7 +141,7 @@ int CmdDiff(Client& client, const std::string& first, const std::string& second)
   for (int i = 0; i < 2; ++i) {
     Result<int64_t> id = ParseJobId(*texts[i]);
     if (!id.ok()) return Fail(id.status());
-    Result<json> job = client.Call("GET", fmt::format("/v1/jobs/{}", *id));
+    Result<json> job = client.Call("GET", api::JobPath(*id));
     if (!job.ok()) return Fail(job.status());
     jobs[i] = std::move(*job);
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/api_paths.h"
 #include "src/cli/commands.h"
 #include "src/cli/format.h"
 #include "src/cli/reply.h"
@@ -50,7 +51,7 @@ int CmdTokenCreate(Client& client, const TokenArgs& a) {
   json body = {{"name", a.name}, {"role", a.role}};
   if (!a.user.empty()) body["user"] = a.user;
   if (!a.expires.empty()) body["expires"] = a.expires;
-  Result<json> r = client.Call("POST", "/v1/tokens", DumpJson(body));
+  Result<json> r = client.Call("POST", api::TokensPath(), DumpJson(body));
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   std::string token = reply.Str("token");
@@ -73,7 +74,7 @@ int CmdTokenCreate(Client& client, const TokenArgs& a) {
 }
 
 int CmdTokenList(Client& client, bool as_json) {
-  Result<json> r = client.Call("GET", "/v1/tokens");
+  Result<json> r = client.Call("GET", api::TokensPath());
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
   std::vector<std::vector<std::string>> rows = {
@@ -93,7 +94,7 @@ int CmdTokenList(Client& client, bool as_json) {
 
 int CmdTokenRevoke(Client& client, const std::string& name) {
   if (Status st = CheckTokenName(name); !st.ok()) return Fail(st);
-  return PrintReplyMessage(client.Call("DELETE", "/v1/tokens/" + name));
+  return PrintReplyMessage(client.Call("DELETE", api::TokenPath(name)));
 }
 
 }  // namespace trainq

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/cli/api_paths.h"
 #include "src/cli/commands.h"
 #include "src/cli/reply.h"
 #include "src/core/duration.h"
@@ -45,7 +46,7 @@ Result<int64_t> GroupId(const std::string& text) {
 
 // Every job of the group, oldest first; kNotFound when it has none.
 Result<std::vector<json>> GroupJobs(Client& client, int64_t group) {
-  Result<json> r = client.Call("GET", fmt::format("/v1/jobs?all=1&group={}", group));
+  Result<json> r = client.Call("GET", api::JobsPath(fmt::format("all=1&group={}", group)));
   if (!r.ok()) return r.status();
   Reply reply(*r);
   std::vector<Reply> jobs = reply.Array("jobs");
@@ -87,8 +88,7 @@ struct JobOutcome {
 // them together, with no scheduling pass between them. Outcomes in the order of `ids`.
 Result<std::vector<JobOutcome>> ActOnJobs(Client& client, std::string_view verb,
                                           const std::vector<int64_t>& ids) {
-  Result<json> r =
-      client.Call("POST", fmt::format("/v1/jobs/{}", verb), DumpJson(json{{"ids", ids}}));
+  Result<json> r = client.Call("POST", api::JobsActionPath(verb), DumpJson(json{{"ids", ids}}));
   // A daemon older than this route reads the verb as a job id and refuses it.
   if (!r.ok() && r.status().code() == Code::kInvalid &&
       r.status().message().starts_with(fmt::format("job id: '{}'", verb))) {
@@ -180,7 +180,7 @@ bool Filtered(const JobSelection& s) {
 Result<std::vector<json>> Selected(Client& client, const JobSelection& s,
                                    const std::vector<int64_t>& ids,
                                    const std::set<std::string>& states) {
-  std::string target = "/v1/jobs?all=1&mine=1";
+  std::string target = api::JobsPath("all=1&mine=1");
   if (!s.group.empty()) {
     Result<int64_t> group = GroupId(s.group);
     if (!group.ok()) return group.status();
@@ -306,7 +306,7 @@ int CmdClean(Client& client, const CleanArgs& args) {
     }
     body["states"] = *states;
   }
-  Result<json> r = client.Call("POST", "/v1/jobs/clean", DumpJson(body));
+  Result<json> r = client.Call("POST", api::JobsActionPath("clean"), DumpJson(body));
   if (!r.ok()) return Fail(r.status());
   return PrintJobMessage(*r);
 }
@@ -387,7 +387,7 @@ int CmdWait(Client& client, const WaitArgs& args) {
     size_t open = 0;
     for (size_t i = 0; i < ids->size(); ++i) {
       if (codes[i]) continue;
-      Result<json> job = client.Call("GET", fmt::format("/v1/jobs/{}", (*ids)[i]));
+      Result<json> job = client.Call("GET", api::JobPath((*ids)[i]));
       if (!job.ok()) return Fail(job.status());
       if (!Done(job->value("state", ""))) {
         ++open;
@@ -459,7 +459,7 @@ std::string WaitingText(Client& client, int64_t id, const json& job) {
   std::string reason = TerminalSafe(job.value("reason", ""));
   std::string where;
   if (state == "queued") {
-    Result<json> e = client.Call("GET", fmt::format("/v1/jobs/{}/explain", id));
+    Result<json> e = client.Call("GET", api::JobPath(id, "explain"));
     if (e.ok() && e->contains("position") && (*e)["position"].is_number_integer() &&
         (*e)["position"].get<int64_t>() > 0) {
       where = ", " + Ordinal((*e)["position"].get<int64_t>()) + " in line";
@@ -505,7 +505,7 @@ std::optional<int> OnInterrupts(Client& client, int64_t id, int& seen, StatusLin
         static_cast<long long>(id), static_cast<long long>(id), static_cast<long long>(id));
     return 130;
   }
-  Result<json> r = client.Call("POST", fmt::format("/v1/jobs/{}/cancel", id));
+  Result<json> r = client.Call("POST", api::JobPath(id, "cancel"));
   if (!r.ok() && r.status().code() != Code::kConflict) return Fail(r.status());
   std::fprintf(stderr, "trainq: cancelling job %lld; Ctrl-C again to detach and leave it running\n",
                static_cast<long long>(id));
@@ -518,7 +518,7 @@ int Attach(Client& client, int64_t id) {
   int seen = 0;
   for (;;) {
     if (std::optional<int> rc = OnInterrupts(client, id, seen, status)) return *rc;
-    Result<json> job = client.Call("GET", fmt::format("/v1/jobs/{}", id));
+    Result<json> job = client.Call("GET", api::JobPath(id));
     // A Ctrl-C can break the call it lands in: what it asks for comes first.
     if (!job.ok() && g_interrupts.load() != seen) continue;
     if (!job.ok()) return Fail(job.status());
@@ -614,7 +614,7 @@ void ArrayVars(const ArraySpec& a, json& env) {
 Result<json> DependencyIds(Client& client, const std::vector<int64_t>& ids) {
   json out = json::array();
   for (int64_t id : ids) {
-    Result<json> r = client.Call("GET", fmt::format("/v1/jobs?all=1&group={}", id));
+    Result<json> r = client.Call("GET", api::JobsPath(fmt::format("all=1&group={}", id)));
     if (!r.ok()) return r.status();
     const json& jobs = (*r)["jobs"];
     if (!jobs.is_array() || jobs.empty()) {
