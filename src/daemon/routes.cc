@@ -298,13 +298,34 @@ struct RouteContext {
   DaemonImpl& d;
   HttpRequest& req;
   Responder& respond;
-  const Caller& caller;  // who sent it (DaemonImpl::Authenticate)
+  const Caller& caller;      // who sent it (DaemonImpl::Authenticate)
+  std::string_view segment;  // what the route's {id} or {name} matched
+  const Job* job = nullptr;  // the job of a route with {id}, found before its handler runs
 };
 
 // The handlers, one per route. The daemon's friend: they read its state without widening
 // its public face.
 class Routes {
  public:
+  // One row of the route table: a method and a path pattern, who may call it, the handler.
+  struct Route {
+    const char* method;
+    // Literal segments and at most one placeholder, which matches one segment (any text
+    // without '/', empty too). {id} is a job's id: the job is found, or the request answered
+    // 400 or 404, before the check and the handler.
+    const char* pattern;
+    Action action;     // what the caller must be allowed to do
+    const char* what;  // the verb a refusal names; kByHandler: the handler checks `action`
+    void (*handle)(RouteContext&);
+  };
+  // For a route whose check depends on its body (clean) or is made job by job (cancel and
+  // retry of many), or is made by a handler outside this file (tokens).
+  static constexpr const char* kByHandler = nullptr;
+
+  // Checks the caller as `route` says (a job's route against the job's owner), then runs it.
+  static void Dispatch(RouteContext& c, const Route& route);
+  static void NoRoute(RouteContext& c);
+
   static void Submit(RouteContext& c);
   static void ListJobs(RouteContext& c);
   static void Clean(RouteContext& c);
@@ -312,33 +333,29 @@ class Routes {
   static void DaemonStatus(RouteContext& c);
   static void Stop(RouteContext& c);
   static void Backup(RouteContext& c);
-  static void JobAction(RouteContext& c);  // GET, cancel, retry, explain, log of /v1/jobs/ID
   // POST /v1/jobs/cancel and /v1/jobs/retry: many jobs in one request, decided in one loop
   // turn, so no scheduling pass runs between them (a pass starts jobs that the rest of the
   // request would only cancel).
   static void CancelMany(RouteContext& c) { ActOnMany(c, "cancel"); }
   static void RetryMany(RouteContext& c) { ActOnMany(c, "retry"); }
+  // /v1/jobs/{id}/...: c.job is the job.
+  static void ShowJob(RouteContext& c) { c.respond(Json(200, Shown(c.d, *c.job, c.caller))); }
+  static void Explain(RouteContext& c);
+  static void Log(RouteContext& c);
+  static void CancelJob(RouteContext& c);
+  static void RetryJob(RouteContext& c);
+  static void ReleaseJob(RouteContext& c);
   static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
-  static void SetConfig(RouteContext& c) {
-    if (!Allowed(c, Action::kAdmin, "change the config")) return;
-    c.d.SetConfigRoute(c.req, c.caller, c.respond);
-  }
+  static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.caller, c.respond); }
   static void CreateToken(RouteContext& c) { c.d.CreateTokenRoute(c.req, c.caller, c.respond); }
   static void ListTokens(RouteContext& c) { c.d.ListTokensRoute(c.caller, c.respond); }
   static void RevokeToken(RouteContext& c) { c.d.RevokeTokenRoute(c.req, c.caller, c.respond); }
   static void Nodes(RouteContext& c) { c.d.NodesRoute(c.respond); }
-  // POST /v1/nodes/NAME/drain, /v1/nodes/NAME/resume.
-  static void NodeAction(RouteContext& c) {
-    std::string rest = c.req.path.substr(std::string_view("/v1/nodes/").size());
-    size_t slash = rest.find('/');
-    std::string name = rest.substr(0, slash);
-    std::string action = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    if (action != "drain" && action != "resume") {
-      return c.respond(ErrorResponse(Status::NotFound("no route POST " + c.req.path +
-                                                      "; use /v1/nodes/NAME/drain or /resume")));
-    }
-    if (!Allowed(c, Action::kAdmin, action + " a node")) return;
-    c.d.DrainRoute(name, action == "drain", c.respond);
+  static void DrainNode(RouteContext& c) {
+    c.d.DrainRoute(std::string(c.segment), true, c.respond);
+  }
+  static void ResumeNode(RouteContext& c) {
+    c.d.DrainRoute(std::string(c.segment), false, c.respond);
   }
 
  private:
@@ -362,17 +379,16 @@ class Routes {
     c.respond(ErrorResponse(st));
     return false;
   }
-  static void Log(RouteContext& c, const Job& job);
+  static Result<Job> FindJob(RouteContext& c, std::string_view id);
+  static void AnswerChange(RouteContext& c, const Status& st, const std::string& message);
   static Status Retry(RouteContext& c, const Job& job, std::string* message);
   static void ActOnMany(RouteContext& c, std::string_view verb);
   static void CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Job>>& jobs,
                                     std::vector<json>& results);
   static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now);
-  static void Explain(RouteContext& c, const Job& job);
 };
 
 void Routes::Submit(RouteContext& c) {
-  if (!Allowed(c, Action::kSubmit, "submit")) return;
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
   // A request past the waiting-jobs cap on its own is refused before each job is checked
@@ -675,7 +691,6 @@ void Routes::DaemonStatus(RouteContext& c) {
 // {"path": "/abs/file"}: the store copied there while the daemon runs (it waits meanwhile;
 // a queue of 100,000 jobs copies in well under a second).
 void Routes::Backup(RouteContext& c) {
-  if (!Allowed(c, Action::kAdmin, "back up the database")) return;
   json doc = json::parse(c.req.body, nullptr, false);
   const json* path = doc.is_object() && doc.contains("path") ? &doc["path"] : nullptr;
   if (path == nullptr || !path->is_string() || path->get<std::string>().empty() ||
@@ -700,14 +715,14 @@ void Routes::Backup(RouteContext& c) {
 }
 
 void Routes::Stop(RouteContext& c) {
-  if (!Allowed(c, Action::kAdmin, "stop the daemon")) return;
   c.respond(
       Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
                                          ::getpid(), c.d.live_.size())}}));
   boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
 }
 
-void Routes::Explain(RouteContext& c, const Job& job) {
+void Routes::Explain(RouteContext& c) {
+  const Job& job = *c.job;
   Explanation e;
   if (job.state == JobState::kQueued) {
     Result<Explanation> got = c.d.ExplainWaiting(job.id);
@@ -720,8 +735,8 @@ void Routes::Explain(RouteContext& c, const Job& job) {
 // GET /v1/jobs/ID/log?attempt=N&offset=B&length=L: bytes of an attempt's log, as stored
 // (application/octet-stream; fewer or none at its end). With `size`: {"attempt", "size",
 // "active"}. The daemon reads it for the caller: on a shared server the run dirs are root's.
-void Routes::Log(RouteContext& c, const Job& job) {
-  if (!Allowed(c, Action::kReadLog, "read the log of", job.spec.user, job.id)) return;
+void Routes::Log(RouteContext& c) {
+  const Job& job = *c.job;
   const Attempt* attempt = job.current();
   uint64_t offset = 0, length = 1 << 20;
   bool size_only = false;
@@ -772,34 +787,30 @@ void Routes::Log(RouteContext& c, const Job& job) {
   c.respond({200, std::move(bytes), "application/octet-stream"});
 }
 
-void Routes::JobAction(RouteContext& c) {
-  auto parts = SplitJobPath(c.req.path);
-  std::optional<JobId> id = parts ? ParseId(parts->first) : std::nullopt;
-  if (!id) {
-    return c.respond(ErrorResponse(Status::Invalid(fmt::format(
-        "job id: '{}' is not a job id; use a positive integer", parts ? parts->first : ""))));
-  }
-  Result<Job> job = c.d.store_->Get(*id);
-  if (!job.ok()) return c.respond(ErrorResponse(job.status()));
-  const std::string& action = parts->second;
-  if (c.req.method == "GET" && action.empty())
-    return c.respond(Json(200, Shown(c.d, *job, c.caller)));
-  if (c.req.method == "GET" && action == "explain") return Explain(c, *job);
-  if (c.req.method == "GET" && action == "log") return Log(c, *job);
-  std::string message;
-  Status st = Status::NotFound("no route " + c.req.method + " " + c.req.path);
-  bool change =
-      c.req.method == "POST" && (action == "cancel" || action == "retry" || action == "release");
-  if (change && !Allowed(c, Action::kChangeJob, action, job->spec.user, job->id)) return;
-  if (c.req.method == "POST" && action == "cancel") st = c.d.CancelJob(*job, &message);
-  if (c.req.method == "POST" && action == "release") {
-    Result<GateRelease> release = ParseRelease(c.req.body);
-    st = release.ok() ? c.d.ReleaseGate(*job, *release, &message) : release.status();
-  }
-  if (c.req.method == "POST" && action == "retry") st = Retry(c, *job, &message);
+// {"message", "job"}: what was done, and the job as it is now.
+void Routes::AnswerChange(RouteContext& c, const Status& st, const std::string& message) {
   if (!st.ok()) return c.respond(ErrorResponse(st));
-  Result<Job> now = c.d.store_->Get(*id);
+  Result<Job> now = c.d.store_->Get(c.job->id);
   c.respond(Json(200, {{"message", message}, {"job", now.ok() ? JobToJson(*now) : json(nullptr)}}));
+}
+
+void Routes::CancelJob(RouteContext& c) {
+  std::string message;
+  Status st = c.d.CancelJob(*c.job, &message);
+  AnswerChange(c, st, message);
+}
+
+void Routes::RetryJob(RouteContext& c) {
+  std::string message;
+  Status st = Retry(c, *c.job, &message);
+  AnswerChange(c, st, message);
+}
+
+void Routes::ReleaseJob(RouteContext& c) {
+  std::string message;
+  Result<GateRelease> release = ParseRelease(c.req.body);
+  Status st = release.ok() ? c.d.ReleaseGate(*c.job, *release, &message) : release.status();
+  AnswerChange(c, st, message);
 }
 
 Status Routes::Retry(RouteContext& c, const Job& job, std::string* message) {
@@ -945,64 +956,123 @@ void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Jo
 
 namespace {
 
-struct Route {
-  const char* method;
-  const char* path;  // exact, or a prefix when it ends in '/'
-  void (*handle)(RouteContext&);
-};
+using Route = Routes::Route;
+constexpr const char* kByHandler = Routes::kByHandler;
 
+// Every route of the API (docs/api.md lists the same). No path matches two rows.
 constexpr Route kRoutes[] = {
-    {"POST", "/v1/jobs", Routes::Submit},
-    {"GET", "/v1/jobs", Routes::ListJobs},
-    {"GET", "/v1/gpus", Routes::Gpus},
-    {"GET", "/v1/status", Routes::DaemonStatus},
-    {"POST", "/v1/daemon/stop", Routes::Stop},
-    {"GET", "/v1/jobs/", Routes::JobAction},
-    {"POST", "/v1/daemon/backup", Routes::Backup},
-    {"POST", "/v1/jobs/clean", Routes::Clean},
-    {"POST", "/v1/jobs/cancel", Routes::CancelMany},
-    {"POST", "/v1/jobs/retry", Routes::RetryMany},
-    {"POST", "/v1/jobs/", Routes::JobAction},
-    {"GET", "/v1/config", Routes::GetConfig},
-    {"PUT", "/v1/config", Routes::SetConfig},
-    {"POST", "/v1/config", Routes::SetConfig},
-    {"POST", "/v1/tokens", Routes::CreateToken},
-    {"GET", "/v1/tokens", Routes::ListTokens},
-    {"DELETE", "/v1/tokens/", Routes::RevokeToken},
-    {"GET", "/v1/nodes", Routes::Nodes},
-    {"POST", "/v1/nodes/", Routes::NodeAction},
+    {"POST", "/v1/jobs", Action::kSubmit, "submit", Routes::Submit},
+    {"GET", "/v1/jobs", Action::kRead, "list jobs", Routes::ListJobs},
+    {"POST", "/v1/jobs/clean", Action::kSubmit, kByHandler, Routes::Clean},
+    {"POST", "/v1/jobs/cancel", Action::kChangeJob, kByHandler, Routes::CancelMany},
+    {"POST", "/v1/jobs/retry", Action::kChangeJob, kByHandler, Routes::RetryMany},
+    {"GET", "/v1/jobs/{id}", Action::kRead, "show", Routes::ShowJob},
+    {"GET", "/v1/jobs/{id}/explain", Action::kRead, "explain", Routes::Explain},
+    {"GET", "/v1/jobs/{id}/log", Action::kReadLog, "read the log of", Routes::Log},
+    {"POST", "/v1/jobs/{id}/cancel", Action::kChangeJob, "cancel", Routes::CancelJob},
+    {"POST", "/v1/jobs/{id}/retry", Action::kChangeJob, "retry", Routes::RetryJob},
+    {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
+    {"GET", "/v1/gpus", Action::kRead, "list GPUs", Routes::Gpus},
+    {"GET", "/v1/status", Action::kRead, "read the status", Routes::DaemonStatus},
+    {"POST", "/v1/daemon/stop", Action::kAdmin, "stop the daemon", Routes::Stop},
+    {"POST", "/v1/daemon/backup", Action::kAdmin, "back up the database", Routes::Backup},
+    {"GET", "/v1/config", Action::kRead, "show the config", Routes::GetConfig},
+    {"PUT", "/v1/config", Action::kAdmin, "change the config", Routes::SetConfig},
+    {"POST", "/v1/config", Action::kAdmin, "change the config", Routes::SetConfig},
+    {"POST", "/v1/tokens", Action::kAdmin, kByHandler, Routes::CreateToken},
+    {"GET", "/v1/tokens", Action::kAdmin, kByHandler, Routes::ListTokens},
+    {"DELETE", "/v1/tokens/{name}", Action::kAdmin, kByHandler, Routes::RevokeToken},
+    {"GET", "/v1/nodes", Action::kRead, "list nodes", Routes::Nodes},
+    {"POST", "/v1/nodes/{name}/drain", Action::kAdmin, "drain a node", Routes::DrainNode},
+    {"POST", "/v1/nodes/{name}/resume", Action::kAdmin, "resume a node", Routes::ResumeNode},
 };
 
-bool Matches(const Route& r, const HttpRequest& req) {
-  std::string_view path = r.path;
-  if (path.back() == '/') return req.path.rfind(path, 0) == 0 && req.method == r.method;
-  return req.path == path && req.method == r.method;
+// Whether `path` has the shape of `pattern`; *segment is then what its placeholder matched.
+bool Matches(std::string_view pattern, std::string_view path, std::string_view* segment) {
+  size_t open = pattern.find('{');
+  if (open == std::string_view::npos) return path == pattern;
+  if (path.substr(0, open) != pattern.substr(0, open)) return false;
+  std::string_view rest = path.substr(open);
+  std::string_view value = rest.substr(0, rest.find('/'));
+  if (rest.substr(value.size()) != pattern.substr(pattern.find('}', open) + 1)) return false;
+  *segment = value;
+  return true;
+}
+
+const Route* FindRoute(const HttpRequest& req, std::string_view* segment) {
+  for (const Route& r : kRoutes) {
+    if (req.method == r.method && Matches(r.pattern, req.path, segment)) return &r;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
 std::vector<std::string> RouteNames() {
   std::vector<std::string> names;
-  for (const Route& r : kRoutes) names.push_back(std::string(r.method) + " " + r.path);
+  for (const Route& r : kRoutes) names.push_back(std::string(r.method) + " " + r.pattern);
   return names;
+}
+
+Result<Job> Routes::FindJob(RouteContext& c, std::string_view id) {
+  std::optional<JobId> n = ParseId(id);
+  if (!n) {
+    return Status::Invalid(fmt::format("job id: '{}' is not a job id; use a positive integer", id));
+  }
+  return c.d.store_->Get(*n);
+}
+
+void Routes::Dispatch(RouteContext& c, const Route& route) {
+  std::optional<Job> job;
+  if (std::string_view(route.pattern).starts_with("/v1/jobs/{id}")) {
+    Result<Job> found = FindJob(c, c.segment);
+    if (!found.ok()) return c.respond(ErrorResponse(found.status()));
+    job = std::move(*found);
+    c.job = &*job;
+  }
+  if (route.what != kByHandler) {
+    std::string owner = job ? job->spec.user : "";
+    if (!Allowed(c, route.action, route.what, owner, job ? job->id : 0)) return;
+  }
+  route.handle(c);
+}
+
+// 404 naming the request, for one no row serves. Below /v1/jobs/ the id is checked and the job
+// found first, so a mistyped id or a job that is gone reads as such (and GET /v1/jobs/ID/ is
+// the job); below /v1/nodes/ the answer names the actions there; below /v1/tokens/ what
+// follows is a name with a '/', which DELETE checks and refuses as one.
+void Routes::NoRoute(RouteContext& c) {
+  const std::string& method = c.req.method;
+  auto parts = SplitJobPath(c.req.path);
+  if (parts && (method == "GET" || method == "POST")) {
+    Result<Job> job = FindJob(c, parts->first);
+    if (!job.ok()) return c.respond(ErrorResponse(job.status()));
+    if (method == "GET" && parts->second.empty()) {
+      return c.respond(Json(200, Shown(c.d, *job, c.caller)));
+    }
+  } else if (method == "POST" && c.req.path.starts_with("/v1/nodes/")) {
+    return c.respond(ErrorResponse(
+        Status::NotFound("no route POST " + c.req.path + "; use /v1/nodes/NAME/drain or /resume")));
+  } else if (method == "DELETE" && c.req.path.starts_with("/v1/tokens/")) {
+    return RevokeToken(c);
+  }
+  c.respond(ErrorResponse(Status::NotFound("no route " + method + " " + c.req.path)));
 }
 
 void DaemonImpl::Handle(HttpRequest request, Responder respond) {
   Result<Caller> caller = Authenticate(request);
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
-  if (!caller->node.empty()) {  // a peer's signed request serves a log, nothing else
-    auto parts = SplitJobPath(request.path);
-    if (request.method != "GET" || !parts || parts->second != "log") {
-      return respond(ErrorResponse(Status::Permission(
-          fmt::format("node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log)",
-                      caller->node))));
-    }
+  std::string_view segment;
+  const Route* route = FindRoute(request, &segment);
+  // A peer's signed request serves a log, nothing else.
+  if (!caller->node.empty() && (route == nullptr || route->handle != Routes::Log)) {
+    return respond(ErrorResponse(Status::Permission(
+        fmt::format("node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log)",
+                    caller->node))));
   }
-  RouteContext c{*this, request, respond, *caller};
-  for (const Route& r : kRoutes) {
-    if (Matches(r, request)) return r.handle(c);
-  }
-  respond(ErrorResponse(Status::NotFound("no route " + request.method + " " + request.path)));
+  RouteContext c{*this, request, respond, *caller, segment};
+  if (route == nullptr) return Routes::NoRoute(c);
+  Routes::Dispatch(c, *route);
 }
 
 // The per-user caps (docs/operations.md, "Per-user caps") for one request of `user`'s

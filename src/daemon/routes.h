@@ -6,8 +6,8 @@
 
 namespace trainq {
 
-// Every route as "METHOD /path", in the order requests are matched; a path ending in '/' is
-// a prefix ("GET /v1/jobs/" serves /v1/jobs/ID, /v1/jobs/ID/log, ...).
+// Every route as "METHOD /pattern", one per row of the table, e.g. "POST /v1/jobs/{id}/cancel":
+// a placeholder in braces stands for one path segment.
 std::vector<std::string> RouteNames();
 
 }  // namespace trainq
