@@ -119,6 +119,18 @@ Status TightenStateFiles(const std::vector<std::string>& files) {
   return Status::Ok();
 }
 
+Status ChangeMode(const std::string& path, mode_t mode) {
+  if (::chmod(path.c_str(), mode) == 0) return Status::Ok();
+  return ErrnoStatus(fmt::format("chmod {:04o} {}", mode, path), errno);
+}
+
+Status ChangeGroup(const std::string& path, int64_t gid) {
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid)) == 0) {
+    return Status::Ok();
+  }
+  return ErrnoStatus("chown " + path, errno);
+}
+
 mode_t RestrictUmask() { return ::umask(077); }
 
 }  // namespace trainq
