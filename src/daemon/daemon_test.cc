@@ -169,8 +169,9 @@ TEST_F(DaemonTest, RestartCollectsAnExitThatHappenedWhileItWasDown) {
   EXPECT_EQ(job.attempts[0].exit_code, 4);
 }
 
-// Defect (issue 9, item 5): a shim killed -9 ended its attempt at once, "failed", while the
-// job's processes ran on, their GPU memory no longer reserved: a second job landed beside them.
+// Guards against ending an attempt at once, "failed", when its shim is killed -9 while the
+// job's processes run on: their GPU memory would no longer be reserved and a second job would
+// land beside them.
 TEST_F(DaemonTest, AShimDeadWithoutARecordHasItsJobStoppedBeforeItsEndAndItsGpuFreed) {
   config_.grace_ms = 10'000;
   SetGpus({Gpu(0, 80)});
@@ -249,8 +250,8 @@ TEST_F(DaemonTest, AShimDeadWithoutARecordAndNothingLeftEndsAtOnce) {
   EXPECT_THAT(Get(id).reason, HasSubstr("no process of the job was left"));
 }
 
-// Defect (issue 9, item 6): a run dir removed while the daemon was down made the restart queue
-// the job again and start attempt 2 beside the still running attempt 1.
+// Guards against a restart that finds a run dir removed while the daemon was down queueing
+// the job again and starting attempt 2 beside the still running attempt 1.
 TEST_F(DaemonTest, ARunDirMissingAfterARestartHasTheOldAttemptStoppedBeforeTheNext) {
   JobId id = RestartWithARunningJobsRunDirGone();
   std::string run = RunDir(id, 1);
