@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 namespace {

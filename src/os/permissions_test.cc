@@ -7,6 +7,7 @@
 
 #include "src/os/proc_test_util.h"
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 namespace {

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -57,17 +56,6 @@ uint64_t OpenFileLimit() {
   return rl.rlim_cur;
 }
 
-std::string UserName(int64_t uid) {
-  if (uid < 0) return "unknown";
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 && found) {
-    return found->pw_name;
-  }
-  return std::to_string(uid);
-}
-
 std::string RandomToken() {
   uint8_t bytes[16] = {};
   size_t got = 0;
@@ -81,17 +69,6 @@ std::string RandomToken() {
   for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
   if (got < sizeof(bytes)) out += fmt::format("-{}-{}", ::getpid(), ::time(nullptr));
   return out;
-}
-
-std::string HomeDir(int64_t uid) {
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (uid >= 0 && ::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 &&
-      found && found->pw_dir && found->pw_dir[0] == '/') {
-    return found->pw_dir;
-  }
-  return "/";
 }
 
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment() {
