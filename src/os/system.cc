@@ -5,7 +5,6 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +19,8 @@
 #include <string_view>
 
 #include <fmt/format.h>
+
+#include "src/os/crypto/token_crypto.h"
 
 extern char** environ;
 
@@ -57,18 +58,10 @@ uint64_t OpenFileLimit() {
 }
 
 std::string RandomToken() {
-  uint8_t bytes[16] = {};
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // not before Linux 3.17; the pid and time below still differ per call
-    got += static_cast<size_t>(n);
-  }
-  std::string out;
-  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
-  if (got < sizeof(bytes)) out += fmt::format("-{}-{}", ::getpid(), ::time(nullptr));
-  return out;
+  Result<std::string> hex = RandomHex(16);
+  if (hex.ok()) return *hex;
+  // Not before Linux 3.17: the pid and time still differ per call.
+  return fmt::format("{:032}-{}-{}", 0, ::getpid(), ::time(nullptr));
 }
 
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment() {
