@@ -699,11 +699,6 @@ std::span<const OptionInfo> ConfigOptions() {
   return kInfo;
 }
 
-const OptionInfo* FindOptionInfo(std::string_view name) {
-  const Option* o = FindOption(name);
-  return o == nullptr ? nullptr : &o->info;
-}
-
 size_t ConnectionCap(int max_connections, uint64_t fd_limit) {
   uint64_t reserve = std::max<uint64_t>(64, fd_limit / 4);
   uint64_t ceiling = fd_limit > reserve + 8 ? fd_limit - reserve : 8;

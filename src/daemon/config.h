@@ -143,7 +143,6 @@ struct OptionInfo {
 };
 // Every option, in the order of the table.
 std::span<const OptionInfo> ConfigOptions();
-const OptionInfo* FindOptionInfo(std::string_view name);  // nullptr: no such option
 
 // Reads `path` (TOML, one table of options). A missing file gives the defaults. Unknown
 // options and wrong types are kInvalid naming the option and the accepted form.
