@@ -1,5 +1,5 @@
-// Validation of a submitted job (issue: bad input is refused naming the field, and nothing
-// is stored) and the environment a job starts with.
+// Validation of a submitted job (bad input is refused naming the field, and nothing is
+// stored) and the environment a job starts with.
 #pragma once
 
 #include <string>

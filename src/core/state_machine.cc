@@ -52,7 +52,6 @@ bool Contains(std::span<const S> states, S s) {
 }  // namespace
 
 std::span<const JobState> MoveFrom(Move move) { return RuleOf(move).from; }
-std::span<const JobState> MoveTo(Move move) { return RuleOf(move).to; }
 
 bool MoveAllowed(Move move, JobState from, JobState to) {
   Rule rule = RuleOf(move);

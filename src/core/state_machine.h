@@ -25,7 +25,6 @@ enum class Move {
 };
 
 std::span<const JobState> MoveFrom(Move move);
-std::span<const JobState> MoveTo(Move move);
 bool MoveAllowed(Move move, JobState from, JobState to);
 // "starting or running": the states a refusal expected.
 std::string StatesText(std::span<const JobState> states);

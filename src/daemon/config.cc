@@ -55,9 +55,27 @@ Option Row(std::string_view name, std::string_view default_text, bool settable,
   return {{name, kind.type, default_text, kind.form, settable, help}, std::move(kind.access)};
 }
 
+// Where an option's value lives: a member of Config, or of Config::policy (the placement
+// policy's settings). A row names either kind of member the same way.
 template <typename T>
-std::function<void(Config&, const Config&)> Copy(T Config::*field) {
-  return [field](Config& to, const Config& from) { to.*field = from.*field; };
+class Field {
+ public:
+  Field(T Config::*member) : member_(member) {}               // NOLINT: implicit on purpose
+  Field(T PolicyConfig::*member) : policy_member_(member) {}  // NOLINT: implicit on purpose
+
+  T& operator()(Config& c) const { return member_ ? c.*member_ : c.policy.*policy_member_; }
+  const T& operator()(const Config& c) const {
+    return member_ ? c.*member_ : c.policy.*policy_member_;
+  }
+
+ private:
+  T Config::*member_ = nullptr;
+  T PolicyConfig::*policy_member_ = nullptr;
+};
+
+template <typename T>
+std::function<void(Config&, const Config&)> Copy(Field<T> field) {
+  return [field](Config& to, const Config& from) { field(to) = field(from); };
 }
 
 std::string Quoted(const std::string& s) { return json(s).dump(); }
@@ -81,24 +99,24 @@ Status WrongType(const std::string& name, std::string_view want) {
 constexpr std::string_view kSizeForm = "a size like \"256MiB\" or a byte count";
 
 // `zero_ok`: "0" (and "0MiB") is accepted as text too, for options where 0 means "no limit".
-Kind Size(uint64_t Config::*field, std::string_view form = kSizeForm, bool zero_ok = false) {
+Kind Size(Field<uint64_t> field, std::string_view form = kSizeForm, bool zero_ok = false) {
   auto set = [field, form, zero_ok](Config& c, const toml::node& n,
                                     const std::string& name) -> Status {
     if (auto i = n.value_exact<int64_t>(); i && n.is_integer()) {
       if (*i < 0) return WrongType(name, form);
-      c.*field = static_cast<uint64_t>(*i);
+      field(c) = static_cast<uint64_t>(*i);
       return Status::Ok();
     }
     auto s = n.value<std::string>();
     if (!s) return WrongType(name, form);
     Result<uint64_t> v = ParseSize(*s, "config option " + name, zero_ok);
     if (!v.ok()) return v.status();
-    c.*field = *v;
+    field(c) = *v;
     return Status::Ok();
   };
   return {"size",
           form,
-          {set, [field](const Config& c) { return ExactSize(c.*field); }, Copy(field), {}, {}}};
+          {set, [field](const Config& c) { return ExactSize(field(c)); }, Copy(field), {}, {}}};
 }
 
 constexpr int64_t kMinSampleIntervalMs = 100;
@@ -109,7 +127,7 @@ constexpr std::string_view kDurationForm =
     "a duration like \"30s\", \"500ms\", \"2m\", \"2h\", \"7d\" (at most 36500d)";
 
 // `min_ms`: the shortest value that works (a 0s timeout would cut every connection).
-Kind Duration(int64_t Config::*field, int64_t min_ms = 0) {
+Kind Duration(Field<int64_t> field, int64_t min_ms = 0) {
   auto set = [field, min_ms](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto s = n.value<std::string>();
     if (!s || !n.is_string()) return WrongType(name, kDurationForm);
@@ -120,37 +138,37 @@ Kind Duration(int64_t Config::*field, int64_t min_ms = 0) {
           fmt::format("config option {}: '{}' is too short; expected {} of at least {}", name, *s,
                       kDurationForm, FormatDuration(min_ms)));
     }
-    c.*field = *v;
+    field(c) = *v;
     return Status::Ok();
   };
   return {"duration",
           kDurationForm,
           {set,
-           [field](const Config& c) { return Quoted(FormatDuration(c.*field)); },
+           [field](const Config& c) { return Quoted(FormatDuration(field(c))); },
            Copy(field),
            {},
            {}}};
 }
 
-Kind String(std::string Config::*field, std::string_view type = "string") {
+Kind String(Field<std::string> field, std::string_view type = "string") {
   auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto s = n.value<std::string>();
     if (!s || !n.is_string()) return WrongType(name, "a string");
-    c.*field = *s;
+    field(c) = *s;
     return Status::Ok();
   };
   return {type,
           "a string",
-          {set, [field](const Config& c) { return Quoted(c.*field); }, Copy(field), {}, {}}};
+          {set, [field](const Config& c) { return Quoted(field(c)); }, Copy(field), {}, {}}};
 }
 
 // The store URL, shown with any password in it as *** (config show, /v1/config): a password
 // belongs in store_password_file, and one left in the URL is never echoed. The '@' is found
 // as ParseRedisUrl finds it, the last one.
-Kind StoreUrl(std::string Config::*field) {
+Kind StoreUrl(Field<std::string> field) {
   Kind kind = String(field, "URL");
   kind.access.text = [field](const Config& c) {
-    const std::string& url = c.*field;
+    const std::string& url = field(c);
     size_t start = url.find("://");
     size_t at = url.rfind('@');
     if (start == std::string::npos || at == std::string::npos || at < start + 3) {
@@ -165,49 +183,49 @@ Kind StoreUrl(std::string Config::*field) {
 
 // A whole number from `min` to `max`; `form` says what it counts, what 0 means, and the
 // bounds.
-Kind Count(int Config::*field, int max, std::string_view form, int min = 0) {
+Kind Count(Field<int> field, int max, std::string_view form, int min = 0) {
   auto set = [field, max, form, min](Config& c, const toml::node& n, const std::string& name) {
     auto i = n.value_exact<int64_t>();
     if (!i || !n.is_integer() || *i < min || *i > max) return WrongType(name, form);
-    c.*field = static_cast<int>(*i);
+    field(c) = static_cast<int>(*i);
     return Status::Ok();
   };
   return {
       "integer",
       form,
-      {set, [field](const Config& c) { return std::to_string(c.*field); }, Copy(field), {}, {}}};
+      {set, [field](const Config& c) { return std::to_string(field(c)); }, Copy(field), {}, {}}};
 }
 
 constexpr std::string_view kPatternsForm = "an array of non-empty strings";
 
-Kind Strings(std::vector<std::string> Config::*field, std::string_view form = kPatternsForm) {
+Kind Strings(Field<std::vector<std::string>> field, std::string_view form = kPatternsForm) {
   auto set = [field, form](Config& c, const toml::node& n, const std::string& name) -> Status {
     const toml::array* a = n.as_array();
     if (!a) return WrongType(name, form);
-    (c.*field).clear();
+    field(c).clear();
     for (const toml::node& e : *a) {
       auto s = e.value<std::string>();
       if (!s || !e.is_string() || s->empty()) return WrongType(name, form);
-      (c.*field).push_back(*s);
+      field(c).push_back(*s);
     }
     return Status::Ok();
   };
   return {"array of strings",
           form,
-          {set, [field](const Config& c) { return json(c.*field).dump(); }, Copy(field), {}, {}}};
+          {set, [field](const Config& c) { return json(field(c)).dump(); }, Copy(field), {}, {}}};
 }
 
-Kind Bool(bool Config::*field) {
+Kind Bool(Field<bool> field) {
   auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto b = n.value_exact<bool>();
     if (!b || !n.is_boolean()) return WrongType(name, "true or false");
-    c.*field = *b;
+    field(c) = *b;
     return Status::Ok();
   };
   return {"boolean",
           "true or false",
           {set,
-           [field](const Config& c) { return std::string(c.*field ? "true" : "false"); },
+           [field](const Config& c) { return std::string(field(c) ? "true" : "false"); },
            Copy(field),
            {},
            {}}};
@@ -278,7 +296,7 @@ Kind Devices() {
     if (auto s = n.value<std::string>(); s && n.is_string()) {
       Result<std::vector<int>> v = ParseDeviceList(*s, "config option " + name);
       if (!v.ok()) return v.status();
-      c.devices = *v;
+      c.policy.devices = *v;
       return Status::Ok();
     }
     const toml::array* a = n.as_array();
@@ -291,35 +309,36 @@ Kind Devices() {
     }
     std::sort(devices.begin(), devices.end());
     devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
-    c.devices = devices;
+    c.policy.devices = devices;
     return Status::Ok();
   };
   auto from_json = [](Config& c, const json& v, const std::string& name) -> Status {
     Result<std::vector<int>> d = DevicesFromJson(v, name);
     if (!d.ok()) return d.status();
-    c.devices = *d;
+    c.policy.devices = *d;
     return Status::Ok();
   };
   return {"GPU list",
           kDevicesForm,
-          {set, [](const Config& c) { return Quoted(FormatDeviceList(c.devices)); },
-           Copy(&Config::devices), from_json, [](const Config& c) { return json(c.devices); }}};
+          {set, [](const Config& c) { return Quoted(FormatDeviceList(c.policy.devices)); },
+           Copy<std::vector<int>>(&PolicyConfig::devices), from_json,
+           [](const Config& c) { return json(c.policy.devices); }}};
 }
 
 constexpr std::string_view kMaxJobsForm = "a whole number from 0 (no limit) to 10000";
 
 // A limit settable at run time: 2 or "2" from the API; anything else (2.5, true) fails as
 // its JSON text. `what` names the unit in errors ("job", "GPU").
-Kind SettableLimit(int Config::*field, std::string_view what) {
+Kind SettableLimit(Field<int> field, std::string_view what) {
   Kind kind = Count(field, kMaxJobsPerGpu, kMaxJobsForm);
   kind.access.from_json = [field, what](Config& c, const json& v,
                                         const std::string& name) -> Status {
     Result<int> n = ParseLimit(v.is_string() ? v.get<std::string>() : v.dump(), name, what);
     if (!n.ok()) return n.status();
-    c.*field = *n;
+    field(c) = *n;
     return Status::Ok();
   };
-  kind.access.to_json = [field](const Config& c) { return json(c.*field); };
+  kind.access.to_json = [field](const Config& c) { return json(field(c)); };
   return kind;
 }
 
@@ -332,7 +351,7 @@ Kind Placement() {
   auto parse = [](Config& c, std::optional<std::string> s, const std::string& name,
                   std::string_view shown) -> Status {
     if (s == "spread" || s == "pack") {
-      c.pack = *s == "pack";
+      c.policy.pack = *s == "pack";
       return Status::Ok();
     }
     return Status::Invalid(fmt::format("config option {}: '{}' is not a placement; use {}", name,
@@ -348,27 +367,28 @@ Kind Placement() {
     if (v.is_string()) s = v.get<std::string>();
     return parse(c, s, name, s ? *s : v.dump());
   };
-  auto shown = [](const Config& c) { return std::string(c.pack ? "pack" : "spread"); };
-  return {"string",
-          kPlacementForm,
-          {set, [shown](const Config& c) { return Quoted(shown(c)); }, Copy(&Config::pack),
-           from_json, [shown](const Config& c) { return json(shown(c)); }}};
+  auto shown = [](const Config& c) { return std::string(c.policy.pack ? "pack" : "spread"); };
+  return {
+      "string",
+      kPlacementForm,
+      {set, [shown](const Config& c) { return Quoted(shown(c)); }, Copy<bool>(&PolicyConfig::pack),
+       from_json, [shown](const Config& c) { return json(shown(c)); }}};
 }
 
 // paused, set by `trainq pause` and `trainq resume`: true or false.
 Kind Paused() {
-  Kind kind = Bool(&Config::paused);
+  Kind kind = Bool(&PolicyConfig::paused);
   kind.access.from_json = [](Config& c, const json& v, const std::string& name) -> Status {
     // `trainq config set paused true` sends the text.
     if (v == "true" || v == "false") {
-      c.paused = v == "true";
+      c.policy.paused = v == "true";
       return Status::Ok();
     }
     if (!v.is_boolean()) return WrongType(name, "true or false");
-    c.paused = v.get<bool>();
+    c.policy.paused = v.get<bool>();
     return Status::Ok();
   };
-  kind.access.to_json = [](const Config& c) { return json(c.paused); };
+  kind.access.to_json = [](const Config& c) { return json(c.policy.paused); };
   return kind;
 }
 
@@ -379,7 +399,7 @@ constexpr std::string_view kPausedGpusForm =
 Kind PausedGpus() {
   auto parse = [](Config& c, const std::string& text, const std::string& name) -> Status {
     if (text == "none" || text.empty()) {
-      c.paused_gpus.clear();
+      c.policy.paused_gpus.clear();
       return Status::Ok();
     }
     Result<std::vector<int>> v = ParseDeviceList(text, "config option " + name);
@@ -387,7 +407,7 @@ Kind PausedGpus() {
       return Status::Invalid(
           fmt::format("config option {}: '{}' is not {}", name, text, kPausedGpusForm));
     }
-    c.paused_gpus = *v;
+    c.policy.paused_gpus = *v;
     return Status::Ok();
   };
   auto from_list = [parse](Config& c, const json& v, const std::string& name) -> Status {
@@ -414,12 +434,12 @@ Kind PausedGpus() {
     return from_list(c, list, name);
   };
   auto text = [](const Config& c) {
-    return Quoted(c.paused_gpus.empty() ? "none" : FormatDeviceList(c.paused_gpus));
+    return Quoted(c.policy.paused_gpus.empty() ? "none" : FormatDeviceList(c.policy.paused_gpus));
   };
   return {"GPU list",
           kPausedGpusForm,
-          {set, text, Copy(&Config::paused_gpus), from_list,
-           [](const Config& c) { return json(c.paused_gpus); }}};
+          {set, text, Copy<std::vector<int>>(&PolicyConfig::paused_gpus), from_list,
+           [](const Config& c) { return json(c.policy.paused_gpus); }}};
 }
 
 // cpu_slots, also settable at run time: 4 or "4" from the API.
@@ -449,7 +469,7 @@ Kind CpuSlots() {
 const std::vector<Option>& Options() {
   static const std::vector<Option> kOptions = {
       Row("headroom", "256MiB", false, "GPU memory kept free on every GPU, beyond all reservations",
-          Size(&Config::headroom_bytes)),
+          Size(&PolicyConfig::headroom_bytes)),
       Row("oom_backoff", "30s", false,
           "wait before the first retry of an out-of-memory attempt; doubles each retry",
           Duration(&Config::oom_backoff_ms)),
@@ -462,17 +482,17 @@ const std::vector<Option>& Options() {
       Row("ramp_up", "60s", false,
           "where per-process GPU memory is unknown, how long a new attempt's reservation counts "
           "in full",
-          Duration(&Config::ramp_up_ms)),
+          Duration(&PolicyConfig::ramp_up_ms)),
       Row("whole_gpu_max_used", "1GiB", false,
           "a whole-GPU job (no `--mem`) takes only a GPU with no other job or process and at most "
           "this much memory in use (memory held from another container shows no process); 0 = "
           "none at all",
-          Size(&Config::whole_gpu_max_used_bytes, "a size like \"1GiB\", or 0 (none in use)",
+          Size(&PolicyConfig::whole_max_used_bytes, "a size like \"1GiB\", or 0 (none in use)",
                true)),
       Row("gpu_stale_after", "10s", false,
           "after GPU samples fail, nothing starts on the GPUs once their last good sample is this "
           "old (at least two `sample_interval`s are used); `trainq gpus` shows the age and error",
-          Duration(&Config::gpu_stale_after_ms, 1000)),
+          Duration(&PolicyConfig::stale_after_ms, 1000)),
       Row("cpu_slots", "0", true,
           "host CPU slots jobs can hold (`--cpus`; a GPU job holds none unless it asks); 0 = the "
           "machine's cores (`trainq config set cpu-slots 16`)",
@@ -548,11 +568,11 @@ const std::vector<Option>& Options() {
       Row("aging_limit", "2h", false,
           "a job blocked this long gets the GPUs it would best use held for it (no backfill "
           "there)",
-          Duration(&Config::aging_ms)),
+          Duration(&PolicyConfig::aging_ms)),
       Row("max_holds", "1", false,
           "how many aged jobs that cannot start yet have GPUs held at once, oldest in line "
           "first; 0 = every aged job",
-          Count(&Config::max_holds, kMaxCount,
+          Count(&PolicyConfig::max_holds, kMaxCount,
                 "a whole number of jobs from 0 (every aged job) to 100000")),
       Row("fair_share_half_life", "7d", false,
           "half-life of the GPU-hours that order users by fair share",
@@ -670,13 +690,13 @@ const std::vector<Option>& Options() {
       Row("paused_gpus", "\"none\"", true,
           "GPUs no job starts on; running ones go on (`trainq pause --gpus 0,1`)", PausedGpus()),
       Row("max_jobs_per_gpu", "0", true, "most trainq jobs on one GPU; 0 = no limit",
-          SettableLimit(&Config::max_jobs_per_gpu, "job")),
+          SettableLimit(&PolicyConfig::max_jobs_per_gpu, "job")),
       Row("max_gpus_per_user", "0", true,
           "most GPUs one user's running jobs hold, on all nodes; 0 = no limit",
-          SettableLimit(&Config::max_gpus_per_user, "GPU")),
+          SettableLimit(&PolicyConfig::max_gpus_per_user, "GPU")),
       Row("max_jobs_per_user", "0", true,
           "most jobs of one user running at once (CPU jobs too); 0 = no limit",
-          SettableLimit(&Config::max_jobs_per_user, "job")),
+          SettableLimit(&PolicyConfig::max_jobs_per_user, "job")),
   };
   return kOptions;
 }
@@ -697,11 +717,6 @@ std::span<const OptionInfo> ConfigOptions() {
     return info;
   }();
   return kInfo;
-}
-
-const OptionInfo* FindOptionInfo(std::string_view name) {
-  const Option* o = FindOption(name);
-  return o == nullptr ? nullptr : &o->info;
 }
 
 size_t ConnectionCap(int max_connections, uint64_t fd_limit) {
@@ -812,21 +827,9 @@ Status CheckWorkflow(const Config& config) {
 }
 
 PolicyConfig PolicyOf(const Config& config) {
-  PolicyConfig policy;
-  policy.headroom_bytes = config.headroom_bytes;
-  policy.ramp_up_ms = config.ramp_up_ms;
-  policy.whole_max_used_bytes = config.whole_gpu_max_used_bytes;
+  PolicyConfig policy = config.policy;
   // A bound shorter than two samples would close GPUs between good samples.
-  policy.stale_after_ms = std::max(config.gpu_stale_after_ms, 2 * config.sample_interval_ms);
-  policy.devices = config.devices;
-  policy.max_jobs_per_gpu = config.max_jobs_per_gpu;
-  policy.max_gpus_per_user = config.max_gpus_per_user;
-  policy.max_jobs_per_user = config.max_jobs_per_user;
-  policy.aging_ms = config.aging_ms;
-  policy.max_holds = config.max_holds;
-  policy.pack = config.pack;
-  policy.paused = config.paused;
-  policy.paused_gpus = config.paused_gpus;
+  policy.stale_after_ms = std::max(policy.stale_after_ms, 2 * config.sample_interval_ms);
   return policy;
 }
 

@@ -18,20 +18,20 @@
 namespace trainq {
 
 // The values in force. Every member is one option of the table in config.cc (its name there
-// in the comment where it differs); the placement policy's options take their defaults from
-// PolicyConfig, so the daemon and the simulator start from the same policy.
+// in the comment where it differs).
 struct Config {
-  uint64_t headroom_bytes = PolicyConfig{}.headroom_bytes;  // headroom
-  int64_t oom_backoff_ms = 30000;                           // oom_backoff
-  int64_t oom_backoff_max_ms = 3600000;                     // oom_backoff_max
-  int64_t grace_ms = 10000;                                 // grace_period
-  int64_t sample_interval_ms = 1000;                        // sample_interval
-  int64_t ramp_up_ms = PolicyConfig{}.ramp_up_ms;           // ramp_up
-  int cpu_slots = 0;                                        // 0: the machine's cores
-
-  // whole_gpu_max_used, gpu_stale_after
-  uint64_t whole_gpu_max_used_bytes = PolicyConfig{}.whole_max_used_bytes;
-  int64_t gpu_stale_after_ms = PolicyConfig{}.stale_after_ms;
+  // The placement policy's options, with PolicyConfig's defaults, so the daemon and the
+  // simulator start from the same policy. Their names in the table: headroom, ramp_up,
+  // devices, paused, paused_gpus, max_jobs_per_gpu, whole_gpu_max_used (whole_max_used_bytes),
+  // gpu_stale_after (stale_after_ms; PolicyOf raises it to two sample_intervals),
+  // max_gpus_per_user, max_jobs_per_user, aging_limit (aging_ms), max_holds, placement (pack:
+  // "spread" or "pack"). `workload` is no option: the scheduler fills in what it learns.
+  PolicyConfig policy;
+  int64_t oom_backoff_ms = 30000;        // oom_backoff
+  int64_t oom_backoff_max_ms = 3600000;  // oom_backoff_max
+  int64_t grace_ms = 10000;              // grace_period
+  int64_t sample_interval_ms = 1000;     // sample_interval
+  int cpu_slots = 0;                     // 0: the machine's cores
 
   std::string fake_gpus;
   std::string nvml_library = "libnvidia-ml.so.1";
@@ -55,16 +55,11 @@ struct Config {
   int max_connections = 1024;
   int max_connections_per_peer = 64;
   // Scheduling (docs/scheduling.md).
-  int64_t aging_ms = PolicyConfig{}.aging_ms;  // aging_limit
-  int max_holds = PolicyConfig{}.max_holds;
   int64_t fair_share_half_life_ms = 7 * 24 * 3600 * 1000ll;
   // How many recent GPU submits give the workload mix for fragmentation-aware GPU choice
   // (PolicyConfig::workload); 0: none, the plain rule.
   int workload_window = 0;
-  bool pack = PolicyConfig{}.pack;  // placement: "spread" (false) or "pack"
-  bool paused = false;              // `trainq pause`
-  std::vector<int> paused_gpus;     // `trainq pause --gpus`
-  int master_port_first = 29500;    // master_port_range
+  int master_port_first = 29500;  // master_port_range
   int master_port_last = 29999;
   // Who may use the daemon (docs/operations.md, "A shared server", "Remote access").
   bool shared = false;
@@ -92,12 +87,6 @@ struct Config {
   int64_t leader_lease_ms = 15000;              // leader_lease
   int max_node_failures = 3;
   int64_t lost_node_wait_ms = 60000;  // lost_node_wait
-  // Limits `trainq config set` changes at run time; the daemon persists them.
-  std::vector<int> devices = PolicyConfig{}.devices;       // GPU indices jobs may use; empty: all
-  int max_jobs_per_gpu = PolicyConfig{}.max_jobs_per_gpu;  // 0: no limit
-  // Per user (docs/scheduling.md, "Per-user limits"); 0: no limit.
-  int max_gpus_per_user = PolicyConfig{}.max_gpus_per_user;
-  int max_jobs_per_user = PolicyConfig{}.max_jobs_per_user;
   // The options the file set (the rest kept their defaults), for `trainq config show`.
   std::set<std::string> from_file;
   // Options set from outside the file, and from where: "environment (TRAINQ_FAKE_GPUS)",
@@ -105,8 +94,9 @@ struct Config {
   std::map<std::string, std::string> from_outside;
 };
 
-// The placement policy's settings in `config`. The workload mix is not an option: the
-// scheduler adds what it learns from the queue (docs/scheduling.md).
+// The placement policy's settings in `config`: `config.policy` with stale_after_ms at least
+// two sample_intervals. The workload mix is not an option: the scheduler adds what it learns
+// from the queue (docs/scheduling.md).
 PolicyConfig PolicyOf(const Config& config);
 
 // How many API connections the daemon keeps open: `max_connections`, and never so many that
@@ -143,7 +133,6 @@ struct OptionInfo {
 };
 // Every option, in the order of the table.
 std::span<const OptionInfo> ConfigOptions();
-const OptionInfo* FindOptionInfo(std::string_view name);  // nullptr: no such option
 
 // Reads `path` (TOML, one table of options). A missing file gives the defaults. Unknown
 // options and wrong types are kInvalid naming the option and the accepted form.

@@ -97,10 +97,10 @@ void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
   runtime_ = settings;
   config_ = WithRuntime(file_config_, runtime_);
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
-  std::vector<int> missing = MissingDevices(config_.devices);
+  std::vector<int> missing = MissingDevices(config_.policy.devices);
   if (!missing.empty()) {
     spdlog::warn("devices {}: this node has no GPU {}; jobs use the listed GPUs that exist",
-                 FormatDeviceList(config_.devices), FormatDeviceList(missing));
+                 FormatDeviceList(config_.policy.devices), FormatDeviceList(missing));
   }
 }
 
@@ -136,7 +136,7 @@ void DaemonImpl::SetConfigRoute(const HttpRequest& req, const Caller& caller, Re
   Result<RuntimeUpdate> update = ParseRuntimeUpdate(req.body);
   if (!update.ok()) return respond(ErrorResponse(update.status()));
   if (update->set.Has("devices")) {
-    std::vector<int> missing = MissingDevices(update->set.values.devices);
+    std::vector<int> missing = MissingDevices(update->set.values.policy.devices);
     if (!missing.empty()) {
       std::vector<int> have;
       if (snapshot_) {

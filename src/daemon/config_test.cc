@@ -18,7 +18,7 @@ using ::testing::Not;
 TEST(ConfigTest, EmptyFileGivesDefaults) {
   Result<Config> c = ParseConfig("", "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->headroom_bytes, 256ull << 20);
+  EXPECT_EQ(c->policy.headroom_bytes, 256ull << 20);
   EXPECT_EQ(c->oom_backoff_ms, 30000);
   EXPECT_EQ(c->grace_ms, 10000);
   EXPECT_EQ(c->cpu_slots, 0);
@@ -35,7 +35,7 @@ log_tail = 4096
 )",
                                  "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->headroom_bytes, 1ull << 30);
+  EXPECT_EQ(c->policy.headroom_bytes, 1ull << 30);
   EXPECT_EQ(c->oom_backoff_ms, 90000);
   EXPECT_EQ(c->cpu_slots, 12);
   EXPECT_EQ(c->fake_gpus, "/x/gpus.json");
@@ -62,8 +62,8 @@ colour = "blue"
 TEST(ConfigTest, MaxHoldsIsACountOfJobs) {
   Result<Config> c = ParseConfig("max_holds = 3\n", "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->max_holds, 3);
-  EXPECT_EQ(ParseConfig("", "config.toml")->max_holds, 1);
+  EXPECT_EQ(c->policy.max_holds, 3);
+  EXPECT_EQ(ParseConfig("", "config.toml")->policy.max_holds, 1);
   Result<Config> bad = ParseConfig("max_holds = -1\n", "config.toml");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(
@@ -154,14 +154,14 @@ TEST(ConfigTest, DurationsThatDoNotFitAreRefusedNamingTheOption) {
 TEST(ConfigTest, SchedulingOptionsHaveTheirDefaults) {
   Result<Config> c = ParseConfig("", "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->aging_ms, 2 * 3600 * 1000);
+  EXPECT_EQ(c->policy.aging_ms, 2 * 3600 * 1000);
   EXPECT_EQ(c->fair_share_half_life_ms, 7 * 24 * 3600 * 1000ll);
   EXPECT_EQ(c->master_port_first, 29500);
   EXPECT_EQ(c->master_port_last, 29999);
-  EXPECT_TRUE(c->devices.empty());
-  EXPECT_EQ(c->max_jobs_per_gpu, 0);
-  EXPECT_EQ(c->max_gpus_per_user, 0);
-  EXPECT_EQ(c->max_jobs_per_user, 0);
+  EXPECT_TRUE(c->policy.devices.empty());
+  EXPECT_EQ(c->policy.max_jobs_per_gpu, 0);
+  EXPECT_EQ(c->policy.max_gpus_per_user, 0);
+  EXPECT_EQ(c->policy.max_jobs_per_user, 0);
   EXPECT_TRUE(c->from_file.empty());
 }
 
@@ -177,14 +177,14 @@ max_jobs_per_user = 3
 )",
                                  "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->aging_ms, 30 * 60 * 1000);
+  EXPECT_EQ(c->policy.aging_ms, 30 * 60 * 1000);
   EXPECT_EQ(c->fair_share_half_life_ms, 60 * 3600 * 1000ll);
   EXPECT_EQ(c->master_port_first, 31000);
   EXPECT_EQ(c->master_port_last, 31010);
-  EXPECT_THAT(c->devices, ::testing::ElementsAre(0, 1, 3));  // sorted, once each
-  EXPECT_EQ(c->max_jobs_per_gpu, 2);
-  EXPECT_EQ(c->max_gpus_per_user, 4);
-  EXPECT_EQ(c->max_jobs_per_user, 3);
+  EXPECT_THAT(c->policy.devices, ::testing::ElementsAre(0, 1, 3));  // sorted, once each
+  EXPECT_EQ(c->policy.max_jobs_per_gpu, 2);
+  EXPECT_EQ(c->policy.max_gpus_per_user, 4);
+  EXPECT_EQ(c->policy.max_jobs_per_user, 3);
   EXPECT_THAT(c->from_file, ::testing::ElementsAre("aging_limit", "devices", "fair_share_half_life",
                                                    "master_port_range", "max_gpus_per_user",
                                                    "max_jobs_per_gpu", "max_jobs_per_user"));
@@ -193,10 +193,10 @@ max_jobs_per_user = 3
 TEST(ConfigTest, DevicesTakeTextOrAll) {
   Result<Config> text = ParseConfig("devices = \"2, 0\"\n", "config.toml");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
-  EXPECT_THAT(text->devices, ::testing::ElementsAre(0, 2));
+  EXPECT_THAT(text->policy.devices, ::testing::ElementsAre(0, 2));
   Result<Config> all = ParseConfig("devices = \"all\"\n", "config.toml");
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  EXPECT_TRUE(all->devices.empty());
+  EXPECT_TRUE(all->policy.devices.empty());
   Result<Config> single = ParseConfig("master_port_range = \"29500-29500\"\n", "config.toml");
   ASSERT_TRUE(single.ok()) << single.status().ToString();
   EXPECT_EQ(single->master_port_first, single->master_port_last);
@@ -265,16 +265,16 @@ oom_patterns = ["x \"y\""]
   }
   Result<Config> back = ParseConfig(again, "again.toml");
   ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << again;
-  EXPECT_EQ(back->headroom_bytes, c->headroom_bytes);
+  EXPECT_EQ(back->policy.headroom_bytes, c->policy.headroom_bytes);
   EXPECT_EQ(back->log_tail_bytes, 1000u);
-  EXPECT_EQ(back->aging_ms, c->aging_ms);
+  EXPECT_EQ(back->policy.aging_ms, c->policy.aging_ms);
   EXPECT_EQ(back->fair_share_half_life_ms, c->fair_share_half_life_ms);
   EXPECT_EQ(back->master_port_first, 30000);
   EXPECT_EQ(back->master_port_last, 30100);
-  EXPECT_EQ(back->devices, c->devices);
-  EXPECT_EQ(back->max_jobs_per_gpu, 4);
-  EXPECT_EQ(back->max_gpus_per_user, 8);
-  EXPECT_EQ(back->max_jobs_per_user, 2);
+  EXPECT_EQ(back->policy.devices, c->policy.devices);
+  EXPECT_EQ(back->policy.max_jobs_per_gpu, 4);
+  EXPECT_EQ(back->policy.max_gpus_per_user, 8);
+  EXPECT_EQ(back->policy.max_jobs_per_user, 2);
   EXPECT_EQ(back->oom_patterns, c->oom_patterns);
 }
 
@@ -310,14 +310,14 @@ TEST(RuntimeSettingsTest, MaxJobsPerGpuForms) {
 TEST(RuntimeSettingsTest, UpdateTakesArraysTextAndDashedNames) {
   Result<RuntimeUpdate> u = ParseRuntimeUpdate(R"({"devices": [3, 0], "max-jobs-per-gpu": "2"})");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
-  EXPECT_THAT(u->set.values.devices, ::testing::ElementsAre(0, 3));
-  EXPECT_EQ(u->set.values.max_jobs_per_gpu, 2);
+  EXPECT_THAT(u->set.values.policy.devices, ::testing::ElementsAre(0, 3));
+  EXPECT_EQ(u->set.values.policy.max_jobs_per_gpu, 2);
   EXPECT_THAT(u->set.names, ::testing::ElementsAre("devices", "max_jobs_per_gpu"));
   Result<RuntimeUpdate> text = ParseRuntimeUpdate(R"({"devices": "all", "max_jobs_per_gpu": 0})");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
-  EXPECT_TRUE(text->set.Has("devices") && text->set.values.devices.empty());
+  EXPECT_TRUE(text->set.Has("devices") && text->set.values.policy.devices.empty());
   EXPECT_TRUE(text->set.Has("max_jobs_per_gpu"));
-  EXPECT_EQ(text->set.values.max_jobs_per_gpu, 0);
+  EXPECT_EQ(text->set.values.policy.max_jobs_per_gpu, 0);
   Result<RuntimeUpdate> reset = ParseRuntimeUpdate(R"({"devices": null})");
   ASSERT_TRUE(reset.ok());
   EXPECT_THAT(reset->reset, ::testing::ElementsAre("devices"));
@@ -347,15 +347,15 @@ TEST(RuntimeSettingsTest, PerUserLimitsRoundTripThroughTheApiAndTheSettingsFile)
   Result<RuntimeUpdate> u =
       ParseRuntimeUpdate(R"({"max_gpus_per_user": 4, "max-jobs-per-user": "2"})");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
-  EXPECT_EQ(u->set.values.max_gpus_per_user, 4);
-  EXPECT_EQ(u->set.values.max_jobs_per_user, 2);
+  EXPECT_EQ(u->set.values.policy.max_gpus_per_user, 4);
+  EXPECT_EQ(u->set.values.policy.max_jobs_per_user, 2);
   EXPECT_EQ(RuntimeSettingsToJson(u->set),
             "{\n  \"max_gpus_per_user\": 4,\n  \"max_jobs_per_user\": 2\n}\n");
   Result<RuntimeSettings> back = RuntimeSettingsFromJson(RuntimeSettingsToJson(u->set), "s.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   Config effective = WithRuntime(Config{}, *back);
-  EXPECT_EQ(effective.max_gpus_per_user, 4);
-  EXPECT_EQ(effective.max_jobs_per_user, 2);
+  EXPECT_EQ(effective.policy.max_gpus_per_user, 4);
+  EXPECT_EQ(effective.policy.max_jobs_per_user, 2);
   EXPECT_EQ(SettableValueJson(effective, "max_gpus_per_user"), "4");
   EXPECT_EQ(PolicyOf(effective).max_gpus_per_user, 4);
   EXPECT_EQ(PolicyOf(effective).max_jobs_per_user, 2);
@@ -371,12 +371,12 @@ TEST(RuntimeSettingsTest, PerUserLimitsRoundTripThroughTheApiAndTheSettingsFile)
 
 TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
   RuntimeSettings s;
-  s.values.devices = {0, 2};
+  s.values.policy.devices = {0, 2};
   s.names = {"devices"};
   EXPECT_EQ(RuntimeSettingsToJson(s), "{\n  \"devices\": [\n    0,\n    2\n  ]\n}\n");
   Result<RuntimeSettings> back = RuntimeSettingsFromJson(RuntimeSettingsToJson(s), "settings.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->values.devices, s.values.devices);
+  EXPECT_EQ(back->values.policy.devices, s.values.policy.devices);
   EXPECT_FALSE(back->Has("max_jobs_per_gpu"));
   Result<RuntimeSettings> none =
       RuntimeSettingsFromJson(RuntimeSettingsToJson({}), "settings.json");
@@ -384,15 +384,16 @@ TEST(RuntimeSettingsTest, PersistedFormRoundTripsAndOverridesTheFile) {
   EXPECT_FALSE(none->Has("devices"));
 
   Config file;
-  file.devices = {1};
-  file.max_jobs_per_gpu = 3;
+  file.policy.devices = {1};
+  file.policy.max_jobs_per_gpu = 3;
   Config effective = WithRuntime(file, *back);
-  EXPECT_THAT(effective.devices, ::testing::ElementsAre(0, 2));
-  EXPECT_EQ(effective.max_jobs_per_gpu, 3);  // not set at run time: the file's value
+  EXPECT_THAT(effective.policy.devices, ::testing::ElementsAre(0, 2));
+  EXPECT_EQ(effective.policy.max_jobs_per_gpu, 3);  // not set at run time: the file's value
 
   RuntimeUpdate all;
-  all.set.names = {"devices"};  // values.devices: empty, i.e. all
-  EXPECT_TRUE(WithRuntime(file, Updated(*back, all)).devices.empty());  // "all" overrides too
+  all.set.names = {"devices"};  // values.policy.devices: empty, i.e. all
+  EXPECT_TRUE(
+      WithRuntime(file, Updated(*back, all)).policy.devices.empty());  // "all" overrides too
   RuntimeUpdate reset;
   reset.reset = {"devices"};
   EXPECT_FALSE(Updated(*back, reset).Has("devices"));
@@ -595,21 +596,25 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(from_config.aging_ms, policy.aging_ms);
   EXPECT_EQ(from_config.max_holds, policy.max_holds);
   EXPECT_EQ(from_config.pack, policy.pack);
+  EXPECT_EQ(from_config.paused, policy.paused);
+  EXPECT_EQ(from_config.paused_gpus, policy.paused_gpus);
   EXPECT_EQ(from_config.whole_max_used_bytes, policy.whole_max_used_bytes);
   EXPECT_EQ(from_config.stale_after_ms, policy.stale_after_ms);
 
   Config c;
-  c.whole_gpu_max_used_bytes = 9;
-  c.gpu_stale_after_ms = 30000;
-  c.headroom_bytes = 1;
-  c.ramp_up_ms = 2;
-  c.devices = {3};
-  c.max_jobs_per_gpu = 4;
-  c.max_gpus_per_user = 7;
-  c.max_jobs_per_user = 8;
-  c.aging_ms = 5;
-  c.max_holds = 6;
-  c.pack = true;
+  c.policy.whole_max_used_bytes = 9;
+  c.policy.stale_after_ms = 30000;
+  c.policy.headroom_bytes = 1;
+  c.policy.ramp_up_ms = 2;
+  c.policy.devices = {3};
+  c.policy.max_jobs_per_gpu = 4;
+  c.policy.max_gpus_per_user = 7;
+  c.policy.max_jobs_per_user = 8;
+  c.policy.aging_ms = 5;
+  c.policy.max_holds = 6;
+  c.policy.pack = true;
+  c.policy.paused = true;
+  c.policy.paused_gpus = {1};
   PolicyConfig p = PolicyOf(c);
   EXPECT_EQ(p.headroom_bytes, 1u);
   EXPECT_EQ(p.ramp_up_ms, 2);
@@ -625,6 +630,8 @@ TEST(ConfigOptionsTest, PolicyDefaultsAreThePlacementPolicys) {
   EXPECT_EQ(PolicyOf(c).stale_after_ms, 40000);
   EXPECT_EQ(p.max_holds, 6);
   EXPECT_TRUE(p.pack);
+  EXPECT_TRUE(p.paused);
+  EXPECT_THAT(p.paused_gpus, ::testing::ElementsAre(1));
 }
 
 // The row docs/config.md must have for `o`.

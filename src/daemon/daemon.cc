@@ -109,10 +109,10 @@ Status DaemonImpl::Serve() {
 
 namespace {
 
-Result<gid_t> SocketGroup(const Config& config) {
+Result<int64_t> SocketGroup(const Config& config) {
   Result<int64_t> gid = LookupGroupId(config.socket_group);
   if (!gid.ok()) return Status::Invalid(fmt::format("socket_group: {}", gid.status().message()));
-  return static_cast<gid_t>(*gid);
+  return *gid;
 }
 
 }  // namespace
@@ -123,14 +123,12 @@ Status DaemonImpl::OpenSocketToUsers() {
   const std::string& socket = options_.paths.socket;
   mode_t mode = 0666;
   if (!config_.socket_group.empty()) {
-    Result<gid_t> gid = SocketGroup(config_);
+    Result<int64_t> gid = SocketGroup(config_);
     if (!gid.ok()) return gid.status();
-    if (::chown(socket.c_str(), static_cast<uid_t>(-1), *gid) != 0) {
-      return ErrnoStatus("chown " + socket, errno);
-    }
+    TRAINQ_RETURN_IF_ERROR(ChangeGroup(socket, *gid));
     mode = 0660;
   }
-  if (::chmod(socket.c_str(), mode) != 0) return ErrnoStatus("chmod " + socket, errno);
+  TRAINQ_RETURN_IF_ERROR(ChangeMode(socket, mode));
   spdlog::info("shared: socket {} mode {:04o}{}; admins: root{}", socket, mode,
                config_.socket_group.empty() ? "" : ", group " + config_.socket_group,
                config_.admin_group.empty() ? "" : " and group " + config_.admin_group);
@@ -164,7 +162,7 @@ void DaemonImpl::RequestStop() {
   // Running shims are in their own sessions: they outlive the daemon, which re-adopts them.
   if (server_) {
     server_->Close();
-    ::unlink(options_.paths.socket.c_str());
+    (void)RemoveFile(options_.paths.socket);
   }
   signals_.cancel();
   sample_timer_.cancel();
@@ -409,9 +407,7 @@ Status SecureSocketDir(const DaemonOptions& options) {
     if (paths.socket_dir.empty()) return Status::Ok();
     return MakePrivateDir(paths.socket_dir);
   }
-  if (::chmod(paths.state_dir.c_str(), 0700) != 0) {
-    return ErrnoStatus("chmod 0700 " + paths.state_dir, errno);
-  }
+  TRAINQ_RETURN_IF_ERROR(ChangeMode(paths.state_dir, 0700));
   if (paths.socket_dir.empty()) {
     return Status::Invalid(
         "socket: a shared daemon's socket must be outside its state dir, which only root may "
@@ -420,9 +416,7 @@ Status SecureSocketDir(const DaemonOptions& options) {
   }
   if (!IsDirectory(paths.socket_dir)) {
     TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.socket_dir));
-    if (::chmod(paths.socket_dir.c_str(), 0755) != 0) {
-      return ErrnoStatus("chmod 0755 " + paths.socket_dir, errno);
-    }
+    TRAINQ_RETURN_IF_ERROR(ChangeMode(paths.socket_dir, 0755));
   }
   return JudgeStateDir(paths.socket_dir, StatFacts(paths.socket_dir), ::geteuid());
 }

@@ -20,7 +20,7 @@ json Batch(int n, json defaults = json::object()) {
 TEST_F(DaemonTest, ASubmitPastTheWaitingJobsCapIsRefusedWholeAndNothingIsStored) {
   config_.max_waiting_jobs_per_user = 3;
   SetGpus({Gpu(0, 80)});
-  config_.paused = true;  // nothing starts: every job waits
+  config_.policy.paused = true;  // nothing starts: every job waits
   Start();
   ASSERT_EQ(Call("POST", "/v1/jobs", Batch(2, {{"cwd", dir_}}).dump()).status, 201);
 
@@ -43,7 +43,7 @@ TEST_F(DaemonTest, ASubmitPastTheWaitingJobsCapIsRefusedWholeAndNothingIsStored)
 TEST_F(DaemonTest, RequestsOfOneGroupCommitAreJudgedOneAfterAnother) {
   config_.max_waiting_jobs_per_user = 3;
   SetGpus({Gpu(0, 80)});
-  config_.paused = true;
+  config_.policy.paused = true;
   Start();
   std::vector<std::optional<HttpResponse>> got(3);
   for (auto& slot : got) {
@@ -90,7 +90,7 @@ TEST_F(DaemonTest, LogsCountTowardsTheStoredBytesCapUntilCleanForgetsThem) {
 TEST_F(DaemonTest, ABatchSharingALargeEnvironmentCountsItOnce) {
   config_.max_stored_bytes_per_user = 4 << 20;
   SetGpus({Gpu(0, 80)});
-  config_.paused = true;
+  config_.policy.paused = true;
   Start();
   json env;  // 4 x 120 KiB: each variable within its limit
   for (char c : std::string("ABCD")) env[std::string("BLOB_") + c] = std::string(120 << 10, c);

@@ -126,7 +126,7 @@ class DaemonClusterTest : public ::testing::Test {
     node->config.node_name = name;
     node->config.node_address = "addr-" + name;
     node->config.cpu_slots = 8;
-    node->config.headroom_bytes = 0;
+    node->config.policy.headroom_bytes = 0;
     node->config.oom_patterns = DefaultOomPatterns();
     node->config.leader_lease_ms = leader_lease_ms;
     node->snapshot->source = "fake";

@@ -27,7 +27,7 @@ TEST_F(DaemonTest, SubmittedJobStartsOnAFreeGpuWithItsEnvironment) {
 // Defect: ArmWakeup knew only the OOM backoff, so a job reaching the aging limit took its
 // hold only when some other event ran a pass.
 TEST_F(DaemonTest, AgingReachesItsLimitAndTheHoldIsTakenOnTimeAlone) {
-  config_.aging_ms = 30 * kMinute;
+  config_.policy.aging_ms = 30 * kMinute;
   SetGpus({Gpu(0, 80)});
   Start();
   JobId small = Submit({{"mem", "40GiB"}});
@@ -50,7 +50,7 @@ TEST_F(DaemonTest, AgingReachesItsLimitAndTheHoldIsTakenOnTimeAlone) {
 // A retried job is aged from its retry, not its first submit: it must not take the hold
 // from jobs that waited longer.
 TEST_F(DaemonTest, ARetriedJobAgesFromItsRetry) {
-  config_.aging_ms = 30 * kMinute;
+  config_.policy.aging_ms = 30 * kMinute;
   SetGpus({Gpu(0, 80)});
   Start();
   JobId old = Submit({{"mem", "10GiB"}});
@@ -90,8 +90,8 @@ TEST_F(DaemonTest, OomBackoffEndsAndTheJobStartsAgain) {
 // Per-process usage unknown: a new job's reservation counts in full for ramp_up, then the
 // probe's free memory is trusted. The end of that window alone must start a waiting job.
 TEST_F(DaemonTest, RampUpEndsAndAWaitingJobFits) {
-  config_.ramp_up_ms = 5 * kMinute;
-  config_.aging_ms = 0;
+  config_.policy.ramp_up_ms = 5 * kMinute;
+  config_.policy.aging_ms = 0;
   SetGpus({Gpu(0, 80, /*processes_known=*/false)});
   Start();
   JobId first = Submit({{"mem", "50GiB"}});
@@ -169,8 +169,9 @@ TEST_F(DaemonTest, RestartCollectsAnExitThatHappenedWhileItWasDown) {
   EXPECT_EQ(job.attempts[0].exit_code, 4);
 }
 
-// Defect (issue 9, item 5): a shim killed -9 ended its attempt at once, "failed", while the
-// job's processes ran on, their GPU memory no longer reserved: a second job landed beside them.
+// Guards against ending an attempt at once, "failed", when its shim is killed -9 while the
+// job's processes run on: their GPU memory would no longer be reserved and a second job would
+// land beside them.
 TEST_F(DaemonTest, AShimDeadWithoutARecordHasItsJobStoppedBeforeItsEndAndItsGpuFreed) {
   config_.grace_ms = 10'000;
   SetGpus({Gpu(0, 80)});
@@ -207,7 +208,7 @@ TEST_F(DaemonTest, AShimDeadWithoutARecordHasItsJobStoppedBeforeItsEndAndItsGpuF
 // A failed sample keeps the last good one, shown with its age and error; once it is older
 // than gpu_stale_after, nothing starts on its GPUs and the reason says why.
 TEST_F(DaemonTest, AFailedSampleMakesTheGpusStaleAfterTheBound) {
-  config_.gpu_stale_after_ms = 5000;
+  config_.policy.stale_after_ms = 5000;
   SetGpus({Gpu(0, 80)});
   Start();
   *probe_error_ = "NVML: GPU is lost";
@@ -249,8 +250,8 @@ TEST_F(DaemonTest, AShimDeadWithoutARecordAndNothingLeftEndsAtOnce) {
   EXPECT_THAT(Get(id).reason, HasSubstr("no process of the job was left"));
 }
 
-// Defect (issue 9, item 6): a run dir removed while the daemon was down made the restart queue
-// the job again and start attempt 2 beside the still running attempt 1.
+// Guards against a restart that finds a run dir removed while the daemon was down queueing
+// the job again and starting attempt 2 beside the still running attempt 1.
 TEST_F(DaemonTest, ARunDirMissingAfterARestartHasTheOldAttemptStoppedBeforeTheNext) {
   JobId id = RestartWithARunningJobsRunDirGone();
   std::string run = RunDir(id, 1);
@@ -578,7 +579,7 @@ TEST_F(TokenTest, TokensAreNeverStoredInClear) {
 // Per-user limits through the API: a job past its user's cap waits with the reason, and
 // raising the cap at run time starts it at once.
 TEST_F(DaemonTest, MaxGpusPerUserHoldsBackAJobUntilTheLimitIsRaised) {
-  config_.max_gpus_per_user = 1;
+  config_.policy.max_gpus_per_user = 1;
   SetGpus({Gpu(0, 80), Gpu(1, 80)});
   Start();
   JobId first = Submit({{"gpus", 1}});
@@ -596,7 +597,7 @@ TEST_F(DaemonTest, MaxGpusPerUserHoldsBackAJobUntilTheLimitIsRaised) {
 
 // The attempts a daemon adopts at start count for their user as those it started.
 TEST_F(DaemonTest, MaxJobsPerUserCountsAttemptsAdoptedAfterARestart) {
-  config_.max_jobs_per_user = 1;
+  config_.policy.max_jobs_per_user = 1;
   SetGpus({Gpu(0, 80), Gpu(1, 80)});
   Start();
   JobId running = Submit({{"cpus", 1}, {"gpus", 0}});  // a CPU job counts as a job

@@ -67,7 +67,7 @@ class DaemonTest : public ::testing::Test {
     ASSERT_TRUE(MakeDirs(paths_.runs).ok());
     config_.node_name = "node-a";
     config_.cpu_slots = 8;
-    config_.headroom_bytes = 0;
+    config_.policy.headroom_bytes = 0;
     config_.oom_patterns = DefaultOomPatterns();
     snapshot_->source = "fake";
   }

@@ -397,7 +397,7 @@ void Routes::Submit(RouteContext& c) {
     return c.respond(ErrorResponse(st));
   }
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
-                    c.d.config_.headroom_bytes};
+                    c.d.config_.policy.headroom_bytes};
   c.d.ClusterLimits(limits);
   c.d.HostSpecLimits(limits);
   // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
@@ -670,7 +670,7 @@ void Routes::Gpus(RouteContext& c) {
        {"probe", c.d.probe_.probe->Describe()},
        {"cpu_slots", nodes[0].cpu_slots},
        {"cpu_slots_used", nodes[0].cpu_slots_used},
-       {"paused", c.d.config_.paused},
+       {"paused", c.d.config_.policy.paused},
        // Set once a sample failed: how old the facts shown are, and why.
        {"sample_error", c.d.sample_error_.empty() ? json(nullptr) : json(c.d.sample_error_)},
        {"sample_age_ms", c.d.snapshot_ ? json(now - c.d.sampled_at_) : json(nullptr)},

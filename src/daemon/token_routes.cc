@@ -1,8 +1,6 @@
 // The token API (docs/api.md, "Tokens"), for admins: POST /v1/tokens makes a token and shows
 // it once, GET /v1/tokens lists them without their hashes, DELETE /v1/tokens/NAME revokes
 // one. Only the token's SHA-256 is stored; nothing here logs or keeps the token itself.
-#include <pwd.h>
-
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,6 +11,7 @@
 #include "src/core/json_codec.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/os/crypto/token_crypto.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -26,13 +25,6 @@ HttpResponse Json(int status, const json& body) {
 
 // RFC 3339 as the jobs' times are; null when unset.
 json TimeOrNull(UnixMs t) { return t == 0 ? json(nullptr) : json(FormatTime(t)); }
-
-bool LocalUserExists(const std::string& name) {
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  std::vector<char> buf(16384);
-  return ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) == 0 && found;
-}
 
 // The login-name form most systems accept; the shared mode also wants the user to exist.
 Status CheckUserForm(const std::string& user) {
@@ -121,7 +113,7 @@ void DaemonImpl::CreateTokenRoute(const HttpRequest& req, const Caller& caller,
   }
   Result<TokenRequest> r = ParseTokenRequest(req.body, caller.user);
   if (!r.ok()) return respond(ErrorResponse(r.status()));
-  if (config_.shared && !LocalUserExists(r->user)) {
+  if (config_.shared && !LookupUserByName(r->user).ok()) {
     return respond(ErrorResponse(Status::Invalid(fmt::format(
         "user: no local user '{}' on this machine; a token acts as an existing user", r->user))));
   }

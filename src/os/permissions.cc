@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 namespace {
@@ -117,6 +118,18 @@ Status TightenStateFiles(const std::vector<std::string>& files) {
     if (::fchmodat(AT_FDCWD, file.c_str(), 0600, 0) < 0) return ErrnoStatus("chmod " + file, errno);
   }
   return Status::Ok();
+}
+
+Status ChangeMode(const std::string& path, mode_t mode) {
+  if (::chmod(path.c_str(), mode) == 0) return Status::Ok();
+  return ErrnoStatus(fmt::format("chmod {:04o} {}", mode, path), errno);
+}
+
+Status ChangeGroup(const std::string& path, int64_t gid) {
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid)) == 0) {
+    return Status::Ok();
+  }
+  return ErrnoStatus("chown " + path, errno);
 }
 
 mode_t RestrictUmask() { return ::umask(077); }

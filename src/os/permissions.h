@@ -48,6 +48,11 @@ std::vector<std::string> StateFiles(const StatePaths& paths);
 // trainq, or SQLite under another umask). Never follows a link.
 Status TightenStateFiles(const std::vector<std::string>& files);
 
+// chmod `path` to `mode`; the error names both ("chmod 0755 PATH").
+Status ChangeMode(const std::string& path, mode_t mode);
+// Gives `path` to the group `gid`, its owner unchanged (a shared daemon's socket_group).
+Status ChangeGroup(const std::string& path, int64_t gid);
+
 // Sets the process's umask to 077 (every file trainqd creates is 0600, every directory
 // 0700) and returns the one it had, which jobs get back (RunSpec::umask).
 mode_t RestrictUmask();

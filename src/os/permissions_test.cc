@@ -7,6 +7,7 @@
 
 #include "src/os/proc_test_util.h"
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 namespace {
@@ -118,6 +119,25 @@ TEST(PermissionsTest, TightenMakesExistingFilesPrivateAndLeavesLinksAlone) {
   ASSERT_TRUE(TightenStateFiles({tmp / "db", tmp / "link", tmp / "absent"}).ok());
   EXPECT_EQ(LstatFacts(tmp / "db").mode, 0600u);
   EXPECT_EQ(LstatFacts(tmp / "other").mode, 0644u);
+}
+
+TEST(PermissionsTest, ChangeModeSetsTheBitsAndAFailureNamesModeAndPath) {
+  TempDir tmp;
+  testing::WriteAll(tmp / "sock", "x");
+  ASSERT_TRUE(ChangeMode(tmp / "sock", 0660).ok());
+  EXPECT_EQ(LstatFacts(tmp / "sock").mode, 0660u);
+  Status st = ChangeMode(tmp / "absent", 0755);
+  EXPECT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("chmod 0755 " + (tmp / "absent")));
+}
+
+TEST(PermissionsTest, ChangeGroupToOurOwnGroupKeepsTheOwner) {
+  TempDir tmp;
+  testing::WriteAll(tmp / "sock", "x");
+  ASSERT_TRUE(ChangeGroup(tmp / "sock", ::getegid()).ok());
+  EXPECT_EQ(LstatFacts(tmp / "sock").uid, static_cast<int64_t>(::geteuid()));
+  EXPECT_THAT(ChangeGroup(tmp / "absent", ::getegid()).message(),
+              HasSubstr("chown " + (tmp / "absent")));
 }
 
 }  // namespace

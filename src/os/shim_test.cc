@@ -250,7 +250,7 @@ TEST(ShimTest, CancelKillsWhatIgnoresSigtermAfterTheGrace) {
   EXPECT_EQ(rec->signal, SIGKILL);
 }
 
-// Defect (issue 9, item 5): a shim killed -9 left its command running, unsupervised.
+// Guards against a shim killed -9 leaving its command running, unsupervised.
 TEST(ShimTest, TheCommandDiesWithItsShim) {
   TempDir dir;
   ASSERT_TRUE(WriteRunSpec(dir.path(), Spec({"sleep", "300"}, dir)).ok());
@@ -377,8 +377,8 @@ TEST(ShimTest, CommandInheritsNoFdsBeyondStdio) {
   EXPECT_EQ(fds[2], fds[1]);
 }
 
-// Defect (issue 9, item 14): the log grew without bound. Now the shim reads the output
-// from a pipe and keeps the head, a marker and the end within log_max_bytes.
+// Guards against a log that grows without bound: the shim reads the output from a pipe and
+// keeps the head, a marker and the end within log_max_bytes.
 TEST(ShimTest, OutputBeyondTheLimitKeepsTheHeadAMarkerAndTheEnd) {
   TempDir dir;
   RunSpec spec = Spec({"seq", "1", "200000"}, dir);  // 1.2 MiB

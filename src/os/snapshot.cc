@@ -9,8 +9,8 @@
 #include <memory>
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
+#include "src/os/crypto/token_crypto.h"
 #include "src/os/fd.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -19,40 +19,10 @@ namespace trainq {
 
 namespace {
 
-std::string Hex(const unsigned char* p, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) {
-    out += kDigits[p[i] >> 4];
-    out += kDigits[p[i] & 15];
-  }
-  return out;
-}
-
-// SHA-256 fed piece by piece.
-class Hasher {
- public:
-  Hasher() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
-    // SHA-256 is always in libcrypto; a failure is a broken installation.
-    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) std::abort();
-  }
-  void Add(std::string_view data) { EVP_DigestUpdate(ctx_.get(), data.data(), data.size()); }
-  std::string Hex() {
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_.get(), digest, &len);
-    return trainq::Hex(digest, len);
-  }
-
- private:
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
-};
-
 Result<std::string> HashFile(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd.valid()) return ErrnoStatus("read " + path, errno);
-  Hasher h;
+  Sha256 h;
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd.get(), buf, sizeof(buf));
@@ -61,7 +31,7 @@ Result<std::string> HashFile(const std::string& path) {
     if (n == 0) break;
     h.Add(std::string_view(buf, static_cast<size_t>(n)));
   }
-  return h.Hex();
+  return h.HexDigest();
 }
 
 // Copies `from` to `to` (a new file of `mode`), through a temp file so a crash leaves no
@@ -180,7 +150,7 @@ Result<SnapshotResult> MakeSnapshot(const GitState& git, const std::string& stor
   std::string tmpl = trees + "/.new-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoStatus("mkdtemp in " + trees, errno);
   std::string tree = tmpl;
-  Hasher manifest;
+  Sha256 manifest;
   for (const SnapshotFile& f : git.files) {
     std::string src = git.root + "/" + f.path, dst = tree + "/" + f.path;
     TRAINQ_RETURN_IF_ERROR(MakeParents(tree, f.path));
@@ -209,11 +179,11 @@ Result<SnapshotResult> MakeSnapshot(const GitState& git, const std::string& stor
     out.bytes += static_cast<uint64_t>(st.st_size);
     ++out.files;
   }
-  out.id = manifest.Hex();
+  out.id = manifest.HexDigest();
   if (!git.diff.empty()) {
-    Hasher h;
+    Sha256 h;
     h.Add(git.diff);
-    out.diff_sha256 = h.Hex();
+    out.diff_sha256 = h.HexDigest();
     out.diff_path = fmt::format("{}/{}", objects, out.diff_sha256);
     if (!FileExists(out.diff_path)) {
       TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(out.diff_path, git.diff, Durability::kNoSync));

@@ -4,9 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +19,8 @@
 #include <string_view>
 
 #include <fmt/format.h>
+
+#include "src/os/crypto/token_crypto.h"
 
 extern char** environ;
 
@@ -57,41 +57,11 @@ uint64_t OpenFileLimit() {
   return rl.rlim_cur;
 }
 
-std::string UserName(int64_t uid) {
-  if (uid < 0) return "unknown";
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 && found) {
-    return found->pw_name;
-  }
-  return std::to_string(uid);
-}
-
 std::string RandomToken() {
-  uint8_t bytes[16] = {};
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // not before Linux 3.17; the pid and time below still differ per call
-    got += static_cast<size_t>(n);
-  }
-  std::string out;
-  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
-  if (got < sizeof(bytes)) out += fmt::format("-{}-{}", ::getpid(), ::time(nullptr));
-  return out;
-}
-
-std::string HomeDir(int64_t uid) {
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (uid >= 0 && ::getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 &&
-      found && found->pw_dir && found->pw_dir[0] == '/') {
-    return found->pw_dir;
-  }
-  return "/";
+  Result<std::string> hex = RandomHex(16);
+  if (hex.ok()) return *hex;
+  // Not before Linux 3.17: the pid and time still differ per call.
+  return fmt::format("{:032}-{}-{}", 0, ::getpid(), ::time(nullptr));
 }
 
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "src/os/fd.h"
+#include "src/os/users.h"  // UserName and HomeDir, which src/cli still finds here
 #include "trainq/status.h"
 
 namespace trainq {
@@ -22,12 +23,8 @@ int CpuCount();
 uint64_t PhysicalMemoryBytes();
 // This process's soft RLIMIT_NOFILE: how many fds it may hold open.
 uint64_t OpenFileLimit();
-// The login name of `uid`, or its number as text.
-std::string UserName(int64_t uid);
 // 32 hex digits from the kernel's random source: a token no other process can guess.
 std::string RandomToken();
-// The home directory of `uid` from the password database; "/" when it has none.
-std::string HomeDir(int64_t uid);
 // The caller's environment as pairs, in order.
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment();
 std::string CurrentDirectory();

@@ -32,6 +32,13 @@ void WriteScript(const std::string& path, mode_t mode) {
   ::chmod(path.c_str(), mode);
 }
 
+TEST(RandomTokenTest, Is32HexDigitsAndDiffersPerCall) {
+  std::string a = RandomToken();
+  EXPECT_EQ(a.size(), 32u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, RandomToken());
+}
+
 TEST(FindOnPathTest, TakesTheFirstExecutableInPathOrder) {
   TempDir dir;
   std::string a = dir / "a", b = dir / "b";

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -34,6 +35,8 @@ Result<bool> LookupWithBuffer(Entry& entry, std::vector<char>& buffer, Call call
   }
 }
 
+// The entry's fields, `groups` left empty: getgrouplist may ask a directory server, and a
+// name or a home directory does not need it.
 UserInfo FromPasswd(const struct passwd& pw) {
   UserInfo u;
   u.name = pw.pw_name;
@@ -41,17 +44,27 @@ UserInfo FromPasswd(const struct passwd& pw) {
   u.gid = pw.pw_gid;
   u.home = pw.pw_dir != nullptr ? pw.pw_dir : "";
   u.shell = pw.pw_shell != nullptr ? pw.pw_shell : "";
-  u.groups = GroupList(u.name, u.gid);
   return u;
 }
 
-std::string NameOfUser(int64_t uid) {
+bool ValidUid(int64_t uid) { return uid >= 0 && uid <= static_cast<int64_t>(UINT32_MAX) - 1; }
+
+// The password database's entry for `uid`, groups not looked up; nullopt when there is none.
+Result<std::optional<UserInfo>> PasswdById(int64_t uid) {
+  if (!ValidUid(uid)) return std::optional<UserInfo>();
   struct passwd pw;
   std::vector<char> buffer;
   auto found = LookupWithBuffer(pw, buffer, [uid](auto* e, char* b, size_t n, auto** r) {
     return ::getpwuid_r(static_cast<uid_t>(uid), e, b, n, r);
   });
-  return found.ok() && *found ? pw.pw_name : std::to_string(uid);
+  if (!found.ok()) return found.status();
+  if (!*found) return std::optional<UserInfo>();
+  return std::optional<UserInfo>(FromPasswd(pw));
+}
+
+UserInfo WithGroups(UserInfo u) {
+  u.groups = GroupList(u.name, u.gid);
+  return u;
 }
 
 std::string NameOfGroup(int64_t gid) {
@@ -92,7 +105,7 @@ DirFacts StatDir(const std::string& path) {
   d.uid = st.st_uid;
   d.gid = st.st_gid;
   d.mode = st.st_mode & 07777;
-  d.owner = NameOfUser(d.uid);
+  d.owner = UserName(d.uid);
   d.group = NameOfGroup(d.gid);
   return d;
 }
@@ -126,21 +139,26 @@ Result<UserInfo> LookupUserByName(std::string_view name) {
   });
   if (!found.ok()) return found.status();
   if (!*found) return Status::NotFound(fmt::format("no local user '{}'", n));
-  return FromPasswd(pw);
+  return WithGroups(FromPasswd(pw));
 }
 
 Result<UserInfo> LookupUserById(int64_t uid) {
-  if (uid < 0 || uid > static_cast<int64_t>(UINT32_MAX) - 1) {
-    return Status::NotFound(fmt::format("no local user with uid {}", uid));
-  }
-  struct passwd pw;
-  std::vector<char> buffer;
-  auto found = LookupWithBuffer(pw, buffer, [uid](auto* e, char* b, size_t n, auto** r) {
-    return ::getpwuid_r(static_cast<uid_t>(uid), e, b, n, r);
-  });
-  if (!found.ok()) return found.status();
-  if (!*found) return Status::NotFound(fmt::format("no local user with uid {}", uid));
-  return FromPasswd(pw);
+  Result<std::optional<UserInfo>> entry = PasswdById(uid);
+  if (!entry.ok()) return entry.status();
+  if (!entry->has_value()) return Status::NotFound(fmt::format("no local user with uid {}", uid));
+  return WithGroups(std::move(**entry));
+}
+
+std::string UserName(int64_t uid) {
+  if (uid < 0) return "unknown";
+  Result<std::optional<UserInfo>> entry = PasswdById(uid);
+  return entry.ok() && entry->has_value() ? (*entry)->name : std::to_string(uid);
+}
+
+std::string HomeDir(int64_t uid) {
+  Result<std::optional<UserInfo>> entry = PasswdById(uid);
+  if (entry.ok() && entry->has_value() && (*entry)->home.starts_with('/')) return (*entry)->home;
+  return "/";
 }
 
 Result<int64_t> LookupGroupId(std::string_view name) {

@@ -27,6 +27,11 @@ struct UserInfo {
 Result<UserInfo> LookupUserByName(std::string_view name);
 Result<UserInfo> LookupUserById(int64_t uid);
 
+// The login name of `uid`, or its number as text ("unknown" for a negative uid).
+std::string UserName(int64_t uid);
+// The home directory of `uid` from the password database; "/" when it has none.
+std::string HomeDir(int64_t uid);
+
 // The groups of the user `name` whose primary group is `gid` (getgrouplist), `gid` first.
 std::vector<int64_t> GroupList(const std::string& name, int64_t gid);
 

@@ -101,6 +101,16 @@ TEST(UsersTest, RootIsFoundByNameAndById) {
   EXPECT_EQ(by_id->name, "root");
 }
 
+TEST(UsersTest, UserNameAndHomeDirFallBackToTheNumberAndRoot) {
+  EXPECT_EQ(UserName(0), "root");
+  EXPECT_EQ(HomeDir(0), "/root");
+  EXPECT_EQ(UserName(-1), "unknown");
+  EXPECT_EQ(HomeDir(-1), "/");
+  ASSERT_FALSE(LookupUserById(3999999999).ok());  // no such user on the test machine
+  EXPECT_EQ(UserName(3999999999), "3999999999");
+  EXPECT_EQ(HomeDir(3999999999), "/");
+}
+
 TEST(UsersTest, AnUnknownUserIsNotFoundByName) {
   auto u = LookupUserByName("tq-no-such-user");
   EXPECT_EQ(u.status().code(), Code::kNotFound);

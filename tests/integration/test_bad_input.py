@@ -1,4 +1,4 @@
-"""Bad input (issue point 9): refused with exit 2 (3 for unknown jobs), one line on stderr,
+"""Bad input: refused with exit 2 (3 for unknown jobs), one line on stderr,
 nothing stored; malformed requests on the socket get an error and the daemon keeps serving."""
 import os
 import shutil

@@ -1,4 +1,4 @@
-"""A full disk (issue 9, item 7): the state dir is a small tmpfs that a job's output or a pile of
+"""A full disk: the state dir is a small tmpfs that a job's output or a pile of
 files fills. No job's end is lost, every wait says "disk full in STATE_DIR", and the daemon
 goes on by itself once space is freed."""
 import errno

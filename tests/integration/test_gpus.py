@@ -1,4 +1,4 @@
-"""GPUs without a GPU (issue point 6): the simulated file, per-attempt peak memory, the
+"""GPUs without a GPU: the simulated file, per-attempt peak memory, the
 real NVML loader against the fake libnvidia-ml, and a machine without NVML."""
 import os
 

@@ -1,4 +1,4 @@
-"""Out-of-memory retries (issue point 5): an attempt that dies with a GPU out-of-memory
+"""Out-of-memory retries: an attempt that dies with a GPU out-of-memory
 message goes back to the queue after the backoff (oom_backoff = 1s here)."""
 from datetime import datetime
 

@@ -1,4 +1,4 @@
-"""A job's processes never outlive their supervisor unnoticed (issue 9, items 5 and 6): a shim
+"""A job's processes never outlive their supervisor unnoticed: a shim
 killed -9 or a run dir removed while the daemon is down leaves processes that still hold GPUs;
 the daemon stops them before it records the attempt's end, frees its GPUs or starts it again."""
 import os

@@ -1,5 +1,5 @@
-"""Placement without double booking (issue point 2), reasons (point 7) and event-driven
-scheduling (point 8), on simulated GPUs."""
+"""Placement without double booking, the reasons a job waits, and event-driven scheduling
+(a pass runs when something changes, never on a fixed tick), on simulated GPUs."""
 import json
 import os
 import time

@@ -1,4 +1,4 @@
-"""The durable queue (issue point 1), retry and `daemon stop`, through the real CLI and API."""
+"""The durable queue, retry and `daemon stop`, through the real CLI and API."""
 import json
 import os
 import threading

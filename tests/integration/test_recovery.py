@@ -1,4 +1,4 @@
-"""A crash-proof daemon (issue point 4): kill -9 (or stop) the daemon at several moments of a
+"""A crash-proof daemon: kill -9 (or stop) the daemon at several moments of a
 job's life; after a restart every job ends as it should, and no attempt ever runs twice."""
 import os
 import signal

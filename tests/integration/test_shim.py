@@ -1,4 +1,4 @@
-"""The job's process and environment (issue point 3): what the shim gives the command, how
+"""The job's process and environment: what the shim gives the command, how
 cancel stops a whole tree, and the job's output through `trainq logs`."""
 import os
 import subprocess

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace trainq {
 
@@ -48,12 +49,34 @@ Result<std::string> NewToken() {
   return "tq_" + *hex;
 }
 
-std::string Sha256Hex(std::string_view text) {
+struct Sha256::Context {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+};
+
+Sha256::Sha256() : context_(std::make_unique<Context>()) {
+  // SHA-256 is always available in libcrypto; a failure here is a broken installation.
+  if (!context_->md || EVP_DigestInit_ex(context_->md.get(), EVP_sha256(), nullptr) != 1) {
+    std::abort();
+  }
+}
+
+Sha256::~Sha256() = default;
+
+void Sha256::Add(std::string_view data) {
+  if (EVP_DigestUpdate(context_->md.get(), data.data(), data.size()) != 1) std::abort();
+}
+
+std::string Sha256::HexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  // SHA-256 is always available in libcrypto; a failure here is a broken installation.
-  if (EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr) != 1) std::abort();
+  if (EVP_DigestFinal_ex(context_->md.get(), digest, &len) != 1) std::abort();
   return Hex(digest, len);
+}
+
+std::string Sha256Hex(std::string_view text) {
+  Sha256 hash;
+  hash.Add(text);
+  return hash.HexDigest();
 }
 
 std::string HmacSha256Hex(std::string_view key, std::string_view text) {

@@ -20,6 +20,14 @@ TEST(TokenCryptoTest, Sha256MatchesKnownDigests) {
   EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+TEST(TokenCryptoTest, Sha256FedInPiecesIsTheDigestOfTheWhole) {
+  Sha256 hash;
+  hash.Add("a");
+  hash.Add("");
+  hash.Add("bc");
+  EXPECT_EQ(hash.HexDigest(), Sha256Hex("abc"));
+}
+
 TEST(TokenCryptoTest, HmacMatchesRfc4231) {
   // RFC 4231, test case 2.
   EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
