@@ -41,6 +41,8 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   cluster_ = dynamic_cast<ClusterStore*>(store_.get());
+  auth_ =
+      std::make_unique<Authenticator>(*store_, clock_, config_, cluster_ ? &cluster_key_ : nullptr);
   address_ = config_.node_address.empty() ? HostName() : config_.node_address;
   // Self-fencing (docs/cluster.md): a node's jobs stop themselves after half of node_timeout
   // without a renewed heartbeat, so they are gone before the leader judges the node lost.
@@ -78,7 +80,7 @@ Status DaemonImpl::Serve() {
   limits.idle_timeout_ms = config_.idle_timeout_ms;
   limits.max_connections = ConnectionCap(config_.max_connections, OpenFileLimit());
   limits.max_connections_per_peer = static_cast<size_t>(config_.max_connections_per_peer);
-  limits.rank_uid = [this](int64_t uid) { return RankOfUid(uid); };
+  limits.rank_uid = [this](int64_t uid) { return auth_->RankOfUid(uid); };
   limits.warn = [](const std::string& m) { spdlog::warn("{}", m); };
   if (limits.max_connections < static_cast<size_t>(config_.max_connections)) {
     spdlog::info("at most {} API connections: the fd limit is {} (max_connections {})",

@@ -26,6 +26,7 @@
 #include "src/core/spec.h"
 #include "src/core/waiting_queue.h"
 #include "src/core/workload_mix.h"
+#include "src/daemon/authenticator.h"
 #include "src/daemon/cluster_key.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
@@ -293,15 +294,6 @@ class DaemonImpl {
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond);
 
-  // auth.cc: who sent a request (docs/architecture.md, "Authentication"). Over TCP, the
-  // bearer token's record (kUnauthenticated when it is missing, malformed, unknown, revoked
-  // or expired; the message never holds the token); on the Unix socket, the peer's uid.
-  Result<Caller> Authenticate(const HttpRequest& req);
-  // Whether a socket user is an admin by group: a member of admin_group in shared mode.
-  bool IsAdminUid(int64_t uid) const;
-  // Root and the daemon's own user own it; then admins (IsAdminUid), then everyone else.
-  PeerRank RankOfUid(int64_t uid) const;
-
   // token_routes.cc: POST /v1/tokens, GET /v1/tokens, DELETE /v1/tokens/NAME (admins).
   void CreateTokenRoute(const HttpRequest& req, const Caller& caller, Responder& respond);
   void ListTokensRoute(const Caller& caller, Responder& respond);
@@ -386,11 +378,12 @@ class DaemonImpl {
   ClusterStore* cluster_ = nullptr;
   bool leader_ = false;
   LeaderLease lease_;
-  int64_t fenced_epoch_ = 0;  // the epoch the store's fenced writes carry; 0: none yet
-  std::string address_;       // node_address, or the host name
-  std::string api_url_;       // the first `listen` address as peers reach it; "" none
-  ClusterKey cluster_key_;    // DaemonSeams::cluster_key
-  CgroupHost cgroups_;        // DaemonSeams::cgroups
+  int64_t fenced_epoch_ = 0;             // the epoch the store's fenced writes carry; 0: none yet
+  std::string address_;                  // node_address, or the host name
+  std::string api_url_;                  // the first `listen` address as peers reach it; "" none
+  ClusterKey cluster_key_;               // DaemonSeams::cluster_key
+  std::unique_ptr<Authenticator> auth_;  // who sent a request (after what it reads)
+  CgroupHost cgroups_;                   // DaemonSeams::cgroups
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;
   bool store_unreachable_ = false;  // logged once per outage

@@ -1060,7 +1060,7 @@ void Routes::NoRoute(RouteContext& c) {
 }
 
 void DaemonImpl::Handle(HttpRequest request, Responder respond) {
-  Result<Caller> caller = Authenticate(request);
+  Result<Caller> caller = auth_->Authenticate(request);
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
   std::string_view segment;
   const Route* route = FindRoute(request, &segment);

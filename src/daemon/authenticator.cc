@@ -1,11 +1,9 @@
-// Who sent a request: a bearer token's record over TCP, the peer's uid on the Unix socket
-// (docs/architecture.md, "Authentication"). What each caller may then do is decided by the
-// routes with Authorize (src/core/auth.h).
+#include "src/daemon/authenticator.h"
+
 #include <unistd.h>
 
 #include <fmt/format.h>
 
-#include "src/daemon/daemon_impl.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
@@ -21,7 +19,7 @@ constexpr char kHowTo[] =
 
 // Looked up on every request: one indexed SQLite read, and a revocation takes effect at once.
 // The lookup is by SHA-256 of the token, so its timing tells nothing about a stored token.
-Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
+Result<Caller> Authenticator::Authenticate(const HttpRequest& req) const {
   if (!req.tcp) {
     int64_t uid = req.peer_uid;
     bool admin = RankOfUid(uid) != PeerRank::kUser;
@@ -33,15 +31,15 @@ Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
                     "TOKEN'{}",
                     kHowTo));
   }
-  if (cluster_ && req.authorization.rfind(ClusterKey::kPeerScheme, 0) == 0) {
-    Result<std::string> node = cluster_key_.VerifyPeer(req.authorization, clock_.Now(), req.method,
-                                                       CanonicalTarget(req.path, req.query));
+  if (cluster_key_ && req.authorization.rfind(ClusterKey::kPeerScheme, 0) == 0) {
+    Result<std::string> node = cluster_key_->VerifyPeer(req.authorization, clock_.Now(), req.method,
+                                                        CanonicalTarget(req.path, req.query));
     if (!node.ok()) return node.status();
     return Caller{"", -1, Role::kRead, "", *node};
   }
   Result<std::string> token = ParseBearer(req.authorization);
   if (!token.ok()) return token.status();
-  Result<std::optional<TokenRecord>> found = store_->FindTokenByHash(Sha256Hex(*token));
+  Result<std::optional<TokenRecord>> found = store_.FindTokenByHash(Sha256Hex(*token));
   if (!found.ok()) return found.status();
   if (!found->has_value()) {
     return Status::Unauthenticated(
@@ -50,7 +48,7 @@ Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
   const TokenRecord& t = **found;
   // In a cluster a token is good only when a node made it: one written into Redis by another
   // hand acts as nobody.
-  if (cluster_ && !cluster_key_.VerifyToken(t)) {
+  if (cluster_key_ && !cluster_key_->VerifyToken(t)) {
     return Status::Unauthenticated(
         fmt::format("token '{}' was not made by a node of this cluster (no valid signature){}",
                     t.name, kHowTo));
@@ -64,12 +62,12 @@ Result<Caller> DaemonImpl::Authenticate(const HttpRequest& req) {
   return Caller{t.user, -1, t.role, t.name, ""};
 }
 
-PeerRank DaemonImpl::RankOfUid(int64_t uid) const {
+PeerRank Authenticator::RankOfUid(int64_t uid) const {
   if (uid == 0 || uid == static_cast<int64_t>(::geteuid())) return PeerRank::kOwner;
   return IsAdminUid(uid) ? PeerRank::kAdmin : PeerRank::kUser;
 }
 
-bool DaemonImpl::IsAdminUid(int64_t uid) const {
+bool Authenticator::IsAdminUid(int64_t uid) const {
   if (!config_.shared || config_.admin_group.empty() || uid < 0) return false;
   Result<UserInfo> user = LookupUserById(uid);
   if (!user.ok()) return false;

@@ -1,0 +1,143 @@
+// The Authenticator on its own: a real SQLite store in a temporary dir, a fake clock.
+#include "src/daemon/authenticator.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "src/os/crypto/token_crypto.h"
+#include "src/os/fake_clock.h"
+#include "src/os/users.h"
+#include "src/store/redis/redis_test_util.h"
+#include "src/store/sqlite/sqlite_store.h"
+
+namespace trainq {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr UnixMs kT0 = 1'800'000'000'000;
+
+class AuthenticatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "trainq_auth_test_" + std::to_string(::getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_ + "/trainq.db");
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(*store);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A token of ada's stored as a node would store it (signed by `key` where given), in
+  // `store` (default: the SQLite one).
+  std::string AddToken(const std::string& name, Role role, UnixMs expires_at = 0,
+                       const ClusterKey* key = nullptr, Store* store = nullptr) {
+    Result<std::string> token = NewToken();
+    EXPECT_TRUE(token.ok());
+    TokenRecord t{name, Sha256Hex(*token), role, "ada", kT0, expires_at, 0, "root", ""};
+    if (key) t.signature = key->SignToken(t);
+    EXPECT_TRUE((store ? store : store_.get())->AddToken(t).ok());
+    return *token;
+  }
+
+  static HttpRequest Tcp(const std::string& authorization) {
+    HttpRequest req;
+    req.method = "GET";
+    req.path = "/v1/jobs";
+    req.tcp = true;
+    req.authorization = authorization;
+    return req;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Store> store_;
+  FakeClock clock_{kT0};
+  Config config_;
+};
+
+TEST_F(AuthenticatorTest, ASocketPeerIsItsUidAndTheDaemonsOwnUserIsAnAdmin) {
+  Authenticator auth(*store_, clock_, config_, nullptr);
+  HttpRequest req;
+  req.peer_uid = static_cast<int64_t>(::geteuid());
+  Result<Caller> me = auth.Authenticate(req);
+  ASSERT_TRUE(me.ok()) << me.status().ToString();
+  EXPECT_EQ(me->role, Role::kAdmin);
+  EXPECT_EQ(me->user, UserName(::geteuid()));
+  EXPECT_EQ(me->uid, static_cast<int64_t>(::geteuid()));
+  // Another uid is a submitter, unless admin_group makes it more (shared mode only).
+  req.peer_uid = 4242424;
+  Result<Caller> other = auth.Authenticate(req);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->role, Role::kSubmit);
+  EXPECT_EQ(auth.RankOfUid(4242424), PeerRank::kUser);
+  EXPECT_EQ(auth.RankOfUid(0), PeerRank::kOwner);
+}
+
+TEST_F(AuthenticatorTest, ATokenIsJudgedOnEachRequestAndNeverEchoed) {
+  Authenticator auth(*store_, clock_, config_, nullptr);
+  std::string token = AddToken("ci", Role::kSubmit, kT0 + 60'000);
+  Result<Caller> ok = auth.Authenticate(Tcp("Bearer " + token));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->user, "ada");
+  EXPECT_EQ(ok->role, Role::kSubmit);
+  EXPECT_EQ(ok->token, "ci");
+  EXPECT_EQ(ok->uid, -1);
+
+  Result<Caller> none = auth.Authenticate(Tcp(""));
+  EXPECT_EQ(none.status().code(), Code::kUnauthenticated);
+  EXPECT_THAT(none.status().message(), HasSubstr("no Authorization header"));
+  Result<Caller> unknown = auth.Authenticate(Tcp("Bearer " + std::string(token.size(), 'a')));
+  EXPECT_EQ(unknown.status().code(), Code::kUnauthenticated);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown token"));
+
+  clock_.Advance(60'000);  // expired now: the same token, judged again
+  Result<Caller> late = auth.Authenticate(Tcp("Bearer " + token));
+  EXPECT_EQ(late.status().code(), Code::kUnauthenticated);
+  EXPECT_THAT(late.status().message(), HasSubstr("token 'ci' has expired"));
+  EXPECT_THAT(late.status().message(), ::testing::Not(HasSubstr(token)));
+
+  std::string other = AddToken("old", Role::kRead);
+  ASSERT_TRUE(store_->RevokeToken("old", kT0).ok());
+  Result<Caller> revoked = auth.Authenticate(Tcp("Bearer " + other));
+  EXPECT_THAT(revoked.status().message(), HasSubstr("token 'old' was revoked"));
+}
+
+// A cluster's store is Redis, which keeps a token's signature.
+TEST_F(AuthenticatorTest, InAClusterOnlySignedTokensAndSignedPeersAreAccepted) {
+  redis::RedisServer server;
+  ASSERT_TRUE(server.Start());
+  Result<std::unique_ptr<ClusterStore>> redis = OpenRedisStore(server.Target("t:"));
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  ClusterKey key(std::string(64, 'k'));
+  Authenticator auth(**redis, clock_, config_, &key);
+  std::string signed_token = AddToken("signed", Role::kAdmin, 0, &key, redis->get());
+  // Written into the store by another hand: no node signed it.
+  std::string forged = AddToken("forged", Role::kAdmin, 0, nullptr, redis->get());
+  EXPECT_TRUE(auth.Authenticate(Tcp("Bearer " + signed_token)).ok());
+  Result<Caller> refused = auth.Authenticate(Tcp("Bearer " + forged));
+  EXPECT_EQ(refused.status().code(), Code::kUnauthenticated);
+  EXPECT_THAT(refused.status().message(), HasSubstr("not made by a node of this cluster"));
+
+  HttpRequest peer = Tcp(key.PeerAuthorization("node-b", kT0, "GET", "/v1/jobs"));
+  Result<Caller> node = auth.Authenticate(peer);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  EXPECT_EQ(node->node, "node-b");
+  EXPECT_EQ(node->role, Role::kRead);
+  ClusterKey other(std::string(64, 'o'));
+  EXPECT_FALSE(auth.Authenticate(Tcp(other.PeerAuthorization("node-b", kT0, "GET", "/v1/jobs")))
+                   .ok());
+  // Without a cluster the node scheme means nothing.
+  Authenticator single(**redis, clock_, config_, nullptr);
+  EXPECT_FALSE(single.Authenticate(peer).ok());
+}
+
+}  // namespace
+}  // namespace trainq
