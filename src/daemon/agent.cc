@@ -90,7 +90,7 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   p.node = d.node;
   p.gpu_indices = d.gpu_indices;
   for (int index : d.gpu_indices) {
-    for (const GpuInfo& g : snapshot_->gpus) {
+    for (const GpuInfo& g : sampler_.snapshot()->gpus) {
       if (g.index == index) p.gpu_uuids.push_back(g.uuid);
     }
   }
@@ -545,9 +545,10 @@ void DaemonImpl::AttributeUsage() {
     live.used_by_gpu.clear();
     live.usage_known = false;
   }
-  if (!snapshot_ || live_.empty()) return;
+  if (!sampler_.snapshot() || live_.empty()) return;
   bool any_process = false;
-  for (const GpuInfo& g : snapshot_->gpus) any_process = any_process || !g.processes.empty();
+  for (const GpuInfo& g : sampler_.snapshot()->gpus)
+    any_process = any_process || !g.processes.empty();
   std::map<int64_t, int64_t> parent;
   if (any_process) {
     for (const ProcStat& p : launcher_->Processes()) parent[p.pid] = p.ppid;
@@ -560,7 +561,7 @@ void DaemonImpl::AttributeUsage() {
       for (const ProcStat& p : live.stopping->procs) shim_of[p.pid] = id;
     }
   }
-  for (const GpuInfo& g : snapshot_->gpus) {
+  for (const GpuInfo& g : sampler_.snapshot()->gpus) {
     for (const GpuProcess& proc : g.processes) {
       // Walk up to a shim: shims are subreapers, so every job process stays below one.
       int64_t pid = proc.pid;

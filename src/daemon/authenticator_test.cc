@@ -132,8 +132,8 @@ TEST_F(AuthenticatorTest, InAClusterOnlySignedTokensAndSignedPeersAreAccepted) {
   EXPECT_EQ(node->node, "node-b");
   EXPECT_EQ(node->role, Role::kRead);
   ClusterKey other(std::string(64, 'o'));
-  EXPECT_FALSE(auth.Authenticate(Tcp(other.PeerAuthorization("node-b", kT0, "GET", "/v1/jobs")))
-                   .ok());
+  EXPECT_FALSE(
+      auth.Authenticate(Tcp(other.PeerAuthorization("node-b", kT0, "GET", "/v1/jobs"))).ok());
   // Without a cluster the node scheme means nothing.
   Authenticator single(**redis, clock_, config_, nullptr);
   EXPECT_FALSE(single.Authenticate(peer).ok());

@@ -64,8 +64,8 @@ void DaemonImpl::OnClusterTimer() {
 
 std::string DaemonImpl::NodeInfo() const {
   json gpus = json::array();
-  if (snapshot_) {
-    for (const GpuInfo& info : snapshot_->gpus) {
+  if (sampler_.snapshot()) {
+    for (const GpuInfo& info : sampler_.snapshot()->gpus) {
       json used = json::object();
       int foreign = 0;
       for (const auto& [id, live] : live_) {
@@ -85,14 +85,16 @@ std::string DaemonImpl::NodeInfo() const {
                       {"used", std::move(used)}});
     }
   }
-  json doc = {{"cpu_slots", cpu_slots_},
-              {"gpus", std::move(gpus)},
-              // Once a sample failed, the leader must know how old these facts are: this
-              // node's clock, as heartbeats are.
-              {"sampled_at", sample_error_.empty() ? json(nullptr) : json(sampled_at_)},
-              {"sample_error", sample_error_.empty() ? json(nullptr) : json(sample_error_)},
-              {"probe", probe_.probe->Describe()},
-              {"topology", snapshot_ ? snapshot_->topology : std::vector<std::vector<int>>{}}};
+  json doc = {
+      {"cpu_slots", cpu_slots_},
+      {"gpus", std::move(gpus)},
+      // Once a sample failed, the leader must know how old these facts are: this
+      // node's clock, as heartbeats are.
+      {"sampled_at", sampler_.error().empty() ? json(nullptr) : json(sampler_.sampled_at())},
+      {"sample_error", sampler_.error().empty() ? json(nullptr) : json(sampler_.error())},
+      {"probe", sampler_.Describe()},
+      {"topology",
+       sampler_.snapshot() ? sampler_.snapshot()->topology : std::vector<std::vector<int>>{}}};
   return doc.dump();
 }
 

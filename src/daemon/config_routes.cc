@@ -62,8 +62,9 @@ std::string Describe(const RuntimeSettings& s) {
 std::vector<int> DaemonImpl::MissingDevices(const std::vector<int>& devices) const {
   std::vector<int> missing;
   for (int d : devices) {
-    bool found = snapshot_ && std::any_of(snapshot_->gpus.begin(), snapshot_->gpus.end(),
-                                          [d](const GpuInfo& g) { return g.index == d; });
+    bool found = sampler_.snapshot() &&
+                 std::any_of(sampler_.snapshot()->gpus.begin(), sampler_.snapshot()->gpus.end(),
+                             [d](const GpuInfo& g) { return g.index == d; });
     if (!found) missing.push_back(d);
   }
   return missing;
@@ -139,8 +140,8 @@ void DaemonImpl::SetConfigRoute(const HttpRequest& req, const Caller& caller, Re
     std::vector<int> missing = MissingDevices(update->set.values.policy.devices);
     if (!missing.empty()) {
       std::vector<int> have;
-      if (snapshot_) {
-        for (const GpuInfo& g : snapshot_->gpus) have.push_back(g.index);
+      if (sampler_.snapshot()) {
+        for (const GpuInfo& g : sampler_.snapshot()->gpus) have.push_back(g.index);
       }
       return respond(ErrorResponse(Status::Invalid(
           fmt::format("devices: this node has no GPU {}; its GPUs are {} (see trainq gpus)",

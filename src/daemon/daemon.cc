@@ -32,9 +32,9 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
       options_(std::move(options)),
       config_(std::move(config)),
       store_(std::move(seams.store)),
-      probe_(std::move(seams.probe)),
       launcher_(std::move(seams.launcher)),
-      clock_(*seams.clock) {
+      clock_(*seams.clock),
+      sampler_(std::move(seams.probe), clock_) {
   deliver_ = std::move(seams.deliver);
   cluster_key_ = std::move(seams.cluster_key);
   cgroups_ = std::move(seams.cgroups);
@@ -103,7 +103,7 @@ Status DaemonImpl::Serve() {
   });
   ArmSampleTimer();
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
-               options_.paths.socket, node_, cpu_slots_, probe_.probe->Describe());
+               options_.paths.socket, node_, cpu_slots_, sampler_.Describe());
   StartCluster();
   if (cluster_) ArmClusterTimer();
   return Status::Ok();
@@ -195,51 +195,10 @@ void DaemonImpl::ArmSampleTimer() {
   });
 }
 
-namespace {
-
-bool SameGpus(const GpuSnapshot& a, const GpuSnapshot& b) {
-  if (a.gpus.size() != b.gpus.size()) return false;
-  for (size_t i = 0; i < a.gpus.size(); ++i) {
-    const GpuInfo& x = a.gpus[i];
-    const GpuInfo& y = b.gpus[i];
-    if (x.uuid != y.uuid || x.free_bytes != y.free_bytes || x.total_bytes != y.total_bytes ||
-        x.processes.size() != y.processes.size()) {
-      return false;
-    }
-    for (size_t p = 0; p < x.processes.size(); ++p) {
-      if (x.processes[p].pid != y.processes[p].pid ||
-          x.processes[p].used_bytes != y.processes[p].used_bytes) {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 bool DaemonImpl::SampleGpus() {
-  Result<GpuSnapshot> snap = probe_.probe->Sample();
-  if (!snap.ok()) {
-    // Keep the last good snapshot: a half-written simulated file or a passing NVML error
-    // must not make the GPUs vanish. Its facts are stale from now on (the policy starts
-    // nothing on them past gpu_stale_after); the log says so once per distinct error.
-    std::string error = snap.status().message();
-    if (error == sample_error_) return false;
-    spdlog::warn("GPU sample failed: {}; {}", error,
-                 snapshot_ ? "keeping the last good sample, taken " +
-                                 FormatDuration(clock_.Now() - sampled_at_) + " ago"
-                           : std::string("no GPU sample yet"));
-    sample_error_ = std::move(error);
-    return true;
-  }
-  if (!sample_error_.empty()) spdlog::info("GPU sampling works again");
-  bool changed = !snapshot_ || !SameGpus(*snapshot_, *snap) || !sample_error_.empty();
-  sample_error_.clear();
-  sampled_at_ = clock_.Now();
-  snapshot_ = std::move(*snap);
-  AttributeUsage();
-  return changed;
+  GpuSampler::Outcome sampled = sampler_.Sample();
+  if (sampled.fresh) AttributeUsage();
+  return sampled.changed;
 }
 
 namespace {

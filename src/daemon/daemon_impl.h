@@ -30,6 +30,7 @@
 #include "src/daemon/cluster_key.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
+#include "src/daemon/gpu_sampler.h"
 #include "src/daemon/notifier.h"
 #include "src/daemon/outcome.h"
 #include "src/daemon/shim_launcher.h"
@@ -315,9 +316,9 @@ class DaemonImpl {
   Config file_config_;  // as the config file (and environment) gave it
   RuntimeSettings runtime_;
   std::unique_ptr<Store> store_;
-  ProbeChoice probe_;
   std::unique_ptr<ShimLauncher> launcher_;
   const Clock& clock_;
+  GpuSampler sampler_;  // the GPUs as last sampled
   std::string node_;
   int cpu_slots_ = 1;
   UnixMs next_wakeup_ = 0;
@@ -336,11 +337,6 @@ class DaemonImpl {
   boost::asio::signal_set signals_{io_};
   boost::asio::steady_timer sample_timer_{io_};
   boost::asio::steady_timer wakeup_timer_{io_};
-  std::optional<GpuSnapshot> snapshot_;
-  // When snapshot_ was taken, and why every sample since has failed ("" when the last one
-  // worked): the GPUs' facts are then stale (GpuState::sampled_at), shown by `trainq gpus`.
-  UnixMs sampled_at_ = 0;
-  std::string sample_error_;
   std::map<JobId, LiveAttempt> live_;
   // MASTER_PORTs of live multi-GPU attempts (config_ is declared, so initialised, earlier).
   PortPool ports_{config_.master_port_first, config_.master_port_last};

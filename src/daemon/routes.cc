@@ -125,9 +125,9 @@ Result<std::vector<JobSpec>> ParseSubmitBody(const std::string& body) {
 // will be, on one machine).
 std::string DaemonImpl::WithGpuModels(const std::string& record) const {
   json doc = json::parse(record, nullptr, false);
-  if (!doc.is_object() || !snapshot_) return record;
+  if (!doc.is_object() || !sampler_.snapshot()) return record;
   std::set<std::string> models;
-  for (const GpuInfo& g : snapshot_->gpus) models.insert(g.name);
+  for (const GpuInfo& g : sampler_.snapshot()->gpus) models.insert(g.name);
   doc["gpu_models"] = models;
   return DumpJson(doc);
 }
@@ -658,25 +658,27 @@ void Routes::Gpus(RouteContext& c) {
   json gpus = json::array();
   std::vector<NodeState> nodes = c.d.BuildNodes();
   UnixMs now = c.d.clock_.Now();
-  if (c.d.snapshot_) {
-    for (size_t i = 0; i < c.d.snapshot_->gpus.size() && i < nodes[0].gpus.size(); ++i) {
-      gpus.push_back(GpuJson(c.d, c.d.snapshot_->gpus[i], nodes[0].gpus[i], now));
+  if (c.d.sampler_.snapshot()) {
+    for (size_t i = 0; i < c.d.sampler_.snapshot()->gpus.size() && i < nodes[0].gpus.size(); ++i) {
+      gpus.push_back(GpuJson(c.d, c.d.sampler_.snapshot()->gpus[i], nodes[0].gpus[i], now));
     }
   }
   c.respond(Json(
       200,
       {{"node", c.d.node_},
-       {"source", c.d.snapshot_ ? c.d.snapshot_->source : "none"},
-       {"probe", c.d.probe_.probe->Describe()},
+       {"source", c.d.sampler_.snapshot() ? c.d.sampler_.snapshot()->source : "none"},
+       {"probe", c.d.sampler_.Describe()},
        {"cpu_slots", nodes[0].cpu_slots},
        {"cpu_slots_used", nodes[0].cpu_slots_used},
        {"paused", c.d.config_.policy.paused},
        // Set once a sample failed: how old the facts shown are, and why.
-       {"sample_error", c.d.sample_error_.empty() ? json(nullptr) : json(c.d.sample_error_)},
-       {"sample_age_ms", c.d.snapshot_ ? json(now - c.d.sampled_at_) : json(nullptr)},
+       {"sample_error", c.d.sampler_.error().empty() ? json(nullptr) : json(c.d.sampler_.error())},
+       {"sample_age_ms",
+        c.d.sampler_.snapshot() ? json(now - c.d.sampler_.sampled_at()) : json(nullptr)},
        {"stale_after_ms", c.d.Policy().stale_after_ms},
        {"gpus", std::move(gpus)},
-       {"topology", c.d.snapshot_ ? c.d.snapshot_->topology : std::vector<std::vector<int>>{}}}));
+       {"topology", c.d.sampler_.snapshot() ? c.d.sampler_.snapshot()->topology
+                                            : std::vector<std::vector<int>>{}}}));
 }
 
 void Routes::DaemonStatus(RouteContext& c) {
@@ -684,7 +686,7 @@ void Routes::DaemonStatus(RouteContext& c) {
                        {"version", TRAINQ_VERSION},
                        {"node", c.d.node_},
                        {"state_dir", c.d.options_.paths.state_dir},
-                       {"probe", c.d.probe_.probe->Describe()},
+                       {"probe", c.d.sampler_.Describe()},
                        {"running_attempts", c.d.live_.size()}}));
 }
 

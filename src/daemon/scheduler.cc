@@ -33,16 +33,16 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
     use.gpus += static_cast<int>(live.gpu_indices.size());
     ++use.jobs;
   }
-  if (!snapshot_) return {node};
-  for (const GpuInfo& info : snapshot_->gpus) {
+  if (!sampler_.snapshot()) return {node};
+  for (const GpuInfo& info : sampler_.snapshot()->gpus) {
     GpuState gpu;
     gpu.index = info.index;
     gpu.uuid = info.uuid;
     gpu.total_bytes = info.total_bytes;
     gpu.free_bytes = info.free_bytes;
-    if (!sample_error_.empty()) {  // facts are stale only once a sample failed
-      gpu.sampled_at = sampled_at_;
-      gpu.sample_error = sample_error_;
+    if (!sampler_.error().empty()) {  // facts are stale only once a sample failed
+      gpu.sampled_at = sampler_.sampled_at();
+      gpu.sample_error = sampler_.error();
     }
     std::set<int64_t> ours;
     for (const auto& [id, live] : live_) {
@@ -66,7 +66,8 @@ std::vector<NodeState> DaemonImpl::BuildNodes() const {
     }
     node.gpus.push_back(std::move(gpu));
   }
-  node.topology = snapshot_->topology;  // by position, as node.gpus: both in snapshot order
+  node.topology =
+      sampler_.snapshot()->topology;  // by position, as node.gpus: both in snapshot order
   return {node};
 }
 
@@ -80,14 +81,14 @@ PolicyConfig DaemonImpl::Policy() const {
 
 uint64_t DaemonImpl::LargestGpuBytes() const {
   uint64_t largest = 0;
-  if (snapshot_) {
-    for (const GpuInfo& g : snapshot_->gpus) largest = std::max(largest, g.total_bytes);
+  if (sampler_.snapshot()) {
+    for (const GpuInfo& g : sampler_.snapshot()->gpus) largest = std::max(largest, g.total_bytes);
   }
   return largest;
 }
 
 int DaemonImpl::MaxGpusPerNodeNow() const {
-  return snapshot_ ? static_cast<int>(snapshot_->gpus.size()) : 0;
+  return sampler_.snapshot() ? static_cast<int>(sampler_.snapshot()->gpus.size()) : 0;
 }
 
 namespace {
