@@ -10,6 +10,7 @@
 
 #include "src/core/json_codec.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/daemon/json_response.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -18,10 +19,6 @@ namespace trainq {
 using json = nlohmann::json;
 
 namespace {
-
-HttpResponse Json(int status, const json& body) {
-  return {status, DumpJson(body), "application/json"};
-}
 
 // The option's value as JSON: every value the table shows is valid JSON too.
 json ValueJson(const Config& config, const std::string& name) {

@@ -43,6 +43,16 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   cluster_ = dynamic_cast<ClusterStore*>(store_.get());
   auth_ =
       std::make_unique<Authenticator>(*store_, clock_, config_, cluster_ ? &cluster_key_ : nullptr);
+  SubmitBatcher::Hooks hooks;
+  // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
+  if (cluster_) {
+    hooks.before = [this](std::vector<JobSpec>& specs) {
+      for (JobSpec& s : specs) cluster_key_.Sign(s, node_);
+    };
+  }
+  hooks.stored = [this](const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
+                        UnixMs now) { Submitted(specs, ids, now); };
+  submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_, std::move(hooks));
   address_ = config_.node_address.empty() ? HostName() : config_.node_address;
   // Self-fencing (docs/cluster.md): a node's jobs stop themselves after half of node_timeout
   // without a renewed heartbeat, so they are gone before the leader judges the node lost.

@@ -34,6 +34,7 @@
 #include "src/daemon/notifier.h"
 #include "src/daemon/outcome.h"
 #include "src/daemon/shim_launcher.h"
+#include "src/daemon/submit_batcher.h"
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
 #include "src/os/gpu/gpu_probe.h"
@@ -90,14 +91,6 @@ struct UnrecordedEnd {
 struct GateRelease {
   int exit_code = 0;
   std::string error;  // what the block raised ("" when it ended normally)
-};
-
-struct PendingSubmit {
-  std::vector<JobSpec> specs;
-  Responder respond;
-  // The same request sent again (same Idempotency-Key) before it was stored: answered with
-  // the same ids.
-  std::vector<Responder> repeats;
 };
 
 // What the daemon is built from: each part is the OS (or the store) behind an interface.
@@ -249,10 +242,9 @@ class DaemonImpl {
   // open, cancelled if an --after one failed.
   void RecheckDeps(JobId id);
 
-  // routes.cc
-  void FlushSubmits();
-  Status WithinCaps(const std::vector<JobSpec>& specs, const std::string& user,
-                    std::map<std::string, UserFootprint>* footprints);
+  // What a batch of submits just stored means for the rest: the workload mix, the waiting
+  // index, a pass.
+  void Submitted(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids, UnixMs now);
 
   // cluster.cc (docs/cluster.md): only where the store is a cluster's (cluster_ set). Every
   // node runs the agent part: heartbeats, and runs what the leader placed on it. The node
@@ -347,9 +339,8 @@ class DaemonImpl {
   RecentRequests recent_{static_cast<size_t>(config_.workload_window)};
   // The reason last written for each waiting job; hashed: every pass looks up each job.
   std::unordered_map<JobId, std::string> written_reasons_;
-  std::map<int64_t, JobId> pid_owner_;  // GPU process pid -> the attempt it belongs to
-  std::vector<PendingSubmit> pending_submits_;
-  bool flush_posted_ = false;
+  std::map<int64_t, JobId> pid_owner_;      // GPU process pid -> the attempt it belongs to
+  std::unique_ptr<SubmitBatcher> submits_;  // the group commit of submits
   bool schedule_posted_ = false;
   bool stopping_ = false;
   int64_t waiting_jobs_ = 0;

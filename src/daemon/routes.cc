@@ -1,7 +1,6 @@
 // The HTTP API (docs/api.md), one table of routes. Bodies are JSON; errors are
 // {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
 #include <fcntl.h>
-#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <map>
@@ -19,11 +18,11 @@
 #include "src/core/placement.h"
 #include "src/core/spec.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/daemon/json_response.h"
 #include "src/daemon/routes.h"
 #include "src/os/fd.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
-#include "trainq/size.h"
 
 namespace trainq {
 
@@ -49,10 +48,6 @@ Status CheckSubmitKey(const std::string& key) {
   return Status::Invalid(
       "Idempotency-Key: expected 1 to 200 printable ASCII characters without spaces, e.g. a "
       "random UUID");
-}
-
-HttpResponse Json(int status, const json& body) {
-  return {status, DumpJson(body), "application/json"};
 }
 
 std::optional<JobId> ParseId(std::string_view text) {
@@ -392,8 +387,8 @@ void Routes::Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
   // A request past the waiting-jobs cap on its own is refused before each job is checked
-  // (FlushSubmits judges the rest with what the user keeps).
-  if (Status st = c.d.WithinCaps(*specs, c.caller.user, /*stored=*/nullptr); !st.ok()) {
+  // (the batch judges the rest with what the user keeps).
+  if (Status st = c.d.submits_->CheckAlone(*specs, c.caller.user); !st.ok()) {
     return c.respond(ErrorResponse(st));
   }
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
@@ -444,20 +439,10 @@ void Routes::Submit(RouteContext& c) {
     Result<std::vector<JobId>> stored = c.d.store_->IdsForSubmitKey(user, key);
     if (!stored.ok()) return c.respond(ErrorResponse(stored.status()));
     if (!stored->empty()) return c.respond(RepeatedSubmit(*c.d.store_, *stored));
-    for (PendingSubmit& p : c.d.pending_submits_) {
-      if (!p.specs.empty() && p.specs[0].submit_key == key && p.specs[0].user == user) {
-        p.repeats.push_back(std::move(c.respond));
-        return;
-      }
-    }
+    if (c.d.submits_->JoinPending(user, key, c.respond)) return;
     for (JobSpec& spec : *specs) spec.submit_key = key;
   }
-  c.d.pending_submits_.push_back({std::move(*specs), std::move(c.respond), {}});
-  if (!c.d.flush_posted_) {
-    // Submits that arrive in the same loop turn share one transaction (group commit).
-    c.d.flush_posted_ = true;
-    boost::asio::post(c.d.io_, [&d = c.d] { d.FlushSubmits(); });
-  }
+  c.d.submits_->Add(std::move(*specs), std::move(c.respond));
 }
 
 namespace {
@@ -1075,142 +1060,6 @@ void DaemonImpl::Handle(HttpRequest request, Responder respond) {
   RouteContext c{*this, request, respond, *caller, segment};
   if (route == nullptr) return Routes::NoRoute(c);
   Routes::Dispatch(c, *route);
-}
-
-// The per-user caps (docs/operations.md, "Per-user caps") for one request of `user`'s
-// `specs`; `footprints` carries what the user keeps, plus what earlier requests of the batch
-// add, from one request to the next (null: the request is judged alone).
-Status DaemonImpl::WithinCaps(const std::vector<JobSpec>& specs, const std::string& user,
-                              std::map<std::string, UserFootprint>* footprints) {
-  int64_t max_waiting = config_.max_waiting_jobs_per_user;
-  uint64_t max_bytes = config_.max_stored_bytes_per_user;
-  if (specs.empty() || (max_waiting == 0 && max_bytes == 0)) return Status::Ok();
-  UserFootprint nothing;
-  UserFootprint* kept = &nothing;  // without `footprints`: the request alone
-  if (footprints) {
-    auto [it, fresh] = footprints->try_emplace(user);
-    if (fresh) {
-      Result<UserFootprint> stored = store_->Footprint(user);
-      if (!stored.ok()) {
-        footprints->erase(it);
-        return stored.status();
-      }
-      it->second = *stored;
-    }
-    kept = &it->second;
-  }
-  UserFootprint& fp = *kept;
-  auto count = static_cast<int64_t>(specs.size());
-  if (max_waiting > 0 && !footprints && count > max_waiting) {
-    return Status::NoSpace(fmt::format(
-        "this submit of {} jobs is more than {} may have waiting: max_waiting_jobs_per_user = "
-        "{}; nothing was stored",
-        count, user, max_waiting));
-  }
-  if (max_waiting > 0 && fp.waiting_jobs + count > max_waiting) {
-    return Status::NoSpace(fmt::format(
-        "{} has {} job{} waiting and this submit adds {}: over max_waiting_jobs_per_user = {}; "
-        "nothing was stored (cancel some, or submit again once some have started)",
-        user, fp.waiting_jobs, fp.waiting_jobs == 1 ? "" : "s", count, max_waiting));
-  }
-  // A large environment the request's jobs share is stored once (Store::kSharedEnvBytes).
-  uint64_t bytes = 0;
-  std::set<std::vector<std::pair<std::string, std::string>>> shared;
-  for (const JobSpec& spec : specs) {
-    size_t env = 2;
-    for (const auto& [name, value] : spec.env) env += name.size() + value.size() + 6;
-    if (env >= kSharedEnvBytes && !shared.insert(spec.env).second) env = 0;
-    bytes += RecordBytes(spec, env);
-  }
-  if (max_bytes > 0 && fp.stored_bytes + bytes > max_bytes) {
-    return Status::NoSpace(fmt::format(
-        "{}'s jobs keep {} (their records and logs) and this submit adds {}: over "
-        "max_stored_bytes_per_user = {}; nothing was stored (`trainq clean` forgets ended jobs "
-        "and their logs)",
-        user, FormatBytes(fp.stored_bytes), FormatBytes(bytes), FormatBytes(max_bytes)));
-  }
-  fp.waiting_jobs += count;
-  fp.stored_bytes += bytes;
-  return Status::Ok();
-}
-
-void DaemonImpl::FlushSubmits() {
-  flush_posted_ = false;
-  std::vector<PendingSubmit> batch;
-  std::map<std::string, UserFootprint> footprints;
-  size_t refused = 0;
-  for (PendingSubmit& p : pending_submits_) {
-    Status within =
-        p.specs.empty() ? Status::Ok() : WithinCaps(p.specs, p.specs.front().user, &footprints);
-    if (within.ok()) {
-      batch.push_back(std::move(p));
-      continue;
-    }
-    refused += p.specs.size();
-    for (Responder& repeat : p.repeats) repeat(ErrorResponse(within));
-    p.respond(ErrorResponse(within));
-  }
-  pending_submits_.clear();
-  if (batch.empty()) {
-    if (refused > 1000) ::malloc_trim(0);  // as after a large batch stored (below)
-    return;
-  }
-  std::vector<JobSpec> specs;
-  for (size_t k = 0; k < batch.size(); ++k) {
-    for (JobSpec& s : batch[k].specs) {
-      // Each request's new group is its own (the store names it by its first job).
-      if (s.group == kNewGroup) s.group = kNewGroup - static_cast<JobId>(k);
-      specs.push_back(std::move(s));
-    }
-  }
-  UnixMs now = clock_.Now();
-  // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
-  if (cluster_) {
-    for (JobSpec& s : specs) cluster_key_.Sign(s, node_);
-  }
-  Result<std::vector<JobId>> ids = store_->Submit(specs, now);
-  if (ids.ok()) {
-    std::map<JobId, JobId> groups;  // a new group's tag -> its first id, as the store named it
-    for (size_t i = 0; i < specs.size(); ++i) {
-      if (specs[i].group < 0)
-        specs[i].group = groups.try_emplace(specs[i].group, (*ids)[i]).first->second;
-      NoteSubmitted(specs[i]);
-      // A job with dependencies may have been stored blocked or cancelled: the store knows.
-      if (specs[i].has_deps()) {
-        waiting_stale_ = true;
-      } else {
-        AddWaiting((*ids)[i], specs[i], now, now);
-      }
-    }
-  }
-  size_t next = 0;
-  for (PendingSubmit& p : batch) {
-    if (!ids.ok()) {
-      for (Responder& repeat : p.repeats) repeat(ErrorResponse(ids.status()));
-      p.respond(ErrorResponse(ids.status()));
-      continue;
-    }
-    json out = json::array();
-    json group = nullptr;  // the request's new group, named by its first job there
-    for (size_t i = 0; i < p.specs.size(); ++i) {
-      if (p.specs[i].group < 0 && group.is_null()) group = (*ids)[next];
-      out.push_back((*ids)[next++]);
-    }
-    json reply = {{"ids", std::move(out)}};
-    if (!group.is_null()) reply["group"] = group;
-    for (Responder& repeat : p.repeats) {
-      json again = reply;
-      again["repeated"] = true;
-      repeat(Json(200, again));
-    }
-    p.respond(Json(201, reply));
-  }
-  batch.clear();
-  specs.clear();
-  // A large batch leaves hundreds of MiB of freed parse trees and environments in the
-  // allocator's arenas: give them back rather than keep them resident.
-  if (specs.capacity() > 1000) ::malloc_trim(0);
-  RequestSchedule();
 }
 
 }  // namespace trainq

@@ -140,6 +140,20 @@ Status DaemonImpl::RefreshWaiting() {
 
 void DaemonImpl::NoteSubmitted(const JobSpec& spec) { recent_.Add(PendingOf(0, spec, 0, 0, 0)); }
 
+void DaemonImpl::Submitted(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
+                           UnixMs now) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    NoteSubmitted(specs[i]);
+    // A job with dependencies may have been stored blocked or cancelled: the store knows.
+    if (specs[i].has_deps()) {
+      waiting_stale_ = true;
+    } else {
+      AddWaiting(ids[i], specs[i], now, now);
+    }
+  }
+  RequestSchedule();
+}
+
 void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
                             UnixMs not_before) {
   waiting_.emplace(id, PendingOf(id, spec, submitted_at, queued_at, not_before));

@@ -10,6 +10,7 @@
 #include "src/core/duration.h"
 #include "src/core/json_codec.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/daemon/json_response.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/users.h"
 
@@ -18,10 +19,6 @@ namespace trainq {
 using json = nlohmann::json;
 
 namespace {
-
-HttpResponse Json(int status, const json& body) {
-  return {status, DumpJson(body), "application/json"};
-}
 
 // RFC 3339 as the jobs' times are; null when unset.
 json TimeOrNull(UnixMs t) { return t == 0 ? json(nullptr) : json(FormatTime(t)); }
