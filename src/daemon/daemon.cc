@@ -41,8 +41,9 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   cluster_ = dynamic_cast<ClusterStore*>(store_.get());
-  auth_ =
-      std::make_unique<Authenticator>(*store_, clock_, config_, cluster_ ? &cluster_key_ : nullptr);
+  const ClusterKey* key = cluster_ ? &cluster_key_ : nullptr;
+  auth_ = std::make_unique<Authenticator>(*store_, clock_, config_, key);
+  tokens_ = std::make_unique<TokenRoutes>(*store_, clock_, config_, key);
   SubmitBatcher::Hooks hooks;
   // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
   if (cluster_) {

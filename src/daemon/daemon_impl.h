@@ -35,6 +35,7 @@
 #include "src/daemon/outcome.h"
 #include "src/daemon/shim_launcher.h"
 #include "src/daemon/submit_batcher.h"
+#include "src/daemon/token_routes.h"
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
 #include "src/os/gpu/gpu_probe.h"
@@ -287,11 +288,6 @@ class DaemonImpl {
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond);
 
-  // token_routes.cc: POST /v1/tokens, GET /v1/tokens, DELETE /v1/tokens/NAME (admins).
-  void CreateTokenRoute(const HttpRequest& req, const Caller& caller, Responder& respond);
-  void ListTokensRoute(const Caller& caller, Responder& respond);
-  void RevokeTokenRoute(const HttpRequest& req, const Caller& caller, Responder& respond);
-
   // config_routes.cc: settings changed at run time (`trainq config set`), persisted.
   // Applies settings.json of the state dir on top of the config file; called at start.
   Status LoadRuntimeSettings();
@@ -370,6 +366,7 @@ class DaemonImpl {
   std::string api_url_;                  // the first `listen` address as peers reach it; "" none
   ClusterKey cluster_key_;               // DaemonSeams::cluster_key
   std::unique_ptr<Authenticator> auth_;  // who sent a request (after what it reads)
+  std::unique_ptr<TokenRoutes> tokens_;  // the token API
   CgroupHost cgroups_;                   // DaemonSeams::cgroups
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;

@@ -342,9 +342,9 @@ class Routes {
   static void ReleaseJob(RouteContext& c);
   static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
   static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.caller, c.respond); }
-  static void CreateToken(RouteContext& c) { c.d.CreateTokenRoute(c.req, c.caller, c.respond); }
-  static void ListTokens(RouteContext& c) { c.d.ListTokensRoute(c.caller, c.respond); }
-  static void RevokeToken(RouteContext& c) { c.d.RevokeTokenRoute(c.req, c.caller, c.respond); }
+  static void CreateToken(RouteContext& c) { c.d.tokens_->Create(c.req, c.caller, c.respond); }
+  static void ListTokens(RouteContext& c) { c.d.tokens_->List(c.caller, c.respond); }
+  static void RevokeToken(RouteContext& c) { c.d.tokens_->Revoke(c.req, c.caller, c.respond); }
   static void Nodes(RouteContext& c) { c.d.NodesRoute(c.respond); }
   static void DrainNode(RouteContext& c) {
     c.d.DrainRoute(std::string(c.segment), true, c.respond);

@@ -14,8 +14,7 @@ namespace trainq {
 
 using json = nlohmann::json;
 
-Status SubmitBatcher::CheckAlone(const std::vector<JobSpec>& specs,
-                                 const std::string& user) const {
+Status SubmitBatcher::CheckAlone(const std::vector<JobSpec>& specs, const std::string& user) const {
   return WithinCaps(specs, user, nullptr);
 }
 

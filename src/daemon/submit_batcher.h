@@ -32,8 +32,8 @@ class SubmitBatcher {
   };
 
   // Everything given outlives the object; `config` is read at each batch.
-  SubmitBatcher(boost::asio::io_context& io, Store& store, const Clock& clock,
-                const Config& config, Hooks hooks)
+  SubmitBatcher(boost::asio::io_context& io, Store& store, const Clock& clock, const Config& config,
+                Hooks hooks)
       : io_(io), store_(store), clock_(clock), config_(config), hooks_(std::move(hooks)) {}
 
   // The waiting-jobs cap for a request on its own, before its jobs are checked one by one

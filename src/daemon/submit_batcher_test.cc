@@ -126,9 +126,9 @@ TEST_F(SubmitBatcherTest, EachRequestIsJudgedAgainstTheCapsWithTheOnesBeforeIt) 
               HasSubstr("this submit of 4 jobs is more than ada may have waiting"));
   EXPECT_TRUE(batcher_->CheckAlone(Specs(3), "ada").ok());
   std::optional<HttpResponse>& a = Add(Specs(2));
-  std::optional<HttpResponse>& b = Add(Specs(2));        // 4 > 3
+  std::optional<HttpResponse>& b = Add(Specs(2));         // 4 > 3
   std::optional<HttpResponse>& c = Add(Specs(1, "bob"));  // bob's own count
-  std::optional<HttpResponse>& d = Add(Specs(1));        // 3: fits
+  std::optional<HttpResponse>& d = Add(Specs(1));         // 3: fits
   Loop();
   ASSERT_TRUE(a && b && c && d);
   EXPECT_EQ(a->status, 201);

@@ -1,6 +1,5 @@
-// The token API (docs/api.md, "Tokens"), for admins: POST /v1/tokens makes a token and shows
-// it once, GET /v1/tokens lists them without their hashes, DELETE /v1/tokens/NAME revokes
-// one. Only the token's SHA-256 is stored; nothing here logs or keeps the token itself.
+#include "src/daemon/token_routes.h"
+
 #include <vector>
 
 #include <fmt/format.h>
@@ -9,7 +8,6 @@
 
 #include "src/core/duration.h"
 #include "src/core/json_codec.h"
-#include "src/daemon/daemon_impl.h"
 #include "src/daemon/json_response.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/users.h"
@@ -103,8 +101,7 @@ std::string TokenState(const TokenRecord& t, UnixMs now, const ClusterKey* key) 
 
 }  // namespace
 
-void DaemonImpl::CreateTokenRoute(const HttpRequest& req, const Caller& caller,
-                                  Responder& respond) {
+void TokenRoutes::Create(const HttpRequest& req, const Caller& caller, Responder& respond) {
   if (Status st = Authorize(caller, Action::kAdmin, "", "create tokens"); !st.ok()) {
     return respond(ErrorResponse(st));
   }
@@ -120,8 +117,8 @@ void DaemonImpl::CreateTokenRoute(const HttpRequest& req, const Caller& caller,
   TokenRecord record{
       r->name, Sha256Hex(*token), r->role, r->user, now, r->expires_ms ? now + r->expires_ms : 0,
       0,       caller.user,       ""};
-  if (cluster_) record.signature = cluster_key_.SignToken(record);
-  if (Status st = store_->AddToken(record); !st.ok()) return respond(ErrorResponse(st));
+  if (cluster_key_) record.signature = cluster_key_->SignToken(record);
+  if (Status st = store_.AddToken(record); !st.ok()) return respond(ErrorResponse(st));
   spdlog::info("token '{}' created for user {} with role {} by {}{}", record.name, record.user,
                RoleName(record.role), caller.user,
                record.expires_at ? fmt::format(", expires in {}", FormatDuration(r->expires_ms))
@@ -133,11 +130,11 @@ void DaemonImpl::CreateTokenRoute(const HttpRequest& req, const Caller& caller,
                      {"expires_at", TimeOrNull(record.expires_at)}}));
 }
 
-void DaemonImpl::ListTokensRoute(const Caller& caller, Responder& respond) {
+void TokenRoutes::List(const Caller& caller, Responder& respond) {
   if (Status st = Authorize(caller, Action::kAdmin, "", "list tokens"); !st.ok()) {
     return respond(ErrorResponse(st));
   }
-  Result<std::vector<TokenRecord>> tokens = store_->ListTokens();
+  Result<std::vector<TokenRecord>> tokens = store_.ListTokens();
   if (!tokens.ok()) return respond(ErrorResponse(tokens.status()));
   UnixMs now = clock_.Now();
   json out = json::array();
@@ -149,19 +146,18 @@ void DaemonImpl::ListTokensRoute(const Caller& caller, Responder& respond) {
                    {"created_by", t.created_by},
                    {"expires_at", TimeOrNull(t.expires_at)},
                    {"revoked_at", TimeOrNull(t.revoked_at)},
-                   {"state", TokenState(t, now, cluster_ ? &cluster_key_ : nullptr)}});
+                   {"state", TokenState(t, now, cluster_key_)}});
   }
   respond(Json(200, {{"tokens", std::move(out)}}));
 }
 
-void DaemonImpl::RevokeTokenRoute(const HttpRequest& req, const Caller& caller,
-                                  Responder& respond) {
+void TokenRoutes::Revoke(const HttpRequest& req, const Caller& caller, Responder& respond) {
   if (Status st = Authorize(caller, Action::kAdmin, "", "revoke tokens"); !st.ok()) {
     return respond(ErrorResponse(st));
   }
   std::string name = req.path.substr(std::string_view("/v1/tokens/").size());
   if (Status st = CheckTokenName(name); !st.ok()) return respond(ErrorResponse(st));
-  if (Status st = store_->RevokeToken(name, clock_.Now()); !st.ok()) {
+  if (Status st = store_.RevokeToken(name, clock_.Now()); !st.ok()) {
     return respond(ErrorResponse(st));
   }
   spdlog::info("token '{}' revoked by {}", name, caller.user);
