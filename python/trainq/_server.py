@@ -1,5 +1,5 @@
-"""Which daemon a client talks to, found exactly as the trainq CLI finds it (docs/cli.md,
-"Which daemon"; src/cli/client.cc ChooseServer, src/os/state_paths.cc ResolveStatePaths)."""
+"""Which daemon a client talks to, found exactly as the trainq CLI finds it (docs/operations.md,
+"A shared server"; src/cli/client.cc ChooseServer, src/os/state_paths.cc ResolveStatePaths)."""
 
 import dataclasses
 import os

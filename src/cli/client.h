@@ -16,7 +16,7 @@
 
 namespace trainq {
 
-// The daemon a command talks to (docs/cli.md, "Which daemon"): `--server URL` or
+// The daemon a command talks to (docs/operations.md, "A shared server"): `--server URL` or
 // TRAINQ_SERVER; else, unless a state dir is named (--state-dir, TRAINQ_STATE_DIR), the
 // shared daemon's socket when it or the shared state dir exists; else the personal daemon of the
 // state dir, started on demand. Only the personal daemon is ever started by trainq.
