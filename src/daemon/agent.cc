@@ -123,7 +123,7 @@ Status DaemonImpl::EndUnstarted(const Job& job, int n, const Status& runner, con
   if (no_space) end.job_state = JobState::kQueued;
   Status st = store_->FinishAttempt(job.id, n, end);
   if (no_space) return st.ok() ? launch : st;
-  ResolveDependents(job.id);
+  deps_->ResolveDependents(job.id);
   if (st.ok()) JobEnded(job.id);
   return st;
 }
@@ -257,7 +257,7 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}]{})", job.id, n, shim->pid,
                fmt::join(p.gpu_indices, ","),
                p.master_port ? fmt::format(", MASTER_PORT {}", p.master_port) : "");
-  ResolveDependents(job.id);  // their reasons say what they wait for: now a running job
+  deps_->ResolveDependents(job.id);  // their reasons say what they wait for: now a running job
   return Status::Ok();
 }
 
@@ -391,7 +391,7 @@ void DaemonImpl::StoreEnd(JobId id, int n, const AttemptEnd& end) {
   }
   if (end.job_state == JobState::kQueued) waiting_stale_ = true;
   if (IsDone(end.job_state)) {
-    ResolveDependents(id);
+    deps_->ResolveDependents(id);
     if (st.ok()) JobEnded(id);
   }
 }
@@ -447,7 +447,7 @@ void DaemonImpl::RecoverAttempts() {
   }
   // After the re-adoptions above (ports held again, ended attempts collected): a crash
   // between a job's end and its dependents' resolution must not leave them blocked.
-  ResolveAllBlocked();
+  deps_->ResolveAllBlocked();
 }
 
 void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
@@ -534,7 +534,7 @@ void DaemonImpl::CancelledWaiting(const Job& job, std::string* message) {
   waiting_.erase(job.id);
   written_reasons_.erase(job.id);
   *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
-  ResolveDependents(job.id);
+  deps_->ResolveDependents(job.id);
   JobEnded(job.id);
   RequestSchedule();
 }

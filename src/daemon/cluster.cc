@@ -181,7 +181,7 @@ void DaemonImpl::CheckLostNodes(UnixMs store_now) {
     spdlog::warn("node {} lost: no heartbeat for {} ms; its attempts ended: [{}]", n.name,
                  store_now - n.heartbeat_at, fmt::join(*ended, ","));
     for (JobId id : *ended) {
-      ResolveDependents(id);
+      deps_->ResolveDependents(id);
       JobEnded(id);
     }
     waiting_stale_ = true;
@@ -544,7 +544,7 @@ Status DaemonImpl::PlaceOnNode(const Job& job, const StartDecision& d) {
     spdlog::info("job {} attempt {} placed on {} nodes: {}", job.id, n, p.parts.size(),
                  fmt::join(where, ", "));
   }
-  ResolveDependents(job.id);
+  deps_->ResolveDependents(job.id);
   return Status::Ok();
 }
 

@@ -44,6 +44,18 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   const ClusterKey* key = cluster_ ? &cluster_key_ : nullptr;
   auth_ = std::make_unique<Authenticator>(*store_, clock_, config_, key);
   tokens_ = std::make_unique<TokenRoutes>(*store_, clock_, config_, key);
+  Dependencies::Hooks deps;
+  deps.queued = [this](const Job& job, UnixMs now) {
+    AddWaiting(job.id, job.spec, job.submitted_at, now);
+    RequestSchedule();
+  };
+  deps.ended = [this](JobId id) { JobEnded(id); };
+  deps.unqueued = [this](JobId id) {
+    waiting_.erase(id);
+    written_reasons_.erase(id);
+    waiting_stale_ = true;
+  };
+  deps_ = std::make_unique<Dependencies>(*store_, clock_, std::move(deps));
   SubmitBatcher::Hooks hooks;
   // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
   if (cluster_) {

@@ -1,6 +1,7 @@
-// The daemon's insides, shared by daemon.cc (loop, sampling), agent.cc (attempts),
-// scheduler.cc (placement passes), dependencies.cc and routes.cc (the API). Everything runs
-// on the one event-loop thread: no locks.
+// The daemon's insides, shared by daemon.cc (loop), agent.cc (attempts), scheduler.cc
+// (placement passes) and routes.cc (the API); the roles already objects of their own
+// (Authenticator, GpuSampler, SubmitBatcher, TokenRoutes, Dependencies) are held here.
+// Everything runs on the one event-loop thread: no locks.
 //
 // The OS reaches it only through seams given to the constructor: the clock, the GPU probe,
 // the shim launcher and the store. Unit tests (daemon_test.cc) build it from fakes and drive
@@ -30,6 +31,7 @@
 #include "src/daemon/cluster_key.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
+#include "src/daemon/dependencies.h"
 #include "src/daemon/gpu_sampler.h"
 #include "src/daemon/notifier.h"
 #include "src/daemon/outcome.h"
@@ -226,8 +228,6 @@ class DaemonImpl {
   void CancelledWaiting(const Job& job, std::string* message);
   void AttributeUsage();
 
-  // dependencies.cc
-  void ResolveDependents(JobId id);
   // notify.cc: job `id` reached a done state here (its end, a cancel, a dependency that
   // failed): its notifications (--notify, --mail, notify_url) are handed to notifier_.
   void JobEnded(JobId id);
@@ -238,10 +238,6 @@ class DaemonImpl {
   Status ReleaseGate(const Job& job, const GateRelease& r, std::string* message);
   std::string WithGpuModels(const std::string& record) const;
   Status StartNotifier();
-  void ResolveAllBlocked();
-  // A job just queued again (`trainq retry`) with dependencies: blocked again while one is
-  // open, cancelled if an --after one failed.
-  void RecheckDeps(JobId id);
 
   // What a batch of submits just stored means for the rest: the workload mix, the waiting
   // index, a pass.
@@ -367,6 +363,7 @@ class DaemonImpl {
   ClusterKey cluster_key_;               // DaemonSeams::cluster_key
   std::unique_ptr<Authenticator> auth_;  // who sent a request (after what it reads)
   std::unique_ptr<TokenRoutes> tokens_;  // the token API
+  std::unique_ptr<Dependencies> deps_;   // moves jobs whose dependencies changed
   CgroupHost cgroups_;                   // DaemonSeams::cgroups
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;

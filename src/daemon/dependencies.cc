@@ -1,8 +1,5 @@
-// Job dependencies in the daemon: when a job reaches a done state its blocked dependents
-// are judged again (DecideDeps) and moved on (queued, or cancelled, which in turn
-// resolves their own dependents). Every move is a compare-and-set in the store, so doing
-// it twice is harmless; on start every blocked job is judged again, which covers a crash
-// between a job's end and the resolution of its dependents.
+#include "src/daemon/dependencies.h"
+
 #include <deque>
 #include <set>
 #include <span>
@@ -10,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "src/core/deps.h"
-#include "src/daemon/daemon_impl.h"
 
 namespace trainq {
 
@@ -33,28 +29,28 @@ std::vector<DepState> ReadDeps(Store& store, const JobSpec& spec) {
 
 }  // namespace
 
-void DaemonImpl::ResolveDependents(JobId id) {
+void Dependencies::ResolveDependents(JobId id) {
   std::deque<JobId> ended = {id};
   while (!ended.empty()) {
-    Result<std::vector<Job>> dependents = store_->Dependents(ended.front());
+    Result<std::vector<Job>> dependents = store_.Dependents(ended.front());
     ended.pop_front();
     if (!dependents.ok()) {
       spdlog::error("dependencies: {}", dependents.status().message());
       continue;
     }
     for (const Job& job : *dependents) {
-      DepDecision d = DecideDeps(job.spec, ReadDeps(*store_, job.spec));
+      DepDecision d = DecideDeps(job.spec, ReadDeps(store_, job.spec));
       if (d.state == JobState::kBlocked) {
         if (d.reason != job.reason) {
           std::pair<JobId, std::string> reason{job.id, d.reason};
-          if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
+          if (Status st = store_.SetReasons(std::span(&reason, 1)); !st.ok()) {
             spdlog::warn("job {}: {}", job.id, st.message());
           }
         }
         continue;
       }
       UnixMs now = clock_.Now();
-      Status st = store_->MoveWaiting(job.id, JobState::kBlocked, d.state, d.reason, now);
+      Status st = store_.MoveWaiting(job.id, JobState::kBlocked, d.state, d.reason, now);
       if (!st.ok()) {
         // kConflict: resolved already (a cancel, an earlier pass); nothing left to do.
         if (st.code() != Code::kConflict) spdlog::error("job {}: {}", job.id, st.message());
@@ -63,43 +59,40 @@ void DaemonImpl::ResolveDependents(JobId id) {
       spdlog::info("job {}: dependencies resolved: {}{}", job.id, StateName(d.state),
                    d.reason.empty() ? "" : " (" + d.reason + ")");
       if (d.state == JobState::kQueued) {
-        AddWaiting(job.id, job.spec, job.submitted_at, now);
-        RequestSchedule();
+        hooks_.queued(job, now);
       } else {
         ended.push_back(job.id);  // cancelled: its own dependents follow
-        JobEnded(job.id);
+        hooks_.ended(job.id);
       }
     }
   }
 }
 
-void DaemonImpl::RecheckDeps(JobId id) {
-  Result<Job> job = store_->Get(id);
+void Dependencies::Recheck(JobId id) {
+  Result<Job> job = store_.Get(id);
   if (!job.ok() || job->state != JobState::kQueued || !job->spec.has_deps()) return;
-  DepDecision d = DecideDeps(job->spec, ReadDeps(*store_, job->spec));
+  DepDecision d = DecideDeps(job->spec, ReadDeps(store_, job->spec));
   Status st;
   if (d.state == JobState::kBlocked) {
-    st = store_->MoveWaiting(id, JobState::kQueued, JobState::kBlocked, d.reason, clock_.Now());
+    st = store_.MoveWaiting(id, JobState::kQueued, JobState::kBlocked, d.reason, clock_.Now());
   } else if (d.state == JobState::kCancelled) {
-    st = store_->CancelWaiting(id, d.reason);
+    st = store_.CancelWaiting(id, d.reason);
   } else {
     return;
   }
   if (!st.ok()) spdlog::warn("job {}: {}", id, st.message());
-  waiting_.erase(id);
-  written_reasons_.erase(id);
-  waiting_stale_ = true;
+  hooks_.unqueued(id);
   if (d.state == JobState::kCancelled) {
     ResolveDependents(id);
-    JobEnded(id);
+    hooks_.ended(id);
   }
 }
 
-void DaemonImpl::ResolveAllBlocked() {
+void Dependencies::ResolveAllBlocked() {
   ListQuery query;
   query.states = {JobState::kBlocked};
   query.with_env = false;
-  Result<std::vector<Job>> blocked = store_->List(query);
+  Result<std::vector<Job>> blocked = store_.List(query);
   if (!blocked.ok()) {
     spdlog::error("dependencies: {}", blocked.status().message());
     return;

@@ -803,8 +803,8 @@ void Routes::ReleaseJob(RouteContext& c) {
 Status Routes::Retry(RouteContext& c, const Job& job, std::string* message) {
   Status st = c.d.store_->Requeue(job.id, "retry requested by " + c.caller.user, c.d.clock_.Now());
   c.d.waiting_stale_ = true;
-  c.d.written_reasons_.erase(job.id);    // waiting again: its reason must be written anew
-  if (st.ok()) c.d.RecheckDeps(job.id);  // a retried job waits for its dependencies again
+  c.d.written_reasons_.erase(job.id);       // waiting again: its reason must be written anew
+  if (st.ok()) c.d.deps_->Recheck(job.id);  // a retried job waits for its dependencies again
   c.d.RequestSchedule();
   if (st.code() == Code::kConflict) {
     return Status::Conflict(fmt::format("job {} is {}; only a job that ended can be retried",

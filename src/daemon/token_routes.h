@@ -17,8 +17,7 @@ class TokenRoutes {
   // `cluster_key`: the cluster's key where the store is a cluster's (tokens are then signed,
   // and one without a valid signature is listed "unsigned"), else null. Everything given
   // outlives the object.
-  TokenRoutes(Store& store, const Clock& clock, const Config& config,
-              const ClusterKey* cluster_key)
+  TokenRoutes(Store& store, const Clock& clock, const Config& config, const ClusterKey* cluster_key)
       : store_(store), clock_(clock), config_(config), cluster_key_(cluster_key) {}
 
   void Create(const HttpRequest& req, const Caller& caller, Responder& respond);
