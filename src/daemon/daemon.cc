@@ -30,7 +30,15 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
                        DaemonSeams seams)
     : io_(io),
       options_(std::move(options)),
-      config_(std::move(config)),
+      settings_(std::move(config), options_.paths.settings,
+                [this] {
+                  std::vector<int> indices;
+                  if (sampler_.snapshot()) {
+                    for (const GpuInfo& g : sampler_.snapshot()->gpus) indices.push_back(g.index);
+                  }
+                  return indices;
+                }),
+      config_(settings_.config()),
       store_(std::move(seams.store)),
       launcher_(std::move(seams.launcher)),
       clock_(*seams.clock),
@@ -75,6 +83,10 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   }
 }
 
+void DaemonImpl::SettingsChanged() {
+  cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
+}
+
 Status DaemonImpl::Start() {
   TRAINQ_RETURN_IF_ERROR(Open());
   return Serve();
@@ -90,7 +102,8 @@ Status DaemonImpl::Open() {
   // them, or their memory would count twice (used, and reserved as not yet allocated).
   RecoverAttempts();
   SampleGpus();
-  TRAINQ_RETURN_IF_ERROR(LoadRuntimeSettings());  // after the sample: it checks the devices
+  TRAINQ_RETURN_IF_ERROR(settings_.Load());  // after the sample: it checks the devices
+  SettingsChanged();
   RequestSchedule();
   return Status::Ok();
 }

@@ -1,6 +1,7 @@
 // The daemon's insides, shared by daemon.cc (loop), agent.cc (attempts), scheduler.cc
 // (placement passes) and routes.cc (the API); the roles already objects of their own
-// (Authenticator, GpuSampler, SubmitBatcher, TokenRoutes, Dependencies) are held here.
+// (Authenticator, GpuSampler, SubmitBatcher, TokenRoutes, Dependencies, RuntimeConfig) are
+// held here.
 // Everything runs on the one event-loop thread: no locks.
 //
 // The OS reaches it only through seams given to the constructor: the clock, the GPU probe,
@@ -35,6 +36,7 @@
 #include "src/daemon/gpu_sampler.h"
 #include "src/daemon/notifier.h"
 #include "src/daemon/outcome.h"
+#include "src/daemon/runtime_config.h"
 #include "src/daemon/shim_launcher.h"
 #include "src/daemon/submit_batcher.h"
 #include "src/daemon/token_routes.h"
@@ -284,21 +286,14 @@ class DaemonImpl {
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond);
 
-  // config_routes.cc: settings changed at run time (`trainq config set`), persisted.
-  // Applies settings.json of the state dir on top of the config file; called at start.
-  Status LoadRuntimeSettings();
-  void ApplyRuntime(const RuntimeSettings& settings);
-  // The indices in `devices` that no GPU of the latest sample has.
-  std::vector<int> MissingDevices(const std::vector<int>& devices) const;
-  std::string ConfigJson() const;
-  void GetConfigRoute(Responder& respond);
-  void SetConfigRoute(const HttpRequest& req, const Caller& caller, Responder& respond);
+  // After the settings in force changed (at start, `trainq config set`): what derives from
+  // them.
+  void SettingsChanged();
 
   boost::asio::io_context& io_;
   DaemonOptions options_;
-  Config config_;       // in force: the file's, with runtime_ on top
-  Config file_config_;  // as the config file (and environment) gave it
-  RuntimeSettings runtime_;
+  RuntimeConfig settings_;  // the config file's, with `trainq config set` on top
+  const Config& config_;    // settings_.config(): what every part reads
   std::unique_ptr<Store> store_;
   std::unique_ptr<ShimLauncher> launcher_;
   const Clock& clock_;

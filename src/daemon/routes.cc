@@ -340,8 +340,10 @@ class Routes {
   static void CancelJob(RouteContext& c);
   static void RetryJob(RouteContext& c);
   static void ReleaseJob(RouteContext& c);
-  static void GetConfig(RouteContext& c) { c.d.GetConfigRoute(c.respond); }
-  static void SetConfig(RouteContext& c) { c.d.SetConfigRoute(c.req, c.caller, c.respond); }
+  static void GetConfig(RouteContext& c) {
+    c.respond({200, c.d.settings_.Json(), "application/json"});
+  }
+  static void SetConfig(RouteContext& c);
   static void CreateToken(RouteContext& c) { c.d.tokens_->Create(c.req, c.caller, c.respond); }
   static void ListTokens(RouteContext& c) { c.d.tokens_->List(c.caller, c.respond); }
   static void RevokeToken(RouteContext& c) { c.d.tokens_->Revoke(c.req, c.caller, c.respond); }
@@ -535,6 +537,18 @@ void Routes::Clean(RouteContext& c) {
       fmt::format("forgot {} job{}{}", gone->size(), gone->size() == 1 ? "" : "s",
                   r->keep_logs ? " (their logs kept)" : fmt::format(" and the logs of {}", logs));
   c.respond(Json(200, {{"forgotten", gone->size()}, {"ids", *gone}, {"message", message}}));
+}
+
+// Checks the whole request, then persists, then applies: a refused or failed request
+// changes nothing.
+void Routes::SetConfig(RouteContext& c) {
+  Result<std::string> changes = c.d.settings_.Set(c.req.body, c.caller.user);
+  if (!changes.ok()) return c.respond(ErrorResponse(changes.status()));
+  c.d.SettingsChanged();
+  c.d.RequestSchedule();
+  json out = json::parse(c.d.settings_.Json());
+  out["message"] = *changes;
+  c.respond(Json(200, out));
 }
 
 void Routes::ListJobs(RouteContext& c) {

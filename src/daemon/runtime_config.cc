@@ -1,7 +1,5 @@
-// The config API: GET /v1/config shows every option's value in force and where it came
-// from; PUT (or POST) /v1/config changes the limits that may change at run time. Changes
-// are persisted in settings.json in the state dir before they take effect, so they survive
-// a restart or a crash of the daemon (docs/config.md).
+#include "src/daemon/runtime_config.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -9,8 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/json_codec.h"
-#include "src/daemon/daemon_impl.h"
-#include "src/daemon/json_response.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -56,24 +52,21 @@ std::string Describe(const RuntimeSettings& s) {
 
 }  // namespace
 
-std::vector<int> DaemonImpl::MissingDevices(const std::vector<int>& devices) const {
+std::vector<int> RuntimeConfig::MissingDevices(const std::vector<int>& devices) const {
+  std::vector<int> have = gpus_();
   std::vector<int> missing;
   for (int d : devices) {
-    bool found = sampler_.snapshot() &&
-                 std::any_of(sampler_.snapshot()->gpus.begin(), sampler_.snapshot()->gpus.end(),
-                             [d](const GpuInfo& g) { return g.index == d; });
-    if (!found) missing.push_back(d);
+    if (std::find(have.begin(), have.end(), d) == have.end()) missing.push_back(d);
   }
   return missing;
 }
 
-Status DaemonImpl::LoadRuntimeSettings() {
-  file_config_ = config_;
-  Result<std::optional<RuntimeSettings>> settings = ReadRuntimeSettings(options_.paths.settings);
+Status RuntimeConfig::Load() {
+  Result<std::optional<RuntimeSettings>> settings = ReadRuntimeSettings(settings_path_);
   if (!settings.ok()) return settings.status();
   if (!*settings) return Status::Ok();
-  ApplyRuntime(**settings);
-  spdlog::info("run-time settings from {}: {}", options_.paths.settings, Describe(runtime_));
+  Apply(**settings);
+  spdlog::info("run-time settings from {}: {}", settings_path_, Describe(runtime_));
   return Status::Ok();
 }
 
@@ -91,10 +84,9 @@ Result<std::optional<RuntimeSettings>> ReadRuntimeSettings(const std::string& pa
   return std::optional<RuntimeSettings>(std::move(*settings));
 }
 
-void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
+void RuntimeConfig::Apply(const RuntimeSettings& settings) {
   runtime_ = settings;
   config_ = WithRuntime(file_config_, runtime_);
-  cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   std::vector<int> missing = MissingDevices(config_.policy.devices);
   if (!missing.empty()) {
     spdlog::warn("devices {}: this node has no GPU {}; jobs use the listed GPUs that exist",
@@ -102,7 +94,7 @@ void DaemonImpl::ApplyRuntime(const RuntimeSettings& settings) {
   }
 }
 
-std::string DaemonImpl::ConfigJson() const {
+std::string RuntimeConfig::Json() const {
   json options = json::array();
   json doc = json::object();
   for (const OptionInfo& o : ConfigOptions()) {
@@ -120,38 +112,29 @@ std::string DaemonImpl::ConfigJson() const {
   // What `trainq submit` reads to snapshot the way this daemon's config says.
   doc["snapshot"] = config_.snapshot;
   doc["snapshot_max_bytes"] = config_.snapshot_max_bytes;
-  doc["settings_file"] = options_.paths.settings;
+  doc["settings_file"] = settings_path_;
   return DumpJson(doc);
-}
-
-void DaemonImpl::GetConfigRoute(Responder& respond) {
-  respond({200, ConfigJson(), "application/json"});
 }
 
 // Checks the whole request, then persists, then applies: a refused or failed request
 // changes nothing.
-void DaemonImpl::SetConfigRoute(const HttpRequest& req, const Caller& caller, Responder& respond) {
-  Result<RuntimeUpdate> update = ParseRuntimeUpdate(req.body);
-  if (!update.ok()) return respond(ErrorResponse(update.status()));
+Result<std::string> RuntimeConfig::Set(const std::string& body, const std::string& user) {
+  Result<RuntimeUpdate> update = ParseRuntimeUpdate(body);
+  if (!update.ok()) return update.status();
   if (update->set.Has("devices")) {
     std::vector<int> missing = MissingDevices(update->set.values.policy.devices);
     if (!missing.empty()) {
-      std::vector<int> have;
-      if (sampler_.snapshot()) {
-        for (const GpuInfo& g : sampler_.snapshot()->gpus) have.push_back(g.index);
-      }
-      return respond(ErrorResponse(Status::Invalid(
+      std::vector<int> have = gpus_();
+      return Status::Invalid(
           fmt::format("devices: this node has no GPU {}; its GPUs are {} (see trainq gpus)",
-                      FormatDeviceList(missing), have.empty() ? "none" : FormatDeviceList(have)))));
+                      FormatDeviceList(missing), have.empty() ? "none" : FormatDeviceList(have)));
     }
   }
   RuntimeSettings next = Updated(runtime_, *update);
-  std::string path = options_.paths.settings;
-  if (Status st = WriteFileAtomic(path, RuntimeSettingsToJson(next), Durability::kSync); !st.ok()) {
-    return respond(ErrorResponse(st));
-  }
+  TRAINQ_RETURN_IF_ERROR(
+      WriteFileAtomic(settings_path_, RuntimeSettingsToJson(next), Durability::kSync));
   Config before = config_;
-  ApplyRuntime(next);
+  Apply(next);
   std::vector<std::string> changes;
   for (const std::string& name : Named(*update)) {
     std::string was = Shown(before, name);
@@ -159,11 +142,8 @@ void DaemonImpl::SetConfigRoute(const HttpRequest& req, const Caller& caller, Re
     changes.push_back(was == now ? fmt::format("{} = {} (unchanged)", name, now)
                                  : fmt::format("{} = {} (was {})", name, now, was));
   }
-  spdlog::info("config set by {}: {}", caller.user, fmt::join(changes, ", "));
-  RequestSchedule();
-  json out = json::parse(ConfigJson());
-  out["message"] = fmt::format("{}", fmt::join(changes, "\n"));
-  respond(Json(200, out));
+  spdlog::info("config set by {}: {}", user, fmt::join(changes, ", "));
+  return fmt::format("{}", fmt::join(changes, "\n"));
 }
 
 }  // namespace trainq
