@@ -3,8 +3,6 @@
 
 #include <unistd.h>
 
-#include <filesystem>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +11,7 @@
 #include "src/os/users.h"
 #include "src/store/redis/redis_test_util.h"
 #include "src/store/sqlite/sqlite_store.h"
+#include "src/store/sqlite/sqlite_test_util.h"
 
 namespace trainq {
 namespace {
@@ -24,18 +23,10 @@ constexpr UnixMs kT0 = 1'800'000'000'000;
 class AuthenticatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "trainq_auth_test_" + std::to_string(::getpid());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_ + "/trainq.db");
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_.File("trainq.db"));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
   }
-  void TearDown() override {
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
   // A token of ada's stored as a node would store it (signed by `key` where given), in
   // `store` (default: the SQLite one).
   std::string AddToken(const std::string& name, Role role, UnixMs expires_at = 0,
@@ -57,7 +48,7 @@ class AuthenticatorTest : public ::testing::Test {
     return req;
   }
 
-  std::string dir_;
+  sqlite::TempDir dir_;  // removed after the store closes
   std::unique_ptr<Store> store_;
   FakeClock clock_{kT0};
   Config config_;

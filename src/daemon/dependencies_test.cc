@@ -1,15 +1,12 @@
 // Dependencies on their own: a real SQLite store, a fake clock, hooks that record.
 #include "src/daemon/dependencies.h"
 
-#include <unistd.h>
-
-#include <filesystem>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "src/os/fake_clock.h"
 #include "src/store/sqlite/sqlite_store.h"
+#include "src/store/sqlite/sqlite_test_util.h"
 
 namespace trainq {
 namespace {
@@ -22,10 +19,7 @@ constexpr UnixMs kT0 = 1'800'000'000'000;
 class DependenciesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "trainq_deps_test_" + std::to_string(::getpid());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_ + "/trainq.db");
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_.File("trainq.db"));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
     Dependencies::Hooks hooks;
@@ -40,7 +34,6 @@ class DependenciesTest : public ::testing::Test {
   void TearDown() override {
     deps_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   JobId Submit(std::vector<JobId> after = {}, std::vector<JobId> after_any = {}) {
@@ -58,7 +51,7 @@ class DependenciesTest : public ::testing::Test {
   void End(JobId id, JobState state) {
     Placement p;
     p.node = "n";
-    p.run_dir = dir_ + "/r" + std::to_string(id);
+    p.run_dir = dir_.File("r" + std::to_string(id));
     p.log_path = p.run_dir + "/output.log";
     ASSERT_TRUE(store_->StartAttempt(id, 0, p, kT0).ok());
     AttemptEnd end;
@@ -69,7 +62,7 @@ class DependenciesTest : public ::testing::Test {
   }
   JobState StateOf(JobId id) { return store_->Get(id)->state; }
 
-  std::string dir_;
+  sqlite::TempDir dir_;  // removed after the store closes
   std::unique_ptr<Store> store_;
   FakeClock clock_{kT0};
   std::optional<Dependencies> deps_;

@@ -1,9 +1,6 @@
 // The SubmitBatcher on its own: a real SQLite store, a loop run by hand, a fake clock.
 #include "src/daemon/submit_batcher.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <list>
 #include <optional>
 
@@ -14,6 +11,7 @@
 #include "src/api/asio.h"
 #include "src/os/fake_clock.h"
 #include "src/store/sqlite/sqlite_store.h"
+#include "src/store/sqlite/sqlite_test_util.h"
 
 namespace trainq {
 namespace {
@@ -26,10 +24,7 @@ constexpr UnixMs kT0 = 1'800'000'000'000;
 class SubmitBatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "trainq_batcher_test_" + std::to_string(::getpid());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_ + "/trainq.db");
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_.File("trainq.db"));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
     SubmitBatcher::Hooks hooks;
@@ -47,7 +42,6 @@ class SubmitBatcherTest : public ::testing::Test {
   void TearDown() override {
     batcher_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   static std::vector<JobSpec> Specs(int n, const std::string& user = "ada") {
@@ -72,7 +66,7 @@ class SubmitBatcherTest : public ::testing::Test {
     io_.poll();
   }
 
-  std::string dir_;
+  sqlite::TempDir dir_;  // removed after the store closes
   std::unique_ptr<Store> store_;
   FakeClock clock_{kT0};
   Config config_;

@@ -1,9 +1,6 @@
 // The token API's object on its own: a real SQLite store, a fake clock.
 #include "src/daemon/token_routes.h"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <optional>
 
 #include <gmock/gmock.h>
@@ -14,6 +11,7 @@
 #include "src/os/fake_clock.h"
 #include "src/store/redis/redis_test_util.h"
 #include "src/store/sqlite/sqlite_store.h"
+#include "src/store/sqlite/sqlite_test_util.h"
 
 namespace trainq {
 namespace {
@@ -26,18 +24,10 @@ constexpr UnixMs kT0 = 1'800'000'000'000;
 class TokenRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "trainq_token_routes_test_" + std::to_string(::getpid());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_ + "/trainq.db");
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(dir_.File("trainq.db"));
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
   }
-  void TearDown() override {
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-
   static HttpRequest Request(const std::string& path, const std::string& body = "") {
     HttpRequest req;
     req.path = path;
@@ -53,7 +43,7 @@ class TokenRoutesTest : public ::testing::Test {
     return got.value_or(HttpResponse{599, "", ""});
   }
 
-  std::string dir_;
+  sqlite::TempDir dir_;  // removed after the store closes
   std::unique_ptr<Store> store_;
   FakeClock clock_{kT0};
   Config config_;
