@@ -1,6 +1,7 @@
 // The HTTP API (docs/api.md), one table of routes. Bodies are JSON; errors are
 // {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <map>
@@ -391,6 +392,9 @@ void Routes::Submit(RouteContext& c) {
   // A request past the waiting-jobs cap on its own is refused before each job is checked
   // (the batch judges the rest with what the user keeps).
   if (Status st = c.d.submits_->CheckAlone(*specs, c.caller.user); !st.ok()) {
+    // The parsed jobs (hundreds of MiB for a 100,000-job array) go back to the system.
+    *specs = {};
+    ::malloc_trim(0);
     return c.respond(ErrorResponse(st));
   }
   SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
