@@ -371,9 +371,14 @@ void DaemonImpl::ForgetReasonsExcept() {
 // Time alone changes what a pass decides (a backoff ends, a job ages, a ramp-up window
 // closes) while no submit, exit or sample comes to say so: wake up for it.
 void DaemonImpl::ArmWakeup(UnixMs now) {
+  // Only the node that places wakes for the queue's sake: a follower's index is stale, and
+  // a time it says is due would never be acted on (the pass returns at once), so the timer
+  // would fire again and again. A follower wakes only to write ends the store refused.
   std::vector<const PendingJob*> waiting;
-  waiting.reserve(waiting_.size());
-  for (const auto& [id, job] : waiting_) waiting.push_back(&job);
+  if (!cluster_ || leader_) {
+    waiting.reserve(waiting_.size());
+    for (const auto& [id, job] : waiting_) waiting.push_back(&job);
+  }
   next_wakeup_ = NextPassDue(waiting, cluster_ ? view_.nodes : BuildNodes(), Policy(), now);
   if (storage_retry_at_ != 0 && (next_wakeup_ == 0 || storage_retry_at_ < next_wakeup_)) {
     next_wakeup_ = storage_retry_at_;
