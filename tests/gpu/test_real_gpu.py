@@ -17,7 +17,8 @@ from conftest import FAKE_TRAIN, GIB, make_trainq, wait_for  # noqa: E402,F401
 
 @pytest.fixture
 def real(make_trainq):
-    t = make_trainq(gpus=[])
+    # A short OOM back-off, so the retry of a real out-of-memory death comes within the test.
+    t = make_trainq(gpus=[], oom_backoff="1s")
     t.env.pop("TRAINQ_FAKE_GPUS", None)
     return t
 
@@ -45,9 +46,6 @@ def test_peak_memory_of_a_real_allocation_is_recorded(real):
 
 
 def test_real_pytorch_oom_is_retried(real):
-    real.run("daemon", "stop")
-    with open(os.path.join(real.state_dir, "config.toml"), "a") as f:
-        f.write('oom_backoff = "1s"\n')
     job = real.submit("--mem", "1GiB", "--retries", "2",
                       cmd=[sys.executable, FAKE_TRAIN, "--torch", "--mem-gib", "0.5", "--duration", "1",
                            "--oom-on-attempts", "1"])
