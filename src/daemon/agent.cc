@@ -1,6 +1,6 @@
-// The agent role: starts the attempts placed on this node, watches their shims through
-// pidfds, reports exits, and re-adopts live shims after a restart (docs/architecture.md, "The shim
-// and re-adoption").
+// The agent (agent.h): starts the attempts placed on this node, watches their shims through
+// pidfds, turns exits into ends, and re-adopts live shims after a restart (docs/architecture.md,
+// "The shim and re-adoption").
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 
 #include "src/core/duration.h"
 #include "src/core/spec.h"
-#include "src/daemon/daemon_impl.h"
+#include "src/daemon/agent.h"
 #include "src/daemon/outcome.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
@@ -26,6 +26,7 @@ LiveAttempt FromAttempt(const Job& job, const Attempt& a) {
   LiveAttempt live;
   live.job = job.id;
   live.n = a.n;
+  live.user = job.spec.user;
   live.shim = {a.pid, a.pid_start_ticks};
   live.gpu_indices = a.gpu_indices;
   live.gpu_uuids = a.gpu_uuids;
@@ -58,9 +59,42 @@ class PortLease {
 
 }  // namespace
 
+std::string StorageProblem(const Status& st, const std::string& state_dir) {
+  if (st.code() == Code::kNoSpace) {
+    // SQLite's message names the database's dir already; the state dir's files do not.
+    if (st.message().starts_with("disk full")) return st.message();
+    return fmt::format("disk full in {}: {}", state_dir, st.message());
+  }
+  if (st.code() == Code::kIo) {
+    return fmt::format("cannot write to {}: {}", state_dir, st.message());
+  }
+  return "";
+}
+
+Agent::Agent(Parts parts, Hooks hooks)
+    : store_(*parts.store),
+      clock_(*parts.clock),
+      config_(*parts.config),
+      options_(*parts.options),
+      sampler_(*parts.sampler),
+      launcher_(std::move(parts.launcher)),
+      cgroups_(std::move(parts.cgroups)),
+      node_(std::move(parts.node)),
+      verify_(std::move(parts.verify)),
+      fence_file_(std::move(parts.fence_file)),
+      fence_after_ms_(parts.fence_after_ms),
+      port_free_(parts.port_free ? std::move(parts.port_free) : TcpPortFree),
+      hooks_(std::move(hooks)),
+      ports_(config_.master_port_first, config_.master_port_last) {}
+
+void Agent::Stop() {
+  stopping_ = true;
+  launcher_->StopWatching();
+}
+
 // A multi-GPU job whose port range is used up waits, queued, with a reason; the next exit
 // frees a port and triggers a pass, and a pass comes every kPortRetryMs while one waits.
-Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
+Result<int> Agent::TakeMasterPort(const Job& job) {
   if (!NeedsMasterPort(job.spec)) return 0;
   // A port another program listens on would fail the job's rendezvous (EADDRINUSE).
   std::optional<int> port = ports_.Allocate(port_free_);
@@ -72,7 +106,7 @@ Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
                   ports_.last() - ports_.first() + 1, ports_.first(), ports_.last(),
                   ports_.held_count(),
                   ports_.last() - ports_.first() + 1 - static_cast<int>(ports_.held_count()))};
-  if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
+  if (Status st = store_.SetReasons(std::span(&reason, 1)); !st.ok()) {
     spdlog::warn("job {}: {}", job.id, st.message());
   }
   // An exit frees a port and triggers a pass; a program outside trainq gives no such sign.
@@ -80,8 +114,7 @@ Result<int> DaemonImpl::TakeMasterPort(const Job& job) {
   return Status::Unavailable(reason.second);
 }
 
-Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
-  if (cluster_) return PlaceOnNode(job, d);
+Status Agent::StartLocal(const Job& job, const StartDecision& d) {
   int n = job.attempt + 1;
   Result<int> port = TakeMasterPort(job);
   if (!port.ok()) return port.status();
@@ -99,14 +132,14 @@ Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
   p.run_dir = fmt::format("{}/{}/{}", options_.paths.runs, job.id, n);
   p.log_path = LogPath(p.run_dir);
   p.master_port = *port;
-  TRAINQ_RETURN_IF_ERROR(RunPlaced(job, n, p, /*record_start=*/true));
+  TRAINQ_RETURN_IF_ERROR(RunPlaced(job, n, p, /*record_start=*/true, /*rank=*/-1));
   lease.Keep();  // from here the live attempt holds the port until its shim is gone
   return Status::Ok();
 }
 
 // An attempt recorded as starting whose shim could not start (or whose gate's process is
 // gone): `runner` is how looking up its user went, `launch` how the start went.
-Status DaemonImpl::EndUnstarted(const Job& job, int n, const Status& runner, const Status& launch) {
+Status Agent::EndUnstarted(const Job& job, int n, const Status& runner, const Status& launch) {
   AttemptEnd end;
   end.ended_at = clock_.Now();
   end.end_reason = end.job_reason =
@@ -121,14 +154,13 @@ Status DaemonImpl::EndUnstarted(const Job& job, int n, const Status& runner, con
   // Nothing ran: a full disk is waited out in the queue, not a failure of the job.
   bool no_space = launch.code() == Code::kNoSpace;
   if (no_space) end.job_state = JobState::kQueued;
-  Status st = store_->FinishAttempt(job.id, n, end);
+  Status st = store_.FinishAttempt(job.id, n, end);
   if (no_space) return st.ok() ? launch : st;
-  deps_->ResolveDependents(job.id);
-  if (st.ok()) JobEnded(job.id);
+  hooks_.done(job.id, st.ok());
   return st;
 }
 
-void DaemonImpl::LogCgroups() {
+void Agent::LogCgroups() const {
   if (!cgroups_.on()) {
     spdlog::warn(
         "cgroups off ({}): jobs run without host memory and task limits, submits "
@@ -141,7 +173,7 @@ void DaemonImpl::LogCgroups() {
                CgroupVersionName(cgroups_.version), cgroups_.root);
 }
 
-void DaemonImpl::HostSpecLimits(SpecLimits& limits) const {
+void Agent::HostSpecLimits(SpecLimits& limits) const {
   limits.host_limits = cgroups_.on();
   limits.host_limits_off = cgroups_.why_off;
   limits.max_mem_limit = config_.max_mem_limit_bytes;
@@ -149,7 +181,7 @@ void DaemonImpl::HostSpecLimits(SpecLimits& limits) const {
   limits.max_procs = config_.max_procs_per_job;
 }
 
-CgroupSpec DaemonImpl::AttemptCgroup(const Job& job, const std::string& run_dir) const {
+CgroupSpec Agent::AttemptCgroup(const Job& job, const std::string& run_dir) const {
   if (!cgroups_.on()) return {};
   if (job.spec.gate_pid > 0) return {};  // a gate runs no command of ours
   HostLimitConfig host{config_.max_mem_limit_bytes, config_.default_mem_limit_bytes,
@@ -161,10 +193,9 @@ CgroupSpec DaemonImpl::AttemptCgroup(const Job& job, const std::string& run_dir)
           {limits.mem_bytes, limits.max_procs}};
 }
 
-Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool record_start,
-                             int rank) {
+Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank) {
   // A cluster's record came through Redis: it runs only as a node signed it.
-  if (cluster_) TRAINQ_RETURN_IF_ERROR(cluster_key_.Verify(job.id, job.spec));
+  if (verify_) TRAINQ_RETURN_IF_ERROR(verify_(job.id, job.spec));
   // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
   Result<UserInfo> runner = UserInfo{};
   if (config_.shared) runner = LookupUserByName(job.spec.user);
@@ -210,7 +241,7 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   if (runner.ok()) TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
   UnixMs now = clock_.Now();
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
-  if (record_start) TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, now));
+  if (record_start) TRAINQ_RETURN_IF_ERROR(store_.StartAttempt(job.id, job.attempt, p, now));
 
   bool gate = job.spec.gate_pid > 0;
   Result<ShimProcess> shim =
@@ -226,7 +257,7 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
   // A gang's attempt is `running` once its master part runs; the other parts' shims are
   // found by their run dirs on their own nodes.
   Status marked =
-      rank > 0 ? Status::Ok() : store_->MarkRunning(job.id, n, shim->pid, shim->start_ticks, now);
+      rank > 0 ? Status::Ok() : store_.MarkRunning(job.id, n, shim->pid, shim->start_ticks, now);
   if (!marked.ok()) {
     spdlog::error("job {} attempt {}: recording it as running failed ({}); it runs on as starting",
                   job.id, n, marked.message());
@@ -253,17 +284,17 @@ Status DaemonImpl::RunPlaced(const Job& job, int n, const Placement& p, bool rec
     if (rank > 0) live.master_port = 0;  // node 0's port: not this node's to hold
   }
   live_.insert_or_assign(job.id, std::move(live));
-  TrackRunning(job.id, job.spec.user);
   spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}]{})", job.id, n, shim->pid,
                fmt::join(p.gpu_indices, ","),
                p.master_port ? fmt::format(", MASTER_PORT {}", p.master_port) : "");
-  deps_->ResolveDependents(job.id);  // their reasons say what they wait for: now a running job
+  // Dependents' reasons say what they wait for: now a running job.
+  hooks_.started(job.id);
   return Status::Ok();
 }
 
 // --- gates (docs/python.md, "The GPU gate") ---
 
-ExitRecord DaemonImpl::GateEndRecord(const LiveAttempt& live) const {
+ExitRecord Agent::GateEndRecord(const LiveAttempt& live) const {
   ExitRecord rec;
   rec.started_at = live.started_at;
   rec.ended_at = clock_.Now();
@@ -274,7 +305,7 @@ ExitRecord DaemonImpl::GateEndRecord(const LiveAttempt& live) const {
 }
 
 // A gate held across a restart: its process is watched again, or its end collected.
-void DaemonImpl::RecoverGate(const Job& job, const Attempt& a, LiveAttempt live) {
+void Agent::RecoverGate(const Job& job, const Attempt& a, LiveAttempt live) {
   live.gate = true;
   Result<UserInfo> owner = config_.shared ? LookupUserByName(job.spec.user) : UserInfo{};
   int64_t uid = !config_.shared ? ::geteuid() : owner.ok() ? owner->uid : -2;  // -2: nobody's
@@ -288,7 +319,7 @@ void DaemonImpl::RecoverGate(const Job& job, const Attempt& a, LiveAttempt live)
   OnShimExit(job.id);  // released (exit.json) or gone while the daemon was away
 }
 
-Status DaemonImpl::ReleaseGate(const Job& job, const GateRelease& r, std::string* message) {
+Status Agent::ReleaseGate(const Job& job, const GateRelease& r, std::string* message) {
   auto it = live_.find(job.id);
   if (job.spec.gate_pid <= 0) {
     return Status::Invalid(fmt::format("job {} is not a gate; release is for trainq.gpu", job.id));
@@ -308,20 +339,20 @@ Status DaemonImpl::ReleaseGate(const Job& job, const GateRelease& r, std::string
   TRAINQ_RETURN_IF_ERROR(WriteExitRecord(live.run_dir, rec));
   int n = live.n;
   OnShimExit(job.id);
-  Result<Job> now = store_->Get(job.id);
+  Result<Job> now = store_.Get(job.id);
   *message = fmt::format("job {} attempt {} released: {}", job.id, n,
                          now.ok() ? std::string(StateName(now->state)) : "recorded");
   return Status::Ok();
 }
 
-ShimLauncher::ExitHandler DaemonImpl::ExitHandlerFor(JobId job, int n) {
+ShimLauncher::ExitHandler Agent::ExitHandlerFor(JobId job, int n) {
   return [this, job, n] {
     auto it = live_.find(job);
     if (!stopping_ && it != live_.end() && it->second.n == n) OnShimExit(job);
   };
 }
 
-void DaemonImpl::OnShimExit(JobId id) {
+void Agent::OnShimExit(JobId id) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
@@ -331,7 +362,7 @@ void DaemonImpl::OnShimExit(JobId id) {
   if (!rec.ok() && live.gate) rec = GateEndRecord(live);
   // A shim that wrote no record did not stop the job's tree either: it died (kill -9).
   if (!rec.ok()) return EndUnrecorded(id, Unrecorded::kShimDied);
-  Result<Job> job = store_->Get(id);
+  Result<Job> job = store_.Get(id);
   OutcomeInput in;
   in.record = *rec;
   Result<std::string> tail = ReadFileTail(live.log_path, config_.log_tail_bytes);
@@ -353,7 +384,7 @@ void DaemonImpl::OnShimExit(JobId id) {
   RecordEnd(id, DecideOutcome(in));
 }
 
-void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& given) {
+void Agent::RecordEnd(JobId id, const AttemptEnd& given) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
@@ -367,14 +398,12 @@ void DaemonImpl::RecordEnd(JobId id, const AttemptEnd& given) {
   live_.erase(it);
   StoreEnd(id, n, end);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
-  SampleGpus();
-  if (cluster_) Beat();  // the leader places from this node's report
-  RequestSchedule();
+  hooks_.freed();
 }
 
-void DaemonImpl::StoreEnd(JobId id, int n, const AttemptEnd& end) {
-  Status st = store_->FinishAttempt(id, n, end);
-  if (std::string problem = StorageProblem(st); !problem.empty()) {
+void Agent::StoreEnd(JobId id, int n, const AttemptEnd& end) {
+  Status st = store_.FinishAttempt(id, n, end);
+  if (std::string problem = StorageProblem(st, options_.paths.state_dir); !problem.empty()) {
     if (!unrecorded_ends_.count(id)) {
       spdlog::error("job {} attempt {}: recording its end ({}) failed: {}; trying again every {}s",
                     id, n, end.end_reason, problem, kStorageRetryMs / 1000);
@@ -389,36 +418,26 @@ void DaemonImpl::StoreEnd(JobId id, int n, const AttemptEnd& end) {
     spdlog::info("job {} attempt {} ended: {} -> {}", id, n, end.end_reason,
                  StateName(end.job_state));
   }
-  if (end.job_state == JobState::kQueued) waiting_stale_ = true;
-  if (IsDone(end.job_state)) {
-    deps_->ResolveDependents(id);
-    if (st.ok()) JobEnded(id);
-  }
+  if (end.job_state == JobState::kQueued) hooks_.requeued(id);
+  if (IsDone(end.job_state)) hooks_.done(id, st.ok());
 }
 
-void DaemonImpl::RetryUnrecordedEnds(UnixMs now) {
+bool Agent::RetryUnrecordedEnds() {
   std::map<JobId, UnrecordedEnd> pending = unrecorded_ends_;  // StoreEnd changes the map
   for (const auto& [id, u] : pending) StoreEnd(id, u.n, u.end);
-  if (!unrecorded_ends_.empty()) storage_retry_at_ = now + kStorageRetryMs;
+  return !unrecorded_ends_.empty();
 }
 
-std::string DaemonImpl::StorageProblem(const Status& st) const {
-  if (st.code() == Code::kNoSpace) {
-    // SQLite's message names the database's dir already; the state dir's files do not.
-    if (st.message().starts_with("disk full")) return st.message();
-    return fmt::format("disk full in {}: {}", options_.paths.state_dir, st.message());
-  }
-  if (st.code() == Code::kIo) {
-    return fmt::format("cannot write to {}: {}", options_.paths.state_dir, st.message());
-  }
-  return "";
+const UnrecordedEnd* Agent::UnrecordedEndOf(JobId id) const {
+  auto it = unrecorded_ends_.find(id);
+  return it == unrecorded_ends_.end() ? nullptr : &it->second;
 }
 
-void DaemonImpl::RecoverAttempts() {
+void Agent::RecoverAttempts(bool unstarted_wait) {
   ListQuery query;
   query.states = {JobState::kStarting, JobState::kRunning};
   query.with_attempts = true;
-  Result<std::vector<Job>> active = store_->List(query);
+  Result<std::vector<Job>> active = store_.List(query);
   if (!active.ok()) {
     spdlog::error("recovery: {}", active.status().message());
     return;
@@ -430,7 +449,7 @@ void DaemonImpl::RecoverAttempts() {
         current ? current->PartOn(node_, &rank) : std::optional<AttemptPart>();
     if (!part) continue;
     // Placed here by the leader while this daemon was away: SyncAssigned starts it.
-    if (cluster_ && !IsDirectory(part->run_dir)) continue;
+    if (unstarted_wait && !IsDirectory(part->run_dir)) continue;
     // This node's part, as if the attempt were its alone.
     Attempt a = *current;
     a.node = part->node;
@@ -445,12 +464,9 @@ void DaemonImpl::RecoverAttempts() {
       live_[job.id].parts = static_cast<int>(current->parts.size());
     }
   }
-  // After the re-adoptions above (ports held again, ended attempts collected): a crash
-  // between a job's end and its dependents' resolution must not leave them blocked.
-  deps_->ResolveAllBlocked();
 }
 
-void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
+void Agent::RecoverOne(const Job& job, const Attempt& a) {
   LiveAttempt live = FromAttempt(job, a);
   if (job.spec.gate_pid > 0) return RecoverGate(job, a, std::move(live));
   // Held again whatever follows: until its processes are gone, no other attempt gets it.
@@ -464,7 +480,7 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
   if (shim.ok()) {
     live.shim = *shim;
     if (job.state == JobState::kStarting) {
-      Status st = store_->MarkRunning(job.id, a.n, shim->pid, shim->start_ticks, clock_.Now());
+      Status st = store_.MarkRunning(job.id, a.n, shim->pid, shim->start_ticks, clock_.Now());
       if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
     }
     live_.insert_or_assign(job.id, std::move(live));
@@ -487,59 +503,49 @@ void DaemonImpl::RecoverOne(const Job& job, const Attempt& a) {
   OnShimExit(job.id);
 }
 
-Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
-  if (IsWaiting(job.state)) {
-    TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user));
-    CancelledWaiting(job, message);
-    return Status::Ok();
-  }
-  if (IsDone(job.state)) {
-    return Status::Conflict(
-        fmt::format("job {} already ended ({}); nothing to cancel", job.id, StateName(job.state)));
-  }
-  auto it = live_.find(job.id);
-  if (auto u = unrecorded_ends_.find(job.id); it == live_.end() && u != unrecorded_ends_.end()) {
-    return Status::Conflict(fmt::format("job {} already ended ({}); recording its end waits: {}",
-                                        job.id, u->second.end.end_reason, u->second.problem));
-  }
-  const Attempt* current = job.current();
-  if (it == live_.end() && cluster_ && current != nullptr) {
-    // Its node stops it: it watches for the flag (an event, or its next heartbeat). That may
-    // be this node, when the leader placed it here and it has not started yet.
-    TRAINQ_RETURN_IF_ERROR(cluster_->RequestCancel(job.id, job.attempt));
-    *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {})",
-                           job.id, current->node, FormatDuration(config_.grace_ms));
-    return Status::Ok();
-  }
-  if (it == live_.end())
-    return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
+Status Agent::Cancel(JobId id, std::string* message) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return Status::NotFound(fmt::format("job {} is not running here", id));
   LiveAttempt& live = it->second;
   if (live.stopping) {
     // Noted all the same: an attempt that would be queued again ends cancelled instead.
     live.cancel_requested = true;
     *message =
-        fmt::format("job {}: its supervisor is gone and its processes are being stopped", job.id);
+        fmt::format("job {}: its supervisor is gone and its processes are being stopped", id);
     return Status::Ok();
   }
   // Noted before the signal: a shim it ends before the shim could record anything (or that
   // dies for another reason meanwhile) ends the attempt cancelled, not failed.
   live.cancel_requested = true;
   TRAINQ_RETURN_IF_ERROR(launcher_->Signal(live.shim, SIGTERM));
-  *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {})", job.id,
+  *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {})", id,
                          FormatDuration(config_.grace_ms));
   return Status::Ok();
 }
 
-void DaemonImpl::CancelledWaiting(const Job& job, std::string* message) {
-  waiting_.erase(job.id);
-  written_reasons_.erase(job.id);
-  *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
-  deps_->ResolveDependents(job.id);
-  JobEnded(job.id);
-  RequestSchedule();
+void Agent::StopAllBut(const std::set<JobId>& keep) {
+  for (auto& [id, live] : live_) {
+    if (keep.count(id) || live.cancel_requested || live.stopping) continue;
+    spdlog::warn(
+        "job {} attempt {}: the store no longer places it on node {} (judged lost?); stopping it",
+        id, live.n, node_);
+    live.cancel_requested = true;
+    if (Status st = launcher_->Signal(live.shim, SIGTERM); !st.ok()) {
+      spdlog::warn("job {}: {}", id, st.message());
+    }
+  }
 }
 
-void DaemonImpl::AttributeUsage() {
+Status Agent::StartPart(const Job& job, int n, const Placement& p, int rank) {
+  // Part 0's node holds the attempt's MASTER_PORT while it runs (the leader chose it free).
+  bool holds_port = p.master_port > 0 && rank <= 0;
+  if (holds_port) ports_.Take(p.master_port);
+  Status st = RunPlaced(job, n, p, /*record_start=*/false, rank);
+  if (!st.ok() && holds_port) ports_.Release(p.master_port);
+  return st;
+}
+
+void Agent::AttributeUsage() {
   pid_owner_.clear();
   for (auto& [id, live] : live_) {
     live.used_by_gpu.clear();
@@ -581,7 +587,7 @@ void DaemonImpl::AttributeUsage() {
     for (auto& [gpu, bytes] : live.used_by_gpu) most = std::max(most, bytes);
     if (most > live.peak_bytes) {
       live.peak_bytes = most;
-      Status st = store_->RecordPeak(id, live.n, most);
+      Status st = store_.RecordPeak(id, live.n, most);
       if (!st.ok()) spdlog::warn("job {}: recording peak memory: {}", id, st.message());
     }
   }

@@ -68,12 +68,12 @@ std::string DaemonImpl::NodeInfo() const {
     for (const GpuInfo& info : sampler_.snapshot()->gpus) {
       json used = json::object();
       int foreign = 0;
-      for (const auto& [id, live] : live_) {
+      for (const auto& [id, live] : agent_->live()) {
         auto it = live.used_by_gpu.find(info.index);
         if (it != live.used_by_gpu.end()) used[std::to_string(id)] = it->second;
       }
       for (const GpuProcess& p : info.processes) {
-        if (!pid_owner_.count(p.pid)) ++foreign;
+        if (!agent_->OwnsGpuProcess(p.pid)) ++foreign;
       }
       gpus.push_back({{"index", info.index},
                       {"uuid", info.uuid},
@@ -154,10 +154,7 @@ void DaemonImpl::LeadOrFollow() {
     spdlog::info("leader of the cluster (epoch {})", lease->epoch);
     cluster_->SetLeaderFence(node_, lease->epoch);
     fenced_epoch_ = lease->epoch;
-    waiting_stale_ = true;
-    holds_.clear();
-    written_reasons_.clear();
-    fair_share_loaded_ = false;
+    scheduler_->Reload();
     RequestSchedule();
   } else if (!leader_ && was) {
     spdlog::warn("no longer the leader: {} holds the lease (epoch {})", lease->leader,
@@ -184,7 +181,7 @@ void DaemonImpl::CheckLostNodes(UnixMs store_now) {
       deps_->ResolveDependents(id);
       JobEnded(id);
     }
-    waiting_stale_ = true;
+    scheduler_->MarkStale();
     RequestSchedule();
   }
 }
@@ -200,18 +197,19 @@ void DaemonImpl::OnClusterEvent(const std::string& event) {
   if (kind == "reconnected") SyncAssigned();
   // An attempt that ended elsewhere (a gang's other part failed, its node was lost): stop
   // this node's part of it now, not at the next heartbeat.
-  if (kind == "end" && !live_.empty()) {
+  if (kind == "end" && !agent_->live().empty()) {
     JobId id = 0;
     std::from_chars(target.data(), target.data() + target.size(), id);
-    if (live_.count(id)) SyncAssigned();
+    if (agent_->live().count(id)) SyncAssigned();
   }
   if (leader_) {
     // A submit, an end or a node's change anywhere: the queue or the GPUs changed. The
     // waiting index follows job by job where the event names the jobs: a reload of the
     // whole queue per submit would make each submit cost as much as the queue is long.
     if (kind == "submit" || kind == "requeue") {
-      if (rest.empty()) waiting_stale_ = true;
-      for (size_t at = 0; !waiting_stale_ && at < rest.size();) {
+      if (rest.empty()) scheduler_->MarkStale();
+      // Once the index is stale, the next pass reads the whole queue anyway.
+      for (size_t at = 0; !scheduler_->stale() && at < rest.size();) {
         size_t space = rest.find(' ', at);
         std::string_view word(rest.data() + at,
                               (space == std::string::npos ? rest.size() : space) - at);
@@ -219,37 +217,23 @@ void DaemonImpl::OnClusterEvent(const std::string& event) {
         JobId id = 0;
         auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
         if (ec != std::errc() || ptr != word.data() + word.size()) {
-          waiting_stale_ = true;
+          scheduler_->MarkStale();
           break;
         }
-        NoteWaiting(id);
+        scheduler_->NoteWaiting(id);
       }
     } else if (kind == "end") {
       // A waiting job cancelled, or an attempt ended: the job may be queued again (an OOM
       // retry, a lost node) or done.
       JobId id = 0;
       std::from_chars(target.data(), target.data() + target.size(), id);
-      written_reasons_.erase(id);
-      NoteWaiting(id);
+      scheduler_->ForgetReason(id);
+      scheduler_->NoteWaiting(id);
     } else if (kind != "node" && kind != "placed") {
-      waiting_stale_ = true;  // "leader", "reconnected": events may have been missed
+      scheduler_->MarkStale();  // "leader", "reconnected": events may have been missed
     }
     RequestSchedule();
   }
-}
-
-void DaemonImpl::NoteWaiting(JobId id) {
-  Result<Job> job = store_->Get(id);
-  if (!job.ok()) {
-    waiting_stale_ = true;  // read it with the rest at the next pass
-    return;
-  }
-  if (job->state != JobState::kQueued) {
-    waiting_.erase(id);
-    return;
-  }
-  waiting_.erase(id);  // a requeued job comes back with its new queued_at and backoff
-  AddWaiting(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
 }
 
 AttemptEnd DaemonImpl::CwdMissing(const Job& job, const Attempt& a, int rank) {
@@ -291,8 +275,8 @@ void DaemonImpl::SyncAssigned() {
     std::optional<AttemptPart> part = a ? a->PartOn(node_, &rank) : std::nullopt;
     if (!part) continue;
     assigned.insert(job.id);
-    auto it = live_.find(job.id);
-    if (it == live_.end() || it->second.n != a->n) {
+    auto it = agent_->live().find(job.id);
+    if (it == agent_->live().end() || it->second.n != a->n) {
       // Not started here yet: part 0 is `starting` with no pid until it runs; a gang's
       // other parts start while the attempt is starting or running, once each.
       bool started = a->parts.empty() ? (a->state != JobState::kStarting || a->pid != 0)
@@ -321,17 +305,15 @@ void DaemonImpl::SyncAssigned() {
         end.part = a->parts.empty() ? -1 : rank;
         end.parts = static_cast<int>(a->parts.size());
         spdlog::error("job {} attempt {}: {}", job.id, a->n, end.end_reason);
-        StoreEnd(job.id, a->n, end);
+        agent_->StoreEnd(job.id, a->n, end);
         continue;
       }
       if (!IsDirectory(job.spec.cwd)) {
         // Code and data are on a shared filesystem (docs/cluster.md); this node lacks it.
-        StoreEnd(job.id, a->n, CwdMissing(job, *a, rank));
+        agent_->StoreEnd(job.id, a->n, CwdMissing(job, *a, rank));
         continue;
       }
-      if (p.master_port > 0 && rank == 0) ports_.Take(p.master_port);
-      if (Status st = RunPlaced(job, a->n, p, /*record_start=*/false, rank); !st.ok()) {
-        if (p.master_port > 0 && rank == 0) ports_.Release(p.master_port);
+      if (Status st = agent_->StartPart(job, a->n, p, rank); !st.ok()) {
         spdlog::error("job {} attempt {}: {}", job.id, a->n, st.message());
         AttemptEnd end;
         end.ended_at = clock_.Now();
@@ -339,11 +321,11 @@ void DaemonImpl::SyncAssigned() {
         end.job_reason = end.end_reason;
         end.part = a->parts.empty() ? -1 : rank;
         end.parts = static_cast<int>(a->parts.size());
-        StoreEnd(job.id, a->n, end);
+        agent_->StoreEnd(job.id, a->n, end);
       }
       continue;
     }
-    LiveAttempt& live = it->second;
+    const LiveAttempt& live = it->second;
     if (live.cancel_requested || live.stopping) continue;
     Result<bool> asked = cluster_->CancelRequested(job.id, a->n);
     if (asked.ok() && *asked) {
@@ -357,25 +339,7 @@ void DaemonImpl::SyncAssigned() {
   }
   // Attempts the store no longer places here: the leader judged this node lost while it
   // was away, and the job may already run elsewhere.
-  for (auto& [id, live] : live_) {
-    if (assigned.count(id) || live.cancel_requested || live.stopping) continue;
-    spdlog::warn(
-        "job {} attempt {}: the store no longer places it on node {} (judged lost?); stopping it",
-        id, live.n, node_);
-    live.cancel_requested = true;
-    if (Status st = launcher_->Signal(live.shim, SIGTERM); !st.ok()) {
-      spdlog::warn("job {}: {}", id, st.message());
-    }
-  }
-}
-
-std::vector<NodeState> DaemonImpl::PolicyNodes() {
-  if (!cluster_) return BuildNodes();
-  if (Status st = RefreshClusterView(); !st.ok()) {
-    spdlog::warn("cluster view: {}", st.message());
-    view_ = {};
-  }
-  return view_.nodes;
+  agent_->StopAllBut(assigned);
 }
 
 Status DaemonImpl::RefreshClusterView() {
@@ -589,7 +553,7 @@ void DaemonImpl::ClusterLimits(SpecLimits& limits) {
 // with the memory a job could use there now, and its attempts.
 void DaemonImpl::NodesRoute(Responder& respond) {
   UnixMs now = clock_.Now();
-  PolicyConfig policy = Policy();
+  PolicyConfig policy = scheduler_->Policy();
   json nodes = json::array();
   auto gpus_json = [&](const NodeState& ns, const json& info) {
     json gpus = json::array();
@@ -612,7 +576,7 @@ void DaemonImpl::NodesRoute(Responder& respond) {
   if (!cluster_) {
     std::vector<NodeState> local = BuildNodes();
     json jobs = json::array();
-    for (const auto& [id, live] : live_) jobs.push_back(id);
+    for (const auto& [id, live] : agent_->live()) jobs.push_back(id);
     nodes.push_back({{"name", node_},
                      {"address", address_},
                      {"state", "up"},

@@ -40,12 +40,10 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
                 }),
       config_(settings_.config()),
       store_(std::move(seams.store)),
-      launcher_(std::move(seams.launcher)),
       clock_(*seams.clock),
       sampler_(std::move(seams.probe), clock_) {
   deliver_ = std::move(seams.deliver);
   cluster_key_ = std::move(seams.cluster_key);
-  cgroups_ = std::move(seams.cgroups);
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   cluster_ = dynamic_cast<ClusterStore*>(store_.get());
@@ -53,15 +51,11 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   auth_ = std::make_unique<Authenticator>(*store_, clock_, config_, key);
   tokens_ = std::make_unique<TokenRoutes>(*store_, clock_, config_, key);
   Dependencies::Hooks deps;
-  deps.queued = [this](const Job& job, UnixMs now) {
-    AddWaiting(job.id, job.spec, job.submitted_at, now);
-    RequestSchedule();
-  };
+  deps.queued = [this](const Job& job, UnixMs now) { scheduler_->Queued(job, now); };
   deps.ended = [this](JobId id) { JobEnded(id); };
   deps.unqueued = [this](JobId id) {
-    waiting_.erase(id);
-    written_reasons_.erase(id);
-    waiting_stale_ = true;
+    scheduler_->Left(id);
+    scheduler_->MarkStale();
   };
   deps_ = std::make_unique<Dependencies>(*store_, clock_, std::move(deps));
   SubmitBatcher::Hooks hooks;
@@ -72,15 +66,46 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
     };
   }
   hooks.stored = [this](const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
-                        UnixMs now) { Submitted(specs, ids, now); };
+                        UnixMs now) { scheduler_->Submitted(specs, ids, now); };
   submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_, std::move(hooks));
   address_ = config_.node_address.empty() ? HostName() : config_.node_address;
-  // Self-fencing (docs/cluster.md): a node's jobs stop themselves after half of node_timeout
-  // without a renewed heartbeat, so they are gone before the leader judges the node lost.
+  Agent::Parts parts;
+  parts.store = store_.get();
+  parts.clock = &clock_;
+  parts.config = &config_;
+  parts.options = &options_;
+  parts.sampler = &sampler_;
+  parts.launcher = std::move(seams.launcher);
+  parts.cgroups = std::move(seams.cgroups);
+  parts.node = node_;
   if (cluster_) {
+    parts.verify = [this](JobId id, const JobSpec& spec) { return cluster_key_.Verify(id, spec); };
+    // Self-fencing (docs/cluster.md): a node's jobs stop themselves after half of
+    // node_timeout without a renewed heartbeat, so they are gone before the leader judges
+    // the node lost.
     fence_file_ = options_.paths.state_dir + "/heartbeat";
-    fence_after_ms_ = config_.node_timeout_ms / 2;
+    parts.fence_file = fence_file_;
+    parts.fence_after_ms = config_.node_timeout_ms / 2;
   }
+  Agent::Hooks agent;
+  // Dependents' reasons say what they wait for: now a running job.
+  agent.started = [this](JobId id) { deps_->ResolveDependents(id); };
+  agent.done = [this](JobId id, bool stored) {
+    deps_->ResolveDependents(id);
+    if (stored) JobEnded(id);
+  };
+  agent.requeued = [this](JobId) { scheduler_->MarkStale(); };
+  agent.freed = [this] {
+    // The attempt's memory is free now: sample at once so the next job need not wait a tick.
+    SampleGpus();
+    if (cluster_) Beat();  // the leader places from this node's report
+    RequestSchedule();
+  };
+  agent_ = std::make_unique<Agent>(std::move(parts), std::move(agent));
+  scheduler_ =
+      std::make_unique<Scheduler>(io_, *store_, clock_, config_, *agent_, options_.paths.state_dir,
+                                  [this] { return sampler_.LargestGpuBytes(); });
+  scheduler_->SetSite(this);
 }
 
 void DaemonImpl::SettingsChanged() {
@@ -97,10 +122,14 @@ Status DaemonImpl::Open() {
     return Status::Invalid("cluster_key_file: a cluster node needs the cluster key");
   }
   TRAINQ_RETURN_IF_ERROR(StartNotifier());  // ends collected below may notify
-  LogCgroups();
+  agent_->LogCgroups();
   // Re-adopt first: the first sample must match GPU processes to the attempts that hold
   // them, or their memory would count twice (used, and reserved as not yet allocated).
-  RecoverAttempts();
+  // In a cluster, an attempt placed here that never started is SyncAssigned's to start.
+  agent_->RecoverAttempts(/*unstarted_wait=*/cluster_ != nullptr);
+  // After the re-adoptions (ports held again, ended attempts collected): a crash between a
+  // job's end and its dependents' resolution must not leave them blocked.
+  deps_->ResolveAllBlocked();
   SampleGpus();
   TRAINQ_RETURN_IF_ERROR(settings_.Load());  // after the sample: it checks the devices
   SettingsChanged();
@@ -208,18 +237,18 @@ void DaemonImpl::RequestStop() {
   events_.reset();
   // Another node need not wait for the lease to lapse.
   if (cluster_ && leader_) (void)cluster_->ResignLeader(node_, lease_.epoch);
-  wakeup_timer_.cancel();
-  launcher_->StopWatching();
+  scheduler_->Stop();
+  agent_->Stop();
   io_.stop();
 }
 
 void DaemonImpl::OnSampleTimer() {
-  CheckStopping();
+  agent_->CheckStopping();
   // Only a sample that changed what the GPUs offer can change a placement decision.
   bool changed = SampleGpus();
   // The leader places from what each node last reported: report a change at once.
   if (changed && cluster_) Beat();
-  if (changed && waiting_jobs_ > 0) RequestSchedule();
+  if (changed && scheduler_->waiting_jobs() > 0) RequestSchedule();
 }
 
 void DaemonImpl::ArmSampleTimer() {
@@ -233,8 +262,131 @@ void DaemonImpl::ArmSampleTimer() {
 
 bool DaemonImpl::SampleGpus() {
   GpuSampler::Outcome sampled = sampler_.Sample();
-  if (sampled.fresh) AttributeUsage();
+  if (sampled.fresh) agent_->AttributeUsage();
   return sampled.changed;
+}
+
+Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
+  if (IsWaiting(job.state)) {
+    TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user));
+    CancelledWaiting(job, message);
+    return Status::Ok();
+  }
+  if (IsDone(job.state)) {
+    return Status::Conflict(
+        fmt::format("job {} already ended ({}); nothing to cancel", job.id, StateName(job.state)));
+  }
+  bool live = agent_->live().count(job.id) > 0;
+  if (const UnrecordedEnd* u = agent_->UnrecordedEndOf(job.id); !live && u != nullptr) {
+    return Status::Conflict(fmt::format("job {} already ended ({}); recording its end waits: {}",
+                                        job.id, u->end.end_reason, u->problem));
+  }
+  const Attempt* current = job.current();
+  if (!live && cluster_ && current != nullptr) {
+    // Its node stops it: it watches for the flag (an event, or its next heartbeat). That may
+    // be this node, when the leader placed it here and it has not started yet.
+    TRAINQ_RETURN_IF_ERROR(cluster_->RequestCancel(job.id, job.attempt));
+    *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {})",
+                           job.id, current->node, FormatDuration(config_.grace_ms));
+    return Status::Ok();
+  }
+  if (!live) return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
+  return agent_->Cancel(job.id, message);
+}
+
+void DaemonImpl::CancelledWaiting(const Job& job, std::string* message) {
+  scheduler_->Left(job.id);
+  *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
+  deps_->ResolveDependents(job.id);
+  JobEnded(job.id);
+  RequestSchedule();
+}
+
+// --- the scheduler's site (scheduler.h) ---
+
+bool DaemonImpl::Places() const { return !cluster_ || leader_; }
+
+std::vector<NodeState> DaemonImpl::BuildNodes() const {
+  NodeState node;
+  node.name = node_;
+  node.cpu_slots = cpu_slots_;
+  for (const auto& [id, live] : agent_->live()) {
+    node.cpu_slots_used += live.cpus;
+    UserUse& use = node.use_by_user[live.user];
+    use.gpus += static_cast<int>(live.gpu_indices.size());
+    ++use.jobs;
+  }
+  if (!sampler_.snapshot()) return {node};
+  for (const GpuInfo& info : sampler_.snapshot()->gpus) {
+    GpuState gpu;
+    gpu.index = info.index;
+    gpu.uuid = info.uuid;
+    gpu.total_bytes = info.total_bytes;
+    gpu.free_bytes = info.free_bytes;
+    if (!sampler_.error().empty()) {  // facts are stale only once a sample failed
+      gpu.sampled_at = sampler_.sampled_at();
+      gpu.sample_error = sampler_.error();
+    }
+    std::set<int64_t> ours;
+    for (const auto& [id, live] : agent_->live()) {
+      if (std::find(live.gpu_indices.begin(), live.gpu_indices.end(), info.index) ==
+          live.gpu_indices.end()) {
+        continue;
+      }
+      Holding h;
+      h.job = id;
+      h.reserved_bytes = live.reserved_bytes;
+      h.exclusive = live.exclusive;
+      h.started_at = live.started_at;
+      if (info.processes_known) {
+        auto it = live.used_by_gpu.find(info.index);
+        h.used_now = it == live.used_by_gpu.end() ? 0 : it->second;
+      }
+      gpu.holdings.push_back(h);
+    }
+    for (const GpuProcess& p : info.processes) {
+      if (!agent_->OwnsGpuProcess(p.pid)) ++gpu.foreign_processes;
+    }
+    node.gpus.push_back(std::move(gpu));
+  }
+  node.topology =
+      sampler_.snapshot()->topology;  // by position, as node.gpus: both in snapshot order
+  return {node};
+}
+
+std::vector<NodeState> DaemonImpl::PassNodes() {
+  if (!cluster_) return BuildNodes();
+  if (Status st = RefreshClusterView(); !st.ok()) {
+    spdlog::warn("cluster view: {}", st.message());
+    view_ = {};
+  }
+  return view_.nodes;
+}
+
+std::vector<NodeState> DaemonImpl::LastNodes() const {
+  return cluster_ ? view_.nodes : BuildNodes();
+}
+
+RunningUses DaemonImpl::Running() {
+  RunningUses running;
+  if (cluster_) {
+    for (const Job& job : view_.active) {
+      const Attempt* a = job.current();
+      if (a == nullptr) continue;
+      running[{job.id, a->n}] = {job.spec.user, static_cast<int>(a->gpu_indices.size()),
+                                 a->started_at};
+    }
+    return running;
+  }
+  for (const auto& [id, live] : agent_->live()) {
+    running[{id, live.n}] = {live.user, static_cast<int>(live.gpu_indices.size()), live.started_at};
+  }
+  return running;
+}
+
+Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
+  if (cluster_) return PlaceOnNode(job, d);
+  return agent_->StartLocal(job, d);
 }
 
 namespace {

@@ -1,5 +1,7 @@
 #include "src/daemon/gpu_sampler.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "src/core/duration.h"
@@ -50,6 +52,14 @@ GpuSampler::Outcome GpuSampler::Sample() {
   sampled_at_ = clock_.Now();
   snapshot_ = std::move(*snap);
   return {true, changed};
+}
+
+uint64_t GpuSampler::LargestGpuBytes() const {
+  uint64_t largest = 0;
+  if (snapshot_) {
+    for (const GpuInfo& g : snapshot_->gpus) largest = std::max(largest, g.total_bytes);
+  }
+  return largest;
 }
 
 }  // namespace trainq

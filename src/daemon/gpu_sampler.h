@@ -29,6 +29,9 @@ class GpuSampler {
   UnixMs sampled_at() const { return sampled_at_; }
   const std::string& error() const { return error_; }
   std::string Describe() const { return probe_.probe->Describe(); }
+  // Of the last good sample; 0 before one.
+  uint64_t LargestGpuBytes() const;
+  int GpuCount() const { return snapshot_ ? static_cast<int>(snapshot_->gpus.size()) : 0; }
 
  private:
   ProbeChoice probe_;

@@ -9,7 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/core/duration.h"
-#include "src/daemon/daemon_impl.h"
+#include "src/daemon/agent.h"
 
 namespace trainq {
 
@@ -32,7 +32,7 @@ const char* Describe(Unrecorded why) {
 
 }  // namespace
 
-void DaemonImpl::EndUnrecorded(JobId id, Unrecorded why) {
+void Agent::EndUnrecorded(JobId id, Unrecorded why) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   LiveAttempt& live = it->second;
@@ -55,7 +55,7 @@ void DaemonImpl::EndUnrecorded(JobId id, Unrecorded why) {
   }
 }
 
-void DaemonImpl::CheckStopping() {
+void Agent::CheckStopping() {
   std::vector<JobId> ids;
   for (const auto& [id, live] : live_) {
     if (live.stopping) ids.push_back(id);
@@ -80,7 +80,7 @@ void DaemonImpl::CheckStopping() {
   }
 }
 
-void DaemonImpl::RecordUnrecorded(JobId id, size_t survivors) {
+void Agent::RecordUnrecorded(JobId id, size_t survivors) {
   LiveAttempt& live = live_.at(id);
   // The shim that would have removed its attempt's cgroup is gone; with survivors the kernel
   // keeps the group anyway.

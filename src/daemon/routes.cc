@@ -362,10 +362,10 @@ class Routes {
   static json Shown(const DaemonImpl& d, const Job& job, const Caller& caller) {
     json j = JobToJson(job);
     if (!Authorize(caller, Action::kReadLog, job.spec.user).ok()) HideSecrets(j);
-    auto u = d.unrecorded_ends_.find(job.id);
-    if (u != d.unrecorded_ends_.end() && u->second.n == job.attempt) {
-      j["reason"] = fmt::format("attempt {} ended ({}); recording its end waits: {}", u->second.n,
-                                u->second.end.end_reason, u->second.problem);
+    const UnrecordedEnd* u = d.agent_->UnrecordedEndOf(job.id);
+    if (u != nullptr && u->n == job.attempt) {
+      j["reason"] = fmt::format("attempt {} ended ({}); recording its end waits: {}", u->n,
+                                u->end.end_reason, u->problem);
     }
     return j;
   }
@@ -397,10 +397,10 @@ void Routes::Submit(RouteContext& c) {
     ::malloc_trim(0);
     return c.respond(ErrorResponse(st));
   }
-  SpecLimits limits{c.d.MaxGpusPerNodeNow(), c.d.cpu_slots_, c.d.LargestGpuBytes(), ArgMax(),
-                    c.d.config_.policy.headroom_bytes};
+  SpecLimits limits{c.d.sampler_.GpuCount(), c.d.cpu_slots_, c.d.sampler_.LargestGpuBytes(),
+                    ArgMax(), c.d.config_.policy.headroom_bytes};
   c.d.ClusterLimits(limits);
-  c.d.HostSpecLimits(limits);
+  c.d.agent_->HostSpecLimits(limits);
   // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
   // user a token was made for. Nothing in the body can say otherwise.
   const std::string& user = c.caller.user;
@@ -610,13 +610,13 @@ void Routes::ListJobs(RouteContext& c) {
 }
 
 json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
-  PolicyConfig policy = d.Policy();
+  PolicyConfig policy = d.scheduler_->Policy();
   uint64_t reserved = 0;
   json attempts = json::array();
   for (const Holding& h : state.holdings) {
     uint64_t used = h.used_now.value_or(0);
     reserved += h.reserved_bytes > used ? h.reserved_bytes - used : 0;
-    const LiveAttempt& live = d.live_.at(h.job);
+    const LiveAttempt& live = d.agent_->live().at(h.job);
     attempts.push_back({{"job", h.job},
                         {"attempt", live.n},
                         {"reserved_bytes", h.reserved_bytes},
@@ -625,7 +625,7 @@ json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& s
   }
   json others = json::array();
   for (const GpuProcess& p : info.processes) {
-    if (!d.pid_owner_.count(p.pid))
+    if (!d.agent_->OwnsGpuProcess(p.pid))
       others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
   }
   auto listed = [&info](const std::vector<int>& list) {
@@ -678,7 +678,7 @@ void Routes::Gpus(RouteContext& c) {
        {"sample_error", c.d.sampler_.error().empty() ? json(nullptr) : json(c.d.sampler_.error())},
        {"sample_age_ms",
         c.d.sampler_.snapshot() ? json(now - c.d.sampler_.sampled_at()) : json(nullptr)},
-       {"stale_after_ms", c.d.Policy().stale_after_ms},
+       {"stale_after_ms", c.d.scheduler_->Policy().stale_after_ms},
        {"gpus", std::move(gpus)},
        {"topology", c.d.sampler_.snapshot() ? c.d.sampler_.snapshot()->topology
                                             : std::vector<std::vector<int>>{}}}));
@@ -690,7 +690,7 @@ void Routes::DaemonStatus(RouteContext& c) {
                        {"node", c.d.node_},
                        {"state_dir", c.d.options_.paths.state_dir},
                        {"probe", c.d.sampler_.Describe()},
-                       {"running_attempts", c.d.live_.size()}}));
+                       {"running_attempts", c.d.agent_->live().size()}}));
 }
 
 // {"path": "/abs/file"}: the store copied there while the daemon runs (it waits meanwhile;
@@ -722,7 +722,7 @@ void Routes::Backup(RouteContext& c) {
 void Routes::Stop(RouteContext& c) {
   c.respond(
       Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
-                                         ::getpid(), c.d.live_.size())}}));
+                                         ::getpid(), c.d.agent_->live().size())}}));
   boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
 }
 
@@ -730,7 +730,7 @@ void Routes::Explain(RouteContext& c) {
   const Job& job = *c.job;
   Explanation e;
   if (job.state == JobState::kQueued) {
-    Result<Explanation> got = c.d.ExplainWaiting(job.id);
+    Result<Explanation> got = c.d.scheduler_->ExplainWaiting(job.id);
     if (!got.ok()) return c.respond(ErrorResponse(got.status()));
     e = std::move(*got);
   }
@@ -814,14 +814,13 @@ void Routes::RetryJob(RouteContext& c) {
 void Routes::ReleaseJob(RouteContext& c) {
   std::string message;
   Result<GateRelease> release = ParseRelease(c.req.body);
-  Status st = release.ok() ? c.d.ReleaseGate(*c.job, *release, &message) : release.status();
+  Status st = release.ok() ? c.d.agent_->ReleaseGate(*c.job, *release, &message) : release.status();
   AnswerChange(c, st, message);
 }
 
 Status Routes::Retry(RouteContext& c, const Job& job, std::string* message) {
   Status st = c.d.store_->Requeue(job.id, "retry requested by " + c.caller.user, c.d.clock_.Now());
-  c.d.waiting_stale_ = true;
-  c.d.written_reasons_.erase(job.id);       // waiting again: its reason must be written anew
+  c.d.scheduler_->Requeued(job.id);
   if (st.ok()) c.d.deps_->Recheck(job.id);  // a retried job waits for its dependencies again
   c.d.RequestSchedule();
   if (st.code() == Code::kConflict) {

@@ -1,17 +1,33 @@
-// The scheduler role: turns the store's waiting jobs and this node's GPUs into the pure
-// policy's input, and carries out its decisions. Runs after every submit, exit and sample
-// (coalesced into one pass per loop turn), never on a fixed tick.
+// The scheduler (scheduler.h): turns the waiting index and the site's nodes into the pure
+// policy's input, and carries out its decisions.
+#include "src/daemon/scheduler.h"
+
 #include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "src/daemon/daemon_impl.h"
-
 namespace trainq {
 
-void DaemonImpl::RequestSchedule() {
+Scheduler::Scheduler(boost::asio::io_context& io, Store& store, const Clock& clock,
+                     const Config& config, Agent& agent, std::string state_dir,
+                     std::function<uint64_t()> largest_gpu)
+    : io_(io),
+      store_(store),
+      clock_(clock),
+      config_(config),
+      agent_(agent),
+      state_dir_(std::move(state_dir)),
+      largest_gpu_(std::move(largest_gpu)),
+      recent_(static_cast<size_t>(config.workload_window)) {}
+
+void Scheduler::Stop() {
+  stopping_ = true;
+  wakeup_timer_.cancel();
+}
+
+void Scheduler::RequestSchedule() {
   if (schedule_posted_ || stopping_) return;
   schedule_posted_ = true;
   boost::asio::post(io_, [this] {
@@ -20,75 +36,12 @@ void DaemonImpl::RequestSchedule() {
   });
 }
 
-std::vector<NodeState> DaemonImpl::BuildNodes() const {
-  NodeState node;
-  node.name = node_;
-  node.cpu_slots = cpu_slots_;
-  for (const auto& [id, live] : live_) {
-    node.cpu_slots_used += live.cpus;
-    // user_of_ knows every live attempt once FairShareNow has run, as it does before each
-    // pass; one it does not know counts for no user.
-    auto user = user_of_.find(id);
-    UserUse& use = node.use_by_user[user == user_of_.end() ? "" : user->second];
-    use.gpus += static_cast<int>(live.gpu_indices.size());
-    ++use.jobs;
-  }
-  if (!sampler_.snapshot()) return {node};
-  for (const GpuInfo& info : sampler_.snapshot()->gpus) {
-    GpuState gpu;
-    gpu.index = info.index;
-    gpu.uuid = info.uuid;
-    gpu.total_bytes = info.total_bytes;
-    gpu.free_bytes = info.free_bytes;
-    if (!sampler_.error().empty()) {  // facts are stale only once a sample failed
-      gpu.sampled_at = sampler_.sampled_at();
-      gpu.sample_error = sampler_.error();
-    }
-    std::set<int64_t> ours;
-    for (const auto& [id, live] : live_) {
-      if (std::find(live.gpu_indices.begin(), live.gpu_indices.end(), info.index) ==
-          live.gpu_indices.end()) {
-        continue;
-      }
-      Holding h;
-      h.job = id;
-      h.reserved_bytes = live.reserved_bytes;
-      h.exclusive = live.exclusive;
-      h.started_at = live.started_at;
-      if (info.processes_known) {
-        auto it = live.used_by_gpu.find(info.index);
-        h.used_now = it == live.used_by_gpu.end() ? 0 : it->second;
-      }
-      gpu.holdings.push_back(h);
-    }
-    for (const GpuProcess& p : info.processes) {
-      if (!pid_owner_.count(p.pid)) ++gpu.foreign_processes;
-    }
-    node.gpus.push_back(std::move(gpu));
-  }
-  node.topology =
-      sampler_.snapshot()->topology;  // by position, as node.gpus: both in snapshot order
-  return {node};
-}
-
-PolicyConfig DaemonImpl::Policy() const {
+PolicyConfig Scheduler::Policy() const {
   PolicyConfig policy = PolicyOf(config_);
   // The requests to come, as far as this daemon can know them: its last submits
   // (workload_window; none kept when 0, and the plain rule applies).
-  if (recent_.size() > 0) policy.workload = recent_.Mix(LargestGpuBytes());
+  if (recent_.size() > 0) policy.workload = recent_.Mix(largest_gpu_());
   return policy;
-}
-
-uint64_t DaemonImpl::LargestGpuBytes() const {
-  uint64_t largest = 0;
-  if (sampler_.snapshot()) {
-    for (const GpuInfo& g : sampler_.snapshot()->gpus) largest = std::max(largest, g.total_bytes);
-  }
-  return largest;
-}
-
-int DaemonImpl::MaxGpusPerNodeNow() const {
-  return sampler_.snapshot() ? static_cast<int>(sampler_.snapshot()->gpus.size()) : 0;
 }
 
 namespace {
@@ -116,13 +69,13 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
 
 }  // namespace
 
-Status DaemonImpl::RefreshWaiting() {
+Status Scheduler::RefreshWaiting() {
   if (!waiting_stale_) return Status::Ok();
   ListQuery query;
   query.states = {JobState::kQueued};
   query.with_env = false;  // the policy needs the requests; a started job is read in full
-  query.with_attempts = cluster_ != nullptr;  // whether it waits for a lost node's word
-  Result<std::vector<Job>> waiting = store_->List(query);
+  query.with_attempts = site_->ReadsLastAttempt();  // whether it waits for a lost node's word
+  Result<std::vector<Job>> waiting = store_.List(query);
   if (!waiting.ok()) return waiting.status();
   waiting_.clear();
   for (const Job& job : *waiting) {
@@ -138,12 +91,10 @@ Status DaemonImpl::RefreshWaiting() {
   return Status::Ok();
 }
 
-void DaemonImpl::NoteSubmitted(const JobSpec& spec) { recent_.Add(PendingOf(0, spec, 0, 0, 0)); }
-
-void DaemonImpl::Submitted(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
-                           UnixMs now) {
+void Scheduler::Submitted(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
+                          UnixMs now) {
   for (size_t i = 0; i < specs.size(); ++i) {
-    NoteSubmitted(specs[i]);
+    recent_.Add(PendingOf(0, specs[i], 0, 0, 0));  // the workload mix counts every request
     // A job with dependencies may have been stored blocked or cancelled: the store knows.
     if (specs[i].has_deps()) {
       waiting_stale_ = true;
@@ -154,25 +105,58 @@ void DaemonImpl::Submitted(const std::vector<JobSpec>& specs, const std::vector<
   RequestSchedule();
 }
 
-void DaemonImpl::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
-                            UnixMs not_before) {
+void Scheduler::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
+                           UnixMs not_before) {
   waiting_.emplace(id, PendingOf(id, spec, submitted_at, queued_at, not_before));
 }
 
-void DaemonImpl::SchedulePass() {
+void Scheduler::Queued(const Job& job, UnixMs now) {
+  AddWaiting(job.id, job.spec, job.submitted_at, now);
+  RequestSchedule();
+}
+
+void Scheduler::Left(JobId id) {
+  waiting_.erase(id);
+  written_reasons_.erase(id);
+}
+
+void Scheduler::Requeued(JobId id) {
+  waiting_stale_ = true;
+  written_reasons_.erase(id);  // waiting again: its reason must be written anew
+}
+
+void Scheduler::NoteWaiting(JobId id) {
+  Result<Job> job = store_.Get(id);
+  if (!job.ok()) {
+    waiting_stale_ = true;  // read it with the rest at the next pass
+    return;
+  }
+  waiting_.erase(id);  // a requeued job comes back with its new queued_at and backoff
+  if (job->state != JobState::kQueued) return;
+  AddWaiting(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
+}
+
+void Scheduler::Reload() {
+  waiting_stale_ = true;
+  holds_.clear();
+  written_reasons_.clear();
+  fair_share_loaded_ = false;
+}
+
+void Scheduler::SchedulePass() {
   UnixMs now = clock_.Now();
   storage_retry_at_ = 0;
-  port_retry_at_ = 0;
+  agent_.ClearPortRetry();
   // Every node records the ends of the attempts it ran, the store's refusals included.
-  RetryUnrecordedEnds(now);
+  if (agent_.RetryUnrecordedEnds()) storage_retry_at_ = now + kStorageRetryMs;
   // In a cluster only the leader places; the others run what it placed on them.
-  if (cluster_ && !leader_) {
+  if (!site_->Places()) {
     ArmWakeup(now);
     return;
   }
   if (Status st = RefreshWaiting(); !st.ok()) {
     spdlog::error("scheduling pass: {}", st.message());
-    if (!StorageProblem(st).empty()) storage_retry_at_ = now + kStorageRetryMs;
+    if (!StorageProblem(st, state_dir_).empty()) storage_retry_at_ = now + kStorageRetryMs;
     ArmWakeup(now);
     return;
   }
@@ -183,7 +167,7 @@ void DaemonImpl::SchedulePass() {
     ArmWakeup(now);
     return;
   }
-  std::vector<NodeState> nodes = PolicyNodes();  // first: a leader's fair share reads it
+  std::vector<NodeState> nodes = site_->PassNodes();  // first: a leader's fair share reads it
   UsageByUser usage = FairShareNow(now);
   PolicyConfig policy = Policy();
   // The index keeps the order: no sort of the whole queue on each pass.
@@ -204,7 +188,7 @@ void DaemonImpl::SchedulePass() {
 // Takes out of `ordered` the jobs whose group already runs as many as its limit allows
 // (counting those earlier in line that may start now), and says why each waits. The store
 // counts the group's running jobs, so a cluster's leader counts every node's.
-std::vector<std::pair<JobId, std::string>> DaemonImpl::ThrottleGroups(
+std::vector<std::pair<JobId, std::string>> Scheduler::ThrottleGroups(
     std::vector<const PendingJob*>& ordered) {
   std::vector<std::pair<JobId, std::string>> throttled;
   std::map<JobId, int> room;  // by group: how many more may start in this pass
@@ -224,18 +208,18 @@ std::vector<std::pair<JobId, std::string>> DaemonImpl::ThrottleGroups(
   return throttled;
 }
 
-int DaemonImpl::ActiveInGroup(JobId group, int limit) {
+int Scheduler::ActiveInGroup(JobId group, int limit) {
   ListQuery query;
   query.states = {JobState::kStarting, JobState::kRunning};
   query.group = group;
   query.with_env = false;
-  Result<std::vector<Job>> active = store_->List(query);
+  Result<std::vector<Job>> active = store_.List(query);
   if (active.ok()) return static_cast<int>(active->size());
   spdlog::warn("group {}: {}; starting none of it this pass", group, active.status().message());
   return limit;  // unknown: start none rather than too many
 }
 
-void DaemonImpl::StartDecided(const std::vector<StartDecision>& starts, UnixMs now) {
+void Scheduler::StartDecided(const std::vector<StartDecision>& starts, UnixMs now) {
   std::string problem;
   std::vector<JobId> stopped;  // by `problem`: the one that met it and those not tried
   for (const StartDecision& d : starts) {
@@ -245,17 +229,16 @@ void DaemonImpl::StartDecided(const std::vector<StartDecision>& starts, UnixMs n
     }
     written_reasons_.erase(d.job);
     waiting_.erase(d.job);
-    Result<Job> job = store_->Get(d.job);
-    Status st = job.ok() ? StartAttempt(*job, d) : job.status();
-    if (job.ok()) TrackRunning(d.job, job->spec.user);
+    Result<Job> job = store_.Get(d.job);
+    Status st = job.ok() ? site_->Start(*job, d) : job.status();
     if (st.ok()) continue;
     waiting_stale_ = true;  // whatever the store now says of it
-    if (st.code() == Code::kUnavailable && port_retry_at_ != 0) {
+    if (st.code() == Code::kUnavailable && agent_.port_retry_at() != 0) {
       spdlog::info("job {}: {}", d.job, st.message());  // TakeMasterPort: it waits
       continue;
     }
     spdlog::error("job {}: {}", d.job, st.message());
-    problem = StorageProblem(st);
+    problem = StorageProblem(st, state_dir_);
     if (!problem.empty()) stopped.push_back(d.job);
   }
   if (problem.empty()) return;
@@ -265,7 +248,7 @@ void DaemonImpl::StartDecided(const std::vector<StartDecision>& starts, UnixMs n
 }
 
 // Best effort: when the database is what is full, this fails too, and the log says why.
-void DaemonImpl::WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason) {
+void Scheduler::WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason) {
   std::vector<std::pair<JobId, std::string>> changed;
   for (JobId id : ids) {
     auto [it, added] = written_reasons_.try_emplace(id, reason);
@@ -274,19 +257,17 @@ void DaemonImpl::WriteStorageReasons(const std::vector<JobId>& ids, const std::s
     changed.emplace_back(id, reason);
   }
   if (changed.empty()) return;
-  if (Status st = store_->SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
+  if (Status st = store_.SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
 }
 
-void DaemonImpl::TrackRunning(JobId id, const std::string& user) { user_of_[id] = user; }
-
-UsageByUser DaemonImpl::FairShareNow(UnixMs now) {
+UsageByUser Scheduler::FairShareNow(UnixMs now) {
   int64_t half_life = config_.fair_share_half_life_ms;
   if (!fair_share_loaded_) {
     fair_share_ = FairShareLedger(half_life);
     ListQuery query;
     query.with_attempts = true;
     query.with_env = false;
-    Result<std::vector<Job>> jobs = store_->List(query);
+    Result<std::vector<Job>> jobs = store_.List(query);
     if (!jobs.ok()) {
       spdlog::warn("fair share: {}", jobs.status().message());
     } else {
@@ -301,30 +282,10 @@ UsageByUser DaemonImpl::FairShareNow(UnixMs now) {
     fair_share_loaded_ = true;
   }
   // The attempts running now: this node's, or (a cluster's leader) every node's.
-  std::map<std::pair<JobId, int>, RunningUse> running;
-  if (cluster_) {
-    for (const Job& job : view_.active) {
-      const Attempt* a = job.current();
-      if (a == nullptr) continue;
-      running[{job.id, a->n}] = {job.spec.user, static_cast<int>(a->gpu_indices.size()),
-                                 a->started_at};
-    }
-  } else {
-    for (const auto& [id, live] : live_) {
-      auto user = user_of_.find(id);
-      if (user == user_of_.end()) {  // adopted at start: ask the store once
-        Result<Job> job = store_->Get(id);
-        user = user_of_.emplace(id, job.ok() ? job->spec.user : "").first;
-      }
-      running[{id, live.n}] = {user->second, static_cast<int>(live.gpu_indices.size()),
-                               live.started_at};
-    }
-  }
+  RunningUses running = site_->Running();
   // Attempts seen running that are gone ended about now.
   for (const auto& [key, run] : running_use_) {
-    if (running.count(key)) continue;
-    fair_share_.AddEnded(run.user, run.gpus, run.started_at, now);
-    if (!live_.count(key.first)) user_of_.erase(key.first);
+    if (!running.count(key)) fair_share_.AddEnded(run.user, run.gpus, run.started_at, now);
   }
   running_use_ = std::move(running);
   UsageByUser usage = fair_share_.At(now);
@@ -334,19 +295,19 @@ UsageByUser DaemonImpl::FairShareNow(UnixMs now) {
   return usage;
 }
 
-Result<Explanation> DaemonImpl::ExplainWaiting(JobId id) {
+Result<Explanation> Scheduler::ExplainWaiting(JobId id) {
   TRAINQ_RETURN_IF_ERROR(RefreshWaiting());
   UnixMs now = clock_.Now();
   UsageByUser usage = FairShareNow(now);
   std::vector<PendingJob> pending;
   pending.reserve(waiting_.size());
   for (const auto& [jid, p] : waiting_) pending.push_back(p);
-  std::vector<NodeState> nodes = PolicyNodes();
+  std::vector<NodeState> nodes = site_->PassNodes();
   return Explain(id, pending, nodes, Policy(), now, usage, holds_);
 }
 
 // Writes only the reasons that changed since the last pass: most passes change few.
-void DaemonImpl::WriteReasons(const PlacementResult& result) {
+void Scheduler::WriteReasons(const PlacementResult& result) {
   std::vector<std::pair<JobId, std::string>> changed;
   for (const PlacementResult::Waiting& w : result.waiting) {
     JobId id = w.job;
@@ -357,34 +318,35 @@ void DaemonImpl::WriteReasons(const PlacementResult& result) {
     changed.emplace_back(id, reason);
   }
   if (changed.empty()) return;
-  if (Status st = store_->SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
+  if (Status st = store_.SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
 }
 
 // A job that left the queue (cancelled, retried later) must get its reason written again.
 // Run after a reload only: the paths that take one job out of waiting_ forget its reason
 // themselves, and a walk of every reason on each pass cost a third of an idle pass.
-void DaemonImpl::ForgetReasonsExcept() {
+void Scheduler::ForgetReasonsExcept() {
   std::erase_if(written_reasons_,
                 [this](const auto& entry) { return !waiting_.count(entry.first); });
 }
 
 // Time alone changes what a pass decides (a backoff ends, a job ages, a ramp-up window
 // closes) while no submit, exit or sample comes to say so: wake up for it.
-void DaemonImpl::ArmWakeup(UnixMs now) {
+void Scheduler::ArmWakeup(UnixMs now) {
   // Only the node that places wakes for the queue's sake: a follower's index is stale, and
   // a time it says is due would never be acted on (the pass returns at once), so the timer
   // would fire again and again. A follower wakes only to write ends the store refused.
   std::vector<const PendingJob*> waiting;
-  if (!cluster_ || leader_) {
+  if (site_->Places()) {
     waiting.reserve(waiting_.size());
     for (const auto& [id, job] : waiting_) waiting.push_back(&job);
   }
-  next_wakeup_ = NextPassDue(waiting, cluster_ ? view_.nodes : BuildNodes(), Policy(), now);
+  next_wakeup_ = NextPassDue(waiting, site_->LastNodes(), Policy(), now);
   if (storage_retry_at_ != 0 && (next_wakeup_ == 0 || storage_retry_at_ < next_wakeup_)) {
     next_wakeup_ = storage_retry_at_;
   }
-  if (port_retry_at_ != 0 && (next_wakeup_ == 0 || port_retry_at_ < next_wakeup_)) {
-    next_wakeup_ = port_retry_at_;
+  if (UnixMs port = agent_.port_retry_at();
+      port != 0 && (next_wakeup_ == 0 || port < next_wakeup_)) {
+    next_wakeup_ = port;
   }
   if (next_wakeup_ == 0) {
     wakeup_timer_.cancel();

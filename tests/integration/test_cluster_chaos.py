@@ -8,6 +8,7 @@ TRAINQ_CHAOS_JOBS and TRAINQ_CHAOS_SEED change the size and the moments; the fig
 printed (pytest -s) for docs/cluster.md."""
 import collections
 import os
+import re
 import random
 import signal
 import threading
@@ -17,6 +18,16 @@ from conftest import crash, read_lines, wait_for
 
 JOBS = int(os.environ.get("TRAINQ_CHAOS_JOBS", "500"))
 SEED = int(os.environ.get("TRAINQ_CHAOS_SEED", "7"))
+
+
+def story(cluster, ids):
+    """What every node's log says of jobs `ids`, and of nodes lost and leaders, in time order:
+    a failure explains itself."""
+    said = re.compile(r"\bjobs? (%s)\b|[\[,](%s)[,\]]|lost|leader|heartbeat|thaw|placed" %
+                      ("|".join(map(str, ids)), "|".join(map(str, ids))))
+    lines = [line.replace(" ", f" {name}: ", 1) for name, t in cluster.nodes.items()
+             for line in t.daemon_log().splitlines() if said.search(line)]
+    return "\n" + "\n".join(sorted(lines)[-150:])
 
 
 def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
@@ -127,5 +138,6 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     assert twice == [], twice[:5]
     assert unknown == [], unknown[:5]
     assert never == []
-    assert again == [], [(i, by_id[i]["attempts"]) for i in again[:3]]
+    assert again == [], ([(i, by_id[i]["attempts"]) for i in again[:3]],
+                         story(cluster, again[:3]))
     assert daemon_kills + node_kills + freezes >= 3

@@ -1,0 +1,160 @@
+// The scheduler: the queue's index in memory, the passes that place it, the reasons each
+// waiting job shows, fair share and the wake-ups that time alone makes due. A pass runs
+// after every submit, exit and sample (coalesced into one per loop turn), never on a fixed
+// tick, and never reads the whole queue from the store: submits add to the index, starts
+// take from it, and rarer changes (retries, cancels, recovery) mark it stale for a reload.
+//
+// Where jobs are placed, where node facts come from and who decides are the Site's: one
+// machine, or a cluster whose leader places over every node's GPUs (mode.h). The pure
+// placement policy (src/core/placement.h) makes every decision.
+// Everything runs on the event-loop thread. See docs/architecture.md, "The scheduler".
+#pragma once
+
+#include "src/api/asio.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "src/core/fair_share.h"
+#include "src/core/placement.h"
+#include "src/core/waiting_queue.h"
+#include "src/core/workload_mix.h"
+#include "src/daemon/agent.h"
+#include "src/daemon/config.h"
+#include "src/os/clock.h"
+#include "src/store/store.h"
+
+namespace trainq {
+
+// An attempt running now, as fair share counts it.
+struct RunningUse {
+  std::string user;
+  int gpus = 0;
+  UnixMs started_at = 0;
+};
+using RunningUses = std::map<std::pair<JobId, int>, RunningUse>;  // by (job, attempt)
+
+class Scheduler {
+ public:
+  // What differs between one machine and a cluster, as the scheduler sees it.
+  class Site {
+   public:
+    virtual ~Site() = default;
+    // Whether this daemon places jobs now (a cluster's followers run what the leader placed).
+    virtual bool Places() const = 0;
+    // The policy's nodes for a pass, read afresh.
+    virtual std::vector<NodeState> PassNodes() = 0;
+    // The nodes as the last pass saw them, for when the next is due.
+    virtual std::vector<NodeState> LastNodes() const = 0;
+    // The attempts running now that fair share counts (this node's, or every node's).
+    virtual RunningUses Running() = 0;
+    // Carries out a pass's decision. kUnavailable: the job waits (for a MASTER_PORT).
+    virtual Status Start(const Job& job, const StartDecision& decision) = 0;
+    // Whether a waiting job's attempts are read with it (a cluster: it may wait for a lost
+    // node's word).
+    virtual bool ReadsLastAttempt() const = 0;
+  };
+
+  // `io`: the loop passes are posted on; `config`: the settings in force, read at each use;
+  // `agent`: each pass first writes the ends the store refused, and a job waiting for a
+  // MASTER_PORT makes a pass due; `largest_gpu`: the largest GPU's bytes now (the workload
+  // mix's scale).
+  Scheduler(boost::asio::io_context& io, Store& store, const Clock& clock, const Config& config,
+            Agent& agent, std::string state_dir, std::function<uint64_t()> largest_gpu);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Given once, before the first pass; outlives the scheduler's use of it.
+  void SetSite(Site* site) { site_ = site; }
+
+  // Asks for a pass on the loop's next turn (many asks, one pass).
+  void RequestSchedule();
+  void OnWakeupTimer() { RequestSchedule(); }
+  // When the next pass is due on time alone; 0 when nothing waits on time.
+  UnixMs NextWakeup() const { return next_wakeup_; }
+  // The daemon stops: no pass runs from now on.
+  void Stop();
+
+  // What a batch of submits just stored: the workload mix, the index, a pass.
+  void Submitted(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids, UnixMs now);
+  // Job `job` was queued (its dependencies met) at `now`.
+  void Queued(const Job& job, UnixMs now);
+  // Job `id` left the queue for good (cancelled while waiting).
+  void Left(JobId id);
+  // Job `id` is waiting again (a retry): the index reloads and its reason is written anew.
+  void Requeued(JobId id);
+  // The store changed in ways the index cannot follow job by job: reload it before a pass.
+  void MarkStale() { waiting_stale_ = true; }
+  bool stale() const { return waiting_stale_; }
+  // Job `id` was submitted or queued again elsewhere (a cluster's event): its place in the
+  // index is read from the store.
+  void NoteWaiting(JobId id);
+  // The index, the holds, the written reasons and fair share are read anew (a node that
+  // becomes the leader: another node placed until now).
+  void Reload();
+  // Forgets the reason written for `id`: the next pass writes it again.
+  void ForgetReason(JobId id) { written_reasons_.erase(id); }
+
+  // The placement policy's settings: the config's, and the workload mix of recent submits.
+  PolicyConfig Policy() const;
+  // The numbers behind a waiting job's reason (`trainq explain`).
+  Result<Explanation> ExplainWaiting(JobId id);
+  // Queued jobs as of the last pass.
+  int64_t waiting_jobs() const { return waiting_jobs_; }
+
+ private:
+  void SchedulePass();
+  void ArmWakeup(UnixMs now);
+  // Starts the decisions of a pass. After one fails on the state dir (disk full, I/O
+  // error) the rest are not tried: they and it keep the reason it gave, and a pass comes
+  // again in kStorageRetryMs.
+  void StartDecided(const std::vector<StartDecision>& starts, UnixMs now);
+  // --array ...%N: keeps a group from running more than its limit.
+  std::vector<std::pair<JobId, std::string>> ThrottleGroups(
+      std::vector<const PendingJob*>& ordered);
+  int ActiveInGroup(JobId group, int limit);
+  void WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason);
+  Status RefreshWaiting();
+  void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
+                  UnixMs not_before = 0);
+  void ForgetReasonsExcept();
+  void WriteReasons(const PlacementResult& result);
+  // Decayed GPU-hours per user now: ended attempts (read from the store once) plus running.
+  UsageByUser FairShareNow(UnixMs now);
+
+  boost::asio::io_context& io_;
+  Store& store_;
+  const Clock& clock_;
+  const Config& config_;
+  Agent& agent_;
+  std::string state_dir_;
+  std::function<uint64_t()> largest_gpu_;
+  Site* site_ = nullptr;
+
+  bool schedule_posted_ = false;
+  bool stopping_ = false;
+  UnixMs next_wakeup_ = 0;
+  UnixMs storage_retry_at_ = 0;  // when a pass tries failed writes again; 0: none pending
+  boost::asio::steady_timer wakeup_timer_{io_};
+  int64_t waiting_jobs_ = 0;
+  // The queued jobs' requests, so a pass never reads the store.
+  WaitingQueue waiting_;
+  bool waiting_stale_ = true;
+  // The reason last written for each waiting job; hashed: every pass looks up each job.
+  std::unordered_map<JobId, std::string> written_reasons_;
+  std::vector<Hold> holds_;  // GPUs held for aged jobs, handed to the next pass
+  // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
+  // memory only; after a restart it fills again from new submits.
+  RecentRequests recent_;
+  // Fair share: ended attempts folded per user; the attempts seen running, so one that is
+  // gone is added as ended.
+  FairShareLedger fair_share_{0};
+  bool fair_share_loaded_ = false;
+  RunningUses running_use_;
+};
+
+}  // namespace trainq
