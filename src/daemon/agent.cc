@@ -41,6 +41,32 @@ LiveAttempt FromAttempt(const Job& job, const Attempt& a) {
   return live;
 }
 
+// The attempt this node now runs: part `rank` of attempt `n`, placed as `p`, its shim started.
+LiveAttempt Started(const Job& job, int n, const Placement& p, int rank, const ShimProcess& shim,
+                    UnixMs now) {
+  Job started = job;
+  started.attempt = n;
+  Attempt a;
+  a.n = n;
+  a.gpu_indices = p.gpu_indices;
+  a.gpu_uuids = p.gpu_uuids;
+  a.reserved_bytes = p.reserved_bytes;
+  a.cpus = p.cpus;
+  a.run_dir = p.run_dir;
+  a.log_path = p.log_path;
+  a.started_at = now;
+  a.pid = shim.pid;
+  a.pid_start_ticks = shim.start_ticks;
+  a.master_port = p.master_port;
+  LiveAttempt live = FromAttempt(started, a);
+  if (!p.parts.empty()) {
+    live.part = std::max(rank, 0);
+    live.parts = static_cast<int>(p.parts.size());
+    if (rank > 0) live.master_port = 0;  // node 0's port: not this node's to hold
+  }
+  return live;
+}
+
 // Frees a MASTER_PORT unless the attempt that holds it got under way.
 class PortLease {
  public:
@@ -193,21 +219,10 @@ CgroupSpec Agent::AttemptCgroup(const Job& job, const std::string& run_dir) cons
           {limits.mem_bytes, limits.max_procs}};
 }
 
-Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank) {
-  // A cluster's record came through Redis: it runs only as a node signed it.
-  if (verify_) TRAINQ_RETURN_IF_ERROR(verify_(job.id, job.spec));
-  // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
-  Result<UserInfo> runner = UserInfo{};
-  if (config_.shared) runner = LookupUserByName(job.spec.user);
-  // A run dir that already has a log belongs to another job of the same id: the store and
-  // runs/ disagree. Never write into it (the daemon refuses to start on a lost database).
-  if (FileExists(p.log_path)) {
-    return Status::Internal(
-        fmt::format("run dir {} already holds a log; the store and {} "
-                    "disagree about job {}",
-                    p.run_dir, options_.paths.runs, job.id));
-  }
-  TRAINQ_RETURN_IF_ERROR(MakeDirs(p.run_dir));
+// What the shim runs (spec.json): the command, its environment with the attempt's GPUs and
+// distributed variables, its log, limits, cgroup and fence, and (shared) its user.
+RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
+                        const UserInfo& runner) const {
   RunSpec spec;
   spec.command = job.spec.command;
   spec.cwd = job.spec.cwd;
@@ -231,14 +246,34 @@ Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_s
   spec.fence_file = fence_file_;
   spec.fence_after_ms = fence_after_ms_;
   spec.cgroup = AttemptCgroup(job, p.run_dir);
-  if (runner.ok() && config_.shared) {
-    spec.uid = runner->uid;
-    spec.gid = runner->gid;
-    spec.user = runner->name;
-    spec.home = runner->home;
+  if (config_.shared) {
+    spec.uid = runner.uid;
+    spec.gid = runner.gid;
+    spec.user = runner.name;
+    spec.home = runner.home;
   }
+  return spec;
+}
+
+Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank) {
+  // A cluster's record came through Redis: it runs only as a node signed it.
+  if (verify_) TRAINQ_RETURN_IF_ERROR(verify_(job.id, job.spec));
+  // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
+  Result<UserInfo> runner = UserInfo{};
+  if (config_.shared) runner = LookupUserByName(job.spec.user);
+  // A run dir that already has a log belongs to another job of the same id: the store and
+  // runs/ disagree. Never write into it (the daemon refuses to start on a lost database).
+  if (FileExists(p.log_path)) {
+    return Status::Internal(
+        fmt::format("run dir {} already holds a log; the store and {} "
+                    "disagree about job {}",
+                    p.run_dir, options_.paths.runs, job.id));
+  }
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(p.run_dir));
   // Without its user the spec is not written: nothing may ever run it as another.
-  if (runner.ok()) TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, spec));
+  if (runner.ok()) {
+    TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, ShimSpec(job, n, p, rank, *runner)));
+  }
   UnixMs now = clock_.Now();
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
   if (record_start) TRAINQ_RETURN_IF_ERROR(store_.StartAttempt(job.id, job.attempt, p, now));
@@ -262,27 +297,8 @@ Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_s
     spdlog::error("job {} attempt {}: recording it as running failed ({}); it runs on as starting",
                   job.id, n, marked.message());
   }
-  Job started = job;
-  started.attempt = n;
-  Attempt a;
-  a.n = n;
-  a.gpu_indices = p.gpu_indices;
-  a.gpu_uuids = p.gpu_uuids;
-  a.reserved_bytes = p.reserved_bytes;
-  a.cpus = p.cpus;
-  a.run_dir = p.run_dir;
-  a.log_path = p.log_path;
-  a.started_at = now;
-  a.pid = shim->pid;
-  a.pid_start_ticks = shim->start_ticks;
-  a.master_port = p.master_port;
-  LiveAttempt live = FromAttempt(started, a);
+  LiveAttempt live = Started(job, n, p, rank, *shim, now);
   live.gate = gate;
-  if (!p.parts.empty()) {
-    live.part = std::max(rank, 0);
-    live.parts = static_cast<int>(p.parts.size());
-    if (rank > 0) live.master_port = 0;  // node 0's port: not this node's to hold
-  }
   live_.insert_or_assign(job.id, std::move(live));
   spdlog::info("job {} attempt {} started (shim pid {}, GPUs [{}]{})", job.id, n, shim->pid,
                fmt::join(p.gpu_indices, ","),
@@ -464,6 +480,21 @@ void Agent::RecoverAttempts(bool unstarted_wait) {
       live_[job.id].parts = static_cast<int>(current->parts.size());
     }
   }
+}
+
+void Agent::ReadoptLost(const Job& job) {
+  const Attempt* a = job.current();
+  if (a == nullptr || a->node != node_ || !a->parts.empty() || job.spec.gate_pid > 0 ||
+      live_.count(job.id) || !IsDirectory(a->run_dir)) {
+    return;
+  }
+  // A node killed whole left no record and no process: its end is unknown, not a failure.
+  if (!FileExists(ExitPath(a->run_dir)) &&
+      launcher_->AttemptProcesses(a->run_dir, {a->pid, a->pid_start_ticks}).empty()) {
+    return;
+  }
+  spdlog::info("job {} attempt {}: judged lost with this node; reading how it ended", job.id, a->n);
+  RecoverOne(job, *a);
 }
 
 void Agent::RecoverOne(const Job& job, const Attempt& a) {

@@ -28,6 +28,8 @@
 #include "src/daemon/shim_launcher.h"
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
+#include "src/os/run_dir.h"
+#include "src/os/users.h"
 #include "src/store/store.h"
 
 namespace trainq {
@@ -136,6 +138,12 @@ class Agent {
   // here whose run dir does not exist yet was never started (`unstarted_wait`): it is left
   // for StartPart; on one machine such an attempt is a run dir removed meanwhile.
   void RecoverAttempts(bool unstarted_wait);
+  // A cluster: the attempt of `job` that ran here until the leader judged this node lost
+  // while this daemon was away (stopped, then killed, say). Its shim is watched again, or its
+  // record read, so the store hears how it ended while it still waits for this node's word
+  // (lost_node_wait). An attempt that left nothing to tell (no record, no process) is left to
+  // that wait.
+  void ReadoptLost(const Job& job);
 
   // One machine: records the attempt as starting and starts it where `decision` says.
   // kUnavailable (and the job's reason set) when a multi-GPU job finds every MASTER_PORT of
@@ -183,6 +191,8 @@ class Agent {
   // The run dir, the spec, the shim, `running`. `record_start`: the single-node path, which
   // records `starting` itself just before the shim starts.
   Status RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank);
+  RunSpec ShimSpec(const Job& job, int n, const Placement& p, int rank,
+                   const UserInfo& runner) const;
   // The cgroup an attempt of `job` in `run_dir` runs in; version kNone where cgroups are off.
   CgroupSpec AttemptCgroup(const Job& job, const std::string& run_dir) const;
   Status EndUnstarted(const Job& job, int n, const Status& runner, const Status& launch);

@@ -1,6 +1,5 @@
-// Cluster mode (docs/cluster.md): nodes that share one Redis store. Each node's daemon is an
-// agent (heartbeats, runs what is placed on it); the one holding the leader lease is also
-// the scheduler for all nodes. Nothing here runs where the store is SQLite.
+// A cluster (cluster_mode.h, docs/cluster.md): nodes that share one Redis store. Nothing
+// here runs where the store is SQLite.
 #include <algorithm>
 #include <charconv>
 #include <csignal>
@@ -9,9 +8,11 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/duration.h"
 #include "src/core/endpoint.h"
 #include "src/core/spec.h"
-#include "src/daemon/daemon_impl.h"
+#include "src/daemon/cluster_mode.h"
+#include "src/daemon/node_view.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fence.h"
 #include "src/os/run_dir.h"
@@ -31,12 +32,31 @@ int64_t ClusterTickMs(const Config& c) {
 
 }  // namespace
 
-void DaemonImpl::StartCluster() {
-  if (!cluster_) return;
-  events_ = cluster_->Subscribe([this](const std::string& event) {
-    // The subscription's thread: the loop owns all state.
-    boost::asio::post(io_, [this, event] {
-      if (!stopping_) OnClusterEvent(event);
+ClusterMode::ClusterMode(Parts parts)
+    : p_(std::move(parts)),
+      store_(*p_.store),
+      config_(*p_.config),
+      fence_file_(FenceFile(p_.options->paths)),
+      timer_(*p_.io) {}
+
+ClusterMode::~ClusterMode() = default;
+
+Status ClusterMode::Check() const {
+  if (p_.key->empty()) {
+    return Status::Invalid("cluster_key_file: a cluster node needs the cluster key");
+  }
+  return Status::Ok();
+}
+
+void ClusterMode::Join() {
+  ReadoptLost();
+  std::weak_ptr<ClusterMode*> mode = self_;
+  events_ = store_.Subscribe([io = p_.io, mode](const std::string& event) {
+    // The subscription's thread: the loop owns all state. An event posted just before the
+    // mode was destroyed (the daemon, not the loop, went away) finds it gone.
+    boost::asio::post(*io, [mode, event] {
+      std::shared_ptr<ClusterMode*> self = mode.lock();
+      if (self && !(*self)->stopping_) (*self)->OnEvent(event);
     });
   });
   Beat();
@@ -44,17 +64,44 @@ void DaemonImpl::StartCluster() {
   SyncAssigned();
 }
 
-void DaemonImpl::ArmClusterTimer() {
-  cluster_timer_.expires_after(std::chrono::milliseconds(ClusterTickMs(config_)));
-  cluster_timer_.async_wait([this](const boost::system::error_code& ec) {
+void ClusterMode::ReadoptLost() {
+  ListQuery query;
+  query.states = {JobState::kQueued};
+  query.with_attempts = true;
+  query.with_env = false;
+  Result<std::vector<Job>> queued = store_.List(query);
+  if (!queued.ok()) {
+    spdlog::error("recovery: {}", queued.status().message());
+    return;
+  }
+  UnixMs now = p_.clock->Now();
+  std::string lost = "node " + p_.node + " lost";
+  for (const Job& job : *queued) {
+    const Attempt* a = job.current();
+    // Still waiting for this node's word (MarkNodeLost's not_before, lost_node_wait).
+    if (a != nullptr && a->end_reason == lost && job.not_before > now) p_.agent->ReadoptLost(job);
+  }
+}
+
+void ClusterMode::ArmTimer() {
+  timer_.expires_after(std::chrono::milliseconds(ClusterTickMs(config_)));
+  timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopping_) return;
-    OnClusterTimer();
-    ArmClusterTimer();
+    OnTimer();
+    ArmTimer();
   });
 }
 
-void DaemonImpl::OnClusterTimer() {
-  if (clock_.Now() >= next_beat_) {
+void ClusterMode::Stop() {
+  stopping_ = true;
+  timer_.cancel();
+  events_.reset();
+  // Another node need not wait for the lease to lapse.
+  if (leader_) (void)store_.ResignLeader(p_.node, lease_.epoch);
+}
+
+void ClusterMode::OnTimer() {
+  if (p_.clock->Now() >= next_beat_) {
     Beat();
     // A missed event (a reconnect, a lost message) costs at most one heartbeat.
     SyncAssigned();
@@ -62,61 +109,25 @@ void DaemonImpl::OnClusterTimer() {
   LeadOrFollow();
 }
 
-std::string DaemonImpl::NodeInfo() const {
-  json gpus = json::array();
-  if (sampler_.snapshot()) {
-    for (const GpuInfo& info : sampler_.snapshot()->gpus) {
-      json used = json::object();
-      int foreign = 0;
-      for (const auto& [id, live] : agent_->live()) {
-        auto it = live.used_by_gpu.find(info.index);
-        if (it != live.used_by_gpu.end()) used[std::to_string(id)] = it->second;
-      }
-      for (const GpuProcess& p : info.processes) {
-        if (!agent_->OwnsGpuProcess(p.pid)) ++foreign;
-      }
-      gpus.push_back({{"index", info.index},
-                      {"uuid", info.uuid},
-                      {"name", info.name},
-                      {"total", info.total_bytes},
-                      {"free", info.free_bytes},
-                      {"foreign", foreign},
-                      {"known", info.processes_known},
-                      {"used", std::move(used)}});
-    }
-  }
-  json doc = {
-      {"cpu_slots", cpu_slots_},
-      {"gpus", std::move(gpus)},
-      // Once a sample failed, the leader must know how old these facts are: this
-      // node's clock, as heartbeats are.
-      {"sampled_at", sampler_.error().empty() ? json(nullptr) : json(sampler_.sampled_at())},
-      {"sample_error", sampler_.error().empty() ? json(nullptr) : json(sampler_.error())},
-      {"probe", sampler_.Describe()},
-      {"topology",
-       sampler_.snapshot() ? sampler_.snapshot()->topology : std::vector<std::vector<int>>{}}};
-  return doc.dump();
-}
-
-NodeRecord DaemonImpl::OwnRecord() const {
+NodeRecord ClusterMode::OwnRecord() const {
   NodeRecord r;
-  r.name = node_;
-  r.address = address_;
+  r.name = p_.node;
+  r.address = p_.address;
   r.api_url = api_url_;
-  r.runs_dir = options_.paths.runs;
+  r.runs_dir = p_.options->paths.runs;
   r.master_port_first = config_.master_port_first;
   r.master_port_last = config_.master_port_last;
-  r.info = NodeInfo();
+  r.info = NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler);
   r.version = TRAINQ_VERSION;
   return r;
 }
 
-void DaemonImpl::Beat() {
-  next_beat_ = clock_.Now() + config_.heartbeat_interval_ms;
+void ClusterMode::Beat() {
+  next_beat_ = p_.clock->Now() + config_.heartbeat_interval_ms;
   NodeRecord record = OwnRecord();
   // Read before the call: the stamp is never fresher than the heartbeat the store holds.
   int64_t sent_at = BootClockMs();
-  Result<UnixMs> at = cluster_->Heartbeat(record);
+  Result<UnixMs> at = store_.Heartbeat(record);
   if (!at.ok()) {
     // Running jobs go on; they stop themselves if this lasts past half of node_timeout.
     if (!store_unreachable_) {
@@ -124,19 +135,18 @@ void DaemonImpl::Beat() {
                     ClusterTickMs(config_));
     }
     store_unreachable_ = true;
-    next_beat_ = clock_.Now() + ClusterTickMs(config_);
+    next_beat_ = p_.clock->Now() + ClusterTickMs(config_);
     return;
   }
   if (store_unreachable_) spdlog::info("heartbeat: the store is reachable again");
   store_unreachable_ = false;
-  last_info_ = std::move(record.info);
   if (Status st = WriteFenceStamp(fence_file_, sent_at); !st.ok()) {
     spdlog::error("fence stamp {}: {}", fence_file_, st.message());
   }
 }
 
-void DaemonImpl::LeadOrFollow() {
-  Result<LeaderLease> lease = cluster_->AcquireLeader(node_, config_.leader_lease_ms);
+void ClusterMode::LeadOrFollow() {
+  Result<LeaderLease> lease = store_.AcquireLeader(p_.node, config_.leader_lease_ms);
   if (!lease.ok()) {
     // Unreachable: a leader that cannot renew stops scheduling; its fenced writes would be
     // refused anyway once the lease lapses.
@@ -152,10 +162,10 @@ void DaemonImpl::LeadOrFollow() {
   // would all be refused while this node goes on believing it leads.
   if (leader_ && (!was || lease->epoch != fenced_epoch_)) {
     spdlog::info("leader of the cluster (epoch {})", lease->epoch);
-    cluster_->SetLeaderFence(node_, lease->epoch);
+    store_.SetLeaderFence(p_.node, lease->epoch);
     fenced_epoch_ = lease->epoch;
-    scheduler_->Reload();
-    RequestSchedule();
+    p_.scheduler->Reload();
+    p_.scheduler->RequestSchedule();
   } else if (!leader_ && was) {
     spdlog::warn("no longer the leader: {} holds the lease (epoch {})", lease->leader,
                  lease->epoch);
@@ -163,14 +173,14 @@ void DaemonImpl::LeadOrFollow() {
   if (leader_) CheckLostNodes(lease->now);
 }
 
-void DaemonImpl::CheckLostNodes(UnixMs store_now) {
-  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+void ClusterMode::CheckLostNodes(UnixMs store_now) {
+  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
   if (!nodes.ok()) return;
   for (const NodeRecord& n : *nodes) {
     if (n.lost || store_now - n.heartbeat_at <= config_.node_timeout_ms) continue;
     Result<std::vector<JobId>> ended =
-        cluster_->MarkNodeLost(n.name, store_now - config_.node_timeout_ms,
-                               config_.max_node_failures, config_.lost_node_wait_ms);
+        store_.MarkNodeLost(n.name, store_now - config_.node_timeout_ms, config_.max_node_failures,
+                            config_.lost_node_wait_ms);
     if (!ended.ok()) {
       spdlog::warn("node {}: marking it lost: {}", n.name, ended.status().message());
       continue;
@@ -178,38 +188,38 @@ void DaemonImpl::CheckLostNodes(UnixMs store_now) {
     spdlog::warn("node {} lost: no heartbeat for {} ms; its attempts ended: [{}]", n.name,
                  store_now - n.heartbeat_at, fmt::join(*ended, ","));
     for (JobId id : *ended) {
-      deps_->ResolveDependents(id);
-      JobEnded(id);
+      p_.deps->ResolveDependents(id);
+      p_.job_ended(id);
     }
-    scheduler_->MarkStale();
-    RequestSchedule();
+    p_.scheduler->MarkStale();
+    p_.scheduler->RequestSchedule();
   }
 }
 
-void DaemonImpl::OnClusterEvent(const std::string& event) {
+void ClusterMode::OnEvent(const std::string& event) {
   std::string kind = event.substr(0, event.find(' '));
   std::string rest = kind.size() < event.size() ? event.substr(kind.size() + 1) : "";
   std::string target = rest.substr(0, rest.find(' '));
   if (kind == "placed" || kind == "cancel") {
-    if (target == node_) SyncAssigned();
+    if (target == p_.node) SyncAssigned();
     return;
   }
   if (kind == "reconnected") SyncAssigned();
   // An attempt that ended elsewhere (a gang's other part failed, its node was lost): stop
   // this node's part of it now, not at the next heartbeat.
-  if (kind == "end" && !agent_->live().empty()) {
+  if (kind == "end" && !p_.agent->live().empty()) {
     JobId id = 0;
     std::from_chars(target.data(), target.data() + target.size(), id);
-    if (agent_->live().count(id)) SyncAssigned();
+    if (p_.agent->live().count(id)) SyncAssigned();
   }
   if (leader_) {
     // A submit, an end or a node's change anywhere: the queue or the GPUs changed. The
     // waiting index follows job by job where the event names the jobs: a reload of the
     // whole queue per submit would make each submit cost as much as the queue is long.
     if (kind == "submit" || kind == "requeue") {
-      if (rest.empty()) scheduler_->MarkStale();
+      if (rest.empty()) p_.scheduler->MarkStale();
       // Once the index is stale, the next pass reads the whole queue anyway.
-      for (size_t at = 0; !scheduler_->stale() && at < rest.size();) {
+      for (size_t at = 0; !p_.scheduler->stale() && at < rest.size();) {
         size_t space = rest.find(' ', at);
         std::string_view word(rest.data() + at,
                               (space == std::string::npos ? rest.size() : space) - at);
@@ -217,35 +227,35 @@ void DaemonImpl::OnClusterEvent(const std::string& event) {
         JobId id = 0;
         auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
         if (ec != std::errc() || ptr != word.data() + word.size()) {
-          scheduler_->MarkStale();
+          p_.scheduler->MarkStale();
           break;
         }
-        scheduler_->NoteWaiting(id);
+        p_.scheduler->NoteWaiting(id);
       }
     } else if (kind == "end") {
       // A waiting job cancelled, or an attempt ended: the job may be queued again (an OOM
       // retry, a lost node) or done.
       JobId id = 0;
       std::from_chars(target.data(), target.data() + target.size(), id);
-      scheduler_->ForgetReason(id);
-      scheduler_->NoteWaiting(id);
+      p_.scheduler->ForgetReason(id);
+      p_.scheduler->NoteWaiting(id);
     } else if (kind != "node" && kind != "placed") {
-      scheduler_->MarkStale();  // "leader", "reconnected": events may have been missed
+      p_.scheduler->MarkStale();  // "leader", "reconnected": events may have been missed
     }
-    RequestSchedule();
+    p_.scheduler->RequestSchedule();
   }
 }
 
-AttemptEnd DaemonImpl::CwdMissing(const Job& job, const Attempt& a, int rank) {
+AttemptEnd ClusterMode::CwdMissing(const Job& job, const Attempt& a, int rank) {
   AttemptEnd end;
-  end.ended_at = clock_.Now();
+  end.ended_at = p_.clock->Now();
   end.part = a.parts.empty() ? -1 : rank;
   end.parts = static_cast<int>(a.parts.size());
-  end.exclude_node = node_;
-  end.end_reason = fmt::format("cwd {} does not exist on node {}", job.spec.cwd, node_);
+  end.exclude_node = p_.node;
+  end.end_reason = fmt::format("cwd {} does not exist on node {}", job.spec.cwd, p_.node);
   // Elsewhere if some node it may use is left; else it can run nowhere.
   std::vector<std::string> left;
-  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
   for (const NodeRecord& r : nodes.ok() ? *nodes : std::vector<NodeRecord>{}) {
     const JobSpec& s = job.spec;
     bool allowed =
@@ -253,7 +263,7 @@ AttemptEnd DaemonImpl::CwdMissing(const Job& job, const Attempt& a, int rank) {
         std::find(s.nodes_allowed.begin(), s.nodes_allowed.end(), r.name) != s.nodes_allowed.end();
     bool excluded = std::find(s.nodes_excluded.begin(), s.nodes_excluded.end(), r.name) !=
                     s.nodes_excluded.end();
-    if (!r.lost && allowed && !excluded && r.name != node_) left.push_back(r.name);
+    if (!r.lost && allowed && !excluded && r.name != p_.node) left.push_back(r.name);
   }
   if (static_cast<int>(left.size()) >= job.spec.num_nodes) {
     end.job_state = JobState::kQueued;
@@ -265,72 +275,78 @@ AttemptEnd DaemonImpl::CwdMissing(const Job& job, const Attempt& a, int rank) {
   return end;
 }
 
-void DaemonImpl::SyncAssigned() {
-  Result<std::vector<Job>> mine = cluster_->ActiveOn(node_);
+// Starts this node's part `rank` of attempt `a`, placed here by the leader: only in this
+// node's own run dir, and only where its cwd is; a part that cannot start ends the attempt.
+void ClusterMode::StartPlaced(const Job& job, const Attempt& a, const AttemptPart& part, int rank) {
+  Placement p;
+  p.node = part.node;
+  p.gpu_indices = part.gpu_indices;
+  p.gpu_uuids = part.gpu_uuids;
+  p.reserved_bytes = a.reserved_bytes;
+  p.cpus = a.cpus;
+  p.run_dir = part.run_dir;
+  p.log_path = part.log_path;
+  p.master_port = a.master_port;
+  p.parts = a.parts;
+  p.master_addr = a.master_addr;
+  // The run dir is this node's to name: one the store names elsewhere (written there
+  // by another hand) would have root create and write files wherever it says.
+  std::string own = fmt::format("{}/{}/{}", p_.options->paths.runs, job.id, a.n);
+  if (p.run_dir != own || p.log_path != LogPath(own)) {
+    AttemptEnd end;
+    end.ended_at = p_.clock->Now();
+    end.end_reason = end.job_reason =
+        fmt::format("node {} refused to run it: the store names its run dir {}, not {}", p_.node,
+                    p.run_dir, own);
+    end.part = a.parts.empty() ? -1 : rank;
+    end.parts = static_cast<int>(a.parts.size());
+    spdlog::error("job {} attempt {}: {}", job.id, a.n, end.end_reason);
+    p_.agent->StoreEnd(job.id, a.n, end);
+    return;
+  }
+  if (!IsDirectory(job.spec.cwd)) {
+    // Code and data are on a shared filesystem (docs/cluster.md); this node lacks it.
+    p_.agent->StoreEnd(job.id, a.n, CwdMissing(job, a, rank));
+    return;
+  }
+  if (Status st = p_.agent->StartPart(job, a.n, p, rank); !st.ok()) {
+    spdlog::error("job {} attempt {}: {}", job.id, a.n, st.message());
+    AttemptEnd end;
+    end.ended_at = p_.clock->Now();
+    end.end_reason = fmt::format("node {} could not start it: {}", p_.node, st.message());
+    end.job_reason = end.end_reason;
+    end.part = a.parts.empty() ? -1 : rank;
+    end.parts = static_cast<int>(a.parts.size());
+    p_.agent->StoreEnd(job.id, a.n, end);
+  }
+}
+
+void ClusterMode::SyncAssigned() {
+  Result<std::vector<Job>> mine = store_.ActiveOn(p_.node);
   if (!mine.ok()) return;  // Beat() says the store is away
   std::set<JobId> assigned;
   for (const Job& job : *mine) {
     const Attempt* a = job.current();
     int rank = 0;
-    std::optional<AttemptPart> part = a ? a->PartOn(node_, &rank) : std::nullopt;
+    std::optional<AttemptPart> part = a ? a->PartOn(p_.node, &rank) : std::nullopt;
     if (!part) continue;
     assigned.insert(job.id);
-    auto it = agent_->live().find(job.id);
-    if (it == agent_->live().end() || it->second.n != a->n) {
+    auto it = p_.agent->live().find(job.id);
+    if (it == p_.agent->live().end() || it->second.n != a->n) {
       // Not started here yet: part 0 is `starting` with no pid until it runs; a gang's
       // other parts start while the attempt is starting or running, once each.
       bool started = a->parts.empty() ? (a->state != JobState::kStarting || a->pid != 0)
                                       : IsDirectory(part->run_dir);
       if (started) continue;
-      Placement p;
-      p.node = part->node;
-      p.gpu_indices = part->gpu_indices;
-      p.gpu_uuids = part->gpu_uuids;
-      p.reserved_bytes = a->reserved_bytes;
-      p.cpus = a->cpus;
-      p.run_dir = part->run_dir;
-      p.log_path = part->log_path;
-      p.master_port = a->master_port;
-      p.parts = a->parts;
-      p.master_addr = a->master_addr;
-      // The run dir is this node's to name: one the store names elsewhere (written there
-      // by another hand) would have root create and write files wherever it says.
-      std::string own = fmt::format("{}/{}/{}", options_.paths.runs, job.id, a->n);
-      if (p.run_dir != own || p.log_path != LogPath(own)) {
-        AttemptEnd end;
-        end.ended_at = clock_.Now();
-        end.end_reason = end.job_reason =
-            fmt::format("node {} refused to run it: the store names its run dir {}, not {}", node_,
-                        p.run_dir, own);
-        end.part = a->parts.empty() ? -1 : rank;
-        end.parts = static_cast<int>(a->parts.size());
-        spdlog::error("job {} attempt {}: {}", job.id, a->n, end.end_reason);
-        agent_->StoreEnd(job.id, a->n, end);
-        continue;
-      }
-      if (!IsDirectory(job.spec.cwd)) {
-        // Code and data are on a shared filesystem (docs/cluster.md); this node lacks it.
-        agent_->StoreEnd(job.id, a->n, CwdMissing(job, *a, rank));
-        continue;
-      }
-      if (Status st = agent_->StartPart(job, a->n, p, rank); !st.ok()) {
-        spdlog::error("job {} attempt {}: {}", job.id, a->n, st.message());
-        AttemptEnd end;
-        end.ended_at = clock_.Now();
-        end.end_reason = fmt::format("node {} could not start it: {}", node_, st.message());
-        end.job_reason = end.end_reason;
-        end.part = a->parts.empty() ? -1 : rank;
-        end.parts = static_cast<int>(a->parts.size());
-        agent_->StoreEnd(job.id, a->n, end);
-      }
+      StartPlaced(job, *a, *part, rank);
       continue;
     }
     const LiveAttempt& live = it->second;
     if (live.cancel_requested || live.stopping) continue;
-    Result<bool> asked = cluster_->CancelRequested(job.id, a->n);
+    Result<bool> asked = store_.CancelRequested(job.id, a->n);
     if (asked.ok() && *asked) {
       std::string message;
-      if (Status st = CancelJob(job, &message); !st.ok()) {
+      if (Status st = p_.agent->Cancel(job.id, &message); !st.ok()) {
         spdlog::warn("job {}: {}", job.id, st.message());
       } else {
         spdlog::info("{} (cancel asked on another node)", message);
@@ -339,26 +355,130 @@ void DaemonImpl::SyncAssigned() {
   }
   // Attempts the store no longer places here: the leader judged this node lost while it
   // was away, and the job may already run elsewhere.
-  agent_->StopAllBut(assigned);
+  p_.agent->StopAllBut(assigned);
 }
 
-Status DaemonImpl::RefreshClusterView() {
-  Result<std::vector<NodeRecord>> records = cluster_->Nodes();
+std::vector<NodeState> ClusterMode::PassNodes() {
+  if (Status st = RefreshView(); !st.ok()) {
+    spdlog::warn("cluster view: {}", st.message());
+    view_ = {};
+  }
+  return view_.nodes;
+}
+
+RunningUses ClusterMode::Running() {
+  RunningUses running;
+  for (const Job& job : view_.active) {
+    const Attempt* a = job.current();
+    if (a == nullptr) continue;
+    running[{job.id, a->n}] = {job.spec.user, static_cast<int>(a->gpu_indices.size()),
+                               a->started_at};
+  }
+  return running;
+}
+
+void ClusterMode::BeforeStore(std::vector<JobSpec>& specs) {
+  for (JobSpec& s : specs) p_.key->Sign(s, p_.node);
+}
+
+Status ClusterMode::CancelElsewhere(const Job& job, std::string* message) {
+  const Attempt* current = job.current();
+  if (current == nullptr) {
+    return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
+  }
+  // Its node stops it: it watches for the flag (an event, or its next heartbeat). That may
+  // be this node, when the leader placed it here and it has not started yet.
+  TRAINQ_RETURN_IF_ERROR(store_.RequestCancel(job.id, job.attempt));
+  *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {})",
+                         job.id, current->node, FormatDuration(config_.grace_ms));
+  return Status::Ok();
+}
+
+namespace {
+
+// An active attempt's part on one node (a gang has one per node), with its rank.
+struct OnNode {
+  const Job* job;
+  AttemptPart part;
+  int rank;
+};
+
+// A node as the placement policy sees it: its record's last report (NodeInfo) and, as
+// holdings, the store's active attempts there.
+NodeState NodeFromRecord(const NodeRecord& r, const std::vector<OnNode>& here) {
+  json info = json::parse(r.info, nullptr, false);
+  NodeState node;
+  node.name = r.name;
+  // A lost or drained node gets nothing new; what it holds still counts.
+  node.accepts_new = !r.lost && !r.drained;
+  node.cpu_slots = info.is_object() ? info.value("cpu_slots", 0) : 0;
+  UnixMs sampled_at = 0;
+  std::string sample_error;
+  if (info.is_object() && info.contains("sample_error") && info["sample_error"].is_string() &&
+      info.contains("sampled_at") && info["sampled_at"].is_number_integer()) {
+    sampled_at = info["sampled_at"].get<UnixMs>();
+    sample_error = info["sample_error"].get<std::string>();
+  }
+  std::map<int, const json*> gpu_info;
+  if (info.is_object() && info.contains("gpus") && info["gpus"].is_array()) {
+    for (const json& g : info["gpus"]) {
+      GpuState gpu;
+      gpu.index = g.value("index", 0);
+      gpu.uuid = g.value("uuid", "");
+      gpu.total_bytes = g.value("total", uint64_t{0});
+      gpu.free_bytes = g.value("free", uint64_t{0});
+      gpu.foreign_processes = g.value("foreign", 0);
+      gpu.sampled_at = sampled_at;
+      gpu.sample_error = sample_error;
+      node.gpus.push_back(std::move(gpu));
+      gpu_info[node.gpus.back().index] = &g;
+    }
+    if (info.contains("topology") && info["topology"].is_array()) {
+      node.topology = info["topology"].get<std::vector<std::vector<int>>>();
+    }
+  }
+  for (const OnNode& on : here) {
+    const Job* job = on.job;
+    const Attempt& a = *job->current();
+    const std::vector<int>& gpus = on.part.gpu_indices;
+    node.cpu_slots_used += a.cpus;
+    UserUse& use = node.use_by_user[job->spec.user];
+    use.gpus += static_cast<int>(gpus.size());
+    if (on.rank == 0) ++use.jobs;  // a gang is one job, counted on its master node
+    for (GpuState& gpu : node.gpus) {
+      if (std::find(gpus.begin(), gpus.end(), gpu.index) == gpus.end()) continue;
+      Holding h;
+      h.job = job->id;
+      h.reserved_bytes = a.reserved_bytes;
+      h.exclusive = job->spec.exclusive();
+      h.started_at = a.started_at;
+      const json* g = gpu_info[gpu.index];
+      // What the node saw its processes use; an attempt it has not reported yet (just
+      // placed) counts its reservation in full.
+      if (g != nullptr && g->value("known", false) && (*g)["used"].is_object()) {
+        const json& used = (*g)["used"];
+        auto it = used.find(std::to_string(job->id));
+        if (it != used.end()) h.used_now = it->get<uint64_t>();
+      }
+      gpu.holdings.push_back(h);
+    }
+  }
+  return node;
+}
+
+}  // namespace
+
+Status ClusterMode::RefreshView() {
+  Result<std::vector<NodeRecord>> records = store_.Nodes();
   if (!records.ok()) return records.status();
   ListQuery query;
   query.states = {JobState::kStarting, JobState::kRunning};
   query.with_attempts = true;
   query.with_env = false;
-  Result<std::vector<Job>> active = store_->List(query);
+  Result<std::vector<Job>> active = store_.List(query);
   if (!active.ok()) return active.status();
-  ClusterView view;
+  View view;
   view.active = std::move(*active);
-  // Each active attempt's part on each node (a gang has one per node), with its rank.
-  struct OnNode {
-    const Job* job;
-    AttemptPart part;
-    int rank;
-  };
   std::map<std::string, std::vector<OnNode>> on_node;
   for (const Job& job : view.active) {
     const Attempt* a = job.current();
@@ -373,71 +493,31 @@ Status DaemonImpl::RefreshClusterView() {
     }
   }
   for (NodeRecord& r : *records) {
-    json info = json::parse(r.info, nullptr, false);
-    NodeState node;
-    node.name = r.name;
-    // A lost or drained node gets nothing new; what it holds still counts.
-    node.accepts_new = !r.lost && !r.drained;
-    node.cpu_slots = info.is_object() ? info.value("cpu_slots", 0) : 0;
-    UnixMs sampled_at = 0;
-    std::string sample_error;
-    if (info.is_object() && info.contains("sample_error") && info["sample_error"].is_string() &&
-        info.contains("sampled_at") && info["sampled_at"].is_number_integer()) {
-      sampled_at = info["sampled_at"].get<UnixMs>();
-      sample_error = info["sample_error"].get<std::string>();
-    }
-    std::map<int, const json*> gpu_info;
-    if (info.is_object() && info.contains("gpus") && info["gpus"].is_array()) {
-      for (const json& g : info["gpus"]) {
-        GpuState gpu;
-        gpu.index = g.value("index", 0);
-        gpu.uuid = g.value("uuid", "");
-        gpu.total_bytes = g.value("total", uint64_t{0});
-        gpu.free_bytes = g.value("free", uint64_t{0});
-        gpu.foreign_processes = g.value("foreign", 0);
-        gpu.sampled_at = sampled_at;
-        gpu.sample_error = sample_error;
-        node.gpus.push_back(std::move(gpu));
-        gpu_info[node.gpus.back().index] = &g;
-      }
-      if (info.contains("topology") && info["topology"].is_array()) {
-        node.topology = info["topology"].get<std::vector<std::vector<int>>>();
-      }
-    }
-    for (const OnNode& on : on_node[r.name]) {
-      const Job* job = on.job;
-      const Attempt& a = *job->current();
-      const std::vector<int>& gpus = on.part.gpu_indices;
-      node.cpu_slots_used += a.cpus;
-      UserUse& use = node.use_by_user[job->spec.user];
-      use.gpus += static_cast<int>(gpus.size());
-      if (on.rank == 0) ++use.jobs;  // a gang is one job, counted on its master node
-      for (GpuState& gpu : node.gpus) {
-        if (std::find(gpus.begin(), gpus.end(), gpu.index) == gpus.end()) continue;
-        Holding h;
-        h.job = job->id;
-        h.reserved_bytes = a.reserved_bytes;
-        h.exclusive = job->spec.exclusive();
-        h.started_at = a.started_at;
-        const json* g = gpu_info[gpu.index];
-        // What the node saw its processes use; an attempt it has not reported yet (just
-        // placed) counts its reservation in full.
-        if (g != nullptr && g->value("known", false) && (*g)["used"].is_object()) {
-          const json& used = (*g)["used"];
-          auto it = used.find(std::to_string(job->id));
-          if (it != used.end()) h.used_now = it->get<uint64_t>();
-        }
-        gpu.holdings.push_back(h);
-      }
-    }
-    view.nodes.push_back(std::move(node));
+    view.nodes.push_back(NodeFromRecord(r, on_node[r.name]));
     view.records.emplace(r.name, std::move(r));
   }
   view_ = std::move(view);
   return Status::Ok();
 }
 
-Status DaemonImpl::PlaceOnNode(const Job& job, const StartDecision& d) {
+// A MASTER_PORT of `node`'s range that no active attempt there holds, now held in the view;
+// kUnavailable (and the job's reason set) when every one is.
+Result<int> ClusterMode::TakePortOn(JobId job, const NodeRecord& node) {
+  std::set<int>& held = view_.ports[node.name];
+  for (int port = node.master_port_first; port <= node.master_port_last; ++port) {
+    if (held.insert(port).second) return port;
+  }
+  std::pair<JobId, std::string> reason{
+      job, fmt::format("waiting for a free MASTER_PORT on node {}: all {} ports of its "
+                       "master_port_range are held",
+                       node.name, held.size())};
+  if (Status st = store_.SetReasons(std::span(&reason, 1)); !st.ok()) {
+    spdlog::warn("job {}: {}", job, st.message());
+  }
+  return Status::Unavailable(reason.second);
+}
+
+Status ClusterMode::Place(const Job& job, const StartDecision& d) {
   auto rec = view_.records.find(d.node);
   if (rec == view_.records.end()) return Status::NotFound("node " + d.node + " is not known");
   const NodeRecord& node = rec->second;  // part 0's: the master
@@ -477,26 +557,11 @@ Status DaemonImpl::PlaceOnNode(const Job& job, const StartDecision& d) {
     p.master_addr = node.address;
   }
   if (NeedsMasterPort(job.spec)) {
-    std::set<int>& held = view_.ports[d.node];
-    for (int port = node.master_port_first; port <= node.master_port_last; ++port) {
-      if (!held.count(port)) {
-        p.master_port = port;
-        break;
-      }
-    }
-    if (p.master_port == 0) {
-      std::pair<JobId, std::string> reason{
-          job.id, fmt::format("waiting for a free MASTER_PORT on node {}: all {} ports of its "
-                              "master_port_range are held",
-                              d.node, held.size())};
-      if (Status st = store_->SetReasons(std::span(&reason, 1)); !st.ok()) {
-        spdlog::warn("job {}: {}", job.id, st.message());
-      }
-      return Status::Unavailable(reason.second);
-    }
-    held.insert(p.master_port);
+    Result<int> port = TakePortOn(job.id, node);
+    if (!port.ok()) return port.status();
+    p.master_port = *port;
   }
-  TRAINQ_RETURN_IF_ERROR(store_->StartAttempt(job.id, job.attempt, p, clock_.Now()));
+  TRAINQ_RETURN_IF_ERROR(store_.StartAttempt(job.id, job.attempt, p, p_.clock->Now()));
   if (p.parts.empty()) {
     spdlog::info("job {} attempt {} placed on node {} (GPUs [{}])", job.id, n, d.node,
                  fmt::join(d.gpu_indices, ","));
@@ -508,7 +573,7 @@ Status DaemonImpl::PlaceOnNode(const Job& job, const StartDecision& d) {
     spdlog::info("job {} attempt {} placed on {} nodes: {}", job.id, n, p.parts.size(),
                  fmt::join(where, ", "));
   }
-  deps_->ResolveDependents(job.id);
+  p_.deps->ResolveDependents(job.id);
   return Status::Ok();
 }
 
@@ -518,10 +583,6 @@ namespace trainq {
 
 namespace {
 
-HttpResponse NodesJson(int status, const json& body) {
-  return {status, body.dump(), "application/json"};
-}
-
 std::string NodeStateName(const NodeRecord& r) {
   if (r.lost) return "lost";
   return r.drained ? "drained" : "up";
@@ -529,9 +590,8 @@ std::string NodeStateName(const NodeRecord& r) {
 
 }  // namespace
 
-void DaemonImpl::ClusterLimits(SpecLimits& limits) {
-  if (!cluster_) return;
-  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+void ClusterMode::Limits(SpecLimits& limits) {
+  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
   if (!nodes.ok()) return;  // judged by this node's own GPUs, as set by the caller
   limits.max_nodes = 0;
   for (const NodeRecord& r : *nodes) {
@@ -549,49 +609,14 @@ void DaemonImpl::ClusterLimits(SpecLimits& limits) {
   }
 }
 
-// GET /v1/nodes: every node of the cluster (this one alone without a cluster), its GPUs
-// with the memory a job could use there now, and its attempts.
-void DaemonImpl::NodesRoute(Responder& respond) {
-  UnixMs now = clock_.Now();
-  PolicyConfig policy = scheduler_->Policy();
+// GET /v1/nodes: every node of the cluster, its GPUs with the memory a job could use there
+// now, and its attempts.
+void ClusterMode::NodesRoute(Responder& respond) {
+  UnixMs now = p_.clock->Now();
+  PolicyConfig policy = p_.scheduler->Policy();
   json nodes = json::array();
-  auto gpus_json = [&](const NodeState& ns, const json& info) {
-    json gpus = json::array();
-    for (const GpuState& g : ns.gpus) {
-      std::string name;
-      if (info.is_object() && info.contains("gpus")) {
-        for (const json& gi : info["gpus"]) {
-          if (gi.value("index", -1) == g.index) name = gi.value("name", "");
-        }
-      }
-      gpus.push_back({{"index", g.index},
-                      {"name", name},
-                      {"uuid", g.uuid},
-                      {"memory_total", g.total_bytes},
-                      {"memory_free", g.free_bytes},
-                      {"memory_usable", UsableBytes(g, policy, now)}});
-    }
-    return gpus;
-  };
-  if (!cluster_) {
-    std::vector<NodeState> local = BuildNodes();
-    json jobs = json::array();
-    for (const auto& [id, live] : agent_->live()) jobs.push_back(id);
-    nodes.push_back({{"name", node_},
-                     {"address", address_},
-                     {"state", "up"},
-                     {"leader", true},
-                     {"cpu_slots", local[0].cpu_slots},
-                     {"cpu_slots_used", local[0].cpu_slots_used},
-                     {"gpus", gpus_json(local[0], json::parse(NodeInfo()))},
-                     {"jobs", std::move(jobs)},
-                     {"heartbeat_at", FormatTime(now)},
-                     {"heartbeat_age_ms", 0},
-                     {"version", TRAINQ_VERSION}});
-    return respond(NodesJson(200, {{"cluster", false}, {"leader", node_}, {"nodes", nodes}}));
-  }
-  if (Status st = RefreshClusterView(); !st.ok()) return respond(ErrorResponse(st));
-  Result<LeaderLease> lease = cluster_->AcquireLeader(node_, config_.leader_lease_ms);
+  if (Status st = RefreshView(); !st.ok()) return respond(ErrorResponse(st));
+  Result<LeaderLease> lease = store_.AcquireLeader(p_.node, config_.leader_lease_ms);
   if (lease.ok()) {
     // The call may have taken or renewed the lease: the timer's next round sees it too.
     lease_ = *lease;
@@ -613,7 +638,7 @@ void DaemonImpl::NodesRoute(Responder& respond) {
                      {"leader", lease.ok() && lease->leader == name},
                      {"cpu_slots", shown.cpu_slots},
                      {"cpu_slots_used", shown.cpu_slots_used},
-                     {"gpus", gpus_json(shown, info)},
+                     {"gpus", GpusJson(shown, info, policy, now)},
                      {"jobs", jobs_on[name]},
                      {"heartbeat_at", FormatTime(r.heartbeat_at)},
                      {"heartbeat_age_ms", std::max<int64_t>(0, store_now - r.heartbeat_at)},
@@ -629,15 +654,10 @@ void DaemonImpl::NodesRoute(Responder& respond) {
 
 // POST /v1/nodes/NAME/drain and /resume (admins): nothing new is placed on a drained node;
 // what runs there runs on.
-void DaemonImpl::DrainRoute(const std::string& name, bool drain, Responder& respond) {
-  if (!cluster_) {
-    return respond(ErrorResponse(Status::Invalid(
-        "node: draining a node needs a cluster (store = \"redis://...\" in config.toml, "
-        "docs/cluster.md); this daemon is a single machine")));
-  }
-  if (Status st = cluster_->SetDrained(name, drain); !st.ok()) return respond(ErrorResponse(st));
+void ClusterMode::DrainRoute(const std::string& name, bool drain, Responder& respond) {
+  if (Status st = store_.SetDrained(name, drain); !st.ok()) return respond(ErrorResponse(st));
   spdlog::info("node {} {}", name, drain ? "drained" : "resumed");
-  (void)cluster_->Publish("node " + name);
+  (void)store_.Publish("node " + name);
   respond(NodesJson(
       200, {{"message", drain ? fmt::format("node {} drained: no new job starts there; running "
                                             "ones run on",
@@ -655,9 +675,9 @@ namespace trainq {
 // holds the file. Synchronous and short (its own timeout): a log chunk is small.
 // The request is built from the numbers the route parsed (never from the caller's text) and
 // signed with the cluster key: the holder serves it as a node's log request and nothing else.
-void DaemonImpl::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
-                          const Job& job, const Attempt& attempt, Responder& respond) {
-  Result<std::vector<NodeRecord>> nodes = cluster_->Nodes();
+void ClusterMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                           const Job& job, const Attempt& attempt, Responder& respond) {
+  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
   if (!nodes.ok()) return respond(ErrorResponse(nodes.status()));
   const NodeRecord* holder = nullptr;
   for (const NodeRecord& r : *nodes) {
@@ -674,7 +694,7 @@ void DaemonImpl::ProxyLog(const std::string& path, const std::map<std::string, s
   std::string target = CanonicalTarget(path, query);
   CallOptions options;
   options.timeout_ms = 5000;
-  options.authorization = cluster_key_.PeerAuthorization(node_, clock_.Now(), "GET", target);
+  options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), "GET", target);
   options.ca_file = GetEnv("TRAINQ_CA");
   Result<HttpResponse> answer = HttpCall(*peer, "GET", target, "", options);
   if (!answer.ok()) {

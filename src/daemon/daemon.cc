@@ -18,7 +18,9 @@
 #include "src/core/duration.h"
 #include "src/core/endpoint.h"
 #include "src/core/oom.h"
+#include "src/daemon/cluster_mode.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/daemon/local_mode.h"
 #include "src/os/permissions.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -46,8 +48,9 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   cluster_key_ = std::move(seams.cluster_key);
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
-  cluster_ = dynamic_cast<ClusterStore*>(store_.get());
-  const ClusterKey* key = cluster_ ? &cluster_key_ : nullptr;
+  // The one place the mode is chosen: a cluster's store makes this node a cluster member.
+  ClusterStore* cluster = dynamic_cast<ClusterStore*>(store_.get());
+  const ClusterKey* key = cluster ? &cluster_key_ : nullptr;
   auth_ = std::make_unique<Authenticator>(*store_, clock_, config_, key);
   tokens_ = std::make_unique<TokenRoutes>(*store_, clock_, config_, key);
   Dependencies::Hooks deps;
@@ -59,12 +62,7 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   };
   deps_ = std::make_unique<Dependencies>(*store_, clock_, std::move(deps));
   SubmitBatcher::Hooks hooks;
-  // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
-  if (cluster_) {
-    hooks.before = [this](std::vector<JobSpec>& specs) {
-      for (JobSpec& s : specs) cluster_key_.Sign(s, node_);
-    };
-  }
+  hooks.before = [this](std::vector<JobSpec>& specs) { mode_->BeforeStore(specs); };
   hooks.stored = [this](const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
                         UnixMs now) { scheduler_->Submitted(specs, ids, now); };
   submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_, std::move(hooks));
@@ -78,13 +76,13 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   parts.launcher = std::move(seams.launcher);
   parts.cgroups = std::move(seams.cgroups);
   parts.node = node_;
-  if (cluster_) {
+  if (cluster) {
+    // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
     parts.verify = [this](JobId id, const JobSpec& spec) { return cluster_key_.Verify(id, spec); };
     // Self-fencing (docs/cluster.md): a node's jobs stop themselves after half of
     // node_timeout without a renewed heartbeat, so they are gone before the leader judges
     // the node lost.
-    fence_file_ = options_.paths.state_dir + "/heartbeat";
-    parts.fence_file = fence_file_;
+    parts.fence_file = ClusterMode::FenceFile(options_.paths);
     parts.fence_after_ms = config_.node_timeout_ms / 2;
   }
   Agent::Hooks agent;
@@ -98,14 +96,57 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   agent.freed = [this] {
     // The attempt's memory is free now: sample at once so the next job need not wait a tick.
     SampleGpus();
-    if (cluster_) Beat();  // the leader places from this node's report
+    mode_->Report();  // a cluster's leader places from this node's report
     RequestSchedule();
   };
   agent_ = std::make_unique<Agent>(std::move(parts), std::move(agent));
   scheduler_ =
       std::make_unique<Scheduler>(io_, *store_, clock_, config_, *agent_, options_.paths.state_dir,
                                   [this] { return sampler_.LargestGpuBytes(); });
-  scheduler_->SetSite(this);
+  auto cpu_slots = [this] { return cpu_slots_; };
+  if (cluster) {
+    ClusterMode::Parts m;
+    m.io = &io_;
+    m.store = cluster;
+    m.clock = &clock_;
+    m.config = &config_;
+    m.options = &options_;
+    m.sampler = &sampler_;
+    m.key = &cluster_key_;
+    m.agent = agent_.get();
+    m.scheduler = scheduler_.get();
+    m.deps = deps_.get();
+    m.node = node_;
+    m.address = address_;
+    m.cpu_slots = cpu_slots;
+    m.job_ended = [this](JobId id) { JobEnded(id); };
+    mode_ = std::make_unique<ClusterMode>(std::move(m));
+  } else {
+    mode_ = std::make_unique<LocalMode>(LocalMode::Parts{&clock_, agent_.get(), scheduler_.get(),
+                                                         &sampler_, node_, address_, cpu_slots});
+  }
+  scheduler_->SetSite(mode_.get());
+  ApiParts api;
+  api.io = &io_;
+  api.store = store_.get();
+  api.clock = &clock_;
+  api.config = &config_;
+  api.options = &options_;
+  api.settings = &settings_;
+  api.sampler = &sampler_;
+  api.auth = auth_.get();
+  api.agent = agent_.get();
+  api.scheduler = scheduler_.get();
+  api.mode = mode_.get();
+  api.deps = deps_.get();
+  api.submits = submits_.get();
+  api.tokens = tokens_.get();
+  api.node = node_;
+  api.cpu_slots = cpu_slots;
+  api.job_ended = [this](JobId id) { JobEnded(id); };
+  api.settings_changed = [this] { SettingsChanged(); };
+  api.stop = [this] { RequestStop(); };
+  api_ = std::make_unique<Api>(std::move(api));
 }
 
 void DaemonImpl::SettingsChanged() {
@@ -118,15 +159,13 @@ Status DaemonImpl::Start() {
 }
 
 Status DaemonImpl::Open() {
-  if (cluster_ && cluster_key_.empty()) {
-    return Status::Invalid("cluster_key_file: a cluster node needs the cluster key");
-  }
+  TRAINQ_RETURN_IF_ERROR(mode_->Check());
   TRAINQ_RETURN_IF_ERROR(StartNotifier());  // ends collected below may notify
   agent_->LogCgroups();
   // Re-adopt first: the first sample must match GPU processes to the attempts that hold
   // them, or their memory would count twice (used, and reserved as not yet allocated).
   // In a cluster, an attempt placed here that never started is SyncAssigned's to start.
-  agent_->RecoverAttempts(/*unstarted_wait=*/cluster_ != nullptr);
+  agent_->RecoverAttempts(mode_->AttemptsStartLater());
   // After the re-adoptions (ports held again, ended attempts collected): a crash between a
   // job's end and its dependents' resolution must not leave them blocked.
   deps_->ResolveAllBlocked();
@@ -170,7 +209,7 @@ Status DaemonImpl::Serve() {
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
                options_.paths.socket, node_, cpu_slots_, sampler_.Describe());
   StartCluster();
-  if (cluster_) ArmClusterTimer();
+  mode_->ArmTimer();
   return Status::Ok();
 }
 
@@ -214,10 +253,10 @@ Status DaemonImpl::ListenTcp() {
                  tls.enabled() ? "tls" : "plaintext");
     // How the cluster's other nodes reach this one (a job's log, docs/cluster.md): the
     // first address, with node_address where it listens on every interface.
-    if (api_url_.empty()) {
+    if (&entry == &config_.listen.front()) {
       bool any = at->host == "0.0.0.0" || at->host == "::";
-      api_url_ = fmt::format("{}://{}", tls.enabled() ? "https" : "http",
-                             ListenAddress{any ? address_ : at->host, *port}.Describe());
+      mode_->SetApiUrl(fmt::format("{}://{}", tls.enabled() ? "https" : "http",
+                                   ListenAddress{any ? address_ : at->host, *port}.Describe()));
     }
   }
   return Status::Ok();
@@ -233,10 +272,7 @@ void DaemonImpl::RequestStop() {
   }
   signals_.cancel();
   sample_timer_.cancel();
-  cluster_timer_.cancel();
-  events_.reset();
-  // Another node need not wait for the lease to lapse.
-  if (cluster_ && leader_) (void)cluster_->ResignLeader(node_, lease_.epoch);
+  mode_->Stop();
   scheduler_->Stop();
   agent_->Stop();
   io_.stop();
@@ -247,7 +283,7 @@ void DaemonImpl::OnSampleTimer() {
   // Only a sample that changed what the GPUs offer can change a placement decision.
   bool changed = SampleGpus();
   // The leader places from what each node last reported: report a change at once.
-  if (changed && cluster_) Beat();
+  if (changed) mode_->Report();
   if (changed && scheduler_->waiting_jobs() > 0) RequestSchedule();
 }
 
@@ -264,129 +300,6 @@ bool DaemonImpl::SampleGpus() {
   GpuSampler::Outcome sampled = sampler_.Sample();
   if (sampled.fresh) agent_->AttributeUsage();
   return sampled.changed;
-}
-
-Status DaemonImpl::CancelJob(const Job& job, std::string* message) {
-  if (IsWaiting(job.state)) {
-    TRAINQ_RETURN_IF_ERROR(store_->CancelWaiting(job.id, "cancelled by " + job.spec.user));
-    CancelledWaiting(job, message);
-    return Status::Ok();
-  }
-  if (IsDone(job.state)) {
-    return Status::Conflict(
-        fmt::format("job {} already ended ({}); nothing to cancel", job.id, StateName(job.state)));
-  }
-  bool live = agent_->live().count(job.id) > 0;
-  if (const UnrecordedEnd* u = agent_->UnrecordedEndOf(job.id); !live && u != nullptr) {
-    return Status::Conflict(fmt::format("job {} already ended ({}); recording its end waits: {}",
-                                        job.id, u->end.end_reason, u->problem));
-  }
-  const Attempt* current = job.current();
-  if (!live && cluster_ && current != nullptr) {
-    // Its node stops it: it watches for the flag (an event, or its next heartbeat). That may
-    // be this node, when the leader placed it here and it has not started yet.
-    TRAINQ_RETURN_IF_ERROR(cluster_->RequestCancel(job.id, job.attempt));
-    *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {})",
-                           job.id, current->node, FormatDuration(config_.grace_ms));
-    return Status::Ok();
-  }
-  if (!live) return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
-  return agent_->Cancel(job.id, message);
-}
-
-void DaemonImpl::CancelledWaiting(const Job& job, std::string* message) {
-  scheduler_->Left(job.id);
-  *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
-  deps_->ResolveDependents(job.id);
-  JobEnded(job.id);
-  RequestSchedule();
-}
-
-// --- the scheduler's site (scheduler.h) ---
-
-bool DaemonImpl::Places() const { return !cluster_ || leader_; }
-
-std::vector<NodeState> DaemonImpl::BuildNodes() const {
-  NodeState node;
-  node.name = node_;
-  node.cpu_slots = cpu_slots_;
-  for (const auto& [id, live] : agent_->live()) {
-    node.cpu_slots_used += live.cpus;
-    UserUse& use = node.use_by_user[live.user];
-    use.gpus += static_cast<int>(live.gpu_indices.size());
-    ++use.jobs;
-  }
-  if (!sampler_.snapshot()) return {node};
-  for (const GpuInfo& info : sampler_.snapshot()->gpus) {
-    GpuState gpu;
-    gpu.index = info.index;
-    gpu.uuid = info.uuid;
-    gpu.total_bytes = info.total_bytes;
-    gpu.free_bytes = info.free_bytes;
-    if (!sampler_.error().empty()) {  // facts are stale only once a sample failed
-      gpu.sampled_at = sampler_.sampled_at();
-      gpu.sample_error = sampler_.error();
-    }
-    std::set<int64_t> ours;
-    for (const auto& [id, live] : agent_->live()) {
-      if (std::find(live.gpu_indices.begin(), live.gpu_indices.end(), info.index) ==
-          live.gpu_indices.end()) {
-        continue;
-      }
-      Holding h;
-      h.job = id;
-      h.reserved_bytes = live.reserved_bytes;
-      h.exclusive = live.exclusive;
-      h.started_at = live.started_at;
-      if (info.processes_known) {
-        auto it = live.used_by_gpu.find(info.index);
-        h.used_now = it == live.used_by_gpu.end() ? 0 : it->second;
-      }
-      gpu.holdings.push_back(h);
-    }
-    for (const GpuProcess& p : info.processes) {
-      if (!agent_->OwnsGpuProcess(p.pid)) ++gpu.foreign_processes;
-    }
-    node.gpus.push_back(std::move(gpu));
-  }
-  node.topology =
-      sampler_.snapshot()->topology;  // by position, as node.gpus: both in snapshot order
-  return {node};
-}
-
-std::vector<NodeState> DaemonImpl::PassNodes() {
-  if (!cluster_) return BuildNodes();
-  if (Status st = RefreshClusterView(); !st.ok()) {
-    spdlog::warn("cluster view: {}", st.message());
-    view_ = {};
-  }
-  return view_.nodes;
-}
-
-std::vector<NodeState> DaemonImpl::LastNodes() const {
-  return cluster_ ? view_.nodes : BuildNodes();
-}
-
-RunningUses DaemonImpl::Running() {
-  RunningUses running;
-  if (cluster_) {
-    for (const Job& job : view_.active) {
-      const Attempt* a = job.current();
-      if (a == nullptr) continue;
-      running[{job.id, a->n}] = {job.spec.user, static_cast<int>(a->gpu_indices.size()),
-                                 a->started_at};
-    }
-    return running;
-  }
-  for (const auto& [id, live] : agent_->live()) {
-    running[{id, live.n}] = {live.user, static_cast<int>(live.gpu_indices.size()), live.started_at};
-  }
-  return running;
-}
-
-Status DaemonImpl::StartAttempt(const Job& job, const StartDecision& d) {
-  if (cluster_) return PlaceOnNode(job, d);
-  return agent_->StartLocal(job, d);
 }
 
 namespace {

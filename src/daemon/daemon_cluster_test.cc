@@ -249,6 +249,15 @@ class DaemonClusterTest : public ::testing::Test {
     return ended.ok() ? *ended : std::vector<JobId>{};
   }
 
+  // The store's clock (Redis TIME), in ms.
+  UnixMs StoreNow() {
+    std::vector<std::string> argv = {"TIME"};
+    Result<redis::Reply> r = redis_.Command(argv);
+    EXPECT_TRUE(r.ok() && (*r)->type == REDIS_REPLY_ARRAY && (*r)->elements == 2);
+    if (!r.ok() || (*r)->type != REDIS_REPLY_ARRAY || (*r)->elements != 2) return 0;
+    return std::stoll((*r)->element[0]->str) * 1000 + std::stoll((*r)->element[1]->str) / 1000;
+  }
+
   static bool GotSigterm(const FakeShims::Shim* shim) {
     return shim != nullptr &&
            std::find(shim->signals.begin(), shim->signals.end(), SIGTERM) != shim->signals.end();
@@ -447,6 +456,56 @@ TEST_F(DaemonClusterTest, AFrozenNodesJobThatEndedKeepsItsEndAndDoesNotRunAgain)
   ASSERT_EQ(job.attempts.size(), 1u);
   EXPECT_EQ(job.attempts[0].state, JobState::kSucceeded);
   EXPECT_EQ(job.node_failures, 0);
+  EXPECT_EQ(b.shims.alive_count(), 0);
+}
+
+// As above, but B's daemon is killed as soon as it thaws, before it read its shim's record:
+// the daemon that starts again reads it, and the job still ends once.
+TEST_F(DaemonClusterTest, ANodeKilledAfterItWasJudgedLostReportsItsJobsEndOnRestart) {
+  // The nodes' clocks read the store's: lost_node_wait is a time the store wrote.
+  Node& a = AddNode("node-a", {});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  a.clock.Set(StoreNow());
+  b.clock.Set(StoreNow());
+  Start(a);
+  Start(b);
+  JobId id = Submit(a, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+
+  EXPECT_THAT(FreezeAndJudgeLost(b, 60'000), ::testing::ElementsAre(id));
+  frozen_.reset();  // killed, unthawed
+  --subscribed_;
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));  // while no daemon ran on B
+  Start(b);
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; })) << Get(id).reason;
+  Job job = Get(id);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].state, JobState::kSucceeded);
+  EXPECT_EQ(job.node_failures, 0);
+}
+
+// A node killed whole (its shim gone without a record) leaves its end unknown: the restarted
+// daemon says nothing, and the job runs again once lost_node_wait is over.
+TEST_F(DaemonClusterTest, ANodeKilledWholeLeavesItsJobToTheLostNodeWait) {
+  // The nodes' clocks read the store's: lost_node_wait is a time the store wrote.
+  Node& a = AddNode("node-a", {});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  a.clock.Set(StoreNow());
+  b.clock.Set(StoreNow());
+  Start(a);
+  Start(b);
+  JobId id = Submit(a, {{"gpus", 1}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+
+  EXPECT_THAT(FreezeAndJudgeLost(b, 60'000), ::testing::ElementsAre(id));
+  frozen_.reset();
+  --subscribed_;
+  ASSERT_TRUE(b.shims.Crash(b.RunDir(id, 1)));
+  Start(b);
+  Job job = Get(id);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].end_reason, "node node-b lost");
   EXPECT_EQ(b.shims.alive_count(), 0);
 }
 

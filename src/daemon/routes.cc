@@ -18,7 +18,7 @@
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
 #include "src/core/spec.h"
-#include "src/daemon/daemon_impl.h"
+#include "src/daemon/api.h"
 #include "src/daemon/json_response.h"
 #include "src/daemon/routes.h"
 #include "src/os/fd.h"
@@ -119,11 +119,11 @@ Result<std::vector<JobSpec>> ParseSubmitBody(const std::string& body) {
 
 // The run record a client made, with the GPU models of this node added (what the job's GPUs
 // will be, on one machine).
-std::string DaemonImpl::WithGpuModels(const std::string& record) const {
+std::string WithGpuModels(const GpuSampler& sampler, const std::string& record) {
   json doc = json::parse(record, nullptr, false);
-  if (!doc.is_object() || !sampler_.snapshot()) return record;
+  if (!doc.is_object() || !sampler.snapshot()) return record;
   std::set<std::string> models;
-  for (const GpuInfo& g : sampler_.snapshot()->gpus) models.insert(g.name);
+  for (const GpuInfo& g : sampler.snapshot()->gpus) models.insert(g.name);
   doc["gpu_models"] = models;
   return DumpJson(doc);
 }
@@ -290,17 +290,51 @@ json ExplainJson(const Job& job, const Explanation& e, int64_t half_life_ms) {
 
 }  // namespace
 
+namespace {
+
+// What follows a waiting job's cancel once the store has it (CancelWaiting or, for a
+// request that cancels many, CancelWaitingMany): the queue, reasons, dependents, notice.
+void CancelledWaiting(ApiParts& d, const Job& job, std::string* message) {
+  d.scheduler->Left(job.id);
+  *message = fmt::format("job {} cancelled (it was {})", job.id, StateName(job.state));
+  d.deps->ResolveDependents(job.id);
+  d.job_ended(job.id);
+  d.scheduler->RequestSchedule();
+}
+
+// Cancels a job: one waiting here, or its attempt, here or on its node.
+Status CancelOne(ApiParts& d, const Job& job, std::string* message) {
+  if (IsWaiting(job.state)) {
+    TRAINQ_RETURN_IF_ERROR(d.store->CancelWaiting(job.id, "cancelled by " + job.spec.user));
+    CancelledWaiting(d, job, message);
+    return Status::Ok();
+  }
+  if (IsDone(job.state)) {
+    return Status::Conflict(
+        fmt::format("job {} already ended ({}); nothing to cancel", job.id, StateName(job.state)));
+  }
+  bool live = d.agent->live().count(job.id) > 0;
+  if (const UnrecordedEnd* u = d.agent->UnrecordedEndOf(job.id); !live && u != nullptr) {
+    return Status::Conflict(fmt::format("job {} already ended ({}); recording its end waits: {}",
+                                        job.id, u->end.end_reason, u->problem));
+  }
+  if (!live) return d.mode->CancelElsewhere(job, message);
+  return d.agent->Cancel(job.id, message);
+}
+
+}  // namespace
+
 struct RouteContext {
-  DaemonImpl& d;
+  ApiParts& d;
   HttpRequest& req;
   Responder& respond;
-  const Caller& caller;      // who sent it (DaemonImpl::Authenticate)
+  const Caller& caller;      // who sent it (Authenticator::Authenticate)
   std::string_view segment;  // what the route's {id} or {name} matched
   const Job* job = nullptr;  // the job of a route with {id}, found before its handler runs
 };
 
-// The handlers, one per route. The daemon's friend: they read its state without widening
-// its public face.
+// The handlers, one per route: each calls the roles of ApiParts through their public
+// methods.
 class Routes {
  public:
   // One row of the route table: a method and a path pattern, who may call it, the handler.
@@ -342,27 +376,27 @@ class Routes {
   static void RetryJob(RouteContext& c);
   static void ReleaseJob(RouteContext& c);
   static void GetConfig(RouteContext& c) {
-    c.respond({200, c.d.settings_.Json(), "application/json"});
+    c.respond({200, c.d.settings->Json(), "application/json"});
   }
   static void SetConfig(RouteContext& c);
-  static void CreateToken(RouteContext& c) { c.d.tokens_->Create(c.req, c.caller, c.respond); }
-  static void ListTokens(RouteContext& c) { c.d.tokens_->List(c.caller, c.respond); }
-  static void RevokeToken(RouteContext& c) { c.d.tokens_->Revoke(c.req, c.caller, c.respond); }
-  static void Nodes(RouteContext& c) { c.d.NodesRoute(c.respond); }
+  static void CreateToken(RouteContext& c) { c.d.tokens->Create(c.req, c.caller, c.respond); }
+  static void ListTokens(RouteContext& c) { c.d.tokens->List(c.caller, c.respond); }
+  static void RevokeToken(RouteContext& c) { c.d.tokens->Revoke(c.req, c.caller, c.respond); }
+  static void Nodes(RouteContext& c) { c.d.mode->NodesRoute(c.respond); }
   static void DrainNode(RouteContext& c) {
-    c.d.DrainRoute(std::string(c.segment), true, c.respond);
+    c.d.mode->DrainRoute(std::string(c.segment), true, c.respond);
   }
   static void ResumeNode(RouteContext& c) {
-    c.d.DrainRoute(std::string(c.segment), false, c.respond);
+    c.d.mode->DrainRoute(std::string(c.segment), false, c.respond);
   }
 
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
   // from the store, so its reason says what ended and what the daemon waits for.
-  static json Shown(const DaemonImpl& d, const Job& job, const Caller& caller) {
+  static json Shown(const ApiParts& d, const Job& job, const Caller& caller) {
     json j = JobToJson(job);
     if (!Authorize(caller, Action::kReadLog, job.spec.user).ok()) HideSecrets(j);
-    const UnrecordedEnd* u = d.agent_->UnrecordedEndOf(job.id);
+    const UnrecordedEnd* u = d.agent->UnrecordedEndOf(job.id);
     if (u != nullptr && u->n == job.attempt) {
       j["reason"] = fmt::format("attempt {} ended ({}); recording its end waits: {}", u->n,
                                 u->end.end_reason, u->problem);
@@ -383,7 +417,7 @@ class Routes {
   static void ActOnMany(RouteContext& c, std::string_view verb);
   static void CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Job>>& jobs,
                                     std::vector<json>& results);
-  static json GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now);
+  static json GpuJson(const ApiParts& d, const GpuInfo& info, const GpuState& state, UnixMs now);
 };
 
 void Routes::Submit(RouteContext& c) {
@@ -391,16 +425,16 @@ void Routes::Submit(RouteContext& c) {
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
   // A request past the waiting-jobs cap on its own is refused before each job is checked
   // (the batch judges the rest with what the user keeps).
-  if (Status st = c.d.submits_->CheckAlone(*specs, c.caller.user); !st.ok()) {
+  if (Status st = c.d.submits->CheckAlone(*specs, c.caller.user); !st.ok()) {
     // The parsed jobs (hundreds of MiB for a 100,000-job array) go back to the system.
     *specs = {};
     ::malloc_trim(0);
     return c.respond(ErrorResponse(st));
   }
-  SpecLimits limits{c.d.sampler_.GpuCount(), c.d.cpu_slots_, c.d.sampler_.LargestGpuBytes(),
-                    ArgMax(), c.d.config_.policy.headroom_bytes};
-  c.d.ClusterLimits(limits);
-  c.d.agent_->HostSpecLimits(limits);
+  SpecLimits limits{c.d.sampler->GpuCount(), c.d.cpu_slots(), c.d.sampler->LargestGpuBytes(),
+                    ArgMax(), c.d.config->policy.headroom_bytes};
+  c.d.mode->Limits(limits);
+  c.d.agent->HostSpecLimits(limits);
   // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
   // user a token was made for. Nothing in the body can say otherwise.
   const std::string& user = c.caller.user;
@@ -409,27 +443,27 @@ void Routes::Submit(RouteContext& c) {
     JobSpec& spec = (*specs)[i];
     spec.user = user;
     if (spec.name.empty()) spec.name = DefaultJobName(spec.command);
-    if (!spec.record.empty()) spec.record = c.d.WithGpuModels(spec.record);
+    if (!spec.record.empty()) spec.record = WithGpuModels(*c.d.sampler, spec.record);
     if (spec.cwd.empty()) {  // as a login shell starts
       Result<UserInfo> who = LookupUserByName(user);
       spec.cwd = who.ok() && !who->home.empty() && who->home[0] == '/' ? who->home : "/";
     }
     Status st = FillGate(c.req, spec);
     // A gate's GPUs must be where its process is.
-    if (st.ok() && spec.gate_pid > 0 && c.d.cluster_) spec.nodes_allowed = {c.d.node_};
+    if (st.ok() && spec.gate_pid > 0) c.d.mode->PinHere(spec);
     if (st.ok()) st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
-    if (st.ok()) st = CheckDepsExist(*c.d.store_, spec, known);
+    if (st.ok()) st = CheckDepsExist(*c.d.store, spec, known);
     // Admins too: the mail goes out through the daemon's sendmail with the job's output.
     if (st.ok() && !spec.mail.empty()) {
-      st = CheckMailOwner(spec.mail, user, c.d.config_.mail_domains);
+      st = CheckMailOwner(spec.mail, user, c.d.config->mail_domains);
     }
-    if (st.ok() && !spec.mail.empty() && !IsExecutable(c.d.config_.sendmail)) {
+    if (st.ok() && !spec.mail.empty() && !IsExecutable(c.d.config->sendmail)) {
       st = Status::Invalid(fmt::format(
           "--mail: this machine has no {} to send mail with; install a mail transfer agent "
           "(postfix, msmtp-mta) or set the sendmail option, or use --notify URL",
-          c.d.config_.sendmail));
+          c.d.config->sendmail));
     }
-    if (st.ok() && c.d.config_.shared) {  // the job will run as the caller: may they enter cwd?
+    if (st.ok() && c.d.config->shared) {  // the job will run as the caller: may they enter cwd?
       Result<UserInfo> caller = LookupUserByName(user);  // the token's user too
       st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
     }
@@ -442,13 +476,13 @@ void Routes::Submit(RouteContext& c) {
   if (!key.empty()) {
     if (Status st = CheckSubmitKey(key); !st.ok()) return c.respond(ErrorResponse(st));
     // Sent again after a lost answer: the ids already stored, or those about to be.
-    Result<std::vector<JobId>> stored = c.d.store_->IdsForSubmitKey(user, key);
+    Result<std::vector<JobId>> stored = c.d.store->IdsForSubmitKey(user, key);
     if (!stored.ok()) return c.respond(ErrorResponse(stored.status()));
-    if (!stored->empty()) return c.respond(RepeatedSubmit(*c.d.store_, *stored));
-    if (c.d.submits_->JoinPending(user, key, c.respond)) return;
+    if (!stored->empty()) return c.respond(RepeatedSubmit(*c.d.store, *stored));
+    if (c.d.submits->JoinPending(user, key, c.respond)) return;
     for (JobSpec& spec : *specs) spec.submit_key = key;
   }
-  c.d.submits_->Add(std::move(*specs), std::move(c.respond));
+  c.d.submits->Add(std::move(*specs), std::move(c.respond));
 }
 
 namespace {
@@ -518,20 +552,20 @@ void Routes::Clean(RouteContext& c) {
   q.user = r->all_users ? "" : c.caller.user;
   q.with_attempts = true;
   q.with_env = false;
-  Result<std::vector<Job>> jobs = c.d.store_->List(q);
+  Result<std::vector<Job>> jobs = c.d.store->List(q);
   if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
-  UnixMs now = c.d.clock_.Now();
+  UnixMs now = c.d.clock->Now();
   std::vector<JobId> ids;
   for (const Job& job : *jobs) {
     if (r->older_than_ms == 0 || EndedAt(job) + r->older_than_ms <= now) ids.push_back(job.id);
   }
-  Result<std::vector<JobId>> gone = c.d.store_->Forget(ids);
+  Result<std::vector<JobId>> gone = c.d.store->Forget(ids);
   if (!gone.ok()) return c.respond(ErrorResponse(gone.status()));
   size_t logs = 0;
   if (!r->keep_logs) {
     for (JobId id : *gone) {
       std::error_code ec;
-      std::string dir = c.d.options_.paths.runs + "/" + std::to_string(id);
+      std::string dir = c.d.options->paths.runs + "/" + std::to_string(id);
       if (std::filesystem::remove_all(dir, ec) > 0) ++logs;
       if (ec) spdlog::warn("clean: job {}: removing {}: {}", id, dir, ec.message());
     }
@@ -546,11 +580,11 @@ void Routes::Clean(RouteContext& c) {
 // Checks the whole request, then persists, then applies: a refused or failed request
 // changes nothing.
 void Routes::SetConfig(RouteContext& c) {
-  Result<std::string> changes = c.d.settings_.Set(c.req.body, c.caller.user);
+  Result<std::string> changes = c.d.settings->Set(c.req.body, c.caller.user);
   if (!changes.ok()) return c.respond(ErrorResponse(changes.status()));
-  c.d.SettingsChanged();
-  c.d.RequestSchedule();
-  json out = json::parse(c.d.settings_.Json());
+  c.d.settings_changed();
+  c.d.scheduler->RequestSchedule();
+  json out = json::parse(c.d.settings->Json());
   out["message"] = *changes;
   c.respond(Json(200, out));
 }
@@ -602,21 +636,21 @@ void Routes::ListJobs(RouteContext& c) {
     }
     q.group = *n;
   }
-  Result<std::vector<Job>> jobs = c.d.store_->List(q);
+  Result<std::vector<Job>> jobs = c.d.store->List(q);
   if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
   json out = json::array();
   for (const Job& job : *jobs) out.push_back(Shown(c.d, job, c.caller));
   c.respond(Json(200, {{"jobs", std::move(out)}}));
 }
 
-json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
-  PolicyConfig policy = d.scheduler_->Policy();
+json Routes::GpuJson(const ApiParts& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
+  PolicyConfig policy = d.scheduler->Policy();
   uint64_t reserved = 0;
   json attempts = json::array();
   for (const Holding& h : state.holdings) {
     uint64_t used = h.used_now.value_or(0);
     reserved += h.reserved_bytes > used ? h.reserved_bytes - used : 0;
-    const LiveAttempt& live = d.agent_->live().at(h.job);
+    const LiveAttempt& live = d.agent->live().at(h.job);
     attempts.push_back({{"job", h.job},
                         {"attempt", live.n},
                         {"reserved_bytes", h.reserved_bytes},
@@ -625,7 +659,7 @@ json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& s
   }
   json others = json::array();
   for (const GpuProcess& p : info.processes) {
-    if (!d.agent_->OwnsGpuProcess(p.pid))
+    if (!d.agent->OwnsGpuProcess(p.pid))
       others.push_back({{"pid", p.pid}, {"used_bytes", p.used_bytes}});
   }
   auto listed = [&info](const std::vector<int>& list) {
@@ -659,38 +693,38 @@ json Routes::GpuJson(const DaemonImpl& d, const GpuInfo& info, const GpuState& s
 
 void Routes::Gpus(RouteContext& c) {
   json gpus = json::array();
-  std::vector<NodeState> nodes = c.d.BuildNodes();
-  UnixMs now = c.d.clock_.Now();
-  if (c.d.sampler_.snapshot()) {
-    for (size_t i = 0; i < c.d.sampler_.snapshot()->gpus.size() && i < nodes[0].gpus.size(); ++i) {
-      gpus.push_back(GpuJson(c.d, c.d.sampler_.snapshot()->gpus[i], nodes[0].gpus[i], now));
+  NodeState node = ThisNode(c.d.node, c.d.cpu_slots(), *c.d.agent, *c.d.sampler);
+  UnixMs now = c.d.clock->Now();
+  if (c.d.sampler->snapshot()) {
+    for (size_t i = 0; i < c.d.sampler->snapshot()->gpus.size() && i < node.gpus.size(); ++i) {
+      gpus.push_back(GpuJson(c.d, c.d.sampler->snapshot()->gpus[i], node.gpus[i], now));
     }
   }
   c.respond(Json(
       200,
-      {{"node", c.d.node_},
-       {"source", c.d.sampler_.snapshot() ? c.d.sampler_.snapshot()->source : "none"},
-       {"probe", c.d.sampler_.Describe()},
-       {"cpu_slots", nodes[0].cpu_slots},
-       {"cpu_slots_used", nodes[0].cpu_slots_used},
-       {"paused", c.d.config_.policy.paused},
+      {{"node", c.d.node},
+       {"source", c.d.sampler->snapshot() ? c.d.sampler->snapshot()->source : "none"},
+       {"probe", c.d.sampler->Describe()},
+       {"cpu_slots", node.cpu_slots},
+       {"cpu_slots_used", node.cpu_slots_used},
+       {"paused", c.d.config->policy.paused},
        // Set once a sample failed: how old the facts shown are, and why.
-       {"sample_error", c.d.sampler_.error().empty() ? json(nullptr) : json(c.d.sampler_.error())},
+       {"sample_error", c.d.sampler->error().empty() ? json(nullptr) : json(c.d.sampler->error())},
        {"sample_age_ms",
-        c.d.sampler_.snapshot() ? json(now - c.d.sampler_.sampled_at()) : json(nullptr)},
-       {"stale_after_ms", c.d.scheduler_->Policy().stale_after_ms},
+        c.d.sampler->snapshot() ? json(now - c.d.sampler->sampled_at()) : json(nullptr)},
+       {"stale_after_ms", c.d.scheduler->Policy().stale_after_ms},
        {"gpus", std::move(gpus)},
-       {"topology", c.d.sampler_.snapshot() ? c.d.sampler_.snapshot()->topology
+       {"topology", c.d.sampler->snapshot() ? c.d.sampler->snapshot()->topology
                                             : std::vector<std::vector<int>>{}}}));
 }
 
 void Routes::DaemonStatus(RouteContext& c) {
   c.respond(Json(200, {{"pid", ::getpid()},
                        {"version", TRAINQ_VERSION},
-                       {"node", c.d.node_},
-                       {"state_dir", c.d.options_.paths.state_dir},
-                       {"probe", c.d.sampler_.Describe()},
-                       {"running_attempts", c.d.agent_->live().size()}}));
+                       {"node", c.d.node},
+                       {"state_dir", c.d.options->paths.state_dir},
+                       {"probe", c.d.sampler->Describe()},
+                       {"running_attempts", c.d.agent->live().size()}}));
 }
 
 // {"path": "/abs/file"}: the store copied there while the daemon runs (it waits meanwhile;
@@ -704,37 +738,37 @@ void Routes::Backup(RouteContext& c) {
         Status::Invalid("path: expected {\"path\": \"/absolute/file\"}, the file to write")));
   }
   const std::string dest = path->get<std::string>();
-  if (dest == c.d.options_.paths.db || dest.rfind(c.d.options_.paths.db + "-", 0) == 0) {
+  if (dest == c.d.options->paths.db || dest.rfind(c.d.options->paths.db + "-", 0) == 0) {
     return c.respond(ErrorResponse(
         Status::Invalid("path: " + dest + " is the database itself; name another file")));
   }
   if (IsDirectory(dest)) {
     return c.respond(ErrorResponse(Status::Invalid("path: " + dest + " is a directory")));
   }
-  if (Status st = c.d.store_->Backup(dest); !st.ok()) return c.respond(ErrorResponse(st));
-  spdlog::info("backup of {} written to {}", c.d.options_.paths.db, dest);
+  if (Status st = c.d.store->Backup(dest); !st.ok()) return c.respond(ErrorResponse(st));
+  spdlog::info("backup of {} written to {}", c.d.options->paths.db, dest);
   c.respond(Json(200, {{"message", fmt::format("database {} copied to {}; to restore, stop the "
                                                "daemon and copy it back (docs/operations.md)",
-                                               c.d.options_.paths.db, dest)},
+                                               c.d.options->paths.db, dest)},
                        {"path", dest}}));
 }
 
 void Routes::Stop(RouteContext& c) {
   c.respond(
       Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
-                                         ::getpid(), c.d.agent_->live().size())}}));
-  boost::asio::post(c.d.io_, [&d = c.d] { d.RequestStop(); });
+                                         ::getpid(), c.d.agent->live().size())}}));
+  boost::asio::post(*c.d.io, [&d = c.d] { d.stop(); });
 }
 
 void Routes::Explain(RouteContext& c) {
   const Job& job = *c.job;
   Explanation e;
   if (job.state == JobState::kQueued) {
-    Result<Explanation> got = c.d.scheduler_->ExplainWaiting(job.id);
+    Result<Explanation> got = c.d.scheduler->ExplainWaiting(job.id);
     if (!got.ok()) return c.respond(ErrorResponse(got.status()));
     e = std::move(*got);
   }
-  c.respond(Json(200, ExplainJson(job, e, c.d.config_.fair_share_half_life_ms)));
+  c.respond(Json(200, ExplainJson(job, e, c.d.config->fair_share_half_life_ms)));
 }
 
 // GET /v1/jobs/ID/log?attempt=N&offset=B&length=L: bytes of an attempt's log, as stored
@@ -768,13 +802,13 @@ void Routes::Log(RouteContext& c) {
     return c.respond(ErrorResponse(
         Status::Conflict(fmt::format("job {} has not started yet: {}", job.id, job.reason))));
   }
-  if (c.d.cluster_ && attempt->node != c.d.node_) {
+  if (c.d.mode->LogElsewhere(*attempt)) {
     // What the holder is asked is rebuilt from the numbers read above, never the caller's text.
     std::map<std::string, std::string> query = {{"attempt", std::to_string(attempt->n)},
                                                 {"offset", std::to_string(offset)},
                                                 {"length", std::to_string(length)}};
     if (size_only) query["size"] = "1";
-    return c.d.ProxyLog(c.req.path, query, job, *attempt, c.respond);
+    return c.d.mode->ProxyLog(c.req.path, query, job, *attempt, c.respond);
   }
   bool active = attempt->state == JobState::kStarting || attempt->state == JobState::kRunning;
   UniqueFd fd(::open(attempt->log_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
@@ -795,13 +829,13 @@ void Routes::Log(RouteContext& c) {
 // {"message", "job"}: what was done, and the job as it is now.
 void Routes::AnswerChange(RouteContext& c, const Status& st, const std::string& message) {
   if (!st.ok()) return c.respond(ErrorResponse(st));
-  Result<Job> now = c.d.store_->Get(c.job->id);
+  Result<Job> now = c.d.store->Get(c.job->id);
   c.respond(Json(200, {{"message", message}, {"job", now.ok() ? JobToJson(*now) : json(nullptr)}}));
 }
 
 void Routes::CancelJob(RouteContext& c) {
   std::string message;
-  Status st = c.d.CancelJob(*c.job, &message);
+  Status st = CancelOne(c.d, *c.job, &message);
   AnswerChange(c, st, message);
 }
 
@@ -814,22 +848,22 @@ void Routes::RetryJob(RouteContext& c) {
 void Routes::ReleaseJob(RouteContext& c) {
   std::string message;
   Result<GateRelease> release = ParseRelease(c.req.body);
-  Status st = release.ok() ? c.d.agent_->ReleaseGate(*c.job, *release, &message) : release.status();
+  Status st = release.ok() ? c.d.agent->ReleaseGate(*c.job, *release, &message) : release.status();
   AnswerChange(c, st, message);
 }
 
 Status Routes::Retry(RouteContext& c, const Job& job, std::string* message) {
-  Status st = c.d.store_->Requeue(job.id, "retry requested by " + c.caller.user, c.d.clock_.Now());
-  c.d.scheduler_->Requeued(job.id);
-  if (st.ok()) c.d.deps_->Recheck(job.id);  // a retried job waits for its dependencies again
-  c.d.RequestSchedule();
+  Status st = c.d.store->Requeue(job.id, "retry requested by " + c.caller.user, c.d.clock->Now());
+  c.d.scheduler->Requeued(job.id);
+  if (st.ok()) c.d.deps->Recheck(job.id);  // a retried job waits for its dependencies again
+  c.d.scheduler->RequestSchedule();
   if (st.code() == Code::kConflict) {
     return Status::Conflict(fmt::format("job {} is {}; only a job that ended can be retried",
                                         job.id, StateName(job.state)));
   }
   TRAINQ_RETURN_IF_ERROR(st);
   *message = fmt::format("job {} queued again (was {})", job.id, StateName(job.state));
-  Result<Job> now = c.d.store_->Get(job.id);
+  Result<Job> now = c.d.store->Get(job.id);
   if (!now.ok() || now->state == JobState::kQueued) return Status::Ok();
   // Its dependencies judged it at once: blocked again, or cancelled by one that failed.
   if (now->state == JobState::kBlocked) {
@@ -899,7 +933,7 @@ void Routes::ActOnMany(RouteContext& c, std::string_view verb) {
   std::vector<json> results(ids->size());
   for (size_t i = 0; i < ids->size(); ++i) {
     JobId id = (*ids)[i];
-    Result<Job> job = c.d.store_->Get(id);
+    Result<Job> job = c.d.store->Get(id);
     Status st = job.status();
     if (st.ok()) st = Authorize(c.caller, Action::kChangeJob, job->spec.user, verb, id);
     if (st.ok()) jobs[i] = std::move(*job);
@@ -909,12 +943,13 @@ void Routes::ActOnMany(RouteContext& c, std::string_view verb) {
   for (size_t i = 0; i < ids->size(); ++i) {
     if (!results[i].is_null()) continue;
     std::string message;
-    Status st = verb == "cancel" ? c.d.CancelJob(*jobs[i], &message) : Retry(c, *jobs[i], &message);
+    Status st =
+        verb == "cancel" ? CancelOne(c.d, *jobs[i], &message) : Retry(c, *jobs[i], &message);
     if (!st.ok()) {
       results[i] = Refused((*ids)[i], st);
       continue;
     }
-    Result<Job> now = c.d.store_->Get((*ids)[i]);
+    Result<Job> now = c.d.store->Get((*ids)[i]);
     results[i] = {{"id", (*ids)[i]},
                   {"state", now.ok() ? json(StateName(now->state)) : json(nullptr)},
                   {"message", message}};
@@ -924,7 +959,7 @@ void Routes::ActOnMany(RouteContext& c, std::string_view verb) {
 
 // The waiting jobs among `jobs` are cancelled in one store call, so a request that cancels
 // thousands of them pays for one sync, not one each; their results are filled in. A job
-// the store finds no longer waiting is left to CancelJob, read again.
+// the store finds no longer waiting is left to CancelOne, read again.
 void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Job>>& jobs,
                                    std::vector<json>& results) {
   std::vector<size_t> at;
@@ -935,13 +970,13 @@ void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Jo
     cancels.emplace_back(jobs[i]->id, "cancelled by " + jobs[i]->spec.user);
   }
   if (cancels.empty()) return;
-  Result<std::vector<Status>> done = c.d.store_->CancelWaitingMany(cancels);
+  Result<std::vector<Status>> done = c.d.store->CancelWaitingMany(cancels);
   for (size_t k = 0; k < at.size(); ++k) {
     std::optional<Job>& job = jobs[at[k]];
     JobId id = job->id;
     Status st = done.ok() ? (*done)[k] : done.status();
     if (st.code() == Code::kConflict) {
-      Result<Job> now = c.d.store_->Get(id);
+      Result<Job> now = c.d.store->Get(id);
       if (now.ok()) {
         job = std::move(*now);
         continue;
@@ -953,7 +988,7 @@ void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Jo
       continue;
     }
     std::string message;
-    c.d.CancelledWaiting(*job, &message);
+    CancelledWaiting(c.d, *job, &message);
     results[at[k]] = {{"id", id}, {"state", "cancelled"}, {"message", message}};
   }
 }
@@ -1023,7 +1058,7 @@ Result<Job> Routes::FindJob(RouteContext& c, std::string_view id) {
   if (!n) {
     return Status::Invalid(fmt::format("job id: '{}' is not a job id; use a positive integer", id));
   }
-  return c.d.store_->Get(*n);
+  return c.d.store->Get(*n);
 }
 
 void Routes::Dispatch(RouteContext& c, const Route& route) {
@@ -1063,8 +1098,8 @@ void Routes::NoRoute(RouteContext& c) {
   c.respond(ErrorResponse(Status::NotFound("no route " + method + " " + c.req.path)));
 }
 
-void DaemonImpl::Handle(HttpRequest request, Responder respond) {
-  Result<Caller> caller = auth_->Authenticate(request);
+void Api::Handle(HttpRequest request, Responder respond) {
+  Result<Caller> caller = d_.auth->Authenticate(request);
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
   std::string_view segment;
   const Route* route = FindRoute(request, &segment);
@@ -1074,7 +1109,7 @@ void DaemonImpl::Handle(HttpRequest request, Responder respond) {
         fmt::format("node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log)",
                     caller->node))));
   }
-  RouteContext c{*this, request, respond, *caller, segment};
+  RouteContext c{d_, request, respond, *caller, segment};
   if (route == nullptr) return Routes::NoRoute(c);
   Routes::Dispatch(c, *route);
 }

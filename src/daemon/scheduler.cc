@@ -230,7 +230,7 @@ void Scheduler::StartDecided(const std::vector<StartDecision>& starts, UnixMs no
     written_reasons_.erase(d.job);
     waiting_.erase(d.job);
     Result<Job> job = store_.Get(d.job);
-    Status st = job.ok() ? site_->Start(*job, d) : job.status();
+    Status st = job.ok() ? site_->Place(*job, d) : job.status();
     if (st.ok()) continue;
     waiting_stale_ = true;  // whatever the store now says of it
     if (st.code() == Code::kUnavailable && agent_.port_retry_at() != 0) {

@@ -53,7 +53,7 @@ class Scheduler {
     // The attempts running now that fair share counts (this node's, or every node's).
     virtual RunningUses Running() = 0;
     // Carries out a pass's decision. kUnavailable: the job waits (for a MASTER_PORT).
-    virtual Status Start(const Job& job, const StartDecision& decision) = 0;
+    virtual Status Place(const Job& job, const StartDecision& decision) = 0;
     // Whether a waiting job's attempts are read with it (a cluster: it may wait for a lost
     // node's word).
     virtual bool ReadsLastAttempt() const = 0;

@@ -47,7 +47,7 @@ class FakeSite final : public Scheduler::Site {
   }
   std::vector<NodeState> LastNodes() const override { return nodes; }
   RunningUses Running() override { return running; }
-  Status Start(const Job& job, const StartDecision& d) override {
+  Status Place(const Job& job, const StartDecision& d) override {
     if (!refuse.ok()) return refuse;
     started.push_back(job.id);
     Placement p;

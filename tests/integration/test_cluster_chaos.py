@@ -23,7 +23,7 @@ SEED = int(os.environ.get("TRAINQ_CHAOS_SEED", "7"))
 def story(cluster, ids):
     """What every node's log says of jobs `ids`, and of nodes lost and leaders, in time order:
     a failure explains itself."""
-    said = re.compile(r"\bjobs? (%s)\b|[\[,](%s)[,\]]|lost|leader|heartbeat|thaw|placed" %
+    said = re.compile(r"\bjobs? (%s)\b|[\[,](%s)[,\]]|lost|leader|heartbeat" %
                       ("|".join(map(str, ids)), "|".join(map(str, ids))))
     lines = [line.replace(" ", f" {name}: ", 1) for name, t in cluster.nodes.items()
              for line in t.daemon_log().splitlines() if said.search(line)]
@@ -138,6 +138,7 @@ def test_chaos_loses_no_job_and_runs_no_attempt_twice(make_cluster):
     assert twice == [], twice[:5]
     assert unknown == [], unknown[:5]
     assert never == []
-    assert again == [], ([(i, by_id[i]["attempts"]) for i in again[:3]],
-                         story(cluster, again[:3]))
+    if again:  # printed whole: pytest shortens an assertion's message
+        print(story(cluster, again[:3]))
+    assert again == [], [(i, by_id[i]["attempts"]) for i in again[:3]]
     assert daemon_kills + node_kills + freezes >= 3

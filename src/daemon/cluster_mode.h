@@ -1,0 +1,136 @@
+// A cluster (mode.h, docs/cluster.md): nodes that share one Redis store. Every node is a
+// member: it heartbeats its GPUs and attempts, and its agent starts what is placed on it and
+// stops what the store no longer places there. The node holding the leader lease also
+// places, over every node's last report, writing each placement to the store (fenced by the
+// lease) for the chosen node to start; it judges nodes whose heartbeat lapsed lost.
+// Everything runs on the event-loop thread; the store's events arrive on their own thread
+// and are posted to the loop.
+#pragma once
+
+#include "src/api/asio.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/daemon/cluster_key.h"
+#include "src/daemon/config.h"
+#include "src/daemon/daemon.h"
+#include "src/daemon/dependencies.h"
+#include "src/daemon/mode.h"
+#include "src/os/clock.h"
+#include "src/store/cluster.h"
+
+namespace trainq {
+
+class ClusterMode final : public Mode {
+ public:
+  struct Parts {
+    boost::asio::io_context* io = nullptr;
+    ClusterStore* store = nullptr;
+    const Clock* clock = nullptr;
+    const Config* config = nullptr;
+    const DaemonOptions* options = nullptr;
+    const GpuSampler* sampler = nullptr;
+    const ClusterKey* key = nullptr;
+    Agent* agent = nullptr;
+    Scheduler* scheduler = nullptr;
+    Dependencies* deps = nullptr;
+    std::string node;
+    std::string address;  // node_address, or the host name
+    std::function<int()> cpu_slots;
+    // Job `id` reached a done state (a lost node's attempt that may not run again).
+    std::function<void(JobId)> job_ended;
+  };
+  explicit ClusterMode(Parts parts);
+  ~ClusterMode() override;
+
+  // The file the shims read the heartbeat's freshness from (self-fencing).
+  static std::string FenceFile(const StatePaths& paths) { return paths.state_dir + "/heartbeat"; }
+
+  // Scheduler::Site: the leader places, over the view of every node it reads each pass.
+  bool Places() const override { return leader_; }
+  std::vector<NodeState> PassNodes() override;
+  std::vector<NodeState> LastNodes() const override { return view_.nodes; }
+  RunningUses Running() override;
+  // The leader's half of a start: the placement written to the store (fenced by the lease);
+  // the chosen node's agent starts it.
+  Status Place(const Job& job, const StartDecision& decision) override;
+  bool ReadsLastAttempt() const override { return true; }
+  bool AttemptsStartLater() const override { return true; }
+
+  Status Check() const override;
+  void Join() override;
+  void OnTimer() override;
+  void ArmTimer() override;
+  void Stop() override;
+  // Beats now: the leader places from this node's report.
+  void Report() override { Beat(); }
+  void SetApiUrl(std::string url) override { api_url_ = std::move(url); }
+
+  // Each job is signed by the node that stores it, and checked before any node runs it.
+  void BeforeStore(std::vector<JobSpec>& specs) override;
+  // A submit is judged against the largest node and GPU of the whole cluster.
+  void Limits(SpecLimits& limits) override;
+  void PinHere(JobSpec& spec) override { spec.nodes_allowed = {p_.node}; }
+  // Its node stops it: it watches for the flag the store keeps.
+  Status CancelElsewhere(const Job& job, std::string* message) override;
+  bool LogElsewhere(const Attempt& attempt) const override { return attempt.node != p_.node; }
+  void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                const Job& job, const Attempt& attempt, Responder& respond) override;
+  void NodesRoute(Responder& respond) override;
+  void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
+
+ private:
+  // The attempts this node ran until it was judged lost while this daemon was away: their
+  // ends are read and reported while the store still waits for them.
+  void ReadoptLost();
+  // Renews this node's record (GPUs, usage) and, on success, the shims' fence stamp.
+  void Beat();
+  // Takes or renews the leader lease; a node that gains it reloads the queue and schedules.
+  void LeadOrFollow();
+  // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost.
+  void CheckLostNodes(UnixMs store_now);
+  void OnEvent(const std::string& event);
+  // The agent's side: starts the attempts placed on this node, stops those the store took
+  // away, carries out cancels asked for on other nodes.
+  void SyncAssigned();
+  void StartPlaced(const Job& job, const Attempt& a, const AttemptPart& part, int rank);
+  // The end of an attempt placed here whose --cwd this node lacks: queued again without this
+  // node while enough others are left, else failed.
+  AttemptEnd CwdMissing(const Job& job, const Attempt& a, int rank);
+  NodeRecord OwnRecord() const;
+  Result<int> TakePortOn(JobId job, const NodeRecord& node);
+  // Every node's last record, with the store's active attempts as holdings.
+  Status RefreshView();
+
+  Parts p_;
+  ClusterStore& store_;
+  const Config& config_;
+  bool stopping_ = false;
+  bool leader_ = false;
+  LeaderLease lease_;
+  int64_t fenced_epoch_ = 0;  // the epoch the store's fenced writes carry; 0: none yet
+  std::string api_url_;       // the first `listen` address as peers reach it; "" none
+  std::string fence_file_;
+  bool store_unreachable_ = false;  // logged once per outage
+  std::unique_ptr<EventSubscription> events_;
+  // What the events' posts hold on to: gone with the mode.
+  std::shared_ptr<ClusterMode*> self_ = std::make_shared<ClusterMode*>(this);
+  boost::asio::steady_timer timer_;
+  UnixMs next_beat_ = 0;  // clock time
+  // The leader's view of the cluster for a pass: the nodes' records, the policy's nodes,
+  // and the MASTER_PORTs active attempts hold on each node.
+  struct View {
+    std::map<std::string, NodeRecord> records;
+    std::vector<NodeState> nodes;
+    std::map<std::string, std::set<int>> ports;
+    std::vector<Job> active;  // jobs with an active attempt, anywhere
+  };
+  View view_;
+};
+
+}  // namespace trainq

@@ -1,0 +1,152 @@
+// One machine (local_mode.h), and the facts of this node both modes report.
+#include "src/daemon/local_mode.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "src/daemon/node_view.h"
+
+namespace trainq {
+
+using json = nlohmann::json;
+
+NodeState ThisNode(const std::string& name, int cpu_slots, const Agent& agent,
+                   const GpuSampler& sampler) {
+  NodeState node;
+  node.name = name;
+  node.cpu_slots = cpu_slots;
+  for (const auto& [id, live] : agent.live()) {
+    node.cpu_slots_used += live.cpus;
+    UserUse& use = node.use_by_user[live.user];
+    use.gpus += static_cast<int>(live.gpu_indices.size());
+    ++use.jobs;
+  }
+  if (!sampler.snapshot()) return node;
+  for (const GpuInfo& info : sampler.snapshot()->gpus) {
+    GpuState gpu;
+    gpu.index = info.index;
+    gpu.uuid = info.uuid;
+    gpu.total_bytes = info.total_bytes;
+    gpu.free_bytes = info.free_bytes;
+    if (!sampler.error().empty()) {  // facts are stale only once a sample failed
+      gpu.sampled_at = sampler.sampled_at();
+      gpu.sample_error = sampler.error();
+    }
+    std::set<int64_t> ours;
+    for (const auto& [id, live] : agent.live()) {
+      if (std::find(live.gpu_indices.begin(), live.gpu_indices.end(), info.index) ==
+          live.gpu_indices.end()) {
+        continue;
+      }
+      Holding h;
+      h.job = id;
+      h.reserved_bytes = live.reserved_bytes;
+      h.exclusive = live.exclusive;
+      h.started_at = live.started_at;
+      if (info.processes_known) {
+        auto it = live.used_by_gpu.find(info.index);
+        h.used_now = it == live.used_by_gpu.end() ? 0 : it->second;
+      }
+      gpu.holdings.push_back(h);
+    }
+    for (const GpuProcess& p : info.processes) {
+      if (!agent.OwnsGpuProcess(p.pid)) ++gpu.foreign_processes;
+    }
+    node.gpus.push_back(std::move(gpu));
+  }
+  node.topology =
+      sampler.snapshot()->topology;  // by position, as node.gpus: both in snapshot order
+  return node;
+}
+
+std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sampler) {
+  json gpus = json::array();
+  if (sampler.snapshot()) {
+    for (const GpuInfo& info : sampler.snapshot()->gpus) {
+      json used = json::object();
+      int foreign = 0;
+      for (const auto& [id, live] : agent.live()) {
+        auto it = live.used_by_gpu.find(info.index);
+        if (it != live.used_by_gpu.end()) used[std::to_string(id)] = it->second;
+      }
+      for (const GpuProcess& p : info.processes) {
+        if (!agent.OwnsGpuProcess(p.pid)) ++foreign;
+      }
+      gpus.push_back({{"index", info.index},
+                      {"uuid", info.uuid},
+                      {"name", info.name},
+                      {"total", info.total_bytes},
+                      {"free", info.free_bytes},
+                      {"foreign", foreign},
+                      {"known", info.processes_known},
+                      {"used", std::move(used)}});
+    }
+  }
+  json doc = {{"cpu_slots", cpu_slots},
+              {"gpus", std::move(gpus)},
+              // Once a sample failed, the leader must know how old these facts are: this
+              // node's clock, as heartbeats are.
+              {"sampled_at", sampler.error().empty() ? json(nullptr) : json(sampler.sampled_at())},
+              {"sample_error", sampler.error().empty() ? json(nullptr) : json(sampler.error())},
+              {"probe", sampler.Describe()},
+              {"topology", sampler.snapshot() ? sampler.snapshot()->topology
+                                              : std::vector<std::vector<int>>{}}};
+  return doc.dump();
+}
+
+RunningUses LocalMode::Running() {
+  RunningUses running;
+  for (const auto& [id, live] : p_.agent->live()) {
+    running[{id, live.n}] = {live.user, static_cast<int>(live.gpu_indices.size()), live.started_at};
+  }
+  return running;
+}
+
+Status LocalMode::CancelElsewhere(const Job& job, std::string* message) {
+  (void)message;
+  return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
+}
+
+void LocalMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                         const Job& job, const Attempt& attempt, Responder& respond) {
+  (void)path;
+  (void)query;
+  respond(ErrorResponse(Status::Internal(
+      fmt::format("the log of job {} attempt {} is on node {}; a single machine has no other node",
+                  job.id, attempt.n, attempt.node))));
+}
+
+// GET /v1/nodes: this node alone.
+void LocalMode::NodesRoute(Responder& respond) {
+  UnixMs now = p_.clock->Now();
+  NodeState local = Node();
+  json jobs = json::array();
+  for (const auto& [id, live] : p_.agent->live()) jobs.push_back(id);
+  json node = {
+      {"name", p_.node},
+      {"address", p_.address},
+      {"state", "up"},
+      {"leader", true},
+      {"cpu_slots", local.cpu_slots},
+      {"cpu_slots_used", local.cpu_slots_used},
+      {"gpus", GpusJson(local, json::parse(NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler)),
+                        p_.scheduler->Policy(), now)},
+      {"jobs", std::move(jobs)},
+      {"heartbeat_at", FormatTime(now)},
+      {"heartbeat_age_ms", 0},
+      {"version", TRAINQ_VERSION}};
+  respond(
+      NodesJson(200, {{"cluster", false}, {"leader", p_.node}, {"nodes", json::array({node})}}));
+}
+
+void LocalMode::DrainRoute(const std::string& name, bool drain, Responder& respond) {
+  (void)name;
+  (void)drain;
+  respond(ErrorResponse(Status::Invalid(
+      "node: draining a node needs a cluster (store = \"redis://...\" in config.toml, "
+      "docs/cluster.md); this daemon is a single machine")));
+}
+
+}  // namespace trainq

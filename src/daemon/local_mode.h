@@ -1,0 +1,48 @@
+// One machine (mode.h): this node alone. The scheduler always places, on this node's GPUs as
+// last sampled, and the agent starts what it decides.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "src/daemon/mode.h"
+#include "src/os/clock.h"
+
+namespace trainq {
+
+class LocalMode final : public Mode {
+ public:
+  struct Parts {
+    const Clock* clock = nullptr;
+    Agent* agent = nullptr;
+    Scheduler* scheduler = nullptr;  // the policy GET /v1/nodes judges usable memory by
+    const GpuSampler* sampler = nullptr;
+    std::string node;
+    std::string address;  // node_address, or the host name
+    std::function<int()> cpu_slots;
+  };
+  explicit LocalMode(Parts parts) : p_(std::move(parts)) {}
+
+  bool Places() const override { return true; }
+  std::vector<NodeState> PassNodes() override { return {Node()}; }
+  std::vector<NodeState> LastNodes() const override { return {Node()}; }
+  RunningUses Running() override;
+  Status Place(const Job& job, const StartDecision& decision) override {
+    return p_.agent->StartLocal(job, decision);
+  }
+  bool ReadsLastAttempt() const override { return false; }
+
+  Status CancelElsewhere(const Job& job, std::string* message) override;
+  void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                const Job& job, const Attempt& attempt, Responder& respond) override;
+  void NodesRoute(Responder& respond) override;
+  void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
+
+ private:
+  NodeState Node() const { return ThisNode(p_.node, p_.cpu_slots(), *p_.agent, *p_.sampler); }
+
+  Parts p_;
+};
+
+}  // namespace trainq

@@ -1,0 +1,73 @@
+// One machine or a cluster: where a job is placed, where node facts come from, and who
+// decides. The daemon chooses a Mode once, at start, from its store (a cluster's store is
+// Redis; docs/cluster.md), and no other part asks which it is: they call the mode.
+//
+// LocalMode (local_mode.cc): this node alone; the scheduler always places, the agent starts.
+// ClusterMode (cluster.cc): nodes that share one store; the node holding the leader lease
+// places over every node's last report, and each node's agent starts what is placed on it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/api/http.h"
+#include "src/core/spec.h"
+#include "src/daemon/agent.h"
+#include "src/daemon/gpu_sampler.h"
+#include "src/daemon/scheduler.h"
+
+namespace trainq {
+
+class Mode : public Scheduler::Site {
+ public:
+  // What the mode needs before anything runs (a cluster: its key).
+  virtual Status Check() const { return Status::Ok(); }
+  // Starts taking part: a cluster subscribes to its events, beats, takes part in the leader
+  // election and starts what is placed here. Arms no timer (tests drive OnTimer).
+  virtual void Join() {}
+  // The periodic duties, where the mode has any (a cluster's beat and lease), and the timer
+  // that runs them (armed by Serve).
+  virtual void OnTimer() {}
+  virtual void ArmTimer() {}
+  // The daemon stops: timers and subscriptions end; a leader resigns.
+  virtual void Stop() {}
+  // This node's GPUs or attempts changed: whoever places hears of it.
+  virtual void Report() {}
+  // The API's address as other nodes reach it ("" none), once the daemon listens.
+  virtual void SetApiUrl(std::string url) { (void)url; }
+
+  // Whether an attempt recorded for this node whose run dir does not exist yet is still to
+  // start (a cluster's leader placed it while this daemon was away), rather than one whose
+  // run dir was removed.
+  virtual bool AttemptsStartLater() const { return false; }
+
+  // Submits about to be stored (a cluster signs them for the node that will run them).
+  virtual void BeforeStore(std::vector<JobSpec>& specs) { (void)specs; }
+  // What a submit is judged against, beyond this node (a cluster: its largest node).
+  virtual void Limits(SpecLimits& limits) { (void)limits; }
+  // A gate's job runs where its process is: here.
+  virtual void PinHere(JobSpec& spec) { (void)spec; }
+  // Cancels a job that runs nowhere on this node (kConflict: it runs nowhere at all).
+  virtual Status CancelElsewhere(const Job& job, std::string* message) = 0;
+  // Whether an attempt's log is on another node (then ProxyLog answers).
+  virtual bool LogElsewhere(const Attempt& attempt) const {
+    (void)attempt;
+    return false;
+  }
+  virtual void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                        const Job& job, const Attempt& attempt, Responder& respond) = 0;
+  // GET /v1/nodes and POST /v1/nodes/NAME/drain|resume.
+  virtual void NodesRoute(Responder& respond) = 0;
+  virtual void DrainRoute(const std::string& name, bool drain, Responder& respond) = 0;
+};
+
+// This node as the placement policy sees it: its GPUs as last sampled, and what the agent's
+// attempts hold there.
+NodeState ThisNode(const std::string& name, int cpu_slots, const Agent& agent,
+                   const GpuSampler& sampler);
+// This node's GPUs and their use by its attempts, as a cluster's NodeRecord::info carries
+// them (and GET /v1/nodes reads them back).
+std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sampler);
+
+}  // namespace trainq
