@@ -1,5 +1,5 @@
-// The agent on its own: a real SQLite store (behind FaultyStore, to refuse writes), fake
-// shims, a fake clock and fake GPUs; the hooks record what the rest of the daemon would hear.
+// The agent on its own (AgentRig: real SQLite, fake shims, clock and GPUs); the hooks record
+// what the rest of the daemon would hear.
 #include "src/daemon/agent.h"
 
 #include <cerrno>
@@ -9,15 +9,9 @@
 #include <gtest/gtest.h>
 
 #include "src/core/oom.h"
-#include "src/daemon/fake_shim_launcher.h"
-#include "src/os/fake_clock.h"
-#include "src/os/gpu/fake_gpu_probe.h"
+#include "src/daemon/agent_test_rig.h"
 #include "src/os/run_dir.h"
-#include "src/os/state_paths.h"
 #include "src/os/system.h"
-#include "src/store/faulty_store.h"
-#include "src/store/sqlite/sqlite_store.h"
-#include "src/store/sqlite/sqlite_test_util.h"
 
 namespace trainq {
 namespace {
@@ -25,30 +19,13 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr UnixMs kT0 = 1'800'000'000'000;
-constexpr uint64_t kGiB = 1ull << 30;
-
-class AgentTest : public ::testing::Test {
+class AgentTest : public ::testing::Test, protected AgentRig {
  protected:
   void SetUp() override {
-    paths_ = ResolveStatePaths(dir_.path());
-    ASSERT_TRUE(MakeDirs(paths_.runs).ok());
-    options_.paths = paths_;
     config_.grace_ms = 1000;
     config_.master_port_first = 29500;
     config_.master_port_last = 29500;  // one port: the second multi-GPU job waits
-    Result<std::unique_ptr<Store>> sqlite = OpenSqliteStore(paths_.db);
-    ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
-    store_ = std::make_unique<FaultyStore>(std::move(*sqlite));
-    for (int i = 0; i < 2; ++i) {
-      GpuInfo g;
-      g.index = i;
-      g.uuid = "GPU-" + std::to_string(i);
-      g.total_bytes = g.free_bytes = 80 * kGiB;
-      g.processes_known = true;
-      snapshot_->gpus.push_back(g);
-    }
-    sampler_.Sample();
+    SetUpRig();
     agent_ = MakeAgent();
   }
   void TearDown() override {
@@ -56,17 +33,8 @@ class AgentTest : public ::testing::Test {
     store_.reset();
   }
 
+  // An agent whose hooks note what the rest of the daemon would hear in events_.
   std::unique_ptr<Agent> MakeAgent(std::function<Status(JobId, const JobSpec&)> verify = nullptr) {
-    Agent::Parts parts;
-    parts.store = store_.get();
-    parts.clock = &clock_;
-    parts.config = &config_;
-    parts.options = &options_;
-    parts.sampler = &sampler_;
-    parts.launcher = shims_.Launcher();
-    parts.node = "node-a";
-    parts.verify = std::move(verify);
-    parts.port_free = [](int) { return true; };
     Agent::Hooks hooks;
     hooks.started = [this](JobId id) { events_.push_back("started " + std::to_string(id)); };
     hooks.done = [this](JobId id, bool stored) {
@@ -74,7 +42,7 @@ class AgentTest : public ::testing::Test {
     };
     hooks.requeued = [this](JobId id) { events_.push_back("requeued " + std::to_string(id)); };
     hooks.freed = [this] { events_.push_back("freed"); };
-    return std::make_unique<Agent>(std::move(parts), std::move(hooks));
+    return AgentRig::MakeAgent(std::move(hooks), std::move(verify));
   }
 
   Job Submit(int gpus = 1, int retries = 0) {
@@ -102,15 +70,6 @@ class AgentTest : public ::testing::Test {
     return r;
   }
 
-  sqlite::TempDir dir_;  // removed after the store closes
-  StatePaths paths_;
-  DaemonOptions options_;
-  Config config_;
-  FakeClock clock_{kT0};
-  std::shared_ptr<GpuSnapshot> snapshot_ = std::make_shared<GpuSnapshot>();
-  GpuSampler sampler_{ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_), ""}, clock_};
-  FakeShims shims_;
-  std::unique_ptr<FaultyStore> store_;
   std::unique_ptr<Agent> agent_;
   std::vector<std::string> events_;
 };

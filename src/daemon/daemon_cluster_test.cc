@@ -258,6 +258,23 @@ class DaemonClusterTest : public ::testing::Test {
     return std::stoll((*r)->element[0]->str) * 1000 + std::stoll((*r)->element[1]->str) / 1000;
   }
 
+  // node-a (no GPU, the leader) and `b` start with the store's clock (lost_node_wait is a
+  // time the store writes); a job runs on `b`, `b` is judged lost while frozen and its daemon
+  // killed, unthawed. Returns the job's id.
+  JobId RunThenKillJudgedLost(Node& b) {
+    Node& a = AddNode("node-a", {});
+    a.clock.Set(StoreNow());
+    b.clock.Set(StoreNow());
+    Start(a);
+    Start(b);
+    JobId id = Submit(a, {{"gpus", 1}});
+    EXPECT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
+    EXPECT_THAT(FreezeAndJudgeLost(b, 60'000), ::testing::ElementsAre(id));
+    frozen_.reset();
+    --subscribed_;
+    return id;
+  }
+
   static bool GotSigterm(const FakeShims::Shim* shim) {
     return shim != nullptr &&
            std::find(shim->signals.begin(), shim->signals.end(), SIGTERM) != shim->signals.end();
@@ -462,19 +479,8 @@ TEST_F(DaemonClusterTest, AFrozenNodesJobThatEndedKeepsItsEndAndDoesNotRunAgain)
 // As above, but B's daemon is killed as soon as it thaws, before it read its shim's record:
 // the daemon that starts again reads it, and the job still ends once.
 TEST_F(DaemonClusterTest, ANodeKilledAfterItWasJudgedLostReportsItsJobsEndOnRestart) {
-  // The nodes' clocks read the store's: lost_node_wait is a time the store wrote.
-  Node& a = AddNode("node-a", {});
   Node& b = AddNode("node-b", {Gpu(0)});
-  a.clock.Set(StoreNow());
-  b.clock.Set(StoreNow());
-  Start(a);
-  Start(b);
-  JobId id = Submit(a, {{"gpus", 1}});
-  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
-
-  EXPECT_THAT(FreezeAndJudgeLost(b, 60'000), ::testing::ElementsAre(id));
-  frozen_.reset();  // killed, unthawed
-  --subscribed_;
+  JobId id = RunThenKillJudgedLost(b);
   ASSERT_TRUE(b.shims.Exit(b.RunDir(id, 1), Exited(0)));  // while no daemon ran on B
   Start(b);
   ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kSucceeded; })) << Get(id).reason;
@@ -487,19 +493,8 @@ TEST_F(DaemonClusterTest, ANodeKilledAfterItWasJudgedLostReportsItsJobsEndOnRest
 // A node killed whole (its shim gone without a record) leaves its end unknown: the restarted
 // daemon says nothing, and the job runs again once lost_node_wait is over.
 TEST_F(DaemonClusterTest, ANodeKilledWholeLeavesItsJobToTheLostNodeWait) {
-  // The nodes' clocks read the store's: lost_node_wait is a time the store wrote.
-  Node& a = AddNode("node-a", {});
   Node& b = AddNode("node-b", {Gpu(0)});
-  a.clock.Set(StoreNow());
-  b.clock.Set(StoreNow());
-  Start(a);
-  Start(b);
-  JobId id = Submit(a, {{"gpus", 1}});
-  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; }));
-
-  EXPECT_THAT(FreezeAndJudgeLost(b, 60'000), ::testing::ElementsAre(id));
-  frozen_.reset();
-  --subscribed_;
+  JobId id = RunThenKillJudgedLost(b);
   ASSERT_TRUE(b.shims.Crash(b.RunDir(id, 1)));
   Start(b);
   Job job = Get(id);

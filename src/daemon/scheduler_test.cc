@@ -1,6 +1,6 @@
-// The scheduler on its own: a real SQLite store (behind FaultyStore, to refuse writes), a
-// fake clock, and a fake site that says what the nodes hold and records what it is told to
-// start. Passes run when the test polls the loop.
+// The scheduler on its own (AgentRig: real SQLite behind FaultyStore, fake clock), with a
+// fake site that says what the nodes hold and records what it is told to start. Passes run
+// when the test polls the loop.
 #include "src/daemon/scheduler.h"
 
 #include <cerrno>
@@ -8,14 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "src/daemon/fake_shim_launcher.h"
-#include "src/os/fake_clock.h"
-#include "src/os/gpu/fake_gpu_probe.h"
-#include "src/os/state_paths.h"
+#include "src/daemon/agent_test_rig.h"
 #include "src/os/system.h"
-#include "src/store/faulty_store.h"
-#include "src/store/sqlite/sqlite_store.h"
-#include "src/store/sqlite/sqlite_test_util.h"
 
 namespace trainq {
 namespace {
@@ -24,8 +18,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr UnixMs kT0 = 1'800'000'000'000;
-constexpr uint64_t kGiB = 1ull << 30;
+constexpr UnixMs kT0 = AgentRig::kT0;
+constexpr uint64_t kGiB = AgentRig::kGiB;
 
 // One node with one 80 GiB GPU; what it is told to start is recorded as started in the store.
 class FakeSite final : public Scheduler::Site {
@@ -79,31 +73,18 @@ class FakeSite final : public Scheduler::Site {
   Store& store_;
 };
 
-class SchedulerTest : public ::testing::Test {
+class SchedulerTest : public ::testing::Test, protected AgentRig {
  protected:
   void SetUp() override {
-    paths_ = ResolveStatePaths(dir_.path());
-    ASSERT_TRUE(MakeDirs(paths_.runs).ok());
-    options_.paths = paths_;
     config_.policy.headroom_bytes = 0;
-    Result<std::unique_ptr<Store>> sqlite = OpenSqliteStore(paths_.db);
-    ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
-    store_ = std::make_unique<FaultyStore>(std::move(*sqlite));
+    SetUpRig();
     site_ = std::make_unique<FakeSite>(*store_);
-    Agent::Parts parts;
-    parts.store = store_.get();
-    parts.clock = &clock_;
-    parts.config = &config_;
-    parts.options = &options_;
-    parts.sampler = &sampler_;
-    parts.launcher = shims_.Launcher();
-    parts.node = "node-a";
     Agent::Hooks hooks;
     hooks.started = [](JobId) {};
     hooks.done = [](JobId, bool) {};
     hooks.requeued = [](JobId) {};
     hooks.freed = [] {};
-    agent_ = std::make_unique<Agent>(std::move(parts), std::move(hooks));
+    agent_ = MakeAgent(std::move(hooks));
     scheduler_ = std::make_unique<Scheduler>(io_, *store_, clock_, config_, *agent_,
                                              paths_.state_dir, [] { return 80 * kGiB; });
     scheduler_->SetSite(site_.get());
@@ -140,15 +121,6 @@ class SchedulerTest : public ::testing::Test {
   Job Get(JobId id) { return *store_->Get(id); }
 
   boost::asio::io_context io_;
-  sqlite::TempDir dir_;
-  StatePaths paths_;
-  DaemonOptions options_;
-  Config config_;
-  FakeClock clock_{kT0};
-  std::shared_ptr<GpuSnapshot> snapshot_ = std::make_shared<GpuSnapshot>();
-  GpuSampler sampler_{ProbeChoice{std::make_unique<FakeGpuProbe>(snapshot_), ""}, clock_};
-  FakeShims shims_;
-  std::unique_ptr<FaultyStore> store_;
   std::unique_ptr<FakeSite> site_;
   std::unique_ptr<Agent> agent_;
   std::unique_ptr<Scheduler> scheduler_;
