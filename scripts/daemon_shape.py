@@ -12,7 +12,7 @@ import sys
 
 CLASSES = [("src/daemon/daemon_impl.h", "DaemonImpl"), ("src/daemon/agent.h", "Agent"),
            ("src/daemon/scheduler.h", "Scheduler"), ("src/daemon/mode.h", "Mode"),
-           ("src/daemon/local_mode.h", "LocalMode"), ("src/daemon/cluster_mode.h", "ClusterMode"),
+           ("src/daemon/local_mode.h", "LocalMode"), ("src/daemon/cluster_mode.h", "ClusterMode"), ("src/daemon/cluster_leader.h", "ClusterLeader"),
            ("src/daemon/api.h", "Api"), ("src/daemon/authenticator.h", "Authenticator"),
            ("src/daemon/gpu_sampler.h", "GpuSampler"), ("src/daemon/submit_batcher.h", "SubmitBatcher"),
            ("src/daemon/token_routes.h", "TokenRoutes"), ("src/daemon/dependencies.h", "Dependencies"),

@@ -1,8 +1,7 @@
 // A cluster (mode.h, docs/cluster.md): nodes that share one Redis store. Every node is a
 // member: it heartbeats its GPUs and attempts, and its agent starts what is placed on it and
 // stops what the store no longer places there. The node holding the leader lease also
-// places, over every node's last report, writing each placement to the store (fenced by the
-// lease) for the chosen node to start; it judges nodes whose heartbeat lapsed lost.
+// places (ClusterLeader, cluster_leader.h).
 // Everything runs on the event-loop thread; the store's events arrive on their own thread
 // and are posted to the loop.
 #pragma once
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "src/daemon/cluster_key.h"
+#include "src/daemon/cluster_leader.h"
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
 #include "src/daemon/dependencies.h"
@@ -51,15 +51,8 @@ class ClusterMode final : public Mode {
   // The file the shims read the heartbeat's freshness from (self-fencing).
   static std::string FenceFile(const StatePaths& paths) { return paths.state_dir + "/heartbeat"; }
 
-  // Scheduler::Site: the leader places, over the view of every node it reads each pass.
-  bool Places() const override { return leader_; }
-  std::vector<NodeState> PassNodes() override;
-  std::vector<NodeState> LastNodes() const override { return view_.nodes; }
-  RunningUses Running() override;
-  // The leader's half of a start: the placement written to the store (fenced by the lease);
-  // the chosen node's agent starts it.
-  Status Place(const Job& job, const StartDecision& decision) override;
-  bool ReadsLastAttempt() const override { return true; }
+  // The scheduler's site: the leader's view of every node, placing while it holds the lease.
+  Scheduler::Site& site() override { return leader_; }
   bool AttemptsStartLater() const override { return true; }
 
   Status Check() const override;
@@ -81,7 +74,7 @@ class ClusterMode final : public Mode {
   bool LogElsewhere(const Attempt& attempt) const override { return attempt.node != p_.node; }
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond) override;
-  void NodesRoute(Responder& respond) override;
+  void NodesRoute(Responder& respond) override { leader_.NodesRoute(respond); }
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
 
  private:
@@ -90,10 +83,6 @@ class ClusterMode final : public Mode {
   void ReadoptLost();
   // Renews this node's record (GPUs, usage) and, on success, the shims' fence stamp.
   void Beat();
-  // Takes or renews the leader lease; a node that gains it reloads the queue and schedules.
-  void LeadOrFollow();
-  // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost.
-  void CheckLostNodes(UnixMs store_now);
   void OnEvent(const std::string& event);
   // The agent's side: starts the attempts placed on this node, stops those the store took
   // away, carries out cancels asked for on other nodes.
@@ -103,18 +92,13 @@ class ClusterMode final : public Mode {
   // node while enough others are left, else failed.
   AttemptEnd CwdMissing(const Job& job, const Attempt& a, int rank);
   NodeRecord OwnRecord() const;
-  Result<int> TakePortOn(JobId job, const NodeRecord& node);
-  // Every node's last record, with the store's active attempts as holdings.
-  Status RefreshView();
 
   Parts p_;
   ClusterStore& store_;
   const Config& config_;
+  ClusterLeader leader_;
   bool stopping_ = false;
-  bool leader_ = false;
-  LeaderLease lease_;
-  int64_t fenced_epoch_ = 0;  // the epoch the store's fenced writes carry; 0: none yet
-  std::string api_url_;       // the first `listen` address as peers reach it; "" none
+  std::string api_url_;  // the first `listen` address as peers reach it; "" none
   std::string fence_file_;
   bool store_unreachable_ = false;  // logged once per outage
   std::unique_ptr<EventSubscription> events_;
@@ -122,15 +106,6 @@ class ClusterMode final : public Mode {
   std::shared_ptr<ClusterMode*> self_ = std::make_shared<ClusterMode*>(this);
   boost::asio::steady_timer timer_;
   UnixMs next_beat_ = 0;  // clock time
-  // The leader's view of the cluster for a pass: the nodes' records, the policy's nodes,
-  // and the MASTER_PORTs active attempts hold on each node.
-  struct View {
-    std::map<std::string, NodeRecord> records;
-    std::vector<NodeState> nodes;
-    std::map<std::string, std::set<int>> ports;
-    std::vector<Job> active;  // jobs with an active attempt, anywhere
-  };
-  View view_;
 };
 
 }  // namespace trainq

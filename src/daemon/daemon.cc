@@ -125,7 +125,7 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
     mode_ = std::make_unique<LocalMode>(LocalMode::Parts{&clock_, agent_.get(), scheduler_.get(),
                                                          &sampler_, node_, address_, cpu_slots});
   }
-  scheduler_->SetSite(mode_.get());
+  scheduler_->SetSite(&mode_->site());
   ApiParts api;
   api.io = &io_;
   api.store = store_.get();

@@ -11,7 +11,7 @@
 
 namespace trainq {
 
-class LocalMode final : public Mode {
+class LocalMode final : public Mode, public Scheduler::Site {
  public:
   struct Parts {
     const Clock* clock = nullptr;
@@ -24,6 +24,7 @@ class LocalMode final : public Mode {
   };
   explicit LocalMode(Parts parts) : p_(std::move(parts)) {}
 
+  Scheduler::Site& site() override { return *this; }
   bool Places() const override { return true; }
   std::vector<NodeState> PassNodes() override { return {Node()}; }
   std::vector<NodeState> LastNodes() const override { return {Node()}; }

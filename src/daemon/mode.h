@@ -19,8 +19,11 @@
 
 namespace trainq {
 
-class Mode : public Scheduler::Site {
+class Mode {
  public:
+  virtual ~Mode() = default;
+  // Who places, on which nodes, and how a decision is carried out (scheduler.h).
+  virtual Scheduler::Site& site() = 0;
   // What the mode needs before anything runs (a cluster: its key).
   virtual Status Check() const { return Status::Ok(); }
   // Starts taking part: a cluster subscribes to its events, beats, takes part in the leader

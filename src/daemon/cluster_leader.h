@@ -1,0 +1,82 @@
+// A cluster's leadership (cluster_mode.h, docs/cluster.md): the lease every node contends
+// for each round, and — while this node holds it — the scheduler's site over the whole
+// cluster: a view of every node's last report with the store's active attempts as holdings,
+// placements written to the store (fenced by the lease epoch) for the chosen node to start,
+// and nodes whose heartbeat lapsed judged lost.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/api/http.h"
+#include "src/daemon/config.h"
+#include "src/daemon/dependencies.h"
+#include "src/daemon/scheduler.h"
+#include "src/os/clock.h"
+#include "src/store/cluster.h"
+
+namespace trainq {
+
+class ClusterLeader final : public Scheduler::Site {
+ public:
+  struct Parts {
+    ClusterStore* store = nullptr;
+    const Clock* clock = nullptr;
+    const Config* config = nullptr;
+    Scheduler* scheduler = nullptr;
+    Dependencies* deps = nullptr;
+    std::string node;
+    // Job `id` reached a done state (a lost node's attempt that may not run again).
+    std::function<void(JobId)> job_ended;
+  };
+  explicit ClusterLeader(Parts parts)
+      : p_(std::move(parts)), store_(*p_.store), config_(*p_.config) {}
+
+  // Scheduler::Site: the leader places, over the view of every node it reads each pass.
+  bool Places() const override { return leader_; }
+  std::vector<NodeState> PassNodes() override;
+  std::vector<NodeState> LastNodes() const override { return view_.nodes; }
+  RunningUses Running() override;
+  // The placement written to the store (fenced by the lease); the chosen node starts it.
+  Status Place(const Job& job, const StartDecision& decision) override;
+  bool ReadsLastAttempt() const override { return true; }
+
+  // Takes or renews the lease; a node that gains it reloads the queue and schedules, and
+  // the leader judges the nodes whose heartbeat lapsed.
+  void LeadOrFollow();
+  // The daemon stops: another node need not wait for the lease to lapse.
+  void Resign();
+  // GET /v1/nodes: every node, its GPUs with the memory a job could use there now, and its
+  // attempts (asking for the lease as it reads, as a round would).
+  void NodesRoute(Responder& respond);
+
+ private:
+  // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost.
+  void CheckLostNodes(UnixMs store_now);
+  // Every node's last record, with the store's active attempts as holdings.
+  Status RefreshView();
+  // A MASTER_PORT of `node`'s range that no active attempt there holds, now held in the view;
+  // kUnavailable (and the job's reason set) when every one is.
+  Result<int> TakePortOn(JobId job, const NodeRecord& node);
+
+  Parts p_;
+  ClusterStore& store_;
+  const Config& config_;
+  bool leader_ = false;
+  LeaderLease lease_;
+  int64_t fenced_epoch_ = 0;  // the epoch the store's fenced writes carry; 0: none yet
+  // The view of the cluster for a pass: the nodes' records, the policy's nodes, and the
+  // MASTER_PORTs active attempts hold on each node.
+  struct View {
+    std::map<std::string, NodeRecord> records;
+    std::vector<NodeState> nodes;
+    std::map<std::string, std::set<int>> ports;
+    std::vector<Job> active;  // jobs with an active attempt, anywhere
+  };
+  View view_;
+};
+
+}  // namespace trainq
