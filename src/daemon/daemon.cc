@@ -48,11 +48,21 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   cluster_key_ = std::move(seams.cluster_key);
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
+  address_ = config_.node_address.empty() ? HostName() : config_.node_address;
   // The one place the mode is chosen: a cluster's store makes this node a cluster member.
   ClusterStore* cluster = dynamic_cast<ClusterStore*>(store_.get());
   const ClusterKey* key = cluster ? &cluster_key_ : nullptr;
   auth_ = std::make_unique<Authenticator>(*store_, clock_, config_, key);
   tokens_ = std::make_unique<TokenRoutes>(*store_, clock_, config_, key);
+  MakeRoles(seams, cluster != nullptr);
+  mode_ = MakeMode(cluster);
+  scheduler_->SetSite(&mode_->site());
+  api_ = MakeApi();
+}
+
+// The roles that do not depend on the mode; their hooks reach the others through `this`,
+// so they may be made before them.
+void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
   Dependencies::Hooks deps;
   deps.queued = [this](const Job& job, UnixMs now) { scheduler_->Queued(job, now); };
   deps.ended = [this](JobId id) { JobEnded(id); };
@@ -66,7 +76,6 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   hooks.stored = [this](const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
                         UnixMs now) { scheduler_->Submitted(specs, ids, now); };
   submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_, std::move(hooks));
-  address_ = config_.node_address.empty() ? HostName() : config_.node_address;
   Agent::Parts parts;
   parts.store = store_.get();
   parts.clock = &clock_;
@@ -103,29 +112,33 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   scheduler_ =
       std::make_unique<Scheduler>(io_, *store_, clock_, config_, *agent_, options_.paths.state_dir,
                                   [this] { return sampler_.LargestGpuBytes(); });
+}
+
+std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
   auto cpu_slots = [this] { return cpu_slots_; };
-  if (cluster) {
-    ClusterMode::Parts m;
-    m.io = &io_;
-    m.store = cluster;
-    m.clock = &clock_;
-    m.config = &config_;
-    m.options = &options_;
-    m.sampler = &sampler_;
-    m.key = &cluster_key_;
-    m.agent = agent_.get();
-    m.scheduler = scheduler_.get();
-    m.deps = deps_.get();
-    m.node = node_;
-    m.address = address_;
-    m.cpu_slots = cpu_slots;
-    m.job_ended = [this](JobId id) { JobEnded(id); };
-    mode_ = std::make_unique<ClusterMode>(std::move(m));
-  } else {
-    mode_ = std::make_unique<LocalMode>(LocalMode::Parts{&clock_, agent_.get(), scheduler_.get(),
-                                                         &sampler_, node_, address_, cpu_slots});
+  if (cluster == nullptr) {
+    return std::make_unique<LocalMode>(LocalMode::Parts{&clock_, agent_.get(), scheduler_.get(),
+                                                        &sampler_, node_, address_, cpu_slots});
   }
-  scheduler_->SetSite(&mode_->site());
+  ClusterMode::Parts m;
+  m.io = &io_;
+  m.store = cluster;
+  m.clock = &clock_;
+  m.config = &config_;
+  m.options = &options_;
+  m.sampler = &sampler_;
+  m.key = &cluster_key_;
+  m.agent = agent_.get();
+  m.scheduler = scheduler_.get();
+  m.deps = deps_.get();
+  m.node = node_;
+  m.address = address_;
+  m.cpu_slots = cpu_slots;
+  m.job_ended = [this](JobId id) { JobEnded(id); };
+  return std::make_unique<ClusterMode>(std::move(m));
+}
+
+std::unique_ptr<Api> DaemonImpl::MakeApi() {
   ApiParts api;
   api.io = &io_;
   api.store = store_.get();
@@ -142,11 +155,11 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   api.submits = submits_.get();
   api.tokens = tokens_.get();
   api.node = node_;
-  api.cpu_slots = cpu_slots;
+  api.cpu_slots = [this] { return cpu_slots_; };
   api.job_ended = [this](JobId id) { JobEnded(id); };
   api.settings_changed = [this] { SettingsChanged(); };
   api.stop = [this] { RequestStop(); };
-  api_ = std::make_unique<Api>(std::move(api));
+  return std::make_unique<Api>(std::move(api));
 }
 
 void DaemonImpl::SettingsChanged() {

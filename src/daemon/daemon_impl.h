@@ -104,7 +104,10 @@ class DaemonImpl {
   void OnClusterTimer() { mode_->OnTimer(); }
 
  private:
-  // daemon.cc
+  // daemon.cc: the constructor's parts.
+  void MakeRoles(DaemonSeams& seams, bool cluster);
+  std::unique_ptr<Mode> MakeMode(ClusterStore* cluster);
+  std::unique_ptr<Api> MakeApi();
   // Returns whether the GPUs changed since the last sample, or sampling began to fail or
   // works again.
   bool SampleGpus();
