@@ -19,7 +19,8 @@ CLASSES = [("src/daemon/daemon_impl.h", "DaemonImpl"), ("src/daemon/agent.h", "A
            ("src/daemon/runtime_config.h", "RuntimeConfig"), ("src/daemon/notifier.h", "Notifier")]
 # Where a mode may be named: the modes themselves and their tests.
 MODE_FILES = re.compile(r"(cluster\.cc|cluster_mode\.h|local_mode\.|mode\.h|_test\.cc|fake_)")
-MODE_CHECK = re.compile(r"\bcluster_\b[^k]|!cluster_\b|\bcluster\)|cluster \?|dynamic_cast<ClusterStore")
+MODE_CHECK = re.compile(r"\bcluster_\b[^k]|!cluster_\b|if \(!?cluster\b|\bcluster [!=]= nullptr|"
+                        r"\bcluster \?|dynamic_cast<ClusterStore")
 
 
 def read(rev, path):
