@@ -67,8 +67,8 @@ void ExpectNotGarbled(const std::string& text) {
   }
 }
 
-// Defect (issue 9, item 14): a follower by offset printed misplaced bytes once the log was
-// compacted, and never the marker.
+// Guards `logs -f` across the shim's compactions: a follower by offset printed misplaced
+// bytes once the log was compacted, and never the marker.
 TEST(LogFollowerTest, FollowsALogThroughCompactions) {
   testing::TempDir dir;
   std::string path = dir / "output.log";
