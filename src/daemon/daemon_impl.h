@@ -11,22 +11,12 @@
 
 #include "src/api/asio.h"
 
-#include <map>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "src/api/http.h"
-#include "src/core/auth.h"
-#include "src/core/fair_share.h"
-#include "src/core/placement.h"
-#include "src/core/ports.h"
 #include "src/core/spec.h"
-#include "src/core/waiting_queue.h"
-#include "src/core/workload_mix.h"
 #include "src/daemon/agent.h"
 #include "src/daemon/api.h"
 #include "src/daemon/authenticator.h"
@@ -37,7 +27,6 @@
 #include "src/daemon/gpu_sampler.h"
 #include "src/daemon/mode.h"
 #include "src/daemon/notifier.h"
-#include "src/daemon/outcome.h"
 #include "src/daemon/runtime_config.h"
 #include "src/daemon/scheduler.h"
 #include "src/daemon/shim_launcher.h"
@@ -46,7 +35,6 @@
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
 #include "src/os/gpu/gpu_probe.h"
-#include "src/os/system.h"
 #include "src/store/cluster.h"
 #include "src/store/store.h"
 
