@@ -16,7 +16,7 @@ RELEASE := build/release
 CHECK := build/check
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-transport bench-sched bench-cluster bench-snapshot unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-transport bench-sched bench-cluster bench-snapshot unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -81,6 +81,11 @@ run-%_fuzz:
 # trainq beside task-spooler and Slurm (../shared/bench/peers.sh); BENCH_PEERS=0 skips them.
 bench: release
 	@python3 bench/bench.py $(RELEASE)/trainq
+
+# Under a minute: the goals' ratios beside task-spooler, rounds interleaved (bench/smoke.py).
+# CI prints it for information; APPEND=1 adds the line to docs/benchmarks.md's history.
+bench-smoke: release test-deps
+	@python3 bench/smoke.py $(RELEASE)/trainq
 
 # Google Benchmark: the placement policy's pass and one-pod placement (bench/sched_bench.cc),
 # then the daemon's whole pass on SQLite (bench/daemon_bench.cc). Medians of repetitions:

@@ -12,6 +12,7 @@ phases=(
   "unit tests (sanitized):make -s unit"
   "fuzzers:make -s fuzz"
   "integration tests:make -s integration"
+  "benchmark smoke (printed, not judged):make -s bench-smoke"
 )
 report=()
 status=0

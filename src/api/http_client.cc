@@ -1,29 +1,19 @@
-#include "src/api/asio.h"
+#include "src/api/http_call.h"
 
 #include <pwd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#ifdef TRAINQ_TLS_MODULE
+#include <dlfcn.h>
+#include <limits.h>
+#endif
 
-#include <optional>
-
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
-#include "src/api/http.h"
+#include "src/api/tls_call.h"
 
 namespace trainq {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
+using namespace http_call;  // NOLINT: the pieces of a call, shared with tls_call.cc
 using Local = asio::local::stream_protocol;
-using Tcp = asio::ip::tcp;
-namespace ssl = asio::ssl;
 
 namespace {
 
@@ -62,99 +52,6 @@ Status JudgeListener(const std::string& socket_path, int64_t peer_uid, std::stri
 
 namespace {
 
-using Request = http::request<http::string_body>;
-
-// One call's io_context and deadline: every step runs asynchronously until it ends or the
-// deadline closes the socket under it (a blocking socket with SO_RCVTIMEO would not do:
-// Asio polls again after the timeout).
-class Call {
- public:
-  explicit Call(int timeout_ms) : timer_(io_), step_timer_(io_) {
-    timer_.expires_after(std::chrono::milliseconds(std::max(timeout_ms, 1)));
-  }
-  asio::io_context& io() { return io_; }
-  bool expired() const { return expired_; }
-
-  // From now on the deadline closes `socket`.
-  template <class Socket>
-  void Arm(Socket& socket) {
-    timer_.async_wait([this, &socket](beast::error_code ec) {
-      if (ec) return;
-      expired_ = true;
-      beast::error_code ignored;
-      socket.close(ignored);
-    });
-  }
-  // Until Settle(), a deadline of `ms` (0: none) closes `socket` too: a connection's own,
-  // shorter than the whole call's.
-  template <class Socket>
-  void Limit(Socket& socket, int ms) {
-    if (ms <= 0) return;
-    step_timer_.expires_after(std::chrono::milliseconds(ms));
-    step_timer_.async_wait([this, &socket](beast::error_code ec) {
-      if (ec) return;
-      expired_ = true;
-      beast::error_code ignored;
-      socket.close(ignored);
-    });
-  }
-  void Settle() { step_timer_.cancel(); }
-  // Starts one operation with a handler and runs the loop until it completes.
-  template <class Start>
-  beast::error_code Await(Start start) {
-    std::optional<beast::error_code> done;
-    start([&done](beast::error_code ec, auto&&...) { done = ec; });
-    while (!done && io_.run_one() > 0) {
-    }
-    if (expired_) return asio::error::timed_out;
-    return done.value_or(asio::error::timed_out);
-  }
-
- private:
-  asio::io_context io_;
-  asio::steady_timer timer_;
-  asio::steady_timer step_timer_;
-  bool expired_ = false;
-};
-
-Request MakeRequest(std::string_view method, std::string_view target, const std::string& body,
-                    const CallOptions& options, std::string_view host) {
-  Request req(http::string_to_verb(beast::string_view(method.data(), method.size())),
-              beast::string_view(target.data(), target.size()), 11);
-  req.set(http::field::host, beast::string_view(host.data(), host.size()));
-  req.set(http::field::content_type, "application/json");
-  if (!options.idempotency_key.empty()) req.set("Idempotency-Key", options.idempotency_key);
-  if (!options.bearer_token.empty()) {
-    req.set(http::field::authorization, "Bearer " + options.bearer_token);
-  }
-  if (!options.authorization.empty()) req.set(http::field::authorization, options.authorization);
-  req.body() = body;
-  req.prepare_payload();
-  return req;
-}
-
-// The request out and the answer in, once the connection (and TLS) is up.
-template <class Stream>
-Result<HttpResponse> Exchange(Call& call, Stream& stream, Request& req) {
-  beast::error_code ec =
-      call.Await([&](auto handler) { http::async_write(stream, req, std::move(handler)); });
-  // kIo from here on: the request may have been received, so it must not be resent blindly.
-  if (ec) return Status::Io("sending to the trainq daemon failed: " + ec.message());
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(1ull << 34);
-  ec = call.Await(
-      [&](auto handler) { http::async_read(stream, buffer, parser, std::move(handler)); });
-  if (ec) return Status::Io("reading the trainq daemon's answer failed: " + ec.message());
-  http::response<http::string_body> res = parser.release();
-  return HttpResponse{static_cast<int>(res.result_int()), std::move(res.body()),
-                      std::string(res[http::field::content_type])};
-}
-
-Status Unreachable(const std::string& where, const beast::error_code& ec) {
-  return Status::Unavailable("cannot reach the trainq daemon at " + where + ": " + ec.message());
-}
-
 Result<HttpResponse> CallUnix(const std::string& path, Request& req, Call& call) {
   Local::socket socket(call.io());
   call.Arm(socket);
@@ -167,90 +64,58 @@ Result<HttpResponse> CallUnix(const std::string& path, Request& req, Call& call)
   return out;
 }
 
-// Connects `socket` to the endpoint's host and port within `connect_timeout_ms` (0: the
-// call's own deadline); kUnavailable when it cannot.
-Status ConnectTcp(const Endpoint& endpoint, Tcp::socket& socket, Call& call,
-                  int connect_timeout_ms) {
-  Tcp::resolver resolver(call.io());
-  beast::error_code ec;
-  auto found = resolver.resolve(endpoint.host, std::to_string(endpoint.port), ec);
-  if (ec) return Unreachable(endpoint.Describe(), ec);
-  call.Limit(socket, connect_timeout_ms);
-  ec = call.Await([&](auto handler) { asio::async_connect(socket, found, std::move(handler)); });
-  call.Settle();
-  if (ec) return Unreachable(endpoint.Describe(), ec);
-  return Status::Ok();
-}
-
-// Verification of the server's name: its IP address when the URL gives one, else its DNS
-// name, which is also sent as SNI.
-void ExpectServerName(SSL* ssl_handle, const std::string& host) {
-  beast::error_code ec;
-  asio::ip::make_address(host, ec);
-  if (!ec) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_handle), host.c_str());
-    return;
-  }
-  SSL_set1_host(ssl_handle, host.c_str());
-  SSL_set_tlsext_host_name(ssl_handle, host.c_str());
-}
-
-Result<std::unique_ptr<ssl::context>> ClientTlsContext(const std::string& ca_file) {
-  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
-  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
-  beast::error_code ec;
-  // As curl's --cacert: a CA file named replaces the system's store. Reading the store (all
-  // of ca-certificates) costs ~20 ms, a third of a TLS submit, and a lab's own CA is the case.
-  if (ca_file.empty()) ctx->set_default_verify_paths(ec);  // none is no error: a refusal says
-  if (!ca_file.empty()) {
-    ctx->load_verify_file(ca_file, ec);
-    if (ec) {
-      return Status::Invalid("the CA certificate file " + ca_file +
-                             " (TRAINQ_CA) cannot be used: " + ec.message());
-    }
-  }
-  ctx->set_verify_mode(ssl::verify_peer);
-  return ctx;
-}
-
-Status HandshakeFailed(const Endpoint& endpoint, SSL* ssl_handle, const beast::error_code& ec,
-                       bool expired) {
-  long verdict = SSL_get_verify_result(ssl_handle);
-  if (verdict != X509_V_OK) {
-    return Status::Permission(
-        "the TLS certificate of " + endpoint.Describe() + " does not verify (" +
-        X509_verify_cert_error_string(verdict) +
-        "); nothing was sent. If the server's certificate is signed by your own CA, set "
-        "TRAINQ_CA to the CA certificate file");
-  }
-  return Status::Unavailable("TLS handshake with " + endpoint.Describe() +
-                             " failed: " + (expired ? std::string("timed out") : ec.message()) +
-                             "; is it serving https?");
-}
-
 Result<HttpResponse> CallTcp(const Endpoint& endpoint, Request& req, Call& call,
                              const CallOptions& options) {
-  if (endpoint.kind == Endpoint::Kind::kHttp) {
-    Tcp::socket socket(call.io());
-    call.Arm(socket);
-    TRAINQ_RETURN_IF_ERROR(ConnectTcp(endpoint, socket, call, options.connect_timeout_ms));
-    return Exchange(call, socket, req);
-  }
-  Result<std::unique_ptr<ssl::context>> ctx = ClientTlsContext(options.ca_file);
-  if (!ctx.ok()) return ctx.status();
-  ssl::stream<Tcp::socket> stream(call.io(), **ctx);
-  call.Arm(stream.next_layer());
-  ExpectServerName(stream.native_handle(), endpoint.host);
-  TRAINQ_RETURN_IF_ERROR(
-      ConnectTcp(endpoint, stream.next_layer(), call, options.connect_timeout_ms));
-  beast::error_code ec = call.Await(
-      [&](auto handler) { stream.async_handshake(ssl::stream_base::client, std::move(handler)); });
-  if (ec) return HandshakeFailed(endpoint, stream.native_handle(), ec, call.expired());
-  // No close_notify after the answer: it is complete, and the connection closes with us.
-  return Exchange(call, stream, req);
+  Tcp::socket socket(call.io());
+  call.Arm(socket);
+  TRAINQ_RETURN_IF_ERROR(ConnectTcp(endpoint, socket, call, options.connect_timeout_ms));
+  return Exchange(call, socket, req);
 }
 
+#ifdef TRAINQ_TLS_MODULE
+using TlsEntry = void (*)(const Endpoint&, const TlsCallArgs&, Result<HttpResponse>&);
+
+// The module beside the binary (a build tree), else in ../lib/trainq (an installed tree).
+Result<TlsEntry> LoadTlsModule() {
+  char self[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  std::string tried;
+  for (const std::string& path : {dir + "trainq-tls.so", dir + "../lib/trainq/trainq-tls.so"}) {
+    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      tried += (tried.empty() ? "" : "; ") + std::string(::dlerror());
+      continue;
+    }
+    if (void* entry = ::dlsym(lib, "trainq_tls_call_v1")) return reinterpret_cast<TlsEntry>(entry);
+    return Status::Internal(path +
+                            " is not this trainq's TLS module (no trainq_tls_call_v1); "
+                            "reinstall trainq; nothing was sent");
+  }
+  // Not kUnavailable: that reads as "no daemon answers" and is tried again.
+  return Status::Internal(
+      "https needs trainq's TLS module, trainq-tls.so, which could not be "
+      "loaded (" +
+      tried + "); reinstall trainq; nothing was sent");
+}
+#endif
+
 }  // namespace
+
+Result<HttpResponse> CallTls(const Endpoint& endpoint, std::string_view method,
+                             std::string_view target, const std::string& body,
+                             const CallOptions& options, std::string_view host) {
+#ifdef TRAINQ_TLS_MODULE
+  static const Result<TlsEntry> entry = LoadTlsModule();
+  if (!entry.ok()) return entry.status();
+  Result<HttpResponse> out = Status::Internal("the TLS module gave no answer");
+  (*entry)(endpoint, TlsCallArgs{method, target, &body, &options, host}, out);
+  return out;
+#else
+  return TlsCall(endpoint, method, target, body, options, host);
+#endif
+}
 
 namespace {
 
@@ -280,10 +145,13 @@ Result<HttpResponse> HttpCall(const Endpoint& endpoint, std::string_view method,
                               std::string_view target, const std::string& body,
                               const CallOptions& options) {
   TRAINQ_RETURN_IF_ERROR(CheckRequestText(method, target, options));
-  Call call(options.timeout_ms);
   bool unix_socket = endpoint.kind == Endpoint::Kind::kUnix;
   std::string host =
       unix_socket ? "trainq" : ListenAddress{endpoint.host, endpoint.port}.Describe();
+  if (endpoint.kind == Endpoint::Kind::kHttps) {
+    return CallTls(endpoint, method, target, body, options, host);
+  }
+  Call call(options.timeout_ms);
   Request req = MakeRequest(method, target, body, options, host);
   if (unix_socket) return CallUnix(endpoint.path, req, call);
   return CallTcp(endpoint, req, call, options);

@@ -198,8 +198,34 @@ int CommandLine::Run() {
   return entry->action(invocation);
 }
 
+std::vector<CommandRow> RowsFor(std::span<const CommandRow> rows, int argc, char** argv) {
+  std::vector<CommandRow> all(rows.begin(), rows.end());
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (GlobalOptionTakesNext(arg)) {
+      ++i;
+      continue;
+    }
+    if (GlobalOptionWithValue(arg)) continue;
+    if (arg == "--version" && i + 1 == argc) return {};
+    std::vector<CommandRow> named;
+    for (const CommandRow& row : rows) {
+      std::string_view path = row.path;
+      if (path == arg ||
+          (path.size() > arg.size() && path.starts_with(arg) && path[arg.size()] == ' ')) {
+        named.push_back(row);
+      }
+    }
+    // `completion` describes every command.
+    if (named.empty() || arg == "completion") return all;
+    return named;
+  }
+  return all;
+}
+
 int RunCli(int argc, char** argv) {
-  CommandLine command_line;
+  std::vector<CommandRow> rows = RowsFor(CommandTable(), argc, argv);
+  CommandLine command_line(rows);
   if (std::optional<int> exit_code = command_line.Parse(argc, argv)) return *exit_code;
   return command_line.Run();
 }

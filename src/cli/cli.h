@@ -16,6 +16,12 @@ namespace trainq {
 // Returns the process exit code: 0 success, 2 invalid input, 3 no such job, 1 anything else.
 int RunCli(int argc, char** argv);
 
+// The rows a command line needs parsed: the command it names with the commands below it, none
+// for a lone `--version`, and all of them otherwise (help, completion, a mistyped word's "did
+// you mean"). Building CLI11's parser for every command was half of what `trainq --version`
+// cost (docs/benchmarks.md, "Start-up").
+std::vector<CommandRow> RowsFor(std::span<const CommandRow> rows, int argc, char** argv);
+
 // CLI11's parser for a table of commands, and the action of each command it parsed. Options
 // are bound to storage this object owns, so it is neither copied nor moved.
 class CommandLine {

@@ -78,6 +78,62 @@ TEST(CommandTableTest, EveryCommandParsesToItsRow) {
   }
 }
 
+// What RunCli does: the parser holds only the rows the line needs.
+std::optional<int> ParseWithRowsFor(std::vector<std::string> args, std::string* chosen) {
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  std::vector<CommandRow> rows =
+      RowsFor(CommandTable(), static_cast<int>(argv.size()), argv.data());
+  CommandLine cli(rows);
+  std::optional<int> out = cli.Parse(static_cast<int>(argv.size()), argv.data());
+  if (cli.Chosen() != nullptr) *chosen = cli.Chosen()->path;
+  return out;
+}
+
+TEST(CommandTableTest, EveryCommandParsesWithOnlyTheRowsItsLineNeeds) {
+  for (const CommandRow& row : CommandTable()) {
+    if (row.setup == nullptr) continue;
+    CommandLine full;
+    std::vector<std::string> args = MinimalArgs(full, row);
+    args.insert(args.begin() + 1, {"--state-dir", "/s"});
+    std::string chosen;
+    EXPECT_EQ(ParseWithRowsFor(args, &chosen), std::nullopt) << row.path;
+    EXPECT_EQ(chosen, row.path);
+  }
+}
+
+TEST(CommandTableTest, RowsForTakesOneCommandsRowsNoneForVersionAndAllOtherwise) {
+  auto paths = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    std::vector<std::string> out;
+    for (const CommandRow& row :
+         RowsFor(CommandTable(), static_cast<int>(argv.size()), argv.data())) {
+      out.emplace_back(row.path);
+    }
+    return out;
+  };
+  EXPECT_THAT(paths({"trainq", "--server", "unix:/x", "ls", "--json"}), testing::ElementsAre("ls"));
+  EXPECT_THAT(paths({"trainq", "daemon", "stop"}),
+              testing::ElementsAre("daemon", "daemon start", "daemon stop", "daemon status",
+                                   "daemon backup"));
+  EXPECT_THAT(paths({"trainq", "--version"}), testing::IsEmpty());
+  size_t all = CommandTable().size();
+  EXPECT_EQ(paths({"trainq", "--help"}).size(), all);
+  EXPECT_EQ(paths({"trainq", "xyzzy"}).size(), all);
+  EXPECT_EQ(paths({"trainq", "completion", "bash"}).size(), all);
+  EXPECT_EQ(paths({"trainq", "--version", "ls"}).size(), all);
+
+  std::string chosen;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(ParseWithRowsFor({"trainq", "config", "sett", "a", "b"}, &chosen), 2);
+  EXPECT_THAT(testing::internal::GetCapturedStderr(),
+              HasSubstr("unknown command 'config sett'; did you mean 'config set'?"));
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(ParseWithRowsFor({"trainq", "--version"}, &chosen), 0);
+  EXPECT_THAT(testing::internal::GetCapturedStdout(), HasSubstr("trainq "));
+}
+
 TEST(CommandTableTest, AGroupAlonePointsAtItsCommands) {
   for (const CommandRow& row : CommandTable()) {
     if (row.setup != nullptr) continue;

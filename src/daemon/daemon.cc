@@ -546,8 +546,17 @@ int RunDaemon(const DaemonOptions& given) {
   Result<ProbeChoice> probe = ChooseGpuProbe(config->fake_gpus, config->nvml_library);
   if (!probe.ok()) return Fail(probe.status());
   if (!probe->note.empty()) spdlog::warn("{}", probe->note);
+  // Each attempt's supervisor: trainq-shim, which starts in a fraction of what a trainqd
+  // (SQLite, hiredis, OpenSSL, spdlog) takes (docs/benchmarks.md); a trainqd copied without
+  // it still runs jobs, through its own `shim` command.
+  Result<std::string> shim_program = CompanionProgram("trainq-shim");
   Result<std::string> self = SelfExecutable();
   if (!self.ok()) return Fail(self.status());
+  ShimCommand shim = shim_program.ok() ? ShimCommand(*shim_program) : ShimCommand(*self, {"shim"});
+  if (!shim_program.ok()) {
+    spdlog::warn("{}: jobs start through `trainqd shim` instead, a few ms slower each",
+                 shim_program.status().message());
+  }
   // Shims write here until they open their job's log; without it, to /dev/null.
   Result<UniqueFd> log = OpenAppend(paths.log);
   int log_fd = log.ok() ? log->get() : -1;
@@ -556,7 +565,7 @@ int RunDaemon(const DaemonOptions& given) {
   SystemClock clock;
   CgroupHost cgroups = SetUpCgroups(kCgroupRoot);
   DaemonSeams seams{std::move(*store), std::move(*probe),
-                    MakeShimLauncher(io, *self, log_fd, cgroups), &clock};
+                    MakeShimLauncher(io, std::move(shim), log_fd, cgroups), &clock};
   seams.cgroups = std::move(cgroups);
   seams.cluster_key = std::move(key);
   DaemonImpl daemon(io, options, std::move(*config), std::move(seams));

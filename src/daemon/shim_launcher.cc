@@ -30,15 +30,15 @@ Result<ShimRecord> AwaitShimRecord(const std::string& run_dir) {
 
 class ProcessShimLauncher final : public ShimLauncher {
  public:
-  ProcessShimLauncher(boost::asio::io_context& io, std::string self_exe, int daemon_log_fd,
+  ProcessShimLauncher(boost::asio::io_context& io, ShimCommand shim_binary, int daemon_log_fd,
                       CgroupHost cgroups)
       : io_(io),
-        self_exe_(std::move(self_exe)),
+        shim_binary_(std::move(shim_binary)),
         daemon_log_fd_(daemon_log_fd),
         cgroups_(std::move(cgroups)) {}
 
   Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) override {
-    Result<SpawnedShim> shim = SpawnShim(self_exe_, run_dir, daemon_log_fd_);
+    Result<SpawnedShim> shim = SpawnShim(shim_binary_, run_dir, daemon_log_fd_);
     if (!shim.ok()) return shim.status();
     ShimProcess p{shim->pid, shim->start_ticks};
     Watch(p, std::move(shim->pidfd), std::move(on_exit), -1);
@@ -154,7 +154,7 @@ class ProcessShimLauncher final : public ShimLauncher {
   }
 
   boost::asio::io_context& io_;
-  std::string self_exe_;
+  ShimCommand shim_binary_;
   int daemon_log_fd_;
   CgroupHost cgroups_;
   std::map<uint64_t, Watched> watches_;
@@ -163,9 +163,9 @@ class ProcessShimLauncher final : public ShimLauncher {
 
 }  // namespace
 
-std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, std::string self_exe,
+std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, ShimCommand shim_binary,
                                                int daemon_log_fd, CgroupHost cgroups) {
-  return std::make_unique<ProcessShimLauncher>(io, std::move(self_exe), daemon_log_fd,
+  return std::make_unique<ProcessShimLauncher>(io, std::move(shim_binary), daemon_log_fd,
                                                std::move(cgroups));
 }
 

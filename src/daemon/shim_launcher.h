@@ -1,6 +1,6 @@
 // The daemon's seam to the processes it supervises: every shim is started, re-adopted,
 // signalled and watched through a ShimLauncher. The real one (MakeShimLauncher) spawns
-// `trainqd shim RUN_DIR` and watches pidfds on the event loop; the fake one
+// `trainq-shim RUN_DIR` and watches pidfds on the event loop; the fake one
 // (fake_shim_launcher.h) lets unit tests start and end "shims" by hand, with no process and
 // no sleep, the way ninja tests its build loop against a fake command runner.
 // Thread: the event loop's, like the daemon.
@@ -64,10 +64,10 @@ class ShimLauncher {
   virtual void StopWatching() = 0;
 };
 
-// `self_exe` is trainqd's path (it runs `self_exe shim RUN_DIR`); shims write to
+// `shim` starts each shim (ShimCommand: trainq-shim, or trainqd shim); shims write to
 // `daemon_log_fd` (-1: /dev/null) until they open the job's log. `cgroups`: where attempts'
 // cgroups are (SetUpCgroups), named by AttemptCgroupName(run_dir).
-std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, std::string self_exe,
+std::unique_ptr<ShimLauncher> MakeShimLauncher(boost::asio::io_context& io, ShimCommand shim,
                                                int daemon_log_fd, CgroupHost cgroups);
 
 }  // namespace trainq

@@ -53,7 +53,8 @@ class WatchTest : public ::testing::Test {
   }
 
   boost::asio::io_context io_;
-  std::unique_ptr<ShimLauncher> launcher_ = MakeShimLauncher(io_, "/nonexistent", -1, CgroupHost{});
+  std::unique_ptr<ShimLauncher> launcher_ =
+      MakeShimLauncher(io_, ShimCommand("/nonexistent"), -1, CgroupHost{});
   pid_t child_ = -1;
   std::optional<ProcStat> stat_;
 };

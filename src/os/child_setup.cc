@@ -76,14 +76,16 @@ bool CloexecFrom(int first) {
 int MoveHigh(int fd) { return ::fcntl(fd, F_DUPFD_CLOEXEC, 10); }
 
 void ResetSignals(const sigset_t* blocked) {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, blocked != nullptr ? blocked : &none, nullptr);
+  // Dispositions before the mask: a signal let through first would run the daemon's handler
+  // in the child (in the daemon's own memory, after a vfork).
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &dfl, nullptr);  // EINVAL for 32, 33
   }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, blocked != nullptr ? blocked : &none, nullptr);
 }
 
 bool InstallFds(const int* fds, int count) {

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -57,15 +58,19 @@ CStringArray ShimEnvironment() {
   return CStringArray(std::move(env));
 }
 
-ShimExec PrepareShimExec(const std::string& binary, const std::string& run_dir) {
+ShimExec PrepareShimExec(const ShimCommand& command, const std::string& run_dir) {
+  std::vector<std::string> argv = {command.binary.substr(command.binary.rfind('/') + 1)};
+  argv.insert(argv.end(), command.args.begin(), command.args.end());
+  argv.push_back(run_dir);
   ShimExec e{
-      binary, LockPath(run_dir), CStringArray({"trainqd", "shim", run_dir}), ShimEnvironment(), {}};
+      command.binary, LockPath(run_dir), CStringArray(std::move(argv)), ShimEnvironment(), {}};
   sigemptyset(&e.blocked);
   for (int sig : kShimSignals) sigaddset(&e.blocked, sig);
   return e;
 }
 
-// Async-signal-safe from here to execve (the daemon may have threads).
+// Async-signal-safe from here to execve (the daemon may have threads), and it runs in the
+// daemon's memory (vfork, below): it writes nothing but its own stack and descriptors.
 [[noreturn]] void ShimChild(const ShimExec& e, int daemon_log_fd, int report_fd) {
   int report = child::MoveHigh(report_fd);
   if (report < 0) ::_exit(125);
@@ -113,14 +118,25 @@ Result<SpawnedShim> AdoptChild(pid_t pid) {
 
 }  // namespace
 
-Result<SpawnedShim> SpawnShim(const std::string& daemon_binary, const std::string& run_dir,
+Result<SpawnedShim> SpawnShim(const ShimCommand& command, const std::string& run_dir,
                               int daemon_log_fd) {
-  ShimExec exec = PrepareShimExec(daemon_binary, run_dir);
+  ShimExec exec = PrepareShimExec(command, run_dir);
   auto report = MakeCloexecPipe();
   if (!report.ok()) return report.status();
-  pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus("fork", errno);
+  // vfork: the child borrows the daemon's memory until it execs or exits, where fork would copy
+  // the page tables of a daemon holding a large queue first (the start path's largest cost
+  // after the shim's own start). ShimChild never returns, allocates or writes shared memory;
+  // signal dispositions are the child's own (no CLONE_SIGHAND).
+  // Every signal blocked across it: none may run a handler of the daemon's in the child
+  // before ShimChild has reset them.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = ::vfork();
   if (pid == 0) ShimChild(exec, daemon_log_fd, report->write.get());
+  int vfork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return ErrnoStatus("vfork", vfork_errno);
   report->write.Reset();
   // EOF once execve closed the child's end: the lock is held and the shim runs.
   if (auto failure = ReadChildReport(report->read.get())) return FailedShim(pid, *failure, exec);

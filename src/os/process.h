@@ -58,7 +58,8 @@ struct SpawnedShim {
 // How the shim finds the lock SpawnShim took for it: the lock file is open as fd kShimLockFd
 // (already flock'ed, not close-on-exec) and the environment says so in kShimLockFdEnv. RunShim
 // keeps that fd (close-on-exec from then on) and, when the variable is absent (a test or a
-// manual `trainqd shim`), opens and flocks the lock file itself. The job never sees the variable.
+// manual `trainq-shim RUN_DIR`), opens and flocks the lock file itself. The job never sees the
+// variable.
 inline constexpr int kShimLockFd = 3;
 inline constexpr const char* kShimLockFdEnv = "TRAINQ_SHIM_LOCK_FD";
 // The shim's exit status when another shim already holds the run dir's lock.
@@ -67,7 +68,7 @@ inline constexpr int kShimLockedExit = 126;
 // The signals the shim reads from its signalfd: stop requests and its children's exits.
 inline constexpr int kShimSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD};
 
-// Starts `daemon_binary shim RUN_DIR` in a new session, with the lock file of the run dir
+// Starts `command RUN_DIR` in a new session, with the lock file of the run dir
 // (run_dir.h) already flock'ed in the child before exec, stdin from /dev/null and
 // stdout/stderr to `daemon_log_fd` (or /dev/null if -1). No other fd is inherited; every
 // disposition is the default and exactly kShimSignals are blocked (before setsid, long before
@@ -76,7 +77,16 @@ inline constexpr int kShimSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD};
 // yet. Returns once the shim has exec'd: kConflict when another shim holds the
 // lock (the child exited kShimLockedExit and was reaped), kIo when the binary could not be
 // exec'd.
-Result<SpawnedShim> SpawnShim(const std::string& daemon_binary, const std::string& run_dir,
+// What starts a shim: trainq-shim RUN_DIR, or `trainqd shim RUN_DIR` where trainqd was
+// installed without its trainq-shim (slower to start: trainqd loads the daemon's libraries).
+struct ShimCommand {
+  ShimCommand(std::string binary_path, std::vector<std::string> leading = {})  // NOLINT
+      : binary(std::move(binary_path)), args(std::move(leading)) {}
+  std::string binary;
+  std::vector<std::string> args;  // before RUN_DIR
+};
+
+Result<SpawnedShim> SpawnShim(const ShimCommand& command, const std::string& run_dir,
                               int daemon_log_fd = -1);
 // A pidfd for a process we did not start (re-adoption after a daemon restart).
 Result<UniqueFd> OpenPidfd(int64_t pid);
@@ -101,11 +111,11 @@ Status SendSignal(int64_t pid, int sig);
 // True if some process holds the run dir's lock (the shim is alive).
 bool RunDirLocked(const std::string& run_dir);
 
-// The shim's main (`trainqd shim RUN_DIR`): reads spec.json, writes shim.json, runs the
-// command as a child subreaper, stops the whole tree on SIGTERM (SIGTERM, grace, SIGKILL),
-// writes exit.json. Returns the shim's exit code: 0 once exit.json is written (whatever the
-// command did), kShimLockedExit when another shim holds the lock (nothing written), 1 when
-// even exit.json could not be written.
+// The shim's main (`trainq-shim RUN_DIR`, also `trainqd shim RUN_DIR`): reads spec.json, writes
+// shim.json, runs the command as a child subreaper, stops the whole tree on SIGTERM (SIGTERM,
+// grace, SIGKILL), writes exit.json. Returns the shim's exit code: 0 once exit.json is written
+// (whatever the command did), kShimLockedExit when another shim holds the lock (nothing written), 1
+// when even exit.json could not be written.
 int RunShim(const std::string& run_dir);
 
 }  // namespace trainq

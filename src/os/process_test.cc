@@ -341,7 +341,7 @@ TEST(SpawnShimTest, ShimGetsNewSessionLockStdioAndNothingElse) {
   ASSERT_TRUE(recorded);
 
   FakeShimView v = ReadFakeShim(dir.path());
-  EXPECT_THAT(v.args, ElementsAre("shim", dir.path()));
+  EXPECT_THAT(v.args, ElementsAre(dir.path()));
   EXPECT_EQ(v.lock_env, std::to_string(kShimLockFd));
   // Exactly the shim's own signals, though the caller blocked SIGTERM only.
   EXPECT_EQ(v.sig_blocked, MaskOf({SIGTERM, SIGINT, SIGHUP, SIGCHLD}));

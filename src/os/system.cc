@@ -33,6 +33,19 @@ Result<std::string> SelfExecutable() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+Result<std::string> CompanionProgram(const std::string& name) {
+  Result<std::string> self = SelfExecutable();
+  if (!self.ok()) return self.status();
+  std::string dir = self->substr(0, self->rfind('/') + 1);
+  std::string beside = dir + name;
+  std::string installed = dir + "../lib/trainq/" + name;
+  for (const std::string& path : {beside, installed}) {
+    if (::access(path.c_str(), X_OK) == 0) return path;
+  }
+  return Status::NotFound(name + " is in neither " + beside + " nor " + installed +
+                          "; reinstall trainq");
+}
+
 std::string HostName() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";

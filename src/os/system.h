@@ -14,9 +14,12 @@
 
 namespace trainq {
 
-// The running binary (/proc/self/exe), so the daemon can start `trainqd shim` and the client
-// can find `trainqd` beside itself.
+// The running binary (/proc/self/exe), so the client can find `trainqd` beside itself.
 Result<std::string> SelfExecutable();
+// A program of trainq's installed with the running binary: beside it (a build tree), else in
+// ../lib/trainq (an installed tree: bin/trainqd, lib/trainq/trainq-shim). kNotFound naming
+// both places.
+Result<std::string> CompanionProgram(const std::string& name);
 std::string HostName();
 int CpuCount();
 // The machine's physical memory in bytes; 0 when unknown.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3 -I
-# Stands in for `trainqd shim RUN_DIR` in the SpawnShim tests (src/os/process_test.cc). Records
+# Stands in for `trainq-shim RUN_DIR` in the SpawnShim tests (src/os/process_test.cc). Records
 # what SpawnShim gave it in RUN_DIR/fake_shim.txt (argv, the lock variable, signal mask and
 # ignored signals, inherited fds), says hello on stdout and stderr, then, as the real shim does,
 # reads a stop request from the signals SpawnShim left blocked (one sent before it got here
@@ -18,7 +18,7 @@ for name in sorted(os.listdir("/proc/self/fd"), key=int):
         lines.append("fd %s %s" % (name, os.readlink("/proc/self/fd/" + name)))
     except FileNotFoundError:
         pass  # the descriptor listdir used, closed by now
-run_dir = sys.argv[2]
+run_dir = sys.argv[1]
 with open(run_dir + "/fake_shim.tmp", "w") as f:
     f.write("\n".join(lines) + "\n")
 os.rename(run_dir + "/fake_shim.tmp", run_dir + "/fake_shim.txt")

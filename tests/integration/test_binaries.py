@@ -1,6 +1,8 @@
-"""Two binaries: trainq, the client, and trainqd, the daemon and the shim. The client starts
-the daemon it finds beside itself, never links the server's libraries, and leaves the
-config to trainqd."""
+"""The programs: trainq, the client; trainqd, the daemon; trainq-shim, which supervises each
+attempt; and trainq-tls.so, the client's https, loaded only when a URL needs it. The client
+starts the daemon it finds beside itself, never links the server's libraries or OpenSSL, and
+leaves the config to trainqd."""
+import json
 import os
 import re
 import shutil
@@ -12,8 +14,14 @@ import pytest
 
 from conftest import check_no_sanitizer_report, trainq_binary, trainqd_binary
 
-# The client links libssl and libcrypto (https to a remote daemon), never these.
+# Never linked by the client or the shim. OpenSSL and fmt neither: loading them was most of
+# what every command paid at start (docs/benchmarks.md, "Start-up").
 SERVER_LIBRARIES = ("libsqlite3", "libspdlog", "libnvidia-ml", "libhiredis")
+START_UP_LIBRARIES = ("libssl", "libcrypto", "libfmt")
+
+
+def shim_binary():
+    return os.path.join(os.path.dirname(trainqd_binary()), "trainq-shim")
 
 
 @pytest.fixture
@@ -128,8 +136,10 @@ def test_a_good_config_checks_clean(root):
 
 
 def test_trainq_links_no_server_library():
-    client = needed_libraries(trainq_binary())
-    assert not [lib for lib in client if lib.startswith(SERVER_LIBRARIES)], client
+    for binary in (trainq_binary(), shim_binary()):
+        linked = needed_libraries(binary)
+        assert not [lib for lib in linked if lib.startswith(SERVER_LIBRARIES)], (binary, linked)
+        assert not [lib for lib in linked if lib.startswith(START_UP_LIBRARIES)], (binary, linked)
     # The check can fail: the daemon does link them.
     daemon = needed_libraries(trainqd_binary())
     assert any(lib.startswith("libsqlite3") for lib in daemon), daemon
@@ -163,3 +173,66 @@ def test_both_binaries_print_their_version(root):
     env = env_for(os.path.join(root, "state"))
     assert run([trainq_binary(), "--version"], env, check=True).stdout.startswith("trainq ")
     assert run([trainqd_binary(), "--version"], env, check=True).stdout.startswith("trainqd ")
+
+
+def test_https_loads_the_tls_module_only_then(root):
+    """No daemon listens there: the answer is that none answers, which the client can only
+    give once the module is loaded and has tried; a missing module says so instead."""
+    env = env_for(os.path.join(root, "state"))
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = run([trainq_binary(), "--server", f"https://127.0.0.1:{port}", "ls"], env)
+    assert proc.returncode != 0
+    assert "does not answer" in proc.stderr and "TLS module" not in proc.stderr, proc.stderr
+    bin_dir = os.path.join(root, "bin")
+    os.makedirs(bin_dir)
+    shutil.copy2(trainq_binary(), bin_dir)  # without trainq-tls.so
+    alone = run([os.path.join(bin_dir, "trainq"), "--server", f"https://127.0.0.1:{port}", "ls"],
+                env)
+    assert alone.returncode != 0
+    assert "https needs trainq's TLS module, trainq-tls.so, which could not be loaded" \
+        in alone.stderr, alone.stderr
+    assert "nothing was sent" in alone.stderr
+
+
+def shim_of_job(trainq, env, job_id):
+    """The executable and argv of the process supervising the job (an attempt's pid is its
+    shim's)."""
+    show = json.loads(run([trainq, "show", str(job_id), "--json"], env, check=True).stdout)
+    shim = show["attempts"][0]["pid"]
+    return os.readlink(f"/proc/{shim}/exe"), open(f"/proc/{shim}/cmdline").read().split("\0")
+
+
+@pytest.mark.parametrize("with_shim", [True, False])
+def test_jobs_start_through_trainq_shim_or_trainqd_without_it(root, with_shim):
+    bin_dir = os.path.join(root, "bin")
+    os.makedirs(bin_dir)
+    for b in (trainq_binary(), trainqd_binary()) + ((shim_binary(),) if with_shim else ()):
+        shutil.copy2(b, bin_dir)
+    state = os.path.join(root, "state")
+    env = env_for(state)
+    trainq = os.path.join(bin_dir, "trainq")
+    try:
+        job = int(run([trainq, "submit", "--gpus", "0", "--", "sleep", "30"], env,
+                      check=True).stdout)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            state_now = run([trainq, "show", str(job), "--json"], env, check=True).stdout
+            if '"state":"running"' in state_now.replace(" ", ""):
+                break
+            time.sleep(0.05)
+        exe, argv = shim_of_job(trainq, env, job)
+        if with_shim:
+            assert exe == os.path.join(bin_dir, "trainq-shim")
+            assert argv[:1] == ["trainq-shim"], argv
+        else:
+            assert exe == os.path.join(bin_dir, "trainqd")
+            assert argv[:2] == ["trainqd", "shim"], argv
+        run([trainq, "cancel", str(job)], env, check=True)
+    finally:
+        run([trainq, "daemon", "stop"], env)
+    log = open(os.path.join(state, "daemon.log")).read()
+    check_no_sanitizer_report(log, "daemon.log")
+    assert ("jobs start through `trainqd shim` instead" in log) == (not with_shim), log

@@ -3,6 +3,7 @@ and the systemd units, whose ExecStart points into that prefix and whose KillMod
 jobs running when the unit stops (docs/operations.md, "Running trainqd under systemd")."""
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 
@@ -33,9 +34,39 @@ def unit_lines(path):
 
 
 def test_binaries_and_docs_are_installed(prefix):
-    for name in ("bin/trainq", "bin/trainqd"):
+    for name in ("bin/trainq", "bin/trainqd", "lib/trainq/trainq-shim"):
         assert os.access(os.path.join(prefix, name), os.X_OK), name
+    assert os.path.exists(os.path.join(prefix, "lib/trainq/trainq-tls.so"))
     assert os.path.exists(os.path.join(prefix, "share/doc/trainq/operations.md"))
+
+
+def test_the_installed_tree_finds_its_shim_and_tls_module(prefix):
+    """bin/trainqd starts jobs through lib/trainq/trainq-shim, and bin/trainq loads https from
+    lib/trainq/trainq-tls.so (a missing module would be named instead of the refused
+    connection)."""
+    trainq = os.path.join(prefix, "bin/trainq")
+    with tempfile.TemporaryDirectory(prefix="tq-inst-", dir="/tmp") as state:
+        env = dict(os.environ, TRAINQ_STATE_DIR=state, PATH="/usr/bin:/bin")
+
+        def run(*args):
+            return subprocess.run([trainq, *args], env=env, capture_output=True, text=True,
+                                  timeout=60)
+        try:
+            job = run("submit", "--gpus", "0", "--", "true")
+            assert job.returncode == 0, job.stderr
+            wait = run("wait", job.stdout.strip())
+            assert wait.returncode == 0, wait.stdout + wait.stderr
+        finally:
+            run("daemon", "stop")
+        log = open(os.path.join(state, "daemon.log")).read()
+        assert "trainqd shim" not in log, log
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        https = run("--server", f"https://127.0.0.1:{port}", "ls")
+        assert https.returncode != 0
+        assert "does not answer" in https.stderr and "TLS module" not in https.stderr, \
+            https.stderr
 
 
 def test_python_client_is_installed_and_importable(prefix):

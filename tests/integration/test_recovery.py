@@ -1,7 +1,9 @@
 """A crash-proof daemon: kill -9 (or stop) the daemon at several moments of a
 job's life; after a restart every job ends as it should, and no attempt ever runs twice."""
+import json
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -142,3 +144,51 @@ def test_cancel_of_a_readopted_job(tq):
     job = tq.wait_state(job_id, "cancelled")
     assert process_gone(shim)
     assert len(job["attempts"]) == 1
+
+
+def test_every_acknowledged_submit_of_eight_clients_survives_kills(make_trainq):
+    """Eight clients submit at once, one process per job, while the daemon is killed -9 again
+    and again (the next command starts it anew): every id a client was given is in the queue
+    afterwards, each once. A submit that got no id may or may not have been stored; none is
+    stored twice (its retries carry one idempotency key)."""
+    tq = make_trainq(cpu_slots=2)
+    tq.start_daemon()
+    acked, attempts, errors = [], [0], []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def client(n):
+        while not stop.is_set():
+            proc = tq.run("submit", "--gpus", "0", "--name", f"c{n}", "--", "true", check=False)
+            with lock:
+                attempts[0] += 1
+                if proc.returncode == 0:
+                    acked.append(int(proc.stdout.strip()))
+                else:
+                    errors.append(proc.stderr.strip())
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    try:
+        kills = 0
+        deadline = time.monotonic() + 60
+        while kills < 5 and time.monotonic() < deadline:
+            time.sleep(0.4)
+            if tq.daemon_pid():
+                try:
+                    tq.kill_daemon()
+                    kills += 1
+                except AssertionError:
+                    pass  # it died or was replaced between the status call and the kill
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+    assert kills == 5, f"only {kills} kills landed"
+    assert len(acked) >= 40, (len(acked), errors[-5:])
+    assert len(set(acked)) == len(acked), "one id acknowledged twice"
+    stored = {job["id"] for job in json.loads(tq.run("ls", "--all", "--json").stdout)}
+    lost = sorted(set(acked) - stored)
+    assert not lost, f"acknowledged but lost after kill -9: {lost}"
+    assert len(stored) <= attempts[0], (len(stored), attempts[0])

@@ -4,9 +4,13 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/random.h>
+#ifdef TRAINQ_LIBCRYPTO_AT_RUN_TIME
+#include <dlfcn.h>
+#endif
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -24,6 +28,61 @@ std::string Hex(const unsigned char* bytes, size_t n) {
     out += kDigits[bytes[i] & 0xf];
   }
   return out;
+}
+
+// The libcrypto functions used here. The daemon links libcrypto; the client loads it only when
+// it hashes (a `--snapshot` submit): every other command would pay ~1 ms to load it
+// (docs/benchmarks.md, "Start-up").
+struct Crypto {
+  EVP_MD_CTX* (*md_ctx_new)();
+  void (*md_ctx_free)(EVP_MD_CTX*);
+  const EVP_MD* (*sha256)();
+  int (*digest_init)(EVP_MD_CTX*, const EVP_MD*, ENGINE*);
+  int (*digest_update)(EVP_MD_CTX*, const void*, size_t);
+  int (*digest_final)(EVP_MD_CTX*, unsigned char*, unsigned int*);
+  unsigned char* (*hmac)(const EVP_MD*, const void*, int, const unsigned char*, size_t,
+                         unsigned char*, unsigned int*);
+  int (*memcmp)(const void*, const void*, size_t);  // in time that depends only on the size
+};
+
+#ifdef TRAINQ_LIBCRYPTO_AT_RUN_TIME
+template <class F>
+void Bind(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(::dlsym(lib, name));
+  if (out == nullptr) {
+    std::fprintf(stderr, "trainq: libcrypto.so.3 lacks %s; reinstall libssl3\n", name);
+    std::abort();
+  }
+}
+
+Crypto Load() {
+  // Debian's libssl3 package; trainq cannot hash or check tokens without it.
+  void* lib = ::dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "trainq: cannot load libcrypto.so.3 (%s); install libssl3\n", ::dlerror());
+    std::abort();
+  }
+  Crypto c{};
+  Bind(lib, "EVP_MD_CTX_new", c.md_ctx_new);
+  Bind(lib, "EVP_MD_CTX_free", c.md_ctx_free);
+  Bind(lib, "EVP_sha256", c.sha256);
+  Bind(lib, "EVP_DigestInit_ex", c.digest_init);
+  Bind(lib, "EVP_DigestUpdate", c.digest_update);
+  Bind(lib, "EVP_DigestFinal_ex", c.digest_final);
+  Bind(lib, "HMAC", c.hmac);
+  Bind(lib, "CRYPTO_memcmp", c.memcmp);
+  return c;
+}
+#else
+Crypto Load() {
+  return Crypto{EVP_MD_CTX_new,   EVP_MD_CTX_free,    EVP_sha256, EVP_DigestInit_ex,
+                EVP_DigestUpdate, EVP_DigestFinal_ex, HMAC,       CRYPTO_memcmp};
+}
+#endif
+
+const Crypto& Lib() {
+  static const Crypto crypto = Load();
+  return crypto;
 }
 
 }  // namespace
@@ -50,12 +109,12 @@ Result<std::string> NewToken() {
 }
 
 struct Sha256::Context {
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md{EVP_MD_CTX_new(), EVP_MD_CTX_free};
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md{Lib().md_ctx_new(), Lib().md_ctx_free};
 };
 
 Sha256::Sha256() : context_(std::make_unique<Context>()) {
   // SHA-256 is always available in libcrypto; a failure here is a broken installation.
-  if (!context_->md || EVP_DigestInit_ex(context_->md.get(), EVP_sha256(), nullptr) != 1) {
+  if (!context_->md || Lib().digest_init(context_->md.get(), Lib().sha256(), nullptr) != 1) {
     std::abort();
   }
 }
@@ -63,13 +122,13 @@ Sha256::Sha256() : context_(std::make_unique<Context>()) {
 Sha256::~Sha256() = default;
 
 void Sha256::Add(std::string_view data) {
-  if (EVP_DigestUpdate(context_->md.get(), data.data(), data.size()) != 1) std::abort();
+  if (Lib().digest_update(context_->md.get(), data.data(), data.size()) != 1) std::abort();
 }
 
 std::string Sha256::HexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (EVP_DigestFinal_ex(context_->md.get(), digest, &len) != 1) std::abort();
+  if (Lib().digest_final(context_->md.get(), digest, &len) != 1) std::abort();
   return Hex(digest, len);
 }
 
@@ -82,16 +141,16 @@ std::string Sha256Hex(std::string_view text) {
 std::string HmacSha256Hex(std::string_view key, std::string_view text) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest,
-           &len) == nullptr) {
+  if (Lib().hmac(Lib().sha256(), key.data(), static_cast<int>(key.size()),
+                 reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest,
+                 &len) == nullptr) {
     std::abort();  // as above: HMAC-SHA256 cannot fail in a working libcrypto
   }
   return Hex(digest, len);
 }
 
 bool SameDigest(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() && Lib().memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace trainq
