@@ -214,6 +214,19 @@ bool Exited(pid_t pid) {
 
 }  // namespace
 
+namespace {
+
+Status Busy(const StatePaths& paths) {
+  return Status::Unavailable(
+      "the trainq daemon for " + paths.state_dir +
+      " runs (it holds daemon.lock) but has not answered for 20 s: it may be busy storing a "
+      "large submit or loading its queue. Nothing was restarted; try again in a while. Its "
+      "log: " +
+      paths.log);
+}
+
+}  // namespace
+
 Status Client::EnsureDaemon() {
   if (DaemonRunning()) return Status::Ok();
   if (choice_.fixed) {
@@ -234,6 +247,13 @@ Status Client::EnsureDaemon() {
   // What trainqd would refuse at start: say it now, not after the start timeout.
   TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  // A daemon that holds the state dir's lock runs, answering or not (storing a large batch,
+  // loading its queue): wait for it, and never start one beside it.
+  while (LockHeld(paths.lock)) {
+    if (DaemonRunning()) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) return Busy(paths);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   for (int starts = 0; starts < 5 && std::chrono::steady_clock::now() < deadline; ++starts) {
     struct stat log_stat {};
     const uint64_t log_start =
@@ -253,6 +273,9 @@ Status Client::EnsureDaemon() {
       }
     }
     if (DaemonRunning()) return Status::Ok();
+    // Ours or another command's, a daemon holds the lock and has not answered yet: busy (a
+    // large queue loading), not to be started again.
+    if (LockHeld(paths.lock)) return Busy(paths);
     // Gone before it answered: the error it logged says why, at once. Without one it was
     // killed from outside: start it again.
     if (!why.empty()) {
@@ -268,17 +291,23 @@ Result<json> Client::CallRunning(const std::string& method, const std::string& t
   return Decode(Send(method, target, body));
 }
 
-Result<json> Client::Submit(const std::string& body) {
-  return CallRepeatable("POST", api::JobsPath(), body, RandomToken());
+Result<json> Client::Submit(const std::string& body, size_t jobs) {
+  // A million jobs took the daemon about a minute to check and store: four times that, so a
+  // batch being stored is waited for, never taken for a daemon that does not answer.
+  constexpr int64_t kPerJobUs = 250;
+  int64_t timeout_ms = 30000 + static_cast<int64_t>(jobs) * kPerJobUs / 1000;
+  return CallRepeatable("POST", api::JobsPath(), body, RandomToken(),
+                        static_cast<int>(std::min<int64_t>(timeout_ms, 24 * 3600 * 1000)));
 }
 
 Result<json> Client::CallRepeatable(const std::string& method, const std::string& target,
-                                    const std::string& body, const std::string& key) {
+                                    const std::string& body, const std::string& key,
+                                    int timeout_ms) {
   constexpr int kTries = 6;
   auto pause = std::chrono::milliseconds(200);
   Result<HttpResponse> r = Status::Unavailable("not sent");
   for (int attempt = 1; attempt <= kTries; ++attempt) {
-    r = Send(method, target, body, 30000, key);
+    r = Send(method, target, body, timeout_ms, key);
     if (r.ok() || attempt == kTries) break;
     // Only a transport failure is tried again; a refusal (another user's listener) is final.
     if (r.status().code() != Code::kUnavailable && r.status().code() != Code::kIo) break;
@@ -287,7 +316,12 @@ Result<json> Client::CallRepeatable(const std::string& method, const std::string
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(5000));
     }
-    if (Status st = EnsureDaemon(); !st.ok()) return st;
+    if (Status st = EnsureDaemon(); !st.ok()) {
+      if (NotDelivered(r)) return st;
+      return Status(st.code(), st.message() +
+                                   ". The request was sent: it may still be carried out when the "
+                                   "daemon answers (`trainq ls` shows what was queued)");
+    }
   }
   return Decode(r);
 }

@@ -55,11 +55,14 @@ class Client {
   // the daemon started if none answers, up to a few times over about half a minute: the
   // daemon answers a repeat with the ids it already stored, so a submit is stored once and
   // its ids are printed, or it fails and nothing was stored twice.
-  Result<nlohmann::json> Submit(const std::string& body);
+  // `jobs`: how many the body holds; a large batch is given time to be stored (about 60 µs
+  // a job here), so its answer is waited for rather than taken for a dead daemon.
+  Result<nlohmann::json> Submit(const std::string& body, size_t jobs = 1);
   // The same for any request the daemon may receive twice without harm (a GET, or a request
   // carrying Idempotency-Key `key`, "" for none).
   Result<nlohmann::json> CallRepeatable(const std::string& method, const std::string& target,
-                                        const std::string& body = "", const std::string& key = "");
+                                        const std::string& body = "", const std::string& key = "",
+                                        int timeout_ms = 30000);
   // A call whose 2xx answer is bytes (a log), not JSON; errors as Call's.
   Result<std::string> CallBytes(const std::string& method, const std::string& target);
   // The same without starting a daemon: kUnavailable when none listens.

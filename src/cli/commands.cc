@@ -310,7 +310,8 @@ Result<int64_t> SubmitOne(Client& client, const json& body) {
 
 int SubmitBatch(Client& client, json body, bool as_json,
                 const std::function<std::string(size_t)>& where) {
-  Result<json> r = client.Submit(DumpJson(body));
+  size_t jobs = body.contains("jobs") && body["jobs"].is_array() ? body["jobs"].size() : 1;
+  Result<json> r = client.Submit(DumpJson(body), jobs);
   if (!r.ok()) return Fail(where ? NameJobsInError(r.status(), where) : r.status());
   Reply reply(*r);
   std::string out;
@@ -635,6 +636,18 @@ std::string NotRunning(const Client& client) {
   return "no trainq daemon runs for " + client.paths().state_dir;
 }
 
+// A daemon that holds the lock but does not answer is running, busy or stopped, not absent.
+bool RunsButSilent(const Client& client) {
+  return !client.Fixed() && LockHeld(client.paths().lock);
+}
+
+std::string Silent(const Client& client) {
+  return "the trainq daemon for " + client.paths().state_dir +
+         " runs (it holds daemon.lock) but does not answer: it may be busy storing a large "
+         "submit or loading its queue; see " +
+         client.paths().log;
+}
+
 }  // namespace
 
 int CmdDaemonForeground(Client& client) {
@@ -652,6 +665,7 @@ int CmdDaemonStart(Client& client) {
 
 int CmdDaemonStop(Client& client) {
   if (!client.DaemonRunning()) {
+    if (RunsButSilent(client)) return Fail(Status::Unavailable(Silent(client)));
     std::printf("%s\n", NotRunning(client).c_str());
     return 0;
   }
@@ -667,7 +681,19 @@ int CmdDaemonStop(Client& client) {
 }
 
 int CmdDaemonStatus(Client& client, bool as_json) {
-  if (!client.DaemonRunning()) {
+  bool answers = client.DaemonRunning();
+  if (!answers && RunsButSilent(client)) {
+    if (as_json) {
+      std::printf("%s\n", DumpJson({{"running", true},
+                                    {"answering", false},
+                                    {"state_dir", client.paths().state_dir}})
+                              .c_str());
+    } else {
+      std::printf("%s\n", Silent(client).c_str());
+    }
+    return 1;
+  }
+  if (!answers) {
     if (as_json) {
       std::printf("%s\n",
                   DumpJson({{"running", false}, {"state_dir", client.paths().state_dir}}).c_str());

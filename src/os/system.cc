@@ -127,6 +127,14 @@ Result<UniqueFd> LockFile(const std::string& path) {
   return fd;
 }
 
+bool LockHeld(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return false;
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) return errno == EWOULDBLOCK;
+  (void)::flock(fd.get(), LOCK_UN);
+  return false;
+}
+
 Result<UniqueFd> OpenAppend(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd.valid()) return OpenFailure(path, errno);

@@ -42,6 +42,9 @@ bool IsExecutable(const std::string& path);
 // kPermission if `path` is a symbolic link (never followed).
 // The lock lives as long as the returned fd.
 Result<UniqueFd> LockFile(const std::string& path);
+// Whether another process holds `path` locked (as LockFile leaves it), without taking it:
+// a shared probe, released at once. False when the file does not exist.
+bool LockHeld(const std::string& path);
 
 // Starts `argv` detached (double fork, new session, stdin /dev/null, output appended to
 // `log_path`), and returns its pid at once; the caller then waits for it to be ready (it is

@@ -9,6 +9,7 @@ and the daemon's log is checked for sanitizer reports.
 import glob
 import json
 import os
+import random
 import pwd
 import uuid
 import shutil
@@ -441,9 +442,21 @@ def people():
 # --- a cluster: one real redis-server, several trainqd nodes on this machine ---
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, from below the kernel's ephemeral range: a port bind(0)
+    returns is an ephemeral one, which any outgoing connection of a test running beside (a
+    daemon's to Redis, a client's) may take before our daemon binds it ("Address already in
+    use" on 0.0.0.0). Checked free on every address, then released."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 20000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port below the ephemeral range")
 
 
 class RedisServer:

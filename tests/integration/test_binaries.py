@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from conftest import check_no_sanitizer_report, trainq_binary, trainqd_binary
+from conftest import check_no_sanitizer_report, free_port, trainq_binary, trainqd_binary
 
 # Never linked by the client or the shim. OpenSSL and fmt neither: loading them was most of
 # what every command paid at start (docs/benchmarks.md, "Start-up").
@@ -179,10 +179,7 @@ def test_https_loads_the_tls_module_only_then(root):
     """No daemon listens there: the answer is that none answers, which the client can only
     give once the module is loaded and has tried; a missing module says so instead."""
     env = env_for(os.path.join(root, "state"))
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = run([trainq_binary(), "--server", f"https://127.0.0.1:{port}", "ls"], env)
     assert proc.returncode != 0
     assert "does not answer" in proc.stderr and "TLS module" not in proc.stderr, proc.stderr

@@ -3,13 +3,12 @@ and the systemd units, whose ExecStart points into that prefix and whose KillMod
 jobs running when the unit stops (docs/operations.md, "Running trainqd under systemd")."""
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 
 import pytest
 
-from conftest import trainq_binary
+from conftest import free_port, trainq_binary
 
 UNITS = {
     "system": ("lib/systemd/system/trainqd.service", "/bin/trainqd --shared"),
@@ -60,9 +59,7 @@ def test_the_installed_tree_finds_its_shim_and_tls_module(prefix):
             run("daemon", "stop")
         log = open(os.path.join(state, "daemon.log")).read()
         assert "trainqd shim" not in log, log
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         https = run("--server", f"https://127.0.0.1:{port}", "ls")
         assert https.returncode != 0
         assert "does not answer" in https.stderr and "TLS module" not in https.stderr, \

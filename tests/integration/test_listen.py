@@ -14,13 +14,7 @@ import time
 
 import pytest
 
-from conftest import check_no_sanitizer_report, trainqd_binary, wait_for
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import check_no_sanitizer_report, free_port, trainqd_binary, wait_for
 
 
 @pytest.fixture

@@ -192,3 +192,32 @@ def test_every_acknowledged_submit_of_eight_clients_survives_kills(make_trainq):
     lost = sorted(set(acked) - stored)
     assert not lost, f"acknowledged but lost after kill -9: {lost}"
     assert len(stored) <= attempts[0], (len(stored), attempts[0])
+
+
+def test_a_daemon_that_holds_its_lock_but_does_not_answer_is_waited_for_not_replaced(tq):
+    """A daemon busy for longer than a client waits (a million-job batch being stored, a big
+    queue loading; here: stopped with SIGSTOP) is running: `daemon status` says so, and a
+    command waits for it and then says so too. No second daemon is started beside it, and no
+    other daemon's refusal is shown as the answer."""
+    pid = tq.start_daemon()
+    log_size = os.path.getsize(os.path.join(tq.state_dir, "daemon.log"))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        status = tq.run("daemon", "status", check=False)
+        assert status.returncode == 1, status.stdout + status.stderr
+        assert "runs (it holds daemon.lock) but does not answer" in status.stdout, status.stdout
+        assert json.loads(tq.run("daemon", "status", "--json", check=False).stdout) == {
+            "running": True, "answering": False, "state_dir": tq.state_dir}
+        started = time.monotonic()
+        start = tq.run("daemon", "start", check=False, timeout=60)
+        assert start.returncode != 0
+        assert "runs (it holds daemon.lock) but has not answered for 20 s" in start.stderr, \
+            start.stderr
+        assert "Nothing was restarted" in start.stderr
+        assert time.monotonic() - started < 40
+        with open(os.path.join(tq.state_dir, "daemon.log")) as f:
+            f.seek(log_size)
+            assert "already runs" not in f.read(), "a second daemon was started"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert tq.daemon_pid() == pid
