@@ -16,7 +16,7 @@ RELEASE := build/release
 CHECK := build/check
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-transport bench-sched bench-cluster bench-snapshot unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -86,6 +86,11 @@ bench: release
 # CI prints it for information; APPEND=1 adds the line to docs/benchmarks.md's history.
 bench-smoke: release test-deps
 	@python3 bench/smoke.py $(RELEASE)/trainq
+
+# A million queued jobs (bench/scale.py; N=... for another count): submit, ls, show, memory,
+# the database, a restart.
+bench-scale: release
+	@python3 bench/scale.py $(RELEASE)/trainq
 
 # Google Benchmark: the placement policy's pass and one-pod placement (bench/sched_bench.cc),
 # then the daemon's whole pass on SQLite (bench/daemon_bench.cc). Medians of repetitions:

@@ -469,6 +469,10 @@ void Routes::Submit(RouteContext& c) {
     }
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
+      // As a refused batch's: what its jobs took goes back to the system.
+      bool large = specs->size() > 1000;
+      *specs = {};
+      if (large) ::malloc_trim(0);
       return c.respond(ErrorResponse(Status::Invalid(where + st.message())));
     }
   }

@@ -2,6 +2,8 @@
 // policy's input, and carries out its decisions.
 #include "src/daemon/scheduler.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <map>
 
@@ -46,6 +48,10 @@ PolicyConfig Scheduler::Policy() const {
 
 namespace {
 
+// 64 bits of the text: two reasons of one job that differ and share it are as likely as a
+// random collision (about one in 10^19), and would leave the older one shown until the next.
+uint64_t ReasonDigest(std::string_view reason) { return std::hash<std::string_view>{}(reason); }
+
 PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
                      UnixMs not_before) {
   PendingJob p;
@@ -79,6 +85,7 @@ Status Scheduler::RefreshWaiting() {
   if (!waiting.ok()) return waiting.status();
   waiting_.clear();
   for (const Job& job : *waiting) {
+    written_reasons_[job.id] = ReasonDigest(job.reason);  // what the store holds, whoever wrote it
     PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before);
     const Attempt* last = job.current();
     if (last && job.not_before > 0 && last->end_reason == "node " + last->node + " lost") {
@@ -88,6 +95,12 @@ Status Scheduler::RefreshWaiting() {
   }
   waiting_stale_ = false;
   ForgetReasonsExcept();
+  // The jobs read in full are gone; what a large queue's read took goes back to the system
+  // (glibc keeps freed memory otherwise: 550 MB held after reading a million jobs).
+  if (waiting->size() > 10000) {
+    *waiting = {};
+    ::malloc_trim(0);
+  }
   return Status::Ok();
 }
 
@@ -250,10 +263,11 @@ void Scheduler::StartDecided(const std::vector<StartDecision>& starts, UnixMs no
 // Best effort: when the database is what is full, this fails too, and the log says why.
 void Scheduler::WriteStorageReasons(const std::vector<JobId>& ids, const std::string& reason) {
   std::vector<std::pair<JobId, std::string>> changed;
+  uint64_t digest = ReasonDigest(reason);
   for (JobId id : ids) {
-    auto [it, added] = written_reasons_.try_emplace(id, reason);
-    if (!added && it->second == reason) continue;
-    it->second = reason;
+    auto [it, added] = written_reasons_.try_emplace(id, digest);
+    if (!added && it->second == digest) continue;
+    it->second = digest;
     changed.emplace_back(id, reason);
   }
   if (changed.empty()) return;
@@ -266,6 +280,7 @@ UsageByUser Scheduler::FairShareNow(UnixMs now) {
     fair_share_ = FairShareLedger(half_life);
     ListQuery query;
     query.with_attempts = true;
+    query.only_started = true;
     query.with_env = false;
     Result<std::vector<Job>> jobs = store_.List(query);
     if (!jobs.ok()) {
@@ -312,9 +327,10 @@ void Scheduler::WriteReasons(const PlacementResult& result) {
   for (const PlacementResult::Waiting& w : result.waiting) {
     JobId id = w.job;
     const std::string& reason = result.ReasonOf(w);
-    auto it = written_reasons_.find(id);
-    if (it != written_reasons_.end() && it->second == reason) continue;
-    written_reasons_[id] = reason;
+    uint64_t digest = ReasonDigest(reason);
+    auto [it, added] = written_reasons_.try_emplace(id, digest);
+    if (!added && it->second == digest) continue;
+    it->second = digest;
     changed.emplace_back(id, reason);
   }
   if (changed.empty()) return;

@@ -144,8 +144,10 @@ class Scheduler {
   // The queued jobs' requests, so a pass never reads the store.
   WaitingQueue waiting_;
   bool waiting_stale_ = true;
-  // The reason last written for each waiting job; hashed: every pass looks up each job.
-  std::unordered_map<JobId, std::string> written_reasons_;
+  // A digest of the reason the store holds for each waiting job (ReasonDigest): a pass writes
+  // only those that changed, and a million reasons kept as text cost 200 MB. Seeded from the
+  // store when the queue is read, so a restart rewrites none that a pass leaves unchanged.
+  std::unordered_map<JobId, uint64_t> written_reasons_;
   std::vector<Hold> holds_;  // GPUs held for aged jobs, handed to the next pass
   // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
   // memory only; after a restart it fills again from new submits.

@@ -26,6 +26,9 @@ struct ListQuery {
   JobId group = 0;                 // 0: every job; else only this group's
   bool with_attempts = false;      // fill Job::attempts
   bool with_env = true;            // false: JobSpec::env left empty (listings, the scheduler)
+  // Only jobs with at least one attempt (the fair share's ledger: a million jobs that never
+  // started have nothing to add to it). Needs with_attempts.
+  bool only_started = false;
 };
 
 // Where a placed attempt runs; written by StartAttempt.

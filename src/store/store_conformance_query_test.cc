@@ -126,6 +126,44 @@ TEST_P(StoreConformance, ListPagesWithAfterIdAndLimit) {
   EXPECT_THAT(Ids(*queued_after), ElementsAre((*ids)[3]));
 }
 
+TEST_P(StoreConformance, ListOnlyStartedLeavesOutJobsThatNeverRan) {
+  std::vector<JobSpec> specs(4, Spec("j"));
+  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  const std::vector<JobId>& id = *ids;
+  ASSERT_TRUE(IsOk(StartRunning(id[1], 0)));
+  ASSERT_TRUE(IsOk(store().StartAttempt(id[3], 0, PlacementOn("n", {1}), kT0)));
+  ListQuery query{.with_attempts = true, .only_started = true};
+  Result<std::vector<Job>> started = store().List(query);
+  ASSERT_TRUE(IsOk(started));
+  EXPECT_THAT(Ids(*started), ElementsAre(id[1], id[3]));
+  query.limit = 1;
+  Result<std::vector<Job>> first = store().List(query);
+  ASSERT_TRUE(IsOk(first));
+  EXPECT_THAT(Ids(*first), ElementsAre(id[1]));
+  Result<std::vector<Job>> all = store().List({.with_attempts = true});
+  ASSERT_TRUE(IsOk(all));
+  EXPECT_EQ(all->size(), 4u);
+}
+
+// Several states, read one state at a time by the SQLite store, still page in id order
+// across them: the limit keeps the lowest ids of all, not the first state's.
+TEST_P(StoreConformance, ListOfSeveralStatesPagesInIdOrderAcrossThem) {
+  std::vector<JobSpec> specs(6, Spec("j"));
+  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  const std::vector<JobId>& id = *ids;
+  for (size_t i : {1u, 3u, 5u}) ASSERT_TRUE(IsOk(store().CancelWaiting(id[i], "x")));
+  ListQuery query{.states = {JobState::kQueued, JobState::kCancelled}, .limit = 4};
+  Result<std::vector<Job>> first = store().List(query);
+  ASSERT_TRUE(IsOk(first));
+  EXPECT_THAT(Ids(*first), ElementsAre(id[0], id[1], id[2], id[3]));
+  query.after_id = id[3];
+  Result<std::vector<Job>> rest = store().List(query);
+  ASSERT_TRUE(IsOk(rest));
+  EXPECT_THAT(Ids(*rest), ElementsAre(id[4], id[5]));
+}
+
 TEST_P(StoreConformance, ListFiltersByUser) {
   std::vector<JobSpec> specs(4, Spec("j"));
   specs[1].user = "ada";

@@ -224,8 +224,9 @@ Result<std::vector<Job>> RedisStore::List(const ListQuery& query) {
   std::vector<JobState> states = query.states;
   std::sort(states.begin(), states.end());
   states.erase(std::unique(states.begin(), states.end()), states.end());
+  // Jobs without an attempt are left out after reading (only_started), so the limit too.
   std::vector<std::string> args = {Num(query.after_id),
-                                   Num(std::max(query.limit, 0)),
+                                   Num(query.only_started ? 0 : std::max(query.limit, 0)),
                                    query.user,
                                    query.with_attempts ? "1" : "0",
                                    query.with_env ? "1" : "0",
@@ -233,7 +234,13 @@ Result<std::vector<Job>> RedisStore::List(const ListQuery& query) {
   for (JobState s : states) args.emplace_back(StateName(s));
   Result<Reply> reply = Run(ListScript(), std::move(args));
   if (!reply.ok()) return reply.status();
-  return JobsFromReply((*reply)->element[1]);
+  Result<std::vector<Job>> jobs = JobsFromReply((*reply)->element[1]);
+  if (!jobs.ok() || !query.only_started) return jobs;
+  std::erase_if(*jobs, [](const Job& job) { return job.attempts.empty(); });
+  if (query.limit > 0 && jobs->size() > static_cast<size_t>(query.limit)) {
+    jobs->erase(jobs->begin() + query.limit, jobs->end());
+  }
+  return jobs;
 }
 
 Result<std::vector<Job>> RedisStore::Dependents(JobId id) {

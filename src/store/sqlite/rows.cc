@@ -112,8 +112,9 @@ Result<std::string> EncodeInts(std::span<const int> values) {
 
 std::string ListJobsSql(bool by_state) {
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id > ?1";
-  if (by_state) sql += " AND state IN (?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+  if (by_state) sql += " AND state = ?3";
   sql += " AND (?10 = '' OR user = ?10) AND (?11 = 0 OR grp = ?11)";
+  sql += " AND (?12 = 0 OR EXISTS (SELECT 1 FROM attempts WHERE attempts.job_id = jobs.id))";
   return sql + " ORDER BY id LIMIT ?2";
 }
 

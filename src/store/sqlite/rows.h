@@ -37,9 +37,11 @@ inline constexpr char kInsertJobSql[] =
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?18, ?19, ?20, ?21, ?22, ?23, "
     "?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34)";
 
-// Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those
-// whose state is one of ?3..?9 (repeat a state to fill unused slots), through the
-// (state, id) index.
+// Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those in state
+// ?3, read in id order from the (state, id) index: an IN list of states made SQLite sort the
+// rows in a temporary b-tree, which for a million queued jobs spilled 1.1 million pages to a
+// temporary file on every restart. Several states are one query each, merged by id. ?10: only
+// this user's (''; all), ?11: only this group's (0: all), ?12: only jobs with an attempt (0: all).
 std::string ListJobsSql(bool by_state);
 // Attempts of the jobs whose ids are in the JSON array ?1, by job id then number.
 std::string AttemptsOfJobsSql();

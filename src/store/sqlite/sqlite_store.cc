@@ -21,8 +21,6 @@ using sqlite::Transaction;
 
 namespace {
 
-constexpr size_t kStateCount = static_cast<size_t>(JobState::kCancelled) + 1;
-
 // "state IN ('starting', 'running')": the compare-and-set condition of `move`, from the one
 // table of moves (src/core/state_machine.h).
 std::string FromStates(Move move) {
@@ -272,17 +270,30 @@ Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
   std::vector<JobState> states = query.states;
   std::sort(states.begin(), states.end());
   states.erase(std::unique(states.begin(), states.end()), states.end());
-  Result<Query> select = db_.Prepare(sqlite::ListJobsSql(!states.empty()));
-  if (!select.ok()) return select.status();
-  select->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
-  select->Bind(10, query.user);
-  select->Bind(11, query.group);
-  for (size_t slot = 0; !states.empty() && slot < kStateCount; ++slot) {
-    // Unused slots repeat the first state, which changes nothing in an IN list.
-    JobState state = slot < states.size() ? states[slot] : states.front();
-    select->Bind(3 + static_cast<int>(slot), sqlite::StateText(state));
+  // Each state alone, in id order from the (state, id) index (ListJobsSql); merged by id.
+  auto select = [&](std::optional<JobState> state) -> Result<std::vector<Job>> {
+    Result<Query> q = db_.Prepare(sqlite::ListJobsSql(state.has_value()));
+    if (!q.ok()) return q.status();
+    q->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
+    q->Bind(10, query.user).Bind(11, query.group).Bind(12, query.only_started ? 1 : 0);
+    if (state) q->Bind(3, sqlite::StateText(*state));
+    return ReadJobs(*q, query.with_env);
+  };
+  if (states.empty()) return select(std::nullopt);
+  std::vector<Job> out;
+  for (JobState state : states) {
+    Result<std::vector<Job>> some = select(state);
+    if (!some.ok()) return some.status();
+    auto middle = static_cast<std::ptrdiff_t>(out.size());
+    out.insert(out.end(), std::make_move_iterator(some->begin()),
+               std::make_move_iterator(some->end()));
+    std::inplace_merge(out.begin(), out.begin() + middle, out.end(),
+                       [](const Job& a, const Job& b) { return a.id < b.id; });
+    if (query.limit > 0 && out.size() > static_cast<size_t>(query.limit)) {
+      out.erase(out.begin() + query.limit, out.end());
+    }
   }
-  return ReadJobs(*select, query.with_env);
+  return out;
 }
 
 // One query for the attempts of all `jobs` (sorted by id, as listed), merged in order.
