@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,54 @@ constexpr int64_t kGateCaller = -1;
 // running. Done: succeeded, failed, cancelled.
 enum class JobState { kQueued, kBlocked, kStarting, kRunning, kSucceeded, kFailed, kCancelled };
 
+// A job's environment, (name, value) in order. The jobs of one batch share one copy — a
+// million-job `--from` held a million copies of the submitter's environment, 7 GB — so it
+// reads as a vector and is copied only when changed while shared.
+class EnvVars {
+ public:
+  using Entry = std::pair<std::string, std::string>;
+  using List = std::vector<Entry>;
+  using value_type = Entry;
+  using const_iterator = List::const_iterator;
+  using iterator = const_iterator;
+
+  EnvVars() = default;
+  EnvVars(List list)  // NOLINT: a vector of entries is an environment
+      : list_(list.empty() ? nullptr : std::make_shared<List>(std::move(list))) {}
+  EnvVars(std::initializer_list<Entry> entries) : EnvVars(List(entries)) {}
+
+  const List& list() const { return list_ ? *list_ : Empty(); }
+  const_iterator begin() const { return list().begin(); }
+  const_iterator end() const { return list().end(); }
+  size_t size() const { return list().size(); }
+  bool empty() const { return list().empty(); }
+  const Entry& front() const { return list().front(); }
+  void clear() { list_.reset(); }
+  template <class... Args>
+  void emplace_back(Args&&... args) {
+    Mutable().emplace_back(std::forward<Args>(args)...);
+  }
+  void push_back(Entry entry) { Mutable().push_back(std::move(entry)); }
+  // Whether both hold the very same copy (a batch's jobs): equal without comparing.
+  bool SharedWith(const EnvVars& other) const { return list_ && list_ == other.list_; }
+
+  friend bool operator==(const EnvVars& a, const EnvVars& b) {
+    return a.list_ == b.list_ || a.list() == b.list();
+  }
+  friend bool operator==(const EnvVars& a, const List& b) { return a.list() == b; }
+
+ private:
+  static const List& Empty() {
+    static const List kEmpty;
+    return kEmpty;
+  }
+  List& Mutable() {
+    if (!list_ || list_.use_count() > 1) list_ = std::make_shared<List>(list());
+    return *list_;
+  }
+  std::shared_ptr<List> list_;
+};
+
 std::string_view StateName(JobState s);  // "queued", ...
 std::optional<JobState> ParseState(std::string_view name);
 bool IsWaiting(JobState s);
@@ -39,7 +88,7 @@ struct JobSpec {
   std::vector<std::string> command;  // argv, exec'd directly
   std::string cwd;                   // absolute
   // The environment the job starts with: the submitter's, then --env overrides.
-  std::vector<std::pair<std::string, std::string>> env;
+  EnvVars env;
   int gpus = 1;                       // on each node; 0 = CPU job
   std::optional<uint64_t> mem_bytes;  // per GPU
   std::optional<double> mem_percent;  // per GPU, of its total; exclusive if neither

@@ -397,6 +397,14 @@ Result<JobSpec> SpecFromJson(const json& request) {
   return spec;
 }
 
+Result<EnvVars> EnvFromJson(const json& env) {
+  JobSpec spec;
+  SpecReader reader(spec);
+  reader.Field("env", env);
+  TRAINQ_RETURN_IF_ERROR(reader.Finish(/*has_command=*/true));  // only the env is asked for
+  return std::move(spec.env);
+}
+
 json SpecToJson(const JobSpec& spec) {
   json env = json::object();
   for (const auto& [name, value] : spec.env) env[name] = value;

@@ -39,6 +39,8 @@ nlohmann::json JobToJson(const Job& job);
 // "gpus: expected an integer, got string; bogus: unknown field; ...". Values are only
 // type-checked and parsed ("mem" with ParseMemRequest); ValidateSpec judges them.
 Result<JobSpec> SpecFromJson(const nlohmann::json& request);
+// The "env" field alone, as SpecFromJson reads it (a batch's defaults, read once and shared).
+Result<EnvVars> EnvFromJson(const nlohmann::json& env);
 
 // The inverse of SpecFromJson: mem as "21474836480B" or "40%" (null when neither), time as
 // "9000000ms" (null when none), mem_limit as "67108864B" and max_procs only when set, env as

@@ -77,15 +77,26 @@ Result<std::vector<JobSpec>> ParseBatch(const json& doc) {
     return Status::Invalid(
         "a batch is {\"defaults\": {...}, \"jobs\": [{...}, ...]} and nothing else");
   }
+  // The defaults' environment is read once and shared by every job that keeps it (EnvVars):
+  // a million copies of it were most of what a million-job batch took.
+  json base = defaults;
+  base.erase("env");
+  std::optional<EnvVars> shared_env;
+  if (defaults.contains("env")) {
+    Result<EnvVars> env = EnvFromJson(defaults["env"]);
+    if (!env.ok()) return Status::Invalid(fmt::format("defaults: {}", env.status().message()));
+    shared_env = std::move(*env);
+  }
   std::vector<JobSpec> specs;
   specs.reserve(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (!jobs[i].is_object())
       return Status::Invalid(fmt::format("jobs[{}]: expected an object", i));
-    json merged = defaults;
+    json merged = base;
     for (const auto& [key, value] : jobs[i].items()) merged[key] = value;
     Result<JobSpec> spec = SpecFromJson(merged);
     if (!spec.ok()) return Status::Invalid(fmt::format("jobs[{}]: {}", i, spec.status().message()));
+    if (shared_env && !jobs[i].contains("env")) spec->env = *shared_env;
     specs.push_back(std::move(*spec));
   }
   return specs;

@@ -49,11 +49,19 @@ Status SubmitBatcher::WithinCaps(const std::vector<JobSpec>& specs, const std::s
   }
   // A large environment the request's jobs share is stored once (Store::kSharedEnvBytes).
   uint64_t bytes = 0;
-  std::set<std::vector<std::pair<std::string, std::string>>> shared;
+  std::set<EnvVars::List> shared;
+  const JobSpec* previous = nullptr;
+  size_t previous_env = 0;
   for (const JobSpec& spec : specs) {
     size_t env = 2;
-    for (const auto& [name, value] : spec.env) env += name.size() + value.size() + 6;
-    if (env >= kSharedEnvBytes && !shared.insert(spec.env).second) env = 0;
+    if (previous != nullptr && spec.env.SharedWith(previous->env)) {
+      env = previous_env >= kSharedEnvBytes ? 0 : previous_env;  // one copy for the batch
+    } else {
+      for (const auto& [name, value] : spec.env) env += name.size() + value.size() + 6;
+      previous_env = env;
+      if (env >= kSharedEnvBytes && !shared.insert(spec.env.list()).second) env = 0;
+    }
+    previous = &spec;
     bytes += RecordBytes(spec, env);
   }
   if (max_bytes > 0 && fp.stored_bytes + bytes > max_bytes) {

@@ -189,7 +189,11 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   job.spec.name = q.Text(2);
   TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(3), "command"), job.spec.command));
   job.spec.cwd = q.Text(4);
-  if (with_env) TRAINQ_RETURN_IF_ERROR(Take(DecodeEnv(q.Text(5)), job.spec.env));
+  if (with_env) {
+    EnvVars::List env;
+    TRAINQ_RETURN_IF_ERROR(Take(DecodeEnv(q.Text(5)), env));
+    job.spec.env = std::move(env);
+  }
   job.spec.gpus = q.Int(6);
   if (!q.IsNull(7)) job.spec.mem_bytes = q.Uint64(7);
   job.spec.mem_percent = q.OptDouble(8);

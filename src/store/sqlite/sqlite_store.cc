@@ -146,6 +146,8 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   std::map<std::string, int64_t> shared_envs;  // a large env's text -> its row in envs
+  const JobSpec* previous = nullptr;
+  Result<sqlite::NewJobEnv> env = Status::Internal("no environment yet");
   for (size_t i = 0; i < specs.size(); ++i) {
     const JobSpec& spec = specs[i];
     Result<DepDecision> start = InitialState(spec);
@@ -153,7 +155,13 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
       std::string where = specs.size() > 1 ? "jobs[" + std::to_string(i) + "]: " : "";
       return Status(start.status().code(), where + start.status().message());
     }
-    Result<sqlite::NewJobEnv> env = StoreEnv(spec, shared_envs);
+    // A batch's jobs share one environment (EnvVars): encoded once, not once a job.
+    if (previous == nullptr || !spec.env.SharedWith(previous->env)) {
+      env = StoreEnv(spec, shared_envs);
+    } else if (env.ok()) {
+      env->stored_bytes = RecordBytes(spec, env->env_id != 0 ? 0 : env->text.size());
+    }
+    previous = &spec;
     if (!env.ok()) return env.status();
     Result<Query> insert = db_.Prepare(sqlite::kInsertJobSql);
     if (!insert.ok()) return insert.status();
@@ -170,7 +178,7 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
 // A small environment stays in the job's row; a large one is stored once per submit.
 Result<sqlite::NewJobEnv> SqliteStore::StoreEnv(const JobSpec& spec,
                                                 std::map<std::string, int64_t>& shared) {
-  Result<std::string> text = sqlite::EncodeEnv(spec.env);
+  Result<std::string> text = sqlite::EncodeEnv(spec.env.list());
   if (!text.ok()) return text.status();
   sqlite::NewJobEnv env;
   if (text->size() < kSharedEnvBytes) {
