@@ -7,7 +7,8 @@ and both land in one table in docs/benchmarks.md. Every figure is a median of se
 with its min-max, and where a peer measured the same thing, the ratio to it.
 
 Knobs (environment): N_JOBS=200 ROUNDS=5 LAT_SAMPLES=10 SLOTS=2 SCALE_JOBS=100000
-IDLE_SECONDS=60 STARTUP_RUNS=300 BENCH_PEERS=1 (0: skip the peers) BENCH_SCHED=1 (0: skip the Google Benchmark
+IDLE_SECONDS=60 STARTUP_RUNS=300 BENCH_MILLION=1 (0: skip bench/scale.py's million jobs)
+BENCH_PEERS=1 (0: skip the peers) BENCH_SCHED=1 (0: skip the Google Benchmark
 pass timings) BENCH_CLUSTER=1 (0: skip the cluster on Redis) PEERS=path/to/peers.sh
 OUT=docs/benchmarks.md BEFORE=path/to/another/build (its phases of one start beside ours)
 """
@@ -343,6 +344,13 @@ def git_version():
     return out.stdout.strip() or "?"
 
 
+def source_commit(build):
+    """The commit a build tree (BUILD/..) was made from."""
+    out = subprocess.run(["git", "-C", os.path.dirname(os.path.dirname(build)), "describe",
+                          "--always", "--dirty"], capture_output=True, text=True)
+    return out.stdout.strip() or "another build"
+
+
 def ratio(ours, theirs, higher_is_better=False):
     if theirs is None:
         return ""
@@ -382,6 +390,10 @@ def main():
         for t in made:
             t.stop()
         made.clear()
+        if os.environ.get("BENCH_MILLION", "1") != "0":
+            import scale  # it uses this module's helpers
+            log(f"trainq: {scale.N:,} queued jobs (bench/scale.py)")
+            results["million"] = (scale.N, scale.render(scale.measure(binary)))
         log(f"trainq: idle daemon for {IDLE_SECONDS:.0f} s, no GPUs")
         results["idle0"] = measure_idle(instance("idle0", {}, sim_gpus(0)))
         log(f"trainq: idle daemon for {IDLE_SECONDS:.0f} s, 8 simulated GPUs")
@@ -398,7 +410,7 @@ def main():
             results["cluster"] = cluster.measure(binary, log=log)
         if shutil.which("perf"):
             builds = [os.path.dirname(binary)]
-            if os.environ.get("BEFORE"):
+            if os.environ.get("BEFORE"):  # another build, labelled by its source's commit
                 builds.insert(0, os.path.abspath(os.environ["BEFORE"]))
             log(f"one submit and one start, phase by phase (perf): {', '.join(builds)}")
             results["phases"] = (builds, trace_start.measure(builds))
@@ -550,6 +562,14 @@ def render(res, peers, binary):
         add(f"| idle daemon, {label}: CPU over {IDLE_SECONDS:.0f} s (schedstat, ns) | "
             f"{res[key]['cpu_pct']:.4f} % ({res[key]['ms_per_min']:.2f} ms per minute) |")
         add(f"| idle daemon, {label}: RSS | {res[key]['rss'] / (1 << 20):.1f} MiB |")
+    if res.get("million"):
+        n, table = res["million"]
+        add(f"\n## {n:,} queued jobs\n")
+        add("bench/scale.py (`make bench-scale`): one `submit --gpus 1 --mem 1GiB --from FILE` of "
+            f"{n:,} lines `true` to a daemon whose one simulated GPU is full, then what a user "
+            "pays with that queue.\n")
+        for line in table:
+            add(line)
     add("\n## Reaching the daemon\n")
     for line in transport.render(res["transport"], TRANSPORT_RUNS):
         add(line)
@@ -567,7 +587,8 @@ def render(res, peers, binary):
             "FILE'` without slowing it as strace would. The job's cgroups are joined in the "
             "second-to-last phase: on this host's cgroup v1 the first process moved into a "
             "cgroup after a quiet moment waits one RCU grace period in the kernel.\n")
-        labels = ["this build" if b == os.path.dirname(binary) else f"`{b}`" for b in builds]
+        labels = ["this build" if b == os.path.dirname(binary) else
+                  f"{source_commit(b)} (before)" for b in builds]
         for line in trace_start.render(medians, labels):
             add(line)
     add("\n## Start-up\n")

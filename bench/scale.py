@@ -36,8 +36,8 @@ def timed_cli(tq, *args):
     return time.monotonic() - t0, proc
 
 
-def main():
-    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/release/trainq")
+def measure(binary):
+    """[(what, figure)] for a queue of N jobs."""
     tq = Trainq(binary, "scale", {"cpu_slots": 8, "max_waiting_jobs_per_user": 0},
                 sim_gpus(1, "80GiB"))
     rows = []
@@ -84,11 +84,20 @@ def main():
         rows.append(("daemon RSS after the restart", f"{proc_rss_bytes(pid) / (1 << 20):,.0f} MiB"))
     finally:
         tq.stop()
+    return rows
+
+
+def render(rows):
+    lines = ["| measurement | figure |", "| --- | --- |"]
+    lines += [f"| {label} | {figure} |" for label, figure in rows]
+    return lines
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build/release/trainq")
+    rows = measure(binary)
     print(f"machine: {machine()}; trainq {git_version()} (release build)\n")
-    print("| measurement | figure |")
-    print("| --- | --- |")
-    for label, figure in rows:
-        print(f"| {label} | {figure} |")
+    print("\n".join(render(rows)))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,20 @@ bool GlobalOptionWithValue(std::string_view arg) {
   return false;
 }
 
+// The index of the first argument that is not a global option or its value (the command
+// word, or an option of the top level's such as --help); argc when there is none.
+int FirstWord(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (GlobalOptionTakesNext(arg)) {
+      ++i;
+      continue;
+    }
+    if (!GlobalOptionWithValue(arg)) return i;
+  }
+  return argc;
+}
+
 // A command word that names no command, at the top or inside a group of commands (`config`,
 // `token`, `daemon`...): "unknown command 'submt'; did you mean 'submit'?", which CLI11 would
 // have put as "A subcommand is required" or an unexpected argument.
@@ -128,20 +142,13 @@ void CommandLine::Add(const CommandRow& row, std::map<std::string_view, CLI::App
 // program's (its options look like ours but are not), so they are taken off before CLI11
 // parses the rest. Returns how many arguments CLI11 should see.
 int CommandLine::SplitRawWords(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (GlobalOptionTakesNext(arg)) {
-      ++i;
-      continue;
+  int i = FirstWord(argc, argv);
+  if (i == argc) return argc;
+  for (const CommandRow& row : rows_) {
+    if (row.path == argv[i] && row.Has(kRawWords)) {
+      raw_words_.assign(argv + i + 1, argv + argc);
+      return i + 1;
     }
-    if (GlobalOptionWithValue(arg)) continue;
-    for (const CommandRow& row : rows_) {
-      if (row.path == arg && row.Has(kRawWords)) {
-        raw_words_.assign(argv + i + 1, argv + argc);
-        return i + 1;
-      }
-    }
-    break;
   }
   return argc;
 }
@@ -200,27 +207,21 @@ int CommandLine::Run() {
 
 std::vector<CommandRow> RowsFor(std::span<const CommandRow> rows, int argc, char** argv) {
   std::vector<CommandRow> all(rows.begin(), rows.end());
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (GlobalOptionTakesNext(arg)) {
-      ++i;
-      continue;
+  int i = FirstWord(argc, argv);
+  if (i == argc) return all;
+  std::string_view arg = argv[i];
+  if (arg == "--version" && i + 1 == argc) return {};
+  std::vector<CommandRow> named;
+  for (const CommandRow& row : rows) {
+    std::string_view path = row.path;
+    if (path == arg ||
+        (path.size() > arg.size() && path.starts_with(arg) && path[arg.size()] == ' ')) {
+      named.push_back(row);
     }
-    if (GlobalOptionWithValue(arg)) continue;
-    if (arg == "--version" && i + 1 == argc) return {};
-    std::vector<CommandRow> named;
-    for (const CommandRow& row : rows) {
-      std::string_view path = row.path;
-      if (path == arg ||
-          (path.size() > arg.size() && path.starts_with(arg) && path[arg.size()] == ' ')) {
-        named.push_back(row);
-      }
-    }
-    // `completion` describes every command.
-    if (named.empty() || arg == "completion") return all;
-    return named;
   }
-  return all;
+  // `completion` describes every command.
+  if (named.empty() || arg == "completion") return all;
+  return named;
 }
 
 int RunCli(int argc, char** argv) {
