@@ -144,10 +144,11 @@ def proc_cpu_ns(pid):
     return total
 
 
-def proc_rss_bytes(pid):
+def proc_rss_bytes(pid, field="VmRSS"):
+    """Resident memory of `pid` (VmRSS), or its peak so far with field="VmHWM"."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
     return 0
 
@@ -238,12 +239,14 @@ def measure_idle(tq):
 GBENCH_REPS = 5
 
 
-def measure_startup(binary, runs=STARTUP_RUNS):
+def measure_startup(binary, runs=STARTUP_RUNS, with_daemon=True):
     """Whole-process wall time (fork, exec, dynamic linking, exit) of `trainq --version`,
-    `trainqd --version` and /bin/true, interleaved so that drift hits all three alike."""
+    `trainqd --version` (unless not `with_daemon`) and /bin/true, interleaved so that drift
+    hits all alike."""
     daemon = os.path.join(os.path.dirname(binary), "trainqd")
-    argvs = {"/bin/true": ["/bin/true"], "trainq --version": [binary, "--version"],
-             "trainqd --version": [daemon, "--version"]}
+    argvs = {"/bin/true": ["/bin/true"], "trainq --version": [binary, "--version"]}
+    if with_daemon:
+        argvs["trainqd --version"] = [daemon, "--version"]
     samples = {name: [] for name in argvs}
     for _ in range(runs):
         for name, argv in argvs.items():

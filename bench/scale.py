@@ -21,14 +21,6 @@ N = int(os.environ.get("N", 1_000_000))
 ROUNDS = int(os.environ.get("ROUNDS", 5))
 
 
-def peak_rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def timed_cli(tq, *args):
     t0 = time.monotonic()
     proc = subprocess.run([tq.binary, *args], env=tq.env, cwd=tq.root, stdout=subprocess.PIPE,
@@ -53,7 +45,7 @@ def measure(binary):
                      f"{len(ids):,}" + (f" ({proc.stderr.strip()[:200]})" if proc.returncode else "")))
         rows.append((f"`submit --from` of {N:,} jobs", f"{took:.1f} s ({N / took:,.0f} jobs/s)"))
         rows.append(("daemon peak RSS while storing them (VmHWM)",
-                     f"{peak_rss(pid) / (1 << 20):,.0f} MiB"))
+                     f"{proc_rss_bytes(pid, 'VmHWM') / (1 << 20):,.0f} MiB"))
         time.sleep(3)
         rows.append((f"daemon RSS with {N:,} queued", f"{proc_rss_bytes(pid) / (1 << 20):,.0f} MiB"))
         db = os.path.join(tq.state, "trainq.db")

@@ -18,8 +18,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import (ROOT, Stat, Trainq, git_version, log, machine, read_timestamp,  # noqa: E402
-                   stamp_command, timed, wait_until)
+from bench import (ROOT, Stat, Trainq, git_version, log, machine, measure_startup,  # noqa: E402
+                   read_timestamp, stamp_command, wait_until)
 
 N_JOBS = int(os.environ.get("N_JOBS", 200))
 ROUNDS = int(os.environ.get("ROUNDS", 3))
@@ -89,15 +89,6 @@ def turnover(tq, i):
     return read_timestamp(b) - read_timestamp(a)
 
 
-def startup(binary):
-    argvs = {"/bin/true": ["/bin/true"], "trainq --version": [binary, "--version"]}
-    samples = {name: [] for name in argvs}
-    for _ in range(STARTUP_RUNS):
-        for name, argv in argvs.items():
-            samples[name].append(timed(lambda: subprocess.run(argv, stdout=subprocess.DEVNULL)))
-    return {name: Stat(v) for name, v in samples.items()}
-
-
 def measure(binary):
     tq = Trainq(binary, "smoke", {"cpu_slots": SLOTS})
     one_slot = Trainq(binary, "smoke1", {"cpu_slots": 1})
@@ -121,7 +112,7 @@ def measure(binary):
             res["ts_lat"].append(latency(ts, ts.submit, os.path.join(ts.root, f"lat.{i}")))
             res["turnover"].append(turnover(one_slot, i))
         out = {k: Stat(v) for k, v in res.items()}
-        out["startup"] = startup(binary)
+        out["startup"] = measure_startup(binary, STARTUP_RUNS, with_daemon=False)
         out["tsp_version"] = (ts.tsp("-V").strip().splitlines() or ["task-spooler"])[0]
         return out
     finally:
