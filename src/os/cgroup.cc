@@ -206,9 +206,10 @@ std::vector<std::string> CgroupDirs(const CgroupSpec& spec) {
   return {};
 }
 
-std::vector<std::string> CgroupProcsFiles(const CgroupSpec& spec) {
+std::vector<std::string> CgroupJoinFiles(const CgroupSpec& spec) {
   std::vector<std::string> out;
-  for (const std::string& dir : CgroupDirs(spec)) out.push_back(dir + "/cgroup.procs");
+  const char* file = spec.version == CgroupVersion::kV1 ? "/tasks" : "/cgroup.procs";
+  for (const std::string& dir : CgroupDirs(spec)) out.push_back(dir + file);
   return out;
 }
 
@@ -227,8 +228,8 @@ bool CgroupExists(const CgroupSpec& spec) {
 
 std::vector<int64_t> CgroupProcs(const CgroupSpec& spec) {
   std::vector<int64_t> out;
-  for (const std::string& file : CgroupProcsFiles(spec)) {
-    Result<std::string> text = ReadFile(file);
+  for (const std::string& dir : CgroupDirs(spec)) {
+    Result<std::string> text = ReadFile(dir + "/cgroup.procs");
     if (!text.ok()) continue;
     std::string_view rest = *text;
     while (!rest.empty()) {

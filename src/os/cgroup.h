@@ -62,8 +62,11 @@ std::string AttemptCgroupName(const std::string& run_dir);
 
 // The group's directories: two under v1 (memory, pids), one under v2, none when off.
 std::vector<std::string> CgroupDirs(const CgroupSpec& spec);
-// The cgroup.procs file of each directory: a process writes "0" there to join the group.
-std::vector<std::string> CgroupProcsFiles(const CgroupSpec& spec);
+// The file of each directory a single-threaded process writes "0" to, to join the group:
+// v2's cgroup.procs; v1's `tasks`, which moves only the writing thread and so skips the
+// kernel's process-wide migration lock, whose RCU grace period (7-12 ms on an idle host) was
+// most of an idle job start. The shim's freshly forked child has no other thread.
+std::vector<std::string> CgroupJoinFiles(const CgroupSpec& spec);
 
 // Makes the group's directories (an existing one is kept: a shim run again on its run dir)
 // and writes its limits; kPermission/kIo naming the file that failed.

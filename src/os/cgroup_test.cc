@@ -105,6 +105,8 @@ TEST(CgroupTest, V1GroupLimitsProcsAndCounters) {
   ASSERT_TRUE(CreateCgroup(spec).ok());
   EXPECT_THAT(CgroupDirs(spec),
               ElementsAre(root / "memory/trainq/7-1-00000000", root / "pids/trainq/7-1-00000000"));
+  EXPECT_THAT(CgroupJoinFiles(spec), ElementsAre(root / "memory/trainq/7-1-00000000/tasks",
+                                                 root / "pids/trainq/7-1-00000000/tasks"));
   EXPECT_EQ(Get(root / "memory/trainq/7-1-00000000/memory.limit_in_bytes"), "67108864");
   EXPECT_EQ(Get(root / "pids/trainq/7-1-00000000/pids.max"), "20");
   EXPECT_TRUE(CgroupExists(spec));
@@ -137,7 +139,7 @@ TEST(CgroupTest, V2GroupLimitsAndOomKills) {
   Put(root / "trainq.slice/3-2-abcdef01/memory.swap.max", "max");
   ASSERT_TRUE(CreateCgroup(spec).ok());
   std::string dir = root / "trainq.slice/3-2-abcdef01";
-  EXPECT_THAT(CgroupProcsFiles(spec), ElementsAre(dir + "/cgroup.procs"));
+  EXPECT_THAT(CgroupJoinFiles(spec), ElementsAre(dir + "/cgroup.procs"));
   EXPECT_EQ(Get(dir + "/memory.max"), "1073741824");
   EXPECT_EQ(Get(dir + "/memory.swap.max"), "0");
   EXPECT_EQ(Get(dir + "/pids.max"), "max");
@@ -172,7 +174,7 @@ TEST(CgroupRealTest, JoinListRemove) {
                   AttemptCgroupName("/cgroup-test/" + std::to_string(::getpid())),
                   {256ull << 20, 64}};
   ASSERT_TRUE(CreateCgroup(spec).ok());
-  std::vector<std::string> files = CgroupProcsFiles(spec);
+  std::vector<std::string> files = CgroupJoinFiles(spec);
   pid_t child = testing::ForkRun([&] {
     for (const std::string& f : files) {
       FILE* out = std::fopen(f.c_str(), "w");

@@ -67,7 +67,7 @@ enum CommandStep : int {
   kStepCgroup,
 };
 
-// The cgroup.procs files the command's child joins (v1: memory and pids), opened before fork.
+// The files the command's child joins its cgroup by (v1: memory and pids), opened before fork.
 struct CgroupJoin {
   int fds[2] = {-1, -1};
   int count = 0;
@@ -557,7 +557,7 @@ Result<std::vector<UniqueFd>> Shim::OpenCgroup() {
   if (!spec_.cgroup.on()) return fds;
   if (Status st = CreateCgroup(spec_.cgroup); !st.ok())
     return Status::Io("cgroup: " + st.message());
-  for (const std::string& file : CgroupProcsFiles(spec_.cgroup)) {
+  for (const std::string& file : CgroupJoinFiles(spec_.cgroup)) {
     fds.emplace_back(::open(file.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fds.back().valid()) return ErrnoStatus("cgroup: open " + file, errno);
   }
