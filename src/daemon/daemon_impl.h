@@ -85,6 +85,8 @@ class DaemonImpl {
   // limit, a ramp-up window closing, a write the state dir refused to try again); 0 when
   // nothing waits on time.
   UnixMs NextWakeup() const { return scheduler_->NextWakeup(); }
+  // Changed reasons the scheduler has yet to write to the store, a chunk per loop turn.
+  size_t ReasonsUnwritten() const { return scheduler_->reasons_unwritten(); }
 
   // The mode's start and periodic duties (mode.h; a cluster's events, beat and lease).
   // StartCluster arms no timer: Serve() arms the mode's, tests call OnClusterTimer().

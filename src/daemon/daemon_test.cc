@@ -390,6 +390,38 @@ TEST_F(DaemonTest, APassWritesOnlyTheReasonsThatChanged) {
   EXPECT_THAT(Get(whole).reason, HasSubstr(std::to_string(share)));
 }
 
+// A pass over a long queue leaves most changed reasons for later loop turns; the API shows
+// each job the pass's reason meanwhile, never the older one the store still holds.
+TEST_F(DaemonTest, TheApiShowsAPasssReasonBeforeTheStoreHasIt) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId running = Submit({{"gpus", 1}});
+  ASSERT_EQ(Get(running).state, JobState::kRunning);
+  json batch = {{"defaults", {{"command", {"train"}}, {"cwd", dir_}, {"gpus", 1}}},
+                {"jobs", json::array()}};
+  for (int i = 0; i < 3000; ++i) batch["jobs"].push_back(json::object());
+  HttpResponse r = Call("POST", "/v1/jobs", batch.dump());
+  ASSERT_EQ(r.status, 201) << r.body;
+  JobId last = json::parse(r.body)["ids"].back().get<JobId>();
+  std::string stored = Get(last).reason;  // the first pass's chunk did not reach it
+  ASSERT_GT(daemon_->ReasonsUnwritten(), 0u);
+  json shown = json::parse(Call("GET", "/v1/jobs/" + std::to_string(last)).body);
+  EXPECT_THAT(shown["reason"].get<std::string>(), HasSubstr(std::to_string(running)));
+  EXPECT_NE(shown["reason"].get<std::string>(), stored);
+  HttpRequest query = Request("GET", "/v1/jobs", "");
+  query.query["state"] = "queued";
+  query.peer_uid = static_cast<int64_t>(::getuid());
+  query.peer_pid = ::getpid();
+  HttpResponse list = Send(std::move(query));
+  ASSERT_EQ(list.status, 200) << list.body.substr(0, 300);
+  json listed = json::parse(list.body);
+  ASSERT_FALSE(listed["jobs"].empty()) << list.body.substr(0, 300);
+  EXPECT_EQ(listed["jobs"].back()["reason"], shown["reason"]);
+  HttpResponse log = Call("GET", "/v1/jobs/" + std::to_string(last) + "/log");
+  EXPECT_EQ(log.status, 409);
+  EXPECT_THAT(log.body, HasSubstr(std::to_string(running)));
+}
+
 // A job that leaves the queue and comes back gets its reason written again, though the text
 // is the same as before it left.
 TEST_F(DaemonTest, ACancelledJobQueuedAgainGetsItsReasonBack) {

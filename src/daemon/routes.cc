@@ -406,6 +406,7 @@ class Routes {
   // from the store, so its reason says what ended and what the daemon waits for.
   static json Shown(const ApiParts& d, const Job& job, const Caller& caller) {
     json j = JobToJson(job);
+    if (const std::string* live = LiveReason(d, job)) j["reason"] = *live;
     if (!Authorize(caller, Action::kReadLog, job.spec.user).ok()) HideSecrets(j);
     const UnrecordedEnd* u = d.agent->UnrecordedEndOf(job.id);
     if (u != nullptr && u->n == job.attempt) {
@@ -413,6 +414,11 @@ class Routes {
                                 u->end.end_reason, u->problem);
     }
     return j;
+  }
+  // A waiting job's reason as the last pass gave it: the store's may lag a long queue's.
+  static const std::string* LiveReason(const ApiParts& d, const Job& job) {
+    if (job.state != JobState::kQueued || d.scheduler == nullptr) return nullptr;
+    return d.scheduler->LiveReason(job.id);
   }
   // Answers 403 and returns false when the caller may not.
   static bool Allowed(RouteContext& c, Action action, std::string_view what,
@@ -814,8 +820,9 @@ void Routes::Log(RouteContext& c) {
     }
   }
   if (attempt == nullptr) {
-    return c.respond(ErrorResponse(
-        Status::Conflict(fmt::format("job {} has not started yet: {}", job.id, job.reason))));
+    const std::string* live = LiveReason(c.d, job);
+    return c.respond(ErrorResponse(Status::Conflict(
+        fmt::format("job {} has not started yet: {}", job.id, live ? *live : job.reason))));
   }
   if (c.d.mode->LogElsewhere(*attempt)) {
     // What the holder is asked is rebuilt from the numbers read above, never the caller's text.

@@ -27,6 +27,7 @@ Scheduler::Scheduler(boost::asio::io_context& io, Store& store, const Clock& clo
 void Scheduler::Stop() {
   stopping_ = true;
   wakeup_timer_.cancel();
+  reason_timer_.cancel();
 }
 
 void Scheduler::RequestSchedule() {
@@ -51,6 +52,11 @@ namespace {
 // 64 bits of the text: two reasons of one job that differ and share it are as likely as a
 // random collision (about one in 10^19), and would leave the older one shown until the next.
 uint64_t ReasonDigest(std::string_view reason) { return std::hash<std::string_view>{}(reason); }
+
+// Changed reasons a loop turn writes at most, and the pause between two such turns: a
+// million rewritten reasons cost the loop about 5% of its time while they are written.
+constexpr size_t kReasonRowsPerWrite = 1000;
+constexpr auto kReasonWriteGap = std::chrono::milliseconds(100);
 
 PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
                      UnixMs not_before) {
@@ -85,7 +91,7 @@ Status Scheduler::RefreshWaiting() {
   if (!waiting.ok()) return waiting.status();
   waiting_.clear();
   for (const Job& job : *waiting) {
-    written_reasons_[job.id] = ReasonDigest(job.reason);  // what the store holds, whoever wrote it
+    reasons_[job.id].written = ReasonDigest(job.reason);  // the store's, whoever wrote it
     PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before);
     const Attempt* last = job.current();
     if (last && job.not_before > 0 && last->end_reason == "node " + last->node + " lost") {
@@ -130,12 +136,12 @@ void Scheduler::Queued(const Job& job, UnixMs now) {
 
 void Scheduler::Left(JobId id) {
   waiting_.erase(id);
-  written_reasons_.erase(id);
+  reasons_.erase(id);
 }
 
 void Scheduler::Requeued(JobId id) {
   waiting_stale_ = true;
-  written_reasons_.erase(id);  // waiting again: its reason must be written anew
+  reasons_.erase(id);  // waiting again: its reason must be written anew
 }
 
 void Scheduler::NoteWaiting(JobId id) {
@@ -152,7 +158,9 @@ void Scheduler::NoteWaiting(JobId id) {
 void Scheduler::Reload() {
   waiting_stale_ = true;
   holds_.clear();
-  written_reasons_.clear();
+  reasons_.clear();
+  unwritten_.clear();
+  unwritten_next_ = 0;
   fair_share_loaded_ = false;
 }
 
@@ -240,7 +248,7 @@ void Scheduler::StartDecided(const std::vector<StartDecision>& starts, UnixMs no
       stopped.push_back(d.job);
       continue;
     }
-    written_reasons_.erase(d.job);
+    reasons_.erase(d.job);
     waiting_.erase(d.job);
     Result<Job> job = store_.Get(d.job);
     Status st = job.ok() ? site_->Place(*job, d) : job.status();
@@ -265,9 +273,10 @@ void Scheduler::WriteStorageReasons(const std::vector<JobId>& ids, const std::st
   std::vector<std::pair<JobId, std::string>> changed;
   uint64_t digest = ReasonDigest(reason);
   for (JobId id : ids) {
-    auto [it, added] = written_reasons_.try_emplace(id, digest);
-    if (!added && it->second == digest) continue;
-    it->second = digest;
+    auto [it, added] = reasons_.try_emplace(id);
+    it->second.live = kNoLiveReason;  // the store's, written now, is the one to show
+    if (!added && it->second.written == digest) continue;
+    it->second.written = digest;
     changed.emplace_back(id, reason);
   }
   if (changed.empty()) return;
@@ -321,28 +330,68 @@ Result<Explanation> Scheduler::ExplainWaiting(JobId id) {
   return Explain(id, pending, nodes, Policy(), now, usage, holds_);
 }
 
-// Writes only the reasons that changed since the last pass: most passes change few.
-void Scheduler::WriteReasons(const PlacementResult& result) {
-  std::vector<std::pair<JobId, std::string>> changed;
-  for (const PlacementResult::Waiting& w : result.waiting) {
-    JobId id = w.job;
-    const std::string& reason = result.ReasonOf(w);
-    uint64_t digest = ReasonDigest(reason);
-    auto [it, added] = written_reasons_.try_emplace(id, digest);
-    if (!added && it->second == digest) continue;
-    it->second = digest;
-    changed.emplace_back(id, reason);
+const std::string* Scheduler::LiveReason(JobId id) const {
+  if (site_ == nullptr || !site_->Places()) return nullptr;
+  auto it = reasons_.find(id);
+  if (it == reasons_.end() || it->second.live == kNoLiveReason || it->second.pass != pass_) {
+    return nullptr;
   }
-  if (changed.empty()) return;
-  if (Status st = store_.SetReasons(changed); !st.ok()) spdlog::warn("reasons: {}", st.message());
+  return &live_texts_[it->second.live];
+}
+
+// Keeps the pass's reasons as the ones to show, and writes those that changed: the first in
+// line now, the rest a chunk at a time (WriteUnwrittenReasons).
+void Scheduler::WriteReasons(PlacementResult& result) {
+  ++pass_;
+  live_texts_ = std::move(result.reason_texts);
+  live_digests_.clear();
+  live_digests_.reserve(live_texts_.size());
+  for (const std::string& text : live_texts_) live_digests_.push_back(ReasonDigest(text));
+  unwritten_.clear();
+  unwritten_next_ = 0;
+  for (const PlacementResult::Waiting& w : result.waiting) {
+    auto [it, added] = reasons_.try_emplace(w.job);
+    it->second.live = w.reason;
+    it->second.pass = pass_;
+    if (added || it->second.written != live_digests_[w.reason]) unwritten_.push_back(w.job);
+  }
+  WriteUnwrittenReasons();
+}
+
+void Scheduler::WriteUnwrittenReasons() {
+  std::vector<std::pair<JobId, std::string>> rows;
+  std::vector<ReasonState*> written;
+  while (unwritten_next_ < unwritten_.size() && rows.size() < kReasonRowsPerWrite) {
+    auto it = reasons_.find(unwritten_[unwritten_next_++]);
+    if (it == reasons_.end()) continue;  // started or left the queue since
+    ReasonState& r = it->second;
+    if (r.pass != pass_ || r.live == kNoLiveReason || r.written == live_digests_[r.live]) continue;
+    rows.emplace_back(it->first, live_texts_[r.live]);
+    written.push_back(&r);
+  }
+  if (!rows.empty()) {
+    if (Status st = store_.SetReasons(rows); st.ok()) {
+      for (ReasonState* r : written) r->written = live_digests_[r->live];
+    } else {
+      spdlog::warn("reasons: {}", st.message());  // the next pass tries them again
+    }
+  }
+  if (unwritten_next_ == unwritten_.size()) {
+    unwritten_ = {};
+    unwritten_next_ = 0;
+    return;
+  }
+  reason_timer_.expires_after(kReasonWriteGap);
+  reason_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec && !stopping_) WriteUnwrittenReasons();
+  });
 }
 
 // A job that left the queue (cancelled, retried later) must get its reason written again.
 // Run after a reload only: the paths that take one job out of waiting_ forget its reason
 // themselves, and a walk of every reason on each pass cost a third of an idle pass.
 void Scheduler::ForgetReasonsExcept() {
-  std::erase_if(written_reasons_,
-                [this](const auto& entry) { return !waiting_.count(entry.first); });
+  std::erase_if(reasons_, [this](const auto& entry) { return !waiting_.count(entry.first); });
 }
 
 // Time alone changes what a pass decides (a backoff ends, a job ages, a ramp-up window

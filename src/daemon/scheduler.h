@@ -97,7 +97,13 @@ class Scheduler {
   // becomes the leader: another node placed until now).
   void Reload();
   // Forgets the reason written for `id`: the next pass writes it again.
-  void ForgetReason(JobId id) { written_reasons_.erase(id); }
+  void ForgetReason(JobId id) { reasons_.erase(id); }
+  // The reason the last pass gave waiting job `id`, fresher than the store's while a long
+  // queue's changed reasons are written a chunk at a time; null when this daemon does not
+  // place, or the pass did not explain `id` (the store's is then the one to show).
+  const std::string* LiveReason(JobId id) const;
+  // How many changed reasons wait to be written to the store.
+  size_t reasons_unwritten() const { return unwritten_.size() - unwritten_next_; }
 
   // The placement policy's settings: the config's, and the workload mix of recent submits.
   PolicyConfig Policy() const;
@@ -122,7 +128,10 @@ class Scheduler {
   void AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
                   UnixMs not_before = 0);
   void ForgetReasonsExcept();
-  void WriteReasons(const PlacementResult& result);
+  void WriteReasons(PlacementResult& result);
+  // Writes up to kReasonRowsPerWrite of unwritten_ and, while some are left, arms
+  // reason_timer_ to write the next chunk.
+  void WriteUnwrittenReasons();
   // Decayed GPU-hours per user now: ended attempts (read from the store once) plus running.
   UsageByUser FairShareNow(UnixMs now);
 
@@ -144,10 +153,26 @@ class Scheduler {
   // The queued jobs' requests, so a pass never reads the store.
   WaitingQueue waiting_;
   bool waiting_stale_ = true;
-  // A digest of the reason the store holds for each waiting job (ReasonDigest): a pass writes
-  // only those that changed, and a million reasons kept as text cost 200 MB. Seeded from the
-  // store when the queue is read, so a restart rewrites none that a pass leaves unchanged.
-  std::unordered_map<JobId, uint64_t> written_reasons_;
+  // Each waiting job's reason: a digest of the text the store holds (ReasonDigest), so a
+  // pass writes only those that changed (a million kept as text cost 200 MB), seeded from
+  // the store when the queue is read, so a restart rewrites none a pass leaves unchanged;
+  // and the last pass's text, an index into live_texts_ (kNoLiveReason: none).
+  struct ReasonState {
+    uint64_t written = 0;
+    uint32_t live = kNoLiveReason;
+    uint32_t pass = 0;  // the pass that gave `live`: one of an older pass is no longer true
+  };
+  static constexpr uint32_t kNoLiveReason = UINT32_MAX;
+  uint32_t pass_ = 0;  // passes that explained the queue, counted
+  std::unordered_map<JobId, ReasonState> reasons_;
+  std::vector<std::string> live_texts_;  // the last pass's reason texts
+  std::vector<uint64_t> live_digests_;   // their digests, one per text
+  // Jobs whose live reason differs from the written one, in queue order, left by the last
+  // pass for reason_timer_: a pass after a few exits changes every reason of a long queue
+  // (they name free memory), and writing 100,000 rows took half a second of the loop.
+  std::vector<JobId> unwritten_;
+  size_t unwritten_next_ = 0;
+  boost::asio::steady_timer reason_timer_{io_};
   std::vector<Hold> holds_;  // GPUs held for aged jobs, handed to the next pass
   // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
   // memory only; after a restart it fills again from new submits.

@@ -155,6 +155,32 @@ TEST_F(SchedulerTest, AReasonIsWrittenOnlyWhenItChanges) {
   EXPECT_EQ(Get(ids[0]).reason, first);
 }
 
+// A pass over a long queue writes the first changed reasons at once and the rest a chunk per
+// loop turn; meanwhile LiveReason (what the API shows) is already the pass's.
+TEST_F(SchedulerTest, ALongQueuesReasonsAreWrittenAChunkPerTurnAndShownMeanwhile) {
+  std::vector<JobId> ids = Submit(std::vector<JobSpec>(2500, Mem(90)));  // none fits
+  Loop();
+  ASSERT_NE(scheduler_->LiveReason(ids.back()), nullptr);
+  EXPECT_THAT(*scheduler_->LiveReason(ids.back()), HasSubstr("90.0 GiB"));
+  EXPECT_THAT(Get(ids.front()).reason, HasSubstr("90.0 GiB"));  // first in line: written now
+  EXPECT_EQ(Get(ids.back()).reason, "");                        // last: not yet
+  size_t left = scheduler_->reasons_unwritten();
+  EXPECT_GT(left, 0u);
+  EXPECT_LT(left, ids.size());
+  while (scheduler_->reasons_unwritten() > 0) {
+    io_.restart();
+    ASSERT_GT(io_.run_one_for(std::chrono::seconds(5)), 0u) << "no chunk written";
+  }
+  for (JobId id : {ids[0], ids[1500], ids.back()}) {
+    EXPECT_EQ(Get(id).reason, *scheduler_->LiveReason(id)) << "job " << id;
+  }
+  // A job that leaves the queue has no live reason: the store's is the one to show.
+  scheduler_->Left(ids[7]);
+  EXPECT_EQ(scheduler_->LiveReason(ids[7]), nullptr);
+  site_->places = false;  // a follower's passes explain nothing
+  EXPECT_EQ(scheduler_->LiveReason(ids[8]), nullptr);
+}
+
 TEST_F(SchedulerTest, AFollowerPlacesNothingAndWritesNoReason) {
   site_->places = false;
   std::vector<JobId> ids = Submit({Mem(10)});
