@@ -58,6 +58,9 @@ uint64_t ReasonDigest(std::string_view reason) { return std::hash<std::string_vi
 constexpr size_t kReasonRowsPerWrite = 1000;
 constexpr auto kReasonWriteGap = std::chrono::milliseconds(100);
 
+// Queued jobs read from the store at a time when the index is read anew.
+constexpr int kWaitingPage = 10000;
+
 PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
                      UnixMs not_before) {
   PendingJob p;
@@ -86,27 +89,40 @@ Status Scheduler::RefreshWaiting() {
   ListQuery query;
   query.states = {JobState::kQueued};
   query.with_env = false;  // the policy needs the requests; a started job is read in full
+  query.placement_only = true;
   query.with_attempts = site_->ReadsLastAttempt();  // whether it waits for a lost node's word
-  Result<std::vector<Job>> waiting = store_.List(query);
-  if (!waiting.ok()) return waiting.status();
+  // A page at a time: a million jobs read whole took 700 MB at once (a Job is large), most
+  // of a restart's time spent faulting that memory in. The loop thread is the store's only
+  // writer here, so no job changes between two pages.
+  query.limit = kWaitingPage;
   waiting_.clear();
-  for (const Job& job : *waiting) {
-    reasons_[job.id].written = ReasonDigest(job.reason);  // the store's, whoever wrote it
-    PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before);
-    const Attempt* last = job.current();
-    if (last && job.not_before > 0 && last->end_reason == "node " + last->node + " lost") {
-      p.lost_node = last->node;
+  size_t read = 0;
+  for (;;) {
+    Result<std::vector<Job>> page = store_.List(query);
+    if (!page.ok()) {
+      waiting_stale_ = true;
+      return page.status();
     }
-    waiting_.emplace(job.id, std::move(p));
+    reasons_.reserve(read + page->size());
+    for (const Job& job : *page) {
+      reasons_[job.id].written = ReasonDigest(job.reason);  // the store's, whoever wrote it
+      PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before);
+      const Attempt* last = job.current();
+      if (last && job.not_before > 0 && last->end_reason == "node " + last->node + " lost") {
+        p.lost_node = last->node;
+      }
+      waiting_.emplace(job.id, std::move(p));
+    }
+    read += page->size();
+    if (page->size() < static_cast<size_t>(kWaitingPage)) break;
+    query.after_id = page->back().id;
   }
   waiting_stale_ = false;
-  ForgetReasonsExcept();
-  // The jobs read in full are gone; what a large queue's read took goes back to the system
-  // (glibc keeps freed memory otherwise: 550 MB held after reading a million jobs).
-  if (waiting->size() > 10000) {
-    *waiting = {};
-    ::malloc_trim(0);
-  }
+  // Every waiting job has an entry now: any more are of jobs that left.
+  if (reasons_.size() > waiting_.size()) ForgetReasonsExcept();
+  // What a large queue's read took goes back to the system (glibc keeps freed memory
+  // otherwise: 550 MB held after reading a million jobs).
+  if (read > 10000) ::malloc_trim(0);
   return Status::Ok();
 }
 

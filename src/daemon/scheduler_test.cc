@@ -181,6 +181,21 @@ TEST_F(SchedulerTest, ALongQueuesReasonsAreWrittenAChunkPerTurnAndShownMeanwhile
   EXPECT_EQ(scheduler_->LiveReason(ids[8]), nullptr);
 }
 
+// The index is read anew a page of 10,000 at a time: every queued job is in it, the ones on
+// later pages too.
+TEST_F(SchedulerTest, AReloadReadsTheWholeQueuePageByPage) {
+  std::vector<JobId> ids = Submit(std::vector<JobSpec>(10'050, Mem(90)));  // none fits
+  std::vector<JobId> more = Submit({Mem(10)});
+  Loop();
+  ASSERT_THAT(site_->started, ElementsAre(more[0]));
+  scheduler_->MarkStale();
+  scheduler_->RequestSchedule();
+  Loop();
+  EXPECT_EQ(scheduler_->waiting_jobs(), 10'050);
+  ASSERT_NE(scheduler_->LiveReason(ids.back()), nullptr);
+  EXPECT_THAT(*scheduler_->LiveReason(ids.back()), HasSubstr("90.0 GiB"));
+}
+
 TEST_F(SchedulerTest, AFollowerPlacesNothingAndWritesNoReason) {
   site_->places = false;
   std::vector<JobId> ids = Submit({Mem(10)});

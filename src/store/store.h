@@ -29,6 +29,11 @@ struct ListQuery {
   // Only jobs with at least one attempt (the fair share's ledger: a million jobs that never
   // started have nothing to add to it). Needs with_attempts.
   bool only_started = false;
+  // Only what the scheduler places by: id, state, request (gpus, memory, cpus, nodes,
+  // group), user, priority, times, reason and attempt count; a store may leave the rest
+  // (command, cwd, environment, dependencies, record, notifications) empty, and SQLite does:
+  // it reads a million queued jobs at a restart.
+  bool placement_only = false;
 };
 
 // Where a placed attempt runs; written by StartAttempt.

@@ -146,6 +146,56 @@ TEST_P(StoreConformance, ListOnlyStartedLeavesOutJobsThatNeverRan) {
   EXPECT_EQ(all->size(), 4u);
 }
 
+// A placement-only listing (the scheduler's read of the queue) holds every field placement
+// reads, the same as a full listing's.
+TEST_P(StoreConformance, APlacementOnlyListingHoldsWhatPlacementReads) {
+  JobSpec a = Spec("a");
+  a.gpus = 2;
+  a.mem_bytes = 3ull << 30;
+  a.cpus = 4;
+  a.priority = 7;
+  a.user = "ada";
+  a.nodes_allowed = {"gpu01", "gpu02"};
+  a.nodes_excluded = {"gpu03"};
+  JobSpec b = Spec("b");
+  b.mem_percent = 25.0;
+  std::vector<JobSpec> specs = {a, b};
+  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  std::pair<JobId, std::string> reason{(*ids)[0], "needs 2 GPUs"};
+  ASSERT_TRUE(IsOk(store().SetReasons(std::span(&reason, 1))));
+  ListQuery query{.states = {JobState::kQueued}, .with_env = false};
+  Result<std::vector<Job>> full = store().List(query);
+  query.placement_only = true;
+  Result<std::vector<Job>> lean = store().List(query);
+  ASSERT_TRUE(IsOk(full));
+  ASSERT_TRUE(IsOk(lean));
+  ASSERT_EQ(Ids(*lean), Ids(*full));
+  for (size_t i = 0; i < lean->size(); ++i) {
+    const Job& l = (*lean)[i];
+    const Job& f = (*full)[i];
+    EXPECT_EQ(l.state, f.state);
+    EXPECT_EQ(l.reason, f.reason);
+    EXPECT_EQ(l.attempt, f.attempt);
+    EXPECT_EQ(l.submitted_at, f.submitted_at);
+    EXPECT_EQ(l.queued_at, f.queued_at);
+    EXPECT_EQ(l.not_before, f.not_before);
+    EXPECT_EQ(l.spec.gpus, f.spec.gpus);
+    EXPECT_EQ(l.spec.mem_bytes, f.spec.mem_bytes);
+    EXPECT_EQ(l.spec.mem_percent, f.spec.mem_percent);
+    EXPECT_EQ(l.spec.cpus, f.spec.cpus);
+    EXPECT_EQ(l.spec.priority, f.spec.priority);
+    EXPECT_EQ(l.spec.user, f.spec.user);
+    EXPECT_EQ(l.spec.nodes_allowed, f.spec.nodes_allowed);
+    EXPECT_EQ(l.spec.nodes_excluded, f.spec.nodes_excluded);
+    EXPECT_EQ(l.spec.num_nodes, f.spec.num_nodes);
+    EXPECT_EQ(l.spec.group, f.spec.group);
+    EXPECT_EQ(l.spec.group_limit, f.spec.group_limit);
+  }
+  EXPECT_EQ((*lean)[0].reason, "needs 2 GPUs");
+  EXPECT_THAT((*lean)[0].spec.nodes_allowed, ElementsAre("gpu01", "gpu02"));
+}
+
 // Several states, read one state at a time by the SQLite store, still page in id order
 // across them: the limit keeps the lowest ids of all, not the first state's.
 TEST_P(StoreConformance, ListOfSeveralStatesPagesInIdOrderAcrossThem) {

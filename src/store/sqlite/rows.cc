@@ -25,6 +25,7 @@ json ParseArray(std::string_view text) {
 }
 
 Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::string_view column) {
+  if (text == "[]") return std::vector<std::string>{};  // most lists are empty: no parse
   json array = ParseArray(text);
   if (!array.is_array()) return Corrupt(column, text);
   std::vector<std::string> out;
@@ -37,6 +38,7 @@ Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::strin
 }
 
 Result<std::vector<int>> DecodeInts(std::string_view text, std::string_view column) {
+  if (text == "[]") return std::vector<int>{};  // most lists are empty: no parse
   json array = ParseArray(text);
   if (!array.is_array()) return Corrupt(column, text);
   std::vector<int> out;
@@ -49,6 +51,7 @@ Result<std::vector<int>> DecodeInts(std::string_view text, std::string_view colu
 }
 
 Result<std::vector<JobId>> DecodeIds(std::string_view text, std::string_view column) {
+  if (text == "[]") return std::vector<JobId>{};  // most lists are empty: no parse
   json array = ParseArray(text);
   if (!array.is_array()) return Corrupt(column, text);
   std::vector<JobId> out;
@@ -110,8 +113,11 @@ Result<std::string> EncodeInts(std::span<const int> values) {
   return json(std::vector<int>(values.begin(), values.end())).dump();
 }
 
-std::string ListJobsSql(bool by_state) {
-  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id > ?1";
+std::string ListJobsSql(bool by_state, bool with_env, bool placement_only) {
+  const char* columns = placement_only ? kPlacementColumns
+                        : with_env     ? kJobColumns
+                                       : kJobColumnsNoEnv;
+  std::string sql = std::string("SELECT ") + columns + " FROM jobs WHERE id > ?1";
   if (by_state) sql += " AND state = ?3";
   sql += " AND (?10 = '' OR user = ?10) AND (?11 = 0 OR grp = ?11)";
   sql += " AND (?12 = 0 OR EXISTS (SELECT 1 FROM attempts WHERE attempts.job_id = jobs.id))";
@@ -223,6 +229,29 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   job.spec.gate_ticks = q.Uint64(32);
   job.spec.mem_limit_bytes = q.Uint64(33);
   job.spec.max_procs = q.Int64(34);
+  return job;
+}
+
+Result<Job> ReadPlacementJob(const Query& q) {
+  Job job;
+  job.id = q.Int64(0);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeState(q.Text(1)), job.state));
+  job.spec.gpus = q.Int(2);
+  if (!q.IsNull(3)) job.spec.mem_bytes = q.Uint64(3);
+  job.spec.mem_percent = q.OptDouble(4);
+  job.spec.cpus = q.Int(5);
+  job.spec.priority = q.Int(6);
+  job.spec.user = q.Text(7);
+  job.submitted_at = q.Int64(8);
+  job.reason = q.Text(9);
+  job.attempt = q.Int(10);
+  job.not_before = q.Int64(11);
+  job.queued_at = q.Int64(12);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(13), "nodes"), job.spec.nodes_allowed));
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(14), "exclude_nodes"), job.spec.nodes_excluded));
+  job.spec.num_nodes = q.Int(15);
+  job.spec.group = q.Int64(16);
+  job.spec.group_limit = q.Int(17);
   return job;
 }
 

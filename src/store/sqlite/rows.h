@@ -15,13 +15,23 @@
 namespace trainq::sqlite {
 
 // SELECT lists; ReadJob/ReadAttempt expect exactly these columns in this order.
-inline constexpr char kJobColumns[] =
-    "id, state, name, command, cwd, "
-    "CASE env_id WHEN 0 THEN env ELSE (SELECT body FROM envs WHERE envs.id = jobs.env_id) END, "
-    "gpus, mem_bytes, mem_percent, cpus, priority, "
-    "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms, "
-    "queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, record, "
-    "notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs";
+#define TRAINQ_JOB_COLUMNS(ENV)                                                                 \
+  "id, state, name, command, cwd, " ENV                                                         \
+  ", gpus, mem_bytes, mem_percent, cpus, priority, "                                            \
+  "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms, " \
+  "queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, record, "         \
+  "notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs"
+inline constexpr char kJobColumns[] = TRAINQ_JOB_COLUMNS(
+    "CASE env_id WHEN 0 THEN env ELSE (SELECT body FROM envs WHERE envs.id = jobs.env_id) END");
+// The same without the environment (''): SQLite computes every result column of a row, so
+// a listing that reads no environment would still look each job's up in `envs` (a third of
+// reading a million queued jobs at a restart).
+inline constexpr char kJobColumnsNoEnv[] = TRAINQ_JOB_COLUMNS("''");
+#undef TRAINQ_JOB_COLUMNS
+// What the scheduler places by (ListQuery::placement_only); ReadPlacementJob reads them.
+inline constexpr char kPlacementColumns[] =
+    "id, state, gpus, mem_bytes, mem_percent, cpus, priority, user, submitted_at, reason, "
+    "attempt, not_before, queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit";
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
@@ -42,7 +52,9 @@ inline constexpr char kInsertJobSql[] =
 // rows in a temporary b-tree, which for a million queued jobs spilled 1.1 million pages to a
 // temporary file on every restart. Several states are one query each, merged by id. ?10: only
 // this user's (''; all), ?11: only this group's (0: all), ?12: only jobs with an attempt (0: all).
-std::string ListJobsSql(bool by_state);
+// `with_env` false: the environment column is '' (kJobColumnsNoEnv); `placement_only`:
+// kPlacementColumns.
+std::string ListJobsSql(bool by_state, bool with_env = true, bool placement_only = false);
 // Attempts of the jobs whose ids are in the JSON array ?1, by job id then number.
 std::string AttemptsOfJobsSql();
 // Attempts of job ?1, oldest first.
@@ -68,6 +80,8 @@ std::string DependentsSql();
 // kInternal when a stored value cannot be decoded (a row we did not write).
 // `with_env` false leaves spec.env empty: decoding it is most of a listing's cost.
 Result<Job> ReadJob(const Query& query, bool with_env = true);
+// A row of kPlacementColumns: the rest of the job is left empty.
+Result<Job> ReadPlacementJob(const Query& query);
 // The attempt and, through job_id, the job it belongs to.
 Result<Attempt> ReadAttempt(const Query& query, JobId* job_id);
 

@@ -41,13 +41,15 @@ Status Take(Result<T> decoded, T& out) {
   return Status::Ok();
 }
 
-Result<std::vector<Job>> ReadJobs(Query& select, bool with_env = true) {
+Result<std::vector<Job>> ReadJobs(Query& select, bool with_env = true,
+                                  bool placement_only = false) {
   std::vector<Job> jobs;
   for (;;) {
     Result<bool> row = select.Step();
     if (!row.ok()) return row.status();
     if (!*row) return jobs;
-    Result<Job> job = sqlite::ReadJob(select, with_env);
+    Result<Job> job =
+        placement_only ? sqlite::ReadPlacementJob(select) : sqlite::ReadJob(select, with_env);
     if (!job.ok()) return job.status();
     jobs.push_back(std::move(job).value());
   }
@@ -280,12 +282,13 @@ Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
   states.erase(std::unique(states.begin(), states.end()), states.end());
   // Each state alone, in id order from the (state, id) index (ListJobsSql); merged by id.
   auto select = [&](std::optional<JobState> state) -> Result<std::vector<Job>> {
-    Result<Query> q = db_.Prepare(sqlite::ListJobsSql(state.has_value()));
+    Result<Query> q =
+        db_.Prepare(sqlite::ListJobsSql(state.has_value(), query.with_env, query.placement_only));
     if (!q.ok()) return q.status();
     q->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
     q->Bind(10, query.user).Bind(11, query.group).Bind(12, query.only_started ? 1 : 0);
     if (state) q->Bind(3, sqlite::StateText(*state));
-    return ReadJobs(*q, query.with_env);
+    return ReadJobs(*q, query.with_env, query.placement_only);
   };
   if (states.empty()) return select(std::nullopt);
   std::vector<Job> out;
