@@ -461,7 +461,8 @@ PASS_ROWS = [
 ]
 for n in (1000, 10000, 100000):
     PASS_ROWS.append(("daemon", f"BM_TurnAfterExits/{n}", f"daemon: a turn after 4 exits, {n:,} "
-                      "waiting, 1 node × 8 GPUs", ["started", "reasons"]))
+                      "waiting, 1 node × 8 GPUs", ["started", "reasons", "deferred",
+                                                   "deferred_ms"]))
 for n in (1000, 10000, 100000):
     PASS_ROWS.append(("daemon", f"BM_WakeupNothingStarts/{n}", f"daemon: a wake-up pass where "
                       f"nothing can start, {n:,} waiting", ["running", "reasons"]))
@@ -490,9 +491,11 @@ def render_passes(res, add):
         "3 KiB environment, as `trainq submit` sends. A turn: 4 running jobs exit; the daemon "
         "reads their exit records, records their ends, samples the GPUs and runs a pass: fair "
         "share, node "
-        "build, placement, the starts (run dir, store), reasons that changed written to "
-        "SQLite, the wake-up scan. `started`: jobs started per turn; `reasons`: reason rows "
-        "written per pass.\n")
+        "build, placement, the starts (run dir, store), the first 1,000 reasons that changed "
+        "written to SQLite, the wake-up scan. `started`: jobs started per turn; `reasons`: "
+        "reason rows written in the pass; `deferred`: changed reasons left to later loop "
+        "turns (1,000 every 100 ms), and `deferred_ms` the loop's CPU time they took, not in "
+        "the turn's figure.\n")
     add("| what | CPU ms | wall ms | counters |")
     add("| --- | --- | --- | --- |")
     for binary, name, label, counters in PASS_ROWS:
