@@ -396,7 +396,7 @@ def main():
         if os.environ.get("BENCH_MILLION", "1") != "0":
             import scale  # it uses this module's helpers
             log(f"trainq: {scale.N:,} queued jobs (bench/scale.py)")
-            results["million"] = (scale.N, scale.render(scale.measure(binary)))
+            results["million"] = (scale.N, scale.measure(binary))
         log(f"trainq: idle daemon for {IDLE_SECONDS:.0f} s, no GPUs")
         results["idle0"] = measure_idle(instance("idle0", {}, sim_gpus(0)))
         log(f"trainq: idle daemon for {IDLE_SECONDS:.0f} s, 8 simulated GPUs")
@@ -569,7 +569,9 @@ def render(res, peers, binary):
             f"{res[key]['cpu_pct']:.4f} % ({res[key]['ms_per_min']:.2f} ms per minute) |")
         add(f"| idle daemon, {label}: RSS | {res[key]['rss'] / (1 << 20):.1f} MiB |")
     if res.get("million"):
-        n, table = res["million"]
+        import scale  # it uses this module's helpers
+        n, rows = res["million"]
+        table = scale.render(rows)
         add(f"\n## {n:,} queued jobs\n")
         add("bench/scale.py (`make bench-scale`): one `submit --gpus 1 --mem 1GiB --from FILE` of "
             f"{n:,} lines `true` to a daemon whose one simulated GPU is full, then what a user "
@@ -591,8 +593,9 @@ def render(res, peers, binary):
         add("bench/trace_start.py: the kernel's tracepoints (`perf record -a`: exec, fork, exit, "
             "accept, sendmsg, fdatasync) time each step of an idle submit of `sh -c 'echo x > "
             "FILE'` without slowing it as strace would. The job's cgroups are joined in the "
-            "second-to-last phase: on this host's cgroup v1 the first process moved into a "
-            "cgroup after a quiet moment waits one RCU grace period in the kernel.\n")
+            "second-to-last phase: the build before wrote to cgroup v1's `cgroup.procs`, where "
+            "the first process moved after a quiet moment waits one RCU grace period in the "
+            "kernel; this one writes to `tasks`, which takes no such lock.\n")
         labels = ["this build" if b == os.path.dirname(binary) else
                   f"{source_commit(b)} (before)" for b in builds]
         for line in trace_start.render(medians, labels):
@@ -623,6 +626,20 @@ def render(res, peers, binary):
     add(f"| a job's exit → the next job running ≤ 5 ms | {res['turnover'].median * 1000:.1f} ms |")
     add(f"| `submit --from` of 100,000 jobs ≥ 20,000 jobs/s | {sc['jobs_per_s']:.0f} jobs/s "
         f"({SCALE_JOBS} jobs) |")
+    if res.get("million"):
+        n, rows = res["million"]
+
+        def million(prefix):
+            return next((figure for label, figure in rows if label.startswith(prefix)), "?")
+        add(f"| `ls --limit 50` with {n:,} queued ≤ 10 ms | "
+            f"{million('`trainq ls --limit 50`')} |")
+        add(f"| daemon RSS with {n:,} queued ≤ 256 MiB | {million('daemon RSS with')} "
+            f"({million('daemon RSS after the restart')} after a restart) |")
+        add(f"| restart with {n:,} queued ≤ 5 s | {million('restart:')} |")
+    turn = (res.get("daemon") or {}).get("rows", {}).get("BM_TurnAfterExits/100000")
+    if turn:
+        add(f"| a pass after 4 exits ≤ 50 ms with 1,000,000 waiting | {turn['cpu_ms']:.0f} ms CPU "
+            "with 100,000 waiting (a million: `BENCH_MILLION=1 make bench-sched`) |")
     add(f"| idle daemon ≤ 0.5 % CPU | {res['idle0']['cpu_pct']:.4f} % (8 GPUs: "
         f"{res['idle8']['cpu_pct']:.4f} %) |")
     add("\nReproduce: `make bench` (add `BENCH_PEERS=0` to skip the peers).")

@@ -87,6 +87,7 @@ class DaemonImpl {
   UnixMs NextWakeup() const { return scheduler_->NextWakeup(); }
   // Changed reasons the scheduler has yet to write to the store, a chunk per loop turn.
   size_t ReasonsUnwritten() const { return scheduler_->reasons_unwritten(); }
+  void WriteReasonsNow() { scheduler_->WriteReasonsNow(); }
 
   // The mode's start and periodic duties (mode.h; a cluster's events, beat and lease).
   // StartCluster arms no timer: Serve() arms the mode's, tests call OnClusterTimer().

@@ -374,6 +374,11 @@ void Scheduler::WriteReasons(PlacementResult& result) {
   WriteUnwrittenReasons();
 }
 
+void Scheduler::WriteReasonsNow() {
+  while (reasons_unwritten() > 0) WriteUnwrittenReasons();
+  reason_timer_.cancel();
+}
+
 void Scheduler::WriteUnwrittenReasons() {
   std::vector<std::pair<JobId, std::string>> rows;
   std::vector<ReasonState*> written;
