@@ -48,6 +48,22 @@ int FirstWord(int argc, char** argv) {
   return argc;
 }
 
+// An argument CLI11 did not expect, given to a command that runs one (`submit`, `run`...):
+// most often the command's own option without the `--` before the command. The hint says so.
+std::optional<std::string> CommandOptionHint(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() != static_cast<int>(CLI::ExitCodes::ExtrasError)) return std::nullopt;
+  CLI::App* level = &app;
+  std::string path;
+  while (!level->get_subcommands().empty()) {
+    level = level->get_subcommands().front();
+    path += (path.empty() ? "" : " ") + level->get_name();
+  }
+  if (level == &app || level->get_option_no_throw("command") == nullptr) return std::nullopt;
+  return fmt::format(
+      "{}; an option of the command goes after -- (trainq {} [OPTIONS] -- COMMAND [ARGS...])",
+      e.what(), path);
+}
+
 // A command word that names no command, at the top or inside a group of commands (`config`,
 // `token`, `daemon`...): "unknown command 'submt'; did you mean 'submit'?", which CLI11 would
 // have put as "A subcommand is required" or an unexpected argument.
@@ -166,6 +182,10 @@ std::optional<int> CommandLine::Parse(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (std::optional<std::string> unknown = UnknownCommand(*app_, argc, argv)) {
       std::fprintf(stderr, "trainq: %s\n", unknown->c_str());
+      return 2;
+    }
+    if (std::optional<std::string> hint = CommandOptionHint(*app_, e)) {
+      std::fprintf(stderr, "trainq: %s\n", hint->c_str());
       return 2;
     }
     std::fprintf(stderr, "trainq: %s; see 'trainq --help'\n", e.what());

@@ -25,6 +25,7 @@ namespace trainq {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<std::string> Words(std::string_view path) {
   std::vector<std::string> out;
@@ -144,6 +145,25 @@ TEST(CommandTableTest, AGroupAlonePointsAtItsCommands) {
     EXPECT_THAT(err, HasSubstr(fmt::format("give a command after '{}': {}", row.path,
                                            fmt::join(Children(row.path), ", "))));
   }
+}
+
+// `trainq submit python train.py --lr 3`: the command's option without the `--` before the
+// command. The answer says where it goes; an option that is no command's stays the parser's.
+TEST(CommandTableTest, ACommandsOptionWithoutDashDashGetsAHint) {
+  for (const char* verb : {"submit", "run"}) {
+    CommandLine cli;
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(Parse(cli, {"trainq", verb, "python3", "train.py", "--lr", "3"}), 2);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_THAT(err, HasSubstr("--lr"));
+    EXPECT_THAT(err, HasSubstr(fmt::format("an option of the command goes after -- (trainq {} "
+                                           "[OPTIONS] -- COMMAND [ARGS...])",
+                                           verb)));
+  }
+  CommandLine ls;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(Parse(ls, {"trainq", "ls", "--bogus"}), 2);
+  EXPECT_THAT(testing::internal::GetCapturedStderr(), Not(HasSubstr("goes after --")));
 }
 
 TEST(CommandTableTest, AMistypedCommandGetsTheNearestRow) {

@@ -700,7 +700,7 @@ int CmdDaemonStatus(Client& client, bool as_json) {
     } else {
       std::printf("%s\n", NotRunning(client).c_str());
     }
-    return 0;
+    return 3;  // as LSB's `status`: not running
   }
   Result<json> r = client.CallRunning("GET", api::StatusPath());
   if (!r.ok()) return Fail(r.status());

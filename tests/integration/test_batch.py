@@ -72,9 +72,14 @@ def test_daemon_status_reports_pid_and_absence(tq):
     assert st["running"] is True and st["pid"] == tq.daemon_pid()
     assert st["state_dir"] == tq.state_dir
     assert "trainq daemon pid" in tq.run("daemon", "status").stdout
+    assert tq.run("daemon", "status").returncode == 0
     tq.run("daemon", "stop")
-    st = json.loads(tq.run("daemon", "status", "--json").stdout)
-    assert st["running"] is False
+    # None answers: exit 3, as an init script's `status` says "not running".
+    r = tq.run("daemon", "status", "--json", check=False)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert json.loads(r.stdout)["running"] is False
+    r = tq.run("daemon", "status", check=False)
+    assert r.returncode == 3 and r.stdout.startswith("no trainq daemon runs"), r.stdout
     assert tq.daemon_pid() is None  # status does not start a daemon
 
 

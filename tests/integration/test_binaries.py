@@ -105,7 +105,8 @@ def test_a_bad_config_exits_2_naming_the_option(root):
         client = run([trainq_binary(), *args], env)
         assert client.returncode == 2, client.stderr
         assert client.stderr.startswith("trainq: ") and "headroom" in client.stderr
-    assert run([trainq_binary(), "daemon", "status"], env).stdout.startswith("no trainq daemon")
+    status = run([trainq_binary(), "daemon", "status"], env)
+    assert status.returncode == 3 and status.stdout.startswith("no trainq daemon"), status.stdout
 
 
 def test_a_bad_settings_json_is_reported_at_once(root):
