@@ -50,6 +50,7 @@ constexpr milliseconds kKillPatience{30000};  // leftovers that survive SIGKILL 
 constexpr milliseconds kNoSpaceFirstRetry{100};
 constexpr milliseconds kNoSpaceMaxRetry{2000};
 constexpr int kSpawnFailedExit = 127;
+constexpr int kNotExecutableExit = 126;
 // Output moved into the log per wake-up: a chatty job cannot keep the shim from its signals.
 constexpr size_t kReadBudget = 1 << 20;
 // The last read once the tree is gone: a pipe holds far less; this only bounds a writer
@@ -234,7 +235,9 @@ int ExecSearch(const PreparedCommand& c) {
     child::Fail(report, kStepChdir, errno, kSpawnFailedExit);
   }
   if (c.umask >= 0) ::umask(static_cast<mode_t>(c.umask));  // the shim itself runs under 077
-  child::Fail(report, kStepExec, ExecSearch(c), kSpawnFailedExit);
+  // As a shell: 127 when no candidate exists, 126 when one does but cannot be run.
+  int err = ExecSearch(c);
+  child::Fail(report, kStepExec, err, err == ENOENT ? kSpawnFailedExit : kNotExecutableExit);
 }
 
 // The lock fd SpawnShim left us, if the variable names an fd open on this run dir's lock.

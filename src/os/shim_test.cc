@@ -113,6 +113,18 @@ TEST(ShimTest, CommandNotFoundIsASpawnFailureExplainedInTheLog) {
             "trainq: cannot run 'no-such-command-for-trainq': No such file or directory\n");
 }
 
+// Found but not runnable (no execute permission): 126, as a shell says, not 127.
+TEST(ShimTest, ACommandThatCannotBeRunExits126) {
+  TempDir dir;
+  std::string plain = dir / "plain.txt";
+  ASSERT_TRUE(WriteFileAtomic(plain, "not a program\n").ok());  // no execute bit
+  auto rec = RunToEnd(Spec({plain}, dir), dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_TRUE(rec->spawn_failed);
+  EXPECT_EQ(rec->exit_code, 126);
+  EXPECT_EQ(rec->error, "cannot run '" + plain + "': Permission denied");
+}
+
 TEST(ShimTest, MissingWorkingDirectoryIsASpawnFailure) {
   TempDir dir;
   RunSpec spec = Spec({"true"}, dir);

@@ -36,6 +36,14 @@ def test_run_streams_the_output_and_exits_with_the_jobs_code(tq):
     assert ok.returncode == 0 and ok.stdout == "fine\n"
     killed = tq.run("run", "--gpus", "0", "--", "sh", "-c", "kill -9 $$", check=False)
     assert killed.returncode == 128 + 9
+    # A command that cannot start exits as a shell would say (docs/workflow.md).
+    missing = tq.run("run", "--gpus", "0", "--", "no-such-command-for-trainq", check=False)
+    assert missing.returncode == 127 and "No such file or directory" in missing.stderr
+    plain = tq.path("plain.txt")
+    with open(plain, "w") as f:
+        f.write("not a program\n")
+    denied = tq.run("run", "--gpus", "0", "--", plain, check=False)
+    assert denied.returncode == 126 and "Permission denied" in denied.stderr, denied.stderr
 
 
 def test_run_shows_its_place_in_line_then_runs(tq):
