@@ -232,29 +232,6 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   return job;
 }
 
-Result<Job> ReadPlacementJob(const Query& q) {
-  Job job;
-  job.id = q.Int64(0);
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeState(q.Text(1)), job.state));
-  job.spec.gpus = q.Int(2);
-  if (!q.IsNull(3)) job.spec.mem_bytes = q.Uint64(3);
-  job.spec.mem_percent = q.OptDouble(4);
-  job.spec.cpus = q.Int(5);
-  job.spec.priority = q.Int(6);
-  job.spec.user = q.Text(7);
-  job.submitted_at = q.Int64(8);
-  job.reason = q.Text(9);
-  job.attempt = q.Int(10);
-  job.not_before = q.Int64(11);
-  job.queued_at = q.Int64(12);
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(13), "nodes"), job.spec.nodes_allowed));
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(14), "exclude_nodes"), job.spec.nodes_excluded));
-  job.spec.num_nodes = q.Int(15);
-  job.spec.group = q.Int64(16);
-  job.spec.group_limit = q.Int(17);
-  return job;
-}
-
 Result<Attempt> ReadAttempt(const Query& q, JobId* job_id) {
   Attempt a;
   *job_id = q.Int64(0);

@@ -28,10 +28,13 @@ inline constexpr char kJobColumns[] = TRAINQ_JOB_COLUMNS(
 // reading a million queued jobs at a restart).
 inline constexpr char kJobColumnsNoEnv[] = TRAINQ_JOB_COLUMNS("''");
 #undef TRAINQ_JOB_COLUMNS
-// What the scheduler places by (ListQuery::placement_only); ReadPlacementJob reads them.
+// What the scheduler places by (ListQuery::placement_only), in ReadJob's order: the columns
+// placement never reads are constants (an empty text, an empty list, 0), so no row's text,
+// JSON or environment is read for them.
 inline constexpr char kPlacementColumns[] =
-    "id, state, gpus, mem_bytes, mem_percent, cpus, priority, user, submitted_at, reason, "
-    "attempt, not_before, queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit";
+    "id, state, '', '[]', '', '', gpus, mem_bytes, mem_percent, cpus, priority, 0, user, "
+    "submitted_at, reason, attempt, not_before, '[]', '[]', 0, queued_at, nodes, "
+    "exclude_nodes, num_nodes, grp, group_limit, -1, '', '', '', 0, 0, 0, 0, 0";
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
@@ -80,8 +83,6 @@ std::string DependentsSql();
 // kInternal when a stored value cannot be decoded (a row we did not write).
 // `with_env` false leaves spec.env empty: decoding it is most of a listing's cost.
 Result<Job> ReadJob(const Query& query, bool with_env = true);
-// A row of kPlacementColumns: the rest of the job is left empty.
-Result<Job> ReadPlacementJob(const Query& query);
 // The attempt and, through job_id, the job it belongs to.
 Result<Attempt> ReadAttempt(const Query& query, JobId* job_id);
 

@@ -41,15 +41,13 @@ Status Take(Result<T> decoded, T& out) {
   return Status::Ok();
 }
 
-Result<std::vector<Job>> ReadJobs(Query& select, bool with_env = true,
-                                  bool placement_only = false) {
+Result<std::vector<Job>> ReadJobs(Query& select, bool with_env = true) {
   std::vector<Job> jobs;
   for (;;) {
     Result<bool> row = select.Step();
     if (!row.ok()) return row.status();
     if (!*row) return jobs;
-    Result<Job> job =
-        placement_only ? sqlite::ReadPlacementJob(select) : sqlite::ReadJob(select, with_env);
+    Result<Job> job = sqlite::ReadJob(select, with_env);
     if (!job.ok()) return job.status();
     jobs.push_back(std::move(job).value());
   }
@@ -288,7 +286,7 @@ Result<std::vector<Job>> SqliteStore::SelectJobs(const ListQuery& query) {
     q->Bind(1, query.after_id).Bind(2, query.limit > 0 ? int64_t{query.limit} : int64_t{-1});
     q->Bind(10, query.user).Bind(11, query.group).Bind(12, query.only_started ? 1 : 0);
     if (state) q->Bind(3, sqlite::StateText(*state));
-    return ReadJobs(*q, query.with_env, query.placement_only);
+    return ReadJobs(*q, query.with_env && !query.placement_only);
   };
   if (states.empty()) return select(std::nullopt);
   std::vector<Job> out;
