@@ -1,4 +1,5 @@
-// libFuzzer target for the workflow's parsers: #SBATCH scripts (src/core/sbatch.h), --array
+// libFuzzer target for the workflow's parsers: #SBATCH scripts (src/core/sbatch.h), node lists
+// (src/core/hostlist.h), --array
 // and --sweep (src/core/sweep.h). Any input is read or refused with kInvalid naming where;
 // what an array parses to is ascending, unique and within bounds; a script that reads has
 // its options in range; an output pattern always becomes one sh word list that quotes every
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_check.h"
+#include "src/core/hostlist.h"
 #include "src/core/sbatch.h"
 #include "src/core/sweep.h"
 
@@ -81,6 +83,20 @@ void CheckPattern(std::string_view text) {
   FUZZ_CHECK(state == kOut);
 }
 
+// A node list expands or is refused naming itself; what it expands to compresses back to a
+// list that expands to the same names.
+void CheckHostlist(std::string_view text) {
+  Result<std::vector<std::string>> names = ExpandHostlist(text);
+  if (!names.ok()) {
+    FUZZ_CHECK(names.status().code() == Code::kInvalid);
+    FUZZ_CHECK(names.status().message().rfind("node list: ", 0) == 0);
+    return;
+  }
+  FUZZ_CHECK(names->size() <= kMaxHostlistNames);
+  Result<std::vector<std::string>> again = ExpandHostlist(CompressHostlist(*names));
+  FUZZ_CHECK(again.ok() && *again == *names);
+}
+
 }  // namespace
 }  // namespace trainq
 
@@ -90,5 +106,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trainq::CheckArray(text);
   trainq::CheckSweep(text);
   trainq::CheckPattern(text);
+  trainq::CheckHostlist(text);
   return 0;
 }

@@ -20,6 +20,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/reply.h"
 #include "src/core/duration.h"
+#include "src/core/hostlist.h"
 #include "src/core/json_codec.h"
 #include "src/core/sbatch.h"
 #include "src/core/sweep.h"
@@ -571,7 +572,8 @@ int CmdRun(Client& client, const SubmitArgs& args) {
 
 namespace {
 
-// Runs the script as submitted (a copy made when it starts, as Slurm runs its spool copy),
+// Runs the script as submitted (a copy made when it starts, as Slurm runs its spool copy, in
+// a folder of its own that srun keeps its step numbers in),
 // with its output also in the files --output and --error name, so `trainq logs` and the
 // out-of-memory check still see it. $1 is the script's text; the rest its arguments. The tees
 // are in pipelines the shell waits for, so no output is lost when the script ends; a script
@@ -587,13 +589,17 @@ std::string SbatchWrapper(const SbatchOptions& o, const std::string& name, const
     pipeline = "{ " + run + " 2>&1 1>&3 3>&- | tee -- \"$err\" 1>&2 3>&-; " +
                "exit \"${PIPESTATUS[0]}\"; } 3>&1 | tee -- \"$out\"";
   }
+  // A part on another node than the first runs no script: it runs the steps srun gives it.
   return text +
-         "export SLURM_TASK_PID=$$"
-         "; script=$(mktemp \"${TMPDIR:-/tmp}/trainq-sbatch.XXXXXX\") || exit 1"
+         "if [ \"${SLURM_NODEID:-0}\" != 0 ]; then exec srun --trainq-node-steps; fi"
+         "; export SLURM_TASK_PID=$$ SLURM_JOB_UID=\"$UID\" SLURM_JOB_GID=\"$(id -g)\""
+         "; TRAINQ_SLURM_DIR=$(mktemp -d \"${TMPDIR:-/tmp}/trainq-sbatch.XXXXXX\") || exit 1"
+         "; export TRAINQ_SLURM_DIR; script=\"$TRAINQ_SLURM_DIR/slurm_script\""
          "; printf '%s' \"$1\" > \"$script\" && chmod 700 \"$script\" || exit 1"
          "; shift; " +
          pipeline +
-         "; rc=${PIPESTATUS[0]}; rm -f \"$script\""
+         "; rc=${PIPESTATUS[0]}; rm -rf \"$TRAINQ_SLURM_DIR\""
+         "; if [ \"${SLURM_NNODES:-1}\" != 1 ]; then srun --trainq-steps-done; fi"
          "; if [ \"$rc\" -gt 128 ] && [ \"$rc\" -lt 160 ]; then kill -$((rc - 128)) $$; fi"
          "; exit \"$rc\"";
 }
@@ -666,16 +672,25 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!body.ok()) return body.status();
   std::string name = o.job_name;
   if (name.empty()) name = in.script_path.substr(in.script_path.rfind('/') + 1);
+  Result<SbatchAllocation> alloc = AllocationOf(o);
+  if (!alloc.ok()) return alloc.status();
   json& env = (*body)["env"];
   env["SLURM_SUBMIT_DIR"] = CurrentDirectory();
   env["SLURM_SUBMIT_HOST"] = HostName();
+  // What srun reads to lay out its tasks (and what Slurm gives the script): fixed at submit.
   if (o.cpus_per_task) env["SLURM_CPUS_PER_TASK"] = std::to_string(*o.cpus_per_task);
+  if (o.ntasks || o.ntasks_per_node) {
+    env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = std::to_string(alloc->ntasks);
+  }
+  if (o.ntasks_per_node) env["SLURM_NTASKS_PER_NODE"] = std::to_string(*o.ntasks_per_node);
+  if (o.gpus_per_task) env["SLURM_GPUS_PER_TASK"] = std::to_string(*o.gpus_per_task);
+  env["SLURM_TASKS_PER_NODE"] = CompressCounts(alloc->tasks_per_node);
   (*body)["name"] = name;
-  (*body)["gpus"] = o.gpus.value_or(0);  // as in Slurm, no GPU unless asked
-  if (!o.mem_per_gpu.empty() && o.gpus.value_or(0) > 0) (*body)["mem"] = o.mem_per_gpu;
-  if (o.cpus_per_task) (*body)["cpus"] = *o.cpus_per_task;
+  (*body)["gpus"] = alloc->gpus_per_node;  // as in Slurm, no GPU unless asked
+  if (!o.mem_per_gpu.empty() && alloc->gpus_per_node > 0) (*body)["mem"] = o.mem_per_gpu;
+  if (alloc->cpus_per_node > 0) (*body)["cpus"] = alloc->cpus_per_node;
   if (o.time_limit_ms) (*body)["time"] = fmt::format("{}ms", *o.time_limit_ms);
-  if (o.nodes) (*body)["num_nodes"] = *o.nodes;
+  if (o.nodes || alloc->nodes > 1) (*body)["num_nodes"] = alloc->nodes;
   if (!o.nodelist.empty()) (*body)["nodes"] = o.nodelist;
   if (!o.exclude.empty()) (*body)["exclude_nodes"] = o.exclude;
   if (!o.mail_user.empty()) (*body)["mail"] = o.mail_user;
@@ -702,6 +717,31 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   return json{{"defaults", std::move(*body)}, {"jobs", std::move(jobs)}};
 }
 
+// A refusal of trainq's own flag (--cpus, --gpus, ...) told against the sbatch options that
+// made it, with the line each was read from: the user wrote those, not trainq's flags.
+Status AgainstTheScript(const Status& st, const SbatchOptions& o) {
+  if (st.code() != Code::kInvalid) return st;
+  static const std::vector<std::pair<std::string_view, std::vector<std::string_view>>> kMade = {
+      {"--cpus:", {"cpus-per-task", "ntasks-per-node", "ntasks", "nodes"}},
+      {"--gpus:", {"gres", "gpus", "gpus-per-node", "gpus-per-task", "ntasks-per-node", "ntasks"}},
+      {"--nodes:", {"nodes", "ntasks", "ntasks-per-node"}},
+      {"--mem:", {"mem-per-gpu"}},
+      {"--time:", {"time"}},
+  };
+  for (const auto& [flag, options] : kMade) {
+    if (!st.message().starts_with(flag)) continue;
+    std::vector<std::string> lines;
+    for (std::string_view option : options) {
+      auto it = o.origin.find(std::string(option));
+      if (it != o.origin.end()) lines.push_back(it->second);
+    }
+    if (lines.empty()) return st;
+    return Status::Invalid(
+        fmt::format("{} cannot be met: {}", fmt::join(lines, "; "), st.message()));
+  }
+  return st;
+}
+
 }  // namespace
 
 int CmdSbatch(Client& client, const SbatchArgs& args) {
@@ -710,7 +750,9 @@ int CmdSbatch(Client& client, const SbatchArgs& args) {
   for (const std::string& w : in->options.warnings) {
     std::fprintf(stderr, "trainq sbatch: warning: %s\n", TerminalSafe(w).c_str());
   }
-  if (in->options.gpus.value_or(0) == 0 && !in->options.mem_per_gpu.empty()) {
+  const SbatchOptions& o = in->options;
+  if (o.gpus.value_or(0) == 0 && o.gpus_total.value_or(0) == 0 && !o.gpus_per_task &&
+      !o.mem_per_gpu.empty()) {
     std::fprintf(stderr,
                  "trainq sbatch: warning: --mem-per-gpu without GPUs (--gres=gpu:N or "
                  "--gpus) asks for none; ignored\n");
@@ -718,7 +760,7 @@ int CmdSbatch(Client& client, const SbatchArgs& args) {
   Result<json> body = SbatchBody(client, *in);
   if (!body.ok()) return Fail(body.status());
   Result<json> r = client.Submit(DumpJson(*body));
-  if (!r.ok()) return Fail(r.status());
+  if (!r.ok()) return Fail(AgainstTheScript(r.status(), o));
   Reply reply(*r);
   std::vector<Reply> ids = reply.Array("ids");
   std::optional<int64_t> group = reply.OptInt("group");

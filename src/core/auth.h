@@ -15,7 +15,7 @@ namespace trainq {
 //   read:   jobs, GPUs, nodes, metrics; the logs of its own user's jobs
 //   submit: also submit, and cancel and retry its own user's jobs (they run as that user)
 //   admin:  everything, every user's jobs, tokens, config, daemon
-// A node of the cluster reads jobs and logs only (Caller::node).
+// A node of the cluster reads jobs and logs, and the steps of the parts it runs (Caller::node).
 enum class Role { kRead, kSubmit, kAdmin };
 
 std::string_view RoleName(Role r);  // "read", "submit", "admin"
@@ -37,6 +37,7 @@ enum class Action {
   kReadLog,    // a job's output: its owner's or an admin's
   kSubmit,     // new jobs (owned by the caller)
   kChangeJob,  // cancel, retry: the job's owner (with submit) or an admin
+  kStep,       // a batch script's steps: as kChangeJob; a node for the part it holds
   kAdmin,      // config set, tokens, daemon stop/backup
 };
 

@@ -73,14 +73,14 @@ std::string Gres(const std::string& v, SbatchOptions& out) {
   return "";
 }
 
-std::string Gpus(const std::string& v, SbatchOptions& out) {
+std::string Gpus(const std::string& v, std::optional<int>& into, SbatchOptions& out) {
   size_t colon = v.rfind(':');
   if (colon != std::string::npos) {
     out.warnings.push_back(fmt::format(
         "--gpus={}: a GPU type is not chosen by trainq; any GPU with the memory asked", v));
   }
   std::string count = colon == std::string::npos ? v : v.substr(colon + 1);
-  return SetCount(count, out.gpus, 0, "a number of GPUs, e.g. 2 or a100:2");
+  return SetCount(count, into, 0, "a number of GPUs, e.g. 2 or a100:2");
 }
 
 std::string Time(const std::string& v, SbatchOptions& out) {
@@ -154,8 +154,6 @@ constexpr Unhonoured kUnhonoured[] = {
     {"qos", 'q', false, "trainq has no QOS; use --priority with trainq submit"},
     {"mem", 0, false, "host memory is not reserved per job; --mem-per-gpu sets GPU memory"},
     {"mem-per-cpu", 0, false, "host memory is not reserved per job"},
-    {"ntasks", 'n', false, "the script runs once per node; start tasks from it (srun is absent)"},
-    {"ntasks-per-node", 0, false, "the script runs once per node"},
     {"mail-type", 0, false, "trainq mails when the job ends, whatever --mail-type says"},
     {"export", 0, false, "the job gets the submitting environment, as --export=ALL"},
     {"constraint", 'C', false, "trainq has no node features"},
@@ -170,8 +168,7 @@ constexpr Unhonoured kUnhonoured[] = {
     {"comment", 0, false, "trainq keeps no comments"},
     {"reservation", 0, false, "trainq has no reservations"},
     {"licenses", 'L', false, "trainq has no licenses"},
-    {"distribution", 'm', false, "the script runs once per node"},
-    {"gpus-per-task", 0, false, "the script runs once per node; use --gpus-per-node"},
+    {"distribution", 'm', false, "srun places tasks in blocks, node 0 first"},
     {"cpus-per-gpu", 0, false, "use --cpus-per-task"},
     {"threads-per-core", 0, false, "trainq does not place threads"},
     {"hint", 0, false, "trainq does not place threads"},
@@ -183,8 +180,10 @@ const std::vector<OptionRow>& Rows() {
   static const std::vector<OptionRow> rows = {
       {"job-name", 'J', Text(&SbatchOptions::job_name)},
       {"gres", 0, Gres},
-      {"gpus", 'G', Gpus},
-      {"gpus-per-node", 0, Gpus},
+      {"gpus", 'G',
+       [](const std::string& v, SbatchOptions& out) { return Gpus(v, out.gpus_total, out); }},
+      {"gpus-per-node", 0,
+       [](const std::string& v, SbatchOptions& out) { return Gpus(v, out.gpus, out); }},
       {"mem-per-gpu", 0, Text(&SbatchOptions::mem_per_gpu)},
       {"time", 't', Time},
       {"array", 'a', Text(&SbatchOptions::array)},
@@ -195,6 +194,26 @@ const std::vector<OptionRow>& Rows() {
       {"cpus-per-task", 'c',
        [](const std::string& v, SbatchOptions& out) {
          return SetCount(v, out.cpus_per_task, 1, "a number of CPUs, e.g. 4");
+       }},
+      {"ntasks", 'n',
+       [](const std::string& v, SbatchOptions& out) {
+         return SetCount(v, out.ntasks, 1, "a number of tasks, e.g. 2");
+       }},
+      {"ntasks-per-node", 0,
+       [](const std::string& v, SbatchOptions& out) {
+         return SetCount(v, out.ntasks_per_node, 1, "a number of tasks, e.g. 1");
+       }},
+      {"gpus-per-task", 0,
+       [](const std::string& v, SbatchOptions& out) {
+         size_t colon = v.rfind(':');
+         if (colon != std::string::npos) {
+           out.warnings.push_back(fmt::format(
+               "--gpus-per-task={}: a GPU type is not chosen by trainq; any GPU with the memory "
+               "asked",
+               v));
+         }
+         return SetCount(colon == std::string::npos ? v : v.substr(colon + 1), out.gpus_per_task, 1,
+                         "a number of GPUs, e.g. 4");
        }},
       {"chdir", 'D', Text(&SbatchOptions::chdir)},
       {"nodelist", 'w', Names(&SbatchOptions::nodelist)},
@@ -288,8 +307,69 @@ Result<size_t> ApplySbatchCommandLine(const std::vector<std::string>& words, std
       return Status::Invalid(fmt::format("{}: {} '{}' cannot be read; expected {}", where, shown,
                                          TerminalSafe(value), problem));
     }
+    out.origin[std::string(found.row->name)] =
+        fmt::format("{}: --{}={}", where, found.row->name, TerminalSafe(value));
   }
   return words.size();
+}
+
+Result<SbatchAllocation> AllocationOf(const SbatchOptions& o) {
+  SbatchAllocation a;
+  auto from = [&o](std::string_view name) {
+    auto it = o.origin.find(std::string(name));
+    return it == o.origin.end() ? std::string("--") + std::string(name) : it->second;
+  };
+  if (o.nodes) {
+    a.nodes = *o.nodes;
+  } else if (o.ntasks && o.ntasks_per_node) {
+    a.nodes = (*o.ntasks + *o.ntasks_per_node - 1) / *o.ntasks_per_node;
+  }
+  if (o.ntasks) {
+    a.ntasks = *o.ntasks;
+  } else {
+    a.ntasks = a.nodes * o.ntasks_per_node.value_or(1);
+  }
+  if (a.ntasks < a.nodes) {
+    return Status::Invalid(fmt::format(
+        "{} asks for fewer tasks than {} asks for nodes; every node runs one task at least",
+        from("ntasks"), from("nodes")));
+  }
+  if (o.ntasks_per_node && a.ntasks > a.nodes * *o.ntasks_per_node) {
+    return Status::Invalid(fmt::format("{} and {} cannot hold {}: at most {} tasks", from("nodes"),
+                                       from("ntasks-per-node"), from("ntasks"),
+                                       a.nodes * *o.ntasks_per_node));
+  }
+  a.tasks_per_node.assign(a.nodes, a.ntasks / a.nodes);
+  for (int i = 0; i < a.ntasks % a.nodes; ++i) ++a.tasks_per_node[i];
+  int most = a.tasks_per_node[0];
+  std::optional<int> per_node = o.gpus;
+  std::string per_node_from = o.origin.contains("gres") ? from("gres") : from("gpus-per-node");
+  if (!per_node && o.gpus_total) {
+    if (*o.gpus_total % a.nodes != 0) {
+      return Status::Invalid(fmt::format(
+          "{} does not split evenly over the {} nodes of {}: trainq gives every node of a job "
+          "as many GPUs; use --gpus-per-node",
+          from("gpus"), a.nodes, from("nodes")));
+    }
+    per_node = *o.gpus_total / a.nodes;
+    per_node_from = from("gpus");
+  }
+  if (per_node) {
+    a.gpus_per_node = *per_node;
+    if (o.gpus_per_task && *o.gpus_per_task * most > *per_node) {
+      return Status::Invalid(fmt::format(
+          "{} with {} task(s) on a node needs {} GPUs there, more than the {} of {}",
+          from("gpus-per-task"), most, *o.gpus_per_task * most, *per_node, per_node_from));
+    }
+  } else if (o.gpus_per_task) {
+    a.gpus_per_node = *o.gpus_per_task * most;
+  }
+  // Slurm gives each task a CPU at least; without --ntasks options trainq keeps its own rule
+  // (a GPU job holds no CPU slot unless it asks).
+  if (o.cpus_per_task || o.ntasks || o.ntasks_per_node) {
+    a.cpus_per_node = o.cpus_per_task.value_or(1) * most;
+  }
+  return a;
 }
 
 std::vector<std::string> ShebangOf(std::string_view script) {

@@ -3,6 +3,7 @@
 // file and sends the jobs.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +17,8 @@ namespace trainq {
 // empty/nullopt when the script and the command line leave it unset.
 struct SbatchOptions {
   std::string job_name;                  // --job-name, -J
-  std::optional<int> gpus;               // --gres=gpu:N, --gpus, -G, --gpus-per-node
+  std::optional<int> gpus;               // per node: --gres=gpu:N, --gpus-per-node
+  std::optional<int> gpus_total;         // the job's: --gpus, -G
   std::string mem_per_gpu;               // --mem-per-gpu, a size as --mem takes it
   std::optional<int64_t> time_limit_ms;  // --time, -t
   std::string array;                     // --array, as ParseArray takes it
@@ -26,11 +28,17 @@ struct SbatchOptions {
   std::string error;                     // --error, -e
   std::optional<int> nodes;              // --nodes, -N
   std::optional<int> cpus_per_task;      // --cpus-per-task, -c
+  std::optional<int> ntasks;             // --ntasks, -n: srun's tasks in the allocation
+  std::optional<int> ntasks_per_node;    // --ntasks-per-node
+  std::optional<int> gpus_per_task;      // --gpus-per-task
   std::string chdir;                     // --chdir, -D
   std::vector<std::string> nodelist;     // --nodelist, -w
   std::vector<std::string> exclude;      // --exclude, -x
   std::string mail_user;                 // --mail-user
   bool parsable = false;                 // --parsable
+  // Where each option read was last set, by its long name: "#SBATCH line 5: --cpus-per-task=8"
+  // or "the command line: -c 8", so what the daemon refuses is told against the user's line.
+  std::map<std::string, std::string> origin;
   // Options read and not honoured, each a line naming it and why ("#SBATCH --partition=gpu
   // (line 3): trainq has no partitions; ignored").
   std::vector<std::string> warnings;
@@ -52,6 +60,23 @@ Result<size_t> ApplySbatchCommandLine(const std::vector<std::string>& words, std
 // the "#!" line up to the first line that is neither blank nor a comment. kInvalid when the
 // script does not start with "#!" (sbatch refuses it too) or a line cannot be read.
 Status ReadSbatchScript(std::string_view script, SbatchOptions& out);
+
+// What the options ask of the allocation, as Slurm reads them: N nodes, each running
+// tasks_per_node[i] of the `ntasks` tasks srun starts (block distribution: the first nodes
+// take one more when ntasks does not divide evenly), each node holding gpus_per_node GPUs
+// (--gpus-per-node/--gres, --gpus over the nodes, else --gpus-per-task x its tasks) and
+// cpus_per_node CPU slots
+// (--cpus-per-task, 1 by default, x its tasks; 0 when no --cpus-per-task, --ntasks or
+// --ntasks-per-node was given). kInvalid naming the options that
+// disagree.
+struct SbatchAllocation {
+  int nodes = 1;
+  int ntasks = 1;
+  std::vector<int> tasks_per_node{1};
+  int gpus_per_node = 0;
+  int cpus_per_node = 0;
+};
+Result<SbatchAllocation> AllocationOf(const SbatchOptions& o);
 
 // The interpreter of the script's "#!" line and its one optional argument
 // ("#!/usr/bin/env bash" -> {"/usr/bin/env", "bash"}).

@@ -107,5 +107,64 @@ TEST(SbatchTest, OutputPatternsBecomeShellWords) {
   EXPECT_EQ(ShellPathOf("100%%-%u-%q", "x", "ada"), "'100%-ada-%q'");
 }
 
+TEST(SbatchTest, TheAllocationOfTasksGpusAndCpusAsSlurmReadsIt) {
+  SbatchOptions o;
+  Status st = ReadSbatchScript(
+      "#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --gpus-per-task=4 --cpus-per-task=8\n",
+      o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(o.origin["cpus-per-task"], "#SBATCH line 2: --cpus-per-task=8");
+  Result<SbatchAllocation> a = AllocationOf(o);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->nodes, 2);
+  EXPECT_EQ(a->ntasks, 2);
+  EXPECT_THAT(a->tasks_per_node, ElementsAre(1, 1));
+  EXPECT_EQ(a->gpus_per_node, 4);
+  EXPECT_EQ(a->cpus_per_node, 8);
+  // --ntasks alone: one node, a CPU a task, --gpus-per-task times the tasks.
+  SbatchOptions g2;
+  ASSERT_TRUE(
+      ReadSbatchScript("#!/bin/sh\n#SBATCH --ntasks=2\n#SBATCH --gpus-per-task=1\n", g2).ok());
+  a = AllocationOf(g2);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->nodes, 1);
+  EXPECT_THAT(a->tasks_per_node, ElementsAre(2));
+  EXPECT_EQ(a->gpus_per_node, 2);
+  EXPECT_EQ(a->cpus_per_node, 2);
+  // --gpus is the job's: split over its nodes.
+  SbatchOptions total;
+  ASSERT_TRUE(ReadSbatchScript("#!/bin/sh\n#SBATCH -N 2 --gpus=8\n", total).ok());
+  a = AllocationOf(total);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->gpus_per_node, 4);
+  EXPECT_EQ(a->cpus_per_node, 0);  // no task options: trainq's rule, no CPU slot for a GPU job
+  // Tasks spread with the extras on the first nodes.
+  SbatchOptions uneven;
+  ASSERT_TRUE(ReadSbatchScript("#!/bin/sh\n#SBATCH -N 2 -n 3\n", uneven).ok());
+  a = AllocationOf(uneven);
+  ASSERT_TRUE(a.ok());
+  EXPECT_THAT(a->tasks_per_node, ElementsAre(2, 1));
+}
+
+TEST(SbatchTest, OptionsThatDisagreeAreRefusedNamingTheirLines) {
+  auto refused = [](std::string_view script) {
+    SbatchOptions o;
+    Status st = ReadSbatchScript(script, o);
+    EXPECT_TRUE(st.ok()) << st.message();
+    Result<SbatchAllocation> a = AllocationOf(o);
+    EXPECT_FALSE(a.ok());
+    return a.ok() ? std::string() : a.status().message();
+  };
+  EXPECT_THAT(refused("#!/bin/sh\n#SBATCH -N 2\n#SBATCH --gpus=3\n"),
+              HasSubstr("#SBATCH line 3: --gpus=3 does not split evenly over the 2 nodes of "
+                        "#SBATCH line 2: --nodes=2"));
+  EXPECT_THAT(refused("#!/bin/sh\n#SBATCH --gres=gpu:2\n#SBATCH --ntasks=2 --gpus-per-task=2\n"),
+              HasSubstr("#SBATCH line 3: --gpus-per-task=2 with 2 task(s) on a node needs 4 GPUs "
+                        "there, more than the 2 of #SBATCH line 2: --gres=gpu:2"));
+  EXPECT_THAT(refused("#!/bin/sh\n#SBATCH -N 3 -n 2\n"), HasSubstr("fewer tasks"));
+  EXPECT_THAT(refused("#!/bin/sh\n#SBATCH -N 1 --ntasks-per-node=2 -n 3\n"),
+              HasSubstr("at most 2 tasks"));
+}
+
 }  // namespace
 }  // namespace trainq

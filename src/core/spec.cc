@@ -11,6 +11,7 @@
 
 #include "src/core/duration.h"
 #include "src/core/endpoint.h"
+#include "src/core/hostlist.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -542,12 +543,15 @@ void SetNodeVars(Env& env, const AttemptEnvInput& in) {
 // fixed at submit (SLURM_SUBMIT_DIR, SLURM_ARRAY_TASK_COUNT, SLURM_CPUS_PER_TASK, ...) come
 // in the job's env from `trainq sbatch`.
 void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
+  auto given = [&env](std::string_view key) {
+    return std::any_of(env.begin(), env.end(), [key](const auto& kv) { return kv.first == key; });
+  };
   std::string id = std::to_string(in.job);
   std::string nodes = std::to_string(in.num_nodes);
   std::string rank = std::to_string(in.node_rank);
   // Slurm gives every job at least one CPU; a GPU job here holds no slot unless it asks.
   std::string cpus = std::to_string(std::max(1, spec.cpus));
-  std::string nodelist = fmt::format("{}", fmt::join(in.node_names, ","));
+  std::string nodelist = CompressHostlist(in.node_names);
   for (const char* key : {"SLURM_JOB_ID", "SLURM_JOBID"}) SetVar(env, key, id);
   SetVar(env, "SLURM_JOB_NAME", spec.name);
   SetVar(env, "SLURM_JOB_USER", spec.user);
@@ -556,15 +560,43 @@ void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
   for (const char* key : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_GTIDS"}) SetVar(env, key, "0");
   for (const char* key : {"SLURM_JOB_NODELIST", "SLURM_NODELIST"}) SetVar(env, key, nodelist);
   if (static_cast<size_t>(in.node_rank) < in.node_names.size()) {
-    SetVar(env, "SLURMD_NODENAME", in.node_names[in.node_rank]);
+    const std::string& here = in.node_names[in.node_rank];
+    SetVar(env, "SLURMD_NODENAME", here);
+    SetVar(env, "SLURM_TOPOLOGY_ADDR", here);
+    SetVar(env, "HOSTNAME", here);
   }
-  for (const char* key : {"SLURM_CPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE"}) SetVar(env, key, cpus);
-  SetVar(env, "SLURM_TASKS_PER_NODE", "1");
+  SetVar(env, "SLURM_TOPOLOGY_ADDR_PATTERN", "node");
+  SetVar(env, "SLURM_CPUS_ON_NODE", cpus);
+  SetVar(env, "SLURM_JOB_CPUS_PER_NODE",
+         CompressCounts(std::vector<int>(in.num_nodes, std::max(1, spec.cpus))));
+  // sbatch writes the tasks per node it laid out; a job from elsewhere runs one per node.
+  if (!given("SLURM_TASKS_PER_NODE")) {
+    SetVar(env, "SLURM_TASKS_PER_NODE", CompressCounts(std::vector<int>(in.num_nodes, 1)));
+  }
+  SetVar(env, "SLURM_PRIO_PROCESS", "0");
+  SetVar(env, "SLURM_NODE_ALIASES", "(null)");
   SetVar(env, "ENVIRONMENT", "BATCH");
+  if (!given("TMPDIR")) SetVar(env, "TMPDIR", "/tmp");
   if (!in.gpu_indices.empty()) {
+    std::string list = fmt::format("{}", fmt::join(in.gpu_indices, ","));
     SetVar(env, "SLURM_GPUS_ON_NODE", std::to_string(in.gpu_indices.size()));
-    SetVar(env, "SLURM_JOB_GPUS", fmt::format("{}", fmt::join(in.gpu_indices, ",")));
+    SetVar(env, "SLURM_JOB_GPUS", list);
+    // What Slurm's generic GPU plugin sets beside CUDA_VISIBLE_DEVICES.
+    for (const char* key : {"GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK"}) {
+      SetVar(env, key, list);
+    }
   }
+  // srun and scontrol, first on the PATH; srun reaches this node's daemon for a step that
+  // spans nodes.
+  if (!in.slurm_bin_dir.empty()) {
+    std::string path = in.slurm_bin_dir;
+    for (const auto& [key, value] : env) {
+      if (key == "PATH" && !value.empty()) path += ":" + value;
+    }
+    if (path == in.slurm_bin_dir) path += ":/usr/local/bin:/usr/bin:/bin";
+    SetVar(env, "PATH", path);
+  }
+  if (!in.local_api.empty()) SetVar(env, "TRAINQ_SERVER", in.local_api);
   if (spec.array_index < 0) return;
   SetVar(env, "SLURM_ARRAY_JOB_ID", std::to_string(spec.group > 0 ? spec.group : in.job));
   SetVar(env, "SLURM_ARRAY_TASK_ID", std::to_string(spec.array_index));

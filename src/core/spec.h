@@ -122,6 +122,11 @@ struct AttemptEnvInput {
   std::string master_addr{};
   // Where each part runs, in rank order (one name for one node): SLURM_JOB_NODELIST.
   std::vector<std::string> node_names{};
+  // A `trainq sbatch` job's: the folder with srun and scontrol, put first on its PATH, and
+  // this node's API (a unix: URL) as TRAINQ_SERVER, which srun asks to start a step's tasks
+  // on the job's other nodes. "": neither.
+  std::string slurm_bin_dir{};
+  std::string local_api{};
 };
 
 // Names the attempt in the environment of every process it starts: whatever their session or

@@ -106,6 +106,7 @@ Agent::Agent(Parts parts, Hooks hooks)
       launcher_(std::move(parts.launcher)),
       cgroups_(std::move(parts.cgroups)),
       node_(std::move(parts.node)),
+      slurm_bin_dir_(std::move(parts.slurm_bin_dir)),
       verify_(std::move(parts.verify)),
       fence_file_(std::move(parts.fence_file)),
       fence_after_ms_(parts.fence_after_ms),
@@ -234,6 +235,10 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
     for (const AttemptPart& part : p.parts) env.node_names.push_back(part.node);
   } else {
     env.node_names = {p.node};
+  }
+  if (job.spec.slurm_env) {
+    env.slurm_bin_dir = slurm_bin_dir_;
+    env.local_api = "unix:" + options_.paths.socket;
   }
   spec.env = BuildAttemptEnv(job.spec, env);
   spec.log_path = p.log_path;

@@ -123,6 +123,8 @@ class Agent {
     int64_t fence_after_ms = 0;
     // Whether another program listens on a port; a seam for the unit tests.
     std::function<bool(int)> port_free;
+    // The folder of a `trainq sbatch` job's srun and scontrol (AttemptEnvInput).
+    std::string slurm_bin_dir;
   };
 
   Agent(Parts parts, Hooks hooks);
@@ -217,6 +219,7 @@ class Agent {
   std::unique_ptr<ShimLauncher> launcher_;
   CgroupHost cgroups_;
   std::string node_;
+  std::string slurm_bin_dir_;
   std::function<Status(JobId, const JobSpec&)> verify_;
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;

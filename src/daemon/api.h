@@ -18,6 +18,7 @@
 #include "src/daemon/mode.h"
 #include "src/daemon/runtime_config.h"
 #include "src/daemon/scheduler.h"
+#include "src/daemon/step_routes.h"
 #include "src/daemon/submit_batcher.h"
 #include "src/daemon/token_routes.h"
 #include "src/os/clock.h"
@@ -41,6 +42,7 @@ struct ApiParts {
   Dependencies* deps = nullptr;
   SubmitBatcher* submits = nullptr;
   TokenRoutes* tokens = nullptr;
+  StepRoutes* steps = nullptr;
   std::string node;
   std::function<int()> cpu_slots;
   // Job `id` reached a done state: its notifications go out.

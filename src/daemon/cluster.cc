@@ -12,6 +12,7 @@
 #include "src/core/endpoint.h"
 #include "src/core/spec.h"
 #include "src/daemon/cluster_mode.h"
+#include "src/daemon/json_response.h"
 #include "src/daemon/node_view.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fence.h"
@@ -373,21 +374,30 @@ namespace trainq {
 // holds the file. Synchronous and short (its own timeout): a log chunk is small.
 // The request is built from the numbers the route parsed (never from the caller's text) and
 // signed with the cluster key: the holder serves it as a node's log request and nothing else.
+namespace {
+
+// The API URL of `node` from the store's records; kUnavailable naming what to set when it
+// serves none.
+Result<Endpoint> PeerEndpoint(ClusterStore& store, const std::string& node, std::string_view what) {
+  Result<std::vector<NodeRecord>> nodes = store.Nodes();
+  if (!nodes.ok()) return nodes.status();
+  for (const NodeRecord& r : *nodes) {
+    if (r.name != node) continue;
+    if (r.api_url.empty()) break;
+    return ParseServerUrl(r.api_url, "api_url");
+  }
+  return Status::Unavailable(
+      fmt::format("{} is on node {}, which serves no API to the other nodes: set `listen` in its "
+                  "config.toml (docs/cluster.md)",
+                  what, node));
+}
+
+}  // namespace
+
 void ClusterMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                            const Job& job, const Attempt& attempt, Responder& respond) {
-  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
-  if (!nodes.ok()) return respond(ErrorResponse(nodes.status()));
-  const NodeRecord* holder = nullptr;
-  for (const NodeRecord& r : *nodes) {
-    if (r.name == attempt.node) holder = &r;
-  }
-  if (holder == nullptr || holder->api_url.empty()) {
-    return respond(ErrorResponse(Status::Unavailable(fmt::format(
-        "the log of job {} attempt {} is on node {}, which serves no API to the other nodes: "
-        "set `listen` in its config.toml (docs/cluster.md)",
-        job.id, attempt.n, attempt.node))));
-  }
-  Result<Endpoint> peer = ParseServerUrl(holder->api_url, "api_url");
+  Result<Endpoint> peer = PeerEndpoint(
+      store_, attempt.node, fmt::format("the log of job {} attempt {}", job.id, attempt.n));
   if (!peer.ok()) return respond(ErrorResponse(peer.status()));
   std::string target = CanonicalTarget(path, query);
   CallOptions options;
@@ -397,10 +407,47 @@ void ClusterMode::ProxyLog(const std::string& path, const std::map<std::string, 
   Result<HttpResponse> answer = HttpCall(*peer, "GET", target, "", options);
   if (!answer.ok()) {
     return respond(ErrorResponse(Status::Unavailable(
-        fmt::format("the log of job {} is on node {} ({}), which does not answer: {}", job.id,
-                    attempt.node, holder->api_url, answer.status().message()))));
+        fmt::format("the log of job {} is on node {}, which does not answer: {}", job.id,
+                    attempt.node, answer.status().message()))));
   }
   respond(std::move(*answer));
+}
+
+// Short and synchronous, as ProxyLog: a step request is small, and the parts ask a few times a
+// second at most.
+void ClusterMode::ProxyStep(const std::string& node, const std::string& method,
+                            const std::string& path,
+                            const std::map<std::string, std::string>& query,
+                            const std::string& body, const Job& job, int attempt, int rank,
+                            Responder& respond) {
+  Result<Endpoint> peer =
+      PeerEndpoint(store_, node, fmt::format("the batch script of job {}", job.id));
+  if (!peer.ok()) return respond(ErrorResponse(peer.status()));
+  std::string target = CanonicalTarget(path, query);
+  CallOptions options;
+  options.timeout_ms = 5000;
+  options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), method, target);
+  options.ca_file = GetEnv("TRAINQ_CA");
+  Result<HttpResponse> answer = HttpCall(*peer, method, target, body, options);
+  if (!answer.ok()) {
+    return respond(ErrorResponse(Status::Unavailable(
+        fmt::format("job {}: node {}, where its batch script runs, does not answer: {}", job.id,
+                    node, answer.status().message()))));
+  }
+  if (method != "GET" || answer->status != 200) return respond(std::move(*answer));
+  json doc = json::parse(answer->body, nullptr, false);
+  if (!doc.is_object() || !doc.contains("step_text")) return respond(std::move(*answer));
+  // A step runs as the job's user here: only one the first node signed with the cluster key.
+  std::string text = doc.value("step_text", "");
+  if (!p_.key->VerifyStep(job.id, attempt, rank, text, doc.value("signature", ""))) {
+    spdlog::warn("job {}: a step from {} does not carry the cluster key's signature; refused",
+                 job.id, node);
+    return respond(ErrorResponse(Status::Permission(
+        fmt::format("job {}: the step node {} gave is not signed with the cluster key; refused",
+                    job.id, node))));
+  }
+  json step = json::parse(text, nullptr, false);
+  respond(Json(200, json{{"step", std::move(step)}}));
 }
 
 }  // namespace trainq

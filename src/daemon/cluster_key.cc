@@ -180,6 +180,24 @@ bool ClusterKey::VerifyToken(const TokenRecord& t) const {
   return !t.signature.empty() && SameDigest(t.signature, SignToken(t));
 }
 
+namespace {
+
+std::string StepText(JobId job, int attempt, int rank, std::string_view text) {
+  return fmt::format("step\n{}\n{}\n{}\n{}", job, attempt, rank, text);
+}
+
+}  // namespace
+
+std::string ClusterKey::SignStep(JobId job, int attempt, int rank, std::string_view text) const {
+  return HmacSha256Hex(secret_, StepText(job, attempt, rank, text));
+}
+
+bool ClusterKey::VerifyStep(JobId job, int attempt, int rank, std::string_view text,
+                            std::string_view signature) const {
+  return !secret_.empty() &&
+         SameDigest(signature, HmacSha256Hex(secret_, StepText(job, attempt, rank, text)));
+}
+
 std::string ClusterKey::PeerAuthorization(const std::string& node, int64_t now_ms,
                                           std::string_view method, std::string_view target) const {
   std::string ms = std::to_string(now_ms);

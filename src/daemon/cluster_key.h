@@ -49,6 +49,12 @@ class ClusterKey {
   // query as the receiver rebuilt it (CanonicalTarget).
   Result<std::string> VerifyPeer(std::string_view header, int64_t now_ms, std::string_view method,
                                  std::string_view target) const;
+  // A step of a `trainq sbatch` job (its JSON text) as the job's first node gives it to the
+  // node of part `rank`, which checks it before its part runs it: the step's command runs as
+  // the job's user, so it must come from a node, not from whoever answers at a node's address.
+  std::string SignStep(JobId job, int attempt, int rank, std::string_view text) const;
+  bool VerifyStep(JobId job, int attempt, int rank, std::string_view text,
+                  std::string_view signature) const;
   static constexpr int64_t kPeerSkewMs = 5 * 60 * 1000;
   static constexpr std::string_view kPeerScheme = "TrainqNode ";
 

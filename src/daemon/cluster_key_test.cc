@@ -90,6 +90,18 @@ TEST(ClusterKeyTest, TokensVerifyOnlyAsMade) {
   EXPECT_FALSE(kKey.VerifyToken(other));
 }
 
+TEST(ClusterKeyTest, AStepHoldsOnlyForItsJobAttemptRankAndText) {
+  const std::string text = R"({"argv":["torchrun","train.py"],"step":0})";
+  std::string sig = kKey.SignStep(12, 1, 1, text);
+  EXPECT_TRUE(kKey.VerifyStep(12, 1, 1, text, sig));
+  EXPECT_FALSE(kKey.VerifyStep(13, 1, 1, text, sig));
+  EXPECT_FALSE(kKey.VerifyStep(12, 2, 1, text, sig));
+  EXPECT_FALSE(kKey.VerifyStep(12, 1, 2, text, sig));
+  EXPECT_FALSE(kKey.VerifyStep(12, 1, 1, R"({"argv":["sh","-c","id"],"step":0})", sig));
+  EXPECT_FALSE(ClusterKey(std::string(64, 'o')).VerifyStep(12, 1, 1, text, sig));
+  EXPECT_FALSE(ClusterKey().VerifyStep(12, 1, 1, text, ""));
+}
+
 TEST(ClusterKeyTest, APeersRequestHoldsForItsOwnMethodTargetAndTime) {
   const int64_t now = 1'700'000'000'000;
   std::string target = CanonicalTarget("/v1/jobs/4/log", {{"offset", "0"}, {"attempt", "1"}});

@@ -74,6 +74,9 @@ class ClusterMode final : public Mode {
   bool LogElsewhere(const Attempt& attempt) const override { return attempt.node != p_.node; }
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond) override;
+  void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
+                 const std::map<std::string, std::string>& query, const std::string& body,
+                 const Job& job, int attempt, int rank, Responder& respond) override;
   void NodesRoute(Responder& respond) override { leader_.NodesRoute(respond); }
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
 

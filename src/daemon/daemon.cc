@@ -85,6 +85,7 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
   parts.launcher = std::move(seams.launcher);
   parts.cgroups = std::move(seams.cgroups);
   parts.node = node_;
+  parts.slurm_bin_dir = seams.slurm_bin_dir;
   if (cluster) {
     // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
     parts.verify = [this](JobId id, const JobSpec& spec) { return cluster_key_.Verify(id, spec); };
@@ -154,6 +155,9 @@ std::unique_ptr<Api> DaemonImpl::MakeApi() {
   api.deps = deps_.get();
   api.submits = submits_.get();
   api.tokens = tokens_.get();
+  steps_ = std::make_unique<StepRoutes>(*agent_, *mode_, clock_,
+                                        cluster_key_.empty() ? nullptr : &cluster_key_, node_);
+  api.steps = steps_.get();
   api.node = node_;
   api.cpu_slots = [this] { return cpu_slots_; };
   api.job_ended = [this](JobId id) { JobEnded(id); };
@@ -568,6 +572,14 @@ int RunDaemon(const DaemonOptions& given) {
                     MakeShimLauncher(io, std::move(shim), log_fd, cgroups), &clock};
   seams.cgroups = std::move(cgroups);
   seams.cluster_key = std::move(key);
+  // srun and scontrol for `trainq sbatch` jobs: links to trainq in slurm/ beside it (or in
+  // lib/trainq/slurm/ installed). Without them such a job runs, and says srun is missing.
+  Result<std::string> srun = CompanionProgram("slurm/srun");
+  if (srun.ok()) {
+    seams.slurm_bin_dir = srun->substr(0, srun->rfind('/'));
+  } else {
+    spdlog::warn("{}: `trainq sbatch` jobs have no srun or scontrol", srun.status().message());
+  }
   DaemonImpl daemon(io, options, std::move(*config), std::move(seams));
   if (Status st = daemon.Start(); !st.ok()) return Fail(st);
   io.run();

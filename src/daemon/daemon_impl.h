@@ -30,6 +30,7 @@
 #include "src/daemon/runtime_config.h"
 #include "src/daemon/scheduler.h"
 #include "src/daemon/shim_launcher.h"
+#include "src/daemon/step_routes.h"
 #include "src/daemon/submit_batcher.h"
 #include "src/daemon/token_routes.h"
 #include "src/os/cgroup.h"
@@ -52,6 +53,8 @@ struct DaemonSeams {
   ClusterKey cluster_key{};
   // Where attempts' cgroups are (SetUpCgroups); off by default, as unit tests want.
   CgroupHost cgroups{CgroupVersion::kNone, "", "no cgroup root"};
+  // The folder of srun and scontrol, first on a `trainq sbatch` job's PATH; "": none found.
+  std::string slurm_bin_dir{};
 };
 
 class DaemonImpl {
@@ -143,6 +146,7 @@ class DaemonImpl {
   ClusterKey cluster_key_;               // DaemonSeams::cluster_key
   std::unique_ptr<Authenticator> auth_;  // who sent a request (after what it reads)
   std::unique_ptr<TokenRoutes> tokens_;  // the token API
+  std::unique_ptr<StepRoutes> steps_;    // `trainq sbatch` jobs' steps
   std::unique_ptr<Dependencies> deps_;   // moves jobs whose dependencies changed
   std::unique_ptr<Api> api_;             // the routes, calling the roles above
 };

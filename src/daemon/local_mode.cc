@@ -118,6 +118,16 @@ void LocalMode::ProxyLog(const std::string& path, const std::map<std::string, st
                   job.id, attempt.n, attempt.node))));
 }
 
+void LocalMode::ProxyStep(const std::string& node, const std::string& method,
+                          const std::string& path, const std::map<std::string, std::string>& query,
+                          const std::string& body, const Job& job, int attempt, int rank,
+                          Responder& respond) {
+  (void)method, (void)path, (void)query, (void)body, (void)attempt, (void)rank;
+  respond(ErrorResponse(Status::Conflict(
+      fmt::format("job {}: its batch script runs on node {}; a single machine has no other node",
+                  job.id, node))));
+}
+
 // GET /v1/nodes: this node alone.
 void LocalMode::NodesRoute(Responder& respond) {
   UnixMs now = p_.clock->Now();

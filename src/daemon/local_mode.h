@@ -37,6 +37,9 @@ class LocalMode final : public Mode, public Scheduler::Site {
   Status CancelElsewhere(const Job& job, std::string* message) override;
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond) override;
+  void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
+                 const std::map<std::string, std::string>& query, const std::string& body,
+                 const Job& job, int attempt, int rank, Responder& respond) override;
   void NodesRoute(Responder& respond) override;
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
 

@@ -60,6 +60,14 @@ class Mode {
   }
   virtual void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                         const Job& job, const Attempt& attempt, Responder& respond) = 0;
+  // A `trainq sbatch` job's step request (GET or POST below /v1/jobs/ID/steps) made on a node
+  // where its batch script does not run: sent to `node`, the one where it runs, as this node's
+  // signed request. A step that node gives part `rank` is checked against the cluster key
+  // before it is answered. One machine has no other node.
+  virtual void ProxyStep(const std::string& node, const std::string& method,
+                         const std::string& path, const std::map<std::string, std::string>& query,
+                         const std::string& body, const Job& job, int attempt, int rank,
+                         Responder& respond) = 0;
   // GET /v1/nodes and POST /v1/nodes/NAME/drain|resume.
   virtual void NodesRoute(Responder& respond) = 0;
   virtual void DrainRoute(const std::string& name, bool drain, Responder& respond) = 0;

@@ -21,6 +21,7 @@
 #include "src/daemon/api.h"
 #include "src/daemon/json_response.h"
 #include "src/daemon/routes.h"
+#include "src/daemon/step_routes.h"
 #include "src/os/fd.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
@@ -393,6 +394,11 @@ class Routes {
   static void CreateToken(RouteContext& c) { c.d.tokens->Create(c.req, c.caller, c.respond); }
   static void ListTokens(RouteContext& c) { c.d.tokens->List(c.caller, c.respond); }
   static void RevokeToken(RouteContext& c) { c.d.tokens->Revoke(c.req, c.caller, c.respond); }
+  static void AddStep(RouteContext& c) { c.d.steps->Add(c.req, c.caller, *c.job, c.respond); }
+  static void ReadSteps(RouteContext& c) { c.d.steps->Read(c.req, c.caller, *c.job, c.respond); }
+  static void FinishStep(RouteContext& c) { c.d.steps->Finish(c.req, c.caller, *c.job, c.respond); }
+  static void CancelStep(RouteContext& c) { c.d.steps->Cancel(c.req, c.caller, *c.job, c.respond); }
+  static void StepsDone(RouteContext& c) { c.d.steps->Done(c.req, c.caller, *c.job, c.respond); }
   static void Nodes(RouteContext& c) { c.d.mode->NodesRoute(c.respond); }
   static void DrainNode(RouteContext& c) {
     c.d.mode->DrainRoute(std::string(c.segment), true, c.respond);
@@ -1033,6 +1039,11 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/jobs/{id}/cancel", Action::kChangeJob, "cancel", Routes::CancelJob},
     {"POST", "/v1/jobs/{id}/retry", Action::kChangeJob, "retry", Routes::RetryJob},
     {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
+    {"POST", "/v1/jobs/{id}/steps", Action::kStep, "start a step of", Routes::AddStep},
+    {"GET", "/v1/jobs/{id}/steps", Action::kStep, "read the steps of", Routes::ReadSteps},
+    {"POST", "/v1/jobs/{id}/steps/result", Action::kStep, "end a step of", Routes::FinishStep},
+    {"POST", "/v1/jobs/{id}/steps/cancel", Action::kStep, "cancel a step of", Routes::CancelStep},
+    {"POST", "/v1/jobs/{id}/steps/done", Action::kStep, "end the steps of", Routes::StepsDone},
     {"GET", "/v1/gpus", Action::kRead, "list GPUs", Routes::Gpus},
     {"GET", "/v1/status", Action::kRead, "read the status", Routes::DaemonStatus},
     {"POST", "/v1/daemon/stop", Action::kAdmin, "stop the daemon", Routes::Stop},
@@ -1125,11 +1136,15 @@ void Api::Handle(HttpRequest request, Responder respond) {
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
   std::string_view segment;
   const Route* route = FindRoute(request, &segment);
-  // A peer's signed request serves a log, nothing else.
-  if (!caller->node.empty() && (route == nullptr || route->handle != Routes::Log)) {
-    return respond(ErrorResponse(Status::Permission(
-        fmt::format("node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log)",
-                    caller->node))));
+  // A peer's signed request serves a log, or the steps of a part it runs; nothing else.
+  bool peer_route =
+      route != nullptr && (route->handle == Routes::Log || route->handle == Routes::ReadSteps ||
+                           route->handle == Routes::FinishStep);
+  if (!caller->node.empty() && !peer_route) {
+    return respond(ErrorResponse(Status::Permission(fmt::format(
+        "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log) or the "
+        "steps of a part it runs",
+        caller->node))));
   }
   RouteContext c{d_, request, respond, *caller, segment};
   if (route == nullptr) return Routes::NoRoute(c);

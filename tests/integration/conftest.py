@@ -509,7 +509,7 @@ CLUSTER_CONFIG = {"heartbeat_interval": "200ms", "node_timeout": "4s", "leader_l
 class Cluster:
     """Nodes sharing one Redis: each a Trainq instance with its own state dir and GPUs."""
 
-    def __init__(self, make_trainq, redis, count, gpus, config):
+    def __init__(self, make_trainq, redis, count, gpus, config, names=None):
         self.redis = redis
         self.prefix = f"tq{uuid.uuid4().hex[:8]}:"
         self.nodes = {}
@@ -519,7 +519,7 @@ class Cluster:
         subprocess.run([trainqd_binary(), "--new-cluster-key", self.key_file], check=True,
                        capture_output=True)
         for i in range(count):
-            name = f"node{i}"
+            name = names[i] if names else f"node{i}"
             cfg = dict(CLUSTER_CONFIG)
             cfg.update({"store": redis.url, "redis_prefix": self.prefix, "node_name": name,
                         "listen": [f"127.0.0.1:{free_port()}"], "cluster_key_file": self.key_file})
@@ -572,9 +572,9 @@ def redis_server():
 def make_cluster(make_trainq, redis_server):
     made = []
 
-    def make(count=3, gpus=None, redis=None, **config):
+    def make(count=3, gpus=None, redis=None, names=None, **config):
         c = Cluster(make_trainq, redis or redis_server(), count,
-                    gpus if gpus is not None else [gpu(0)], config)
+                    gpus if gpus is not None else [gpu(0)], config, names)
         made.append(c)
         return c
     yield make

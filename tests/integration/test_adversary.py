@@ -163,6 +163,13 @@ def test_a_nodes_signature_reads_logs_and_nothing_else(cluster):
         status, body = n2.api(method, target, authorization=signed(key, "n1", method, target))
         assert status == 403, (target, body)
         assert b"may only read a job's log" in body, body
+    # The steps of a `trainq sbatch` job only for a part the node runs: this job has none there.
+    steps = f"/v1/jobs/{victim}/steps?after=-1&rank=0"
+    status, body = n2.api("GET", steps, authorization=signed(key, "n1", "GET", steps))
+    assert status == 403 and b"holds no part of job" in body, body
+    add = f"/v1/jobs/{victim}/steps"
+    status, body = n2.api("POST", add, authorization=signed(key, "n1", "POST", add))
+    assert status == 403 and b"may only read a job's log" in body, body
     # A signature for one target is no signature for another, nor an old one, nor another key.
     other = f"/v1/jobs/{victim}/log?attempt=1&length=100&offset=7"
     assert n2.api("GET", other, authorization=signed(key, "n1", "GET", log))[0] == 401

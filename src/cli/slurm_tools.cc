@@ -1,0 +1,675 @@
+// srun, scontrol and sbatch inside a `trainq sbatch` job: links to trainq that the job's PATH
+// puts first (docs/workflow.md, "srun and scontrol"). srun starts a step's tasks on this node
+// itself and asks this node's daemon to have the job's other nodes start theirs: each of those
+// runs `srun --trainq-node-steps` as its part of the job, which takes the steps of its node
+// from the daemon, runs them and reports how they ended.
+#include "src/cli/slurm_tools.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "src/cli/api_paths.h"
+#include "src/cli/cli.h"
+#include "src/cli/client.h"
+#include "src/core/hostlist.h"
+#include "src/core/json_codec.h"
+#include "src/core/srun.h"
+#include "src/core/words.h"
+#include "src/os/system.h"
+
+extern "C" char** environ;
+
+namespace trainq {
+
+namespace {
+
+using json = nlohmann::json;
+
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+EnvMap CurrentEnv() {
+  EnvMap env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+std::vector<std::string> SplitList(const std::string& text, char sep = ',') {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(sep, start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+void Say(const std::string& line) { std::fprintf(stderr, "%s\n", TerminalSafe(line).c_str()); }
+
+// One task of this node: its process and, with --label, the pipes its output comes through.
+struct Task {
+  int rank = 0;
+  pid_t pid = -1;
+  int fds[2] = {-1, -1};  // stdout, stderr (labelled)
+  std::string pending[2];
+  bool done = false;
+  int status = 0;
+};
+
+pid_t StartTask(const std::vector<std::string>& argv, const EnvMap& env, const std::string& cwd,
+                Task& task, bool label) {
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (label && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) return -1;
+  std::vector<std::string> entries;
+  for (const auto& [key, value] : env) {
+    if (key != "SLURM_TASK_PID") entries.push_back(key + "=" + value);
+  }
+  // SLURM_TASK_PID is the task's own pid: room for it now, the child writes it.
+  constexpr std::string_view kPid = "SLURM_TASK_PID=";
+  entries.push_back(std::string(kPid) + std::string(20, '\0'));
+  std::vector<char*> envp, args;
+  for (std::string& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> words = argv;
+  for (std::string& w : words) args.push_back(w.data());
+  args.push_back(nullptr);
+  // The task's PATH finds its command, as a shell with that environment would.
+  std::string path = env.contains("PATH") ? env.at("PATH") : "/usr/local/bin:/usr/bin:/bin";
+  std::vector<std::string> candidates;
+  if (argv[0].find('/') != std::string::npos) {
+    candidates.push_back(argv[0]);
+  } else {
+    for (const std::string& dir : SplitList(path, ':')) candidates.push_back(dir + "/" + argv[0]);
+  }
+  pid_t pid = ::fork();
+  if (pid != 0) {
+    if (label) {
+      ::close(out[1]);
+      ::close(err[1]);
+      task.fds[0] = out[0];
+      task.fds[1] = err[0];
+    }
+    return pid;
+  }
+  if (label) {
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+  }
+  std::snprintf(entries.back().data() + kPid.size(), 20, "%d", static_cast<int>(::getpid()));
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+  if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+    std::string m = fmt::format("srun: error: task {}: chdir to {}: {}\n", task.rank, cwd,
+                                std::strerror(errno));
+    (void)!::write(2, m.data(), m.size());
+    ::_exit(1);
+  }
+  int found = ENOENT;
+  for (const std::string& c : candidates) {
+    ::execve(c.c_str(), args.data(), envp.data());
+    if (errno != ENOENT && errno != ENOTDIR) found = errno;
+  }
+  std::string m = fmt::format("srun: error: task {}: execve(): {}: {}\n", task.rank, argv[0],
+                              std::strerror(found));
+  (void)!::write(2, m.data(), m.size());
+  ::_exit(found == ENOENT ? 127 : 126);
+}
+
+// Writes what a labelled task printed, "RANK: " before each whole line.
+void Pump(Task& t, int which, bool at_end) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(t.fds[which], buf, sizeof buf);
+    if (n > 0) {
+      t.pending[which].append(buf, static_cast<size_t>(n));
+      if (!at_end) break;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || at_end) {
+      ::close(t.fds[which]);
+      t.fds[which] = -1;
+    }
+    break;
+  }
+  FILE* to = which == 0 ? stdout : stderr;
+  std::string& p = t.pending[which];
+  size_t start = 0;
+  for (size_t nl; (nl = p.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::fprintf(to, "%d: %.*s\n", t.rank, static_cast<int>(nl - start), p.data() + start);
+  }
+  p.erase(0, start);
+  if (t.fds[which] < 0 && !p.empty()) {
+    std::fprintf(to, "%d: %s\n", t.rank, p.c_str());
+    p.clear();
+  }
+  std::fflush(to);
+}
+
+// How a task ended, in srun's words, and the exit code it gives srun.
+std::string Ending(int status, int* code) {
+  if (WIFSIGNALED(status)) {
+    *code = 128 + WTERMSIG(status);
+    return WTERMSIG(status) == SIGKILL ? "Killed" : ::strsignal(WTERMSIG(status));
+  }
+  *code = WEXITSTATUS(status);
+  return fmt::format("Exited with exit code {}", *code);
+}
+
+// The tasks of one node for one step: started, watched, stopped.
+class LocalTasks {
+ public:
+  LocalTasks(const StepLayout& l, const SlurmAllocation& a, int node, int step, bool label,
+             bool kill_on_bad_exit)
+      : layout_(l), alloc_(a), node_(node), step_(step), label_(label), kill_(kill_on_bad_exit) {}
+
+  Status Start(const std::vector<std::string>& argv, const EnvMap& base, const std::string& cwd) {
+    std::vector<std::string> gpus;
+    auto it = base.find("CUDA_VISIBLE_DEVICES");
+    if (it != base.end()) gpus = SplitList(it->second);
+    int count = layout_.tasks[node_];
+    if (layout_.gpus_per_task > 0 && count > 1 &&
+        static_cast<size_t>(count * layout_.gpus_per_task) > gpus.size()) {
+      return Status::Invalid(fmt::format(
+          "srun: error: {} task(s) with --gpus-per-task={} need {} GPUs on node {}; the job "
+          "holds {} there",
+          count, layout_.gpus_per_task, count * layout_.gpus_per_task, alloc_.nodes[node_],
+          gpus.size()));
+    }
+    for (int local = 0; local < count; ++local) {
+      Task t;
+      t.rank = layout_.first[node_] + local;
+      EnvMap env = TaskEnv(base, layout_, alloc_, node_, local, step_, gpus);
+      tasks_.push_back(t);
+      Task& task = tasks_.back();
+      task.pid = StartTask(argv, env, cwd, task, label_);
+      if (task.pid < 0)
+        return Status::Io(fmt::format("srun: cannot start a task: {}", std::strerror(errno)));
+    }
+    return Status::Ok();
+  }
+
+  bool Running() const {
+    for (const Task& t : tasks_) {
+      if (!t.done || t.fds[0] >= 0 || t.fds[1] >= 0) return true;
+    }
+    return false;
+  }
+
+  // Waits up to `ms` for output or an end; true when a task failed just now.
+  bool Step(int ms) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Task*, int>> owners;
+    for (Task& t : tasks_) {
+      for (int w = 0; w < 2; ++w) {
+        if (t.fds[w] >= 0) {
+          fds.push_back({t.fds[w], POLLIN, 0});
+          owners.emplace_back(&t, w);
+        }
+      }
+    }
+    if (fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 20)));
+    } else if (::poll(fds.data(), fds.size(), std::min(ms, 20)) > 0) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents != 0) Pump(*owners[i].first, owners[i].second, false);
+      }
+    }
+    bool failed = false;
+    for (Task& t : tasks_) {
+      if (t.done) continue;
+      int status = 0;
+      pid_t r = ::waitpid(t.pid, &status, WNOHANG);
+      if (r != t.pid) continue;
+      t.done = true;
+      t.status = status;
+      for (int w = 0; w < 2; ++w) {
+        if (t.fds[w] >= 0) Pump(t, w, true);
+      }
+      int code = 0;
+      std::string how = Ending(status, &code);
+      if (code != 0) {
+        failures_.push_back(
+            fmt::format("srun: error: {}: task {}: {}", alloc_.nodes[node_], t.rank, how));
+        Say(failures_.back());
+        worst_ = std::max(worst_, code);
+        failed = true;
+      }
+    }
+    return failed;
+  }
+
+  void Signal(int sig) {
+    for (const Task& t : tasks_) {
+      if (!t.done) ::kill(t.pid, sig);
+    }
+  }
+
+  // Stops the rest after a task failed (-K): SIGTERM, then SIGKILL after 10 s.
+  void StopRest() {
+    if (!kill_ || stop_sent_) return;
+    stop_sent_ = true;
+    Say(
+        fmt::format("srun: error: {}: tasks of step {}.{} stopped: another task failed "
+                    "(--kill-on-bad-exit)",
+                    alloc_.nodes[node_], alloc_.job_id, step_));
+    Signal(SIGTERM);
+    kill_at_ = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  }
+  void Tick() {
+    if (kill_at_ && std::chrono::steady_clock::now() >= *kill_at_) {
+      Signal(SIGKILL);
+      kill_at_.reset();
+    }
+  }
+
+  int worst() const { return worst_; }
+  const std::vector<std::string>& failures() const { return failures_; }
+
+ private:
+  const StepLayout& layout_;
+  const SlurmAllocation& alloc_;
+  int node_, step_;
+  bool label_, kill_;
+  std::vector<Task> tasks_;
+  std::vector<std::string> failures_;
+  int worst_ = 0;
+  bool stop_sent_ = false;
+  std::optional<std::chrono::steady_clock::time_point> kill_at_;
+};
+
+void CatchSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  ::sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+    ::sigaction(sig, &sa, nullptr);
+}
+
+// The next step number of this job: a counter in the batch script's folder (TRAINQ_SLURM_DIR,
+// the wrapper's), locked, as Slurm numbers a job's steps 0, 1, 2, ...
+int NextStep() {
+  std::string dir = GetEnv("TRAINQ_SLURM_DIR");
+  if (dir.empty()) return 0;
+  int fd = ::open((dir + "/steps").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return 0;
+  ::flock(fd, LOCK_EX);
+  char buf[32] = {};
+  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  int step = n > 0 ? std::atoi(buf) : 0;
+  std::string next = std::to_string(step + 1);
+  (void)!::pwrite(fd, next.data(), next.size(), 0);
+  (void)!::ftruncate(fd, static_cast<off_t>(next.size()));
+  ::close(fd);
+  return step;
+}
+
+Result<Client> LocalDaemon() {
+  Result<ServerChoice> choice = ChooseServer("", "");
+  if (!choice.ok()) return choice.status();
+  if (GetEnv("TRAINQ_SERVER").empty()) {
+    return Status::Invalid(
+        "srun: TRAINQ_SERVER is not set: a step on other nodes is started through this node's "
+        "daemon, which a `trainq sbatch` job names there");
+  }
+  return Client(std::move(*choice));
+}
+
+json StepJson(const SrunOptions& o, const StepLayout& l, int step, const EnvMap& env,
+              const std::string& cwd) {
+  json doc = {{"step", step},       {"argv", o.command},
+              {"env", env},         {"cwd", cwd},
+              {"tasks", l.tasks},   {"first", l.first},
+              {"ntasks", l.ntasks}, {"gpus_per_task", l.gpus_per_task},
+              {"label", o.label},   {"kill_on_bad_exit", o.kill_on_bad_exit}};
+  if (l.cpus_per_task) doc["cpus_per_task"] = *l.cpus_per_task;
+  return doc;
+}
+
+int Srun(const std::vector<std::string>& args) {
+  Result<SrunOptions> opts = ParseSrun(args);
+  if (!opts.ok()) {
+    Say(opts.status().message());
+    return 2;
+  }
+  EnvMap env = CurrentEnv();
+  Result<SlurmAllocation> alloc = AllocationFromEnv(env);
+  if (!alloc.ok()) {
+    Say(alloc.status().message());
+    return 1;
+  }
+  if (alloc->node_id != 0) {
+    Say("srun: error: a step starts from the batch script, on the job's first node; this task "
+        "runs on node " +
+        std::to_string(alloc->node_id));
+    return 1;
+  }
+  Result<StepLayout> layout = LayOutStep(*opts, *alloc);
+  if (!layout.ok()) {
+    Say(layout.status().message());
+    return 1;
+  }
+  if (!opts->quiet) {
+    for (const std::string& w : opts->warnings) Say("srun: warning: " + w);
+    for (const std::string& w : layout->warnings) Say("srun: Warning: " + w);
+  }
+  if (!opts->job_name.empty()) env["SLURM_JOB_NAME"] = opts->job_name;
+  std::string cwd = opts->chdir.empty() ? CurrentDirectory() : opts->chdir;
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  env["SLURM_UMASK"] = fmt::format("{:04o}", static_cast<unsigned>(mask));
+  int step = NextStep();
+  bool remote = false;
+  for (size_t i = 1; i < layout->tasks.size(); ++i) remote = remote || layout->tasks[i] > 0;
+  std::optional<Client> daemon;
+  if (remote) {
+    Result<Client> c = LocalDaemon();
+    if (!c.ok()) {
+      Say(c.status().message());
+      return 1;
+    }
+    daemon.emplace(std::move(*c));
+    Result<json> r = daemon->CallRunning("POST", api::JobPath(std::stoll(alloc->job_id), "steps"),
+                                         DumpJson(StepJson(*opts, *layout, step, env, cwd)));
+    if (!r.ok()) {
+      Say(fmt::format("srun: error: Unable to create step for job {}: {}", alloc->job_id,
+                      r.status().message()));
+      return 1;
+    }
+  }
+  CatchSignals();
+  LocalTasks local(*layout, *alloc, 0, step, opts->label, opts->kill_on_bad_exit);
+  if (Status st = local.Start(opts->command, env, cwd); !st.ok()) {
+    Say(st.message());
+    return 1;
+  }
+  std::map<int, json> results;  // node -> {"exit", "failures"}
+  std::vector<int> waiting;
+  for (size_t i = 1; i < layout->tasks.size(); ++i) {
+    if (layout->tasks[i] > 0) waiting.push_back(static_cast<int>(i));
+  }
+  int worst = 0;
+  auto last_poll = std::chrono::steady_clock::now();
+  bool cancelled = false;
+  auto cancel_remote = [&] {
+    if (!daemon || cancelled || waiting.empty()) return;
+    cancelled = true;
+    (void)daemon->CallRunning("POST", api::JobPath(std::stoll(alloc->job_id), "steps/cancel") +
+                                          "?step=" + std::to_string(step));
+  };
+  while (local.Running() || !waiting.empty()) {
+    if (local.Step(100)) {
+      local.StopRest();
+      if (opts->kill_on_bad_exit) cancel_remote();
+    }
+    local.Tick();
+    if (g_signal != 0) {
+      local.Signal(g_signal);
+      cancel_remote();
+      g_signal = 0;
+    }
+    if (!waiting.empty() &&
+        std::chrono::steady_clock::now() - last_poll > std::chrono::milliseconds(200)) {
+      last_poll = std::chrono::steady_clock::now();
+      Result<json> r = daemon->CallRunning("GET", api::JobPath(std::stoll(alloc->job_id), "steps") +
+                                                      "?step=" + std::to_string(step));
+      if (!r.ok()) {
+        Say(fmt::format("srun: error: step {}.{}: this node's daemon does not answer: {}",
+                        alloc->job_id, step, r.status().message()));
+        local.Signal(SIGTERM);
+        worst = std::max(worst, 1);
+        waiting.clear();
+        continue;
+      }
+      const json& done = (*r)["results"];
+      for (auto it = waiting.begin(); it != waiting.end();) {
+        std::string key = std::to_string(*it);
+        if (!done.is_object() || !done.contains(key)) {
+          ++it;
+          continue;
+        }
+        const json& res = done[key];
+        int code = res.value("exit", 1);
+        for (const json& line : res.value("failures", json::array())) {
+          if (line.is_string()) Say(line.get<std::string>());
+        }
+        if (code != 0) {
+          worst = std::max(worst, code);
+          if (opts->kill_on_bad_exit) {
+            local.StopRest();
+            cancel_remote();
+          }
+        }
+        it = waiting.erase(it);
+      }
+    }
+  }
+  return std::max(worst, local.worst());
+}
+
+// A part of the job on a node other than the first: runs the steps that give this node tasks
+// until the batch script ends.
+int NodeSteps() {
+  EnvMap own = CurrentEnv();
+  Result<SlurmAllocation> alloc = AllocationFromEnv(own);
+  if (!alloc.ok()) {
+    Say(alloc.status().message());
+    return 1;
+  }
+  Result<Client> c = LocalDaemon();
+  if (!c.ok()) {
+    Say(c.status().message());
+    return 1;
+  }
+  Client& daemon = *c;
+  CatchSignals();
+  int64_t job = std::stoll(alloc->job_id);
+  int node = alloc->node_id;
+  int after = -1;
+  auto unreachable_since = std::chrono::steady_clock::now();
+  bool unreachable = false;
+  for (;;) {
+    if (g_signal != 0) return 128 + g_signal;
+    Result<json> r = daemon.CallRunning(
+        "GET", api::JobPath(job, "steps") + fmt::format("?rank={}&after={}", node, after));
+    if (!r.ok()) {
+      // The first node's daemon may restart: wait a minute for it before giving up.
+      if (!unreachable) unreachable_since = std::chrono::steady_clock::now();
+      unreachable = true;
+      if (std::chrono::steady_clock::now() - unreachable_since > std::chrono::seconds(60)) {
+        Say(fmt::format("srun: error: node {}: the job's steps cannot be read for a minute: {}",
+                        alloc->nodes[node], r.status().message()));
+        return 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      continue;
+    }
+    unreachable = false;
+    if (r->value("ended", false)) return 0;
+    if (!r->contains("step") || !(*r)["step"].is_object()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    const json& s = (*r)["step"];
+    int step = s.value("step", 0);
+    after = step;
+    StepLayout l;
+    l.tasks = s.value("tasks", std::vector<int>{});
+    l.first = s.value("first", std::vector<int>{});
+    l.ntasks = s.value("ntasks", 0);
+    l.gpus_per_task = s.value("gpus_per_task", 0);
+    if (s.contains("cpus_per_task")) l.cpus_per_task = s.value("cpus_per_task", 1);
+    if (l.tasks.size() != alloc->nodes.size() || l.first.size() != l.tasks.size()) continue;
+    for (size_t i = 0; i < l.tasks.size(); ++i) {
+      if (l.tasks[i] > 0) l.step_nodes.push_back(alloc->nodes[i]);
+    }
+    // srun's environment, with what belongs to this node taken from this node's part.
+    EnvMap base;
+    json given = s.value("env", json::object());
+    for (const auto& [key, value] : given.items()) {
+      if (value.is_string() && !NodeSpecificVar(key)) base[key] = value.get<std::string>();
+    }
+    for (const auto& [key, value] : own) {
+      if (NodeSpecificVar(key)) base[key] = value;
+    }
+    LocalTasks tasks(l, *alloc, node, step, s.value("label", false),
+                     s.value("kill_on_bad_exit", false));
+    json result = json::object();
+    int exit = 0;
+    if (Status st = tasks.Start(s.value("argv", std::vector<std::string>{}), base,
+                                s.value("cwd", std::string()));
+        !st.ok()) {
+      Say(st.message());
+      exit = 1;
+      result["failures"] = {fmt::format("{} (node {})", st.message(), alloc->nodes[node])};
+    } else {
+      auto last = std::chrono::steady_clock::now();
+      while (tasks.Running()) {
+        if (tasks.Step(100)) tasks.StopRest();
+        tasks.Tick();
+        if (g_signal != 0) {
+          tasks.Signal(g_signal);
+          g_signal = 0;
+        }
+        if (std::chrono::steady_clock::now() - last > std::chrono::milliseconds(500)) {
+          last = std::chrono::steady_clock::now();
+          Result<json> st = daemon.CallRunning(
+              "GET", api::JobPath(job, "steps") + fmt::format("?step={}&rank={}", step, node));
+          if (st.ok() && st->value("cancelled", false)) tasks.Signal(SIGTERM);
+        }
+      }
+      exit = std::min(tasks.worst(), 255);
+      result["failures"] = tasks.failures();
+    }
+    std::string target = api::JobPath(job, "steps/result") +
+                         fmt::format("?exit={}&rank={}&step={}", exit, node, step);
+    for (int tries = 0;; ++tries) {
+      Result<json> sent = daemon.CallRunning("POST", target, DumpJson(result));
+      if (sent.ok() || tries == 20) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+}
+
+// The batch script of a job on several nodes ended: its parts on the other nodes end too.
+int StepsDone() {
+  Result<Client> c = LocalDaemon();
+  std::string id = GetEnv("SLURM_JOB_ID");
+  if (!c.ok() || id.empty()) return 0;
+  (void)c->CallRunning("POST", api::JobPath(std::stoll(id), "steps/done"));
+  return 0;
+}
+
+int Scontrol(const std::vector<std::string>& args) {
+  auto usage = [] {
+    Say("scontrol: trainq covers `scontrol show hostnames [LIST]`, `show hostname [LIST]`, "
+        "`show hostlist LIST` and `show hostlistsorted LIST`");
+    return 1;
+  };
+  if (args.empty()) return usage();
+  const std::string& verb = args[0];
+  if (verb != "show") {
+    std::string instead =
+        verb == "requeue"   ? "trainq retry ID (a running job: trainq cancel ID first)"
+        : verb == "update"  ? "trainq cancel ID, then submit it again with the new values"
+        : verb == "hold"    ? "trainq cancel ID; a job waits on others with --after"
+        : verb == "release" ? "trainq submit ... --after to order jobs"
+        : verb == "cancel"  ? "trainq cancel ID"
+                            : "trainq --help";
+    Say(fmt::format("scontrol: {} is not covered by trainq's scontrol; use {}", TerminalSafe(verb),
+                    instead));
+    return 1;
+  }
+  if (args.size() < 2) return usage();
+  const std::string& what = args[1];
+  // Several lists may follow: `scontrol show hostname n1 n2` is n1,n2.
+  std::string list;
+  for (size_t i = 2; i < args.size(); ++i) list += (list.empty() ? "" : ",") + args[i];
+  if (what == "hostname" || what == "hostnames") {
+    if (args.size() == 2) list = GetEnv("SLURM_NODELIST");
+    if (list.empty()) {
+      Say("scontrol: error: host list is empty (give a node list, or run it in a job, where "
+          "SLURM_NODELIST is set)");
+      return 1;
+    }
+    Result<std::vector<std::string>> names = ExpandHostlist(list);
+    if (!names.ok()) {
+      Say("scontrol: error: " + names.status().message());
+      return 1;
+    }
+    for (const std::string& n : *names) std::printf("%s\n", n.c_str());
+    return 0;
+  }
+  if (what == "hostlist" || what == "hostlistsorted") {
+    if (list.empty()) return usage();
+    Result<std::vector<std::string>> names = ExpandHostlist(list);
+    if (!names.ok()) {
+      Say("scontrol: error: " + names.status().message());
+      return 1;
+    }
+    if (what == "hostlistsorted") std::sort(names->begin(), names->end());
+    std::printf("%s\n", CompressHostlist(*names).c_str());
+    return 0;
+  }
+  if (what == "job" || what == "jobs") {
+    Say("scontrol: show job is not covered by trainq's scontrol; use trainq show ID (--json)");
+    return 1;
+  }
+  return usage();
+}
+
+}  // namespace
+
+std::optional<int> RunSlurmTool(int argc, char** argv) {
+  std::string_view self = argc > 0 ? argv[0] : "";
+  self = self.substr(self.rfind('/') + 1);
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  if (self == "srun") {
+    if (!args.empty() && args[0] == "--trainq-node-steps") return NodeSteps();
+    if (!args.empty() && args[0] == "--trainq-steps-done") return StepsDone();
+    return Srun(args);
+  }
+  if (self == "scontrol") return Scontrol(args);
+  if (self == "sbatch") {
+    std::vector<std::string> words = {"trainq", "sbatch"};
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> ptrs;
+    for (std::string& w : words) ptrs.push_back(w.data());
+    ptrs.push_back(nullptr);
+    return RunCli(static_cast<int>(words.size()), ptrs.data());
+  }
+  if (self == "squeue" || self == "scancel" || self == "sinfo" || self == "sacct") {
+    std::string instead = self == "squeue"    ? "trainq ls (--json for scripts)"
+                          : self == "scancel" ? "trainq cancel ID"
+                          : self == "sinfo"   ? "trainq nodes"
+                                              : "trainq show ID";
+    Say(fmt::format("{} is not part of trainq; use {}", self, instead));
+    return 1;
+  }
+  return std::nullopt;
+}
+
+}  // namespace trainq

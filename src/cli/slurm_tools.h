@@ -1,0 +1,13 @@
+// Slurm's srun, scontrol and sbatch as a `trainq sbatch` job sees them: trainq run under one
+// of those names (links in the folder the job's PATH puts first).
+#pragma once
+
+#include <optional>
+
+namespace trainq {
+
+// What the tool named by argv[0]'s file name does, with its exit code; nullopt when argv[0]
+// names none of them (then trainq is trainq).
+std::optional<int> RunSlurmTool(int argc, char** argv);
+
+}  // namespace trainq

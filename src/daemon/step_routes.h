@@ -1,0 +1,52 @@
+// The step API of `trainq sbatch` jobs (docs/api.md, "Steps"): srun on the job's first node
+// adds a step (POST /v1/jobs/ID/steps) and reads how it goes (GET ?step=K); the job's part on
+// every other node asks its own daemon for its next step (GET ?rank=R&after=K), reports its
+// end (POST /v1/jobs/ID/steps/result) and is told when the batch script ended. A node that
+// is not the first sends those requests on to the first, signed with the cluster key.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "src/api/http.h"
+#include "src/core/auth.h"
+#include "src/daemon/steps.h"
+#include "src/os/clock.h"
+#include "trainq/job.h"
+
+namespace trainq {
+
+class Agent;
+class ClusterKey;
+class Mode;
+
+class StepRoutes {
+ public:
+  // Everything given outlives the object; `key` is null on one machine.
+  StepRoutes(const Agent& agent, Mode& mode, const Clock& clock, const ClusterKey* key,
+             std::string node)
+      : agent_(agent), mode_(mode), clock_(clock), key_(key), node_(std::move(node)) {}
+
+  void Add(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
+  void Read(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
+  void Finish(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
+  void Cancel(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
+  // The batch script ended (its wrapper says so): the other nodes' parts end.
+  void Done(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
+
+ private:
+  // Whether the batch script of attempt `n` of `job` runs on this node now; remembers the
+  // attempts it saw so, so their end is told apart from a start still to come.
+  bool BatchRunsHere(JobId job, int n);
+
+  const Agent& agent_;
+  Mode& mode_;
+  const Clock& clock_;
+  const ClusterKey* key_;
+  std::string node_;
+  StepBoard board_;
+  std::map<JobId, int> seen_;  // job -> attempt whose batch script was seen running here
+  std::map<JobId, int> done_;  // job -> attempt whose batch script said it ended
+};
+
+}  // namespace trainq
