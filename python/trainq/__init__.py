@@ -4,8 +4,8 @@
     q = trainq.Client()
     job = q.wait(q.submit(["python", "train.py"], mem="20GiB"))
 
-Standard library only. The client lives in trainq.client, the errors in trainq.errors,
-the in-script GPU gate (`with trainq.gpu(mem="20GiB") as g:`) in trainq.gate.
+Standard library only, Python 3.8 to 3.12. The client lives in trainq.client, the errors in
+trainq.errors, the in-script GPU gate (`with trainq.gpu(mem="20GiB") as g:`) in trainq.gate.
 """
 
 from .client import TERMINAL_STATES, Client

@@ -7,6 +7,7 @@ import pwd
 import re
 import socket
 import stat
+from typing import Optional
 
 from .errors import Invalid, NotAllowed
 
@@ -53,7 +54,7 @@ class ServerChoice:
     """The daemon to talk to: `fixed` when trainq never starts it, else the personal one of
     `paths`. `token` goes over TCP only; `ca_file` is TRAINQ_CA."""
     paths: StatePaths
-    fixed: Endpoint | None
+    fixed: Optional[Endpoint]  # evaluated on import: `Endpoint | None` fails before 3.10
     origin: str
     token: str
     ca_file: str

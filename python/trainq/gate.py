@@ -3,7 +3,8 @@
 The running script becomes a job: it waits in the queue like any other, and once placed it
 holds its GPUs — CUDA_VISIBLE_DEVICES set before the block runs — until the block ends or
 the process dies (the daemon watches its pid). Enter the block before importing torch: CUDA
-reads CUDA_VISIBLE_DEVICES once, when it starts.
+reads CUDA_VISIBLE_DEVICES once, when it starts. When the block ends the variables the gate
+set are as they were before it.
 """
 
 import os
@@ -47,6 +48,24 @@ class Gate:
 _requeued = {}
 
 
+def _set_environment(values):
+    """Sets `values` in os.environ and returns what they replaced: each name's old value, None
+    for a name that was unset."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    return before
+
+
+def _restore_environment(before):
+    """Undoes _set_environment: names that were unset are removed, the others get back their
+    old values. Other variables are left as the block made them."""
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def _is_oom(error):
     text = f"{type(error).__name__}: {error}"
     return type(error).__name__ == "OutOfMemoryError" or any(m in text for m in _OOM_MARKS)
@@ -77,6 +96,7 @@ class gpu:  # noqa: N801 - used as `with trainq.gpu(...)`, like open()
         self._quiet = quiet
         self._poll = poll
         self._gate = None
+        self._environment_before = {}
 
     def __enter__(self):
         _warn_if_cuda_started()
@@ -92,12 +112,16 @@ class gpu:  # noqa: N801 - used as `with trainq.gpu(...)`, like open()
         attempt = job["attempts"][-1]
         self._gate.attempt = attempt["n"]
         self._gate.gpus = list(attempt["gpu_indices"])
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in self._gate.gpus)
-        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-        os.environ["TRAINQ_JOB_ID"] = str(job_id)
+        self._environment_before = _set_environment({
+            "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in self._gate.gpus),
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "TRAINQ_JOB_ID": str(job_id)})
         return self._gate
 
     def __exit__(self, kind, error, tb):
+        # First, so that the environment is back even when the release below raises.
+        _restore_environment(self._environment_before)
+        self._environment_before = {}
         job_id = self._gate.job_id
         if error is None:
             self._release(job_id, 0, "")

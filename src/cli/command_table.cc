@@ -99,6 +99,7 @@ Action SetupWait(CLI::App& cmd) {
   cmd.add_option("ids", a->ids, "job ids");
   cmd.add_option("--group", a->group, "every job of this group");
   cmd.add_flag("--any", a->any, "return when the first of them ends, with its code");
+  cmd.add_flag("--json", a->json, "at the end, each job's state and exit code as JSON");
   return [a](Invocation& inv) { return CmdWait(ClientOf(inv), *a); };
 }
 
@@ -112,9 +113,13 @@ Action SetupSbatch(CLI::App&) {
 
 Action SetupDiff(CLI::App& cmd) {
   auto ids = std::make_shared<std::array<std::string, 2>>();
+  auto as_json = std::make_shared<bool>(false);
   cmd.add_option("first", (*ids)[0], "job id")->required();
   cmd.add_option("second", (*ids)[1], "job id")->required();
-  return [ids](Invocation& inv) { return CmdDiff(ClientOf(inv), (*ids)[0], (*ids)[1]); };
+  cmd.add_flag("--json", *as_json, "JSON output");
+  return [ids, as_json](Invocation& inv) {
+    return CmdDiff(ClientOf(inv), (*ids)[0], (*ids)[1], *as_json);
+  };
 }
 
 Action SetupList(CLI::App& cmd) {
@@ -163,6 +168,8 @@ struct LogsArgs {
   bool follow = false;
   int attempt = 0;
   int tail = -1;
+  bool json = false;
+  std::string node;
 };
 
 Action SetupLogs(CLI::App& cmd) {
@@ -172,8 +179,13 @@ Action SetupLogs(CLI::App& cmd) {
   cmd.add_option("--attempt", a->attempt, "attempt number");
   cmd.add_option("--tail,-n", a->tail, "start at the last N lines (with -f: then follow)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--json", a->json,
+               "the log as it is now, as JSON ({\"job\", \"attempt\", \"text\"})");
+  cmd.add_option("--node", a->node,
+                 "one part of a multi-node job: its rank (0, 1, ...) or node name (default: every "
+                 "part, each line after [RANK NODE])");
   return [a](Invocation& inv) {
-    return CmdLogs(ClientOf(inv), a->id, a->follow, a->attempt, a->tail);
+    return CmdLogs(ClientOf(inv), a->id, a->follow, a->attempt, a->tail, a->json, a->node);
   };
 }
 
@@ -191,6 +203,7 @@ std::shared_ptr<JobSelection> AddSelection(CLI::App& cmd, bool is_cancel) {
   cmd.add_flag("--all-mine", s->all_mine,
                is_cancel ? "every job of yours that has not ended"
                          : "every job of yours that failed or was cancelled");
+  cmd.add_flag("--json", s->json, "each job's outcome as JSON ({\"results\": [...]})");
   return s;
 }
 
@@ -207,8 +220,12 @@ Action SetupRetry(CLI::App& cmd) {
 
 Action SetupPauseOrResume(CLI::App& cmd, bool pause) {
   auto gpus = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
   cmd.add_option("--gpus", *gpus, "only on these GPUs: 0,1");
-  return [gpus, pause](Invocation& inv) { return CmdPause(ClientOf(inv), *gpus, pause); };
+  cmd.add_flag("--json", *as_json, "what is paused now, as JSON");
+  return [gpus, pause, as_json](Invocation& inv) {
+    return CmdPause(ClientOf(inv), *gpus, pause, *as_json);
+  };
 }
 
 Action SetupPause(CLI::App& cmd) { return SetupPauseOrResume(cmd, true); }
@@ -221,6 +238,7 @@ Action SetupClean(CLI::App& cmd) {
                  "only these: succeeded, failed, cancelled (default: all three)");
   cmd.add_flag("--keep-logs", a->keep_logs, "keep their run dirs and logs");
   cmd.add_flag("--all-users", a->all_users, "every user's jobs (admins)");
+  cmd.add_flag("--json", a->json, "JSON output ({\"forgotten\", \"ids\", \"message\"})");
   return [a](Invocation& inv) { return CmdClean(ClientOf(inv), *a); };
 }
 
@@ -342,13 +360,13 @@ constexpr CommandRow kCommands[] = {
     {"run",
      "submit, wait in line, stream the output and exit with the job's exit code; Ctrl-C "
      "cancels it (twice: detach)",
-     SetupRun},
+     SetupRun, kNoData},
     {"wait", "block until the jobs end; exit 0 if all succeeded, else the first failed one's code",
      SetupWait, kJobIds},
     {"sbatch",
      "run a Slurm batch script: its #SBATCH lines become trainq's options; "
      "trainq sbatch [SBATCH OPTIONS] SCRIPT [ARGS]",
-     SetupSbatch, kRawWords},
+     SetupSbatch, kRawWords | kNoData},
     {"diff", "what differs between two runs: commit, uncommitted changes, command, env", SetupDiff,
      kJobIds},
     {"ls", "waiting and running jobs", SetupList},
@@ -362,30 +380,31 @@ constexpr CommandRow kCommands[] = {
     {"resume", "start jobs again (all, or on --gpus)", SetupResume},
     {"clean", "forget jobs that ended, and their logs; the queue's store stays small", SetupClean},
     {"completion", "print a completion script: source <(trainq completion bash)", SetupCompletion,
-     kLocal},
+     kLocal | kNoData},
     {"gpus", "each GPU: memory, utilisation, jobs, other processes", SetupGpus},
-    {"daemon", "the daemon, trainqd (started on demand by every command)", SetupDaemon},
-    {"daemon start", "start trainqd unless it runs", SetupDaemonStart},
-    {"daemon stop", "stop the daemon; running jobs keep running", SetupDaemonStop},
+    {"daemon", "the daemon, trainqd (started on demand by every command)", SetupDaemon, kNoData},
+    {"daemon start", "start trainqd unless it runs", SetupDaemonStart, kNoData},
+    {"daemon stop", "stop the daemon; running jobs keep running", SetupDaemonStop, kNoData},
     {"daemon status", "whether the daemon runs, its pid and GPUs", SetupDaemonStatus},
-    {"daemon backup", "copy the queue's database to PATH while the daemon runs", SetupDaemonBackup},
+    {"daemon backup", "copy the queue's database to PATH while the daemon runs", SetupDaemonBackup,
+     kNoData},
     {"config", "the daemon's options; change limits while it runs"},
     {"config show", "every option, its value and where it came from", SetupConfigShow},
     {"config get", "one option's value in force (all without KEY)", SetupConfigGet},
     {"config set", "change an option now, kept across restarts (docs/config.md marks which)",
-     SetupConfigSet},
+     SetupConfigSet, kNoData},
     {"config check", "check the config file as trainqd would read it (trainqd --check-config)",
-     SetupConfigCheck},
-    {"config unset", "drop a run-time value: the config file's applies", SetupConfigUnset},
+     SetupConfigCheck, kNoData},
+    {"config unset", "drop a run-time value: the config file's applies", SetupConfigUnset, kNoData},
     {"token", "API tokens for remote access (admins)"},
     {"token create", "make a token; it is printed once and only its hash is kept",
      SetupTokenCreate},
     {"token ls", "every token: name, role, user, dates, state (never the token)", SetupTokenList},
-    {"token revoke", "refuse a token from now on", SetupTokenRevoke},
+    {"token revoke", "refuse a token from now on", SetupTokenRevoke, kNoData},
     {"nodes", "a cluster's nodes: state, leader, GPUs, jobs, heartbeat", SetupNodes},
     {"node", "drain or resume a cluster's node (admins)"},
-    {"node drain", "start no new job there; running ones run on", SetupNodeDrain},
-    {"node resume", "let jobs start there again", SetupNodeResume},
+    {"node drain", "start no new job there; running ones run on", SetupNodeDrain, kNoData},
+    {"node resume", "let jobs start there again", SetupNodeResume, kNoData},
     {"sim", "simulate the placement policy on a trace, faster than real time (docs/scheduling.md)",
      nullptr},
     {"sim replay", "jobs arrive, run and leave on a virtual clock; queueing and JCT metrics",

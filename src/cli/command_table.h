@@ -34,6 +34,9 @@ enum CommandFlag : unsigned {
   kLocal = 2,     // runs in the client alone: no daemon is asked or started
   kRawWords = 4,  // its words are handed over unparsed: they look like ours but are another
                   // program's options (sbatch's)
+  kNoData = 8,    // prints no data, so takes no --json: a job's own output (run), an id as
+                  // sbatch prints it (--parsable is its form for scripts), a shell script, or
+                  // one line saying what an action did
 };
 
 struct CommandRow {

@@ -79,6 +79,22 @@ TEST(CommandTableTest, EveryCommandParsesToItsRow) {
   }
 }
 
+// The README promises --json on every command that prints data: each row takes it unless the
+// table says it prints none (kNoData), and no kNoData row takes it.
+TEST(CommandTableTest, EveryCommandThatPrintsDataTakesJson) {
+  for (const CommandRow& row : CommandTable()) {
+    if (row.setup == nullptr) continue;
+    CommandLine cli;
+    CLI::App* cmd = &cli.app();
+    for (const std::string& word : Words(row.path)) cmd = cmd->get_subcommand(word);
+    bool takes = false;
+    for (const CLI::Option* option : cmd->get_options()) {
+      for (const std::string& name : option->get_lnames()) takes = takes || name == "json";
+    }
+    EXPECT_EQ(takes, !row.Has(kNoData)) << row.path;
+  }
+}
+
 // What RunCli does: the parser holds only the rows the line needs.
 std::optional<int> ParseWithRowsFor(std::vector<std::string> args, std::string* chosen) {
   std::vector<char*> argv;

@@ -368,6 +368,12 @@ int CmdSubmit(Client& client, const SubmitArgs& args) {
 
 namespace {
 constexpr int kTablePage = 200;  // rows `trainq ls` shows unless --limit says otherwise
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 int CmdList(Client& client, const ListArgs& args) {
@@ -434,7 +440,8 @@ int CmdList(Client& client, const ListArgs& args) {
   if (args.quiet) {
     for (const Reply& job : jobs) out += job.Text("id") + "\n";
   } else {
-    out = as_json ? DumpJson(listed, 2) + "\n" : JobsTable(jobs);
+    out = as_json ? DumpJson(listed, 2) + "\n"
+                  : JobsTable(jobs, r->value("cluster", false), NowUnixMs());
   }
   if (!reply.ok()) return Fail(reply.status());
   std::fputs(out.c_str(), stdout);
@@ -471,7 +478,7 @@ int CmdShow(Client& client, const std::string& id, bool as_json) {
   Result<json> job = GetJob(client, id);
   if (!job.ok()) return Fail(job.status());
   Reply reply(*job);
-  return PrintChecked(reply, as_json ? DumpJson(*job, 2) + "\n" : JobDetails(reply));
+  return PrintChecked(reply, as_json ? DumpJson(*job, 2) + "\n" : JobDetails(reply, NowUnixMs()));
 }
 
 int CmdExplain(Client& client, const std::string& id_text, bool as_json) {
@@ -489,7 +496,8 @@ namespace {
 struct AttemptLog {
   int64_t n = 0;
   std::string log_path;
-  bool active = false;  // starting or running: more output may come
+  bool active = false;             // starting or running: more output may come
+  std::vector<std::string> parts;  // a gang's nodes in rank order; empty for one node
 };
 
 // What `trainq logs` needs of a job: its attempt `n` (0: the latest), if it has one.
@@ -508,7 +516,9 @@ Result<JobLog> ReadJobLog(const json& doc, int64_t n) {
     int64_t number = a.Int("n");
     if (n != 0 ? number != n : i + 1 != attempts.size()) continue;
     std::string state = a.Str("state");
-    out.attempt = AttemptLog{number, a.Str("log_path"), state == "starting" || state == "running"};
+    out.attempt =
+        AttemptLog{number, a.Str("log_path"), state == "starting" || state == "running", {}};
+    for (const Reply& part : a.ArrayOr("parts")) out.attempt->parts.push_back(part.Str("node"));
   }
   if (!job.ok()) return job.status();
   return out;
@@ -537,8 +547,10 @@ Result<JobLog> FetchJobLog(Client& client, const std::string& id, int64_t n) {
 // a daemon over TCP is on another machine.
 class ApiLogSource : public LogSource {
  public:
-  ApiLogSource(Client& client, int64_t job, int64_t attempt)
-      : client_(client), base_(api::JobLogPath(job, attempt)) {}
+  // `part`: a gang's rank (0: the attempt's own log, part 0's).
+  ApiLogSource(Client& client, int64_t job, int64_t attempt, int part = 0)
+      : client_(client),
+        base_(api::JobLogPath(job, attempt) + (part > 0 ? fmt::format("&part={}", part) : "")) {}
   std::optional<uint64_t> Size() override {
     Result<json> r = client_.Call("GET", base_ + "&size=1");
     if (!r.ok()) {
@@ -578,26 +590,179 @@ std::unique_ptr<LogFollower> AttemptFollower(Client& client, int64_t job, int64_
   return std::make_unique<LogFollower>(std::make_unique<ApiLogSource>(client, job, attempt));
 }
 
-int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int tail) {
+namespace {
+
+// The last `n` lines of `text` (all of it for n < 0).
+std::string LastLines(const std::string& text, int n) {
+  if (n < 0) return text;
+  if (n == 0) return "";
+  size_t end = text.size();
+  if (end > 0 && text[end - 1] == '\n') --end;  // the last line's own newline
+  size_t at = end;
+  for (int seen = 0; at > 0; --at) {
+    if (text[at - 1] == '\n' && ++seen == n) break;
+  }
+  return text.substr(at);
+}
+
+}  // namespace
+
+namespace {
+
+// `--node`: a gang's part by its rank or its node's name; kInvalid naming the parts there are.
+Result<int> PartOf(const JobLog& job, const std::string& node) {
+  const AttemptLog& a = *job.attempt;
+  std::vector<std::string> nodes = a.parts;
+  if (nodes.empty()) nodes = {""};
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    if (node == std::to_string(r) || (!nodes[r].empty() && node == nodes[r])) {
+      return static_cast<int>(r);
+    }
+  }
+  std::vector<std::string> named;
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    named.push_back(nodes[r].empty() ? std::to_string(r) : fmt::format("{} ({})", r, nodes[r]));
+  }
+  return Status::Invalid(fmt::format(
+      "--node: '{}' is no part of job {} attempt {}; its parts are {}: give a rank or a node name",
+      TerminalSafe(node), job.id, a.n, fmt::join(named, ", ")));
+}
+
+// Up to the last 8 MiB of one part's log, through the daemon.
+Result<std::string> PartText(Client& client, int64_t job, int64_t n, int part, int tail) {
+  std::string path =
+      api::JobLogPath(job, n) + (part > 0 ? fmt::format("&part={}", part) : std::string());
+  Result<json> size = client.Call("GET", path + "&size=1");
+  if (!size.ok()) return size.status();
+  uint64_t bytes = size->value("size", uint64_t{0});
+  uint64_t from = bytes > (8u << 20) ? bytes - (8u << 20) : 0;
+  Result<std::string> text =
+      client.CallBytes("GET", path + fmt::format("&offset={}&length={}", from, 8u << 20));
+  if (!text.ok()) return text.status();
+  return LastLines(*text, tail);
+}
+
+// Every part of a gang's attempt, each line after "[RANK NODE] ", as it comes.
+class PartsFollower {
+ public:
+  PartsFollower(Client& client, int64_t job, const AttemptLog& a, int tail) {
+    for (size_t r = 0; r < a.parts.size(); ++r) {
+      Part p;
+      p.prefix = fmt::format("[{} {}] ", r, TerminalSafe(a.parts[r]));
+      p.log = r == 0 ? AttemptFollower(client, job, a.n, a.log_path)
+                     : std::make_unique<LogFollower>(
+                           std::make_unique<ApiLogSource>(client, job, a.n, static_cast<int>(r)));
+      if (tail >= 0) p.log->SkipToLastLines(static_cast<size_t>(tail));
+      parts_.push_back(std::move(p));
+    }
+  }
+  // `last`: the attempt ended; a line without its newline is printed all the same.
+  void Poll(bool last) {
+    for (Part& p : parts_) {
+      char* buf = nullptr;
+      size_t len = 0;
+      std::FILE* mem = ::open_memstream(&buf, &len);
+      if (mem == nullptr) continue;
+      p.log->Poll(mem);
+      std::fclose(mem);
+      p.pending.append(buf, len);
+      std::free(buf);
+      size_t start = 0;
+      for (size_t nl; (nl = p.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+        std::fprintf(stdout, "%s%.*s\n", p.prefix.c_str(), static_cast<int>(nl - start),
+                     p.pending.data() + start);
+      }
+      p.pending.erase(0, start);
+      if (last && !p.pending.empty()) {
+        std::fprintf(stdout, "%s%s\n", p.prefix.c_str(), p.pending.c_str());
+        p.pending.clear();
+      }
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  struct Part {
+    std::string prefix, pending;
+    std::unique_ptr<LogFollower> log;
+  };
+  std::vector<Part> parts_;
+};
+
+}  // namespace
+
+int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int tail, bool as_json,
+            const std::string& node) {
+  if (as_json && follow) {
+    return Fail(Status::Invalid(
+        "--json and --follow: --json prints the log as it is now; follow without --json"));
+  }
   Result<JobLog> job = FetchJobLog(client, id, attempt);
   if (!job.ok()) return Fail(job.status());
   if (!job->attempt) {
     if (attempt != 0) {
       return Fail(Status::NotFound(fmt::format("job {} has no attempt {}", id, attempt)));
     }
-    if (!follow || EndedUnstarted(*job)) return Fail(NoOutput(*job));
+    if (as_json || !follow || EndedUnstarted(*job)) return Fail(NoOutput(*job));
+  }
+  std::optional<int> part;
+  if (!node.empty()) {
+    if (!job->attempt) {
+      return Fail(Status::Conflict(fmt::format("--node: job {} has not started yet", job->id)));
+    }
+    Result<int> p = PartOf(*job, node);
+    if (!p.ok()) return Fail(p.status());
+    part = *p;
+  }
+  bool gang = job->attempt && job->attempt->parts.size() > 1 && !part;
+  if (as_json) {
+    int64_t n = job->attempt->n;
+    json out = {{"job", job->id}, {"attempt", n}, {"active", job->attempt->active}};
+    Result<std::string> text = PartText(client, job->id, n, part.value_or(0), tail);
+    if (!text.ok()) return Fail(text.status());
+    out["text"] = *text;
+    if (part) out["part"] = *part;
+    if (gang) {
+      json parts = json::array();
+      for (size_t r = 0; r < job->attempt->parts.size(); ++r) {
+        Result<std::string> t =
+            r == 0 ? text : PartText(client, job->id, n, static_cast<int>(r), tail);
+        if (!t.ok()) return Fail(t.status());
+        parts.push_back({{"rank", r}, {"node", job->attempt->parts[r]}, {"text", *t}});
+      }
+      out["parts"] = std::move(parts);
+    }
+    std::printf("%s\n", DumpJson(out, 2).c_str());
+    return 0;
   }
   int64_t n = job->attempt ? job->attempt->n : 0;
+  // The owner's check first: on a shared server only the job's user (or an admin) may.
+  if (job->attempt && client.Fixed()) {
+    Result<json> size = client.Call("GET", api::JobLogPath(job->id, n) + "&size=1");
+    if (!size.ok()) return Fail(size.status());
+  }
+  auto single = [&](const AttemptLog& a) {
+    return part.value_or(0) > 0 ? std::make_unique<LogFollower>(
+                                      std::make_unique<ApiLogSource>(client, job->id, a.n, *part))
+                                : AttemptFollower(client, job->id, a.n, a.log_path);
+  };
   std::unique_ptr<LogFollower> log;
-  if (job->attempt) {
-    // The owner's check first: on a shared server only the job's user (or an admin) may.
-    if (client.Fixed()) {
-      Result<json> size = client.Call("GET", api::JobLogPath(job->id, n) + "&size=1");
-      if (!size.ok()) return Fail(size.status());
+  std::unique_ptr<PartsFollower> parts;
+  auto start = [&](const AttemptLog& a) {
+    if (a.parts.size() > 1 && !part) {
+      parts = std::make_unique<PartsFollower>(client, job->id, a, tail);
+    } else {
+      log = single(a);
+      if (tail >= 0) log->SkipToLastLines(static_cast<size_t>(tail));
     }
-    log = AttemptFollower(client, job->id, job->attempt->n, job->attempt->log_path);
-    if (tail >= 0) log->SkipToLastLines(static_cast<size_t>(tail));
-    log->Poll(stdout);
+  };
+  auto poll = [&](bool last) {
+    if (parts) parts->Poll(last);
+    if (log) log->Poll(stdout);
+  };
+  if (job->attempt) {
+    start(*job->attempt);
+    poll(!follow || !job->attempt->active);
   }
   while (follow) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -606,8 +771,8 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int
     if (!job->attempt && EndedUnstarted(*job)) return Fail(NoOutput(*job));
     if (!job->attempt) continue;  // still waiting for its first attempt
     n = job->attempt->n;
-    if (!log) log = AttemptFollower(client, job->id, job->attempt->n, job->attempt->log_path);
-    log->Poll(stdout);
+    if (!log && !parts) start(*job->attempt);
+    poll(!job->attempt->active);
     if (!job->attempt->active) break;
   }
   return 0;

@@ -47,6 +47,7 @@ struct WaitArgs {
   std::vector<std::string> ids;
   std::string group;  // --group G: every job of the group
   bool any = false;   // return at the first end
+  bool json = false;  // at the end: {"jobs": [{"id", "state", "exit_code"}], "exit_code"}
 };
 
 // `trainq sbatch [OPTIONS] SCRIPT [ARGS]`: sbatch's own options, then the script and its
@@ -87,7 +88,11 @@ int CmdSubmit(Client& client, const SubmitArgs& args);
 int CmdList(Client& client, const ListArgs& args);
 int CmdShow(Client& client, const std::string& id, bool json);
 // `tail`: start at the last N lines (-1: the whole log).
-int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int tail = -1);
+// `as_json`: {"job", "attempt", "text"} of the log as it is now (not with `follow`).
+// `node`: one part of a gang (its rank or node name); "": every part, each line after
+// "[RANK NODE] ".
+int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int tail = -1,
+            bool as_json = false, const std::string& node = "");
 
 // The jobs `cancel` and `retry` act on: ids, lists and ranges ("12", "597,598", "10-20"),
 // narrowed (or, without ids, chosen) by filters. Filters select the caller's own jobs.
@@ -98,6 +103,7 @@ struct JobSelection {
   std::string state;  // --state S[,S]: default, those the command can act on
   bool all_mine = false;
   bool failed = false;  // retry --failed: only those that failed
+  bool json = false;    // {"results": [...]} as the API answers, not a line a job
 };
 // "597,598", "10-20" and plain ids, in the order given, each once; kInvalid naming the text
 // and the accepted forms.
@@ -108,6 +114,7 @@ struct CleanArgs {
   std::string state;   // succeeded, failed, cancelled (comma-separated); "": all three
   bool keep_logs = false;
   bool all_users = false;  // admins: every user's jobs
+  bool json = false;
 };
 int CmdClean(Client& client, const CleanArgs& args);
 // workflow_commands.cc: selections, groups, run, wait, sbatch (docs/workflow.md).
@@ -132,7 +139,8 @@ int JobExitCode(const nlohmann::json& job);
 // tree of the body's cwd and points the body's cwd into the copy; adds the run record.
 Status ApplySnapshot(Client& client, const SubmitArgs& args, nlohmann::json& body);
 // `trainq diff ID1 ID2`: what differs between two runs (commit, changes, command, env).
-int CmdDiff(Client& client, const std::string& first, const std::string& second);
+int CmdDiff(Client& client, const std::string& first, const std::string& second,
+            bool as_json = false);
 // Follows attempt `attempt` of job `job` whose log is `log_path` (logs -f, run).
 std::unique_ptr<LogFollower> AttemptFollower(Client& client, int64_t job, int64_t attempt,
                                              const std::string& log_path);
@@ -166,7 +174,7 @@ int CmdNodeDrain(Client& client, const std::string& name, bool drain);
 // A reply's "message" on stdout ("job 12 cancelled"), or the error: the exit code.
 // `trainq pause|resume [--gpus 0,1]` (config_commands.cc): the paused and paused_gpus
 // settings.
-int CmdPause(Client& client, const std::string& gpus, bool pause);
+int CmdPause(Client& client, const std::string& gpus, bool pause, bool as_json = false);
 int PrintReplyMessage(const Result<nlohmann::json>& r);
 
 }  // namespace trainq

@@ -110,7 +110,7 @@ Result<std::vector<int>> GpuList(const std::string& text) {
 
 }  // namespace
 
-int CmdPause(Client& client, const std::string& gpus, bool pause) {
+int CmdPause(Client& client, const std::string& gpus, bool pause, bool as_json) {
   json body;
   std::string said;
   if (gpus.empty()) {
@@ -142,6 +142,15 @@ int CmdPause(Client& client, const std::string& gpus, bool pause) {
   }
   Result<json> r = CallConfig(client, "PUT", DumpJson(body));
   if (!r.ok()) return Fail(r.status());
+  if (as_json) {
+    Result<json> now = CallConfig(client, "GET");
+    if (!now.ok()) return Fail(now.status());
+    json out = {{"message", said},
+                {"paused", now->value("paused", false)},
+                {"paused_gpus", now->value("paused_gpus", json::array())}};
+    std::printf("%s\n", DumpJson(out, 2).c_str());
+    return 0;
+  }
   std::printf("%s\n", said.c_str());
   return 0;
 }

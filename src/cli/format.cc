@@ -1,6 +1,8 @@
 #include "src/cli/format.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <optional>
 
 #include <fmt/format.h>
@@ -34,9 +36,19 @@ std::string JoinInts(const std::vector<Reply>& values) {
 }
 
 std::string CommandLine(const Reply& job) {
+  std::vector<std::string> words;
+  // A `trainq sbatch` job runs its script in a wrapper: the script and its arguments are what
+  // the user submitted (show --json has the wrapper).
+  if (job.Has("record") && job.Object("record").Has("sbatch")) {
+    Reply sbatch = job.Object("record").Object("sbatch");
+    words = {"sbatch", sbatch.Text("script")};
+    for (const Reply& a : sbatch.ArrayOr("args")) words.push_back(a.AsStr());
+  } else {
+    for (const Reply& a : job.Array("command")) words.push_back(a.AsStr());
+  }
   std::vector<std::string> parts;
-  for (const Reply& a : job.Array("command")) {
-    std::string s = TerminalSafe(a.AsStr());
+  for (const std::string& word : words) {
+    std::string s = TerminalSafe(word);
     bool plain = !s.empty() && s.find_first_of(" \t'\"$\\*?;&|<>()") == std::string::npos;
     parts.push_back(plain ? s : "'" + s + "'");
   }
@@ -75,31 +87,81 @@ std::string RequestSummary(const Reply& job) {
   return fmt::format("{}xwhole", gpus);
 }
 
-std::string JobsTable(const std::vector<Reply>& jobs) {
-  std::vector<std::vector<std::string>> rows = {
-      {"ID", "NAME", "STATE", "PRIORITY", "ASKS", "GPUS", "ATTEMPT", "USER", "SUBMITTED", "INFO"}};
+std::optional<int64_t> IsoMs(const std::string& text) {
+  // "2026-11-22T10:00:01.123Z", as the daemon writes times (UTC).
+  struct tm t = {};
+  int ms = 0;
+  if (text.size() < 20 ||
+      std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &t.tm_year, &t.tm_mon, &t.tm_mday,
+                  &t.tm_hour, &t.tm_min, &t.tm_sec, &ms) < 6) {
+    return std::nullopt;
+  }
+  t.tm_year -= 1900;
+  t.tm_mon -= 1;
+  return static_cast<int64_t>(::timegm(&t)) * 1000 + ms;
+}
+
+std::string AttemptDuration(const Reply& attempt, int64_t now_ms) {
+  std::optional<int64_t> start = IsoMs(attempt.Text("started_at"));
+  std::optional<int64_t> end = IsoMs(attempt.Text("ended_at"));
+  if (!start) return "-";
+  int64_t ms = (end ? *end : now_ms) - *start;
+  // Whole seconds: "1h2m3s", "45s"; under a second, "0s".
+  return FormatDuration(std::max<int64_t>(ms, 0) / 1000 * 1000);
+}
+
+std::string JobsTable(const std::vector<Reply>& jobs, bool cluster, int64_t now_ms) {
+  std::vector<std::string> header = {"ID",   "NAME",    "STATE", "PRIORITY",  "ASKS",
+                                     "GPUS", "ATTEMPT", "USER",  "SUBMITTED", "INFO"};
+  if (cluster) header.insert(header.begin() + 6, "NODE");
+  std::vector<std::vector<std::string>> rows = {header};
   for (const Reply& job : jobs) {
     std::vector<Reply> attempts = job.ArrayOr("attempts");
     std::string state = job.Text("state");
     bool active = (state == "running" || state == "starting") && !attempts.empty();
     std::string info = job.Text("reason");
-    if (active) info = "peak " + Bytes(attempts.back(), "peak_mem_bytes");
-    rows.push_back({job.Text("id"), job.Text("name"), state, job.Text("priority"),
-                    RequestSummary(job),
-                    active ? JoinInts(attempts.back().ArrayOr("gpu_indices")) : "-",
-                    job.Text("attempt"), job.Text("user"), ShortTime(job, "submitted_at"), info});
+    std::string gpus = "-", node = "-";
+    if (!attempts.empty()) {
+      const Reply& last = attempts.back();
+      gpus = JoinInts(last.ArrayOr("gpu_indices"));
+      std::vector<std::string> nodes;
+      for (const Reply& n : last.ArrayOr("nodes")) nodes.push_back(TerminalSafe(n.AsStr()));
+      node = nodes.empty() ? last.Text("node") : fmt::format("{}", fmt::join(nodes, ","));
+      std::string peak = "peak " + Bytes(last, "peak_mem_bytes");
+      if (active) {
+        info = fmt::format("running {}, {}", AttemptDuration(last, now_ms), peak);
+      } else if (last.Has("started_at") && last.Text("started_at") != "-") {
+        info = fmt::format("ran {}, {}", AttemptDuration(last, now_ms), peak);
+        std::string why = last.Text("end_reason");
+        if (state != "succeeded" && !why.empty() && why != "-") info += ", " + why;
+      }
+    }
+    std::vector<std::string> row = {job.Text("id"),
+                                    job.Text("name"),
+                                    state,
+                                    job.Text("priority"),
+                                    RequestSummary(job),
+                                    gpus,
+                                    job.Text("attempt"),
+                                    job.Text("user"),
+                                    ShortTime(job, "submitted_at"),
+                                    info};
+    if (cluster) row.insert(row.begin() + 6, node);
+    rows.push_back(std::move(row));
   }
   return RenderTable(rows);
 }
 
 namespace {
 
-std::string AttemptDetails(const Reply& a) {
+std::string AttemptDetails(const Reply& a, int64_t now_ms) {
   std::string out = fmt::format("attempt {}: {}\n", a.Text("n"), a.Text("state"));
   out += fmt::format("  node {}  GPUs [{}]  reserved {} per GPU  peak {} per GPU\n", a.Text("node"),
                      JoinInts(a.ArrayOr("gpu_indices")), Bytes(a, "reserved_bytes"),
                      Bytes(a, "peak_mem_bytes"));
-  out += fmt::format("  started {}  ended {}\n", a.Text("started_at"), a.Text("ended_at"));
+  out += fmt::format("  started {}  ended {}  ({}{})\n", a.Text("started_at"), a.Text("ended_at"),
+                     a.Has("ended_at") && a.Text("ended_at") != "-" ? "ran " : "running ",
+                     AttemptDuration(a, now_ms));
   out += fmt::format("  exit code {}  signal {}  out of memory {}\n", a.Text("exit_code"),
                      a.Text("signal"), a.BoolOr("oom", false) ? "yes" : "no");
   std::string end_reason = a.Text("end_reason");
@@ -107,8 +169,20 @@ std::string AttemptDetails(const Reply& a) {
       end_reason != "exit code " + a.Text("exit_code")) {
     out += "  " + end_reason + "\n";
   }
+  std::vector<Reply> parts = a.ArrayOr("parts");
   if (a.OptInt("master_port")) {
-    out += "  MASTER_ADDR 127.0.0.1  MASTER_PORT " + a.Text("master_port") + "\n";
+    out += parts.size() > 1
+               ? fmt::format("  MASTER_PORT {} on node {}\n", a.Text("master_port"),
+                             parts[0].Text("node"))
+               : "  MASTER_ADDR 127.0.0.1  MASTER_PORT " + a.Text("master_port") + "\n";
+  }
+  if (parts.size() > 1) {
+    // A gang: every node, its GPUs and its part of the log (trainq logs --node RANK).
+    for (size_t r = 0; r < parts.size(); ++r) {
+      out += fmt::format("  part {}: node {}  GPUs [{}]  log {}\n", r, parts[r].Text("node"),
+                         JoinInts(parts[r].ArrayOr("gpu_indices")), parts[r].Text("log_path"));
+    }
+    return out;
   }
   out += "  log " + a.Text("log_path") + "\n";
   return out;
@@ -151,7 +225,7 @@ std::string RecordDetails(const Reply& job) {
   return out;
 }
 
-std::string JobDetails(const Reply& job) {
+std::string JobDetails(const Reply& job, int64_t now_ms) {
   std::string out;
   auto line = [&out](const std::string& k, const std::string& v) {
     out += fmt::format("{:<12} {}\n", k + ":", v);
@@ -204,7 +278,7 @@ std::string JobDetails(const Reply& job) {
          fmt::format("{}{}", *group, index ? fmt::format(", array index {}", *index) : ""));
   }
   out += RecordDetails(job);
-  for (const Reply& a : job.ArrayOr("attempts")) out += AttemptDetails(a);
+  for (const Reply& a : job.ArrayOr("attempts")) out += AttemptDetails(a, now_ms);
   return out;
 }
 

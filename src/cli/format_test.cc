@@ -52,5 +52,52 @@ TEST(FormatTest, DetailsShowNodeListsAndGang) {
   EXPECT_THAT(plain, Not(HasSubstr("nodes:")));
 }
 
+json EndedGang() {
+  json doc = HostileJob();
+  doc["name"] = "mn";
+  doc["state"] = "succeeded";
+  doc["attempt"] = 1;
+  doc["attempts"] = json::parse(R"([{"n": 1, "state": "succeeded", "node": "gpu1",
+      "gpu_indices": [0, 1], "peak_mem_bytes": 2147483648, "master_port": 29500,
+      "started_at": "2026-11-22T10:00:00.000Z", "ended_at": "2026-11-22T11:02:03.900Z",
+      "end_reason": "exit code 0", "exit_code": 0, "log_path": "/r/1/1/output.log",
+      "nodes": ["gpu1", "gpu2"],
+      "parts": [{"node": "gpu1", "gpu_indices": [0, 1], "log_path": "/r/1/1/output.log"},
+                {"node": "gpu2", "gpu_indices": [2, 3], "log_path": "/s/1/1/output.log"}]}])");
+  return doc;
+}
+
+TEST(FormatTest, AFinishedJobShowsHowLongItRanItsGpusPeakAndNodes) {
+  json doc = EndedGang();
+  Reply job(doc);
+  std::string table = JobsTable({job}, /*cluster=*/true, 0);
+  EXPECT_THAT(table, HasSubstr("NODE"));
+  EXPECT_THAT(table, HasSubstr("gpu1,gpu2"));
+  EXPECT_THAT(table, HasSubstr("0,1"));
+  EXPECT_THAT(table, HasSubstr("ran 1h02m, peak 2.0 GiB"));
+  EXPECT_THAT(JobsTable({job}, false, 0), Not(HasSubstr("NODE")));
+  std::string details = JobDetails(job, 0);
+  EXPECT_THAT(details, HasSubstr("(ran 1h02m)"));
+  EXPECT_THAT(details, HasSubstr("part 1: node gpu2  GPUs [2,3]  log /s/1/1/output.log"));
+  EXPECT_THAT(details, HasSubstr("MASTER_PORT 29500 on node gpu1"));
+  // A running attempt counts to now.
+  doc["state"] = "running";
+  doc["attempts"][0]["state"] = "running";
+  doc["attempts"][0]["ended_at"] = nullptr;
+  Reply running(doc);
+  EXPECT_THAT(JobsTable({running}, false, *IsoMs("2026-11-22T10:00:45.000Z")),
+              HasSubstr("running 45s, peak 2.0 GiB"));
+}
+
+TEST(FormatTest, AnSbatchJobShowsItsScriptNotItsWrapper) {
+  json doc = HostileJob();
+  doc["command"] = {"/bin/bash", "-c", "out=...; wrapper", "trainq-sbatch", "#!/bin/bash ..."};
+  doc["record"] = {
+      {"sbatch", {{"script", "/home/ada/train.sbatch"}, {"args", {"--epochs", "10"}}}}};
+  std::string details = JobDetails(Reply(doc));
+  EXPECT_THAT(details, HasSubstr("command:     sbatch /home/ada/train.sbatch --epochs 10\n"));
+  EXPECT_THAT(details, Not(HasSubstr("wrapper")));
+}
+
 }  // namespace
 }  // namespace trainq

@@ -126,16 +126,57 @@ std::string Field(const json& job, std::initializer_list<const char*> path) {
   return TerminalSafe(v->is_string() ? v->get<std::string>() : v->dump());
 }
 
-// One line of the comparison: printed only when the two runs differ, unless `always`.
-void Compare(std::string& out, const std::string& what, const std::string& a,
-             const std::string& b) {
-  if (a == b) return;
-  out += fmt::format("{}:\n  - {}\n  + {}\n", what, a, b);
+// Commits and snapshot ids shown short, as git shows them; the JSON keeps them whole.
+std::string Short(const std::string& text) { return text.size() > 12 ? text.substr(0, 12) : text; }
+
+struct Difference {
+  std::string what, first, second;
+};
+
+// The files a kept `git diff` touches ("diff --git a/X b/X" lines).
+std::vector<std::string> PatchFiles(const std::string& path) {
+  std::vector<std::string> out;
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return out;
+  size_t at = 0;
+  while ((at = text->find("diff --git a/", at)) != std::string::npos) {
+    size_t end = text->find(" b/", at);
+    if (end == std::string::npos) break;
+    out.push_back(text->substr(at + 13, end - at - 13));
+    at = end;
+  }
+  return out;
+}
+
+// `git diff --no-index` of two snapshot trees, their folders' names taken out of the paths
+// (a/train.py, not a/.../trees/ID-.../train.py). "" when git is missing or they are the same.
+std::string TreeDiff(const std::string& a, const std::string& b, bool stat) {
+  Result<std::string> git = FindOnPath("git");
+  if (!git.ok()) return "";
+  std::vector<std::string> argv = {*git, "diff", "--no-index", "--no-color"};
+  if (stat) argv.push_back("--name-status");
+  argv.push_back(a);
+  argv.push_back(b);
+  Result<CommandOutput> shown = RunCommand(argv);
+  if (!shown.ok()) return "";
+  std::string out = shown->output;
+  // The names git prints: the folders as given (--name-status), or without their leading '/'
+  // after a/ and b/.
+  for (const std::string& dir : {a, b}) {
+    std::string bare = (dir.starts_with("/") ? dir.substr(1) : dir) + "/";
+    for (std::string side : {"a/", "b/"}) {
+      for (size_t at; (at = out.find(side + bare)) != std::string::npos;) {
+        out.erase(at + side.size(), bare.size());
+      }
+    }
+    for (size_t at; (at = out.find(dir + "/")) != std::string::npos;) out.erase(at, dir.size() + 1);
+  }
+  return out;
 }
 
 }  // namespace
 
-int CmdDiff(Client& client, const std::string& first, const std::string& second) {
+int CmdDiff(Client& client, const std::string& first, const std::string& second, bool as_json) {
   json jobs[2];
   const std::string* texts[2] = {&first, &second};
   for (int i = 0; i < 2; ++i) {
@@ -146,43 +187,70 @@ int CmdDiff(Client& client, const std::string& first, const std::string& second)
     jobs[i] = std::move(*job);
   }
   const json &a = jobs[0], &b = jobs[1];
-  std::string out;
-  Compare(out, "commit", Field(a, {"record", "git", "commit"}),
-          Field(b, {"record", "git", "commit"}));
-  Compare(out, "branch", Field(a, {"record", "git", "branch"}),
-          Field(b, {"record", "git", "branch"}));
-  Compare(out, "uncommitted changes (diff sha256)", Field(a, {"record", "git", "diff_sha256"}),
+  std::vector<Difference> diffs;
+  auto compare = [&](const std::string& what, const std::string& x, const std::string& y) {
+    if (x != y) diffs.push_back({what, x, y});
+  };
+  compare("commit", Field(a, {"record", "git", "commit"}), Field(b, {"record", "git", "commit"}));
+  compare("branch", Field(a, {"record", "git", "branch"}), Field(b, {"record", "git", "branch"}));
+  compare("uncommitted changes (diff sha256)", Field(a, {"record", "git", "diff_sha256"}),
           Field(b, {"record", "git", "diff_sha256"}));
-  Compare(out, "snapshot", Field(a, {"record", "snapshot", "id"}),
+  compare("snapshot", Field(a, {"record", "snapshot", "id"}),
           Field(b, {"record", "snapshot", "id"}));
-  Compare(out, "command", Field(a, {"command"}), Field(b, {"command"}));
-  Compare(out, "env (--env)", Field(a, {"record", "env_overrides"}),
+  compare("command", Field(a, {"command"}), Field(b, {"command"}));
+  compare("env (--env)", Field(a, {"record", "env_overrides"}),
           Field(b, {"record", "env_overrides"}));
-  Compare(out, "asks", RequestSummary(Reply(a)), RequestSummary(Reply(b)));
-  Compare(out, "host", Field(a, {"record", "host"}), Field(b, {"record", "host"}));
-  Compare(out, "gpu models", Field(a, {"record", "gpu_models"}),
-          Field(b, {"record", "gpu_models"}));
-  Compare(out, "trainq", Field(a, {"record", "trainq_version"}),
-          Field(b, {"record", "trainq_version"}));
-  if (out.empty()) out = "the two runs ran the same code, command and environment\n";
-  std::fputs(out.c_str(), stdout);
-  // The uncommitted changes themselves, when both were kept and differ.
-  std::string da = Field(a, {"record", "git", "diff_path"});
-  std::string db = Field(b, {"record", "git", "diff_path"});
-  if (da != db && (da != "-" || db != "-")) {
-    Result<std::string> git = FindOnPath("git");
-    if (!git.ok()) return 0;
-    std::vector<std::string> argv = {*git,
-                                     "diff",
-                                     "--no-index",
-                                     "--no-color",
-                                     da == "-" ? "/dev/null" : da,
-                                     db == "-" ? "/dev/null" : db};
-    Result<CommandOutput> shown = RunCommand(argv);
-    if (shown.ok()) {
-      std::printf("how the uncommitted changes differ:\n%s", shown->output.c_str());
+  compare("asks", RequestSummary(Reply(a)), RequestSummary(Reply(b)));
+  compare("host", Field(a, {"record", "host"}), Field(b, {"record", "host"}));
+  compare("gpu models", Field(a, {"record", "gpu_models"}), Field(b, {"record", "gpu_models"}));
+  compare("trainq", Field(a, {"record", "trainq_version"}), Field(b, {"record", "trainq_version"}));
+  // The code: between the two snapshot trees where both are kept, else between the two
+  // runs' uncommitted changes.
+  std::string sa = Field(a, {"record", "snapshot", "dir"});
+  std::string sb = Field(b, {"record", "snapshot", "dir"});
+  std::string files, code;
+  if (sa != "-" && sb != "-" && sa != sb && IsDirectory(sa) && IsDirectory(sb)) {
+    files = TreeDiff(sa, sb, true);
+    code = TreeDiff(sa, sb, false);
+  } else {
+    std::string da = Field(a, {"record", "git", "diff_path"});
+    std::string db = Field(b, {"record", "git", "diff_path"});
+    if (da != db && (da != "-" || db != "-")) {
+      std::vector<std::string> fa = da == "-" ? std::vector<std::string>{} : PatchFiles(da);
+      std::vector<std::string> fb = db == "-" ? std::vector<std::string>{} : PatchFiles(db);
+      for (const std::string& f : fa) files += "first: " + f + "\n";
+      for (const std::string& f : fb) files += "second: " + f + "\n";
+      Result<std::string> git = FindOnPath("git");
+      if (git.ok()) {
+        Result<CommandOutput> shown =
+            RunCommand({*git, "diff", "--no-index", "--no-color", da == "-" ? "/dev/null" : da,
+                        db == "-" ? "/dev/null" : db});
+        if (shown.ok()) code = shown->output;
+      }
     }
   }
+  if (as_json) {
+    json out = {{"first", a.value("id", int64_t{0})},
+                {"second", b.value("id", int64_t{0})},
+                {"differences", json::array()},
+                {"files", files},
+                {"code_diff", code}};
+    for (const Difference& d : diffs) {
+      out["differences"].push_back({{"what", d.what}, {"first", d.first}, {"second", d.second}});
+    }
+    std::printf("%s\n", DumpJson(out, 2).c_str());
+    return 0;
+  }
+  std::string out;
+  for (const Difference& d : diffs) {
+    bool hash = d.what == "commit" || d.what == "snapshot" || d.what.starts_with("uncommitted");
+    out += fmt::format("{}:\n  - {}\n  + {}\n", d.what, hash ? Short(d.first) : d.first,
+                       hash ? Short(d.second) : d.second);
+  }
+  if (out.empty()) out = "the two runs ran the same code, command and environment\n";
+  if (!files.empty()) out += "files that differ:\n" + files;
+  if (!code.empty()) out += "the code diff (first -> second):\n" + code;
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
 

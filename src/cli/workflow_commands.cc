@@ -115,7 +115,14 @@ Result<std::vector<JobOutcome>> ActOnJobs(Client& client, std::string_view verb,
   return out;
 }
 
-int CmdCancelGroup(Client& client, const std::string& text) {
+// {"id", "state", "message"} of a job acted on, or {"id", "error": {"code", "message"}}.
+json OutcomeJson(const JobOutcome& o) {
+  if (o.status.ok()) return o.reply;
+  return {{"id", o.id},
+          {"error", {{"code", CodeName(o.status.code())}, {"message", o.status.message()}}}};
+}
+
+int CmdCancelGroup(Client& client, const std::string& text, bool as_json) {
   Result<int64_t> group = GroupId(text);
   if (!group.ok()) return Fail(group.status());
   Result<std::vector<json>> jobs = GroupJobs(client, *group);
@@ -125,6 +132,7 @@ int CmdCancelGroup(Client& client, const std::string& text) {
     if (!Done(job.value("state", ""))) ids.push_back(job.value("id", int64_t{0}));
   }
   int cancelled = 0, rc = 0;
+  json results = json::array();
   if (!ids.empty()) {
     Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "cancel", ids);
     if (!outcomes.ok()) return Fail(outcomes.status());
@@ -132,14 +140,23 @@ int CmdCancelGroup(Client& client, const std::string& text) {
       // One that ended meanwhile is not an error: the group is what was asked.
       if (!o.status.ok() && o.status.code() != Code::kConflict) rc = std::max(rc, Fail(o.status));
       if (o.status.ok()) ++cancelled;
+      results.push_back(OutcomeJson(o));
     }
+  }
+  if (as_json) {
+    std::printf(
+        "%s\n",
+        DumpJson(json{{"group", *group}, {"jobs", jobs->size()}, {"results", std::move(results)}},
+                 2)
+            .c_str());
+    return rc;
   }
   std::printf("group %lld: %d job(s) cancelled or stopping, %zu in the group\n",
               static_cast<long long>(*group), cancelled, jobs->size());
   return rc;
 }
 
-int CmdRetryGroup(Client& client, const std::string& text, bool failed_only) {
+int CmdRetryGroup(Client& client, const std::string& text, bool failed_only, bool as_json) {
   Result<int64_t> group = GroupId(text);
   if (!group.ok()) return Fail(group.status());
   Result<std::vector<json>> jobs = GroupJobs(client, *group);
@@ -151,13 +168,23 @@ int CmdRetryGroup(Client& client, const std::string& text, bool failed_only) {
     if (wanted) ids.push_back(job.value("id", int64_t{0}));
   }
   int queued = 0, rc = 0;
+  json results = json::array();
   if (!ids.empty()) {
     Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "retry", ids);
     if (!outcomes.ok()) return Fail(outcomes.status());
     for (const JobOutcome& o : *outcomes) {
       if (!o.status.ok()) rc = std::max(rc, Fail(o.status));
       if (o.status.ok()) ++queued;
+      results.push_back(OutcomeJson(o));
     }
+  }
+  if (as_json) {
+    std::printf(
+        "%s\n",
+        DumpJson(json{{"group", *group}, {"jobs", jobs->size()}, {"results", std::move(results)}},
+                 2)
+            .c_str());
+    return rc;
   }
   std::printf("group %lld: %d job(s) queued again\n", static_cast<long long>(*group), queued);
   return rc;
@@ -309,29 +336,49 @@ int CmdClean(Client& client, const CleanArgs& args) {
   }
   Result<json> r = client.Call("POST", api::JobsActionPath("clean"), DumpJson(body));
   if (!r.ok()) return Fail(r.status());
+  if (args.json) {
+    std::printf("%s\n", DumpJson(*r, 2).c_str());
+    return 0;
+  }
   return PrintJobMessage(*r);
 }
 
+namespace {
+
+// With --json, {"results": [...]} on stdout; nothing otherwise (each job had its line).
+int PrintResults(const json& results, bool as_json) {
+  if (as_json) std::printf("%s\n", DumpJson(json{{"results", results}}, 2).c_str());
+  return 0;
+}
+
+}  // namespace
+
 int CmdCancel(Client& client, const JobSelection& s) {
   if (s.failed) return Fail(Status::Invalid("--failed: goes with retry"));
-  if (OnlyGroup(s)) return CmdCancelGroup(client, s.group);
+  if (OnlyGroup(s)) return CmdCancelGroup(client, s.group, s.json);
   Result<std::vector<int64_t>> ids =
       Resolve(client, s, "cancel", {"queued", "blocked", "starting", "running"});
   if (!ids.ok()) return Fail(ids.status());
-  if (ids->empty()) return 0;
+  if (ids->empty()) return PrintResults(json::array(), s.json);
   Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "cancel", *ids);
   if (!outcomes.ok()) return Fail(outcomes.status());
   int rc = 0;
+  json results = json::array();
   for (const JobOutcome& o : *outcomes) {
     // A job a filter picked that ended meanwhile is not an error: it is no longer to cancel.
     if (!o.status.ok() && Filtered(s) && o.status.code() == Code::kConflict) continue;
+    results.push_back(OutcomeJson(o));
+    if (s.json) {
+      if (!o.status.ok()) rc = std::max(rc, Fail(o.status));
+      continue;
+    }
     rc = std::max(rc, o.status.ok() ? PrintJobMessage(o.reply) : Fail(o.status));
   }
-  return rc;
+  return std::max(rc, PrintResults(results, s.json));
 }
 
 int CmdRetry(Client& client, const JobSelection& s) {
-  if (OnlyGroup(s)) return CmdRetryGroup(client, s.group, s.failed);
+  if (OnlyGroup(s)) return CmdRetryGroup(client, s.group, s.failed, s.json);
   if (s.failed && !s.state.empty()) {
     return Fail(Status::Invalid("--failed and --state: give one of them"));
   }
@@ -341,14 +388,20 @@ int CmdRetry(Client& client, const JobSelection& s) {
   if (s.failed) chosen.state = "failed";
   Result<std::vector<int64_t>> ids = Resolve(client, chosen, "retry", fallback);
   if (!ids.ok()) return Fail(ids.status());
-  if (ids->empty()) return 0;
+  if (ids->empty()) return PrintResults(json::array(), s.json);
   Result<std::vector<JobOutcome>> outcomes = ActOnJobs(client, "retry", *ids);
   if (!outcomes.ok()) return Fail(outcomes.status());
   int rc = 0;
+  json results = json::array();
   for (const JobOutcome& o : *outcomes) {
+    results.push_back(OutcomeJson(o));
+    if (s.json) {
+      if (!o.status.ok()) rc = std::max(rc, Fail(o.status));
+      continue;
+    }
     rc = std::max(rc, o.status.ok() ? PrintJobMessage(o.reply) : Fail(o.status));
   }
-  return rc;
+  return std::max(rc, PrintResults(results, s.json));
 }
 
 namespace {
@@ -380,10 +433,26 @@ Result<std::vector<int64_t>> WaitIds(Client& client, const WaitArgs& args) {
 
 }  // namespace
 
+namespace {
+
+// `wait --json`: each job that ended, its state and exit code, and wait's own exit code.
+void PrintWaited(const std::vector<int64_t>& ids, const std::vector<std::string>& states,
+                 const std::vector<std::optional<int>>& codes, int rc) {
+  json jobs = json::array();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!codes[i]) continue;
+    jobs.push_back({{"id", ids[i]}, {"state", states[i]}, {"exit_code", *codes[i]}});
+  }
+  std::printf("%s\n", DumpJson(json{{"jobs", std::move(jobs)}, {"exit_code", rc}}, 2).c_str());
+}
+
+}  // namespace
+
 int CmdWait(Client& client, const WaitArgs& args) {
   Result<std::vector<int64_t>> ids = WaitIds(client, args);
   if (!ids.ok()) return Fail(ids.status());
   std::vector<std::optional<int>> codes(ids->size());
+  std::vector<std::string> states(ids->size());
   for (;;) {
     size_t open = 0;
     for (size_t i = 0; i < ids->size(); ++i) {
@@ -395,17 +464,26 @@ int CmdWait(Client& client, const WaitArgs& args) {
         continue;
       }
       codes[i] = JobExitCode(*job);
+      states[i] = job->value("state", "");
       std::fprintf(stderr, "trainq: job %lld %s\n", static_cast<long long>((*ids)[i]),
-                   job->value("state", "").c_str());
-      if (args.any) return *codes[i];
+                   states[i].c_str());
+      if (args.any) {
+        if (args.json) PrintWaited(*ids, states, codes, *codes[i]);
+        return *codes[i];
+      }
     }
     if (open == 0) break;
     Sleep(500);
   }
+  int rc = 0;
   for (const std::optional<int>& code : codes) {
-    if (*code != 0) return *code;
+    if (*code != 0) {
+      rc = *code;
+      break;
+    }
   }
-  return 0;
+  if (args.json) PrintWaited(*ids, states, codes, rc);
+  return rc;
 }
 
 // --- run ---
@@ -662,9 +740,31 @@ Result<SbatchInput> ReadSbatchInput(const SbatchArgs& args) {
   return in;
 }
 
+// An --output/--error file in a folder that does not exist would fail the job when it starts
+// (as it does in Slurm): refused now, with the line that named it. A folder named with %
+// patterns is known only then.
+Status CheckOutputFolder(const SbatchOptions& o, std::string_view option,
+                         const std::string& pattern) {
+  size_t slash = pattern.rfind('/');
+  if (pattern.empty() || slash == std::string::npos || slash == 0) return Status::Ok();
+  std::string dir = pattern.substr(0, slash);
+  if (dir.find('%') != std::string::npos) return Status::Ok();
+  std::string base = o.chdir.empty() ? CurrentDirectory() : o.chdir;
+  std::string full = dir[0] == '/' ? dir : base + "/" + dir;
+  if (IsDirectory(full)) return Status::Ok();
+  auto it = o.origin.find(std::string(option));
+  std::string where = it != o.origin.end() ? it->second : "--" + std::string(option);
+  return Status::Invalid(fmt::format(
+      "{}: the folder {} does not exist, so the job could write no output there; create it "
+      "first (mkdir -p {})",
+      where, TerminalSafe(full), TerminalSafe(dir)));
+}
+
 // The submit request for the script: one job, or one per array index in a new group.
 Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   const SbatchOptions& o = in.options;
+  TRAINQ_RETURN_IF_ERROR(CheckOutputFolder(o, "output", o.output));
+  TRAINQ_RETURN_IF_ERROR(CheckOutputFolder(o, "error", o.error));
   SubmitArgs a;
   a.cwd = o.chdir;
   a.command = {"x"};
@@ -701,6 +801,13 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!after->empty()) (*body)["after"] = std::move(*after);
   if (!after_any->empty()) (*body)["after_any"] = std::move(*after_any);
   (*body)["slurm"] = true;
+  env["SLURM_JOB_NAME"] = name;  // an array's tasks are NAME[INDEX] in trainq, NAME in Slurm
+  // What `show` prints for the command: the script and its arguments, not the wrapper.
+  json& record = (*body)["record"];
+  if (!record.is_object()) record = json::object();
+  std::string script =
+      in.script_path.starts_with("/") ? in.script_path : CurrentDirectory() + "/" + in.script_path;
+  record["sbatch"] = {{"script", script}, {"args", in.script_args}};
   std::string user = GetEnv("USER");
   json command = {"/bin/bash", "-c", SbatchWrapper(o, name, user, !o.array.empty()),
                   "trainq-sbatch", in.script};
@@ -711,7 +818,9 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!array.ok()) return array.status();
   ArrayVars(*array, env);
   json jobs = json::array();
-  for (int index : array->indices) jobs.push_back({{"array_index", index}});
+  for (int index : array->indices) {
+    jobs.push_back({{"array_index", index}, {"name", fmt::format("{}[{}]", name, index)}});
+  }
   (*body)["group"] = true;
   if (array->limit > 0) (*body)["group_limit"] = array->limit;
   return json{{"defaults", std::move(*body)}, {"jobs", std::move(jobs)}};

@@ -325,7 +325,12 @@ json RecordJson(const std::string& text) {
 }  // namespace
 
 json AttemptToJson(const Attempt& a) {
-  return json{{"n", a.n},
+  json parts = json::array();
+  for (const AttemptPart& p : a.parts) {
+    parts.push_back({{"node", p.node}, {"gpu_indices", p.gpu_indices}, {"log_path", p.log_path}});
+  }
+  return json{{"parts", std::move(parts)},
+              {"n", a.n},
               {"state", std::string(StateName(a.state))},
               {"node", a.node},
               {"gpu_indices", a.gpu_indices},

@@ -74,10 +74,26 @@ Attempt FullAttempt() {
 
 TEST(AttemptToJsonTest, EveryKeyWithTimesAsRfc3339) {
   json j = AttemptToJson(FullAttempt());
-  EXPECT_EQ(Keys(j), (std::set<std::string>{
-                         "n", "state", "node", "gpu_indices", "gpu_uuids", "reserved_bytes", "cpus",
-                         "started_at", "ended_at", "exit_code", "signal", "oom", "peak_mem_bytes",
-                         "log_path", "run_dir", "pid", "end_reason", "master_port", "nodes"}));
+  EXPECT_EQ(Keys(j), (std::set<std::string>{"n",
+                                            "state",
+                                            "node",
+                                            "gpu_indices",
+                                            "gpu_uuids",
+                                            "reserved_bytes",
+                                            "cpus",
+                                            "started_at",
+                                            "ended_at",
+                                            "exit_code",
+                                            "signal",
+                                            "oom",
+                                            "peak_mem_bytes",
+                                            "log_path",
+                                            "run_dir",
+                                            "pid",
+                                            "end_reason",
+                                            "master_port",
+                                            "nodes",
+                                            "parts"}));
   EXPECT_EQ(j["n"], 2);
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["node"], "gpu07");

@@ -553,7 +553,8 @@ void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
   std::string cpus = std::to_string(std::max(1, spec.cpus));
   std::string nodelist = CompressHostlist(in.node_names);
   for (const char* key : {"SLURM_JOB_ID", "SLURM_JOBID"}) SetVar(env, key, id);
-  SetVar(env, "SLURM_JOB_NAME", spec.name);
+  // sbatch fixes it at submit: an array's tasks are named NAME[INDEX], their Slurm name NAME.
+  if (!given("SLURM_JOB_NAME")) SetVar(env, "SLURM_JOB_NAME", spec.name);
   SetVar(env, "SLURM_JOB_USER", spec.user);
   for (const char* key : {"SLURM_NNODES", "SLURM_JOB_NUM_NODES"}) SetVar(env, key, nodes);
   SetVar(env, "SLURM_NODEID", rank);

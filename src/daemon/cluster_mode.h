@@ -72,6 +72,7 @@ class ClusterMode final : public Mode {
   // Its node stops it: it watches for the flag the store keeps.
   Status CancelElsewhere(const Job& job, std::string* message) override;
   bool LogElsewhere(const Attempt& attempt) const override { return attempt.node != p_.node; }
+  bool Cluster() const override { return true; }
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond) override;
   void ProxyStep(const std::string& node, const std::string& method, const std::string& path,

@@ -22,6 +22,8 @@ namespace trainq {
 class Mode {
  public:
   virtual ~Mode() = default;
+  // Whether this node is one of a cluster's (listings then name each job's node).
+  virtual bool Cluster() const { return false; }
   // Who places, on which nodes, and how a decision is carried out (scheduler.h).
   virtual Scheduler::Site& site() = 0;
   // What the mode needs before anything runs (a cluster: its key).

@@ -667,7 +667,7 @@ void Routes::ListJobs(RouteContext& c) {
   if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
   json out = json::array();
   for (const Job& job : *jobs) out.push_back(Shown(c.d, job, c.caller));
-  c.respond(Json(200, {{"jobs", std::move(out)}}));
+  c.respond(Json(200, {{"jobs", std::move(out)}, {"cluster", c.d.mode->Cluster()}}));
 }
 
 json Routes::GpuJson(const ApiParts& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
@@ -751,7 +751,8 @@ void Routes::DaemonStatus(RouteContext& c) {
                        {"node", c.d.node},
                        {"state_dir", c.d.options->paths.state_dir},
                        {"probe", c.d.sampler->Describe()},
-                       {"running_attempts", c.d.agent->live().size()}}));
+                       {"running_attempts", c.d.agent->live().size()},
+                       {"cluster", c.d.mode->Cluster()}}));
 }
 
 // {"path": "/abs/file"}: the store copied there while the daemon runs (it waits meanwhile;
@@ -806,6 +807,7 @@ void Routes::Log(RouteContext& c) {
   const Attempt* attempt = job.current();
   uint64_t offset = 0, length = 1 << 20;
   bool size_only = false;
+  std::optional<uint64_t> part;
   for (const auto& [key, value] : c.req.query) {
     uint64_t n = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
@@ -818,10 +820,12 @@ void Routes::Log(RouteContext& c) {
       offset = n;
     } else if (key == "length" && number && n <= (8u << 20)) {
       length = n;
+    } else if (key == "part" && number && n < 1024) {
+      part = n;
     } else {
       return c.respond(ErrorResponse(Status::Invalid(fmt::format(
-          "{}: '{}' is not accepted; expected attempt (1 to {}), offset (bytes), length (at "
-          "most 8388608 bytes) and size (no value, or 1)",
+          "{}: '{}' is not accepted; expected attempt (1 to {}), part (a gang's rank), offset "
+          "(bytes), length (at most 8388608 bytes) and size (no value, or 1)",
           key, value.substr(0, 64), job.attempt))));
     }
   }
@@ -830,12 +834,27 @@ void Routes::Log(RouteContext& c) {
     return c.respond(ErrorResponse(Status::Conflict(
         fmt::format("job {} has not started yet: {}", job.id, live ? *live : job.reason))));
   }
+  // A gang's part: its own node and log, as the attempt's are part 0's.
+  Attempt of_part;
+  if (part && *part > 0) {
+    if (*part >= attempt->parts.size()) {
+      return c.respond(ErrorResponse(Status::Invalid(
+          fmt::format("part: job {} attempt {} has {} part(s), ranks 0 to {}", job.id, attempt->n,
+                      std::max<size_t>(attempt->parts.size(), 1),
+                      std::max<size_t>(attempt->parts.size(), 1) - 1))));
+    }
+    of_part = *attempt;
+    of_part.node = attempt->parts[*part].node;
+    of_part.log_path = attempt->parts[*part].log_path;
+    attempt = &of_part;
+  }
   if (c.d.mode->LogElsewhere(*attempt)) {
     // What the holder is asked is rebuilt from the numbers read above, never the caller's text.
     std::map<std::string, std::string> query = {{"attempt", std::to_string(attempt->n)},
                                                 {"offset", std::to_string(offset)},
                                                 {"length", std::to_string(length)}};
     if (size_only) query["size"] = "1";
+    if (part && *part > 0) query["part"] = std::to_string(*part);
     return c.d.mode->ProxyLog(c.req.path, query, job, *attempt, c.respond);
   }
   bool active = attempt->state == JobState::kStarting || attempt->state == JobState::kRunning;

@@ -33,12 +33,13 @@ def out(value):
 """
 
 
-def run_python(tq, script, *args, pythonpath=PACKAGE_SOURCE, env=None, timeout=120):
-    """Runs PRELUDE + script with /usr/bin/python3 in the instance's work dir and returns the
-    JSON of its last line of output."""
+def run_python(tq, script, *args, pythonpath=PACKAGE_SOURCE, env=None, timeout=120,
+               python=PYTHON):
+    """Runs PRELUDE + script with `python` (Debian's own by default) in the instance's work
+    dir and returns the JSON of its last line of output."""
     env = dict(tq.env if env is None else env, PYTHONPATH=pythonpath, PYTHONDONTWRITEBYTECODE="1")
     code = PRELUDE + textwrap.dedent(script)
-    proc = subprocess.run([PYTHON, "-c", code, *map(str, args)], env=env, cwd=tq.work,
+    proc = subprocess.run([python, "-c", code, *map(str, args)], env=env, cwd=tq.work,
                           capture_output=True, text=True, timeout=timeout)
     check_no_sanitizer_report(proc.stderr, "stderr of the Python client")
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"

@@ -106,3 +106,57 @@ def test_a_gate_field_of_another_type_is_refused_naming_it(tq):
         out(caught(q._call, "POST", "/v1/jobs", {"command": ["x"], "gate": "yes"}))
     """)
     assert result[0] == "Invalid" and "gate" in result[3]
+
+
+def test_the_gate_restores_the_environment_it_changed(tq):
+    result = run_python(tq, """
+        names = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TRAINQ_JOB_ID", "SET_INSIDE")
+
+        def seen():
+            return {name: os.environ.get(name) for name in names}
+
+        # One the gate sets had a value, one was empty, one was unset.
+        os.environ["CUDA_VISIBLE_DEVICES"] = "7"
+        os.environ["CUDA_DEVICE_ORDER"] = ""
+        os.environ.pop("TRAINQ_JOB_ID", None)
+        os.environ.pop("SET_INSIDE", None)
+        before = seen()
+        with trainq.gpu(gpus=1, quiet=True) as g:
+            inside = seen()
+            os.environ["SET_INSIDE"] = "by the block"
+        ended, ok_job = seen(), g.job_id
+        del os.environ["SET_INSIDE"]
+        try:
+            with trainq.gpu(gpus=1, quiet=True) as g:
+                os.environ["CUDA_VISIBLE_DEVICES"] = "changed by the block"
+                raise ValueError("boom")
+        except ValueError:
+            pass
+        raised, failed_job = seen(), g.job_id
+        after_oom = None
+        while True:
+            try:
+                with trainq.gpu(gpus=1, retries=1, quiet=True) as g:
+                    if after_oom is None:
+                        raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB")
+                break
+            except trainq.OutOfMemory:
+                after_oom = seen()
+        out({"before": before, "inside": inside, "ended": ended, "raised": raised,
+             "after_oom": after_oom, "requeued_ended": seen(),
+             "jobs": [ok_job, failed_job, g.job_id]})
+    """)
+    before = result["before"]
+    assert before == {"CUDA_VISIBLE_DEVICES": "7", "CUDA_DEVICE_ORDER": "",
+                      "TRAINQ_JOB_ID": None, "SET_INSIDE": None}
+    ok_job, failed_job, oom_job = result["jobs"]
+    assert result["inside"] == {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                "TRAINQ_JOB_ID": str(ok_job), "SET_INSIDE": None}
+    # Only what the gate set goes back: a variable the block set itself stays.
+    assert result["ended"] == dict(before, SET_INSIDE="by the block")
+    assert result["raised"] == before
+    assert result["after_oom"] == before
+    assert result["requeued_ended"] == before
+    assert tq.show(ok_job)["state"] == "succeeded"
+    assert tq.show(failed_job)["state"] == "failed"
+    assert tq.show(oom_job)["state"] == "succeeded"

@@ -161,4 +161,4 @@ def test_keep_alive_connection_serves_several_requests(tq):
     last = "GET /v1/jobs HTTP/1.1\r\nHost: trainq\r\nConnection: close\r\n\r\n"
     answer = tq.raw_request((head + head + last).encode())
     assert answer.raw.count(b"HTTP/1.1 200") == 3, answer.raw
-    assert answer.raw.rstrip().endswith(b'{"jobs":[]}'), answer.raw
+    assert answer.raw.rstrip().endswith(b'{"cluster":false,"jobs":[]}'), answer.raw

@@ -2,6 +2,7 @@
 nodes, scontrol's node lists, and the environment compared key by key with what a real
 Slurm 22.05 gave the same scripts (data/slurm_reference_env.md, data/slurm_reference_srun.md;
 docs/workflow.md, "srun and scontrol")."""
+import json
 import os
 import pwd
 import re
@@ -236,6 +237,34 @@ def test_srun_runs_a_steps_tasks_on_one_node_as_slurm_does(make_trainq):
     assert "step 3" in out, out  # steps 0, 1, 2; the refused one took no number
 
 
+def test_sbatch_names_array_tasks_and_refuses_an_output_folder_that_is_missing(tq):
+    with open(tq.path("arr.sh"), "w") as f:
+        f.write("#!/bin/bash\n#SBATCH -J sweep\n#SBATCH --array=0-1\n"
+                "echo \"$SLURM_JOB_NAME\"\n")
+    group = int(tq.run("sbatch", "--parsable", "arr.sh", "x").stdout)
+    assert tq.run("wait", "--group", str(group), timeout=60).returncode == 0
+    jobs = tq.ls("--group", str(group))
+    assert [j["name"] for j in jobs] == ["sweep[0]", "sweep[1]"]
+    # Slurm's name is the array's: scripts and %x see it.
+    assert open(tq.path(f"slurm-{group}_0.out")).read() == "sweep\n"
+    shown = tq.run("show", str(jobs[0]["id"])).stdout
+    assert f"command:     sbatch {tq.path('arr.sh')} x\n" in shown, shown
+    with open(tq.path("lost.sh"), "w") as f:
+        f.write("#!/bin/bash\n#SBATCH -J lost\n#SBATCH -o logs/%j.out\necho hi\n")
+    before = tq.ls("--all")
+    p = tq.run("sbatch", "lost.sh", check=False)
+    assert p.returncode == 2, p
+    assert "#SBATCH line 3: --output=logs/%j.out: the folder" in p.stderr, p.stderr
+    assert "mkdir -p logs" in p.stderr
+    assert tq.ls("--all") == before  # nothing stored
+    # Options the cluster cannot hold are told against the line that asked.
+    with open(tq.path("cpus.sh"), "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --cpus-per-task=64\ntrue\n")
+    p = tq.run("sbatch", "cpus.sh", check=False)
+    assert p.returncode == 2 and "#SBATCH line 2: --cpus-per-task=64 cannot be met: --cpus:" \
+        in p.stderr, p.stderr
+
+
 def test_srun_outside_an_sbatch_job_says_so(tq):
     srun = os.path.join(os.path.dirname(trainq_binary()), "slurm", "srun")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -278,6 +307,7 @@ export MST_ADDR=$(scontrol show hostname ${SLURM_NODELIST} | head -n 1)
 echo "MST_ADDR=$MST_ADDR"
 srun bash -c 'env | sort > DIR/step-$SLURM_PROCID.env'
 echo "srun rc=$?"
+srun bash -c 'echo task $SLURM_PROCID on $SLURMD_NODENAME'
 """
 
 # Node names that resolve, as a cluster's host names do: torchrun's rendezvous dials the first.
@@ -337,3 +367,18 @@ def test_the_multi_node_environment_matches_the_reference(make_cluster):
     for rank, ref in enumerate(ref_tasks):
         compare(ref, read_env(t.path(f"step-{rank}.env")), job_id, nodes, t.work,
                 f"task {rank}'s environment")
+    # Every node's output, each line after its rank and node; one part with --node.
+    logs = t.run("logs", str(job_id)).stdout
+    assert f"[0 {nodes[0]}] task 0 on {nodes[0]}" in logs, logs
+    assert f"[1 {nodes[1]}] task 1 on {nodes[1]}" in logs, logs
+    for which in ("1", nodes[1]):
+        assert t.run("logs", "--node", which, str(job_id)).stdout == f"task 1 on {nodes[1]}\n"
+    bad = t.run("logs", "--node", "7", str(job_id), check=False)
+    assert bad.returncode == 2 and "its parts are 0 (" in bad.stderr, bad.stderr
+    parts = json.loads(t.run("logs", "--json", str(job_id)).stdout)["parts"]
+    assert [p["node"] for p in parts] == nodes and "task 1" in parts[1]["text"]
+    shown = t.run("show", str(job_id)).stdout
+    assert f"part 1: node {nodes[1]}  GPUs [0,1,2,3]" in shown, shown
+    assert "command:     sbatch " + t.path("mn.sh") in shown, shown
+    table = t.run("ls", "--all").stdout
+    assert "NODE" in table.splitlines()[0] and ",".join(nodes) in table, table

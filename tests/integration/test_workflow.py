@@ -475,9 +475,15 @@ def test_a_snapshot_job_runs_the_code_as_submitted_and_records_it(tq):
     assert f"commit:      {head_one} on main" in shown
 
     diff = tq.run("diff", str(job), str(later)).stdout
-    assert "commit:" in diff and head_one in diff
+    assert "commit:" in diff and head_one[:12] in diff and head_one not in diff  # short
     assert "uncommitted changes" in diff
     assert "+print('version three')" in diff  # how their uncommitted changes differ
+    # The files that differ, then the code diff, with paths as in the tree.
+    assert "files that differ:\nM\ttrain.py\n" in diff, diff
+    assert "--- a/train.py\n+++ b/train.py\n" in diff, diff
+    as_json = json.loads(tq.run("diff", "--json", str(job), str(later)).stdout)
+    commit = next(d for d in as_json["differences"] if d["what"] == "commit")
+    assert commit["first"] == head_one and "train.py" in as_json["files"]
     same = tq.run("diff", str(job), str(job)).stdout
     assert same == "the two runs ran the same code, command and environment\n"
 
