@@ -83,6 +83,11 @@ bool IsActive(JobState s);  // starting or running
 bool IsDone(JobState s);
 
 // What a user submits. Validated by ValidateSpec (src/core/spec.h) before it is stored.
+// A waiting job's not_before while it is held (`trainq hold`): no pass starts it until
+// `trainq release` sets it back to 0. The last millisecond of year 9999, so every time
+// format and sum stays in range.
+inline constexpr UnixMs kHeldNotBefore = 253'402'300'799'999;
+
 struct JobSpec {
   std::string name;                  // defaults to the command's basename
   std::vector<std::string> command;  // argv, exec'd directly

@@ -207,6 +207,31 @@ std::shared_ptr<JobSelection> AddSelection(CLI::App& cmd, bool is_cancel) {
   return s;
 }
 
+Action SetupUpdate(CLI::App& cmd) {
+  auto a = std::make_shared<UpdateArgs>();
+  cmd.add_option("ids", a->ids, "job ids, lists and ranges: 12 597,598 10-20")->required();
+  cmd.add_option("--priority", a->priority, "higher runs first");
+  cmd.add_option("--gpus", a->gpus, "GPUs on one node (on each of a gang's)");
+  cmd.add_option("--mem", a->mem, "GPU memory per GPU, as submit takes it");
+  cmd.add_option("--cpus", a->cpus, "host CPU slots");
+  cmd.add_option("--time", a->time, "the wall-clock limit of each attempt, as submit takes it");
+  cmd.add_option("--name", a->name, "a new name (a running job's too)");
+  cmd.add_option("--after", a->after, "start only after these succeeded: ID[,ID...], or none");
+  cmd.add_option("--after-any", a->after_any, "start after these ended: ID[,ID...], or none");
+  cmd.add_flag("--json", a->json, "each job's outcome as JSON ({\"results\": [...]})");
+  return [a](Invocation& inv) { return CmdUpdate(ClientOf(inv), *a); };
+}
+
+Action SetupHoldOrRelease(CLI::App& cmd, bool hold) {
+  auto a = std::make_shared<UpdateArgs>();
+  a->hold = hold;
+  cmd.add_option("ids", a->ids, "job ids, lists and ranges: 12 597,598 10-20")->required();
+  cmd.add_flag("--json", a->json, "each job's outcome as JSON ({\"results\": [...]})");
+  return [a](Invocation& inv) { return CmdUpdate(ClientOf(inv), *a); };
+}
+Action SetupHold(CLI::App& cmd) { return SetupHoldOrRelease(cmd, true); }
+Action SetupRelease(CLI::App& cmd) { return SetupHoldOrRelease(cmd, false); }
+
 Action SetupCancel(CLI::App& cmd) {
   auto s = AddSelection(cmd, true);
   return [s](Invocation& inv) { return CmdCancel(ClientOf(inv), *s); };
@@ -376,6 +401,12 @@ constexpr CommandRow kCommands[] = {
     {"cancel", "cancel waiting jobs (they stay, cancelled), stop running ones", SetupCancel,
      kJobIds},
     {"retry", "queue jobs that ended again, as new attempts", SetupRetry, kJobIds},
+    {"update",
+     "change waiting jobs: --priority --gpus --mem --cpus --time --name --after (a running "
+     "job's name and priority)",
+     SetupUpdate, kJobIds},
+    {"hold", "keep waiting jobs from starting until trainq release", SetupHold, kJobIds},
+    {"release", "let held jobs start again", SetupRelease, kJobIds},
     {"pause", "start no new jobs (all, or on --gpus); running ones go on", SetupPause},
     {"resume", "start jobs again (all, or on --gpus)", SetupResume},
     {"clean", "forget jobs that ended, and their logs; the queue's store stays small", SetupClean},

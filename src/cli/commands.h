@@ -108,6 +108,15 @@ struct JobSelection {
 // "597,598", "10-20" and plain ids, in the order given, each once; kInvalid naming the text
 // and the accepted forms.
 Result<std::vector<int64_t>> ParseIdList(const std::vector<std::string>& texts);
+// `trainq update`, `hold`, `release`: what changes of each job (unset: unchanged).
+struct UpdateArgs {
+  std::vector<std::string> ids;  // ids, lists and ranges, as cancel takes them
+  std::optional<int> priority, gpus, cpus;
+  std::optional<std::string> mem, time, name, after, after_any;
+  std::optional<bool> hold;  // hold (true) or release (false)
+  bool json = false;
+};
+int CmdUpdate(Client& client, const UpdateArgs& args);
 // `trainq clean`: forget ended jobs.
 struct CleanArgs {
   std::string before;  // a duration: only jobs that ended at least this long ago

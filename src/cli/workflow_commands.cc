@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -352,6 +353,55 @@ int PrintResults(const json& results, bool as_json) {
 }
 
 }  // namespace
+
+int CmdUpdate(Client& client, const UpdateArgs& a) {
+  Result<std::vector<int64_t>> ids = ParseIdList(a.ids);
+  if (!ids.ok()) return Fail(ids.status());
+  if (ids->empty()) return Fail(Status::Invalid("give the jobs: trainq update ID... [OPTIONS]"));
+  json body = json::object();
+  if (a.priority) body["priority"] = *a.priority;
+  if (a.gpus) body["gpus"] = *a.gpus;
+  if (a.cpus) body["cpus"] = *a.cpus;
+  if (a.mem) body["mem"] = *a.mem;
+  if (a.time) body["time"] = *a.time;
+  if (a.name) body["name"] = *a.name;
+  // --after none: no dependencies any more.
+  for (auto [text, key, option] : {std::tuple{&a.after, "after", "--after"},
+                                   std::tuple{&a.after_any, "after_any", "--after-any"}}) {
+    if (!*text) continue;
+    if (**text == "none") {
+      body[key] = json::array();
+      continue;
+    }
+    Result<std::vector<int64_t>> deps = ParseIdList({**text});
+    if (!deps.ok()) {
+      return Fail(Status::Invalid(fmt::format("{}: {}", option, deps.status().message())));
+    }
+    body[key] = *deps;
+  }
+  if (a.hold) body["hold"] = *a.hold;
+  if (body.empty()) {
+    return Fail(Status::Invalid(
+        "nothing to change: give --priority, --gpus, --mem, --cpus, --time, --name, --after or "
+        "--after-any"));
+  }
+  int rc = 0;
+  json results = json::array();
+  for (int64_t id : *ids) {
+    Result<json> r = client.Call("POST", api::JobPath(id, "update"), DumpJson(body));
+    if (!r.ok()) {
+      rc = std::max(rc, Fail(r.status()));
+      results.push_back(
+          {{"id", id},
+           {"error", {{"code", CodeName(r.status().code())}, {"message", r.status().message()}}}});
+      continue;
+    }
+    results.push_back({{"id", id}, {"message", r->value("message", "")}, {"job", (*r)["job"]}});
+    if (!a.json) rc = std::max(rc, PrintJobMessage(*r));
+  }
+  if (a.json) std::printf("%s\n", DumpJson(json{{"results", results}}, 2).c_str());
+  return rc;
+}
 
 int CmdCancel(Client& client, const JobSelection& s) {
   if (s.failed) return Fail(Status::Invalid("--failed: goes with retry"));

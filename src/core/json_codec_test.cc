@@ -170,6 +170,7 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
                                             "reason",
                                             "attempt",
                                             "not_before",
+                                            "held",
                                             "after",
                                             "after_any",
                                             "time_limit_ms",

@@ -263,6 +263,7 @@ UnixMs NextPassDue(std::span<const PendingJob* const> waiting, std::span<const N
     if (at > now && (next == 0 || at < next)) next = at;
   };
   for (const PendingJob* job : waiting) {
+    if (job->not_before >= kHeldNotBefore) continue;  // held: only a release brings it back
     consider(job->not_before);
     // Aged() is strict: one millisecond past the limit.
     if (config.aging_ms > 0) consider(SatAddMs(SatAddMs(WaitingSince(*job), config.aging_ms), 1));

@@ -217,6 +217,9 @@ std::string AllowlistText(const PolicyConfig& config) {
 // Reasons that need no look at the GPUs' state; "" when there is none.
 std::string RequestReason(const PendingJob& job, const Pass& p) {
   if (p.config.paused) return "paused: no job starts until trainq resume (running jobs go on)";
+  if (job.not_before >= kHeldNotBefore) {
+    return fmt::format("held: no pass starts it until trainq release {}", job.id);
+  }
   if (job.not_before > p.now) {
     uint64_t ms = ElapsedMs(job.not_before, p.now);
     uint64_t secs = ms / 1000 + (ms % 1000 != 0 ? 1 : 0);

@@ -194,5 +194,101 @@ TEST_F(WorkflowTest, WorkflowFieldsAreCheckedAtSubmit) {
   EXPECT_EQ(json::parse(list.body)["jobs"].size(), 0u);
 }
 
+// `trainq update`: a waiting job's asks change, checked as a submit; the next pass places it
+// with them. A running job's name changes, nothing it holds; an ended job nothing at all.
+TEST_F(WorkflowTest, UpdateChangesAWaitingJobAndIsCheckedAsASubmit) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId big = Submit({{"mem", "70GiB"}});
+  JobId waits = Submit({{"mem", "40GiB"}});
+  EXPECT_EQ(Get(waits).state, JobState::kQueued);
+  HttpResponse bad = Call("POST", "/v1/jobs/" + std::to_string(waits) + "/update",
+                          R"({"mem": "500GiB", "gpus": "two", "command": ["x"]})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_THAT(bad.body, HasSubstr("gpus: expected an integer"));
+  EXPECT_THAT(bad.body, HasSubstr("command: cannot change after submit"));
+  EXPECT_EQ(Get(waits).spec.mem_bytes, 40ull << 30);  // nothing changed
+  HttpResponse too_big =
+      Call("POST", "/v1/jobs/" + std::to_string(waits) + "/update", R"({"mem": "500GiB"})");
+  EXPECT_EQ(too_big.status, 400) << too_big.body;
+  EXPECT_THAT(too_big.body, HasSubstr("--mem"));
+  // Small enough to share the GPU with the big one: it starts at once.
+  HttpResponse ok = Call("POST", "/v1/jobs/" + std::to_string(waits) + "/update",
+                         R"({"mem": "5GiB", "priority": 3, "name": "small"})");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  Job now = Get(waits);
+  EXPECT_EQ(now.spec.mem_bytes, 5ull << 30);
+  EXPECT_EQ(now.spec.priority, 3);
+  EXPECT_EQ(now.spec.name, "small");
+  EXPECT_EQ(now.state, JobState::kRunning);
+  HttpResponse running = Call("POST", "/v1/jobs/" + std::to_string(big) + "/update",
+                              R"({"mem": "10GiB", "name": "still-big"})");
+  EXPECT_EQ(running.status, 400) << running.body;
+  EXPECT_THAT(running.body, HasSubstr("only name and priority change"));
+  EXPECT_EQ(Call("POST", "/v1/jobs/" + std::to_string(big) + "/update", R"({"name": "still-big"})")
+                .status,
+            200);
+  EXPECT_EQ(Get(big).spec.name, "still-big");
+  ASSERT_TRUE(shims_.Exit(RunDir(big, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(
+      Call("POST", "/v1/jobs/" + std::to_string(big) + "/update", R"({"priority": 1})").status,
+      409);
+}
+
+// `trainq hold` keeps a job from starting, with its reason, until `trainq release`; changed
+// dependencies are judged at once.
+TEST_F(WorkflowTest, AHeldJobWaitsUntilReleasedAndNewDependenciesAreJudgedAtOnce) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId blocker = Submit({{"gpus", 1}});
+  JobId held = Submit({{"gpus", 1}});
+  ASSERT_EQ(
+      Call("POST", "/v1/jobs/" + std::to_string(held) + "/update", R"({"hold": true})").status,
+      200);
+  EXPECT_TRUE(json::parse(Call("GET", "/v1/jobs/" + std::to_string(held)).body)["held"]);
+  ASSERT_TRUE(shims_.Exit(RunDir(blocker, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(held).state, JobState::kQueued);  // the GPU is free; it is held
+  EXPECT_THAT(Get(held).reason, HasSubstr("held: no pass starts it until trainq release"));
+  EXPECT_EQ(daemon_->NextWakeup(), 0);  // nothing to wake up for
+  JobId failed = Submit({{"gpus", 1}});
+  ASSERT_TRUE(shims_.Exit(RunDir(failed, 1), Exited(3)));
+  Loop();
+  EXPECT_EQ(Call("POST", "/v1/jobs/" + std::to_string(held) + "/update",
+                 json{{"hold", false}, {"after", {failed}}}.dump())
+                .status,
+            400);  // a job waits only for earlier ones
+  EXPECT_TRUE(json::parse(Call("GET", "/v1/jobs/" + std::to_string(held)).body)["held"]);
+  JobId later = Submit({{"gpus", 1}, {"after", {held}}});
+  JobId doomed = Submit({{"gpus", 1}, {"after", {held}}});
+  EXPECT_EQ(Get(later).state, JobState::kBlocked);
+  // Its dependency dropped and held instead: queued at once, held.
+  HttpResponse r = Call("POST", "/v1/jobs/" + std::to_string(later) + "/update",
+                        R"({"after": [], "hold": true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Get(later).state, JobState::kQueued);
+  EXPECT_EQ(Get(later).not_before, kHeldNotBefore);
+  // A dependency that already failed: cancelled at once.
+  ASSERT_EQ(Call("POST", "/v1/jobs/" + std::to_string(doomed) + "/update",
+                 json{{"after", {held, failed}}}.dump())
+                .status,
+            200);
+  EXPECT_EQ(Get(doomed).state, JobState::kCancelled);
+  ASSERT_EQ(
+      Call("POST", "/v1/jobs/" + std::to_string(held) + "/update", R"({"hold": false})").status,
+      200);
+  EXPECT_EQ(Get(held).state, JobState::kRunning);
+  EXPECT_FALSE(json::parse(Call("GET", "/v1/jobs/" + std::to_string(held)).body)["held"]);
+  ASSERT_EQ(
+      Call("POST", "/v1/jobs/" + std::to_string(later) + "/update", R"({"hold": false})").status,
+      200);
+  EXPECT_EQ(Get(later).state, JobState::kQueued);  // released; the GPU is held's
+  EXPECT_EQ(Get(later).not_before, 0);
+  ASSERT_TRUE(shims_.Exit(RunDir(held, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(later).state, JobState::kRunning);
+}
+
 }  // namespace
 }  // namespace trainq

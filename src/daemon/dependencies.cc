@@ -88,6 +88,32 @@ void Dependencies::Recheck(JobId id) {
   }
 }
 
+void Dependencies::Rejudge(JobId id) {
+  Result<Job> job = store_.Get(id);
+  if (!job.ok()) return;
+  if (job->state == JobState::kQueued) return Recheck(id);
+  if (job->state != JobState::kBlocked) return;
+  DepDecision d = DecideDeps(job->spec, ReadDeps(store_, job->spec));
+  if (d.state == JobState::kBlocked) {
+    std::pair<JobId, std::string> reason{id, d.reason};
+    if (Status st = store_.SetReasons(std::span(&reason, 1)); !st.ok()) {
+      spdlog::warn("job {}: {}", id, st.message());
+    }
+    return;
+  }
+  UnixMs now = clock_.Now();
+  if (Status st = store_.MoveWaiting(id, JobState::kBlocked, d.state, d.reason, now); !st.ok()) {
+    if (st.code() != Code::kConflict) spdlog::error("job {}: {}", id, st.message());
+    return;
+  }
+  if (d.state == JobState::kQueued) {
+    hooks_.queued(*job, now);
+  } else {
+    ResolveDependents(id);
+    hooks_.ended(id);
+  }
+}
+
 void Dependencies::ResolveAllBlocked() {
   ListQuery query;
   query.states = {JobState::kBlocked};

@@ -34,6 +34,9 @@ class Dependencies {
   // A job just queued again (`trainq retry`) with dependencies: blocked again while one is
   // open, cancelled if an --after one failed.
   void Recheck(JobId id);
+  // A job whose dependencies were changed (`trainq update --after`): a queued one as
+  // Recheck does, a blocked one queued, cancelled or left blocked with its new reason.
+  void Rejudge(JobId id);
   // Judges every blocked job (at start).
   void ResolveAllBlocked();
 

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/job_update.h"
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
 #include "src/core/spec.h"
@@ -394,6 +395,7 @@ class Routes {
   static void CreateToken(RouteContext& c) { c.d.tokens->Create(c.req, c.caller, c.respond); }
   static void ListTokens(RouteContext& c) { c.d.tokens->List(c.caller, c.respond); }
   static void RevokeToken(RouteContext& c) { c.d.tokens->Revoke(c.req, c.caller, c.respond); }
+  static void UpdateJob(RouteContext& c);
   static void AddStep(RouteContext& c) { c.d.steps->Add(c.req, c.caller, *c.job, c.respond); }
   static void ReadSteps(RouteContext& c) { c.d.steps->Read(c.req, c.caller, *c.job, c.respond); }
   static void FinishStep(RouteContext& c) { c.d.steps->Finish(c.req, c.caller, *c.job, c.respond); }
@@ -510,6 +512,40 @@ void Routes::Submit(RouteContext& c) {
     for (JobSpec& spec : *specs) spec.submit_key = key;
   }
   c.d.submits->Add(std::move(*specs), std::move(c.respond));
+}
+
+// `trainq update`, `hold`, `release`: checked as a submit is, stored, judged again.
+void Routes::UpdateJob(RouteContext& c) {
+  const Job& job = *c.job;
+  Result<JobUpdate> u = ReadJobUpdate(job, c.req.body);
+  if (!u.ok()) return c.respond(ErrorResponse(u.status()));
+  if (!u->running) {
+    SpecLimits limits{c.d.sampler->GpuCount(), c.d.cpu_slots(), c.d.sampler->LargestGpuBytes(),
+                      ArgMax(), c.d.config->policy.headroom_bytes};
+    c.d.mode->Limits(limits);
+    c.d.agent->HostSpecLimits(limits);
+    Status st = ToStatus(ValidateSpec(u->spec, limits, CwdKindOf(u->spec.cwd)));
+    std::set<JobId> known;
+    if (st.ok() && u->deps_changed) st = CheckDepsExist(*c.d.store, u->spec, known);
+    if (!st.ok()) return c.respond(ErrorResponse(Status::Invalid(st.message())));
+  }
+  bool held = job.not_before >= kHeldNotBefore;
+  bool hold = u->hold.value_or(held);
+  UnixMs not_before = hold ? kHeldNotBefore : (held ? 0 : job.not_before);
+  std::string reason = hold ? fmt::format("held: no pass starts it until trainq release {}", job.id)
+                            : (held ? std::string() : job.reason);
+  Status st = c.d.store->UpdateJob(job.id, u->spec, not_before, reason, u->running);
+  if (!st.ok()) return c.respond(ErrorResponse(st));
+  if (!u->running) {
+    if (u->deps_changed) c.d.deps->Rejudge(job.id);
+    c.d.scheduler->Requeued(job.id);  // its place and reason are read again
+    c.d.scheduler->RequestSchedule();
+  }
+  std::string what = u->hold == std::optional<bool>(true)    ? "held"
+                     : u->hold == std::optional<bool>(false) ? "released"
+                                                             : "updated";
+  spdlog::info("job {} {} by {}", job.id, what, c.caller.user);
+  AnswerChange(c, Status::Ok(), fmt::format("job {} {}", job.id, what));
 }
 
 namespace {
@@ -1058,6 +1094,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/jobs/{id}/cancel", Action::kChangeJob, "cancel", Routes::CancelJob},
     {"POST", "/v1/jobs/{id}/retry", Action::kChangeJob, "retry", Routes::RetryJob},
     {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
+    {"POST", "/v1/jobs/{id}/update", Action::kChangeJob, "update", Routes::UpdateJob},
     {"POST", "/v1/jobs/{id}/steps", Action::kStep, "start a step of", Routes::AddStep},
     {"GET", "/v1/jobs/{id}/steps", Action::kStep, "read the steps of", Routes::ReadSteps},
     {"POST", "/v1/jobs/{id}/steps/result", Action::kStep, "end a step of", Routes::FinishStep},

@@ -90,6 +90,11 @@ class Faulty : public Base {
     if (Status st = Take("Footprint"); !st.ok()) return st;
     return inner_->Footprint(user);
   }
+  Status UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before, const std::string& reason,
+                   bool running) override {
+    if (Status st = Take("UpdateJob"); !st.ok()) return st;
+    return inner_->UpdateJob(id, spec, not_before, reason, running);
+  }
   Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
                      UnixMs now) override {
     if (Status st = Take("MoveWaiting"); !st.ok()) return st;

@@ -189,6 +189,13 @@ class Store {
   // first), kInvalid for any other pair of states. A job moved to queued is queued at `now`.
   virtual Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
                              UnixMs now) = 0;
+  // `trainq update`/`hold`/`release`: a waiting job (queued|blocked; `running` false) takes
+  // `spec`'s name, gpus, mem_bytes, mem_percent, cpus, priority, time_limit_ms, after and
+  // after_any, and `not_before` (kHeldNotBefore: held) and `reason`; a starting|running job
+  // (`running` true) its name and priority only. kConflict if the job is in another state.
+  // The job stays in its state: a caller that changed its dependencies judges them again.
+  virtual Status UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before,
+                           const std::string& reason, bool running) = 0;
   // Reasons the scheduler wrote for waiting jobs; ids no longer waiting are skipped.
   virtual Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) = 0;
 

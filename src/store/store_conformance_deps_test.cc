@@ -180,5 +180,58 @@ TEST_P(StoreConformance, AttemptKeepsItsMasterPort) {
   EXPECT_EQ(Fetch(single).current()->master_port, 0);
 }
 
+// `trainq update`, `hold`, `release`: a waiting job takes what may change; a running job its
+// name and priority only; an ended one nothing.
+TEST_P(StoreConformance, UpdateJobChangesAWaitingJobsAsksAndARunningJobsNameAlone) {
+  JobId dep = SubmitOne();
+  JobSpec spec = Spec("train");
+  spec.mem_bytes = 20ull << 30;
+  JobId id = SubmitOne(spec);
+  spec.name = "renamed";
+  spec.gpus = 2;
+  spec.mem_bytes.reset();
+  spec.mem_percent = 40;
+  spec.cpus = 3;
+  spec.priority = 9;
+  spec.time_limit_ms = 3'600'000;
+  spec.after = {dep};
+  spec.command = {"not", "changed"};  // never what an update writes
+  ASSERT_TRUE(IsOk(store().UpdateJob(id, spec, kHeldNotBefore, "held", false)));
+  Result<Job> got = store().Get(id);
+  ASSERT_TRUE(IsOk(got));
+  EXPECT_EQ(got->state, JobState::kQueued);
+  EXPECT_EQ(got->spec.name, "renamed");
+  EXPECT_EQ(got->spec.gpus, 2);
+  EXPECT_FALSE(got->spec.mem_bytes.has_value());
+  EXPECT_EQ(got->spec.mem_percent, 40);
+  EXPECT_EQ(got->spec.cpus, 3);
+  EXPECT_EQ(got->spec.priority, 9);
+  EXPECT_EQ(got->spec.time_limit_ms, 3'600'000);
+  EXPECT_THAT(got->spec.after, ElementsAre(dep));
+  EXPECT_EQ(got->spec.command, Spec("train").command);
+  EXPECT_EQ(got->not_before, kHeldNotBefore);
+  EXPECT_EQ(got->reason, "held");
+  // Released: not_before 0 again.
+  ASSERT_TRUE(IsOk(store().UpdateJob(id, got->spec, 0, "", false)));
+  EXPECT_EQ(store().Get(id)->not_before, 0);
+  // Running: only the name and priority change; a waiting job's update is refused.
+  ASSERT_TRUE(IsOk(StartRunning(dep, 0)));
+  JobSpec running = store().Get(dep)->spec;
+  running.name = "still-running";
+  running.priority = 5;
+  running.gpus = 7;
+  EXPECT_TRUE(HasCode(store().UpdateJob(dep, running, 0, "", false), Code::kConflict));
+  ASSERT_TRUE(IsOk(store().UpdateJob(dep, running, 0, "", true)));
+  Result<Job> now = store().Get(dep);
+  EXPECT_EQ(now->spec.name, "still-running");
+  EXPECT_EQ(now->spec.priority, 5);
+  EXPECT_EQ(now->spec.gpus, 1);
+  EXPECT_EQ(now->state, JobState::kRunning);
+  ASSERT_TRUE(IsOk(
+      store().FinishAttempt(dep, 1, Ended(JobState::kSucceeded, JobState::kSucceeded, "done"))));
+  EXPECT_TRUE(HasCode(store().UpdateJob(dep, running, 0, "", true), Code::kConflict));
+  EXPECT_TRUE(HasCode(store().UpdateJob(9999, spec, 0, "", false), Code::kNotFound));
+}
+
 }  // namespace
 }  // namespace trainq

@@ -40,6 +40,7 @@ def test_every_command_that_prints_data_prints_json_with_json(make_trainq):
     tq.wait_state(failed, "failed", timeout=30)
     blocker = tq.submit("--gpus", "0", cmd=["sleep", "300"])
     waiting = tq.submit("--gpus", "1", "--after", str(blocker), cmd=["true"])
+    edited = tq.submit("--gpus", "1", "--after", str(blocker), cmd=["true"])
     trace = os.path.join(tq.work, "trace.csv")
     with open(trace, "w") as f:
         f.write("job_id,submit_s,duration_s,gpus,gpu_fraction,gpu_mem_gib,user\n"
@@ -56,6 +57,9 @@ def test_every_command_that_prints_data_prints_json_with_json(make_trainq):
         ("logs",): [str(done)],
         ("cancel",): [str(waiting)],
         ("retry",): [str(failed)],
+        ("update",): [str(edited), "--priority", "3"],
+        ("hold",): [str(edited)],
+        ("release",): [str(edited)],
         ("pause",): [],
         ("resume",): [],
         ("clean",): ["--state", "succeeded"],

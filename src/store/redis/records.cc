@@ -173,6 +173,18 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
   return f;
 }
 
+Fields ChangeableFields(const JobSpec& spec) {
+  return {{"name", spec.name},
+          {"gpus", std::to_string(spec.gpus)},
+          {"cpus", std::to_string(spec.cpus)},
+          {"priority", std::to_string(spec.priority)},
+          {"time_limit_ms", std::to_string(spec.time_limit_ms)},
+          {"after", Joined(spec.after)},
+          {"after_any", Joined(spec.after_any)},
+          {"mem_bytes", spec.mem_bytes ? std::to_string(*spec.mem_bytes) : ""},
+          {"mem_percent", spec.mem_percent ? fmt::format("{}", *spec.mem_percent) : ""}};
+}
+
 Result<Job> ReadJob(const redisReply* hash) {
   Reader r(hash, "job");
   Job job;

@@ -20,6 +20,9 @@ Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::strin
 
 // The fields of a new job (everything but its id) in state `state` with `reason`.
 Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::string& reason);
+// What `trainq update` may change of a waiting job (Store::UpdateJob), as NewJobFields writes
+// it; mem_bytes and mem_percent are "" when unset (the field is then removed).
+Fields ChangeableFields(const JobSpec& spec);
 
 // From HGETALL's reply (an array of field, value, ...). kInternal naming the field when a
 // stored value cannot be read.

@@ -354,6 +354,16 @@ Status RedisStore::MoveWaiting(JobId id, JobState from, JobState to, const std::
                                          std::string(StateName(to)), reason, Num(now)});
 }
 
+Status RedisStore::UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before,
+                             const std::string& reason, bool running) {
+  std::vector<std::string> args = {Num(id), running ? "1" : "0", Num(not_before), reason};
+  for (auto& [field, value] : ChangeableFields(spec)) {
+    args.push_back(field);
+    args.push_back(value);
+  }
+  return RunStatus(UpdateJobScript(), std::move(args));
+}
+
 Status RedisStore::SetReasons(std::span<const std::pair<JobId, std::string>> reasons) {
   if (reasons.empty()) return Status::Ok();
   std::vector<std::string> args = {fence_};

@@ -42,6 +42,8 @@ class RedisStore final : public ClusterStore {
   Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override;
   Result<UserFootprint> Footprint(const std::string& user) override;
   Result<std::vector<Job>> Dependents(JobId id) override;
+  Status UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before, const std::string& reason,
+                   bool running) override;
   Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
                      UnixMs now) override;
   Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override;

@@ -310,6 +310,30 @@ end
 return {'ok'}
 )lua";
 
+// ARGV: id, running ('1': name and priority of a starting or running job), not_before,
+// reason, then (field, value)...; an empty mem_bytes or mem_percent removes it.
+constexpr char kUpdateJob[] = R"lua(
+local id, running = ARGV[1], ARGV[2] == '1'
+local states = running and {starting = true, running = true} or {queued = true, blocked = true}
+local err = cas(id, states, nil, running and 'starting or running' or 'queued or blocked')
+if err then return err end
+for k = 5, #ARGV, 2 do
+  local f, v = ARGV[k], ARGV[k + 1]
+  if not running or f == 'name' or f == 'priority' then
+    if v == '' and (f == 'mem_bytes' or f == 'mem_percent') then
+      redis.call('HDEL', jk(id), f)
+    else
+      redis.call('HSET', jk(id), f, v)
+    end
+  end
+end
+if not running then
+  redis.call('HSET', jk(id), 'not_before', ARGV[3], 'reason', ARGV[4])
+  event('requeue ' .. id)
+end
+return {'ok'}
+)lua";
+
 // ARGV: fence, (id, reason)...
 constexpr char kSetReasons[] = R"lua(
 local err = fenced(ARGV[1])
@@ -557,6 +581,7 @@ TRAINQ_SCRIPT(PeakScript, "peak", kPeak)
 TRAINQ_SCRIPT(CancelWaitingScript, "cancel_waiting", kCancelWaiting)
 TRAINQ_SCRIPT(RequeueScript, "requeue", kRequeue)
 TRAINQ_SCRIPT(MoveWaitingScript, "move_waiting", kMoveWaiting)
+TRAINQ_SCRIPT(UpdateJobScript, "update_job", kUpdateJob)
 TRAINQ_SCRIPT(SetReasonsScript, "set_reasons", kSetReasons)
 TRAINQ_SCRIPT(AddTokenScript, "add_token", kAddToken)
 TRAINQ_SCRIPT(RevokeTokenScript, "revoke_token", kRevokeToken)

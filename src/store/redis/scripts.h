@@ -19,6 +19,7 @@ const LuaScript& PeakScript();
 const LuaScript& CancelWaitingScript();
 const LuaScript& RequeueScript();
 const LuaScript& MoveWaitingScript();
+const LuaScript& UpdateJobScript();
 const LuaScript& SetReasonsScript();
 const LuaScript& AddTokenScript();
 const LuaScript& RevokeTokenScript();

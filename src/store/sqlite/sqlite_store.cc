@@ -549,6 +549,29 @@ Status SqliteStore::MoveWaiting(JobId id, JobState from, JobState to, const std:
   return txn->Commit();
 }
 
+Status SqliteStore::UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before,
+                              const std::string& reason, bool running) {
+  Result<Transaction> txn = BeginWrite();
+  if (!txn.ok()) return txn.status();
+  if (running) {
+    TRAINQ_RETURN_IF_ERROR(
+        CheckCas(db_.Run("UPDATE jobs SET name = ?2, priority = ?3 WHERE id = ?1 AND state IN "
+                         "('starting', 'running')",
+                         id, spec.name, spec.priority),
+                 id, "starting or running"));
+    return txn->Commit();
+  }
+  TRAINQ_RETURN_IF_ERROR(CheckCas(
+      db_.Run("UPDATE jobs SET name = ?2, gpus = ?3, mem_bytes = ?4, mem_percent = ?5, cpus = ?6, "
+              "priority = ?7, time_limit_ms = ?8, after = ?9, after_any = ?10, not_before = ?11, "
+              "reason = ?12 WHERE id = ?1 AND state IN ('queued', 'blocked')",
+              id, spec.name, spec.gpus, spec.mem_bytes, spec.mem_percent, spec.cpus, spec.priority,
+              spec.time_limit_ms, nlohmann::json(spec.after).dump(),
+              nlohmann::json(spec.after_any).dump(), not_before, reason),
+      id, "queued or blocked"));
+  return txn->Commit();
+}
+
 Status SqliteStore::SetReasons(std::span<const std::pair<JobId, std::string>> reasons) {
   if (reasons.empty()) return Status::Ok();
   Result<Transaction> txn = BeginWrite();

@@ -75,6 +75,8 @@ class SqliteStore final : public Store {
   Result<UserFootprint> Footprint(const std::string& user) override;
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
   Result<std::vector<Job>> Dependents(JobId id) override;
+  Status UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before, const std::string& reason,
+                   bool running) override;
   Status MoveWaiting(JobId id, JobState from, JobState to, const std::string& reason,
                      UnixMs now) override;
   Status SetReasons(std::span<const std::pair<JobId, std::string>> reasons) override;
