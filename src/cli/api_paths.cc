@@ -43,6 +43,10 @@ std::string TokenPath(std::string_view name) { return fmt::format("{}/{}", Token
 
 std::string NodesPath() { return Path("nodes"); }
 
+std::string AcctPath(std::string_view query) {
+  return query.empty() ? Path("acct") : Path("acct") + "?" + std::string(query);
+}
+
 std::string NodePath(std::string_view name, std::string_view action) {
   return fmt::format("{}/{}/{}", NodesPath(), name, action);
 }

@@ -25,6 +25,8 @@ std::string DaemonPath(std::string_view action);
 std::string TokensPath();
 std::string TokenPath(std::string_view name);
 std::string NodesPath();
+// /v1/acct?QUERY (`trainq acct`).
+std::string AcctPath(std::string_view query);
 // /v1/nodes/NAME/ACTION: drain, resume.
 std::string NodePath(std::string_view name, std::string_view action);
 

@@ -232,6 +232,15 @@ Action SetupHoldOrRelease(CLI::App& cmd, bool hold) {
 Action SetupHold(CLI::App& cmd) { return SetupHoldOrRelease(cmd, true); }
 Action SetupRelease(CLI::App& cmd) { return SetupHoldOrRelease(cmd, false); }
 
+Action SetupAcct(CLI::App& cmd) {
+  auto a = std::make_shared<AcctArgs>();
+  cmd.add_option("--user", a->user, "one user's jobs (default: yours)");
+  cmd.add_flag("--all-users", a->all_users, "every user's jobs");
+  cmd.add_option("--since", a->since, "jobs that ended this long ago or later: 7d, 12h");
+  cmd.add_flag("--json", a->json, "JSON output ({\"jobs\", \"users\"})");
+  return [a](Invocation& inv) { return CmdAcct(ClientOf(inv), *a); };
+}
+
 Action SetupCancel(CLI::App& cmd) {
   auto s = AddSelection(cmd, true);
   return [s](Invocation& inv) { return CmdCancel(ClientOf(inv), *s); };
@@ -396,6 +405,10 @@ constexpr CommandRow kCommands[] = {
      kJobIds},
     {"ls", "waiting and running jobs", SetupList},
     {"show", "everything about a job, all its attempts", SetupShow, kJobIds},
+    {"acct",
+     "what jobs took, as sacct: wait, run time, GPUs, GPU-hours, peak, attempts, end; "
+     "per user, totals",
+     SetupAcct},
     {"explain", "why a job waits: reason, GPUs, holds, line, fair share", SetupExplain, kJobIds},
     {"logs", "output of the latest (or Nth) attempt", SetupLogs, kJobIds},
     {"cancel", "cancel waiting jobs (they stay, cancelled), stop running ones", SetupCancel,

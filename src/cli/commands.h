@@ -117,6 +117,14 @@ struct UpdateArgs {
   bool json = false;
 };
 int CmdUpdate(Client& client, const UpdateArgs& args);
+// `trainq acct`: the caller's jobs (--user U: one user's, --all-users: everyone's).
+struct AcctArgs {
+  std::string user;
+  bool all_users = false;
+  std::string since;  // a duration: jobs that ended that long ago or later (and running ones)
+  bool json = false;
+};
+int CmdAcct(Client& client, const AcctArgs& args);
 // `trainq clean`: forget ended jobs.
 struct CleanArgs {
   std::string before;  // a duration: only jobs that ended at least this long ago

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/acct.h"
 #include "src/core/job_update.h"
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
@@ -396,6 +397,7 @@ class Routes {
   static void ListTokens(RouteContext& c) { c.d.tokens->List(c.caller, c.respond); }
   static void RevokeToken(RouteContext& c) { c.d.tokens->Revoke(c.req, c.caller, c.respond); }
   static void UpdateJob(RouteContext& c);
+  static void Acct(RouteContext& c);
   static void AddStep(RouteContext& c) { c.d.steps->Add(c.req, c.caller, *c.job, c.respond); }
   static void ReadSteps(RouteContext& c) { c.d.steps->Read(c.req, c.caller, *c.job, c.respond); }
   static void FinishStep(RouteContext& c) { c.d.steps->Finish(c.req, c.caller, *c.job, c.respond); }
@@ -601,6 +603,60 @@ UnixMs EndedAt(const Job& job) {
 
 }  // namespace
 
+// `trainq acct`: each job's row (running and ended ones from the store, forgotten ones from
+// what `clean` kept) and each user's totals.
+void Routes::Acct(RouteContext& c) {
+  std::string user = c.caller.user;
+  UnixMs since = 0;
+  for (const auto& [key, value] : c.req.query) {
+    int64_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    bool number = ec == std::errc() && ptr == value.data() + value.size() && !value.empty();
+    if (key == "user" && !value.empty() && value.find_first_of("&=/ ") == std::string::npos) {
+      user = value;
+    } else if (key == "all" && value == "1") {
+      user = "";
+    } else if (key == "since" && number && n >= 0) {
+      since = n;
+    } else {
+      return c.respond(ErrorResponse(Status::Invalid(fmt::format(
+          "{}: '{}' is not accepted; expected user (a user name), all (1) and since (Unix ms)", key,
+          value.substr(0, 64)))));
+    }
+  }
+  ListQuery q;
+  q.states = {JobState::kStarting, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+              JobState::kCancelled};
+  q.user = user;
+  q.with_attempts = true;
+  q.with_env = false;
+  Result<std::vector<Job>> jobs = c.d.store->List(q);
+  if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
+  Result<std::vector<AcctRow>> rows = c.d.store->AcctRecords(user, since);
+  if (!rows.ok()) return c.respond(ErrorResponse(rows.status()));
+  UnixMs now = c.d.clock->Now();
+  for (const Job& job : *jobs) {
+    AcctRow row = AcctOf(job, now);
+    if (IsDone(job.state) && row.ended_at < since) continue;
+    rows->push_back(std::move(row));
+  }
+  std::sort(rows->begin(), rows->end(),
+            [](const AcctRow& a, const AcctRow& b) { return a.id < b.id; });
+  json out_jobs = json::array(), users = json::array();
+  for (const AcctRow& row : *rows) out_jobs.push_back(AcctToJson(row));
+  for (const auto& [name, t] : AcctTotals(*rows)) {
+    users.push_back({{"user", name},
+                     {"jobs", t.jobs},
+                     {"succeeded", t.succeeded},
+                     {"failed", t.failed},
+                     {"cancelled", t.cancelled},
+                     {"running", t.active},
+                     {"gpu_hours", t.gpu_hours},
+                     {"elapsed_ms", t.elapsed_ms}});
+  }
+  c.respond(Json(200, {{"jobs", std::move(out_jobs)}, {"users", std::move(users)}}));
+}
+
 // `trainq clean`: forgets ended jobs, the caller's (every user's for an admin who asks),
 // with their run dirs and logs unless keep_logs.
 void Routes::Clean(RouteContext& c) {
@@ -619,10 +675,14 @@ void Routes::Clean(RouteContext& c) {
   if (!jobs.ok()) return c.respond(ErrorResponse(jobs.status()));
   UnixMs now = c.d.clock->Now();
   std::vector<JobId> ids;
+  std::vector<AcctRow> rows;  // what `trainq acct` keeps of each
   for (const Job& job : *jobs) {
-    if (r->older_than_ms == 0 || EndedAt(job) + r->older_than_ms <= now) ids.push_back(job.id);
+    if (r->older_than_ms == 0 || EndedAt(job) + r->older_than_ms <= now) {
+      ids.push_back(job.id);
+      rows.push_back(AcctOf(job, now));
+    }
   }
-  Result<std::vector<JobId>> gone = c.d.store->Forget(ids);
+  Result<std::vector<JobId>> gone = c.d.store->Forget(ids, rows);
   if (!gone.ok()) return c.respond(ErrorResponse(gone.status()));
   size_t logs = 0;
   if (!r->keep_logs) {
@@ -1100,6 +1160,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/jobs/{id}/steps/result", Action::kStep, "end a step of", Routes::FinishStep},
     {"POST", "/v1/jobs/{id}/steps/cancel", Action::kStep, "cancel a step of", Routes::CancelStep},
     {"POST", "/v1/jobs/{id}/steps/done", Action::kStep, "end the steps of", Routes::StepsDone},
+    {"GET", "/v1/acct", Action::kRead, "read the accounting", Routes::Acct},
     {"GET", "/v1/gpus", Action::kRead, "list GPUs", Routes::Gpus},
     {"GET", "/v1/status", Action::kRead, "read the status", Routes::DaemonStatus},
     {"POST", "/v1/daemon/stop", Action::kAdmin, "stop the daemon", Routes::Stop},

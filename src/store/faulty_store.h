@@ -82,9 +82,13 @@ class Faulty : public Base {
     if (Status st = Take("Dependents"); !st.ok()) return st;
     return inner_->Dependents(id);
   }
-  Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override {
+  Result<std::vector<JobId>> Forget(std::span<const JobId> ids,
+                                    std::span<const AcctRow> summaries) override {
     if (Status st = Take("Forget"); !st.ok()) return st;
-    return inner_->Forget(ids);
+    return inner_->Forget(ids, summaries);
+  }
+  Result<std::vector<AcctRow>> AcctRecords(const std::string& user, UnixMs since) override {
+    return inner_->AcctRecords(user, since);
   }
   Result<UserFootprint> Footprint(const std::string& user) override {
     if (Status st = Take("Footprint"); !st.ok()) return st;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/acct.h"
 #include "src/core/auth.h"
 #include "trainq/job.h"
 #include "trainq/status.h"
@@ -178,7 +179,13 @@ class Store {
   // their attempts with them, in one durable transaction; others are left as they are. The
   // ids forgotten, in the order given; an id is never given to a new job again. A store
   // that cannot forget says so (kInvalid) and forgets nothing.
-  virtual Result<std::vector<JobId>> Forget(std::span<const JobId> ids) = 0;
+  // `summaries`: empty, or one accounting row per id (AcctOf), kept for each job forgotten
+  // so `trainq acct` still counts it (AcctRecords).
+  virtual Result<std::vector<JobId>> Forget(std::span<const JobId> ids,
+                                            std::span<const AcctRow> summaries) = 0;
+  // The accounting rows Forget kept: `user`'s ("" every user's) whose job ended at `since` or
+  // later, in id order.
+  virtual Result<std::vector<AcctRow>> AcctRecords(const std::string& user, UnixMs since) = 0;
   // How many jobs `user` has waiting and how many bytes their kept jobs take: each job's
   // record (an environment shared by several jobs counts once, on the job that stored it)
   // plus the log_bytes of its attempts' ends.

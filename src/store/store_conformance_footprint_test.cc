@@ -104,7 +104,7 @@ TEST_P(StoreConformance, ForgetRemovesOnlyEndedJobsAndGivesTheirBytesBack) {
   ASSERT_TRUE(IsOk(before));
 
   std::vector<JobId> asked = {(*ids)[0], waiting, 999, (*ids)[1]};
-  Result<std::vector<JobId>> gone = store().Forget(asked);
+  Result<std::vector<JobId>> gone = store().Forget(asked, {});
   ASSERT_TRUE(IsOk(gone));
   EXPECT_THAT(*gone, ElementsAre((*ids)[0], (*ids)[1]));
   EXPECT_TRUE(HasCode(store().Get((*ids)[0]), Code::kNotFound));
@@ -128,6 +128,42 @@ TEST_P(StoreConformance, ForgetRemovesOnlyEndedJobsAndGivesTheirBytesBack) {
   EXPECT_EQ(listed->size(), 2u);
   // A new job never takes a forgotten id.
   EXPECT_GT(SubmitOne(), waiting);
+}
+
+// `trainq acct` after `trainq clean`: the row given for each job forgotten is kept, and only
+// for those; read back by user and by when the job ended.
+TEST_P(StoreConformance, ForgetKeepsTheAccountingRowOfEachJobItForgets) {
+  JobId ended = EndedJob(JobState::kSucceeded);
+  JobId waiting = SubmitOne();
+  AcctRow a;
+  a.id = ended;
+  a.user = "alice";
+  a.name = "train";
+  a.state = "succeeded";
+  a.ended_at = kT0 + 60'000;
+  a.elapsed_ms = 59'000;
+  a.gpus = 2;
+  a.gpu_hours = 2 * 59'000 / 3'600'000.0;
+  a.attempts = 1;
+  a.end = "exit code 0";
+  AcctRow w = a;
+  w.id = waiting;
+  std::vector<JobId> asked = {ended, waiting};
+  std::vector<AcctRow> rows = {a, w};
+  Result<std::vector<JobId>> gone = store().Forget(asked, rows);
+  ASSERT_TRUE(IsOk(gone));
+  EXPECT_THAT(*gone, ElementsAre(ended));
+  Result<std::vector<AcctRow>> kept = store().AcctRecords("alice", 0);
+  ASSERT_TRUE(IsOk(kept));
+  ASSERT_EQ(kept->size(), 1u);  // the waiting job was not forgotten: no row of it
+  EXPECT_EQ((*kept)[0].id, ended);
+  EXPECT_EQ((*kept)[0].gpus, 2);
+  EXPECT_DOUBLE_EQ((*kept)[0].gpu_hours, a.gpu_hours);
+  EXPECT_EQ((*kept)[0].end, "exit code 0");
+  EXPECT_TRUE(IsOk(store().AcctRecords("", 0)));
+  EXPECT_EQ(store().AcctRecords("", 0)->size(), 1u);
+  EXPECT_TRUE(store().AcctRecords("bob", 0)->empty());
+  EXPECT_TRUE(store().AcctRecords("alice", kT0 + 60'001)->empty());
 }
 
 }  // namespace

@@ -54,6 +54,7 @@ def test_every_command_that_prints_data_prints_json_with_json(make_trainq):
         ("ls",): ["--all"],
         ("show",): [str(done)],
         ("explain",): [str(waiting)],
+        ("acct",): ["--since", "1d"],
         ("logs",): [str(done)],
         ("cancel",): [str(waiting)],
         ("retry",): [str(failed)],

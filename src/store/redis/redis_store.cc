@@ -304,19 +304,37 @@ Status RedisStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
                     std::to_string(end.log_bytes)});
 }
 
-Result<std::vector<JobId>> RedisStore::Forget(std::span<const JobId> ids) {
+Result<std::vector<JobId>> RedisStore::Forget(std::span<const JobId> ids,
+                                              std::span<const AcctRow> summaries) {
   std::vector<JobId> gone;
   // Scripts of bounded size: a huge `clean` does not hold Redis for long at a time.
   constexpr size_t kChunk = 500;
   for (size_t from = 0; from < ids.size(); from += kChunk) {
     std::vector<std::string> args;
-    for (size_t i = from; i < std::min(ids.size(), from + kChunk); ++i) args.push_back(Num(ids[i]));
+    for (size_t i = from; i < std::min(ids.size(), from + kChunk); ++i) {
+      args.push_back(Num(ids[i]));
+      args.push_back(summaries.empty() ? "" : AcctToJson(summaries[i]).dump());
+    }
     Result<Reply> reply = Run(ForgetScript(), std::move(args));
     if (!reply.ok()) return reply.status();
     const redisReply* list = (*reply)->element[1];
     for (size_t i = 0; i < list->elements; ++i) gone.push_back(list->element[i]->integer);
   }
   return gone;
+}
+
+Result<std::vector<AcctRow>> RedisStore::AcctRecords(const std::string& user, UnixMs since) {
+  Result<Reply> reply = Command({"HVALS", Key("acct")});
+  if (!reply.ok()) return reply.status();
+  std::vector<AcctRow> out;
+  const redisReply* list = reply->get();
+  for (size_t i = 0; i < list->elements; ++i) {
+    Result<AcctRow> r = AcctFromJson(std::string(list->element[i]->str, list->element[i]->len));
+    if (!r.ok()) return r.status();
+    if ((user.empty() || r->user == user) && r->ended_at >= since) out.push_back(std::move(*r));
+  }
+  std::sort(out.begin(), out.end(), [](const AcctRow& a, const AcctRow& b) { return a.id < b.id; });
+  return out;
 }
 
 Result<UserFootprint> RedisStore::Footprint(const std::string& user) {

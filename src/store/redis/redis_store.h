@@ -39,7 +39,9 @@ class RedisStore final : public ClusterStore {
   Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
   Status CancelWaiting(JobId id, const std::string& reason) override;
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
-  Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override;
+  Result<std::vector<JobId>> Forget(std::span<const JobId> ids,
+                                    std::span<const AcctRow> summaries) override;
+  Result<std::vector<AcctRow>> AcctRecords(const std::string& user, UnixMs since) override;
   Result<UserFootprint> Footprint(const std::string& user) override;
   Result<std::vector<Job>> Dependents(JobId id) override;
   Status UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before, const std::string& reason,

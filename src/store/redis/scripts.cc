@@ -503,11 +503,12 @@ event('node ' .. name)
 return {'ok', ended}
 )lua";
 
-// ARGV: ids... Forgets those that ended; returns {'ok', {ids forgotten}}.
+// ARGV: (id, accounting row or '')... Forgets those that ended, keeping each one's row in the
+// acct hash; returns {'ok', {ids forgotten}}.
 constexpr char kForget[] = R"lua(
 local done = {succeeded = true, failed = true, cancelled = true}
 local gone = {}
-for k = 1, #ARGV do
+for k = 1, #ARGV, 2 do
   local id = ARGV[k]
   local h = redis.call('HMGET', jk(id), 'state', 'user', 'attempt', 'stored_bytes', 'env_ref',
                        'submit_key')
@@ -528,6 +529,7 @@ for k = 1, #ARGV do
     redis.call('ZREM', P .. 'jobs', id)
     redis.call('ZREM', sk(h[1]), id)
     redis.call('DEL', jk(id))
+    if ARGV[k + 1] ~= '' then redis.call('HSET', P .. 'acct', id, ARGV[k + 1]) end
     gone[#gone + 1] = tonumber(id)
   end
 end

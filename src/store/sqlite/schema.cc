@@ -155,9 +155,21 @@ UPDATE jobs SET stored_bytes = length(CAST(command AS BLOB)) + length(CAST(env A
   length(CAST(reason AS BLOB)) + 256;
 )sql";
 
+// Version 10: the accounting rows of jobs `trainq clean` forgot (Store::AcctRecords), as
+// JSON (AcctToJson), with what they are looked up by.
+constexpr char kSchemaV10[] = R"sql(
+CREATE TABLE acct (
+  id INTEGER PRIMARY KEY,
+  user TEXT NOT NULL,
+  ended_at INTEGER NOT NULL,
+  row TEXT NOT NULL
+);
+CREATE INDEX acct_user ON acct (user, ended_at);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5},
-    {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8}, {9, kSchemaV9},
+    {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8}, {9, kSchemaV9}, {10, kSchemaV10},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

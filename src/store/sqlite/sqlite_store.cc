@@ -474,14 +474,16 @@ Result<std::vector<Status>> SqliteStore::CancelWaitingMany(
   return out;
 }
 
-Result<std::vector<JobId>> SqliteStore::Forget(std::span<const JobId> ids) {
+Result<std::vector<JobId>> SqliteStore::Forget(std::span<const JobId> ids,
+                                               std::span<const AcctRow> summaries) {
   FullSyncScope full_sync(db_, durable_);
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
   std::vector<JobId> gone;
   std::set<int64_t> envs;  // shared environments the forgotten jobs used
-  for (JobId id : ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    JobId id = ids[i];
     Result<Query> env = db_.Prepare(
         "SELECT env_id FROM jobs WHERE id = ?1 AND state IN ('succeeded', 'failed', 'cancelled')");
     if (!env.ok()) return env.status();
@@ -494,6 +496,13 @@ Result<std::vector<JobId>> SqliteStore::Forget(std::span<const JobId> ids) {
     // Foreign keys are not enforced on this connection: the attempts go by hand.
     Result<int64_t> attempts = db_.Run("DELETE FROM attempts WHERE job_id = ?1", id);
     if (!attempts.ok()) return attempts.status();
+    if (!summaries.empty()) {
+      const AcctRow& row = summaries[i];
+      Result<int64_t> kept =
+          db_.Run("INSERT OR REPLACE INTO acct (id, user, ended_at, row) VALUES (?1, ?2, ?3, ?4)",
+                  id, row.user, row.ended_at, AcctToJson(row).dump());
+      if (!kept.ok()) return kept.status();
+    }
     gone.push_back(id);
   }
   for (int64_t env : envs) {
@@ -510,6 +519,23 @@ Result<std::vector<JobId>> SqliteStore::Forget(std::span<const JobId> ids) {
     TRAINQ_RETURN_IF_ERROR(db_.Exec("PRAGMA wal_checkpoint(TRUNCATE)"));
   }
   return gone;
+}
+
+Result<std::vector<AcctRow>> SqliteStore::AcctRecords(const std::string& user, UnixMs since) {
+  Result<Query> q = db_.Prepare(
+      "SELECT row FROM acct WHERE (?1 = '' OR user = ?1) AND ended_at >= ?2 ORDER BY id");
+  if (!q.ok()) return q.status();
+  q->BindAll(user, since);
+  std::vector<AcctRow> out;
+  for (;;) {
+    Result<bool> row = q->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Result<AcctRow> r = AcctFromJson(q->Text(0));
+    if (!r.ok()) return r.status();
+    out.push_back(std::move(*r));
+  }
+  return out;
 }
 
 Status SqliteStore::Requeue(JobId id, const std::string& reason, UnixMs now) {

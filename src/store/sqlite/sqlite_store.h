@@ -71,7 +71,9 @@ class SqliteStore final : public Store {
   Status CancelWaiting(JobId id, const std::string& reason) override;
   Result<std::vector<Status>> CancelWaitingMany(
       std::span<const std::pair<JobId, std::string>> cancels) override;
-  Result<std::vector<JobId>> Forget(std::span<const JobId> ids) override;
+  Result<std::vector<JobId>> Forget(std::span<const JobId> ids,
+                                    std::span<const AcctRow> summaries) override;
+  Result<std::vector<AcctRow>> AcctRecords(const std::string& user, UnixMs since) override;
   Result<UserFootprint> Footprint(const std::string& user) override;
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
   Result<std::vector<Job>> Dependents(JobId id) override;

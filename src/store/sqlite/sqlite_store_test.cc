@@ -105,7 +105,7 @@ TEST_F(SqliteStoreTest, ForgettingJobsShrinksTheDatabaseFile) {
   };
   uint64_t full = size();
   EXPECT_GT(full, 4u << 20);
-  Result<std::vector<JobId>> gone = store->Forget(*ids);
+  Result<std::vector<JobId>> gone = store->Forget(*ids, {});
   ASSERT_TRUE(IsOk(gone));
   EXPECT_EQ(gone->size(), 300u);
   EXPECT_LT(size(), full / 4) << "before " << full;
