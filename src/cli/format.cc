@@ -106,8 +106,9 @@ std::string AttemptDuration(const Reply& attempt, int64_t now_ms) {
   std::optional<int64_t> end = IsoMs(attempt.Text("ended_at"));
   if (!start) return "-";
   int64_t ms = (end ? *end : now_ms) - *start;
-  // Whole seconds: "1h2m3s", "45s"; under a second, "0s".
-  return FormatDuration(std::max<int64_t>(ms, 0) / 1000 * 1000);
+  // Whole seconds, as FormatDuration writes them; under one, "<1s".
+  if (ms < 1000) return "<1s";
+  return FormatDuration(ms / 1000 * 1000);
 }
 
 std::string JobsTable(const std::vector<Reply>& jobs, bool cluster, int64_t now_ms) {
@@ -127,11 +128,14 @@ std::string JobsTable(const std::vector<Reply>& jobs, bool cluster, int64_t now_
       std::vector<std::string> nodes;
       for (const Reply& n : last.ArrayOr("nodes")) nodes.push_back(TerminalSafe(n.AsStr()));
       node = nodes.empty() ? last.Text("node") : fmt::format("{}", fmt::join(nodes, ","));
-      std::string peak = "peak " + Bytes(last, "peak_mem_bytes");
+      // A CPU job has no GPU memory to peak.
+      std::string peak = last.ArrayOr("gpu_indices").empty()
+                             ? std::string()
+                             : ", peak " + Bytes(last, "peak_mem_bytes");
       if (active) {
-        info = fmt::format("running {}, {}", AttemptDuration(last, now_ms), peak);
+        info = fmt::format("running {}{}", AttemptDuration(last, now_ms), peak);
       } else if (last.Has("started_at") && last.Text("started_at") != "-") {
-        info = fmt::format("ran {}, {}", AttemptDuration(last, now_ms), peak);
+        info = fmt::format("ran {}{}", AttemptDuration(last, now_ms), peak);
         std::string why = last.Text("end_reason");
         if (state != "succeeded" && !why.empty() && why != "-") info += ", " + why;
       }

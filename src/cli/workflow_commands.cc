@@ -123,6 +123,13 @@ json OutcomeJson(const JobOutcome& o) {
           {"error", {{"code", CodeName(o.status.code())}, {"message", o.status.message()}}}};
 }
 
+// `cancel --group G --json` and `retry --group G --json`: each job's outcome; `rc` back.
+int PrintGroupResults(int64_t group, size_t jobs, json results, int rc) {
+  json out = {{"group", group}, {"jobs", jobs}, {"results", std::move(results)}};
+  std::printf("%s\n", DumpJson(out, 2).c_str());
+  return rc;
+}
+
 int CmdCancelGroup(Client& client, const std::string& text, bool as_json) {
   Result<int64_t> group = GroupId(text);
   if (!group.ok()) return Fail(group.status());
@@ -144,14 +151,7 @@ int CmdCancelGroup(Client& client, const std::string& text, bool as_json) {
       results.push_back(OutcomeJson(o));
     }
   }
-  if (as_json) {
-    std::printf(
-        "%s\n",
-        DumpJson(json{{"group", *group}, {"jobs", jobs->size()}, {"results", std::move(results)}},
-                 2)
-            .c_str());
-    return rc;
-  }
+  if (as_json) return PrintGroupResults(*group, jobs->size(), std::move(results), rc);
   std::printf("group %lld: %d job(s) cancelled or stopping, %zu in the group\n",
               static_cast<long long>(*group), cancelled, jobs->size());
   return rc;
@@ -179,14 +179,7 @@ int CmdRetryGroup(Client& client, const std::string& text, bool failed_only, boo
       results.push_back(OutcomeJson(o));
     }
   }
-  if (as_json) {
-    std::printf(
-        "%s\n",
-        DumpJson(json{{"group", *group}, {"jobs", jobs->size()}, {"results", std::move(results)}},
-                 2)
-            .c_str());
-    return rc;
-  }
+  if (as_json) return PrintGroupResults(*group, jobs->size(), std::move(results), rc);
   std::printf("group %lld: %d job(s) queued again\n", static_cast<long long>(*group), queued);
   return rc;
 }
