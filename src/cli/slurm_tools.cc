@@ -301,6 +301,74 @@ class LocalTasks {
   std::optional<std::chrono::steady_clock::time_point> kill_at_;
 };
 
+// The parts of a step on the job's other nodes, as srun follows them through its daemon.
+class RemoteParts {
+ public:
+  RemoteParts(Client* daemon, int64_t job, int step, const StepLayout& l)
+      : daemon_(daemon), job_(job), step_(step) {
+    for (size_t i = 1; i < l.tasks.size(); ++i) {
+      if (l.tasks[i] > 0) waiting_.push_back(static_cast<int>(i));
+    }
+  }
+  bool Waiting() const { return !waiting_.empty(); }
+  int worst() const { return worst_; }
+
+  // Stops the step on the other nodes (once).
+  void Cancel() {
+    if (daemon_ == nullptr || cancelled_ || waiting_.empty()) return;
+    cancelled_ = true;
+    (void)daemon_->CallRunning(
+        "POST", api::JobPath(job_, "steps/cancel") + "?step=" + std::to_string(step_));
+  }
+
+  // Reads how the other nodes' parts ended, every 200 ms at most; true when one failed now.
+  // A daemon that stops answering ends the step here (`local` is told to stop).
+  bool Poll(LocalTasks* local) {
+    auto now = std::chrono::steady_clock::now();
+    if (waiting_.empty() || now - last_ < std::chrono::milliseconds(200)) return false;
+    last_ = now;
+    Result<json> r =
+        daemon_->CallRunning("GET", api::JobPath(job_, "steps") + "?step=" + std::to_string(step_));
+    if (!r.ok()) {
+      Say(fmt::format("srun: error: step {}.{}: this node's daemon does not answer: {}", job_,
+                      step_, r.status().message()));
+      local->Signal(SIGTERM);
+      worst_ = std::max(worst_, 1);
+      waiting_.clear();
+      return false;
+    }
+    const json& done = (*r)["results"];
+    bool failed = false;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      std::string key = std::to_string(*it);
+      if (!done.is_object() || !done.contains(key)) {
+        ++it;
+        continue;
+      }
+      const json& res = done[key];
+      int code = res.value("exit", 1);
+      for (const json& line : res.value("failures", json::array())) {
+        if (line.is_string()) Say(line.get<std::string>());
+      }
+      if (code != 0) {
+        worst_ = std::max(worst_, code);
+        failed = true;
+      }
+      it = waiting_.erase(it);
+    }
+    return failed;
+  }
+
+ private:
+  Client* daemon_;
+  int64_t job_;
+  int step_;
+  std::vector<int> waiting_;  // the nodes whose parts have not said how they ended
+  int worst_ = 0;
+  bool cancelled_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
 void CatchSignals() {
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
@@ -382,10 +450,10 @@ int Srun(const std::vector<std::string>& args) {
   ::umask(mask);
   env["SLURM_UMASK"] = fmt::format("{:04o}", static_cast<unsigned>(mask));
   int step = NextStep();
-  bool remote = false;
-  for (size_t i = 1; i < layout->tasks.size(); ++i) remote = remote || layout->tasks[i] > 0;
+  bool elsewhere = false;  // tasks on other nodes: the step goes through this node's daemon
+  for (size_t i = 1; i < layout->tasks.size(); ++i) elsewhere = elsewhere || layout->tasks[i] > 0;
   std::optional<Client> daemon;
-  if (remote) {
+  if (elsewhere) {
     Result<Client> c = LocalDaemon();
     if (!c.ok()) {
       Say(c.status().message());
@@ -406,68 +474,22 @@ int Srun(const std::vector<std::string>& args) {
     Say(st.message());
     return 1;
   }
-  std::map<int, json> results;  // node -> {"exit", "failures"}
-  std::vector<int> waiting;
-  for (size_t i = 1; i < layout->tasks.size(); ++i) {
-    if (layout->tasks[i] > 0) waiting.push_back(static_cast<int>(i));
-  }
-  int worst = 0;
-  auto last_poll = std::chrono::steady_clock::now();
-  bool cancelled = false;
-  auto cancel_remote = [&] {
-    if (!daemon || cancelled || waiting.empty()) return;
-    cancelled = true;
-    (void)daemon->CallRunning("POST", api::JobPath(std::stoll(alloc->job_id), "steps/cancel") +
-                                          "?step=" + std::to_string(step));
-  };
-  while (local.Running() || !waiting.empty()) {
-    if (local.Step(100)) {
+  RemoteParts remote(daemon ? &*daemon : nullptr, std::stoll(alloc->job_id), step, *layout);
+  while (local.Running() || remote.Waiting()) {
+    bool failed = local.Step(100);
+    if (remote.Poll(&local)) failed = true;
+    if (failed && opts->kill_on_bad_exit) {
       local.StopRest();
-      if (opts->kill_on_bad_exit) cancel_remote();
+      remote.Cancel();
     }
     local.Tick();
     if (g_signal != 0) {
       local.Signal(g_signal);
-      cancel_remote();
+      remote.Cancel();
       g_signal = 0;
     }
-    if (!waiting.empty() &&
-        std::chrono::steady_clock::now() - last_poll > std::chrono::milliseconds(200)) {
-      last_poll = std::chrono::steady_clock::now();
-      Result<json> r = daemon->CallRunning("GET", api::JobPath(std::stoll(alloc->job_id), "steps") +
-                                                      "?step=" + std::to_string(step));
-      if (!r.ok()) {
-        Say(fmt::format("srun: error: step {}.{}: this node's daemon does not answer: {}",
-                        alloc->job_id, step, r.status().message()));
-        local.Signal(SIGTERM);
-        worst = std::max(worst, 1);
-        waiting.clear();
-        continue;
-      }
-      const json& done = (*r)["results"];
-      for (auto it = waiting.begin(); it != waiting.end();) {
-        std::string key = std::to_string(*it);
-        if (!done.is_object() || !done.contains(key)) {
-          ++it;
-          continue;
-        }
-        const json& res = done[key];
-        int code = res.value("exit", 1);
-        for (const json& line : res.value("failures", json::array())) {
-          if (line.is_string()) Say(line.get<std::string>());
-        }
-        if (code != 0) {
-          worst = std::max(worst, code);
-          if (opts->kill_on_bad_exit) {
-            local.StopRest();
-            cancel_remote();
-          }
-        }
-        it = waiting.erase(it);
-      }
-    }
   }
-  return std::max(worst, local.worst());
+  return std::max(remote.worst(), local.worst());
 }
 
 // A part of the job on a node other than the first: runs the steps that give this node tasks

@@ -308,6 +308,8 @@ echo "MST_ADDR=$MST_ADDR"
 srun bash -c 'env | sort > DIR/step-$SLURM_PROCID.env'
 echo "srun rc=$?"
 srun bash -c 'echo task $SLURM_PROCID on $SLURMD_NODENAME'
+srun bash -c 'if [ $SLURM_PROCID = 1 ]; then exit 5; fi'
+echo "remote failure rc=$?"
 """
 
 # Node names that resolve, as a cluster's host names do: torchrun's rendezvous dials the first.
@@ -361,6 +363,9 @@ def test_the_multi_node_environment_matches_the_reference(make_cluster):
     assert job["state"] == "succeeded", f"{out}\n{job['attempts']}\n{gang_logs(cluster, job_id)}"
     nodes = job["attempts"][0]["nodes"]
     assert f"MST_ADDR={nodes[0]}" in out and "srun rc=0" in out
+    # A task that fails on the other node fails the step with its code, said on this one.
+    assert f"srun: error: {nodes[1]}: task 1: Exited with exit code 5" in out, out
+    assert "remote failure rc=5" in out, out
     ref_batch, ref_tasks = reference_envs()["mn"]
     compare(ref_batch, read_env(t.path("batch.env")), job_id, nodes, t.work,
             "the batch environment")
@@ -372,7 +377,9 @@ def test_the_multi_node_environment_matches_the_reference(make_cluster):
     assert f"[0 {nodes[0]}] task 0 on {nodes[0]}" in logs, logs
     assert f"[1 {nodes[1]}] task 1 on {nodes[1]}" in logs, logs
     for which in ("1", nodes[1]):
-        assert t.run("logs", "--node", which, str(job_id)).stdout == f"task 1 on {nodes[1]}\n"
+        part = t.run("logs", "--node", which, str(job_id)).stdout
+        assert part == (f"task 1 on {nodes[1]}\n"
+                        f"srun: error: {nodes[1]}: task 1: Exited with exit code 5\n"), part
     bad = t.run("logs", "--node", "7", str(job_id), check=False)
     assert bad.returncode == 2 and "its parts are 0 (" in bad.stderr, bad.stderr
     parts = json.loads(t.run("logs", "--json", str(job_id)).stdout)["parts"]
