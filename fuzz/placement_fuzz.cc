@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.h"
+#include "src/core/gpu_select.h"
 #include "src/core/placement.h"
 #include "src/core/waiting_queue.h"
 
@@ -33,7 +34,8 @@ bool Contains(const std::vector<std::string>& names, const std::string& name) {
 bool MayUse(const PendingJob& job, const NodeState& node) {
   return node.accepts_new &&
          (job.nodes_allowed.empty() || Contains(job.nodes_allowed, node.name)) &&
-         !Contains(job.nodes_excluded, node.name);
+         !Contains(job.nodes_excluded, node.name) &&
+         MeetsConstraints(node.features, job.constraints);
 }
 
 const NodeState* Find(const std::vector<NodeState>& nodes, const std::string& name) {
@@ -55,10 +57,14 @@ NodeState RandomNode(fuzz::Bytes& in, int n) {
     gpu.free_bytes =
         gpu.total_bytes - static_cast<uint64_t>(in.Range(0, 64)) * gpu.total_bytes / 64;
     gpu.foreign_processes = in.U8() % 8 == 0 ? 1 : 0;
+    gpu.model = in.U8() % 2 == 0 ? "NVIDIA A100-SXM4-80GB" : "Tesla T4";
+    if (in.U8() % 8 == 0) gpu.label = "big";
     node.gpus.push_back(gpu);
   }
   node.cpu_slots = static_cast<int>(in.Range(0, 64));
   node.accepts_new = in.U8() % 6 != 0;
+  if (in.U8() % 2 == 0) node.features.push_back("ib");
+  if (in.U8() % 2 == 0) node.features.push_back("nvlink");
   node.host_mem_bytes = in.U8() % 2 == 0 ? 0 : static_cast<uint64_t>(in.Range(1, 512)) * kGiB;
   if (in.U8() % 2 == 0) {  // a topology
     node.topology.assign(gpus, std::vector<int>(gpus, 0));
@@ -102,6 +108,12 @@ PendingJob RandomJob(fuzz::Bytes& in, JobId id, UnixMs now) {
     std::string name = "node" + std::to_string(n);
     if (lists & (1u << n)) job.nodes_allowed.push_back(name);
     if (lists & (1u << (n + 4))) job.nodes_excluded.push_back(name);
+  }
+  static const char* const kTypes[] = {"", "", "a100", "t4", "big", "h100"};
+  job.gpu_type = kTypes[in.U8() % 6];
+  static const char* const kClauses[] = {"ib", "nvlink", "ib|nvlink", "eth"};
+  for (uint8_t bits = in.U8() % 16, i = 0; i < 4; ++i) {
+    if (bits & (1u << i)) job.constraints.push_back(kClauses[i]);
   }
   return job;
 }
@@ -187,6 +199,7 @@ void CheckPart(const PendingJob& job, const StartDecision& start, const NodeGpus
   for (int index : part.gpu_indices) {
     FUZZ_CHECK(index >= 0 && index < static_cast<int>(node->gpus.size()));
     const GpuState& gpu = node->gpus[index];
+    FUZZ_CHECK(GpuTypeMatches(job.gpu_type, gpu.model, gpu.label));
     if (!config.devices.empty()) {
       FUZZ_CHECK(std::count(config.devices.begin(), config.devices.end(), gpu.index) == 1);
     }

@@ -119,6 +119,11 @@ struct JobSpec {
   // --nodes: a gang of this many nodes, each giving `gpus` GPUs (and `cpus`, `mem` per GPU),
   // started all at once or not at all.
   int num_nodes = 1;
+  // What its GPUs and nodes must be (docs/scheduling.md, "GPU types and node features"): a
+  // GPU model or node label (--gpu-type a100; "": any) and node features, each clause "a" or
+  // "a|b" (any of them), all of which hold (--constraint ib&nvlink).
+  std::string gpu_type;
+  std::vector<std::string> constraints;
   // The Idempotency-Key of the request that stored it ("" for none): a request sent again
   // with the same key (and user) is answered with the ids already stored.
   std::string submit_key;

@@ -55,6 +55,13 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
       ->allow_extra_args(false);
   s->add_option("--nodes,-N", a.num_nodes,
                 "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none)");
+  s->add_option("--gpu-type", a.gpu_type,
+                "only GPUs of this model or label: a100, h100, \"rtx 4090\" (words of the model "
+                "name, any case; or a node's gpu_type label)");
+  s->add_option("--constraint,-C", a.constraints,
+                "only nodes with these features (config node_features): ib, ib&nvlink (all), "
+                "a100|h100 (any); repeatable, all must hold")
+      ->allow_extra_args(false);
   s->add_option("--notify", a.notify,
                 "POST the job's end as JSON to this URL (retried; docs/workflow.md)");
   s->add_option("--mail", a.mail,
@@ -218,6 +225,10 @@ Action SetupUpdate(CLI::App& cmd) {
   cmd.add_option("--name", a->name, "a new name (a running job's too)");
   cmd.add_option("--after", a->after, "start only after these succeeded: ID[,ID...], or none");
   cmd.add_option("--after-any", a->after_any, "start after these ended: ID[,ID...], or none");
+  cmd.add_option("--gpu-type", a->gpu_type, "only GPUs of this model or label, or none");
+  cmd.add_option("--constraint,-C", a->constraints,
+                 "only nodes with these features, as submit takes them, or none")
+      ->allow_extra_args(false);
   cmd.add_flag("--json", a->json, "each job's outcome as JSON ({\"results\": [...]})");
   return [a](Invocation& inv) { return CmdUpdate(ClientOf(inv), *a); };
 }

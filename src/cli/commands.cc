@@ -157,6 +157,8 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   if (!nodes.empty()) body["nodes"] = std::move(nodes);
   if (!exclude.empty()) body["exclude_nodes"] = std::move(exclude);
   if (a.num_nodes != 1) body["num_nodes"] = a.num_nodes;
+  if (!a.gpu_type.empty()) body["gpu_type"] = a.gpu_type;
+  if (!a.constraints.empty()) body["constraints"] = a.constraints;
   if (!a.notify.empty()) body["notify"] = a.notify;
   if (!a.mail.empty()) body["mail"] = a.mail;
   return body;

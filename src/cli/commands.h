@@ -34,6 +34,8 @@ struct SubmitArgs {
   std::vector<std::string> nodes;          // --node NAME[,NAME]: each value a comma list
   std::vector<std::string> exclude_nodes;  // --exclude-node NAME[,NAME]
   int num_nodes = 1;                       // --nodes, -N
+  std::string gpu_type;                    // --gpu-type: checked by the daemon
+  std::vector<std::string> constraints;    // --constraint, -C (repeatable: all of them)
   bool json = false;
   std::vector<std::string> sweeps;  // --sweep NAME=V1,V2 (repeatable)
   std::string array;                // --array 0-15%4
@@ -112,8 +114,9 @@ Result<std::vector<int64_t>> ParseIdList(const std::vector<std::string>& texts);
 struct UpdateArgs {
   std::vector<std::string> ids;  // ids, lists and ranges, as cancel takes them
   std::optional<int> priority, gpus, cpus;
-  std::optional<std::string> mem, time, name, after, after_any;
-  std::optional<bool> hold;  // hold (true) or release (false)
+  std::optional<std::string> mem, time, name, after, after_any, gpu_type;
+  std::vector<std::string> constraints;  // --constraint: replaces the job's; "none" clears them
+  std::optional<bool> hold;              // hold (true) or release (false)
   bool json = false;
 };
 int CmdUpdate(Client& client, const UpdateArgs& args);

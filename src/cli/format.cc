@@ -273,6 +273,13 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
   if (std::vector<Reply> nodes = job.ArrayOr("exclude_nodes"); !nodes.empty()) {
     line("not on", names(nodes));
   }
+  if (std::optional<std::string> type = job.OptStr("gpu_type"))
+    line("gpu type", TerminalSafe(*type));
+  if (std::vector<Reply> features = job.ArrayOr("constraints"); !features.empty()) {
+    std::vector<std::string> shown;
+    for (const Reply& r : features) shown.push_back(TerminalSafe(r.AsStr()));
+    line("constraint", fmt::format("{}", fmt::join(shown, "&")));
+  }
   if (int64_t n = job.OptInt("num_nodes").value_or(1); n > 1) {
     line("gang", fmt::format("{} nodes, the GPUs above on each", n));
   }

@@ -10,6 +10,7 @@
 #include "src/cli/format.h"
 #include "src/cli/reply.h"
 #include "src/core/json_codec.h"
+#include "src/core/words.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -32,8 +33,9 @@ int CmdNodes(Client& client, bool as_json) {
   Result<json> r = client.Call("GET", api::NodesPath());
   if (!r.ok()) return Fail(r.status());
   Reply reply(*r);
-  std::vector<std::vector<std::string>> rows = {
-      {"NODE", "ADDRESS", "STATE", "LEADER", "GPUS (usable/total)", "JOBS", "HEARTBEAT"}};
+  std::vector<std::vector<std::string>> rows = {{"NODE", "ADDRESS", "STATE", "LEADER",
+                                                 "GPUS (usable/total)", "FEATURES", "JOBS",
+                                                 "HEARTBEAT"}};
   for (const Reply& n : reply.Array("nodes")) {
     std::vector<std::string> gpus;
     for (const Reply& g : n.Array("gpus")) {
@@ -42,9 +44,12 @@ int CmdNodes(Client& client, bool as_json) {
     }
     std::vector<std::string> jobs;
     for (const Reply& j : n.Array("jobs")) jobs.push_back(j.AsText());
+    std::vector<std::string> features;
+    for (const Reply& f : n.ArrayOr("features")) features.push_back(TerminalSafe(f.AsStr()));
     rows.push_back({n.Text("name"), n.Text("address"), n.Text("state"),
                     n.Bool("leader") ? "yes" : "",
                     gpus.empty() ? "-" : fmt::format("{}", fmt::join(gpus, " ")),
+                    features.empty() ? "-" : fmt::format("{}", fmt::join(features, ",")),
                     jobs.empty() ? "-" : fmt::format("{}", fmt::join(jobs, ",")),
                     Age(n.Int("heartbeat_age_ms"))});
   }

@@ -358,6 +358,11 @@ int CmdUpdate(Client& client, const UpdateArgs& a) {
   if (a.mem) body["mem"] = *a.mem;
   if (a.time) body["time"] = *a.time;
   if (a.name) body["name"] = *a.name;
+  if (a.gpu_type) body["gpu_type"] = *a.gpu_type == "none" ? json(nullptr) : json(*a.gpu_type);
+  if (!a.constraints.empty()) {
+    body["constraints"] =
+        a.constraints == std::vector<std::string>{"none"} ? json(nullptr) : json(a.constraints);
+  }
   // --after none: no dependencies any more.
   for (auto [text, key, option] : {std::tuple{&a.after, "after", "--after"},
                                    std::tuple{&a.after_any, "after_any", "--after-any"}}) {
@@ -836,6 +841,8 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (o.nodes || alloc->nodes > 1) (*body)["num_nodes"] = alloc->nodes;
   if (!o.nodelist.empty()) (*body)["nodes"] = o.nodelist;
   if (!o.exclude.empty()) (*body)["exclude_nodes"] = o.exclude;
+  if (!o.gpu_type.empty() && alloc->gpus_per_node > 0) (*body)["gpu_type"] = o.gpu_type;
+  if (!o.constraints.empty()) (*body)["constraints"] = o.constraints;
   if (!o.mail_user.empty()) (*body)["mail"] = o.mail_user;
   Result<json> after = DependencyIds(client, o.after_ok);
   if (!after.ok()) return after.status();
@@ -879,6 +886,8 @@ Status AgainstTheScript(const Status& st, const SbatchOptions& o) {
       {"--nodes:", {"nodes", "ntasks", "ntasks-per-node"}},
       {"--mem:", {"mem-per-gpu"}},
       {"--time:", {"time"}},
+      {"--gpu-type:", {"gres", "gpus", "gpus-per-node"}},
+      {"--constraint:", {"constraint"}},
   };
   for (const auto& [flag, options] : kMade) {
     if (!st.message().starts_with(flag)) continue;

@@ -11,8 +11,8 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* kChangeable[] = {"name", "priority", "gpus",  "mem",
-                                       "cpus", "time",     "after", "after_any"};
+constexpr const char* kChangeable[] = {"name", "priority", "gpus",      "mem",      "cpus",
+                                       "time", "after",    "after_any", "gpu_type", "constraints"};
 
 bool Changeable(const std::string& key) {
   for (const char* k : kChangeable) {
@@ -53,7 +53,8 @@ Result<JobUpdate> ReadJobUpdate(const Job& job, const std::string& body) {
     if (!Changeable(key)) {
       errors.push_back(fmt::format(
           "{}: cannot change after submit; expected name, priority, gpus, mem, cpus, time, "
-          "after, after_any or hold (cancel the job and submit it again for the rest)",
+          "after, after_any, gpu_type, constraints or hold (cancel the job and submit it again for "
+          "the rest)",
           key));
       continue;
     }

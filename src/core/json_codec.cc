@@ -1,10 +1,12 @@
 #include "src/core/json_codec.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/gpu_select.h"
 #include "src/core/spec.h"
 #include "trainq/size.h"
 
@@ -55,6 +57,8 @@ class SpecReader {
   void MemLimit(const json& v);
   void MaxProcs(const json& v);
   void Names(const std::string& key, const json& v, std::vector<std::string>& out);
+  void GpuType(const json& v);
+  void Constraints(const json& v);
   bool WorkflowField(const std::string& key, const json& v);
   void Group(const json& v);
   void Record(const json& v);
@@ -85,11 +89,13 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "nodes") return Names(key, v, spec_.nodes_allowed);
   if (key == "exclude_nodes") return Names(key, v, spec_.nodes_excluded);
   if (key == "num_nodes") return Int(key, v, spec_.num_nodes);
+  if (key == "gpu_type") return GpuType(v);
+  if (key == "constraints") return Constraints(v);
   if (WorkflowField(key, v)) return;
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
-      "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, group, "
-      "group_limit, "
+      "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, gpu_type, "
+      "constraints, group, group_limit, "
       "array_index, record, notify, mail, slurm, gate",
       key));
 }
@@ -176,6 +182,56 @@ void SpecReader::Names(const std::string& key, const json& v, std::vector<std::s
       continue;
     }
     out.push_back(v[i].get<std::string>());
+  }
+}
+
+// A GPU model or label (--gpu-type); null or "": any GPU.
+void SpecReader::GpuType(const json& v) {
+  if (v.is_null()) return spec_.gpu_type.clear();
+  if (!v.is_string()) return errors_.push_back(Expected("gpu_type", "a string", v));
+  std::string type = v.get<std::string>();
+  if (!type.empty()) {
+    if (Status st = CheckGpuType(type, "gpu_type"); !st.ok()) {
+      return errors_.push_back(st.message());
+    }
+  }
+  spec_.gpu_type = std::move(type);
+}
+
+// Node features (--constraint): an expression, or an array of them that must all hold.
+void SpecReader::Constraints(const json& v) {
+  spec_.constraints.clear();
+  if (v.is_null()) return;
+  std::vector<std::pair<std::string, std::string>> exprs;  // (field, expression)
+  if (v.is_string()) {
+    exprs.emplace_back("constraints", v.get<std::string>());
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) {
+        errors_.push_back(Expected(fmt::format("constraints[{}]", i), "a string", v[i]));
+        continue;
+      }
+      exprs.emplace_back(fmt::format("constraints[{}]", i), v[i].get<std::string>());
+    }
+  } else {
+    return errors_.push_back(Expected("constraints", "a string or an array of strings", v));
+  }
+  for (const auto& [field, expr] : exprs) {
+    Result<std::vector<std::string>> clauses = ParseConstraint(expr, field);
+    if (!clauses.ok()) {
+      errors_.push_back(clauses.status().message());
+      continue;
+    }
+    for (std::string& c : *clauses) {
+      if (std::find(spec_.constraints.begin(), spec_.constraints.end(), c) ==
+          spec_.constraints.end()) {
+        spec_.constraints.push_back(std::move(c));
+      }
+    }
+  }
+  if (spec_.constraints.size() > kMaxConstraints) {
+    errors_.push_back(
+        fmt::format("constraints: more than {} features; ask for fewer", kMaxConstraints));
   }
 }
 
@@ -382,6 +438,8 @@ json JobToJson(const Job& job) {
       {"nodes", s.nodes_allowed},
       {"exclude_nodes", s.nodes_excluded},
       {"num_nodes", s.num_nodes},
+      {"gpu_type", s.gpu_type.empty() ? json(nullptr) : json(s.gpu_type)},
+      {"constraints", s.constraints},
       {"group", s.group > 0 ? json(s.group) : json(nullptr)},
       {"group_limit", s.group_limit > 0 ? json(s.group_limit) : json(nullptr)},
       {"array_index", s.array_index >= 0 ? json(s.array_index) : json(nullptr)},
@@ -433,6 +491,8 @@ json SpecToJson(const JobSpec& spec) {
   if (!spec.nodes_allowed.empty()) out["nodes"] = spec.nodes_allowed;
   if (!spec.nodes_excluded.empty()) out["exclude_nodes"] = spec.nodes_excluded;
   if (spec.num_nodes != 1) out["num_nodes"] = spec.num_nodes;
+  if (!spec.gpu_type.empty()) out["gpu_type"] = spec.gpu_type;
+  if (!spec.constraints.empty()) out["constraints"] = spec.constraints;
   if (spec.mem_limit_bytes > 0) out["mem_limit"] = fmt::format("{}B", spec.mem_limit_bytes);
   if (spec.max_procs != 0) out["max_procs"] = spec.max_procs;
   if (spec.group > 0) out["group"] = spec.group;

@@ -187,7 +187,9 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
                                             "slurm",
                                             "gate_pid",
                                             "mem_limit_bytes",
-                                            "max_procs"}));
+                                            "max_procs",
+                                            "gpu_type",
+                                            "constraints"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");

@@ -38,6 +38,10 @@ struct GpuState {
   // Why the samples since sampled_at failed ("" when the last one succeeded): shown where
   // stale facts keep a job off this GPU.
   std::string sample_error{};  // {}: callers may leave it out of an aggregate
+  // What --gpu-type matches (GpuTypeMatches): the model name ("NVIDIA A100-SXM4-80GB") and
+  // its node's label (config gpu_type); "": none.
+  std::string model{};
+  std::string label{};
 };
 
 // What one user's running or starting attempts take on a node: the per-user limits count it.
@@ -63,6 +67,8 @@ struct NodeState {
   // false for a drained or lost node: nothing new is placed here (no start, no hold), but
   // what it holds still counts (its GPUs' holdings, use_by_user).
   bool accepts_new = true;
+  // What --constraint asks of a node (config node_features): "ib", "nvlink".
+  std::vector<std::string> features{};
 };
 
 struct PendingJob {
@@ -93,6 +99,10 @@ struct PendingJob {
   // policy ignores them: the daemon passes it only the jobs their group has room for.
   JobId group = 0;
   int group_limit = 0;
+  // Its GPUs' type (GpuTypeMatches; "": any) and the features every node it uses has
+  // (MeetsConstraints; empty: none asked).
+  std::string gpu_type{};
+  std::vector<std::string> constraints{};
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   // GPUs over all its nodes: what max_gpus_per_user counts.

@@ -38,7 +38,7 @@ std::vector<std::pair<std::pair<uint64_t, uint64_t>, size_t>> HoldCandidates(con
   if (node.host_mem_bytes > 0 && job.host_mem_bytes > node.host_mem_bytes) return out;
   for (size_t i = 0; i < node.gpus.size(); ++i) {
     const GpuState& gpu = node.gpus[i];
-    if (!p.Allowed(gpu) || p.HeldFor(n, i) != 0) continue;
+    if (!Pass::TypeOk(job, gpu) || !p.Allowed(gpu) || p.HeldFor(n, i) != 0) continue;
     if (auto d = Distance(job, gpu, p.config, p.now)) out.emplace_back(*d, i);
   }
   std::sort(out.begin(), out.end());

@@ -18,6 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "src/core/gpu_select.h"
 #include "src/core/placement.h"
 
 namespace trainq::placement_internal {
@@ -184,8 +188,19 @@ class Pass {
   bool NodeOpen(const PendingJob& job, size_t n) const {
     const NodeState& nd = node(n);
     if (!nd.accepts_new) return false;
-    if (job.nodes_allowed.empty() && job.nodes_excluded.empty()) return true;
+    if (job.nodes_allowed.empty() && job.nodes_excluded.empty() && job.constraints.empty()) {
+      return true;
+    }
     return NodeClosedText(job, nd).empty();
+  }
+  // Whether the job's --node, --exclude-node and --constraint let it use the node, taking
+  // new jobs or not.
+  static bool NodeAllows(const PendingJob& job, const NodeState& nd) {
+    auto has = [&nd](const std::vector<std::string>& names) {
+      return std::find(names.begin(), names.end(), nd.name) != names.end();
+    };
+    return (job.nodes_allowed.empty() || has(job.nodes_allowed)) && !has(job.nodes_excluded) &&
+           MeetsConstraints(nd.features, job.constraints);
   }
   // Why the job may not go to the node, "" when it may: "drained", "not in --node", ...
   static std::string NodeClosedText(const PendingJob& job, const NodeState& nd) {
@@ -194,8 +209,16 @@ class Pass {
     };
     if (!job.nodes_allowed.empty() && !has(job.nodes_allowed)) return "node not in its --node";
     if (has(job.nodes_excluded)) return "node excluded by its --exclude-node";
+    if (!MeetsConstraints(nd.features, job.constraints)) {
+      return fmt::format("node lacks {} (--constraint)",
+                         fmt::join(UnmetConstraints(nd.features, job.constraints), ", "));
+    }
     if (!nd.accepts_new) return "node takes no new jobs (drained or lost)";
     return "";
+  }
+  // The GPU is of the job's --gpu-type (any GPU where it gives none).
+  static bool TypeOk(const PendingJob& job, const GpuState& gpu) {
+    return job.gpu_type.empty() || GpuTypeMatches(job.gpu_type, gpu.model, gpu.label);
   }
   bool Open(const PendingJob& job, size_t node, size_t gpu, unsigned ignore) const {
     return NodeOpen(job, node) && GpuOpen(job, node, gpu, ignore);
@@ -203,6 +226,7 @@ class Pass {
   // Open, for a node already known open to the job.
   bool GpuOpen(const PendingJob& job, size_t node, size_t gpu, unsigned ignore) const {
     const GpuState& g = this->node(node).gpus[gpu];
+    if (!TypeOk(job, g)) return false;
     if (!(ignore & kIgnoreLimits) && (!Allowed(g) || !BelowMaxJobs(g) || Stale(g))) return false;
     if (ignore & kIgnoreHolds) return true;
     JobId held = HeldFor(node, gpu);
@@ -304,11 +328,12 @@ struct NodeChoice {
 // shape does not fit, no later job of that shape fits either, and they share one reason.
 // Where it may go is part of its shape (node lists are short, and empty for most jobs).
 using Shape = std::tuple<int, std::optional<uint64_t>, std::optional<double>, int, uint64_t, int,
-                         std::vector<std::string>, std::vector<std::string>>;
+                         std::vector<std::string>, std::vector<std::string>, std::string,
+                         std::vector<std::string>>;
 
 inline Shape ShapeOf(const PendingJob& job) {
-  return {job.gpus,           job.mem_bytes, job.mem_percent,   job.cpus,
-          job.host_mem_bytes, job.num_nodes, job.nodes_allowed, job.nodes_excluded};
+  return {job.gpus,      job.mem_bytes,     job.mem_percent,    job.cpus,     job.host_mem_bytes,
+          job.num_nodes, job.nodes_allowed, job.nodes_excluded, job.gpu_type, job.constraints};
 }
 
 // Whether RequestReason has nothing to say: the hot path of a long queue, no string built.

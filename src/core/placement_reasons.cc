@@ -23,10 +23,15 @@ std::string GpuName(const Pass& p, size_t node, const GpuState& gpu) {
                       : fmt::format("GPU {}", gpu.index);
 }
 
+// What the job calls a GPU: "GPU", or its --gpu-type ("A100").
+std::string GpuNoun(const PendingJob& job) {
+  return job.gpu_type.empty() ? "GPU" : GpuTypeShown(job.gpu_type);
+}
+
 std::string NeedText(const PendingJob& job) {
   std::string need = job.mem_bytes ? FormatBytes(*job.mem_bytes)
                                    : fmt::format("{}% of its memory", job.mem_percent.value_or(0));
-  return fmt::format("needs {} with {} usable{}", Plural(job.gpus, "GPU"), need,
+  return fmt::format("needs {} with {} usable{}", Plural(job.gpus, GpuNoun(job)), need,
                      job.gpus > 1 ? " on one node" : "");
 }
 
@@ -138,9 +143,9 @@ std::string Listed(std::vector<std::string> items, size_t total) {
 }
 
 std::string ExclusiveReason(const PendingJob& job, const Pass& p) {
-  std::string text = fmt::format("needs {} whole GPU{} (no other job or process on {}){}", job.gpus,
-                                 job.gpus == 1 ? "" : "s", job.gpus == 1 ? "it" : "them",
-                                 job.gpus > 1 ? " on one node" : "");
+  std::string text = fmt::format("needs {} whole {}{} (no other job or process on {}){}", job.gpus,
+                                 GpuNoun(job), job.gpus == 1 ? "" : "s",
+                                 job.gpus == 1 ? "it" : "them", job.gpus > 1 ? " on one node" : "");
   size_t most_free = 0;
   size_t most_free_node = 0;
   std::vector<std::string> taken;
@@ -150,12 +155,18 @@ std::string ExclusiveReason(const PendingJob& job, const Pass& p) {
     if (free > most_free) std::tie(most_free, most_free_node) = std::pair(free, n);
     std::span<const GpuRoom> room = p.Room(n);
     for (size_t i = 0; i < room.size(); ++i) {
-      if (room[i].free) continue;
       const GpuState& gpu = p.node(n).gpus[i];
+      if (room[i].free || !Pass::TypeOk(job, gpu)) continue;
       if (++taken_count <= kMaxListed) {
         taken.push_back(fmt::format("{} {}", GpuName(p, n, gpu), TakenBy(gpu, p.config)));
       }
     }
+  }
+  if (!job.gpu_type.empty()) {  // the type census (TypeCensus) says which are taken, and by what
+    return most_free == 0
+               ? text
+               : text + fmt::format("; only {} {} free{}", most_free, most_free == 1 ? "is" : "are",
+                                    OnNode(p, most_free_node));
   }
   text += most_free == 0 ? "; none is free"
                          : fmt::format("; only {} {} free{}", most_free,
@@ -258,6 +269,10 @@ std::string RequestReason(const PendingJob& job, const Pass& p) {
 std::string ClosedText(const PendingJob& job, const Pass& p, size_t n, size_t i) {
   if (!p.NodeOpen(job, n)) return Pass::NodeClosedText(job, p.node(n));
   const GpuState& gpu = p.node(n).gpus[i];
+  if (!Pass::TypeOk(job, gpu)) {
+    return fmt::format("not of --gpu-type {} (it is {})", job.gpu_type,
+                       gpu.model.empty() ? "of unknown model" : gpu.model);
+  }
   if (p.Paused(gpu)) return "paused (trainq resume --gpus)";
   if (!p.Allowed(gpu)) return "not in the device allowlist";
   if (uint64_t age = p.StaleMs(gpu); age > 0) {
@@ -289,6 +304,7 @@ std::string ClosedNote(const PendingJob& job, const Pass& p) {
     const NodeState& node = p.node(n);
     if (!p.NodeOpen(job, n)) continue;  // the reason's node part says why
     for (size_t i = 0; i < node.gpus.size(); ++i) {
+      if (!Pass::TypeOk(job, node.gpus[i])) continue;  // the type census says so
       std::string why = ClosedText(job, p, n, i);
       if (why.empty() || !LeftAfter(job, node.gpus[i], p.config, p.now)) continue;
       if (++count <= kMaxListed) closed.push_back(GpuName(p, n, node.gpus[i]) + " " + why);
@@ -307,6 +323,10 @@ std::string NodeOut(const PendingJob& job, const NodeState& node) {
       job.nodes_excluded.end()) {
     return "excluded (--exclude-node)";
   }
+  if (!MeetsConstraints(node.features, job.constraints)) {
+    return fmt::format("lacks {} (--constraint)",
+                       fmt::join(UnmetConstraints(node.features, job.constraints), ", "));
+  }
   return node.accepts_new ? "" : "takes no new jobs (drained or lost)";
 }
 
@@ -322,6 +342,9 @@ std::string Constraint(const PendingJob& job) {
   if (!job.nodes_allowed.empty()) parts.push_back("--node " + NamesText(job.nodes_allowed));
   if (!job.nodes_excluded.empty()) {
     parts.push_back("--exclude-node " + NamesText(job.nodes_excluded));
+  }
+  if (!job.constraints.empty()) {
+    parts.push_back(fmt::format("--constraint {}", fmt::join(job.constraints, "&")));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
 }
@@ -391,6 +414,7 @@ std::string NotTakingNote(const PendingJob& job, const Pass& p) {
         job.nodes_excluded.end()) {
       continue;
     }
+    if (!MeetsConstraints(node.features, job.constraints)) continue;
     if (++count <= kMaxListed) names.push_back(node.name);
   }
   if (count == 0) return "";
@@ -404,11 +428,11 @@ std::string GangReason(const PendingJob& job, const Pass& p) {
   if (job.gpus == 0) {
     each = Plural(job.cpus, "CPU slot");
   } else if (job.exclusive()) {
-    each = fmt::format("{} whole GPU{}", job.gpus, job.gpus == 1 ? "" : "s");
+    each = fmt::format("{} whole {}{}", job.gpus, GpuNoun(job), job.gpus == 1 ? "" : "s");
   } else {
     std::string mem = job.mem_bytes ? FormatBytes(*job.mem_bytes)
                                     : fmt::format("{}% of its memory", job.mem_percent.value_or(0));
-    each = fmt::format("{} of {} usable", Plural(job.gpus, "GPU"), mem);
+    each = fmt::format("{} of {} usable", Plural(job.gpus, GpuNoun(job)), mem);
   }
   std::string head = fmt::format("needs {} with {} each", Plural(job.num_nodes, "node"), each);
   size_t gpus_ok = 0, most = 0, most_node = 0;
@@ -439,10 +463,137 @@ std::string GangReason(const PendingJob& job, const Pass& p) {
                      Listed(std::move(full), full_count));
 }
 
+// "4 NVIDIA T4, 2 NVIDIA L4 (label big)": the GPUs of the nodes, by model, for a job whose type
+// none of them is.
+std::string ModelsText(const Pass& p) {
+  std::vector<std::pair<std::string, int>> models;
+  for (size_t n = 0; n < p.size(); ++n) {
+    for (const GpuState& gpu : p.node(n).gpus) {
+      std::string name = gpu.model.empty() ? "of unknown model" : gpu.model;
+      if (!gpu.label.empty()) name += fmt::format(" (label {})", gpu.label);
+      auto it = std::find_if(models.begin(), models.end(),
+                             [&](const auto& m) { return m.first == name; });
+      if (it == models.end()) {
+        models.emplace_back(std::move(name), 1);
+      } else {
+        ++it->second;
+      }
+    }
+  }
+  std::vector<std::string> items;
+  for (size_t i = 0; i < models.size() && i < kMaxListed; ++i) {
+    items.push_back(fmt::format("{} {}", models[i].second, models[i].first));
+  }
+  return Listed(std::move(items), models.size());
+}
+
+// A job with --gpu-type whose type no node it may use has enough of, at all: "needs 1 A100; no
+// GPU here is one (GPUs: 4 NVIDIA T4)". "" when some node has them.
+std::string TypeCountReason(const PendingJob& job, const Pass& p) {
+  if (job.gpu_type.empty() || job.gpus <= 0) return "";
+  int most = 0, total = 0;
+  size_t most_node = 0;
+  for (size_t n = 0; n < p.size(); ++n) {
+    const NodeState& node = p.node(n);
+    if (!Pass::NodeAllows(job, node)) continue;  // drained nodes count: NodesReason says so
+    int count = 0;
+    for (const GpuState& gpu : node.gpus) count += Pass::TypeOk(job, gpu) ? 1 : 0;
+    total += count;
+    if (count > most) std::tie(most, most_node) = std::pair(count, n);
+  }
+  std::string noun = GpuNoun(job);
+  if (total == 0) {
+    return fmt::format("needs {}; no GPU {}is of --gpu-type {} (GPUs: {})", Plural(job.gpus, noun),
+                       job.constraints.empty() ? "" : "it may use ", job.gpu_type, ModelsText(p));
+  }
+  if (most < job.gpus) {
+    return fmt::format("needs {} on one node; the most {} has is {}{}", Plural(job.gpus, noun),
+                       p.size() > 1 ? "any node" : "this node", most, OnNode(p, most_node));
+  }
+  return "";
+}
+
+// A job with --constraint that no node meets, up or not: "needs a node with ib (--constraint);
+// none has it (features: a: nvlink; b: none)". "" when some node does.
+std::string FeaturesReason(const PendingJob& job, const Pass& p) {
+  if (job.constraints.empty() || p.size() == 0) return "";
+  std::vector<std::string> have;
+  for (size_t n = 0; n < p.size(); ++n) {
+    const NodeState& node = p.node(n);
+    if (MeetsConstraints(node.features, job.constraints)) return "";
+    if (have.size() < kMaxListed) {
+      have.push_back(fmt::format(
+          "{}: {}", node.name,
+          node.features.empty() ? "none" : fmt::format("{}", fmt::join(node.features, ","))));
+    }
+  }
+  std::string features = Listed(std::move(have), p.size());
+  return fmt::format("needs a node with {} (--constraint); none has {} (features: {})",
+                     fmt::join(job.constraints, " and "),
+                     job.constraints.size() == 1 ? "it" : "them", features);
+}
+
+// "; A100s: 2, all taken by jobs 4 and 9": the GPUs of the job's type on the nodes it may use,
+// for a job that fits none of them now.
+std::string TypeCensus(const PendingJob& job, const Pass& p) {
+  if (job.gpu_type.empty() || job.gpus <= 0) return "";
+  int total = 0, taken = 0, others = 0;
+  std::vector<JobId> jobs;
+  std::vector<std::string> per_node;
+  for (size_t n = 0; n < p.size(); ++n) {
+    if (!p.NodeOpen(job, n)) continue;
+    const NodeState& node = p.node(n);
+    std::span<const GpuRoom> room = p.Room(n);
+    int here = 0;
+    for (size_t i = 0; i < node.gpus.size(); ++i) {
+      const GpuState& gpu = node.gpus[i];
+      if (!Pass::TypeOk(job, gpu)) continue;
+      ++here;
+      if (room[i].free) continue;
+      ++taken;
+      for (const Holding& h : gpu.holdings) {
+        if (std::find(jobs.begin(), jobs.end(), h.job) == jobs.end()) jobs.push_back(h.job);
+      }
+      others += gpu.holdings.empty() ? 1 : 0;
+    }
+    total += here;
+    if (here > 0) per_node.push_back(fmt::format("{}: {}", node.name, here));
+  }
+  if (total == 0) return "";
+  std::string head = fmt::format("; {}s: {}", GpuNoun(job), total);
+  if (p.size() > 1 && per_node.size() > 1) {
+    size_t count = per_node.size();
+    per_node.resize(std::min(count, kMaxListed));
+    head += fmt::format(" ({})", Listed(std::move(per_node), count));
+  }
+  if (taken == 0) return head + ", none in use";
+  std::sort(jobs.begin(), jobs.end());
+  std::vector<std::string> by;
+  if (!jobs.empty()) {
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < jobs.size() && i < kMaxListed; ++i)
+      ids.push_back(std::to_string(jobs[i]));
+    std::string list =
+        ids.size() == 1
+            ? ids[0]
+            : fmt::format("{} and {}", fmt::join(ids.begin(), ids.end() - 1, ", "), ids.back());
+    if (jobs.size() > ids.size())
+      list = fmt::format("{}, {} more", fmt::join(ids, ", "), jobs.size() - ids.size());
+    by.push_back(fmt::format("job{} {}", jobs.size() == 1 ? "" : "s", list));
+  }
+  if (others > 0) by.push_back(fmt::format("{} by other processes", others));
+  return fmt::format("{}, {} taken by {}", head, taken == total ? "all" : std::to_string(taken),
+                     fmt::join(by, " and "));
+}
+
 }  // namespace
 
 std::string WhyWaiting(const PendingJob& job, const Pass& p) {
   std::string reason = RequestReason(job, p);
+  if (!reason.empty()) return reason;
+  reason = FeaturesReason(job, p);
+  if (!reason.empty()) return reason;
+  reason = TypeCountReason(job, p);
   if (!reason.empty()) return reason;
   reason = NodesReason(job, p);
   if (!reason.empty()) return reason;
@@ -452,7 +603,7 @@ std::string WhyWaiting(const PendingJob& job, const Pass& p) {
   } else if (job.gpus == 0 || GpusFitSomewhere(job, p)) {
     why = HostReason(job, p);
   } else {
-    why = job.exclusive() ? ExclusiveReason(job, p) : SharedReason(job, p);
+    why = (job.exclusive() ? ExclusiveReason(job, p) : SharedReason(job, p)) + TypeCensus(job, p);
   }
   return RestrictedPrefix(job) + why + ClosedNote(job, p) + NotTakingNote(job, p);
 }

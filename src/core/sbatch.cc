@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/gpu_select.h"
 #include "src/core/spec.h"
 #include "src/core/words.h"
 
@@ -52,8 +53,16 @@ std::vector<std::string> SplitOn(const std::string& text, char sep) {
   }
 }
 
+// The TYPE of gpu:TYPE:N or TYPE:N, as --gpu-type takes it; "" when fine.
+std::string SetGpuType(const std::string& type, SbatchOptions& out) {
+  if (!CheckGpuType(type, "type").ok()) return std::string(kGpuTypeForm);
+  out.gpu_type = type;
+  return "";
+}
+
 // --gres=gpu:2, gpu:a100:2, gpu (one).
 std::string Gres(const std::string& v, SbatchOptions& out) {
+  std::string type;  // one type for the whole job
   for (const std::string& item : SplitOn(v, ',')) {
     std::vector<std::string> parts = SplitOn(item, ':');
     if (parts[0] != "gpu") {
@@ -61,26 +70,41 @@ std::string Gres(const std::string& v, SbatchOptions& out) {
           fmt::format("--gres={}: trainq knows only gpu resources; {} ignored", v, parts[0]));
       continue;
     }
+    constexpr std::string_view kForm = "gpu:N or gpu:TYPE:N, e.g. gpu:2 or gpu:a100:2";
+    if (parts.size() > 3) return std::string(kForm);
     if (parts.size() == 3) {
-      out.warnings.push_back(fmt::format(
-          "--gres={}: a GPU type is not chosen by trainq; any {} GPU(s) with the memory asked", v,
-          parts[2]));
+      if (!type.empty() && type != parts[1]) {
+        return fmt::format("one GPU type for the whole job (it names {} and {})", type, parts[1]);
+      }
+      type = parts[1];
+      if (std::string bad = SetGpuType(type, out); !bad.empty()) return bad;
     }
     std::string count = parts.size() == 1 ? "1" : parts.back();
-    std::string bad = SetCount(count, out.gpus, 0, "gpu:N or gpu:TYPE:N, e.g. gpu:2");
+    std::string bad = SetCount(count, out.gpus, 0, std::string(kForm));
     if (!bad.empty()) return bad;
   }
+  if (type.empty()) out.gpu_type.clear();  // a later --gres without a type asks for any GPU
   return "";
 }
 
+// --gpus and --gpus-per-node: N or TYPE:N.
 std::string Gpus(const std::string& v, std::optional<int>& into, SbatchOptions& out) {
   size_t colon = v.rfind(':');
   if (colon != std::string::npos) {
-    out.warnings.push_back(fmt::format(
-        "--gpus={}: a GPU type is not chosen by trainq; any GPU with the memory asked", v));
+    if (std::string bad = SetGpuType(v.substr(0, colon), out); !bad.empty()) return bad;
+  } else {
+    out.gpu_type.clear();
   }
   std::string count = colon == std::string::npos ? v : v.substr(colon + 1);
   return SetCount(count, into, 0, "a number of GPUs, e.g. 2 or a100:2");
+}
+
+// --constraint, -C: features every node of the job has (ParseConstraint's form).
+std::string Constraint(const std::string& v, SbatchOptions& out) {
+  Result<std::vector<std::string>> clauses = ParseConstraint(v, "--constraint");
+  if (!clauses.ok()) return std::string(kConstraintForm);
+  out.constraints = std::move(*clauses);
+  return "";
 }
 
 std::string Time(const std::string& v, SbatchOptions& out) {
@@ -156,7 +180,6 @@ constexpr Unhonoured kUnhonoured[] = {
     {"mem-per-cpu", 0, false, "host memory is not reserved per job"},
     {"mail-type", 0, false, "trainq mails when the job ends, whatever --mail-type says"},
     {"export", 0, false, "the job gets the submitting environment, as --export=ALL"},
-    {"constraint", 'C', false, "trainq has no node features"},
     {"requeue", 0, true, "a job is queued again on out-of-memory or a lost node"},
     {"exclusive", 0, true, "trainq does not reserve whole nodes"},
     {"nice", 0, false, "use trainq submit --priority"},
@@ -180,6 +203,7 @@ const std::vector<OptionRow>& Rows() {
   static const std::vector<OptionRow> rows = {
       {"job-name", 'J', Text(&SbatchOptions::job_name)},
       {"gres", 0, Gres},
+      {"constraint", 'C', Constraint},
       {"gpus", 'G',
        [](const std::string& v, SbatchOptions& out) { return Gpus(v, out.gpus_total, out); }},
       {"gpus-per-node", 0,

@@ -19,6 +19,8 @@ struct SbatchOptions {
   std::string job_name;                  // --job-name, -J
   std::optional<int> gpus;               // per node: --gres=gpu:N, --gpus-per-node
   std::optional<int> gpus_total;         // the job's: --gpus, -G
+  std::string gpu_type;                  // the TYPE of --gres=gpu:TYPE:N or --gpus=TYPE:N
+  std::vector<std::string> constraints;  // --constraint, -C, as ParseConstraint gives it
   std::string mem_per_gpu;               // --mem-per-gpu, a size as --mem takes it
   std::optional<int64_t> time_limit_ms;  // --time, -t
   std::string array;                     // --array, as ParseArray takes it

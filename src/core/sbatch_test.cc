@@ -82,15 +82,38 @@ TEST(SbatchTest, GresFormsAndDependencies) {
   EXPECT_EQ(o.gpus, 3);
   EXPECT_THAT(o.after_any, ElementsAre(7));
   EXPECT_THAT(o.after_ok, ElementsAre(8));
-  EXPECT_THAT(o.warnings.at(0), HasSubstr("GPU type"));
+  EXPECT_EQ(o.gpu_type, "a100");  // selected, not warned about
+  EXPECT_TRUE(o.warnings.empty());
   for (const char* bad :
-       {"--gres=gpu:x", "--dependency=after:3", "--dependency=afterok:1?afterok:2", "-N0",
-        "--cpus-per-task=0", "--nodelist=n[1-3]"}) {
+       {"--gres=gpu:x", "--gres=gpu:a100:1,gpu:v100:1", "--gres=gpu:a/b:1", "--gpus=a100:x",
+        "--constraint=ib&a|b", "--constraint=[ib]", "-C=", "--dependency=after:3",
+        "--dependency=afterok:1?afterok:2", "-N0", "--cpus-per-task=0", "--nodelist=n[1-3]"}) {
     SbatchOptions b;
     Status st = ApplySbatchOptions({bad}, "x", b);
     EXPECT_FALSE(st.ok()) << bad;
     EXPECT_THAT(st.message(), HasSubstr("expected")) << bad;
   }
+}
+
+// Slurm's ways of naming a GPU type and node features select them: the type as --gpu-type,
+// the features as --constraint; a later option replaces an earlier one, as in Slurm.
+TEST(SbatchTest, GpuTypesAndConstraintsSelect) {
+  SbatchOptions o;
+  ASSERT_TRUE(ApplySbatchOptions({"--gpus=h100:4", "-C", "ib&nvlink"}, "x", o).ok());
+  EXPECT_EQ(o.gpus_total, 4);
+  EXPECT_EQ(o.gpu_type, "h100");
+  EXPECT_THAT(o.constraints, ElementsAre("ib", "nvlink"));
+  ASSERT_TRUE(ApplySbatchOptions({"--gpus-per-node=2", "--constraint=a100|h100"}, "x", o).ok());
+  EXPECT_EQ(o.gpus, 2);
+  EXPECT_EQ(o.gpu_type, "");  // the later option asks for any GPU
+  EXPECT_THAT(o.constraints, ElementsAre("a100|h100"));
+  ASSERT_TRUE(ApplySbatchOptions({"--gres=gpu:rtx_6000:1"}, "x", o).ok());
+  EXPECT_EQ(o.gpu_type, "rtx_6000");
+  EXPECT_TRUE(o.warnings.empty());
+  SbatchOptions bad;
+  Status st = ApplySbatchOptions({"--constraint=a*2"}, "#SBATCH line 3", bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("#SBATCH line 3: --constraint 'a*2' cannot be read"));
 }
 
 TEST(SbatchTest, ShebangWithOneArgument) {

@@ -11,6 +11,7 @@
 
 #include "src/core/duration.h"
 #include "src/core/endpoint.h"
+#include "src/core/gpu_select.h"
 #include "src/core/hostlist.h"
 #include "trainq/size.h"
 
@@ -224,6 +225,90 @@ void CheckNodeNames(const std::vector<std::string>& names, const char* field,
   }
 }
 
+// "4 NVIDIA T4, 2 NVIDIA L4": the GPUs the offers have, by model (and label).
+std::string OfferedModels(const std::vector<NodeOffer>& offers) {
+  std::vector<std::pair<std::string, int>> models;
+  for (const NodeOffer& node : offers) {
+    for (const auto& [model, label] : node.gpus) {
+      std::string name = label.empty() ? model : fmt::format("{} (label {})", model, label);
+      auto it = std::find_if(models.begin(), models.end(),
+                             [&](const auto& m) { return m.first == name; });
+      if (it == models.end()) {
+        models.emplace_back(std::move(name), 1);
+      } else {
+        ++it->second;
+      }
+    }
+  }
+  if (models.empty()) return "none";
+  std::vector<std::string> items;
+  for (const auto& [name, count] : models) items.push_back(fmt::format("{} {}", count, name));
+  return fmt::format("{}", fmt::join(items, ", "));
+}
+
+// --gpu-type and --constraint against what the nodes offer (SpecLimits::offers).
+void CheckSelection(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
+  if (!spec.gpu_type.empty() && spec.gpus == 0) {
+    out.push_back({"--gpu-type",
+                   "a CPU job (--gpus 0) uses no GPU; ask for GPUs or leave "
+                   "--gpu-type out"});
+    return;
+  }
+  if (limits.offers.empty()) return;
+  std::vector<const NodeOffer*> meeting;
+  for (const NodeOffer& node : limits.offers) {
+    if (MeetsConstraints(node.features, spec.constraints)) meeting.push_back(&node);
+  }
+  if (meeting.empty()) {
+    std::vector<std::string> have;
+    for (const NodeOffer& node : limits.offers) {
+      have.push_back(fmt::format(
+          "{}: {}", node.name,
+          node.features.empty() ? "none" : fmt::format("{}", fmt::join(node.features, ","))));
+    }
+    out.push_back(
+        {"--constraint", fmt::format("no node has {} (node features, config node_features: {})",
+                                     fmt::join(spec.constraints, " and "), fmt::join(have, "; "))});
+    return;
+  }
+  if (static_cast<int>(meeting.size()) < spec.num_nodes) {
+    out.push_back({"--nodes", fmt::format("asks for {} nodes but only {} {} {}", spec.num_nodes,
+                                          meeting.size(), meeting.size() == 1 ? "has" : "have",
+                                          fmt::join(spec.constraints, " and "))});
+    return;
+  }
+  if (spec.gpu_type.empty() || spec.gpus <= 0) return;
+  int most = 0;
+  int nodes_with_enough = 0;
+  for (const NodeOffer* node : meeting) {
+    int count = 0;
+    for (const auto& [model, label] : node->gpus) {
+      count += GpuTypeMatches(spec.gpu_type, model, label) ? 1 : 0;
+    }
+    most = std::max(most, count);
+    nodes_with_enough += count >= spec.gpus ? 1 : 0;
+  }
+  std::string where = spec.constraints.empty() ? "" : " on a node with its --constraint";
+  if (most == 0) {
+    out.push_back(
+        {"--gpu-type", fmt::format("no GPU{} is of type {} (a word of its model name, or of its "
+                                   "node's gpu_type label); GPUs: {}",
+                                   where, spec.gpu_type, OfferedModels(limits.offers))});
+  } else if (most < spec.gpus) {
+    std::string node = spec.constraints.empty() ? "one node" : "one node with its --constraint";
+    out.push_back(
+        {"--gpus", fmt::format("asks for {} {}s on one node but the most {} has is {}; "
+                               "use --gpus {} or fewer",
+                               spec.gpus, GpuTypeShown(spec.gpu_type), node, most, most)});
+  } else if (nodes_with_enough < spec.num_nodes) {
+    out.push_back({"--nodes", fmt::format("asks for {} nodes with {} {}{} each, but only {} {} "
+                                          "them",
+                                          spec.num_nodes, spec.gpus, GpuTypeShown(spec.gpu_type),
+                                          spec.gpus == 1 ? "" : "s", nodes_with_enough,
+                                          nodes_with_enough == 1 ? "has" : "have")});
+  }
+}
+
 void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
   CheckNodeNames(spec.nodes_allowed, "--node", out);
   CheckNodeNames(spec.nodes_excluded, "--exclude-node", out);
@@ -413,6 +498,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckHostMem(spec, limits, errors);
   CheckHostProcs(spec, limits, errors);
   CheckNodes(spec, limits, errors);
+  CheckSelection(spec, limits, errors);
   CheckWorkflow(spec, errors);
   return errors;
 }

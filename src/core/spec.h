@@ -25,6 +25,15 @@ constexpr size_t kMaxNodeNameBytes = 64;  // a name in --node and --exclude-node
 constexpr size_t kMaxNodeNames = 1024;    // names in each of --node and --exclude-node
 constexpr char kMasterAddr[] = "127.0.0.1";
 
+// What one node offers beyond counts, for jobs with --gpu-type or --constraint: a type no GPU
+// has, or a feature no node has, is refused at submit, as Slurm refuses a request no node's
+// configuration can meet.
+struct NodeOffer {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> gpus;  // (model, label) of each GPU
+  std::vector<std::string> features;
+};
+
 struct SpecLimits {
   int max_gpus_per_node = 0;  // 0 with gpus requested: no GPUs anywhere
   int max_cpu_slots = 1;
@@ -42,6 +51,8 @@ struct SpecLimits {
   uint64_t max_mem_limit = 0;
   uint64_t machine_mem_bytes = 0;
   int64_t max_procs = 0;
+  // Every node not lost; empty: not known, --gpu-type and --constraint are not checked.
+  std::vector<NodeOffer> offers{};
 };
 
 // The most --max-procs may ask (the kernel's own limit on pids).

@@ -189,6 +189,66 @@ TEST(ValidateSpecTest, NamesTheFieldOfEachProblem) {
   }
 }
 
+// As Slurm refuses a request no node's configuration can meet: a type no GPU has, a feature no
+// node has, more GPUs of a type than one node has, each refused naming what there is.
+TEST(ValidateSpecTest, GpuTypesAndFeaturesNoNodeOffersAreRefused) {
+  SpecLimits limits = kLimits;
+  limits.offers = {{"a", {{"NVIDIA A100-SXM4-80GB", ""}, {"Tesla T4", ""}}, {"ib"}},
+                   {"b", {{"NVIDIA A100-SXM4-80GB", ""}, {"NVIDIA A100-SXM4-80GB", ""}}, {}}};
+  auto errors = [&limits](const std::function<void(JobSpec&)>& change) {
+    JobSpec spec = GoodSpec();
+    spec.gpus = 1;
+    change(spec);
+    std::vector<std::string> out;
+    for (const FieldError& e : ValidateSpec(spec, limits, kDir)) {
+      out.push_back(e.field + ": " + e.message);
+    }
+    return out;
+  };
+  EXPECT_THAT(errors([](JobSpec& s) { s.gpu_type = "a100"; }), IsEmpty());
+  EXPECT_THAT(errors([](JobSpec& s) { s.gpu_type = "t4"; }), IsEmpty());
+  EXPECT_THAT(errors([](JobSpec& s) { s.constraints = {"ib"}; }), IsEmpty());
+  EXPECT_THAT(errors([](JobSpec& s) { s.gpu_type = "h100"; }),
+              ElementsAre("--gpu-type: no GPU is of type h100 (a word of its model name, or of "
+                          "its node's gpu_type label); GPUs: 3 NVIDIA A100-SXM4-80GB, 1 Tesla T4"));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.gpu_type = "a100";
+                s.gpus = 3;
+              }),
+              ElementsAre("--gpus: asks for 3 A100s on one node but the most one node has is 2; "
+                          "use --gpus 2 or fewer"));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.gpu_type = "a100";
+                s.gpus = 2;
+                s.constraints = {"ib"};
+              }),
+              ElementsAre("--gpus: asks for 2 A100s on one node but the most one node with its "
+                          "--constraint has is 1; use --gpus 1 or fewer"));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.constraints = {"nvlink", "ib|eth"};
+              }),
+              ElementsAre("--constraint: no node has nvlink and ib|eth (node features, config "
+                          "node_features: a: ib; b: none)"));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.constraints = {"ib"};
+                s.num_nodes = 2;
+              }),
+              ElementsAre("--nodes: asks for 2 nodes but only 1 has ib"));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.gpu_type = "t4";
+                s.num_nodes = 2;
+              }),
+              ElementsAre("--nodes: asks for 2 nodes with 1 T4 each, but only 1 has them"));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.gpu_type = "a100";
+                s.gpus = 0;
+                s.mem_bytes.reset();
+              }),
+              ElementsAre(HasSubstr("--gpu-type: a CPU job (--gpus 0) uses no GPU")));
+  limits.offers.clear();  // not known: not judged
+  EXPECT_THAT(errors([](JobSpec& s) { s.gpu_type = "h100"; }), IsEmpty());
+}
+
 TEST(ValidateSpecTest, AcceptsBoundaries) {
   JobSpec spec = GoodSpec();
   spec.gpus = 4;

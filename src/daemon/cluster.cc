@@ -119,7 +119,8 @@ NodeRecord ClusterMode::OwnRecord() const {
   r.runs_dir = p_.options->paths.runs;
   r.master_port_first = config_.master_port_first;
   r.master_port_last = config_.master_port_last;
-  r.info = NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler);
+  r.info = NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler,
+                    NodeLabels{p_.config->node_features, p_.config->gpu_type});
   r.version = TRAINQ_VERSION;
   return r;
 }
@@ -336,6 +337,7 @@ void ClusterMode::Limits(SpecLimits& limits) {
   Result<std::vector<NodeRecord>> nodes = store_.Nodes();
   if (!nodes.ok()) return;  // judged by this node's own GPUs, as set by the caller
   limits.max_nodes = 0;
+  limits.offers.clear();
   for (const NodeRecord& r : *nodes) {
     if (r.lost) continue;
     ++limits.max_nodes;
@@ -345,8 +347,12 @@ void ClusterMode::Limits(SpecLimits& limits) {
     if (!info.contains("gpus") || !info["gpus"].is_array()) continue;
     limits.max_gpus_per_node =
         std::max(limits.max_gpus_per_node, static_cast<int>(info["gpus"].size()));
+    NodeOffer& offer = limits.offers.emplace_back();
+    offer.name = r.name;
+    offer.features = FeaturesOf(info);
     for (const json& g : info["gpus"]) {
       limits.largest_gpu_bytes = std::max(limits.largest_gpu_bytes, g.value("total", uint64_t{0}));
+      offer.gpus.emplace_back(TextOf(g, "name"), TextOf(g, "label"));
     }
   }
 }

@@ -38,6 +38,7 @@ NodeState NodeFromRecord(const NodeRecord& r, const std::vector<OnNode>& here) {
   // A lost or drained node gets nothing new; what it holds still counts.
   node.accepts_new = !r.lost && !r.drained;
   node.cpu_slots = info.is_object() ? info.value("cpu_slots", 0) : 0;
+  if (info.is_object()) node.features = FeaturesOf(info);
   UnixMs sampled_at = 0;
   std::string sample_error;
   if (info.is_object() && info.contains("sample_error") && info["sample_error"].is_string() &&
@@ -54,6 +55,8 @@ NodeState NodeFromRecord(const NodeRecord& r, const std::vector<OnNode>& here) {
       gpu.total_bytes = g.value("total", uint64_t{0});
       gpu.free_bytes = g.value("free", uint64_t{0});
       gpu.foreign_processes = g.value("foreign", 0);
+      gpu.model = TextOf(g, "name");
+      gpu.label = TextOf(g, "label");
       gpu.sampled_at = sampled_at;
       gpu.sample_error = sample_error;
       node.gpus.push_back(std::move(gpu));
@@ -302,6 +305,7 @@ void ClusterLeader::NodesRoute(Responder& respond) {
                      {"leader", lease.ok() && lease->leader == name},
                      {"cpu_slots", shown.cpu_slots},
                      {"cpu_slots_used", shown.cpu_slots_used},
+                     {"features", shown.features},
                      {"gpus", GpusJson(shown, info, policy, now)},
                      {"jobs", jobs_on[name]},
                      {"heartbeat_at", FormatTime(r.heartbeat_at)},

@@ -17,6 +17,7 @@
 
 #include "src/core/duration.h"
 #include "src/core/endpoint.h"
+#include "src/core/gpu_select.h"
 #include "src/os/run_dir.h"
 #include "src/store/cluster.h"
 #include "trainq/size.h"
@@ -213,6 +214,38 @@ Kind Strings(Field<std::vector<std::string>> field, std::string_view form = kPat
   return {"array of strings",
           form,
           {set, [field](const Config& c) { return json(field(c)).dump(); }, Copy(field), {}, {}}};
+}
+
+// Node features (--constraint): names of kConstraintForm, each once.
+Kind Features() {
+  constexpr std::string_view kForm =
+      "an array of feature names (letters, digits, '.', '_', '-'), like [\"ib\", \"nvlink\"]";
+  Kind kind = Strings(&Config::node_features, kForm);
+  auto set = kind.access.from_toml;
+  kind.access.from_toml = [set, kForm](Config& c, const toml::node& n,
+                                       const std::string& name) -> Status {
+    TRAINQ_RETURN_IF_ERROR(set(c, n, name));
+    for (const std::string& f : c.node_features) {
+      if (!ValidFeature(f)) {
+        return Status::Invalid(fmt::format(
+            "config option {}: '{}' is not a feature name; expected {}", name, f, kForm));
+      }
+    }
+    return Status::Ok();
+  };
+  return kind;
+}
+
+// This node's GPU label (--gpu-type matches it as it matches a model name).
+Kind GpuLabel() {
+  Kind kind = String(&Config::gpu_type);
+  auto set = kind.access.from_toml;
+  kind.access.from_toml = [set](Config& c, const toml::node& n, const std::string& name) {
+    TRAINQ_RETURN_IF_ERROR(set(c, n, name));
+    if (c.gpu_type.empty()) return Status::Ok();
+    return CheckGpuType(c.gpu_type, "config option " + name);
+  };
+  return kind;
 }
 
 Kind Bool(Field<bool> field) {
@@ -542,6 +575,13 @@ const std::vector<Option>& Options() {
           Size(&Config::max_stored_bytes_per_user, "a size like \"20GiB\", or 0 (no cap)", true)),
       Row("node_name", "the host name", false, "this node's name in job records",
           String(&Config::node_name)),
+      Row("node_features", "[]", false,
+          "what `--constraint` (Slurm's `-C`) selects this node by, like [\"ib\", \"nvlink\"]",
+          Features()),
+      Row("gpu_type", "\"\"", false,
+          "a label `--gpu-type` matches on this node's GPUs, besides their model name (for a "
+          "model NVML names vaguely, or a lab's own class like \"big\")",
+          GpuLabel()),
       Row("max_request", "64MiB", false, "largest API request body accepted",
           Size(&Config::max_request_bytes)),
       Row("request_timeout", "10s", false,

@@ -46,7 +46,10 @@ struct Config {
   // What one user may keep (docs/operations.md, "Per-user caps"); 0: no cap.
   int max_waiting_jobs_per_user = 10000;
   uint64_t max_stored_bytes_per_user = 20ull << 30;
-  std::string node_name;                     // empty: the host name
+  std::string node_name;  // empty: the host name
+  // What --constraint and --gpu-type select this node and its GPUs by (docs/scheduling.md).
+  std::vector<std::string> node_features;
+  std::string gpu_type;  // a label of every GPU here, besides its model name; "": none
   uint64_t max_request_bytes = 64ull << 20;  // max_request
   // API connections (docs/operations.md, "Connections and limits").
   int64_t request_timeout_ms = 10000;  // request_timeout

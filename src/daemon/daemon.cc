@@ -118,8 +118,9 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
 std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
   auto cpu_slots = [this] { return cpu_slots_; };
   if (cluster == nullptr) {
-    return std::make_unique<LocalMode>(LocalMode::Parts{&clock_, agent_.get(), scheduler_.get(),
-                                                        &sampler_, node_, address_, cpu_slots});
+    return std::make_unique<LocalMode>(
+        LocalMode::Parts{&clock_, agent_.get(), scheduler_.get(), &sampler_, node_, address_,
+                         cpu_slots, NodeLabels{config_.node_features, config_.gpu_type}});
   }
   ClusterMode::Parts m;
   m.io = &io_;

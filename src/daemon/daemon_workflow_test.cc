@@ -236,6 +236,48 @@ TEST_F(WorkflowTest, UpdateChangesAWaitingJobAndIsCheckedAsASubmit) {
       409);
 }
 
+// --gpu-type and --constraint on one machine: the GPUs' model names (NVML's, here the fake
+// probe's) and the config's label and features decide; what no GPU or node here offers is
+// refused at submit; a waiting job's reason counts its type; `update` changes the type.
+TEST_F(WorkflowTest, GpuTypesAndFeaturesChooseTheGpu) {
+  GpuInfo t4 = Gpu(0, 80), a100 = Gpu(1, 80);
+  t4.name = "Tesla T4";
+  a100.name = "NVIDIA A100-SXM4-80GB";
+  SetGpus({t4, a100});
+  config_.node_features = {"ib"};
+  config_.gpu_type = "lab-big";
+  Start();
+  JobId first = Submit({{"gpu_type", "a100"}, {"constraints", "ib"}});
+  EXPECT_EQ(Get(first).state, JobState::kRunning);
+  EXPECT_EQ(Get(first).current()->gpu_indices, std::vector<int>{1});
+  JobId second = Submit({{"gpu_type", "A100"}});
+  EXPECT_EQ(Get(second).state, JobState::kQueued);  // the T4 is free, but not an A100
+  EXPECT_THAT(Get(second).reason, HasSubstr("A100s: 1, all taken by job " + std::to_string(first)));
+  // The label matches every GPU here: the T4 takes it.
+  JobId labelled = Submit({{"gpu_type", "lab-big"}});
+  EXPECT_EQ(Get(labelled).current()->gpu_indices, std::vector<int>{0});
+  for (const auto& [field, value, says] :
+       {std::tuple{"gpu_type", json("h100"), "--gpu-type: no GPU is of type h100"},
+        std::tuple{"constraints", json("nvlink"), "--constraint: no node has nvlink"},
+        std::tuple{"constraints", json("a|b&c"), "mixes & and |"},
+        std::tuple{"gpu_type", json("a100;x"), "gpu_type: 'a100;x' is not a GPU model"}}) {
+    json spec = {{"command", {"x"}}, {"cwd", dir_}, {field, value}};
+    HttpResponse r = Call("POST", "/v1/jobs", spec.dump());
+    EXPECT_EQ(r.status, 400) << field;
+    EXPECT_THAT(r.body, HasSubstr(says));
+  }
+  HttpResponse update =
+      Call("POST", "/v1/jobs/" + std::to_string(second) + "/update", R"({"gpu_type": "h100"})");
+  EXPECT_EQ(update.status, 400) << update.body;
+  EXPECT_THAT(update.body, HasSubstr("--gpu-type: no GPU is of type h100"));
+  update = Call("POST", "/v1/jobs/" + std::to_string(second) + "/update", R"({"gpu_type": null})");
+  ASSERT_EQ(update.status, 200) << update.body;
+  EXPECT_EQ(Get(second).spec.gpu_type, "");
+  json nodes = json::parse(Call("GET", "/v1/nodes").body);
+  EXPECT_EQ(nodes["nodes"][0]["features"], json({"ib"}));
+  EXPECT_EQ(nodes["nodes"][0]["gpus"][1]["label"], "lab-big");
+}
+
 // `trainq hold` keeps a job from starting, with its reason, until `trainq release`; changed
 // dependencies are judged at once.
 TEST_F(WorkflowTest, AHeldJobWaitsUntilReleasedAndNewDependenciesAreJudgedAtOnce) {

@@ -13,9 +13,10 @@ namespace trainq {
 using json = nlohmann::json;
 
 NodeState ThisNode(const std::string& name, int cpu_slots, const Agent& agent,
-                   const GpuSampler& sampler) {
+                   const GpuSampler& sampler, const NodeLabels& labels) {
   NodeState node;
   node.name = name;
+  node.features = labels.features;
   node.cpu_slots = cpu_slots;
   for (const auto& [id, live] : agent.live()) {
     node.cpu_slots_used += live.cpus;
@@ -30,6 +31,8 @@ NodeState ThisNode(const std::string& name, int cpu_slots, const Agent& agent,
     gpu.uuid = info.uuid;
     gpu.total_bytes = info.total_bytes;
     gpu.free_bytes = info.free_bytes;
+    gpu.model = info.name;
+    gpu.label = labels.gpu_label;
     if (!sampler.error().empty()) {  // facts are stale only once a sample failed
       gpu.sampled_at = sampler.sampled_at();
       gpu.sample_error = sampler.error();
@@ -61,7 +64,18 @@ NodeState ThisNode(const std::string& name, int cpu_slots, const Agent& agent,
   return node;
 }
 
-std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sampler) {
+NodeOffer ThisOffer(const std::string& name, const GpuSampler& sampler, const NodeLabels& labels) {
+  NodeOffer offer{name, {}, labels.features};
+  if (sampler.snapshot()) {
+    for (const GpuInfo& info : sampler.snapshot()->gpus) {
+      offer.gpus.emplace_back(info.name, labels.gpu_label);
+    }
+  }
+  return offer;
+}
+
+std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sampler,
+                     const NodeLabels& labels) {
   json gpus = json::array();
   if (sampler.snapshot()) {
     for (const GpuInfo& info : sampler.snapshot()->gpus) {
@@ -77,6 +91,7 @@ std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sample
       gpus.push_back({{"index", info.index},
                       {"uuid", info.uuid},
                       {"name", info.name},
+                      {"label", labels.gpu_label},
                       {"total", info.total_bytes},
                       {"free", info.free_bytes},
                       {"foreign", foreign},
@@ -85,6 +100,7 @@ std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sample
     }
   }
   json doc = {{"cpu_slots", cpu_slots},
+              {"features", labels.features},
               {"gpus", std::move(gpus)},
               // Once a sample failed, the leader must know how old these facts are: this
               // node's clock, as heartbeats are.
@@ -141,8 +157,10 @@ void LocalMode::NodesRoute(Responder& respond) {
       {"leader", true},
       {"cpu_slots", local.cpu_slots},
       {"cpu_slots_used", local.cpu_slots_used},
-      {"gpus", GpusJson(local, json::parse(NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler)),
-                        p_.scheduler->Policy(), now)},
+      {"features", local.features},
+      {"gpus",
+       GpusJson(local, json::parse(NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler, p_.labels)),
+                p_.scheduler->Policy(), now)},
       {"jobs", std::move(jobs)},
       {"heartbeat_at", FormatTime(now)},
       {"heartbeat_age_ms", 0},

@@ -21,6 +21,7 @@ class LocalMode final : public Mode, public Scheduler::Site {
     std::string node;
     std::string address;  // node_address, or the host name
     std::function<int()> cpu_slots;
+    NodeLabels labels;
   };
   explicit LocalMode(Parts parts) : p_(std::move(parts)) {}
 
@@ -44,7 +45,9 @@ class LocalMode final : public Mode, public Scheduler::Site {
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
 
  private:
-  NodeState Node() const { return ThisNode(p_.node, p_.cpu_slots(), *p_.agent, *p_.sampler); }
+  NodeState Node() const {
+    return ThisNode(p_.node, p_.cpu_slots(), *p_.agent, *p_.sampler, p_.labels);
+  }
 
   Parts p_;
 };

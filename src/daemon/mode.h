@@ -75,12 +75,22 @@ class Mode {
   virtual void DrainRoute(const std::string& name, bool drain, Responder& respond) = 0;
 };
 
+// What --constraint and --gpu-type select this node by, besides its GPUs' model names (config
+// node_features and gpu_type).
+struct NodeLabels {
+  std::vector<std::string> features;
+  std::string gpu_label;
+};
+
 // This node as the placement policy sees it: its GPUs as last sampled, and what the agent's
 // attempts hold there.
 NodeState ThisNode(const std::string& name, int cpu_slots, const Agent& agent,
-                   const GpuSampler& sampler);
+                   const GpuSampler& sampler, const NodeLabels& labels);
 // This node's GPUs and their use by its attempts, as a cluster's NodeRecord::info carries
 // them (and GET /v1/nodes reads them back).
-std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sampler);
+std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sampler,
+                     const NodeLabels& labels);
+// What this node offers a submit's --gpu-type and --constraint (SpecLimits::offers).
+NodeOffer ThisOffer(const std::string& name, const GpuSampler& sampler, const NodeLabels& labels);
 
 }  // namespace trainq

@@ -9,6 +9,23 @@
 
 namespace trainq {
 
+// A string field of a node's NodeInfo document (or of one of its GPUs), "" where absent.
+inline std::string TextOf(const nlohmann::json& doc, const char* key) {
+  auto it = doc.find(key);
+  return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// The node's features (config node_features) from its NodeInfo document.
+inline std::vector<std::string> FeaturesOf(const nlohmann::json& info) {
+  std::vector<std::string> out;
+  auto it = info.find("features");
+  if (it == info.end() || !it->is_array()) return out;
+  for (const nlohmann::json& f : *it) {
+    if (f.is_string()) out.push_back(f.get<std::string>());
+  }
+  return out;
+}
+
 // `info`: the node's NodeInfo document (GPU names); `policy` and `now`: what usable means.
 inline nlohmann::json GpusJson(const NodeState& node, const nlohmann::json& info,
                                const PolicyConfig& policy, UnixMs now) {
@@ -22,6 +39,7 @@ inline nlohmann::json GpusJson(const NodeState& node, const nlohmann::json& info
     }
     gpus.push_back({{"index", g.index},
                     {"name", name},
+                    {"label", g.label},
                     {"uuid", g.uuid},
                     {"memory_total", g.total_bytes},
                     {"memory_free", g.free_bytes},

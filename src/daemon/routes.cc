@@ -447,6 +447,22 @@ class Routes {
   static json GpuJson(const ApiParts& d, const GpuInfo& info, const GpuState& state, UnixMs now);
 };
 
+namespace {
+
+// What a submit or an update is judged against: this node, then what the mode adds (a
+// cluster: every node), then the host limits.
+SpecLimits SubmitLimits(const ApiParts& d) {
+  SpecLimits limits{d.sampler->GpuCount(), d.cpu_slots(), d.sampler->LargestGpuBytes(), ArgMax(),
+                    d.config->policy.headroom_bytes};
+  limits.offers = {
+      ThisOffer(d.node, *d.sampler, NodeLabels{d.config->node_features, d.config->gpu_type})};
+  d.mode->Limits(limits);
+  d.agent->HostSpecLimits(limits);
+  return limits;
+}
+
+}  // namespace
+
 void Routes::Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
@@ -458,10 +474,7 @@ void Routes::Submit(RouteContext& c) {
     ::malloc_trim(0);
     return c.respond(ErrorResponse(st));
   }
-  SpecLimits limits{c.d.sampler->GpuCount(), c.d.cpu_slots(), c.d.sampler->LargestGpuBytes(),
-                    ArgMax(), c.d.config->policy.headroom_bytes};
-  c.d.mode->Limits(limits);
-  c.d.agent->HostSpecLimits(limits);
+  SpecLimits limits = SubmitLimits(c.d);
   // Jobs belong to (and, on a shared server, run as) the caller: the socket's peer, or the
   // user a token was made for. Nothing in the body can say otherwise.
   const std::string& user = c.caller.user;
@@ -522,10 +535,7 @@ void Routes::UpdateJob(RouteContext& c) {
   Result<JobUpdate> u = ReadJobUpdate(job, c.req.body);
   if (!u.ok()) return c.respond(ErrorResponse(u.status()));
   if (!u->running) {
-    SpecLimits limits{c.d.sampler->GpuCount(), c.d.cpu_slots(), c.d.sampler->LargestGpuBytes(),
-                      ArgMax(), c.d.config->policy.headroom_bytes};
-    c.d.mode->Limits(limits);
-    c.d.agent->HostSpecLimits(limits);
+    SpecLimits limits = SubmitLimits(c.d);
     Status st = ToStatus(ValidateSpec(u->spec, limits, CwdKindOf(u->spec.cwd)));
     std::set<JobId> known;
     if (st.ok() && u->deps_changed) st = CheckDepsExist(*c.d.store, u->spec, known);
@@ -816,7 +826,8 @@ json Routes::GpuJson(const ApiParts& d, const GpuInfo& info, const GpuState& sta
 
 void Routes::Gpus(RouteContext& c) {
   json gpus = json::array();
-  NodeState node = ThisNode(c.d.node, c.d.cpu_slots(), *c.d.agent, *c.d.sampler);
+  NodeState node = ThisNode(c.d.node, c.d.cpu_slots(), *c.d.agent, *c.d.sampler,
+                            NodeLabels{c.d.config->node_features, c.d.config->gpu_type});
   UnixMs now = c.d.clock->Now();
   if (c.d.sampler->snapshot()) {
     for (size_t i = 0; i < c.d.sampler->snapshot()->gpus.size() && i < node.gpus.size(); ++i) {

@@ -77,6 +77,8 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.nodes_allowed = spec.nodes_allowed;
   p.nodes_excluded = spec.nodes_excluded;
   p.num_nodes = spec.num_nodes;
+  p.gpu_type = spec.gpu_type;
+  p.constraints = spec.constraints;
   p.group = spec.group;
   p.group_limit = spec.group_limit;
   return p;

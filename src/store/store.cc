@@ -22,10 +22,11 @@ uint64_t RecordBytes(const JobSpec& spec, size_t env_bytes) {
   constexpr uint64_t kFixed = 256;
   uint64_t bytes = kFixed + env_bytes + spec.name.size() + spec.cwd.size() + spec.record.size() +
                    spec.notify_url.size() + spec.mail.size() + spec.submit_key.size() +
-                   spec.signature.size() + spec.signed_by.size();
+                   spec.signature.size() + spec.signed_by.size() + spec.gpu_type.size();
   for (const std::string& arg : spec.command) bytes += arg.size() + 3;
   for (const std::string& node : spec.nodes_allowed) bytes += node.size() + 3;
   for (const std::string& node : spec.nodes_excluded) bytes += node.size() + 3;
+  for (const std::string& c : spec.constraints) bytes += c.size() + 3;
   return bytes + 8 * (spec.after.size() + spec.after_any.size());
 }
 

@@ -195,6 +195,8 @@ TEST_P(StoreConformance, UpdateJobChangesAWaitingJobsAsksAndARunningJobsNameAlon
   spec.priority = 9;
   spec.time_limit_ms = 3'600'000;
   spec.after = {dep};
+  spec.gpu_type = "h100";
+  spec.constraints = {"ib", "x|y"};
   spec.command = {"not", "changed"};  // never what an update writes
   ASSERT_TRUE(IsOk(store().UpdateJob(id, spec, kHeldNotBefore, "held", false)));
   Result<Job> got = store().Get(id);
@@ -208,6 +210,8 @@ TEST_P(StoreConformance, UpdateJobChangesAWaitingJobsAsksAndARunningJobsNameAlon
   EXPECT_EQ(got->spec.priority, 9);
   EXPECT_EQ(got->spec.time_limit_ms, 3'600'000);
   EXPECT_THAT(got->spec.after, ElementsAre(dep));
+  EXPECT_EQ(got->spec.gpu_type, "h100");
+  EXPECT_THAT(got->spec.constraints, ElementsAre("ib", "x|y"));
   EXPECT_EQ(got->spec.command, Spec("train").command);
   EXPECT_EQ(got->not_before, kHeldNotBefore);
   EXPECT_EQ(got->reason, "held");

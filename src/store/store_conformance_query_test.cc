@@ -157,6 +157,8 @@ TEST_P(StoreConformance, APlacementOnlyListingHoldsWhatPlacementReads) {
   a.user = "ada";
   a.nodes_allowed = {"gpu01", "gpu02"};
   a.nodes_excluded = {"gpu03"};
+  a.gpu_type = "a100";
+  a.constraints = {"ib"};
   JobSpec b = Spec("b");
   b.mem_percent = 25.0;
   std::vector<JobSpec> specs = {a, b};
@@ -189,11 +191,15 @@ TEST_P(StoreConformance, APlacementOnlyListingHoldsWhatPlacementReads) {
     EXPECT_EQ(l.spec.nodes_allowed, f.spec.nodes_allowed);
     EXPECT_EQ(l.spec.nodes_excluded, f.spec.nodes_excluded);
     EXPECT_EQ(l.spec.num_nodes, f.spec.num_nodes);
+    EXPECT_EQ(l.spec.gpu_type, f.spec.gpu_type);
+    EXPECT_EQ(l.spec.constraints, f.spec.constraints);
     EXPECT_EQ(l.spec.group, f.spec.group);
     EXPECT_EQ(l.spec.group_limit, f.spec.group_limit);
   }
   EXPECT_EQ((*lean)[0].reason, "needs 2 GPUs");
   EXPECT_THAT((*lean)[0].spec.nodes_allowed, ElementsAre("gpu01", "gpu02"));
+  EXPECT_EQ((*lean)[0].spec.gpu_type, "a100");
+  EXPECT_THAT((*lean)[0].spec.constraints, ElementsAre("ib"));
 }
 
 // Several states, read one state at a time by the SQLite store, still page in id order

@@ -75,15 +75,21 @@ TEST_P(StoreConformance, SubmitRoundTripsNodeChoiceAndGang) {
   gang.nodes_allowed = {"gpu1", "gpu2.lab", "gpu_3"};
   gang.nodes_excluded = {"gpu-9"};
   gang.num_nodes = 2;
+  gang.gpu_type = "rtx 4090";
+  gang.constraints = {"ib", "a100|h100"};
   JobSpec plain = Spec("plain");
   Job got = Fetch(SubmitOne(gang));
   EXPECT_EQ(got.spec.nodes_allowed, gang.nodes_allowed);
   EXPECT_EQ(got.spec.nodes_excluded, gang.nodes_excluded);
   EXPECT_EQ(got.spec.num_nodes, 2);
+  EXPECT_EQ(got.spec.gpu_type, "rtx 4090");
+  EXPECT_EQ(got.spec.constraints, gang.constraints);
   Job single = Fetch(SubmitOne(plain));
   EXPECT_TRUE(single.spec.nodes_allowed.empty());
   EXPECT_TRUE(single.spec.nodes_excluded.empty());
   EXPECT_EQ(single.spec.num_nodes, 1);
+  EXPECT_EQ(single.spec.gpu_type, "");
+  EXPECT_TRUE(single.spec.constraints.empty());
 }
 
 TEST_P(StoreConformance, SubmitKeepsMemoryPercentApartFromBytesAndExclusive) {

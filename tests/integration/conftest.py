@@ -509,7 +509,7 @@ CLUSTER_CONFIG = {"heartbeat_interval": "200ms", "node_timeout": "4s", "leader_l
 class Cluster:
     """Nodes sharing one Redis: each a Trainq instance with its own state dir and GPUs."""
 
-    def __init__(self, make_trainq, redis, count, gpus, config, names=None):
+    def __init__(self, make_trainq, redis, count, gpus, config, names=None, node_config=None):
         self.redis = redis
         self.prefix = f"tq{uuid.uuid4().hex[:8]}:"
         self.nodes = {}
@@ -524,6 +524,7 @@ class Cluster:
             cfg.update({"store": redis.url, "redis_prefix": self.prefix, "node_name": name,
                         "listen": [f"127.0.0.1:{free_port()}"], "cluster_key_file": self.key_file})
             cfg.update(config)
+            cfg.update((node_config or {}).get(name, {}))  # what this node alone sets
             self.nodes[name] = make_trainq(gpus=[dict(g) for g in gpus], **cfg)
         for t in self.nodes.values():
             t.start_daemon()
@@ -572,9 +573,9 @@ def redis_server():
 def make_cluster(make_trainq, redis_server):
     made = []
 
-    def make(count=3, gpus=None, redis=None, names=None, **config):
+    def make(count=3, gpus=None, redis=None, names=None, node_config=None, **config):
         c = Cluster(make_trainq, redis or redis_server(), count,
-                    gpus if gpus is not None else [gpu(0)], config, names)
+                    gpus if gpus is not None else [gpu(0)], config, names, node_config)
         made.append(c)
         return c
     yield make

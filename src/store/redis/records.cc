@@ -156,6 +156,8 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"nodes_allowed", EncodeStrings(spec.nodes_allowed)},
               {"nodes_excluded", EncodeStrings(spec.nodes_excluded)},
               {"num_nodes", std::to_string(spec.num_nodes)},
+              {"gpu_type", spec.gpu_type},
+              {"constraints", EncodeStrings(spec.constraints)},
               {"group", std::to_string(spec.group)},
               {"group_limit", std::to_string(spec.group_limit)},
               {"array_index", std::to_string(spec.array_index)},
@@ -181,6 +183,8 @@ Fields ChangeableFields(const JobSpec& spec) {
           {"time_limit_ms", std::to_string(spec.time_limit_ms)},
           {"after", Joined(spec.after)},
           {"after_any", Joined(spec.after_any)},
+          {"gpu_type", spec.gpu_type},
+          {"constraints", EncodeStrings(spec.constraints)},
           {"mem_bytes", spec.mem_bytes ? std::to_string(*spec.mem_bytes) : ""},
           {"mem_percent", spec.mem_percent ? fmt::format("{}", *spec.mem_percent) : ""}};
 }
@@ -212,6 +216,8 @@ Result<Job> ReadJob(const redisReply* hash) {
   job.spec.nodes_allowed = r.Strings("nodes_allowed");
   job.spec.nodes_excluded = r.Strings("nodes_excluded");
   job.spec.num_nodes = r.Has("num_nodes") ? r.Num<int>("num_nodes") : 1;
+  job.spec.gpu_type = r.Str("gpu_type");  // "" in a job an earlier trainq stored
+  if (r.Has("constraints")) job.spec.constraints = r.Strings("constraints");
   // Fields a job stored by an earlier trainq lacks keep their defaults.
   if (r.Has("group")) {
     job.spec.group = r.Num<JobId>("group");

@@ -185,6 +185,10 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   query.Bind(32, spec.max_procs);
   query.Bind(33, env.env_id);
   query.Bind(34, static_cast<int64_t>(env.stored_bytes));
+  Result<std::string> constraints = EncodeStrings(spec.constraints, "constraints");
+  if (!constraints.ok()) return constraints.status();
+  query.Bind(35, spec.gpu_type);
+  query.Bind(36, *constraints);
   return Status::Ok();
 }
 
@@ -229,6 +233,8 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   job.spec.gate_ticks = q.Uint64(32);
   job.spec.mem_limit_bytes = q.Uint64(33);
   job.spec.max_procs = q.Int64(34);
+  job.spec.gpu_type = q.Text(35);
+  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(36), "constraints"), job.spec.constraints));
   return job;
 }
 

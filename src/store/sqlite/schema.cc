@@ -167,9 +167,16 @@ CREATE TABLE acct (
 CREATE INDEX acct_user ON acct (user, ended_at);
 )sql";
 
+// Version 11: what a job's GPUs and nodes must be (--gpu-type, --constraint).
+constexpr char kSchemaV11[] = R"sql(
+ALTER TABLE jobs ADD COLUMN gpu_type TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN constraints TEXT NOT NULL DEFAULT '[]';
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5},
-    {6, kSchemaV6}, {7, kSchemaV7}, {8, kSchemaV8}, {9, kSchemaV9}, {10, kSchemaV10},
+    {1, kSchemaV1}, {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
+    {5, kSchemaV5}, {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
+    {9, kSchemaV9}, {10, kSchemaV10}, {11, kSchemaV11},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

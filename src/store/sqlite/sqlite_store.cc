@@ -590,10 +590,12 @@ Status SqliteStore::UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before,
   TRAINQ_RETURN_IF_ERROR(CheckCas(
       db_.Run("UPDATE jobs SET name = ?2, gpus = ?3, mem_bytes = ?4, mem_percent = ?5, cpus = ?6, "
               "priority = ?7, time_limit_ms = ?8, after = ?9, after_any = ?10, not_before = ?11, "
-              "reason = ?12 WHERE id = ?1 AND state IN ('queued', 'blocked')",
+              "reason = ?12, gpu_type = ?13, constraints = ?14 WHERE id = ?1 AND state IN "
+              "('queued', 'blocked')",
               id, spec.name, spec.gpus, spec.mem_bytes, spec.mem_percent, spec.cpus, spec.priority,
               spec.time_limit_ms, nlohmann::json(spec.after).dump(),
-              nlohmann::json(spec.after_any).dump(), not_before, reason),
+              nlohmann::json(spec.after_any).dump(), not_before, reason, spec.gpu_type,
+              nlohmann::json(spec.constraints).dump()),
       id, "queued or blocked"));
   return txn->Commit();
 }
