@@ -136,6 +136,30 @@ Result<std::vector<std::string>> ParseConstraint(std::string_view text, std::str
   return clauses;
 }
 
+void GpuCensus::Add(std::string_view model, std::string_view label) {
+  std::string name = model.empty() ? "of unknown model" : std::string(model);
+  if (!label.empty()) name += fmt::format(" (label {})", label);
+  auto it =
+      std::find_if(models_.begin(), models_.end(), [&](const auto& m) { return m.first == name; });
+  if (it == models_.end()) {
+    models_.emplace_back(std::move(name), 1);
+  } else {
+    ++it->second;
+  }
+}
+
+std::string GpuCensus::Text(size_t max_listed) const {
+  if (models_.empty()) return "none";
+  std::vector<std::string> items;
+  for (size_t i = 0; i < models_.size() && i < max_listed; ++i) {
+    items.push_back(fmt::format("{} {}", models_[i].second, models_[i].first));
+  }
+  if (models_.size() > items.size()) {
+    items.push_back(fmt::format("{} more", models_.size() - items.size()));
+  }
+  return fmt::format("{}", fmt::join(items, ", "));
+}
+
 bool MeetsConstraints(const std::vector<std::string>& features,
                       const std::vector<std::string>& constraints) {
   return std::all_of(constraints.begin(), constraints.end(),

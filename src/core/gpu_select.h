@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "trainq/status.h"
@@ -47,6 +48,18 @@ bool MeetsConstraints(const std::vector<std::string>& features,
 // The clauses a node with `features` fails, for reasons: {"ib", "a100|h100"}.
 std::vector<std::string> UnmetConstraints(const std::vector<std::string>& features,
                                           const std::vector<std::string>& constraints);
+
+// GPUs counted by model (and label), in the order first seen, for messages that say what there
+// is: "2 NVIDIA A100-SXM4-80GB, 1 Tesla T4 (label small)".
+class GpuCensus {
+ public:
+  void Add(std::string_view model, std::string_view label);
+  // At most `max_listed` models, then "N more"; "none" when no GPU was added.
+  std::string Text(size_t max_listed = 64) const;
+
+ private:
+  std::vector<std::pair<std::string, int>> models_;
+};
 
 // Whether `name` may be a feature (config node_features): kConstraintForm's names.
 bool ValidFeature(std::string_view name);

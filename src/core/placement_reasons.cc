@@ -466,25 +466,11 @@ std::string GangReason(const PendingJob& job, const Pass& p) {
 // "4 NVIDIA T4, 2 NVIDIA L4 (label big)": the GPUs of the nodes, by model, for a job whose type
 // none of them is.
 std::string ModelsText(const Pass& p) {
-  std::vector<std::pair<std::string, int>> models;
+  GpuCensus census;
   for (size_t n = 0; n < p.size(); ++n) {
-    for (const GpuState& gpu : p.node(n).gpus) {
-      std::string name = gpu.model.empty() ? "of unknown model" : gpu.model;
-      if (!gpu.label.empty()) name += fmt::format(" (label {})", gpu.label);
-      auto it = std::find_if(models.begin(), models.end(),
-                             [&](const auto& m) { return m.first == name; });
-      if (it == models.end()) {
-        models.emplace_back(std::move(name), 1);
-      } else {
-        ++it->second;
-      }
-    }
+    for (const GpuState& gpu : p.node(n).gpus) census.Add(gpu.model, gpu.label);
   }
-  std::vector<std::string> items;
-  for (size_t i = 0; i < models.size() && i < kMaxListed; ++i) {
-    items.push_back(fmt::format("{} {}", models[i].second, models[i].first));
-  }
-  return Listed(std::move(items), models.size());
+  return census.Text(kMaxListed);
 }
 
 // A job with --gpu-type whose type no node it may use has enough of, at all: "needs 1 A100; no

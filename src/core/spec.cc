@@ -227,23 +227,11 @@ void CheckNodeNames(const std::vector<std::string>& names, const char* field,
 
 // "4 NVIDIA T4, 2 NVIDIA L4": the GPUs the offers have, by model (and label).
 std::string OfferedModels(const std::vector<NodeOffer>& offers) {
-  std::vector<std::pair<std::string, int>> models;
+  GpuCensus census;
   for (const NodeOffer& node : offers) {
-    for (const auto& [model, label] : node.gpus) {
-      std::string name = label.empty() ? model : fmt::format("{} (label {})", model, label);
-      auto it = std::find_if(models.begin(), models.end(),
-                             [&](const auto& m) { return m.first == name; });
-      if (it == models.end()) {
-        models.emplace_back(std::move(name), 1);
-      } else {
-        ++it->second;
-      }
-    }
+    for (const auto& [model, label] : node.gpus) census.Add(model, label);
   }
-  if (models.empty()) return "none";
-  std::vector<std::string> items;
-  for (const auto& [name, count] : models) items.push_back(fmt::format("{} {}", count, name));
-  return fmt::format("{}", fmt::join(items, ", "));
+  return census.Text();
 }
 
 // --gpu-type and --constraint against what the nodes offer (SpecLimits::offers).
