@@ -16,7 +16,7 @@ RELEASE := build/release
 CHECK := build/check
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -112,6 +112,11 @@ bench-cluster: release test-deps
 # edit, beside a submit without one (bench/snapshot.py).
 bench-snapshot: release test-deps
 	@python3 bench/snapshot.py $(RELEASE)/trainq
+
+# What a container adds to a job's start: `trainq run -- true` on the host, in a container
+# from the image store and from an archive (bench/container_start.py; needs podman).
+bench-container: release test-deps
+	@python3 bench/container_start.py $(RELEASE)/trainq
 
 demo: release
 	@scripts/demo.sh $(RELEASE)/trainq

@@ -73,7 +73,7 @@ bool SameSpec(const JobSpec& a, const JobSpec& b) {
   return a.name == b.name && a.command == b.command && a.cwd == b.cwd && a.env == b.env &&
          a.gpus == b.gpus && a.mem_bytes == b.mem_bytes && a.mem_percent == b.mem_percent &&
          a.cpus == b.cpus && a.priority == b.priority && a.retries == b.retries &&
-         a.gpu_type == b.gpu_type && a.constraints == b.constraints;
+         a.gpu_type == b.gpu_type && a.constraints == b.constraints && a.container == b.container;
 }
 
 void CheckValidation(const JobSpec& spec) {

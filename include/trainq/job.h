@@ -88,6 +88,20 @@ bool IsDone(JobState s);
 // format and sum stays in range.
 inline constexpr UnixMs kHeldNotBefore = 253'402'300'799'999;
 
+// A job that runs in a container (docs/containers.md): the image (a name in the node's image
+// store, or the absolute path of a `docker save`/`podman save` tar or an OCI archive), the
+// mounts beside its cwd ("SRC:DST[:ro]", absolute paths), /dev/shm's size (0: the daemon's
+// container_shm_size) and the working directory inside ("": the job's cwd). No image: the
+// job runs on the host.
+struct ContainerSpec {
+  std::string image;
+  std::vector<std::string> mounts;
+  uint64_t shm_bytes = 0;
+  std::string workdir;
+  bool on() const { return !image.empty(); }
+  bool operator==(const ContainerSpec&) const = default;
+};
+
 struct JobSpec {
   std::string name;                  // defaults to the command's basename
   std::vector<std::string> command;  // argv, exec'd directly
@@ -124,6 +138,7 @@ struct JobSpec {
   // "a|b" (any of them), all of which hold (--constraint ib&nvlink).
   std::string gpu_type;
   std::vector<std::string> constraints;
+  ContainerSpec container;  // --image, --mount, --shm-size, --container-workdir
   // The Idempotency-Key of the request that stored it ("" for none): a request sent again
   // with the same key (and user) is answered with the ids already stored.
   std::string submit_key;

@@ -62,6 +62,17 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
                 "only nodes with these features (config node_features): ib, ib&nvlink (all), "
                 "a100|h100 (any); repeatable, all must hold")
       ->allow_extra_args(false);
+  s->add_option("--image", a.image,
+                "run in a container of this image: a name in the node's image store, or a "
+                "`podman save`/`docker save` tar or OCI archive (docs/containers.md)");
+  s->add_option("--mount", a.mounts,
+                "with --image: SRC:DST[:ro] mounted in the container "
+                "(repeatable); the job's directory always is")
+      ->allow_extra_args(false);
+  s->add_option("--shm-size", a.shm_size,
+                "with --image: the size of /dev/shm (default: the daemon's container_shm_size)");
+  s->add_option("--container-workdir", a.container_workdir,
+                "with --image: the working directory inside (default: the job's directory)");
   s->add_option("--notify", a.notify,
                 "POST the job's end as JSON to this URL (retried; docs/workflow.md)");
   s->add_option("--mail", a.mail,

@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -119,6 +120,19 @@ Status CheckSubmitText(const SubmitArgs& a, const json& env, const std::string& 
 
 }  // namespace
 
+namespace {
+
+// An --image that names a file here is an archive, sent as its absolute path; anything else
+// is an image name for the node's store.
+std::string ImageArgument(const std::string& image, const std::string& cwd) {
+  if (image.starts_with('/')) return image;
+  std::string path = cwd + "/" + image;
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? path : image;
+}
+
+}  // namespace
+
 Result<json> SubmitBody(const SubmitArgs& a) {
   json env = json::object();
   for (const auto& [k, v] : CurrentEnvironment()) env[k] = v;
@@ -159,6 +173,14 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   if (a.num_nodes != 1) body["num_nodes"] = a.num_nodes;
   if (!a.gpu_type.empty()) body["gpu_type"] = a.gpu_type;
   if (!a.constraints.empty()) body["constraints"] = a.constraints;
+  if (!a.image.empty()) body["image"] = ImageArgument(a.image, cwd);
+  if (!a.mounts.empty()) {
+    json mounts = json::array();
+    for (const std::string& m : a.mounts) mounts.push_back(m.starts_with('/') ? m : cwd + "/" + m);
+    body["mounts"] = std::move(mounts);
+  }
+  if (!a.shm_size.empty()) body["shm_size"] = a.shm_size;
+  if (!a.container_workdir.empty()) body["container_workdir"] = a.container_workdir;
   if (!a.notify.empty()) body["notify"] = a.notify;
   if (!a.mail.empty()) body["mail"] = a.mail;
   return body;

@@ -36,6 +36,10 @@ struct SubmitArgs {
   int num_nodes = 1;                       // --nodes, -N
   std::string gpu_type;                    // --gpu-type: checked by the daemon
   std::vector<std::string> constraints;    // --constraint, -C (repeatable: all of them)
+  std::string image;                       // --image: a name, or an archive (made absolute)
+  std::vector<std::string> mounts;         // --mount SRC:DST[:ro] (SRC made absolute)
+  std::string shm_size;                    // --shm-size: checked by the daemon
+  std::string container_workdir;           // --container-workdir
   bool json = false;
   std::vector<std::string> sweeps;  // --sweep NAME=V1,V2 (repeatable)
   std::string array;                // --array 0-15%4

@@ -708,7 +708,13 @@ std::string SbatchWrapper(const SbatchOptions& o, const std::string& name, const
                           bool array) {
   std::string out = !o.output.empty() ? o.output : array ? "slurm-%A_%a.out" : "slurm-%j.out";
   std::string text = "out=" + ShellPathOf(out, name, user) + "; ";
-  std::string run = "\"$script\" \"$@\"";
+  // With --container-image the script runs in the container the daemon describes
+  // (TRAINQ_CONTAINER_RUN: its run line up to the image), its copy mounted read-only.
+  std::string run =
+      "if [ -n \"${TRAINQ_CONTAINER_RUN:-}\" ]; then mapfile -t c < \"$TRAINQ_CONTAINER_RUN\"; "
+      "\"${c[@]:0:${#c[@]}-1}\" --volume \"$TRAINQ_SLURM_DIR:$TRAINQ_SLURM_DIR:ro\" "
+      "--env SLURM_TASK_PID --env SLURM_JOB_UID --env SLURM_JOB_GID --env TRAINQ_SLURM_DIR "
+      "\"${c[-1]}\" \"$script\" \"$@\"; else \"$script\" \"$@\"; fi";
   std::string pipeline = run + " 2>&1 | tee -- \"$out\"";
   if (!o.error.empty() && o.error != out) {
     text += "err=" + ShellPathOf(o.error, name, user) + "; ";
@@ -843,6 +849,15 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!o.exclude.empty()) (*body)["exclude_nodes"] = o.exclude;
   if (!o.gpu_type.empty() && alloc->gpus_per_node > 0) (*body)["gpu_type"] = o.gpu_type;
   if (!o.constraints.empty()) (*body)["constraints"] = o.constraints;
+  if (!o.container_image.empty()) {
+    // As --image: a file here is an archive, by its absolute path.
+    std::string image = o.container_image;
+    std::string here = CurrentDirectory() + "/" + image;
+    if (!image.starts_with('/') && FileExists(here)) image = here;
+    (*body)["image"] = image;
+  }
+  if (!o.container_mounts.empty()) (*body)["mounts"] = o.container_mounts;
+  if (!o.container_workdir.empty()) (*body)["container_workdir"] = o.container_workdir;
   if (!o.mail_user.empty()) (*body)["mail"] = o.mail_user;
   Result<json> after = DependencyIds(client, o.after_ok);
   if (!after.ok()) return after.status();
@@ -888,6 +903,9 @@ Status AgainstTheScript(const Status& st, const SbatchOptions& o) {
       {"--time:", {"time"}},
       {"--gpu-type:", {"gres", "gpus", "gpus-per-node"}},
       {"--constraint:", {"constraint"}},
+      {"--image:", {"container-image"}},
+      {"--mount:", {"container-mounts"}},
+      {"--container-workdir:", {"container-workdir"}},
   };
   for (const auto& [flag, options] : kMade) {
     if (!st.message().starts_with(flag)) continue;

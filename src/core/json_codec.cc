@@ -56,8 +56,10 @@ class SpecReader {
   void Time(const json& v);
   void MemLimit(const json& v);
   void MaxProcs(const json& v);
-  void Names(const std::string& key, const json& v, std::vector<std::string>& out);
+  void Names(const std::string& key, const json& v, std::vector<std::string>& out,
+             std::string_view item = "node name");
   void GpuType(const json& v);
+  bool ContainerField(const std::string& key, const json& v);
   void Constraints(const json& v);
   bool WorkflowField(const std::string& key, const json& v);
   void Group(const json& v);
@@ -91,11 +93,12 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "num_nodes") return Int(key, v, spec_.num_nodes);
   if (key == "gpu_type") return GpuType(v);
   if (key == "constraints") return Constraints(v);
+  if (ContainerField(key, v)) return;
   if (WorkflowField(key, v)) return;
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
       "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, gpu_type, "
-      "constraints, group, group_limit, "
+      "constraints, image, mounts, shm_size, container_workdir, group, group_limit, "
       "array_index, record, notify, mail, slurm, gate",
       key));
 }
@@ -172,17 +175,61 @@ void SpecReader::Ids(const std::string& key, const json& v, std::vector<JobId>& 
 }
 
 // Node names; ValidateSpec judges them.
-void SpecReader::Names(const std::string& key, const json& v, std::vector<std::string>& out) {
+void SpecReader::Names(const std::string& key, const json& v, std::vector<std::string>& out,
+                       std::string_view item) {
   if (v.is_null()) return out.clear();
-  if (!v.is_array()) return errors_.push_back(Expected(key, "an array of node names", v));
+  if (!v.is_array())
+    return errors_.push_back(Expected(key, fmt::format("an array of {}s", item), v));
   out.clear();
   for (size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_string()) {
-      errors_.push_back(Expected(fmt::format("{}[{}]", key, i), "a node name (string)", v[i]));
+      errors_.push_back(
+          Expected(fmt::format("{}[{}]", key, i), fmt::format("a {} (string)", item), v[i]));
       continue;
     }
     out.push_back(v[i].get<std::string>());
   }
+}
+
+// The container fields (--image, --mount, --shm-size, --container-workdir); ValidateSpec judges
+// their values. false for a key that is none of them.
+bool SpecReader::ContainerField(const std::string& key, const json& v) {
+  ContainerSpec& c = spec_.container;
+  if (key == "image") {
+    if (v.is_null()) {
+      c.image.clear();
+    } else {
+      String(key, v, c.image);
+    }
+  } else if (key == "mounts") {
+    if (v.is_null()) {
+      c.mounts.clear();
+    } else {
+      Names(key, v, c.mounts, "mount");
+    }
+  } else if (key == "shm_size") {
+    if (v.is_null()) {
+      c.shm_bytes = 0;
+    } else if (!v.is_string()) {
+      errors_.push_back(Expected(key, "a size such as \"16GiB\" or null", v));
+    } else {
+      Result<uint64_t> bytes = ParseSize(v.get<std::string>(), "--shm-size");
+      if (!bytes.ok()) {
+        errors_.push_back(bytes.status().message());
+      } else {
+        c.shm_bytes = *bytes;
+      }
+    }
+  } else if (key == "container_workdir") {
+    if (v.is_null()) {
+      c.workdir.clear();
+    } else {
+      String(key, v, c.workdir);
+    }
+  } else {
+    return false;
+  }
+  return true;
 }
 
 // A GPU model or label (--gpu-type); null or "": any GPU.
@@ -440,6 +487,11 @@ json JobToJson(const Job& job) {
       {"num_nodes", s.num_nodes},
       {"gpu_type", s.gpu_type.empty() ? json(nullptr) : json(s.gpu_type)},
       {"constraints", s.constraints},
+      {"image", s.container.on() ? json(s.container.image) : json(nullptr)},
+      {"mounts", s.container.mounts},
+      {"shm_size_bytes", s.container.shm_bytes > 0 ? json(s.container.shm_bytes) : json(nullptr)},
+      {"container_workdir",
+       s.container.workdir.empty() ? json(nullptr) : json(s.container.workdir)},
       {"group", s.group > 0 ? json(s.group) : json(nullptr)},
       {"group_limit", s.group_limit > 0 ? json(s.group_limit) : json(nullptr)},
       {"array_index", s.array_index >= 0 ? json(s.array_index) : json(nullptr)},
@@ -493,6 +545,10 @@ json SpecToJson(const JobSpec& spec) {
   if (spec.num_nodes != 1) out["num_nodes"] = spec.num_nodes;
   if (!spec.gpu_type.empty()) out["gpu_type"] = spec.gpu_type;
   if (!spec.constraints.empty()) out["constraints"] = spec.constraints;
+  if (spec.container.on()) out["image"] = spec.container.image;
+  if (!spec.container.mounts.empty()) out["mounts"] = spec.container.mounts;
+  if (spec.container.shm_bytes > 0) out["shm_size"] = fmt::format("{}B", spec.container.shm_bytes);
+  if (!spec.container.workdir.empty()) out["container_workdir"] = spec.container.workdir;
   if (spec.mem_limit_bytes > 0) out["mem_limit"] = fmt::format("{}B", spec.mem_limit_bytes);
   if (spec.max_procs != 0) out["max_procs"] = spec.max_procs;
   if (spec.group > 0) out["group"] = spec.group;

@@ -189,7 +189,11 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
                                             "mem_limit_bytes",
                                             "max_procs",
                                             "gpu_type",
-                                            "constraints"}));
+                                            "constraints",
+                                            "image",
+                                            "mounts",
+                                            "shm_size_bytes",
+                                            "container_workdir"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");

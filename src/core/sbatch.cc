@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/container.h"
 #include "src/core/gpu_select.h"
 #include "src/core/spec.h"
 #include "src/core/words.h"
@@ -97,6 +98,17 @@ std::string Gpus(const std::string& v, std::optional<int>& into, SbatchOptions& 
   }
   std::string count = colon == std::string::npos ? v : v.substr(colon + 1);
   return SetCount(count, into, 0, "a number of GPUs, e.g. 2 or a100:2");
+}
+
+// pyxis's --container-mounts=SRC:DST[:ro],...: each checked as --mount takes it.
+std::string ContainerMounts(const std::string& v, SbatchOptions& out) {
+  out.container_mounts.clear();
+  for (const std::string& item : SplitOn(v, ',')) {
+    if (!ParseMount(item, "--container-mounts").ok())
+      return std::string(kMountForm) + ", comma-separated";
+    out.container_mounts.push_back(item);
+  }
+  return "";
 }
 
 // --constraint, -C: features every node of the job has (ParseConstraint's form).
@@ -197,6 +209,16 @@ constexpr Unhonoured kUnhonoured[] = {
     {"hint", 0, false, "trainq does not place threads"},
     {"verbose", 'v', true, "trainq sbatch prints what it does"},
     {"quiet", 'Q', true, "warnings are still printed"},
+    {"container-name", 0, false, "trainq names each attempt's container and removes it at the end"},
+    {"container-mount-home", 0, true,
+     "only the job's directory and --container-mounts are mounted"},
+    {"no-container-mount-home", 0, true, "the home directory is never mounted"},
+    {"container-remap-root", 0, true, "the command runs as the image's user"},
+    {"no-container-remap-root", 0, true, "the command runs as the image's user"},
+    {"container-writable", 0, true, "a container's own files are always writable, and discarded"},
+    {"container-readonly", 0, true, "a container's own files are always writable, and discarded"},
+    {"container-save", 0, false, "trainq does not save containers as images"},
+    {"container-env", 0, false, "the job's environment is passed in (docs/containers.md)"},
 };
 
 const std::vector<OptionRow>& Rows() {
@@ -204,6 +226,9 @@ const std::vector<OptionRow>& Rows() {
       {"job-name", 'J', Text(&SbatchOptions::job_name)},
       {"gres", 0, Gres},
       {"constraint", 'C', Constraint},
+      {"container-image", 0, Text(&SbatchOptions::container_image)},
+      {"container-mounts", 0, ContainerMounts},
+      {"container-workdir", 0, Text(&SbatchOptions::container_workdir)},
       {"gpus", 'G',
        [](const std::string& v, SbatchOptions& out) { return Gpus(v, out.gpus_total, out); }},
       {"gpus-per-node", 0,

@@ -21,6 +21,11 @@ struct SbatchOptions {
   std::optional<int> gpus_total;         // the job's: --gpus, -G
   std::string gpu_type;                  // the TYPE of --gres=gpu:TYPE:N or --gpus=TYPE:N
   std::vector<std::string> constraints;  // --constraint, -C, as ParseConstraint gives it
+  // pyxis's options (docs/containers.md): --container-image, --container-mounts (a comma
+  // list of SRC:DST[:ro]), --container-workdir.
+  std::string container_image;
+  std::vector<std::string> container_mounts;
+  std::string container_workdir;
   std::string mem_per_gpu;               // --mem-per-gpu, a size as --mem takes it
   std::optional<int64_t> time_limit_ms;  // --time, -t
   std::string array;                     // --array, as ParseArray takes it

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/container.h"
 #include "src/core/duration.h"
 #include "src/core/endpoint.h"
 #include "src/core/gpu_select.h"
@@ -297,6 +298,46 @@ void CheckSelection(const JobSpec& spec, const SpecLimits& limits, std::vector<F
   }
 }
 
+// --image, --mount, --shm-size, --container-workdir (docs/containers.md).
+void CheckContainer(const JobSpec& spec, std::vector<FieldError>& out) {
+  const ContainerSpec& c = spec.container;
+  if (!c.on()) {
+    if (!c.mounts.empty() || c.shm_bytes > 0 || !c.workdir.empty()) {
+      out.push_back({"--image",
+                     "--mount, --shm-size and --container-workdir are for a job in a "
+                     "container; give its --image"});
+    }
+    return;
+  }
+  if (Status st = CheckImage(c.image, "--image"); !st.ok()) {
+    out.push_back({"--image", st.message().substr(std::string_view("--image: ").size())});
+  }
+  if (c.mounts.size() > kMaxMounts) {
+    out.push_back({"--mount", fmt::format("{} mounts; at most {}", c.mounts.size(), kMaxMounts)});
+  }
+  for (const std::string& m : c.mounts) {
+    if (Result<Mount> mount = ParseMount(m, "--mount"); !mount.ok()) {
+      out.push_back(
+          {"--mount", mount.status().message().substr(std::string_view("--mount: ").size())});
+      break;
+    }
+  }
+  if (c.shm_bytes > kMaxShmBytes) {
+    out.push_back({"--shm-size", fmt::format("{} is more than {}", FormatBytes(c.shm_bytes),
+                                             FormatBytes(kMaxShmBytes))});
+  }
+  if (!c.workdir.empty() && !ParseMount(c.workdir + ":/x", "").ok()) {
+    out.push_back({"--container-workdir",
+                   fmt::format("'{}' is not an absolute path without ':' or ','", c.workdir)});
+  }
+  // The cwd is mounted at the same path: SRC:DST cannot hold it otherwise.
+  if (!spec.cwd.empty() && spec.cwd.find_first_of(":,") != std::string::npos) {
+    out.push_back({"cwd", fmt::format("'{}' holds ':' or ','; a container job's directory is "
+                                      "mounted into it and cannot; run it from another",
+                                      spec.cwd)});
+  }
+}
+
 void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
   CheckNodeNames(spec.nodes_allowed, "--node", out);
   CheckNodeNames(spec.nodes_excluded, "--exclude-node", out);
@@ -487,6 +528,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckHostProcs(spec, limits, errors);
   CheckNodes(spec, limits, errors);
   CheckSelection(spec, limits, errors);
+  CheckContainer(spec, errors);
   CheckWorkflow(spec, errors);
   return errors;
 }

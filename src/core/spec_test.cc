@@ -249,6 +249,41 @@ TEST(ValidateSpecTest, GpuTypesAndFeaturesNoNodeOffersAreRefused) {
   EXPECT_THAT(errors([](JobSpec& s) { s.gpu_type = "h100"; }), IsEmpty());
 }
 
+TEST(ValidateSpecTest, ContainerFieldsAreJudgedNamingTheOption) {
+  auto errors = [](const std::function<void(JobSpec&)>& change) {
+    JobSpec spec = GoodSpec();
+    change(spec);
+    std::vector<std::string> out;
+    for (const FieldError& e : ValidateSpec(spec, kLimits, kDir)) {
+      out.push_back(e.field + ": " + e.message);
+    }
+    return out;
+  };
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.container = {"env:1", {"/data:/data:ro"}, 1ull << 30, "/work"};
+              }),
+              IsEmpty());
+  EXPECT_THAT(errors([](JobSpec& s) { s.container.mounts = {"/data:/data"}; }),
+              ElementsAre(HasSubstr("--image: --mount, --shm-size and --container-workdir")));
+  EXPECT_THAT(errors([](JobSpec& s) { s.container.image = "a b"; }),
+              ElementsAre(HasSubstr("--image: 'a b' is not an image")));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.container.image = "env";
+                s.container.mounts = {"data:/data"};
+              }),
+              ElementsAre(HasSubstr("--mount: 'data:/data' is not SRC:DST")));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.container.image = "env";
+                s.container.workdir = "work";
+              }),
+              ElementsAre(HasSubstr("--container-workdir: 'work' is not an absolute path")));
+  EXPECT_THAT(errors([](JobSpec& s) {
+                s.container.image = "env";
+                s.cwd = "/home/a:b";
+              }),
+              ElementsAre(HasSubstr("cwd: '/home/a:b' holds ':'")));
+}
+
 TEST(ValidateSpecTest, AcceptsBoundaries) {
   JobSpec spec = GoodSpec();
   spec.gpus = 4;

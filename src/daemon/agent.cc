@@ -9,10 +9,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "src/core/container.h"
 #include "src/core/duration.h"
 #include "src/core/spec.h"
 #include "src/daemon/agent.h"
 #include "src/daemon/outcome.h"
+#include "src/os/container_host.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -251,6 +253,7 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
   spec.fence_file = fence_file_;
   spec.fence_after_ms = fence_after_ms_;
   spec.cgroup = AttemptCgroup(job, p.run_dir);
+  if (job.spec.container.on()) InContainer(job, n, p, spec);
   if (config_.shared) {
     spec.uid = runner.uid;
     spec.gid = runner.gid;
@@ -258,6 +261,56 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
     spec.home = runner.home;
   }
   return spec;
+}
+
+// A container job (docs/containers.md): the shim runs the runtime, which runs the command. A
+// node without a runtime or the archive runs what says so: the runtime's name, which the shim
+// cannot start ("cannot run 'podman': No such file or directory"), or a `false` after the
+// message in the log.
+void Agent::InContainer(const Job& job, int n, const Placement& p, RunSpec& spec) const {
+  ContainerHost host;
+  host.runtime_args = config_.container_runtime_args;
+  host.pull = config_.container_pull;
+  host.shm_bytes = config_.container_shm_bytes;
+  host.cdi_kind = config_.container_gpu_kind;
+  host.name = fmt::format("trainq-{}-{}-{}", job.id, n, AttemptCgroupName(p.run_dir));
+  Result<ContainerRuntime> runtime = FindContainerRuntime(config_.container_runtime);
+  if (runtime.ok()) {
+    host.runtime = runtime->path;
+    host.podman = runtime->podman;
+  } else {
+    host.runtime = config_.container_runtime.empty() ? "podman" : config_.container_runtime;
+  }
+  const std::string& image = job.spec.container.image;
+  if (IsImageArchive(image)) {
+    Result<std::string> transport = ImageArchiveTransport(image);
+    std::string problem = !transport.ok() ? transport.status().message()
+                          : !host.podman
+                              ? "--image: an archive needs container_runtime = podman; with "
+                                "docker, load it first (docker load -i " +
+                                    image + ") and give the image's name"
+                              : "";
+    if (!problem.empty()) {
+      spec.command = {"/bin/sh", "-c", "echo \"trainq: $1\" >&2; exit 125", "sh", problem};
+      return;
+    }
+    host.image_ref = *transport + ":" + image;
+  }
+  ContainerRun run = BuildContainerRun(job.spec, p.gpu_uuids, spec.env, host);
+  spec.cleanup = std::move(run.cleanup);
+  if (job.spec.slurm_env) {
+    // A batch script's wrapper runs on the host (its output files, srun's step folder) and
+    // runs the script in the container: the run line up to the image, one word a line, in
+    // the file TRAINQ_CONTAINER_RUN names (docs/containers.md, "sbatch").
+    run.command.resize(run.command.size() - job.spec.command.size());
+    std::string lines;
+    for (const std::string& word : run.command) lines += word + "\n";
+    std::string path = p.run_dir + "/container_run";
+    if (WriteFileAtomic(path, lines).ok()) spec.env.emplace_back("TRAINQ_CONTAINER_RUN", path);
+    return;
+  }
+  spec.command = std::move(run.command);
+  spec.env = std::move(run.env);
 }
 
 Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank) {

@@ -248,6 +248,24 @@ Kind GpuLabel() {
   return kind;
 }
 
+// A string that must be one of `allowed` ("" among them where it means "choose for me").
+Kind OneOf(Field<std::string> field, std::vector<std::string_view> allowed, std::string_view form) {
+  Kind kind = String(field);
+  kind.form = form;
+  kind.access.from_toml = [field, allowed, form](Config& c, const toml::node& n,
+                                                 const std::string& name) -> Status {
+    auto s = n.value<std::string>();
+    if (!s || !n.is_string()) return WrongType(name, form);
+    if (std::find(allowed.begin(), allowed.end(), *s) == allowed.end()) {
+      return Status::Invalid(
+          fmt::format("config option {}: '{}' is not one of {}", name, *s, form));
+    }
+    field(c) = *s;
+    return Status::Ok();
+  };
+  return kind;
+}
+
 Kind Bool(Field<bool> field) {
   auto set = [field](Config& c, const toml::node& n, const std::string& name) -> Status {
     auto b = n.value_exact<bool>();
@@ -578,6 +596,27 @@ const std::vector<Option>& Options() {
       Row("node_features", "[]", false,
           "what `--constraint` (Slurm's `-C`) selects this node by, like [\"ib\", \"nvlink\"]",
           Features()),
+      Row("container_runtime", "\"\"", false,
+          "what runs `--image` jobs ([containers.md](containers.md)): \"podman\", \"docker\", or "
+          "\"\" for podman where it is installed, else docker",
+          OneOf(&Config::container_runtime, {"", "podman", "docker"},
+                "\"podman\", \"docker\" or \"\" (podman where installed, else docker)")),
+      Row("container_runtime_args", "[]", false,
+          "options added to every container's `run` line, for what the host needs (e.g. "
+          "[\"--runtime\", \"runc\"])",
+          Strings(&Config::container_runtime_args, "an array of strings")),
+      Row("container_pull", "\"never\"", false,
+          "whether an image missing from the node's store is pulled from a registry: "
+          "\"never\" (the job fails saying so) or \"missing\"",
+          OneOf(&Config::container_pull, {"never", "missing"}, "\"never\" or \"missing\"")),
+      Row("container_shm_size", "8GiB", false,
+          "/dev/shm of a container job that gives no `--shm-size` (PyTorch's DataLoader "
+          "workers pass batches through it; the runtimes' 64 MB is too small)",
+          Size(&Config::container_shm_bytes)),
+      Row("container_gpu_kind", "\"nvidia.com/gpu\"", false,
+          "the CDI kind a container's GPUs are asked as (`--device KIND=UUID`); \"\": set "
+          "`NVIDIA_VISIBLE_DEVICES` for the runtime's NVIDIA hook instead",
+          String(&Config::container_gpu_kind)),
       Row("gpu_type", "\"\"", false,
           "a label `--gpu-type` matches on this node's GPUs, besides their model name (for a "
           "model NVML names vaguely, or a lab's own class like \"big\")",

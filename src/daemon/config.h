@@ -50,6 +50,12 @@ struct Config {
   // What --constraint and --gpu-type select this node and its GPUs by (docs/scheduling.md).
   std::vector<std::string> node_features;
   std::string gpu_type;  // a label of every GPU here, besides its model name; "": none
+  // Jobs in containers (docs/containers.md).
+  std::string container_runtime;  // "podman", "docker"; "": podman where installed, else docker
+  std::vector<std::string> container_runtime_args;
+  std::string container_pull = "never";
+  uint64_t container_shm_bytes = 8ull << 30;
+  std::string container_gpu_kind = "nvidia.com/gpu";
   uint64_t max_request_bytes = 64ull << 20;  // max_request
   // API connections (docs/operations.md, "Connections and limits").
   int64_t request_timeout_ms = 10000;  // request_timeout

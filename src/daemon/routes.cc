@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/acct.h"
+#include "src/core/container.h"
 #include "src/core/job_update.h"
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
@@ -24,6 +25,7 @@
 #include "src/daemon/json_response.h"
 #include "src/daemon/routes.h"
 #include "src/daemon/step_routes.h"
+#include "src/os/container_host.h"
 #include "src/os/fd.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
@@ -463,6 +465,37 @@ SpecLimits SubmitLimits(const ApiParts& d) {
 
 }  // namespace
 
+namespace {
+
+// What a container job needs of this node at submit (docs/containers.md): a runtime (on one
+// machine; a cluster's other nodes may have one), a readable archive, mounts that exist. A
+// shared daemon refuses containers: it would run the runtime as root for the user.
+Status CheckContainerHere(const ApiParts& d, const JobSpec& spec) {
+  if (d.config->shared) {
+    return Status::Invalid(
+        "--image: this daemon is shared (shared = true) and runs each job as its user; trainq "
+        "does not yet map users into containers, so it runs container jobs only on a personal "
+        "daemon");
+  }
+  if (!d.mode->Cluster()) {
+    if (Result<ContainerRuntime> r = FindContainerRuntime(d.config->container_runtime); !r.ok()) {
+      return Status::Invalid("--image: " + r.status().message());
+    }
+  }
+  if (IsImageArchive(spec.container.image)) {
+    TRAINQ_RETURN_IF_ERROR(ImageArchiveTransport(spec.container.image).status());
+  }
+  for (const std::string& text : spec.container.mounts) {
+    Result<Mount> m = ParseMount(text, "--mount");
+    if (m.ok() && !FileExists(m->src)) {
+      return Status::Invalid(fmt::format("--mount: {} does not exist on this node", m->src));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 void Routes::Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
@@ -507,6 +540,7 @@ void Routes::Submit(RouteContext& c) {
       Result<UserInfo> caller = LookupUserByName(user);  // the token's user too
       st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
     }
+    if (st.ok() && spec.container.on()) st = CheckContainerHere(c.d, spec);
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
       // As a refused batch's: what its jobs took goes back to the system.

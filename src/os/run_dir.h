@@ -59,6 +59,9 @@ struct RunSpec {
   // never takes its supervisor with it), its processes are the tree the shim stops, and the
   // shim removes it once they are gone. version kNone (absent from spec.json): none.
   CgroupSpec cgroup;
+  // Run once the command's tree is gone, whatever its end (a container job: the runtime's
+  // `rm --force NAME`, for a container its killed client left behind). Empty: nothing.
+  std::vector<std::string> cleanup;
 };
 
 struct ShimRecord {

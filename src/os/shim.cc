@@ -263,6 +263,7 @@ class Shim {
   Status Prepare();
   Status StartCommand();
   void Supervise();
+  void RunCleanup();
   milliseconds UntilDeadline() const;
   bool PastDeadline() const;
   milliseconds UntilNextCheck() const;
@@ -325,8 +326,45 @@ int Shim::Run() {
     LogLine("trainq: " + st.message());
   }
   if (main_pid_ > 0) Supervise();
+  RunCleanup();
   EndCgroup();
   return Finish();
+}
+
+// RunSpec::cleanup, once the tree is gone: its output is dropped and its end not judged (a
+// container already removed is no failure); one that hangs is killed after kCleanupPatience.
+void Shim::RunCleanup() {
+  if (spec_.cleanup.empty()) return;
+  constexpr milliseconds kCleanupPatience{30000};
+  pid_t pid = ::fork();
+  if (pid < 0) return;
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+    }
+    std::vector<char*> argv;
+    for (std::string& a : spec_.cleanup) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  auto give_up = Steady::now() + kCleanupPatience;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (Steady::now() > give_up) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      LogLine("trainq: " + spec_.cleanup[0] + " did not finish removing the container");
+      return;
+    }
+    ::usleep(20000);
+  }
 }
 
 Status Shim::TakeLock() {

@@ -27,6 +27,8 @@ uint64_t RecordBytes(const JobSpec& spec, size_t env_bytes) {
   for (const std::string& node : spec.nodes_allowed) bytes += node.size() + 3;
   for (const std::string& node : spec.nodes_excluded) bytes += node.size() + 3;
   for (const std::string& c : spec.constraints) bytes += c.size() + 3;
+  bytes += spec.container.image.size() + spec.container.workdir.size();
+  for (const std::string& m : spec.container.mounts) bytes += m.size() + 3;
   return bytes + 8 * (spec.after.size() + spec.after_any.size());
 }
 

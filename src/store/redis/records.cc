@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/core/container.h"
+
 namespace trainq::redis {
 
 namespace {
@@ -158,6 +160,7 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"num_nodes", std::to_string(spec.num_nodes)},
               {"gpu_type", spec.gpu_type},
               {"constraints", EncodeStrings(spec.constraints)},
+              {"container", ContainerToText(spec.container)},
               {"group", std::to_string(spec.group)},
               {"group_limit", std::to_string(spec.group_limit)},
               {"array_index", std::to_string(spec.array_index)},
@@ -218,6 +221,11 @@ Result<Job> ReadJob(const redisReply* hash) {
   job.spec.num_nodes = r.Has("num_nodes") ? r.Num<int>("num_nodes") : 1;
   job.spec.gpu_type = r.Str("gpu_type");  // "" in a job an earlier trainq stored
   if (r.Has("constraints")) job.spec.constraints = r.Strings("constraints");
+  if (Result<ContainerSpec> c = ContainerFromText(r.Str("container")); c.ok()) {
+    job.spec.container = std::move(*c);
+  } else {
+    return c.status();
+  }
   // Fields a job stored by an earlier trainq lacks keep their defaults.
   if (r.Has("group")) {
     job.spec.group = r.Num<JobId>("group");

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/core/container.h"
 #include "src/store/sqlite/json_text.h"
 
 namespace trainq::sqlite {
@@ -189,6 +190,7 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   if (!constraints.ok()) return constraints.status();
   query.Bind(35, spec.gpu_type);
   query.Bind(36, *constraints);
+  query.Bind(37, ContainerToText(spec.container));
   return Status::Ok();
 }
 
@@ -235,6 +237,7 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   job.spec.max_procs = q.Int64(34);
   job.spec.gpu_type = q.Text(35);
   TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(36), "constraints"), job.spec.constraints));
+  TRAINQ_RETURN_IF_ERROR(Take(ContainerFromText(q.Text(37)), job.spec.container));
   return job;
 }
 

@@ -173,10 +173,15 @@ ALTER TABLE jobs ADD COLUMN gpu_type TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN constraints TEXT NOT NULL DEFAULT '[]';
 )sql";
 
+// Version 12: a job's container (ContainerToText; '': none).
+constexpr char kSchemaV12[] = R"sql(
+ALTER TABLE jobs ADD COLUMN container TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1}, {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
     {5, kSchemaV5}, {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
-    {9, kSchemaV9}, {10, kSchemaV10}, {11, kSchemaV11},
+    {9, kSchemaV9}, {10, kSchemaV10}, {11, kSchemaV11}, {12, kSchemaV12},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

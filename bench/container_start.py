@@ -1,0 +1,93 @@
+"""What a container costs a job's start: `trainq run` of a command that exits at once, on the
+host and in a container (podman, an image of busybox-static made here, no registry; then the
+same image from a `podman save` archive), median and best of ROUNDS each, in one run on one
+machine. Real trainq and trainqd, a personal daemon, no GPU. Usage: container_start.py
+BUILD/trainq [ROUNDS]"""
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+ROUNDS = 10
+# What this machine's kind needs (docs/containers.md, "Settings").
+RUNTIME_ARGS = '["--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]'
+
+
+def make_image(work):
+    rootfs = os.path.join(work, "rootfs")
+    os.makedirs(os.path.join(rootfs, "bin"))
+    shutil.copy(shutil.which("busybox"), os.path.join(rootfs, "bin", "busybox"))
+    for tool in ("sh", "true"):
+        os.symlink("busybox", os.path.join(rootfs, "bin", tool))
+    tar = os.path.join(work, "rootfs.tar")
+    subprocess.run(["tar", "-C", rootfs, "-cf", tar, "."], check=True)
+    name = f"localhost/trainq-bench:{uuid.uuid4().hex[:8]}"
+    subprocess.run(["podman", "import", tar, name], check=True, capture_output=True)
+    archive = os.path.join(work, "image.tar")
+    subprocess.run(["podman", "save", "-o", archive, name], check=True, capture_output=True)
+    return name, archive
+
+
+def iso_ms(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def timed_run(trainq, env, cwd, *opts):
+    """The wall time of `trainq run` (what the user waits, in the CLI's polling steps) and the
+    attempt's own time from its start to its end (what the container adds, to the ms)."""
+    start = time.monotonic()
+    p = subprocess.run([trainq, "run", "--gpus", "0", *opts, "--", "true"], env=env, cwd=cwd,
+                       check=True, capture_output=True, text=True)
+    wall = (time.monotonic() - start) * 1000
+    job = p.stderr.split("job ")[1].split()[0]
+    shown = json.loads(subprocess.run([trainq, "show", job, "--json"], env=env, check=True,
+                                      capture_output=True, text=True).stdout)
+    a = shown["attempts"][-1]
+    return wall, iso_ms(a["ended_at"]) - iso_ms(a["started_at"])
+
+
+def main():
+    trainq = os.path.abspath(sys.argv[1])
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else ROUNDS
+    work = tempfile.mkdtemp(prefix="tq-bench-ctr-", dir="/tmp")
+    name = None
+    try:
+        name, archive = make_image(work)
+        state = os.path.join(work, "state")
+        os.makedirs(state)
+        with open(os.path.join(state, "config.toml"), "w") as f:
+            f.write(f'container_runtime = "podman"\ncontainer_runtime_args = {RUNTIME_ARGS}\n'
+                    'cpu_slots = 8\n')
+        env = dict(os.environ, TRAINQ_STATE_DIR=state)
+        subprocess.run([trainq, "daemon", "start"], env=env, check=True, capture_output=True)
+        rows = []
+        for label, opts in (("host", ()), ("container (image in the store)", ("--image", name)),
+                            ("container (from the archive)", ("--image", archive))):
+            timed_run(trainq, env, work, *opts)  # warm: the first start loads what it needs
+            runs = [timed_run(trainq, env, work, *opts) for _ in range(rounds)]
+            rows.append((label, statistics.median(w for w, _ in runs),
+                         statistics.median(a for _, a in runs), min(a for _, a in runs)))
+        subprocess.run([trainq, "daemon", "stop"], env=env, capture_output=True)
+        podman = subprocess.run(["podman", "--version"], capture_output=True, text=True).stdout
+        print(f"`trainq run --gpus 0 -- true`, {rounds} rounds each; machine: {os.cpu_count()} "
+              f"cores; {podman.strip()}; trainq: {trainq}")
+        print("| job | `trainq run`, median ms | attempt start to end, median ms | best ms | "
+              "attempt over the host's |")
+        print("| --- | --- | --- | --- | --- |")
+        host = rows[0][2]
+        for label, wall, median, best in rows:
+            print(f"| {label} | {wall:.0f} | {median:.0f} | {best:.0f} | {median - host:+.0f} ms |")
+    finally:
+        if name:
+            subprocess.run(["podman", "rmi", "--force", name], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+#include "src/core/container.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace trainq {
+
+namespace {
+
+using json = nlohmann::json;
+
+bool AbsolutePath(std::string_view p) {
+  return !p.empty() && p[0] == '/' && p.find_first_of(":,") == std::string_view::npos &&
+         std::none_of(p.begin(), p.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+}  // namespace
+
+Result<Mount> ParseMount(std::string_view text, std::string_view field) {
+  auto refuse = [&] {
+    return Status::Invalid(fmt::format("{}: '{}' is not {}", field, text, kMountForm));
+  };
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon - start));
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return refuse();
+  Mount m{std::string(parts[0]), std::string(parts[1]), false};
+  if (!AbsolutePath(m.src) || !AbsolutePath(m.dst)) return refuse();
+  if (parts.size() == 3) {
+    if (parts[2] != "ro" && parts[2] != "rw") return refuse();
+    m.read_only = parts[2] == "ro";
+  }
+  return m;
+}
+
+bool IsImageArchive(std::string_view image) { return !image.empty() && image[0] == '/'; }
+
+Status CheckImage(std::string_view image, std::string_view field) {
+  bool ok = !image.empty() && image.size() <= kMaxImageBytes &&
+            std::all_of(image.begin(), image.end(), [](char c) {
+              auto u = static_cast<unsigned char>(c);
+              return u > 0x20 && u != 0x7f;
+            });
+  if (ok) return Status::Ok();
+  return Status::Invalid(fmt::format(
+      "{}: '{}' is not an image: give a name in the node's image store (pytorch:2.1, "
+      "localhost/env@sha256:...) or the path of a `podman save`/`docker save` tar or an OCI "
+      "archive",
+      field, image));
+}
+
+std::string ContainerToText(const ContainerSpec& c) {
+  if (!c.on()) return "";
+  json doc = {{"image", c.image}};
+  if (!c.mounts.empty()) doc["mounts"] = c.mounts;
+  if (c.shm_bytes > 0) doc["shm"] = c.shm_bytes;
+  if (!c.workdir.empty()) doc["workdir"] = c.workdir;
+  return doc.dump();
+}
+
+Result<ContainerSpec> ContainerFromText(std::string_view text) {
+  ContainerSpec c;
+  if (text.empty()) return c;
+  json doc = json::parse(text, nullptr, false);
+  auto corrupt = [&] {
+    return Status::Internal(
+        fmt::format("stored container is not what trainq writes: {}", text.substr(0, 80)));
+  };
+  if (!doc.is_object() || !doc.contains("image") || !doc["image"].is_string()) return corrupt();
+  c.image = doc["image"].get<std::string>();
+  if (doc.contains("mounts")) {
+    if (!doc["mounts"].is_array()) return corrupt();
+    for (const json& m : doc["mounts"]) {
+      if (!m.is_string()) return corrupt();
+      c.mounts.push_back(m.get<std::string>());
+    }
+  }
+  if (doc.contains("shm")) {
+    if (!doc["shm"].is_number_unsigned()) return corrupt();
+    c.shm_bytes = doc["shm"].get<uint64_t>();
+  }
+  if (doc.contains("workdir")) {
+    if (!doc["workdir"].is_string()) return corrupt();
+    c.workdir = doc["workdir"].get<std::string>();
+  }
+  return c;
+}
+
+bool ContainerDropsVar(std::string_view name) {
+  static constexpr std::string_view kHostOnly[] = {"PATH",
+                                                   "HOME",
+                                                   "LD_LIBRARY_PATH",
+                                                   "LD_PRELOAD",
+                                                   "PYTHONHOME",
+                                                   "VIRTUAL_ENV",
+                                                   "CONDA_PREFIX",
+                                                   "CONDA_DEFAULT_ENV",
+                                                   "CONDA_EXE",
+                                                   "CONDA_PYTHON_EXE",
+                                                   "CONDA_SHLVL",
+                                                   "SHELL",
+                                                   "TMPDIR",
+                                                   "XDG_RUNTIME_DIR",
+                                                   "PWD",
+                                                   "OLDPWD",
+                                                   "HOSTNAME",
+                                                   "_",
+                                                   "MANPATH",
+                                                   "INFOPATH",
+                                                   "DBUS_SESSION_BUS_ADDRESS",
+                                                   "SSH_AUTH_SOCK",
+                                                   "MAIL"};
+  return std::find(std::begin(kHostOnly), std::end(kHostOnly), name) != std::end(kHostOnly);
+}
+
+ContainerRun BuildContainerRun(const JobSpec& spec, const std::vector<std::string>& gpu_uuids,
+                               const std::vector<std::pair<std::string, std::string>>& env,
+                               const ContainerHost& host) {
+  const ContainerSpec& c = spec.container;
+  ContainerRun run;
+  std::vector<std::string>& cmd = run.command;
+  cmd = {host.runtime, "run",  "--rm",    "--name", host.name, "--init",
+         "--network",  "host", "--quiet", "--pull", host.pull};
+  uint64_t shm = c.shm_bytes > 0 ? c.shm_bytes : host.shm_bytes;
+  cmd.insert(cmd.end(), {"--shm-size", fmt::format("{}b", shm)});
+  cmd.insert(cmd.end(), {"--volume", spec.cwd + ":" + spec.cwd});
+  cmd.insert(cmd.end(), {"--workdir", c.workdir.empty() ? spec.cwd : c.workdir});
+  for (const std::string& text : c.mounts) {
+    Result<Mount> m = ParseMount(text, "--mount");
+    if (!m.ok()) continue;  // judged at submit; a record that changed since runs without it
+    cmd.insert(cmd.end(), {"--volume", m->src + ":" + m->dst + (m->read_only ? ":ro" : "")});
+  }
+  // The runtime client gets the attempt's environment; the container each of its variables by
+  // name (no value on the command line), less the host's own.
+  for (const auto& [name, value] : env) {
+    if (name == "CUDA_VISIBLE_DEVICES" || name == "NVIDIA_VISIBLE_DEVICES" ||
+        ContainerDropsVar(name)) {
+      continue;
+    }
+    run.env.emplace_back(name, value);
+    cmd.insert(cmd.end(), {"--env", name});
+  }
+  // Inside, the job's GPUs are the container's only ones, counted from 0.
+  std::vector<std::string> inside;
+  for (size_t i = 0; i < gpu_uuids.size(); ++i) inside.push_back(std::to_string(i));
+  cmd.insert(cmd.end(), {"--env", fmt::format("CUDA_VISIBLE_DEVICES={}", fmt::join(inside, ","))});
+  if (gpu_uuids.empty()) {
+    cmd.insert(cmd.end(), {"--env", "NVIDIA_VISIBLE_DEVICES=void"});
+  } else if (!host.cdi_kind.empty()) {
+    for (const std::string& uuid : gpu_uuids) {
+      cmd.insert(cmd.end(), {"--device", host.cdi_kind + "=" + uuid});
+    }
+  } else {
+    cmd.insert(cmd.end(),
+               {"--env", fmt::format("NVIDIA_VISIBLE_DEVICES={}", fmt::join(gpu_uuids, ","))});
+  }
+  // The runtime needs its own PATH and HOME (the attempt's may name the submitter's).
+  for (const auto& [name, value] : env) {
+    if (name == "PATH" || name == "HOME") run.env.emplace_back(name, value);
+  }
+  cmd.insert(cmd.end(), host.runtime_args.begin(), host.runtime_args.end());
+  cmd.push_back(host.image_ref.empty() ? c.image : host.image_ref);
+  cmd.insert(cmd.end(), spec.command.begin(), spec.command.end());
+  run.cleanup = {host.runtime, "rm", "--force"};
+  if (host.podman) run.cleanup.insert(run.cleanup.end(), {"--ignore", "--time", "0"});
+  run.cleanup.push_back(host.name);
+  return run;
+}
+
+}  // namespace trainq

@@ -1,0 +1,78 @@
+// Jobs in containers (docs/containers.md): what --image, --mount and --shm-size accept, and
+// the runtime command line an attempt becomes. Pure: the agent resolves the runtime and the
+// archive's kind, the shim runs what this builds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "trainq/job.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+inline constexpr size_t kMaxImageBytes = 1024;
+inline constexpr size_t kMaxMounts = 64;
+inline constexpr uint64_t kMaxShmBytes = 1ull << 40;
+
+// One --mount: SRC:DST[:ro|rw], both absolute.
+struct Mount {
+  std::string src;
+  std::string dst;
+  bool read_only = false;
+};
+inline constexpr std::string_view kMountForm =
+    "SRC:DST or SRC:DST:ro, absolute paths without ':' or ',', like /data/imagenet:/data:ro";
+// kInvalid naming `field` and kMountForm.
+Result<Mount> ParseMount(std::string_view text, std::string_view field);
+
+// Whether `image` names an archive file (an absolute path) rather than an image in the store.
+bool IsImageArchive(std::string_view image);
+// kInvalid naming `field` unless `image` is 1 to kMaxImageBytes printable characters with no
+// space: a name like pytorch:2.1, localhost/env@sha256:..., or /abs/path/env.tar.
+Status CheckImage(std::string_view image, std::string_view field);
+
+// The container of a job as one text for the stores ("" for none) and back.
+std::string ContainerToText(const ContainerSpec& c);
+Result<ContainerSpec> ContainerFromText(std::string_view text);
+
+// The node's runtime and settings (config container_*), and what this attempt holds.
+struct ContainerHost {
+  std::string runtime;  // absolute path of podman or docker
+  bool podman = true;   // false: docker (no archive transports)
+  std::vector<std::string> runtime_args;
+  std::string pull = "never";  // never | missing
+  uint64_t shm_bytes = 8ull << 30;
+  // CDI device kind for GPUs ("nvidia.com/gpu": --device nvidia.com/gpu=UUID); "": set
+  // NVIDIA_VISIBLE_DEVICES to the UUIDs for the runtime's NVIDIA hook instead.
+  std::string cdi_kind = "nvidia.com/gpu";
+  // The image as the runtime reads it: the name, or TRANSPORT:PATH for an archive
+  // ("docker-archive:/x.tar", "oci-archive:/x.tar").
+  std::string image_ref;
+  std::string name;  // the container's name: unique per attempt
+};
+
+struct ContainerRun {
+  std::vector<std::string> command;                      // the runtime's `run` line
+  std::vector<std::pair<std::string, std::string>> env;  // the runtime client's environment
+  std::vector<std::string> cleanup;                      // removes the container, if left
+};
+
+// What an attempt of `spec` runs: the runtime with the job's cwd mounted at the same path (and
+// as the working dir unless the spec names one), its mounts, host networking (MASTER_ADDR and
+// MASTER_PORT work across nodes), an init process that passes signals on, its GPUs by UUID
+// and nothing else, and its environment (`env`: the attempt's) passed by name, less what
+// names the host's software (PATH, LD_LIBRARY_PATH, ...: ContainerDropsVar);
+// CUDA_VISIBLE_DEVICES counts the container's GPUs from 0.
+ContainerRun BuildContainerRun(const JobSpec& spec, const std::vector<std::string>& gpu_uuids,
+                               const std::vector<std::pair<std::string, std::string>>& env,
+                               const ContainerHost& host);
+
+// Whether a variable of the host's environment stays out of the container: it names the
+// host's programs, libraries or directories, which the image has its own of.
+bool ContainerDropsVar(std::string_view name);
+
+}  // namespace trainq

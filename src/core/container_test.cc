@@ -1,0 +1,174 @@
+// What a container job's attempt runs: the runtime's command line, its environment, and the
+// checks of --image and --mount.
+#include "src/core/container.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace trainq {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Pair;
+
+JobSpec Spec() {
+  JobSpec s;
+  s.command = {"python", "train.py", "--lr", "3e-4"};
+  s.cwd = "/home/ada/proj";
+  s.container.image = "localhost/env:1";
+  return s;
+}
+
+ContainerHost Host() {
+  ContainerHost h;
+  h.runtime = "/usr/bin/podman";
+  h.runtime_args = {"--runtime", "runc"};
+  h.name = "trainq-12-1-abcd";
+  return h;
+}
+
+// The value after `flag` in `cmd`, each time it appears.
+std::vector<std::string> After(const std::vector<std::string>& cmd, const std::string& flag) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < cmd.size(); ++i) {
+    if (cmd[i] == flag) out.push_back(cmd[i + 1]);
+  }
+  return out;
+}
+
+TEST(ContainerRunTest, RunsTheCommandInItsDirectoryOnTheHostNetworkWithAnInit) {
+  ContainerRun run = BuildContainerRun(Spec(), {}, {{"PATH", "/usr/bin"}}, Host());
+  const std::vector<std::string>& c = run.command;
+  ASSERT_GE(c.size(), 8u);
+  EXPECT_EQ(c[0], "/usr/bin/podman");
+  EXPECT_EQ(c[1], "run");
+  EXPECT_THAT(c, Contains("--rm"));
+  EXPECT_THAT(c, Contains("--init"));
+  EXPECT_THAT(After(c, "--network"), ElementsAre("host"));
+  EXPECT_THAT(After(c, "--pull"), ElementsAre("never"));
+  EXPECT_THAT(After(c, "--name"), ElementsAre("trainq-12-1-abcd"));
+  EXPECT_THAT(After(c, "--volume"), ElementsAre("/home/ada/proj:/home/ada/proj"));
+  EXPECT_THAT(After(c, "--workdir"), ElementsAre("/home/ada/proj"));
+  EXPECT_THAT(After(c, "--shm-size"), ElementsAre("8589934592b"));
+  // The runtime's own options, then the image, then the command as given.
+  std::vector<std::string> tail(c.end() - 7, c.end());
+  EXPECT_THAT(tail, ElementsAre("--runtime", "runc", "localhost/env:1", "python", "train.py",
+                                "--lr", "3e-4"));
+  EXPECT_THAT(run.cleanup, ElementsAre("/usr/bin/podman", "rm", "--force", "--ignore", "--time",
+                                       "0", "trainq-12-1-abcd"));
+}
+
+TEST(ContainerRunTest, MountsShmAndWorkdirAsAsked) {
+  JobSpec s = Spec();
+  s.container.mounts = {"/data/imagenet:/data:ro", "/scratch:/scratch"};
+  s.container.shm_bytes = 1ull << 30;
+  s.container.workdir = "/workspace";
+  ContainerRun run = BuildContainerRun(s, {}, {}, Host());
+  EXPECT_THAT(
+      After(run.command, "--volume"),
+      ElementsAre("/home/ada/proj:/home/ada/proj", "/data/imagenet:/data:ro", "/scratch:/scratch"));
+  EXPECT_THAT(After(run.command, "--workdir"), ElementsAre("/workspace"));
+  EXPECT_THAT(After(run.command, "--shm-size"), ElementsAre("1073741824b"));
+}
+
+TEST(ContainerRunTest, TheEnvironmentGoesInByNameLessTheHostsOwn) {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"PATH", "/home/ada/miniconda/bin:/usr/bin"},
+      {"HOME", "/home/ada"},
+      {"LD_LIBRARY_PATH", "/opt/cuda/lib64"},
+      {"TRAINQ_JOB_ID", "12"},
+      {"MASTER_PORT", "29500"},
+      {"CUDA_VISIBLE_DEVICES", "2,3"},
+      {"WANDB_MODE", "offline"}};
+  ContainerRun run = BuildContainerRun(Spec(), {"GPU-a", "GPU-b"}, env, Host());
+  std::vector<std::string> passed = After(run.command, "--env");
+  EXPECT_THAT(passed, Contains("TRAINQ_JOB_ID"));
+  EXPECT_THAT(passed, Contains("MASTER_PORT"));
+  EXPECT_THAT(passed, Contains("WANDB_MODE"));
+  EXPECT_THAT(passed, Contains("CUDA_VISIBLE_DEVICES=0,1"));  // counted from 0 inside
+  for (const char* host_only : {"PATH", "HOME", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"}) {
+    EXPECT_THAT(passed, Not(Contains(host_only))) << host_only;
+  }
+  // No value on the command line: the client's environment holds them (and its PATH).
+  EXPECT_THAT(run.env, Contains(Pair("WANDB_MODE", "offline")));
+  EXPECT_THAT(run.env, Contains(Pair("PATH", "/home/ada/miniconda/bin:/usr/bin")));
+  for (const std::string& word : run.command) EXPECT_THAT(word, Not(HasSubstr("offline")));
+}
+
+TEST(ContainerRunTest, GpusByUuidThroughCdiOrTheNvidiaVariableAndNoneForACpuJob) {
+  ContainerRun cdi = BuildContainerRun(Spec(), {"GPU-a", "GPU-b"}, {}, Host());
+  EXPECT_THAT(After(cdi.command, "--device"),
+              ElementsAre("nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"));
+  ContainerHost hook = Host();
+  hook.cdi_kind = "";
+  ContainerRun env = BuildContainerRun(Spec(), {"GPU-a", "GPU-b"}, {}, hook);
+  EXPECT_THAT(After(env.command, "--device"), IsEmpty());
+  EXPECT_THAT(After(env.command, "--env"), Contains("NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b"));
+  ContainerRun cpu = BuildContainerRun(Spec(), {}, {}, Host());
+  EXPECT_THAT(After(cpu.command, "--device"), IsEmpty());
+  EXPECT_THAT(After(cpu.command, "--env"), Contains("NVIDIA_VISIBLE_DEVICES=void"));
+  EXPECT_THAT(After(cpu.command, "--env"), Contains("CUDA_VISIBLE_DEVICES="));
+}
+
+TEST(ContainerRunTest, AnArchiveIsReadThroughItsTransportAndDockerHasNoIgnore) {
+  ContainerHost h = Host();
+  h.image_ref = "docker-archive:/srv/env.tar";
+  h.podman = false;
+  h.runtime = "/usr/bin/docker";
+  JobSpec s = Spec();
+  s.container.image = "/srv/env.tar";
+  ContainerRun run = BuildContainerRun(s, {}, {}, h);
+  EXPECT_THAT(run.command, Contains("docker-archive:/srv/env.tar"));
+  EXPECT_THAT(run.command, Not(Contains("/srv/env.tar")));
+  EXPECT_THAT(run.cleanup, ElementsAre("/usr/bin/docker", "rm", "--force", "trainq-12-1-abcd"));
+}
+
+TEST(MountTest, ReadsSrcDstAndReadOnly) {
+  Result<Mount> m = ParseMount("/data/x:/data:ro", "--mount");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->src, "/data/x");
+  EXPECT_EQ(m->dst, "/data");
+  EXPECT_TRUE(m->read_only);
+  EXPECT_FALSE(ParseMount("/a:/b:rw", "m")->read_only);
+  EXPECT_FALSE(ParseMount("/a:/b", "m")->read_only);
+  for (const char* bad :
+       {"", "/a", "a:/b", "/a:b", "/a:/b:x", "/a:/b:ro:z", "/a,b:/c", "/a\n:/b"}) {
+    Result<Mount> r = ParseMount(bad, "--mount");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("--mount: '"));
+    EXPECT_THAT(r.status().message(), HasSubstr("SRC:DST"));
+  }
+}
+
+TEST(ImageTest, NamesAndArchivesAreImagesSpacesAreNot) {
+  EXPECT_TRUE(CheckImage("pytorch/pytorch:2.1.0-cuda12.1", "--image").ok());
+  EXPECT_TRUE(CheckImage("localhost/env@sha256:abc", "--image").ok());
+  EXPECT_TRUE(CheckImage("/srv/images/env.tar", "--image").ok());
+  EXPECT_TRUE(IsImageArchive("/srv/images/env.tar"));
+  EXPECT_FALSE(IsImageArchive("env:1"));
+  for (const char* bad : {"", "a b", "a\tb", "x\n"}) {
+    EXPECT_THAT(CheckImage(bad, "--image").message(), HasSubstr("is not an image")) << bad;
+  }
+}
+
+TEST(ContainerTextTest, RoundTripsAndRefusesWhatTrainqDoesNotWrite) {
+  EXPECT_EQ(ContainerToText({}), "");
+  EXPECT_FALSE(ContainerFromText("").value().on());
+  ContainerSpec c{"img:1", {"/a:/b:ro"}, 1ull << 30, "/w"};
+  Result<ContainerSpec> back = ContainerFromText(ContainerToText(c));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, c);
+  for (const char* bad : {"{", "[]", "{\"mounts\":[]}", "{\"image\":\"x\",\"shm\":-1}",
+                          "{\"image\":\"x\",\"mounts\":[1]}"}) {
+    EXPECT_FALSE(ContainerFromText(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace trainq

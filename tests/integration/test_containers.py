@@ -1,0 +1,217 @@
+"""Jobs in containers with Debian's podman (docs/containers.md), on an image the test makes
+itself from Debian's busybox-static with no registry: exit codes, logs, the job's directory
+and a read-only mount, a time limit's signal, cancel and kill -9 of the daemon leaving no
+container behind, a CPU job seeing no GPU, and GPUs isolated by UUID through a test CDI spec."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+
+import pytest
+
+from conftest import gpu, wait_for
+
+# What this machine's kind needs (cgroup v1 in hybrid mode, a hard RLIMIT_NOFILE): runc, and
+# ulimits it may set (docs/containers.md, "Settings").
+RUNTIME_ARGS = ["--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit",
+                "nproc=1024:1024"]
+TOOLS = ["sh", "ls", "cat", "echo", "sleep", "env", "id", "pwd", "touch", "printenv", "trap",
+         "true", "false", "mkdir", "sort"]
+
+
+def podman(*args, check=True):
+    return subprocess.run(["podman", *args], capture_output=True, text=True, timeout=120,
+                          check=check)
+
+
+@pytest.fixture(scope="module")
+def image():
+    """An image made from busybox-static, imported with no registry; its name and a
+    `podman save` archive of it."""
+    assert shutil.which("podman"), "podman is missing: scripts/deps.sh test installs it"
+    busybox = shutil.which("busybox")
+    assert busybox, "busybox is missing: scripts/deps.sh test installs busybox-static"
+    root = tempfile.mkdtemp(prefix="tq-image-", dir="/tmp")
+    rootfs = os.path.join(root, "rootfs")
+    os.makedirs(os.path.join(rootfs, "bin"))
+    os.makedirs(os.path.join(rootfs, "tmp"))
+    shutil.copy(busybox, os.path.join(rootfs, "bin", "busybox"))
+    for tool in TOOLS:
+        os.symlink("busybox", os.path.join(rootfs, "bin", tool))
+    tar = os.path.join(root, "rootfs.tar")
+    subprocess.run(["tar", "-C", rootfs, "-cf", tar, "."], check=True)
+    name = f"localhost/trainq-test-busybox:{uuid.uuid4().hex[:8]}"
+    podman("import", "--change", "ENV PATH=/bin", tar, name)
+    archive = os.path.join(root, "busybox.tar")
+    podman("save", "-o", archive, name)
+    yield name, archive
+    podman("rmi", "--force", name, check=False)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def containers_of(job_id):
+    out = podman("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    return [n for n in out if n.startswith(f"trainq-{job_id}-")]
+
+
+@pytest.fixture
+def ctq(make_trainq):
+    t = make_trainq(gpus=[gpu(i) for i in range(4)], container_runtime="podman",
+                    container_runtime_args=RUNTIME_ARGS)
+    t.start_daemon()
+    return t
+
+
+def log_of(t, job_id):
+    return t.run("logs", str(job_id)).stdout
+
+
+def test_a_container_job_runs_in_its_directory_with_its_exit_code_and_log(ctq, image):
+    name, _ = image
+    t = ctq
+    data = t.path("data")
+    os.makedirs(data)
+    with open(os.path.join(data, "f.txt"), "w") as f:
+        f.write("dataset\n")
+    script = ("echo hello from $(id -u); pwd; cat /data/f.txt; echo job=$TRAINQ_JOB_ID; "
+              "echo cuda=[$CUDA_VISIBLE_DEVICES] nv=$NVIDIA_VISIBLE_DEVICES; "
+              "echo path=$PATH; touch out.txt; touch /data/x 2>/dev/null || echo read-only; "
+              "exit 7")
+    job = t.submit("--gpus", "0", "--image", name, "--mount", f"{data}:/data:ro",
+                   cmd=["sh", "-c", script])
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    log = log_of(t, job)
+    assert done["state"] == "failed" and done["attempts"][0]["exit_code"] == 7, (done, log)
+    assert "hello from 0" in log and t.work in log, log
+    assert "dataset" in log and "read-only" in log, log
+    assert f"job={job}" in log, log
+    # A CPU job sees no GPU; the host's PATH stays out (the image's is used).
+    assert "cuda=[] nv=void" in log, log
+    assert "path=/bin" in log, log
+    assert os.path.exists(t.path("out.txt")), "the job's directory is mounted writable"
+    assert containers_of(job) == [], "a finished job leaves no container"
+    shown = t.show(job)
+    assert shown["image"] == name and shown["mounts"] == [f"{data}:/data:ro"]
+
+
+def test_a_time_limit_signals_the_command_inside_and_cancel_leaves_no_container(ctq, image):
+    name, _ = image
+    t = ctq
+    trap = "trap 'echo got TERM; exit 3' TERM; echo started; while true; do sleep 1; done"
+    job = t.submit("--gpus", "0", "--time", "3s", "--image", name, cmd=["sh", "-c", trap])
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    log = log_of(t, job)
+    assert "started" in log and "got TERM" in log, log
+    assert "time limit" in done["attempts"][0]["end_reason"], done
+    assert containers_of(job) == []
+    job = t.submit("--gpus", "0", "--image", name, cmd=["sleep", "300"])
+    t.wait_state(job, "running", timeout=60)
+    wait_for(lambda: containers_of(job), timeout=30, what="the container to exist")
+    t.run("cancel", str(job))
+    t.wait_state(job, "cancelled", timeout=60)
+    wait_for(lambda: containers_of(job) == [], timeout=30, what="the container to be removed")
+
+
+def test_kill_9_of_the_daemon_leaves_the_container_running_and_readopted(ctq, image):
+    name, archive = image
+    t = ctq
+    # An archive too: loaded by the runtime from the file, no registry.
+    job = t.submit("--gpus", "0", "--image", archive,
+                   cmd=["sh", "-c", "echo up; sleep 4; echo done"])
+    t.wait_state(job, "running", timeout=60)
+    wait_for(lambda: "up" in log_of(t, job), timeout=30, what="the container's first line")
+    t.kill_daemon()
+    assert containers_of(job), "the container runs on while the daemon is down"
+    t.start_daemon()
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    assert done["state"] == "succeeded", (done, log_of(t, job))
+    assert "done" in log_of(t, job)
+    assert containers_of(job) == []
+
+
+def test_a_jobs_gpus_are_its_only_ones_by_uuid_through_cdi(make_trainq, image):
+    name, _ = image
+    kind = f"test-{uuid.uuid4().hex[:8]}.trainq.dev/gpu"
+    devices_dir = tempfile.mkdtemp(prefix="tq-cdi-", dir="/tmp")
+    devices = []
+    for i in range(4):
+        uuid_i = f"GPU-sim-{i}"
+        path = os.path.join(devices_dir, uuid_i)
+        with open(path, "w") as f:
+            f.write(uuid_i + "\n")
+        devices.append({"name": uuid_i, "containerEdits": {
+            "env": [f"TEST_GPU_{i}={uuid_i}"],
+            "mounts": [{"hostPath": path, "containerPath": f"/gpus/{uuid_i}",
+                        "options": ["ro", "bind"]}]}})
+    os.makedirs("/etc/cdi", exist_ok=True)
+    spec_path = f"/etc/cdi/{kind.split('/')[0]}.json"
+    with open(spec_path, "w") as f:
+        json.dump({"cdiVersion": "0.5.0", "kind": kind, "devices": devices}, f)
+    try:
+        t = make_trainq(gpus=[gpu(i) for i in range(4)], container_runtime="podman",
+                        container_runtime_args=RUNTIME_ARGS, container_gpu_kind=kind)
+        t.start_daemon()
+        blocker = t.submit("--gpus", "1", cmd=["sleep", "300"])  # takes GPU 0 on the host
+        t.wait_state(blocker, "running", timeout=30)
+        job = t.submit("--gpus", "2", "--image", name,
+                       cmd=["sh", "-c", "ls /gpus; env | sort | grep ^TEST_GPU; "
+                                        "echo cuda=$CUDA_VISIBLE_DEVICES"])
+        done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+        log = log_of(t, job)
+        assert done["state"] == "succeeded", log
+        uuids = done["attempts"][0]["gpu_uuids"]
+        assert len(uuids) == 2 and "GPU-sim-0" not in uuids, uuids
+        listed = [line for line in log.splitlines() if line.startswith("GPU-sim-")]
+        assert listed == sorted(uuids), log
+        assert "cuda=0,1" in log, log
+        # Each GPU's own variable, and no other GPU's.
+        seen = [line.split("=", 1)[1] for line in log.splitlines() if line.startswith("TEST_GPU")]
+        assert sorted(seen) == sorted(uuids), log
+        t.run("cancel", str(blocker))
+    finally:
+        os.unlink(spec_path)
+        shutil.rmtree(devices_dir, ignore_errors=True)
+
+
+def test_what_a_container_job_cannot_use_is_refused_at_submit(ctq, image):
+    t = ctq
+    for opts, says in [
+        (["--image", "x y"], "--image: 'x y' is not an image"),
+        (["--mount", "/data:/d"], "--image: --mount, --shm-size and --container-workdir are"),
+        (["--image", "img", "--mount", "/nonexistent-dir:/d"],
+         "--mount: /nonexistent-dir does not exist"),
+        (["--image", "img", "--mount", "/tmp:d"], "--mount: '/tmp:d' is not SRC:DST"),
+        (["--image", "/etc/hostname"], "is not a tar archive"),
+        (["--image", "img", "--shm-size", "lots"], "--shm-size"),
+    ]:
+        p = t.run("submit", "--gpus", "0", *opts, "--", "true", check=False)
+        assert p.returncode == 2 and says in p.stderr, (opts, p.stderr)
+
+
+SBATCH = """#!/bin/sh
+#SBATCH --container-image=IMAGE
+#SBATCH --container-mounts=DATA:/data:ro
+#SBATCH --container-workdir=/data
+#SBATCH --container-mount-home
+pwd; cat f.txt
+"""
+
+
+def test_sbatch_takes_pyxis_container_options(ctq, image):
+    name, _ = image
+    t = ctq
+    data = t.path("d")
+    os.makedirs(data)
+    with open(os.path.join(data, "f.txt"), "w") as f:
+        f.write("from the mount\n")
+    with open(t.path("c.sbatch"), "w") as f:
+        f.write(SBATCH.replace("IMAGE", name).replace("DATA", data))
+    p = t.run("sbatch", "--parsable", "c.sbatch")
+    assert "--container-mount-home is not honoured" in p.stderr, p.stderr
+    job = int(p.stdout)
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    out = open(t.path(f"slurm-{job}.out")).read()
+    assert done["state"] == "succeeded", out
+    assert "/data" in out and "from the mount" in out, out
