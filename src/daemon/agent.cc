@@ -450,6 +450,7 @@ void Agent::OnShimExit(JobId id) {
     }
     in.retries_allowed = job->spec.retries;
     in.time_limit_ms = job->spec.time_limit_ms;
+    in.container = job->spec.container.on();
   }
   in.backoff_ms = config_.oom_backoff_ms;
   in.backoff_max_ms = config_.oom_backoff_max_ms;

@@ -133,6 +133,31 @@ AttemptEnd DecideUnrecorded(const UnrecordedInput& in) {
   return end;
 }
 
+namespace {
+
+// What podman and docker exit with when the container itself failed (not its command).
+constexpr int kContainerDidNotStart = 125;
+
+// The runtime's last error line in the log ("Error: ...", "docker: Error ...", or trainq's own
+// "trainq: ..." about an archive), as it wrote it; "" when there is none.
+std::string RuntimeError(std::string_view log) {
+  std::string found;
+  size_t start = 0;
+  while (start < log.size()) {
+    size_t end = log.find('\n', start);
+    std::string_view line = log.substr(start, end == std::string_view::npos ? end : end - start);
+    if (line.starts_with("Error: ") || line.starts_with("docker: Error") ||
+        line.starts_with("trainq: --image")) {
+      found = std::string(line);
+    }
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return found;
+}
+
+}  // namespace
+
 AttemptEnd DecideOutcome(const OutcomeInput& in) {
   if (!in.record) return DecideUnrecorded({Unrecorded::kShimDied, "", 0, 0, in.now});
   const ExitRecord& rec = *in.record;
@@ -176,6 +201,14 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.exit_code = rec.exit_code;
     end.signal = rec.signal;
     return end;
+  }
+  if (in.container && rec.exit_code == kContainerDidNotStart) {
+    std::string said = RuntimeError(in.log_tail);
+    if (!said.empty()) {
+      AttemptEnd end = Ended(JobState::kFailed, ended, "container did not start: " + said);
+      end.exit_code = rec.exit_code;
+      return end;
+    }
   }
   std::string match = MatchOom(in.log_tail, in.oom_patterns);
   if (!match.empty()) {

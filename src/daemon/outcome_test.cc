@@ -34,6 +34,22 @@ TEST(OutcomeTest, ExitZeroSucceeds) {
   EXPECT_EQ(e.ended_at, 5000);
 }
 
+// The runtime's own words when a container cannot start; the same exit from a command (or a
+// host job) stays a plain exit code.
+TEST(OutcomeTest, AContainerThatCannotStartEndsWithTheRuntimesError) {
+  OutcomeInput in = Exited(125);
+  in.container = true;
+  in.log_tail = "Trying to pull...\nError: localhost/env:3: image not known\n";
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kFailed);
+  EXPECT_EQ(e.end_reason, "container did not start: Error: localhost/env:3: image not known");
+  in.log_tail = "done\n";
+  EXPECT_EQ(DecideOutcome(in).end_reason, "exit code 125");
+  in.container = false;
+  in.log_tail = "Error: something of the job\n";
+  EXPECT_EQ(DecideOutcome(in).end_reason, "exit code 125");
+}
+
 TEST(OutcomeTest, NonZeroExitFails) {
   AttemptEnd e = DecideOutcome(Exited(3));
   EXPECT_EQ(e.job_state, JobState::kFailed);

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import gpu, wait_for
+from conftest import free_port, gpu, wait_for
 
 # What this machine's kind needs (cgroup v1 in hybrid mode, a hard RLIMIT_NOFILE): runc, and
 # ulimits it may set (docs/containers.md, "Settings").
@@ -175,6 +175,18 @@ def test_a_jobs_gpus_are_its_only_ones_by_uuid_through_cdi(make_trainq, image):
         shutil.rmtree(devices_dir, ignore_errors=True)
 
 
+def test_a_container_that_cannot_start_says_why_in_the_runtimes_words(ctq, image):
+    t = ctq
+    missing = f"localhost/trainq-no-such-image:{uuid.uuid4().hex[:8]}"
+    job = t.submit("--gpus", "0", "--image", missing, cmd=["true"])
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    reason = done["attempts"][0]["end_reason"]
+    said = [line for line in log_of(t, job).splitlines() if line.startswith("Error: ")]
+    assert said and reason == "container did not start: " + said[-1], (reason, said)
+    assert missing in reason, reason  # never pulled: container_pull is "never"
+    assert containers_of(job) == []
+
+
 def test_what_a_container_job_cannot_use_is_refused_at_submit(ctq, image):
     t = ctq
     for opts, says in [
@@ -215,3 +227,38 @@ def test_sbatch_takes_pyxis_container_options(ctq, image):
     out = open(t.path(f"slurm-{job}.out")).read()
     assert done["state"] == "succeeded", out
     assert "/data" in out and "from the mount" in out, out
+
+
+ALL_REDUCE = """import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {t.item()}", flush=True)
+dist.destroy_process_group()
+"""
+TORCH_IMAGE = "localhost/trainq-torch:1"
+
+
+def test_a_pytorch_gloo_all_reduce_runs_in_a_container(make_trainq):
+    """Debian's python3-torch in an image made from this machine's files (scripts/torch-image.sh,
+    `make torch-image`: about 35 s and 900 MB here), torchrun with two ranks inside one job."""
+    if podman("image", "exists", TORCH_IMAGE, check=False).returncode != 0:
+        build = subprocess.run(["scripts/torch-image.sh", TORCH_IMAGE], capture_output=True,
+                               text=True, timeout=600,
+                               cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                                   os.path.abspath(__file__)))))
+        assert build.returncode == 0, build.stderr
+    t = make_trainq(gpus=[gpu(0)], container_runtime="podman",
+                    container_runtime_args=RUNTIME_ARGS)
+    t.start_daemon()
+    with open(t.path("ar.py"), "w") as f:
+        f.write(ALL_REDUCE)
+    # Debian's torch 1.13 on Python 3.11 needs torchrun's --redirects/--tee set (cluster.md).
+    job = t.submit("--gpus", "0", "--cpus", "2", "--image", TORCH_IMAGE,
+                   "--env", "PET_REDIRECTS=9:1", "--env", "PET_TEE=9:1",
+                   cmd=["python3", "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                        "--master_port", str(free_port()), "ar.py"])
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=180)
+    log = log_of(t, job)
+    assert done["state"] == "succeeded", log
+    assert "rank 0 of 2: sum 3.0" in log and "rank 1 of 2: sum 3.0" in log, log
