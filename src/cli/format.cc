@@ -275,6 +275,12 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
   }
   if (std::optional<std::string> type = job.OptStr("gpu_type"))
     line("gpu type", TerminalSafe(*type));
+  if (std::optional<std::string> image = job.OptStr("image")) {
+    std::vector<std::string> mounts;
+    for (const Reply& m : job.ArrayOr("mounts")) mounts.push_back(TerminalSafe(m.AsStr()));
+    line("image", TerminalSafe(*image) +
+                      (mounts.empty() ? "" : fmt::format(" (mounts {})", fmt::join(mounts, ", "))));
+  }
   if (std::vector<Reply> features = job.ArrayOr("constraints"); !features.empty()) {
     std::vector<std::string> shown;
     for (const Reply& r : features) shown.push_back(TerminalSafe(r.AsStr()));

@@ -253,7 +253,7 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
   spec.fence_file = fence_file_;
   spec.fence_after_ms = fence_after_ms_;
   spec.cgroup = AttemptCgroup(job, p.run_dir);
-  if (job.spec.container.on()) InContainer(job, n, p, spec);
+  if (job.spec.container.on()) InContainer(job, p, spec);
   if (config_.shared) {
     spec.uid = runner.uid;
     spec.gid = runner.gid;
@@ -267,13 +267,13 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
 // node without a runtime or the archive runs what says so: the runtime's name, which the shim
 // cannot start ("cannot run 'podman': No such file or directory"), or a `false` after the
 // message in the log.
-void Agent::InContainer(const Job& job, int n, const Placement& p, RunSpec& spec) const {
+void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const {
   ContainerHost host;
   host.runtime_args = config_.container_runtime_args;
   host.pull = config_.container_pull;
   host.shm_bytes = config_.container_shm_bytes;
   host.cdi_kind = config_.container_gpu_kind;
-  host.name = fmt::format("trainq-{}-{}-{}", job.id, n, AttemptCgroupName(p.run_dir));
+  host.name = "trainq-" + AttemptCgroupName(p.run_dir);  // JOB-ATTEMPT-HASH: one per run dir
   Result<ContainerRuntime> runtime = FindContainerRuntime(config_.container_runtime);
   if (runtime.ok()) {
     host.runtime = runtime->path;

@@ -220,7 +220,7 @@ class Agent {
   CgroupHost cgroups_;
   std::string node_;
   std::string slurm_bin_dir_;
-  void InContainer(const Job& job, int n, const Placement& p, RunSpec& spec) const;
+  void InContainer(const Job& job, const Placement& p, RunSpec& spec) const;
   std::function<Status(JobId, const JobSpec&)> verify_;
   std::string fence_file_;
   int64_t fence_after_ms_ = 0;

@@ -94,6 +94,8 @@ def test_a_container_job_runs_in_its_directory_with_its_exit_code_and_log(ctq, i
     assert containers_of(job) == [], "a finished job leaves no container"
     shown = t.show(job)
     assert shown["image"] == name and shown["mounts"] == [f"{data}:/data:ro"]
+    text = t.run("show", str(job)).stdout
+    assert f"image:       {name} (mounts {data}:/data:ro)" in text, text
 
 
 def test_a_time_limit_signals_the_command_inside_and_cancel_leaves_no_container(ctq, image):
