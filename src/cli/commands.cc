@@ -5,6 +5,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -126,7 +127,7 @@ namespace {
 // is an image name for the node's store.
 std::string ImageArgument(const std::string& image, const std::string& cwd) {
   if (image.starts_with('/')) return image;
-  std::string path = cwd + "/" + image;
+  std::string path = std::filesystem::path(cwd + "/" + image).lexically_normal().string();
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? path : image;
 }

@@ -135,8 +135,9 @@ AttemptEnd DecideUnrecorded(const UnrecordedInput& in) {
 
 namespace {
 
-// What podman and docker exit with when the container itself failed (not its command).
-constexpr int kContainerDidNotStart = 125;
+// What podman and docker exit with when the container itself failed (125: the runtime; 126: a
+// device or the command could not be set up; 127: the command is not in the image).
+bool ContainerDidNotStart(std::optional<int> code) { return code && *code >= 125 && *code <= 127; }
 
 // The runtime's last error line in the log ("Error: ...", "docker: Error ...", or trainq's own
 // "trainq: ..." about an archive), as it wrote it; "" when there is none.
@@ -202,7 +203,7 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.signal = rec.signal;
     return end;
   }
-  if (in.container && rec.exit_code == kContainerDidNotStart) {
+  if (in.container && ContainerDidNotStart(rec.exit_code)) {
     std::string said = RuntimeError(in.log_tail);
     if (!said.empty()) {
       AttemptEnd end = Ended(JobState::kFailed, ended, "container did not start: " + said);

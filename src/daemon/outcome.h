@@ -24,8 +24,9 @@ struct OutcomeInput {
   int64_t time_limit_ms = 0;  // the job's --time, for the reason; 0: none
   int master_port = 0;        // the attempt's MASTER_PORT; 0: none
   int port_retries_used = 0;  // earlier attempts ended by a taken rendezvous port
-  // A container job (docs/containers.md): its runtime's exit code 125 means the container did
-  // not start, and the runtime's own error line in the log is the reason, word for word.
+  // A container job (docs/containers.md): its runtime's exit codes 125 to 127 with the
+  // runtime's error line in the log mean the container did not start; that line is the
+  // reason, word for word.
   bool container = false;
 };
 

@@ -43,8 +43,14 @@ TEST(OutcomeTest, AContainerThatCannotStartEndsWithTheRuntimesError) {
   AttemptEnd e = DecideOutcome(in);
   EXPECT_EQ(e.job_state, JobState::kFailed);
   EXPECT_EQ(e.end_reason, "container did not start: Error: localhost/env:3: image not known");
+  in.record->exit_code = 126;  // podman's code for devices it could not set up
+  in.log_tail = "Error: setting up CDI devices: unresolvable CDI devices nvidia.com/gpu=GPU-a\n";
+  EXPECT_EQ(DecideOutcome(in).end_reason,
+            "container did not start: Error: setting up CDI devices: unresolvable CDI devices "
+            "nvidia.com/gpu=GPU-a");
   in.log_tail = "done\n";
-  EXPECT_EQ(DecideOutcome(in).end_reason, "exit code 125");
+  EXPECT_EQ(DecideOutcome(in).end_reason, "exit code 126");
+  in.record->exit_code = 125;
   in.container = false;
   in.log_tail = "Error: something of the job\n";
   EXPECT_EQ(DecideOutcome(in).end_reason, "exit code 125");
