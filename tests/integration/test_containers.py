@@ -68,13 +68,19 @@ def log_of(t, job_id):
     return t.run("logs", str(job_id)).stdout
 
 
+def data_dir(t, name, text):
+    """A folder of the job's work dir holding f.txt with `text`, to mount."""
+    path = t.path(name)
+    os.makedirs(path)
+    with open(os.path.join(path, "f.txt"), "w") as f:
+        f.write(text)
+    return path
+
+
 def test_a_container_job_runs_in_its_directory_with_its_exit_code_and_log(ctq, image):
     name, _ = image
     t = ctq
-    data = t.path("data")
-    os.makedirs(data)
-    with open(os.path.join(data, "f.txt"), "w") as f:
-        f.write("dataset\n")
+    data = data_dir(t, "data", "dataset\n")
     script = ("echo hello from $(id -u); pwd; cat /data/f.txt; echo job=$TRAINQ_JOB_ID; "
               "echo cuda=[$CUDA_VISIBLE_DEVICES] nv=$NVIDIA_VISIBLE_DEVICES; "
               "echo path=$PATH; touch out.txt; touch /data/x 2>/dev/null || echo read-only; "
@@ -216,10 +222,7 @@ pwd; cat f.txt
 def test_sbatch_takes_pyxis_container_options(ctq, image):
     name, _ = image
     t = ctq
-    data = t.path("d")
-    os.makedirs(data)
-    with open(os.path.join(data, "f.txt"), "w") as f:
-        f.write("from the mount\n")
+    data = data_dir(t, "d", "from the mount\n")
     with open(t.path("c.sbatch"), "w") as f:
         f.write(SBATCH.replace("IMAGE", name).replace("DATA", data))
     p = t.run("sbatch", "--parsable", "c.sbatch")
