@@ -55,6 +55,12 @@ struct ContainerHost {
   std::string name;  // the container's name: unique per attempt
 };
 
+// A shared daemon's refusal of docker (docs/containers.md, "On a shared server").
+inline constexpr const char* kSharedNeedsPodman =
+    "--image: a shared daemon runs each container as its submitter with rootless podman, and "
+    "container_runtime is docker, whose daemon runs containers as root; install podman and "
+    "uidmap and set container_runtime = \"podman\"";
+
 struct ContainerRun {
   std::vector<std::string> command;                      // the runtime's `run` line
   std::vector<std::pair<std::string, std::string>> env;  // the runtime client's environment

@@ -282,6 +282,16 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
     host.runtime = config_.container_runtime.empty() ? "podman" : config_.container_runtime;
   }
   const std::string& image = job.spec.container.image;
+  auto refuse = [&spec](const std::string& problem) {
+    spec.command = {"/bin/sh", "-c", "echo \"trainq: $1\" >&2; exit 125", "sh", problem};
+  };
+  if (config_.shared) {
+    // Rootless podman as the submitter: the container's root is that user on the host, and
+    // the runtime mounts only what the user may read. `unshare true` starts the user's
+    // namespace holder (podman's pause process) outside the job, where it outlives it.
+    if (!host.podman) return refuse(kSharedNeedsPodman);
+    spec.prepare = {host.runtime, "unshare", "true"};
+  }
   if (IsImageArchive(image)) {
     Result<std::string> transport = ImageArchiveTransport(image);
     std::string problem = !transport.ok() ? transport.status().message()
@@ -290,10 +300,7 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
                                 "docker, load it first (docker load -i " +
                                     image + ") and give the image's name"
                               : "";
-    if (!problem.empty()) {
-      spec.command = {"/bin/sh", "-c", "echo \"trainq: $1\" >&2; exit 125", "sh", problem};
-      return;
-    }
+    if (!problem.empty()) return refuse(problem);
     host.image_ref = *transport + ":" + image;
   }
   ContainerRun run = BuildContainerRun(job.spec, p.gpu_uuids, spec.env, host);

@@ -470,24 +470,29 @@ namespace {
 // What a container job needs of this node at submit (docs/containers.md): a runtime (on one
 // machine; a cluster's other nodes may have one), a readable archive, mounts that exist. A
 // shared daemon refuses containers: it would run the runtime as root for the user.
-Status CheckContainerHere(const ApiParts& d, const JobSpec& spec) {
-  if (d.config->shared) {
-    return Status::Invalid(
-        "--image: this daemon is shared (shared = true) and runs each job as its user; trainq "
-        "does not yet map users into containers, so it runs container jobs only on a personal "
-        "daemon");
-  }
+// A shared daemon runs a container job with rootless podman as its submitter
+// (docs/containers.md, "On a shared server"): what the job mounts or loads, that user must be
+// able to read, and docker (whose daemon runs containers as root) is refused.
+Status CheckContainerHere(const ApiParts& d, const JobSpec& spec, const std::string& user) {
+  Result<UserInfo> caller = UserInfo{};
+  if (d.config->shared) caller = LookupUserByName(user);
+  if (!caller.ok()) return caller.status();
   if (!d.mode->Cluster()) {
-    if (Result<ContainerRuntime> r = FindContainerRuntime(d.config->container_runtime); !r.ok()) {
-      return Status::Invalid("--image: " + r.status().message());
-    }
+    Result<ContainerRuntime> r = FindContainerRuntime(d.config->container_runtime);
+    if (!r.ok()) return Status::Invalid("--image: " + r.status().message());
+    if (d.config->shared && !r->podman) return Status::Invalid(kSharedNeedsPodman);
   }
-  if (IsImageArchive(spec.container.image)) {
-    TRAINQ_RETURN_IF_ERROR(ImageArchiveTransport(spec.container.image).status());
+  const std::string& image = spec.container.image;
+  if (IsImageArchive(image)) {
+    if (d.config->shared) TRAINQ_RETURN_IF_ERROR(CheckMayRead(image, *caller, "--image"));
+    TRAINQ_RETURN_IF_ERROR(ImageArchiveTransport(image).status());
   }
   for (const std::string& text : spec.container.mounts) {
     Result<Mount> m = ParseMount(text, "--mount");
-    if (m.ok() && !FileExists(m->src)) {
+    if (!m.ok()) continue;  // ValidateSpec refused it
+    if (d.config->shared) {
+      TRAINQ_RETURN_IF_ERROR(CheckMayRead(m->src, *caller, "--mount"));
+    } else if (!FileExists(m->src)) {
       return Status::Invalid(fmt::format("--mount: {} does not exist on this node", m->src));
     }
   }
@@ -540,7 +545,7 @@ void Routes::Submit(RouteContext& c) {
       Result<UserInfo> caller = LookupUserByName(user);  // the token's user too
       st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
     }
-    if (st.ok() && spec.container.on()) st = CheckContainerHere(c.d, spec);
+    if (st.ok() && spec.container.on()) st = CheckContainerHere(c.d, spec, user);
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
       // As a refused batch's: what its jobs took goes back to the system.

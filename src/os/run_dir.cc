@@ -188,6 +188,7 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
             {"time_limit_ms", spec.time_limit_ms}};
   if (spec.umask >= 0) j["umask"] = spec.umask;
   if (!spec.cleanup.empty()) j["cleanup"] = spec.cleanup;
+  if (!spec.prepare.empty()) j["prepare"] = spec.prepare;
   if (!spec.fence_file.empty()) {
     j["fence_file"] = spec.fence_file;
     j["fence_after_ms"] = spec.fence_after_ms;
@@ -223,6 +224,7 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("time_limit_ms", spec.time_limit_ms);
   f.Int("umask", spec.umask);
   f.Strings("cleanup", spec.cleanup);
+  f.Strings("prepare", spec.prepare);
   f.String("fence_file", spec.fence_file);
   f.Int("fence_after_ms", spec.fence_after_ms);
   f.Int("uid", spec.uid);

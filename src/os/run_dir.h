@@ -62,6 +62,10 @@ struct RunSpec {
   // Run once the command's tree is gone, whatever its end (a container job: the runtime's
   // `rm --force NAME`, for a container its killed client left behind). Empty: nothing.
   std::vector<std::string> cleanup;
+  // Run before the command, as its user with its environment, outside its tree, and waited
+  // for (rootless podman's `unshare true`: the user's namespace holder, which lives on
+  // between jobs, is not started inside one job's tree). Empty: nothing.
+  std::vector<std::string> prepare;
 };
 
 struct ShimRecord {

@@ -264,6 +264,7 @@ class Shim {
   Status StartCommand();
   void Supervise();
   void RunCleanup();
+  void RunAside(std::vector<std::string>& argv, const char* stuck);
   milliseconds UntilDeadline() const;
   bool PastDeadline() const;
   milliseconds UntilNextCheck() const;
@@ -332,10 +333,20 @@ int Shim::Run() {
 }
 
 // RunSpec::cleanup, once the tree is gone: its output is dropped and its end not judged (a
-// container already removed is no failure); one that hangs is killed after kCleanupPatience.
+// container already removed is no failure).
 void Shim::RunCleanup() {
-  if (spec_.cleanup.empty()) return;
-  constexpr milliseconds kCleanupPatience{30000};
+  if (!spec_.cleanup.empty()) RunAside(spec_.cleanup, "did not finish removing the container");
+}
+
+// Runs `argv` to its end beside the command: as the command's user, with its environment,
+// output dropped; one that hangs is killed after kAsidePatience and `stuck` logged.
+void Shim::RunAside(std::vector<std::string>& argv, const char* stuck) {
+  constexpr milliseconds kAsidePatience{30000};
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  char* const* envp = command_ ? command_->envp.data() : environ;
+  const Identity* as = command_ && command_->identity ? &*command_->identity : nullptr;
   pid_t pid = ::fork();
   if (pid < 0) return;
   if (pid == 0) {
@@ -348,19 +359,18 @@ void Shim::RunCleanup() {
       ::dup2(null, 1);
       ::dup2(null, 2);
     }
-    std::vector<char*> argv;
-    for (std::string& a : spec_.cleanup) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
+    if (as != nullptr) DropTo(*as, -1);
+    if (::chdir("/") < 0) ::_exit(127);  // not the shim's run dir: the user may not enter it
+    ::execve(args[0], args.data(), envp);
     ::_exit(127);
   }
-  auto give_up = Steady::now() + kCleanupPatience;
+  auto give_up = Steady::now() + kAsidePatience;
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
     if (Steady::now() > give_up) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
-      LogLine("trainq: " + spec_.cleanup[0] + " did not finish removing the container");
+      LogLine(fmt::format("trainq: {} {}", argv[0], stuck));
       return;
     }
     ::usleep(20000);
@@ -400,6 +410,10 @@ Status Shim::Prepare() {
   if (!spec.ok()) return spec.status();
   spec_ = std::move(*spec);
   if (spec_.command.empty()) return Status::Invalid(SpecPath(run_dir_) + ": empty command");
+  auto command = PrepareCommand(spec_);
+  if (command.ok()) command_.emplace(std::move(*command));
+  // Before the shim is a subreaper: what it leaves running is not the job's.
+  if (command_ && !spec_.prepare.empty()) RunAside(spec_.prepare, "did not finish preparing");
   // Workers that daemonise (torchrun's, in their own sessions) stay our descendants.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return ErrnoStatus("PR_SET_CHILD_SUBREAPER", errno);
   auto self = ReadProcStat(::getpid());
@@ -407,8 +421,6 @@ Status Shim::Prepare() {
   // Not waited for: a restarted daemon adopts a locked run dir only through shim.json.
   TRAINQ_RETURN_IF_ERROR(WriteShimRecord(run_dir_, {self->pid, self->start_ticks}));
   std::string log_path = spec_.log_path.empty() ? LogPath(run_dir_) : spec_.log_path;
-  auto command = PrepareCommand(spec_);
-  if (command.ok()) command_.emplace(std::move(*command));
   const std::optional<Identity> none;
   const std::optional<Identity>& owner = command_ ? command_->identity : none;
   Status opened = WriteWaitingForSpace(

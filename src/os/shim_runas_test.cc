@@ -177,6 +177,29 @@ TEST_F(ShimRunAsTest, TheCommandDiesWithItsShimAfterTheDrop) {
   ::kill(static_cast<pid_t>(command->pid), SIGKILL);
 }
 
+TEST_F(ShimRunAsTest, PrepareAndCleanupRunAsTheUserAndWhatPrepareLeavesIsNotTheJobs) {
+  // Rootless podman's `unshare true` leaves the user's namespace holder running: it must run
+  // as the user, and outlive the attempt rather than be waited for or killed with it.
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0711), 0);
+  std::string box = dir / "box";
+  ASSERT_EQ(::mkdir(box.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(box.c_str(), 0777), 0);
+  RunSpec spec = SpecAs(info_, {"sh", "-c", "echo ran"}, dir);
+  spec.prepare = {"/bin/sh", "-c",
+                  "id -u > " + box + "/prepared; sleep 300 & echo $! > " + box + "/holder"};
+  spec.cleanup = {"/bin/sh", "-c",
+                  "id -u > " + box + "/cleaned; echo \"$JOB\" >> " + box + "/cleaned"};
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 0);
+  EXPECT_EQ(ReadAll(box + "/prepared"), std::to_string(info_.uid) + "\n");
+  EXPECT_EQ(ReadAll(box + "/cleaned"), std::to_string(info_.uid) + "\nx\n");
+  pid_t holder = std::stoi(ReadAll(box + "/holder"));
+  EXPECT_EQ(::kill(holder, 0), 0) << "what prepare started was stopped with the job's tree";
+  ::kill(holder, SIGKILL);
+}
+
 TEST(ShimRunAsPlainTest, AShimNotRunningAsRootRefusesToRunAsAnotherUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to become nobody first";
   TempDir dir;

@@ -228,4 +228,37 @@ Status CheckMayEnter(const std::string& dir, const UserInfo& user, std::string_v
   return JudgeMayEnter(dir, chain, user, field);
 }
 
+Status JudgeMayRead(const DirFacts& target, const UserInfo& user, std::string_view field) {
+  if (!target.exists)
+    return Status::Invalid(fmt::format("{}: {} does not exist", field, target.path));
+  mode_t want = target.directory ? 05 : 04;  // r, and x to list a directory
+  mode_t bits = target.mode & 07;            // others'
+  bool member = std::find(user.groups.begin(), user.groups.end(), target.gid) != user.groups.end();
+  if (target.uid == user.uid) {
+    bits = (target.mode >> 6) & 07;
+  } else if (member || target.gid == user.gid) {
+    bits = (target.mode >> 3) & 07;
+  }
+  if (user.uid == 0 || (bits & want) == want) return Status::Ok();
+  std::string mode = DirModeString(target.mode);
+  if (!target.directory) mode[0] = '-';
+  return Status::Invalid(fmt::format("{}: user {} may not read {} ({} {} {})", field, user.name,
+                                     target.path, mode, target.owner, target.group));
+}
+
+Status CheckMayRead(const std::string& path, const UserInfo& user, std::string_view field) {
+  if (path.empty() || path[0] != '/') {
+    return Status::Invalid(fmt::format("{}: must be an absolute path, got '{}'", field, path));
+  }
+  std::string parent = path.substr(0, std::max<size_t>(path.find_last_of('/'), 1));
+  std::unique_ptr<char, decltype(&::free)> real(::realpath(path.c_str(), nullptr), &::free);
+  if (real != nullptr) {
+    std::string r = real.get();
+    TRAINQ_RETURN_IF_ERROR(
+        CheckMayEnter(r.substr(0, std::max<size_t>(r.find_last_of('/'), 1)), user, field));
+  }
+  TRAINQ_RETURN_IF_ERROR(CheckMayEnter(parent, user, field));
+  return JudgeMayRead(StatDir(path), user, field);
+}
+
 }  // namespace trainq

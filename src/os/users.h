@@ -68,6 +68,15 @@ Status JudgeMayEnter(const std::string& dir, const std::vector<DirFacts>& chain,
 // those of `dir` as written and of its real path (symbolic links resolved).
 Status CheckMayEnter(const std::string& dir, const UserInfo& user, std::string_view field);
 
+// Whether `user` may read `target` (a file: r; a directory: r and x), its directories
+// already judged by JudgeMayEnter. kInvalid naming `field`, e.g. "--mount: user ada may not
+// read /srv/x (-rw------- root root)".
+Status JudgeMayRead(const DirFacts& target, const UserInfo& user, std::string_view field);
+
+// CheckMayEnter on the directories above `path` (as written and resolved), then
+// JudgeMayRead on `path` itself (links followed). `path` must be absolute.
+Status CheckMayRead(const std::string& path, const UserInfo& user, std::string_view field);
+
 // "drwxr-x---" for a directory with mode 0750.
 std::string DirModeString(mode_t mode);
 

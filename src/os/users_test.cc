@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "src/os/proc_test_util.h"
+#include "src/os/run_dir.h"
 #include "src/os/user_test_util.h"
 
 namespace trainq {
@@ -80,6 +81,27 @@ TEST(JudgeMayEnterTest, RootMayEnterAnyDirectoryButNotAMissingOne) {
   DirFacts file = Dir("/f", 0, 0, 0755);
   file.directory = false;
   EXPECT_EQ(Judge({Dir("/", 0, 0, 0755), file}, root).message(), "cwd: /f is not a directory");
+}
+
+TEST(JudgeMayReadTest, AFileNeedsReadAndADirectoryReadAndSearchByTheClassThatMatches) {
+  DirFacts file = Dir("/f", 0, 0, 0640);
+  file.directory = false;
+  EXPECT_FALSE(JudgeMayRead(file, Ada(), "--mount").ok());
+  EXPECT_THAT(JudgeMayRead(file, Ada(), "--mount").message(),
+              HasSubstr("--mount: user ada may not read /f (-rw-r----- root root)"));
+  file.gid = 50;  // ada's second group
+  EXPECT_TRUE(JudgeMayRead(file, Ada(), "--mount").ok());
+  file.uid = 1001;
+  file.mode = 0044;  // the owner's own bits decide, as the kernel's check does
+  EXPECT_FALSE(JudgeMayRead(file, Ada(), "--mount").ok());
+  EXPECT_FALSE(JudgeMayRead(Dir("/d", 0, 0, 0744), Ada(), "--mount").ok());  // no x
+  EXPECT_TRUE(JudgeMayRead(Dir("/d", 0, 0, 0705), Ada(), "--mount").ok());
+  UserInfo root;
+  root.uid = 0;
+  EXPECT_TRUE(JudgeMayRead(Dir("/d", 5, 5, 0700), root, "--mount").ok());
+  DirFacts gone;
+  gone.path = "/gone";
+  EXPECT_THAT(JudgeMayRead(gone, root, "--mount").message(), HasSubstr("/gone does not exist"));
 }
 
 TEST(DirModeStringTest, ShowsBitsAsLsDoes) {
@@ -166,6 +188,14 @@ TEST(UsersTest, ARealUserWithASecondGroupAndTheDirectoriesItMayEnter) {
   ASSERT_EQ(::chmod(shut.c_str(), 0710), 0);
   EXPECT_TRUE(CheckMayEnter(tmp / "link", *info, "cwd").ok()) << info->groups.back();
   EXPECT_THAT(CheckMayEnter("relative", *info, "cwd").message(), HasSubstr("absolute"));
+  // Reading: a 0644 file below a directory the user may not enter is out of reach.
+  std::string data = inner + "/data";
+  ASSERT_TRUE(WriteFileAtomic(data, "x").ok());
+  ASSERT_EQ(::chmod(data.c_str(), 0644), 0);
+  EXPECT_TRUE(CheckMayRead(data, *info, "--mount").ok());
+  ASSERT_EQ(::chmod(shut.c_str(), 0700), 0);
+  st = CheckMayRead(data, *info, "--mount");
+  EXPECT_THAT(st.message(), HasSubstr("--mount: user " + user.name() + " may not enter " + inner));
 }
 
 }  // namespace

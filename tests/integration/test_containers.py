@@ -1,9 +1,11 @@
 """Jobs in containers with Debian's podman (docs/containers.md), on an image the test makes
 itself from Debian's busybox-static with no registry: exit codes, logs, the job's directory
 and a read-only mount, a time limit's signal, cancel and kill -9 of the daemon leaving no
-container behind, a CPU job seeing no GPU, and GPUs isolated by UUID through a test CDI spec."""
+container behind, a CPU job seeing no GPU, GPUs isolated by UUID through a test CDI spec, and a
+shared daemon running containers with rootless podman as their submitters."""
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -267,3 +269,69 @@ def test_a_pytorch_gloo_all_reduce_runs_in_a_container(make_trainq):
     log = log_of(t, job)
     assert done["state"] == "succeeded", log
     assert "rank 0 of 2: sum 3.0" in log and "rank 1 of 2: sum 3.0" in log, log
+
+
+@pytest.fixture
+def rootless_user():
+    """A local user with a home (rootless podman keeps its images there) and the subordinate
+    ids Debian's useradd gives; removed with its podman processes and storage."""
+    name = f"tqk{uuid.uuid4().hex[:8]}"
+    subprocess.run(["useradd", "-m", "-U", "-s", "/bin/sh", name], check=True)
+    yield pwd.getpwnam(name)
+    subprocess.run(["pkill", "-KILL", "-u", name], check=False)
+    subprocess.run(["userdel", "-r", name], check=False, capture_output=True)
+
+
+def test_a_shared_daemon_runs_a_container_rootless_as_its_submitter(rootless_user, image):
+    """docs/containers.md, "On a shared server": rootless podman as the submitter, so the
+    container's root is that user on the host; what the user cannot read is refused."""
+    from test_shared import Shared
+    name, archive = image
+    user = rootless_user
+    admins = f"tqadm{uuid.uuid4().hex[:6]}"
+    subprocess.run(["groupadd", admins], check=True)
+    s = Shared({"ada": user, "admins": admins}, container_runtime="podman",
+               container_runtime_args=RUNTIME_ARGS)
+    try:
+        s.start()
+        mine = os.path.join(s.work, "env.tar")  # the user's copy: a file they may read
+        shutil.copy(archive, mine)
+        data = os.path.join(s.work, "data")
+        os.makedirs(data)
+        with open(os.path.join(data, "f.txt"), "w") as f:
+            f.write("mounted\n")
+        job = s.submit_as("ada", "--gpus", "0", "--image", mine, "--mount", f"{data}:/data:ro",
+                          cmd=["sh", "-c", "echo inside=$(id -u); cat /data/f.txt; touch made"])
+        done = s.wait_state(job, ("succeeded", "failed"))
+        log = s.trainq_as("ada", "logs", str(job), check=0).stdout
+        assert done["state"] == "succeeded", (done, log)
+        assert "inside=0" in log and "mounted" in log, log
+        # The container's root is the submitter on the host, never root.
+        made = os.stat(os.path.join(s.work, "made"))
+        assert (made.st_uid, made.st_gid) == (user.pw_uid, user.pw_gid), made
+        # The container lived in the user's podman, and is gone from it and from root's.
+        theirs = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"],
+                                user=user.pw_uid, group=user.pw_gid, cwd=user.pw_dir,
+                                env={"HOME": user.pw_dir, "PATH": "/usr/bin:/bin"},
+                                capture_output=True, text=True, timeout=60)
+        assert theirs.returncode == 0, theirs.stderr
+        assert not [n for n in theirs.stdout.split() if n.startswith(f"trainq-{job}-")]
+        assert containers_of(job) == []
+        # What the user may not read is refused at submit, naming it; nothing is stored.
+        secret = tempfile.mkdtemp(prefix="tq-secret-", dir="/tmp")  # 0700, root's
+        hidden = os.path.join(secret, "env.tar")
+        shutil.copy(archive, hidden)
+        os.chmod(hidden, 0o644)
+        before = len(json.loads(s.trainq_as("root", "ls", "--all", "--json", check=0).stdout))
+        for opts, says in [
+                (["--image", name, "--mount", f"{secret}:/s:ro"],
+                 f"--mount: user {user.pw_name} may not read {secret} (drwx------ root root)"),
+                (["--image", hidden], f"--image: user {user.pw_name} may not enter {secret}")]:
+            r = s.trainq_as("ada", "submit", "--gpus", "0", *opts, "--", "true")
+            assert r.returncode == 2 and says in r.stderr, (opts, r.stderr)
+        after = len(json.loads(s.trainq_as("root", "ls", "--all", "--json", check=0).stdout))
+        assert after == before
+        shutil.rmtree(secret, ignore_errors=True)
+    finally:
+        s.cleanup()
+        subprocess.run(["groupdel", admins], check=False)
