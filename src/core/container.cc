@@ -17,6 +17,21 @@ bool AbsolutePath(std::string_view p) {
                       [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
+// The runtime's GPU options for `gpu_uuids`, as the run line has them.
+void AddGpus(std::vector<std::string>& cmd, const std::vector<std::string>& gpu_uuids,
+             const ContainerHost& host) {
+  if (gpu_uuids.empty()) {
+    cmd.insert(cmd.end(), {"--env", "NVIDIA_VISIBLE_DEVICES=void"});
+  } else if (!host.cdi_kind.empty()) {
+    for (const std::string& uuid : gpu_uuids) {
+      cmd.insert(cmd.end(), {"--device", host.cdi_kind + "=" + uuid});
+    }
+  } else {
+    cmd.insert(cmd.end(),
+               {"--env", fmt::format("NVIDIA_VISIBLE_DEVICES={}", fmt::join(gpu_uuids, ","))});
+  }
+}
+
 }  // namespace
 
 Result<Mount> ParseMount(std::string_view text, std::string_view field) {
@@ -152,16 +167,7 @@ ContainerRun BuildContainerRun(const JobSpec& spec, const std::vector<std::strin
   std::vector<std::string> inside;
   for (size_t i = 0; i < gpu_uuids.size(); ++i) inside.push_back(std::to_string(i));
   cmd.insert(cmd.end(), {"--env", fmt::format("CUDA_VISIBLE_DEVICES={}", fmt::join(inside, ","))});
-  if (gpu_uuids.empty()) {
-    cmd.insert(cmd.end(), {"--env", "NVIDIA_VISIBLE_DEVICES=void"});
-  } else if (!host.cdi_kind.empty()) {
-    for (const std::string& uuid : gpu_uuids) {
-      cmd.insert(cmd.end(), {"--device", host.cdi_kind + "=" + uuid});
-    }
-  } else {
-    cmd.insert(cmd.end(),
-               {"--env", fmt::format("NVIDIA_VISIBLE_DEVICES={}", fmt::join(gpu_uuids, ","))});
-  }
+  AddGpus(cmd, gpu_uuids, host);
   // The runtime needs its own PATH and HOME (the attempt's may name the submitter's).
   for (const auto& [name, value] : env) {
     if (name == "PATH" || name == "HOME") run.env.emplace_back(name, value);
@@ -173,6 +179,64 @@ ContainerRun BuildContainerRun(const JobSpec& spec, const std::vector<std::strin
   if (host.podman) run.cleanup.insert(run.cleanup.end(), {"--ignore", "--time", "0"});
   run.cleanup.push_back(host.name);
   return run;
+}
+
+std::vector<std::string> BuildGpuProbe(const std::string& image,
+                                       const std::vector<std::string>& gpu_uuids,
+                                       const ContainerHost& host) {
+  std::vector<std::string> cmd = {host.runtime, "run",  "--rm",    "--name", host.name + "-probe",
+                                  "--network",  "host", "--quiet", "--pull", host.pull};
+  AddGpus(cmd, gpu_uuids, host);
+  // Where the NVIDIA toolkit puts nvidia-smi, whatever the image's PATH.
+  cmd.insert(cmd.end(), {"--env", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"});
+  cmd.insert(cmd.end(), host.runtime_args.begin(), host.runtime_args.end());
+  cmd.insert(cmd.end(), {"--entrypoint", "nvidia-smi"});
+  cmd.insert(cmd.end(), {image, "-L"});
+  return cmd;
+}
+
+GpuProbeVerdict JudgeGpuProbe(std::string_view output, int exit_code,
+                              const std::vector<std::string>& expected) {
+  std::vector<std::string> listed;
+  std::string last;
+  for (size_t start = 0; start < output.size();) {
+    size_t end = output.find('\n', start);
+    std::string_view line = output.substr(start, end == std::string_view::npos ? end : end - start);
+    start = end == std::string_view::npos ? output.size() : end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    last = std::string(line);
+    size_t at = line.find("(UUID: ");
+    size_t close = line.rfind(')');
+    if (at != std::string_view::npos && close != std::string_view::npos && close > at + 7) {
+      listed.emplace_back(line.substr(at + 7, close - at - 7));
+    }
+  }
+  GpuProbeVerdict v;
+  if (exit_code != 0 || listed.empty()) {
+    v.problem = fmt::format(
+        "GPU isolation check: nvidia-smi -L in a container {} ({})",
+        exit_code != 0 ? fmt::format("exited {}", exit_code) : std::string("listed no GPU"),
+        last.empty() ? std::string("no output") : last);
+    return v;
+  }
+  v.ran = true;
+  if (listed == expected) return v;
+  std::vector<std::string> extra, missing;
+  for (const std::string& u : listed) {
+    if (std::find(expected.begin(), expected.end(), u) == expected.end()) extra.push_back(u);
+  }
+  for (const std::string& u : expected) {
+    if (std::find(listed.begin(), listed.end(), u) == listed.end()) missing.push_back(u);
+  }
+  std::string what = !extra.empty()     ? fmt::format("also {}", fmt::join(extra, ", "))
+                     : !missing.empty() ? fmt::format("not {}", fmt::join(missing, ", "))
+                                        : "in another order";
+  v.problem = fmt::format(
+      "GPU isolation failed: a container given GPUs {} lists {} ({}); this node's container "
+      "setup does not isolate GPUs, so its container GPU jobs are refused until the daemon "
+      "restarts",
+      fmt::join(expected, ", "), fmt::join(listed, ", "), what);
+  return v;
 }
 
 }  // namespace trainq

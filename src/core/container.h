@@ -81,4 +81,22 @@ ContainerRun BuildContainerRun(const JobSpec& spec, const std::vector<std::strin
 // host's programs, libraries or directories, which the image has its own of.
 bool ContainerDropsVar(std::string_view name);
 
+// The GPU isolation probe (docs/containers.md, "GPU isolation"): `nvidia-smi -L` in a
+// container given `gpu_uuids` as the job's run gives them (CDI devices or
+// NVIDIA_VISIBLE_DEVICES, the same runtime options), named `host.name` + "-probe"; `image` as
+// the runtime reads it.
+std::vector<std::string> BuildGpuProbe(const std::string& image,
+                                       const std::vector<std::string>& gpu_uuids,
+                                       const ContainerHost& host);
+
+// What the probe said, against the job's GPUs in their host order (CUDA's inside, with
+// CUDA_DEVICE_ORDER=PCI_BUS_ID). `ran`: it listed GPUs, so the verdict holds for the node's
+// setup; `problem` is empty when it listed exactly `expected`, in that order.
+struct GpuProbeVerdict {
+  bool ran = false;
+  std::string problem;
+};
+GpuProbeVerdict JudgeGpuProbe(std::string_view output, int exit_code,
+                              const std::vector<std::string>& expected);
+
 }  // namespace trainq

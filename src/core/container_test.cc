@@ -116,6 +116,49 @@ TEST(ContainerRunTest, GpusByUuidThroughCdiOrTheNvidiaVariableAndNoneForACpuJob)
   EXPECT_THAT(After(cpu.command, "--env"), Contains("CUDA_VISIBLE_DEVICES="));
 }
 
+TEST(GpuProbeTest, RunsNvidiaSmiWithTheJobsGpusAsTheRunGivesThem) {
+  std::vector<std::string> probe = BuildGpuProbe("localhost/env:1", {"GPU-a", "GPU-b"}, Host());
+  EXPECT_THAT(After(probe, "--device"),
+              ElementsAre("nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"));
+  EXPECT_THAT(After(probe, "--name"), ElementsAre("trainq-12-1-abcd-probe"));
+  EXPECT_THAT(After(probe, "--entrypoint"), ElementsAre("nvidia-smi"));
+  EXPECT_THAT(After(probe, "--runtime"), ElementsAre("runc"));
+  ASSERT_GE(probe.size(), 2u);
+  EXPECT_EQ(probe[0], "/usr/bin/podman");
+  EXPECT_EQ(probe[probe.size() - 2], "localhost/env:1");
+  EXPECT_EQ(probe.back(), "-L");
+  ContainerHost hook = Host();
+  hook.cdi_kind = "";
+  probe = BuildGpuProbe("docker-archive:/x.tar", {"GPU-a"}, hook);
+  EXPECT_THAT(After(probe, "--env"), Contains("NVIDIA_VISIBLE_DEVICES=GPU-a"));
+  EXPECT_THAT(After(probe, "--device"), IsEmpty());
+}
+
+TEST(GpuProbeTest, OnlyExactlyTheJobsGpusInTheirOrderPass) {
+  const std::vector<std::string> job = {"GPU-a", "GPU-b"};
+  std::string two = "GPU 0: NVIDIA H100 (UUID: GPU-a)\nGPU 1: NVIDIA H100 (UUID: GPU-b)\n";
+  GpuProbeVerdict v = JudgeGpuProbe(two, 0, job);
+  EXPECT_TRUE(v.ran);
+  EXPECT_EQ(v.problem, "");
+  v = JudgeGpuProbe(two + "GPU 2: NVIDIA H100 (UUID: GPU-c)\n", 0, job);
+  EXPECT_TRUE(v.ran);
+  EXPECT_THAT(v.problem, HasSubstr("GPU isolation failed: a container given GPUs GPU-a, GPU-b "
+                                   "lists GPU-a, GPU-b, GPU-c (also GPU-c)"));
+  v = JudgeGpuProbe("GPU 0: T4 (UUID: GPU-a)\n", 0, job);
+  EXPECT_THAT(v.problem, HasSubstr("(not GPU-b)"));
+  v = JudgeGpuProbe("GPU 0: T4 (UUID: GPU-b)\nGPU 1: T4 (UUID: GPU-a)\n", 0, job);
+  EXPECT_THAT(v.problem, HasSubstr("(in another order)"));
+  // A probe that did not list GPUs judges nothing about the node: the reason is its words.
+  v = JudgeGpuProbe("Error: setting up CDI devices: unresolvable CDI devices x\n", 126, job);
+  EXPECT_FALSE(v.ran);
+  EXPECT_EQ(v.problem,
+            "GPU isolation check: nvidia-smi -L in a container exited 126 (Error: setting up CDI "
+            "devices: unresolvable CDI devices x)");
+  v = JudgeGpuProbe("No devices were found\n", 0, job);
+  EXPECT_FALSE(v.ran);
+  EXPECT_THAT(v.problem, HasSubstr("listed no GPU (No devices were found)"));
+}
+
 TEST(ContainerRunTest, AnArchiveIsReadThroughItsTransportAndDockerHasNoIgnore) {
   ContainerHost h = Host();
   h.image_ref = "docker-archive:/srv/env.tar";

@@ -114,7 +114,15 @@ Agent::Agent(Parts parts, Hooks hooks)
       fence_after_ms_(parts.fence_after_ms),
       port_free_(parts.port_free ? std::move(parts.port_free) : TcpPortFree),
       hooks_(std::move(hooks)),
-      ports_(config_.master_port_first, config_.master_port_last) {}
+      ports_(config_.master_port_first, config_.master_port_last) {
+  // Each start checks container GPU isolation afresh (docs/containers.md, "GPU isolation"):
+  // a setup fixed since a refusal is tried again.
+  if (!options_.paths.state_dir.empty()) (void)RemoveFile(GpuCheckFile());
+}
+
+std::string Agent::GpuCheckFile() const {
+  return options_.paths.state_dir + "/container_gpu_check.json";
+}
 
 void Agent::Stop() {
   stopping_ = true;
@@ -302,6 +310,28 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
                               : "";
     if (!problem.empty()) return refuse(problem);
     host.image_ref = *transport + ":" + image;
+  }
+  if (config_.container_gpu_check && !p.gpu_uuids.empty()) {
+    // The node's setup is probed once (docs/containers.md, "GPU isolation"): the first GPU
+    // container start after the daemon's, or after the setup changed, runs the probe first.
+    std::string key = fmt::format("{} {} kind={}", host.runtime, fmt::join(host.runtime_args, " "),
+                                  host.cdi_kind);
+    Result<GpuCheck> known = ReadGpuCheck(GpuCheckFile());
+    bool judged = known.ok() && known->key == key;
+    if (judged && !known->ok) return refuse(known->problem);
+    if (!judged) {
+      // In the host's order: CUDA's inside (CUDA_DEVICE_ORDER=PCI_BUS_ID) and nvidia-smi's.
+      std::vector<std::pair<int, std::string>> gpus;
+      for (size_t i = 0; i < p.gpu_uuids.size() && i < p.gpu_indices.size(); ++i) {
+        gpus.emplace_back(p.gpu_indices[i], p.gpu_uuids[i]);
+      }
+      std::sort(gpus.begin(), gpus.end());
+      for (const auto& g : gpus) spec.gpu_probe_expect.push_back(g.second);
+      spec.gpu_probe = BuildGpuProbe(host.image_ref.empty() ? image : host.image_ref,
+                                     spec.gpu_probe_expect, host);
+      spec.gpu_check_file = GpuCheckFile();
+      spec.gpu_check_key = key;
+    }
   }
   ContainerRun run = BuildContainerRun(job.spec, p.gpu_uuids, spec.env, host);
   spec.cleanup = std::move(run.cleanup);

@@ -223,6 +223,7 @@ class Agent {
   void InContainer(const Job& job, const Placement& p, RunSpec& spec) const;
   std::function<Status(JobId, const JobSpec&)> verify_;
   std::string fence_file_;
+  std::string GpuCheckFile() const;
   int64_t fence_after_ms_ = 0;
   std::function<bool(int)> port_free_;
   Hooks hooks_;

@@ -617,6 +617,11 @@ const std::vector<Option>& Options() {
           "the CDI kind a container's GPUs are asked as (`--device KIND=UUID`); \"\": set "
           "`NVIDIA_VISIBLE_DEVICES` for the runtime's NVIDIA hook instead",
           String(&Config::container_gpu_kind)),
+      Row("container_gpu_check", "true", false,
+          "before the first GPU container job after each start, run `nvidia-smi -L` in a "
+          "container given that job's GPUs and refuse container GPU jobs on this node unless "
+          "it lists exactly them ([containers.md](containers.md), \"GPU isolation\")",
+          Bool(&Config::container_gpu_check)),
       Row("gpu_type", "\"\"", false,
           "a label `--gpu-type` matches on this node's GPUs, besides their model name (for a "
           "model NVML names vaguely, or a lab's own class like \"big\")",

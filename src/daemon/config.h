@@ -56,6 +56,7 @@ struct Config {
   std::string container_pull = "never";
   uint64_t container_shm_bytes = 8ull << 30;
   std::string container_gpu_kind = "nvidia.com/gpu";
+  bool container_gpu_check = true;
   uint64_t max_request_bytes = 64ull << 20;  // max_request
   // API connections (docs/operations.md, "Connections and limits").
   int64_t request_timeout_ms = 10000;  // request_timeout

@@ -148,7 +148,7 @@ std::string RuntimeError(std::string_view log) {
     size_t end = log.find('\n', start);
     std::string_view line = log.substr(start, end == std::string_view::npos ? end : end - start);
     if (line.starts_with("Error: ") || line.starts_with("docker: Error") ||
-        line.starts_with("trainq: --image")) {
+        line.starts_with("trainq: --image") || line.starts_with("trainq: GPU isolation")) {
       found = std::string(line);
     }
     if (end == std::string_view::npos) break;

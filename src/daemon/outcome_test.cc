@@ -48,6 +48,13 @@ TEST(OutcomeTest, AContainerThatCannotStartEndsWithTheRuntimesError) {
   EXPECT_EQ(DecideOutcome(in).end_reason,
             "container did not start: Error: setting up CDI devices: unresolvable CDI devices "
             "nvidia.com/gpu=GPU-a");
+  // A node whose setup failed the GPU isolation check says so for every later GPU job.
+  in.record->exit_code = 125;
+  in.log_tail = "trainq: GPU isolation failed: a container given GPUs GPU-a lists GPU-a, GPU-b\n";
+  EXPECT_EQ(DecideOutcome(in).end_reason,
+            "container did not start: trainq: GPU isolation failed: a container given GPUs GPU-a "
+            "lists GPU-a, GPU-b");
+  in.record->exit_code = 126;
   in.log_tail = "done\n";
   EXPECT_EQ(DecideOutcome(in).end_reason, "exit code 126");
   in.record->exit_code = 125;

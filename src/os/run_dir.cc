@@ -189,6 +189,12 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
   if (spec.umask >= 0) j["umask"] = spec.umask;
   if (!spec.cleanup.empty()) j["cleanup"] = spec.cleanup;
   if (!spec.prepare.empty()) j["prepare"] = spec.prepare;
+  if (!spec.gpu_probe.empty()) {
+    j["gpu_probe"] = spec.gpu_probe;
+    j["gpu_probe_expect"] = spec.gpu_probe_expect;
+    j["gpu_check_file"] = spec.gpu_check_file;
+    j["gpu_check_key"] = spec.gpu_check_key;
+  }
   if (!spec.fence_file.empty()) {
     j["fence_file"] = spec.fence_file;
     j["fence_after_ms"] = spec.fence_after_ms;
@@ -225,6 +231,10 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("umask", spec.umask);
   f.Strings("cleanup", spec.cleanup);
   f.Strings("prepare", spec.prepare);
+  f.Strings("gpu_probe", spec.gpu_probe);
+  f.Strings("gpu_probe_expect", spec.gpu_probe_expect);
+  f.String("gpu_check_file", spec.gpu_check_file);
+  f.String("gpu_check_key", spec.gpu_check_key);
   f.String("fence_file", spec.fence_file);
   f.Int("fence_after_ms", spec.fence_after_ms);
   f.Int("uid", spec.uid);
@@ -298,6 +308,23 @@ Result<ExitRecord> ReadExitRecord(const std::string& run_dir) {
   f.Int("ended_at", rec.ended_at);
   TRAINQ_RETURN_IF_ERROR(f.status());
   return rec;
+}
+
+Status WriteGpuCheck(const std::string& path, const GpuCheck& check) {
+  json j = {{"key", check.key}, {"ok", check.ok}, {"problem", check.problem}};
+  return WriteRecord(path, j, /*strict=*/false);
+}
+
+Result<GpuCheck> ReadGpuCheck(const std::string& path) {
+  auto j = ParseRecord(path);
+  if (!j.ok()) return j.status();
+  GpuCheck check;
+  Fields f(*j, path);
+  f.String("key", check.key);
+  f.Bool("ok", check.ok);
+  f.String("problem", check.problem);
+  TRAINQ_RETURN_IF_ERROR(f.status());
+  return check;
 }
 
 }  // namespace trainq

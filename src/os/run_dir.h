@@ -66,7 +66,24 @@ struct RunSpec {
   // for (rootless podman's `unshare true`: the user's namespace holder, which lives on
   // between jobs, is not started inside one job's tree). Empty: nothing.
   std::vector<std::string> prepare;
+  // The GPU isolation probe (docs/containers.md, "GPU isolation"), run after `prepare` in the
+  // same way: its output must list exactly `gpu_probe_expect`. Its verdict, under
+  // `gpu_check_key` (the node's container setup), goes to `gpu_check_file`; a failed probe
+  // fails the attempt. Empty: no probe.
+  std::vector<std::string> gpu_probe;
+  std::vector<std::string> gpu_probe_expect;
+  std::string gpu_check_file;
+  std::string gpu_check_key;
 };
+
+// A node's GPU isolation verdict for one container setup (RunSpec::gpu_check_file).
+struct GpuCheck {
+  std::string key;
+  bool ok = false;
+  std::string problem;
+};
+Status WriteGpuCheck(const std::string& path, const GpuCheck& check);
+Result<GpuCheck> ReadGpuCheck(const std::string& path);
 
 struct ShimRecord {
   int64_t pid = 0;

@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/container.h"
 #include "src/core/duration.h"
 #include "src/os/cgroup.h"
 #include "src/os/child_setup.h"
@@ -264,7 +265,10 @@ class Shim {
   Status StartCommand();
   void Supervise();
   void RunCleanup();
-  void RunAside(std::vector<std::string>& argv, const char* stuck);
+  int RunAside(std::vector<std::string>& argv, const char* stuck,
+               std::chrono::milliseconds patience = std::chrono::milliseconds(30000),
+               int output = -1);
+  void ProbeGpus();
   milliseconds UntilDeadline() const;
   bool PastDeadline() const;
   milliseconds UntilNextCheck() const;
@@ -305,6 +309,7 @@ class Shim {
   int64_t last_renewal_ms_ = 0;
   std::optional<Steady::time_point> next_fence_check_;  // set while fencing applies
   ExitRecord rec_;
+  std::string gpu_problem_;  // what the GPU isolation probe found wrong (ProbeGpus)
 };
 
 int Shim::Run() {
@@ -316,6 +321,7 @@ int Shim::Run() {
   last_renewal_ms_ = BootClockMs();
   Status st = BlockSignals();
   if (st.ok()) st = Prepare();
+  if (st.ok() && !gpu_problem_.empty()) st = Status::Invalid(gpu_problem_);
   WaitSignals(milliseconds(0));  // a stop that came before the start: do not start at all
   rec_.cancelled = cancel_requested_;
   // A node already fenced does not start what another node may be about to run.
@@ -339,16 +345,17 @@ void Shim::RunCleanup() {
 }
 
 // Runs `argv` to its end beside the command: as the command's user, with its environment,
-// output dropped; one that hangs is killed after kAsidePatience and `stuck` logged.
-void Shim::RunAside(std::vector<std::string>& argv, const char* stuck) {
-  constexpr milliseconds kAsidePatience{30000};
+// output to the file `output` (or dropped); one that hangs past `patience` is killed and
+// `stuck` logged. Its wait status, or -1.
+int Shim::RunAside(std::vector<std::string>& argv, const char* stuck, milliseconds patience,
+                   int output) {
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   char* const* envp = command_ ? command_->envp.data() : environ;
   const Identity* as = command_ && command_->identity ? &*command_->identity : nullptr;
   pid_t pid = ::fork();
-  if (pid < 0) return;
+  if (pid < 0) return -1;
   if (pid == 0) {
     sigset_t none;
     sigemptyset(&none);
@@ -356,24 +363,47 @@ void Shim::RunAside(std::vector<std::string>& argv, const char* stuck) {
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
       ::dup2(null, 0);
-      ::dup2(null, 1);
-      ::dup2(null, 2);
+      ::dup2(output >= 0 ? output : null, 1);
+      ::dup2(output >= 0 ? output : null, 2);
     }
     if (as != nullptr) DropTo(*as, -1);
     if (::chdir("/") < 0) ::_exit(127);  // not the shim's run dir: the user may not enter it
     ::execve(args[0], args.data(), envp);
     ::_exit(127);
   }
-  auto give_up = Steady::now() + kAsidePatience;
+  auto give_up = Steady::now() + patience;
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) == 0) {
     if (Steady::now() > give_up) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
       LogLine(fmt::format("trainq: {} {}", argv[0], stuck));
-      return;
+      return -1;
     }
     ::usleep(20000);
+  }
+  return status;
+}
+
+// The GPU isolation probe (RunSpec::gpu_probe): its verdict for the node's setup goes to
+// gpu_check_file, and what it found wrong fails the attempt. An archive's first load is
+// part of it, hence the patience.
+void Shim::ProbeGpus() {
+  constexpr milliseconds kProbePatience{600000};
+  std::string out_path = run_dir_ + "/gpu_probe.out";
+  UniqueFd out(::open(out_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!out.valid()) {
+    gpu_problem_ = "GPU isolation check: " + ErrnoStatus("open " + out_path, errno).message();
+    return;
+  }
+  int status = RunAside(spec_.gpu_probe, "did not finish the GPU isolation check", kProbePatience,
+                        out.get());
+  int code = status < 0 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  Result<std::string> said = ReadFileTail(out_path, 64 * 1024);
+  GpuProbeVerdict v = JudgeGpuProbe(said.ok() ? *said : "", code, spec_.gpu_probe_expect);
+  gpu_problem_ = v.problem;
+  if (v.ran && !spec_.gpu_check_file.empty()) {
+    (void)WriteGpuCheck(spec_.gpu_check_file, {spec_.gpu_check_key, v.problem.empty(), v.problem});
   }
 }
 
@@ -414,6 +444,7 @@ Status Shim::Prepare() {
   if (command.ok()) command_.emplace(std::move(*command));
   // Before the shim is a subreaper: what it leaves running is not the job's.
   if (command_ && !spec_.prepare.empty()) RunAside(spec_.prepare, "did not finish preparing");
+  if (command_ && !spec_.gpu_probe.empty()) ProbeGpus();
   // Workers that daemonise (torchrun's, in their own sessions) stay our descendants.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return ErrnoStatus("PR_SET_CHILD_SUBREAPER", errno);
   auto self = ReadProcStat(::getpid());

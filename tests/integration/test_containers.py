@@ -141,48 +141,119 @@ def test_kill_9_of_the_daemon_leaves_the_container_running_and_readopted(ctq, im
     assert containers_of(job) == []
 
 
-def test_a_jobs_gpus_are_its_only_ones_by_uuid_through_cdi(make_trainq, image):
-    name, _ = image
-    kind = f"test-{uuid.uuid4().hex[:8]}.trainq.dev/gpu"
-    devices_dir = tempfile.mkdtemp(prefix="tq-cdi-", dir="/tmp")
-    devices = []
-    for i in range(4):
-        uuid_i = f"GPU-sim-{i}"
-        path = os.path.join(devices_dir, uuid_i)
-        with open(path, "w") as f:
-            f.write(uuid_i + "\n")
-        devices.append({"name": uuid_i, "containerEdits": {
-            "env": [f"TEST_GPU_{i}={uuid_i}"],
-            "mounts": [{"hostPath": path, "containerPath": f"/gpus/{uuid_i}",
-                        "options": ["ro", "bind"]}]}})
-    os.makedirs("/etc/cdi", exist_ok=True)
-    spec_path = f"/etc/cdi/{kind.split('/')[0]}.json"
-    with open(spec_path, "w") as f:
-        json.dump({"cdiVersion": "0.5.0", "kind": kind, "devices": devices}, f)
-    try:
-        t = make_trainq(gpus=[gpu(i) for i in range(4)], container_runtime="podman",
-                        container_runtime_args=RUNTIME_ARGS, container_gpu_kind=kind)
-        t.start_daemon()
-        blocker = t.submit("--gpus", "1", cmd=["sleep", "300"])  # takes GPU 0 on the host
-        t.wait_state(blocker, "running", timeout=30)
-        job = t.submit("--gpus", "2", "--image", name,
-                       cmd=["sh", "-c", "ls /gpus; env | sort | grep ^TEST_GPU; "
-                                        "echo cuda=$CUDA_VISIBLE_DEVICES"])
-        done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
-        log = log_of(t, job)
-        assert done["state"] == "succeeded", log
-        uuids = done["attempts"][0]["gpu_uuids"]
-        assert len(uuids) == 2 and "GPU-sim-0" not in uuids, uuids
-        listed = [line for line in log.splitlines() if line.startswith("GPU-sim-")]
-        assert listed == sorted(uuids), log
-        assert "cuda=0,1" in log, log
-        # Each GPU's own variable, and no other GPU's.
-        seen = [line.split("=", 1)[1] for line in log.splitlines() if line.startswith("TEST_GPU")]
-        assert sorted(seen) == sorted(uuids), log
-        t.run("cancel", str(blocker))
-    finally:
+# nvidia-smi -L as the NVIDIA toolkit's CDI spec mounts it, over the stand-in GPUs below.
+FAKE_NVIDIA_SMI = """#!/bin/sh
+i=0
+for f in /gpus/*; do echo "GPU $i: Test GPU (UUID: $(cat "$f"))"; i=$((i+1)); done
+"""
+
+
+@pytest.fixture
+def cdi_gpus():
+    """A test CDI spec whose devices stand in for GPUs: each GPU-sim-I gives a variable and a
+    file /gpus/UUID, and nvidia-smi lists the files. `leaky`: every device gives every file,
+    as a setup that does not isolate GPUs would. Yields make(leaky) -> the kind."""
+    made = []
+
+    def make(leaky=False):
+        kind = f"test-{uuid.uuid4().hex[:8]}.trainq.dev/gpu"
+        devices_dir = tempfile.mkdtemp(prefix="tq-cdi-", dir="/tmp")
+        os.chmod(devices_dir, 0o755)
+        smi = os.path.join(devices_dir, "nvidia-smi")
+        with open(smi, "w") as f:
+            f.write(FAKE_NVIDIA_SMI)
+        os.chmod(smi, 0o755)
+        paths = []
+        for i in range(4):
+            paths.append(os.path.join(devices_dir, f"GPU-sim-{i}"))
+            with open(paths[-1], "w") as f:
+                f.write(f"GPU-sim-{i}\n")
+        def mount(path):
+            return {"hostPath": path, "containerPath": f"/gpus/{os.path.basename(path)}",
+                    "options": ["ro", "bind"]}
+        devices = [{"name": f"GPU-sim-{i}", "containerEdits": {
+            "env": [f"TEST_GPU_{i}=GPU-sim-{i}"],
+            "mounts": [mount(p) for p in paths] if leaky else [mount(paths[i])]}}
+            for i in range(4)]
+        os.makedirs("/etc/cdi", exist_ok=True)
+        spec_path = f"/etc/cdi/{kind.split('/')[0]}.json"
+        with open(spec_path, "w") as f:
+            json.dump({"cdiVersion": "0.5.0", "kind": kind, "devices": devices,
+                       "containerEdits": {"mounts": [{
+                           "hostPath": smi, "containerPath": "/usr/bin/nvidia-smi",
+                           "options": ["ro", "bind"]}]}}, f)
+        made.append((spec_path, devices_dir))
+        return kind
+
+    yield make
+    for spec_path, devices_dir in made:
         os.unlink(spec_path)
         shutil.rmtree(devices_dir, ignore_errors=True)
+
+
+def probe_ran(t, job):
+    return os.path.exists(os.path.join(t.show(job)["attempts"][0]["run_dir"], "gpu_probe.out"))
+
+
+def test_a_jobs_gpus_are_its_only_ones_by_uuid_through_cdi(make_trainq, image, cdi_gpus):
+    name, _ = image
+    kind = cdi_gpus()
+    t = make_trainq(gpus=[gpu(i) for i in range(4)], container_runtime="podman",
+                    container_runtime_args=RUNTIME_ARGS, container_gpu_kind=kind)
+    t.start_daemon()
+    blocker = t.submit("--gpus", "1", cmd=["sleep", "300"])  # takes GPU 0 on the host
+    t.wait_state(blocker, "running", timeout=30)
+    job = t.submit("--gpus", "2", "--image", name,
+                   cmd=["sh", "-c", "/usr/bin/nvidia-smi -L; ls /gpus; env | sort | grep ^TEST_GPU; "
+                                    "echo cuda=$CUDA_VISIBLE_DEVICES"])
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    log = log_of(t, job)
+    assert done["state"] == "succeeded", log
+    uuids = done["attempts"][0]["gpu_uuids"]
+    assert len(uuids) == 2 and "GPU-sim-0" not in uuids, uuids
+    # nvidia-smi's enumeration, in order, is CUDA's 0 and 1: the job's GPUs by host index.
+    listed = [line for line in log.splitlines() if line.startswith("GPU ")]
+    assert listed == [f"GPU {i}: Test GPU (UUID: {u})" for i, u in enumerate(sorted(uuids))], log
+    assert [line for line in log.splitlines() if line.startswith("GPU-sim-")] == sorted(uuids)
+    assert "cuda=0,1" in log, log
+    # Each GPU's own variable, and no other GPU's.
+    seen = [line.split("=", 1)[1] for line in log.splitlines() if line.startswith("TEST_GPU")]
+    assert sorted(seen) == sorted(uuids), log
+    # The isolation check ran before this first GPU container job, and not again after.
+    assert probe_ran(t, job)
+    check = json.load(open(os.path.join(t.state_dir, "container_gpu_check.json")))
+    assert check["ok"] is True and kind in check["key"], check
+    again = t.submit("--gpus", "1", "--image", name, cmd=["true"])
+    assert t.wait_state(again, ("succeeded", "failed"), timeout=60)["state"] == "succeeded"
+    assert not probe_ran(t, again)
+    t.run("cancel", str(blocker))
+
+
+def test_a_setup_that_does_not_isolate_gpus_is_refused_with_the_reason(make_trainq, image,
+                                                                       cdi_gpus):
+    name, _ = image
+    kind = cdi_gpus(leaky=True)
+    t = make_trainq(gpus=[gpu(i) for i in range(4)], container_runtime="podman",
+                    container_runtime_args=RUNTIME_ARGS, container_gpu_kind=kind)
+    t.start_daemon()
+    job = t.submit("--gpus", "1", "--image", name, cmd=["touch", "ran"])
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    reason = done["attempts"][0]["end_reason"]
+    assert done["state"] == "failed", done
+    assert ("GPU isolation failed: a container given GPUs GPU-sim-0 lists GPU-sim-0, GPU-sim-1, "
+            "GPU-sim-2, GPU-sim-3 (also GPU-sim-1, GPU-sim-2, GPU-sim-3)") in reason, reason
+    assert not os.path.exists(t.path("ran")), "the job's command never ran"
+    # Later GPU container jobs are refused with the same reason, without probing again; CPU
+    # container jobs and host jobs run.
+    later = t.submit("--gpus", "1", "--image", name, cmd=["touch", "ran"])
+    done = t.wait_state(later, ("succeeded", "failed"), timeout=60)
+    assert done["attempts"][0]["end_reason"] == "container did not start: trainq: " + \
+        reason.split("could not start: ", 1)[-1], done
+    assert not probe_ran(t, later) and not os.path.exists(t.path("ran"))
+    cpu = t.submit("--gpus", "0", "--image", name, cmd=["true"])
+    assert t.wait_state(cpu, ("succeeded", "failed"), timeout=60)["state"] == "succeeded"
+    host = t.submit("--gpus", "1", cmd=["true"])
+    assert t.wait_state(host, ("succeeded", "failed"), timeout=60)["state"] == "succeeded"
 
 
 def test_a_container_that_cannot_start_says_why_in_the_runtimes_words(ctq, image):
