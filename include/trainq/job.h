@@ -98,6 +98,9 @@ struct ContainerSpec {
   std::vector<std::string> mounts;
   uint64_t shm_bytes = 0;
   std::string workdir;
+  // An archive's image names (its RepoTags), read at submit: the nodes whose stores hold one
+  // of them are preferred (docs/containers.md, "In a cluster").
+  std::vector<std::string> archive_names;
   bool on() const { return !image.empty(); }
   bool operator==(const ContainerSpec&) const = default;
 };

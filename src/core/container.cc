@@ -78,6 +78,7 @@ std::string ContainerToText(const ContainerSpec& c) {
   if (!c.mounts.empty()) doc["mounts"] = c.mounts;
   if (c.shm_bytes > 0) doc["shm"] = c.shm_bytes;
   if (!c.workdir.empty()) doc["workdir"] = c.workdir;
+  if (!c.archive_names.empty()) doc["archive_names"] = c.archive_names;
   return doc.dump();
 }
 
@@ -106,7 +107,43 @@ Result<ContainerSpec> ContainerFromText(std::string_view text) {
     if (!doc["workdir"].is_string()) return corrupt();
     c.workdir = doc["workdir"].get<std::string>();
   }
+  if (doc.contains("archive_names")) {
+    if (!doc["archive_names"].is_array()) return corrupt();
+    for (const json& n : doc["archive_names"]) {
+      if (!n.is_string()) return corrupt();
+      c.archive_names.push_back(n.get<std::string>());
+    }
+  }
   return c;
+}
+
+namespace {
+
+std::string WithTag(std::string_view name) {
+  std::string out(name.substr(0, name.find('@')));  // a digest is not compared
+  size_t slash = out.rfind('/');
+  if (out.find(':', slash == std::string::npos ? 0 : slash) == std::string::npos) out += ":latest";
+  return out;
+}
+
+// docker's rule: the first part is a registry when it has a '.' or ':' or is localhost.
+bool HasRegistry(std::string_view name) {
+  size_t slash = name.find('/');
+  if (slash == std::string_view::npos) return false;
+  std::string_view first = name.substr(0, slash);
+  return first == "localhost" || first.find_first_of(".:") != std::string_view::npos;
+}
+
+}  // namespace
+
+bool ImageNameMatches(std::string_view wanted, std::string_view held) {
+  if (wanted.empty() || held.empty()) return false;
+  std::string w = WithTag(wanted), h = WithTag(held);
+  if (w == h) return true;
+  if (HasRegistry(wanted) || h.size() <= w.size()) return false;
+  // Without a registry: the held name's path after its registry (and docker's library/).
+  return h.ends_with("/" + w) &&
+         (h.size() - w.size() - 1 == h.find('/') || h.substr(h.find('/') + 1) == "library/" + w);
 }
 
 bool ContainerDropsVar(std::string_view name) {

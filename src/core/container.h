@@ -55,6 +55,11 @@ struct ContainerHost {
   std::string name;  // the container's name: unique per attempt
 };
 
+// Whether the image a job names (`wanted`) is `held`, a name the runtime lists: the same
+// once a missing tag reads ":latest", and a name without a registry matches the same path in
+// any (docker.io/library/ubuntu:22.04 holds ubuntu:22.04).
+bool ImageNameMatches(std::string_view wanted, std::string_view held);
+
 // A shared daemon's refusal of docker (docs/containers.md, "On a shared server").
 inline constexpr const char* kSharedNeedsPodman =
     "--image: a shared daemon runs each container as its submitter with rootless podman, and "

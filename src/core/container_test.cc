@@ -200,15 +200,29 @@ TEST(ImageTest, NamesAndArchivesAreImagesSpacesAreNot) {
   }
 }
 
+TEST(ImageNameTest, MatchesAsTheRuntimeNamesImages) {
+  EXPECT_TRUE(ImageNameMatches("localhost/env:3", "localhost/env:3"));
+  EXPECT_TRUE(ImageNameMatches("env:3", "localhost/env:3"));
+  EXPECT_TRUE(ImageNameMatches("ubuntu", "docker.io/library/ubuntu:latest"));
+  EXPECT_TRUE(ImageNameMatches("team/env:3", "registry.lab:5000/team/env:3"));
+  EXPECT_TRUE(ImageNameMatches("localhost/env:3@sha256:ab", "localhost/env:3"));
+  EXPECT_FALSE(ImageNameMatches("env:3", "localhost/env:4"));
+  EXPECT_FALSE(ImageNameMatches("env:3", "localhost/other/env:3"));
+  EXPECT_FALSE(ImageNameMatches("localhost/env:3", "registry.lab/localhost/env:3"));
+  EXPECT_FALSE(ImageNameMatches("myenv:3", "localhost/env:3"));
+  EXPECT_FALSE(ImageNameMatches("", "localhost/env:3"));
+}
+
 TEST(ContainerTextTest, RoundTripsAndRefusesWhatTrainqDoesNotWrite) {
   EXPECT_EQ(ContainerToText({}), "");
   EXPECT_FALSE(ContainerFromText("").value().on());
-  ContainerSpec c{"img:1", {"/a:/b:ro"}, 1ull << 30, "/w"};
+  ContainerSpec c{"/srv/env.tar", {"/a:/b:ro"}, 1ull << 30, "/w", {"localhost/env:3"}};
   Result<ContainerSpec> back = ContainerFromText(ContainerToText(c));
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, c);
-  for (const char* bad : {"{", "[]", "{\"mounts\":[]}", "{\"image\":\"x\",\"shm\":-1}",
-                          "{\"image\":\"x\",\"mounts\":[1]}"}) {
+  for (const char* bad :
+       {"{", "[]", "{\"mounts\":[]}", "{\"image\":\"x\",\"shm\":-1}",
+        "{\"image\":\"x\",\"mounts\":[1]}", "{\"image\":\"x\",\"archive_names\":\"y\"}"}) {
     EXPECT_FALSE(ContainerFromText(bad).ok()) << bad;
   }
 }

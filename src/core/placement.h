@@ -69,6 +69,8 @@ struct NodeState {
   bool accepts_new = true;
   // What --constraint asks of a node (config node_features): "ib", "nvlink".
   std::vector<std::string> features{};
+  // The image names in the node's container store (a cluster node's NodeInfo "images").
+  std::vector<std::string> images{};
 };
 
 struct PendingJob {
@@ -103,6 +105,9 @@ struct PendingJob {
   // (MeetsConstraints; empty: none asked).
   std::string gpu_type{};
   std::vector<std::string> constraints{};
+  // A container job's image names (the image, or an archive's names): with the rest equal,
+  // nodes whose store holds one come first (docs/containers.md, "In a cluster").
+  std::vector<std::string> images{};
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   // GPUs over all its nodes: what max_gpus_per_user counts.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "src/core/container.h"
 #include "src/core/placement_internal.h"
 
 namespace trainq::placement_internal {
@@ -139,6 +140,16 @@ NodeChoice Summarise(const NodeState& node, size_t n, std::vector<GpuPick> picks
 
 using Key = std::tuple<int, int, int64_t, uint64_t>;
 
+// 1 when the job runs an image the node's store lacks (it would load it first), else 0.
+int LacksImage(const PendingJob& job, const NodeState& node) {
+  for (const std::string& want : job.images) {
+    for (const std::string& held : node.images) {
+      if (ImageNameMatches(want, held)) return 0;
+    }
+  }
+  return job.images.empty() ? 0 : 1;
+}
+
 Key ChoiceKey(const NodeChoice& c) { return {c.worst, c.sum, c.load, c.fit}; }
 
 // The closest `k` of `picks` (in preference order): every subset of the first few is tried;
@@ -255,8 +266,10 @@ std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const P
   if (fits.size() < k) return std::nullopt;
   // The same preference as among single nodes, ties by name: the choice does not depend on
   // the order the caller lists nodes in.
-  auto key = [&p](const NodeChoice& c) {
-    return std::tie(c.worst, c.sum, c.load, c.fit, p.node(c.node).name);
+  auto key = [&p, &job](const NodeChoice& c) {
+    const NodeState& node = p.node(c.node);
+    return std::tuple<int, int, int, int64_t, uint64_t, const std::string&>(
+        LacksImage(job, node), c.worst, c.sum, c.load, c.fit, node.name);
   };
   std::partial_sort(fits.begin(), fits.begin() + static_cast<ptrdiff_t>(k), fits.end(),
                     [&key](const NodeChoice& a, const NodeChoice& b) { return key(a) < key(b); });
@@ -265,17 +278,21 @@ std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const P
 }
 
 std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p, unsigned ignore) {
+  // Nodes holding the job's image first, then the placement rule's key.
+  using NodeKey = std::pair<int, Key>;
   std::optional<NodeChoice> best;
-  std::optional<Key> best_key;
+  std::optional<NodeKey> best_key;
   std::vector<uint64_t> lefts;
   for (size_t i = 0; i < p.size(); ++i) {
     // A node that cannot beat the best so far is passed over unseen: it would lose the tie.
     std::optional<Key> least = LeastKey(job, p, i, lefts);
-    if (!least || (best_key && !(*least < *best_key))) continue;
+    if (!least) continue;
+    int lacks = LacksImage(job, p.node(i));
+    if (best_key && !(NodeKey{lacks, *least} < *best_key)) continue;
     std::optional<NodeChoice> c = ChooseAmongFitting(job, p, i, ignore);
-    if (c && (!best || ChoiceKey(*c) < *best_key)) {
+    if (c && (!best || NodeKey{lacks, ChoiceKey(*c)} < *best_key)) {
       best = std::move(c);
-      best_key = ChoiceKey(*best);
+      best_key = NodeKey{lacks, ChoiceKey(*best)};
     }
   }
   return best;
@@ -310,6 +327,7 @@ void FragView(const PendingJob& job, const Pass& p, size_t n, std::vector<FragGp
 
 struct FgdCandidate {
   NodeChoice choice;
+  int lacks_image = 0;  // first: nodes holding the job's image win
   double delta = 0;
   double free_after = 0;  // the node's free GPU capacity after: less is a better fit
   int64_t cpu_after = 0;
@@ -317,6 +335,7 @@ struct FgdCandidate {
 
 bool FgdBetter(const FgdCandidate& a, const FgdCandidate& b) {
   constexpr double kEps = 1e-9;
+  if (a.lacks_image != b.lacks_image) return a.lacks_image < b.lacks_image;
   if (a.delta < b.delta - kEps) return true;
   if (a.delta > b.delta + kEps) return false;
   if (a.free_after < b.free_after - kEps) return true;
@@ -336,7 +355,8 @@ FgdCandidate Evaluate(const PendingJob& job, const NodeState& node, const Fragme
         {job.exclusive() ? 0.0 : Fraction(pick.left, node.gpus[pick.pos].total_bytes), false});
     free_after += after.back().free - before[pick.pos].free;
   }
-  FgdCandidate c{std::move(choice), 0, free_after, FreeSlots(node) - job.cpus};
+  FgdCandidate c{std::move(choice), LacksImage(job, node), 0, free_after,
+                 FreeSlots(node) - job.cpus};
   c.delta = model.After(pos, after, job.cpus, job.host_mem_bytes) - model.Before();
   return c;
 }

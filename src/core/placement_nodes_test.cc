@@ -84,6 +84,42 @@ TEST(NodeChoiceTest, OnlyAllowedNodeIsUsedEvenWhenAnotherFitsBetter) {
   EXPECT_EQ(r.starts[0].node, "b");
 }
 
+TEST(NodeChoiceTest, ANodeHoldingTheJobsImageComesFirst) {
+  // Spread would take b (most memory left); a holds the image, so the job loads nothing there.
+  PendingJob job = Job(1, 1);
+  job.images = {"env:3"};
+  NodeState a = FourGpus("a", 40), b = FourGpus("b");
+  PlacementResult r = PlaceAll({job}, {a, b});
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts[0].node, "b");  // neither holds it: the rule alone decides
+  a.images = {"localhost/env:3", "localhost/other:1"};
+  r = PlaceAll({job}, {a, b});
+  ASSERT_EQ(r.starts.size(), 1u);
+  EXPECT_EQ(r.starts[0].node, "a");
+  // A job without an image, or one of another name, is placed by the rule alone.
+  r = PlaceAll({Job(1, 1)}, {a, b});
+  EXPECT_EQ(r.starts[0].node, "b");
+  job.images = {"env:4"};
+  EXPECT_EQ(PlaceAll({job}, {a, b}).starts[0].node, "b");
+  // The same with the fragmentation-aware rule, and for a gang's nodes.
+  job.images = {"env:3"};
+  PolicyConfig fgd = NoHeadroom();
+  fgd.workload = {{1, 0.6, 1.0}};
+  EXPECT_EQ(PlaceAll({job}, {b, a}, fgd).starts[0].node, "a");
+  PendingJob gang = Gang(2, 2, 4);
+  gang.images = {"env:3"};
+  NodeState c = FourGpus("c", 40);
+  c.images = {"localhost/env:3"};
+  r = PlaceAll({gang}, {FourGpus("b"), a, c});
+  ASSERT_EQ(r.starts.size(), 1u);
+  std::set<std::string> nodes = {r.starts[0].parts[0].node, r.starts[0].parts[1].node};
+  EXPECT_EQ(nodes, (std::set<std::string>{"a", "c"}));
+  // Only a node that can start it now counts: a full holder does not keep it waiting.
+  NodeState full = FourGpus("a", 5);
+  full.images = {"localhost/env:3"};
+  EXPECT_EQ(PlaceAll({job}, {full, b}).starts[0].node, "b");
+}
+
 TEST(NodeChoiceTest, ExcludedNodeIsNeverUsed) {
   PendingJob job = Job(1, 1);
   job.nodes_excluded = {"a"};

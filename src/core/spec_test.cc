@@ -260,7 +260,7 @@ TEST(ValidateSpecTest, ContainerFieldsAreJudgedNamingTheOption) {
     return out;
   };
   EXPECT_THAT(errors([](JobSpec& s) {
-                s.container = {"env:1", {"/data:/data:ro"}, 1ull << 30, "/work"};
+                s.container = {"env:1", {"/data:/data:ro"}, 1ull << 30, "/work", {}};
               }),
               IsEmpty());
   EXPECT_THAT(errors([](JobSpec& s) { s.container.mounts = {"/data:/data"}; }),

@@ -111,6 +111,7 @@ Agent::Agent(Parts parts, Hooks hooks)
       slurm_bin_dir_(std::move(parts.slurm_bin_dir)),
       verify_(std::move(parts.verify)),
       fence_file_(std::move(parts.fence_file)),
+      images_(parts.images),
       fence_after_ms_(parts.fence_after_ms),
       port_free_(parts.port_free ? std::move(parts.port_free) : TcpPortFree),
       hooks_(std::move(hooks)),
@@ -271,6 +272,26 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
   return spec;
 }
 
+// What a container job's log says first when this node's store (`held`) lacks its image: the node
+// loads the archive, or pulls the image, before the job's command starts (docs/containers.md, "In a
+// cluster").
+std::vector<std::string> Agent::LoadNotice(const ContainerSpec& c,
+                                           const std::vector<std::string>& held,
+                                           const ContainerHost& host) const {
+  bool archive = IsImageArchive(c.image);
+  std::vector<std::string> names = archive ? c.archive_names : std::vector{c.image};
+  if (!archive && host.pull != "missing") return {};  // the runtime's error says it
+  for (const std::string& want : names) {
+    for (const std::string& h : held) {
+      if (ImageNameMatches(want, h)) return {};
+    }
+  }
+  return {fmt::format("trainq: node {} {} {} first: its container store holds {}", node_,
+                      archive ? "loads" : "pulls", c.image,
+                      names.empty() ? std::string("no image of it")
+                                    : fmt::format("none of {}", fmt::join(names, ", ")))};
+}
+
 // A container job (docs/containers.md): the shim runs the runtime, which runs the command. A
 // node without a runtime or the archive runs what says so: the runtime's name, which the shim
 // cannot start ("cannot run 'podman': No such file or directory"), or a `false` after the
@@ -310,6 +331,9 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
                               : "";
     if (!problem.empty()) return refuse(problem);
     host.image_ref = *transport + ":" + image;
+  }
+  if (std::optional<std::vector<std::string>> held = images_ ? images_->Listing() : std::nullopt) {
+    spec.notices = LoadNotice(job.spec.container, *held, host);
   }
   if (config_.container_gpu_check && !p.gpu_uuids.empty()) {
     // The node's setup is probed once (docs/containers.md, "GPU isolation"): the first GPU

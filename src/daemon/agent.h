@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "src/core/container.h"
 #include "src/core/placement.h"
 #include "src/core/ports.h"
 #include "src/core/spec.h"
@@ -33,6 +34,8 @@
 #include "src/store/store.h"
 
 namespace trainq {
+
+class ImageCensus;
 
 // A write the state dir refused is tried again this often: soon after space is freed,
 // never a busy loop while it is not.
@@ -125,6 +128,9 @@ class Agent {
     std::function<bool(int)> port_free;
     // The folder of a `trainq sbatch` job's srun and scontrol (AttemptEnvInput).
     std::string slurm_bin_dir;
+    // A cluster node's container store: a container job whose image it lacks says in its
+    // log that the node loads it first. Null: not known.
+    const ImageCensus* images = nullptr;
   };
 
   Agent(Parts parts, Hooks hooks);
@@ -223,7 +229,10 @@ class Agent {
   void InContainer(const Job& job, const Placement& p, RunSpec& spec) const;
   std::function<Status(JobId, const JobSpec&)> verify_;
   std::string fence_file_;
+  const ImageCensus* images_;
   std::string GpuCheckFile() const;
+  std::vector<std::string> LoadNotice(const ContainerSpec& c, const std::vector<std::string>& held,
+                                      const ContainerHost& host) const;
   int64_t fence_after_ms_ = 0;
   std::function<bool(int)> port_free_;
   Hooks hooks_;

@@ -120,7 +120,8 @@ NodeRecord ClusterMode::OwnRecord() const {
   r.master_port_first = config_.master_port_first;
   r.master_port_last = config_.master_port_last;
   r.info = NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler,
-                    NodeLabels{p_.config->node_features, p_.config->gpu_type});
+                    NodeLabels{p_.config->node_features, p_.config->gpu_type,
+                               p_.images ? p_.images->Names() : std::vector<std::string>{}});
   r.version = TRAINQ_VERSION;
   return r;
 }
@@ -349,7 +350,7 @@ void ClusterMode::Limits(SpecLimits& limits) {
         std::max(limits.max_gpus_per_node, static_cast<int>(info["gpus"].size()));
     NodeOffer& offer = limits.offers.emplace_back();
     offer.name = r.name;
-    offer.features = FeaturesOf(info);
+    offer.features = StringsOf(info, "features");
     for (const json& g : info["gpus"]) {
       limits.largest_gpu_bytes = std::max(limits.largest_gpu_bytes, g.value("total", uint64_t{0}));
       offer.gpus.emplace_back(TextOf(g, "name"), TextOf(g, "label"));

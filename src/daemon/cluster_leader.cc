@@ -38,7 +38,10 @@ NodeState NodeFromRecord(const NodeRecord& r, const std::vector<OnNode>& here) {
   // A lost or drained node gets nothing new; what it holds still counts.
   node.accepts_new = !r.lost && !r.drained;
   node.cpu_slots = info.is_object() ? info.value("cpu_slots", 0) : 0;
-  if (info.is_object()) node.features = FeaturesOf(info);
+  if (info.is_object()) {
+    node.features = StringsOf(info, "features");
+    node.images = StringsOf(info, "images");
+  }
   UnixMs sampled_at = 0;
   std::string sample_error;
   if (info.is_object() && info.contains("sample_error") && info["sample_error"].is_string() &&
@@ -306,6 +309,7 @@ void ClusterLeader::NodesRoute(Responder& respond) {
                      {"cpu_slots", shown.cpu_slots},
                      {"cpu_slots_used", shown.cpu_slots_used},
                      {"features", shown.features},
+                     {"images", shown.images},
                      {"gpus", GpusJson(shown, info, policy, now)},
                      {"jobs", jobs_on[name]},
                      {"heartbeat_at", FormatTime(r.heartbeat_at)},

@@ -22,6 +22,7 @@
 #include "src/daemon/dependencies.h"
 #include "src/daemon/mode.h"
 #include "src/os/clock.h"
+#include "src/os/container_host.h"
 #include "src/store/cluster.h"
 
 namespace trainq {
@@ -44,6 +45,9 @@ class ClusterMode final : public Mode {
     std::function<int()> cpu_slots;
     // Job `id` reached a done state (a lost node's attempt that may not run again).
     std::function<void(JobId)> job_ended;
+    // This node's image names, reported for placement (docs/containers.md, "In a
+    // cluster"); null without a container runtime.
+    const ImageCensus* images = nullptr;
   };
   explicit ClusterMode(Parts parts);
   ~ClusterMode() override;
@@ -109,6 +113,7 @@ class ClusterMode final : public Mode {
   // What the events' posts hold on to: gone with the mode.
   std::shared_ptr<ClusterMode*> self_ = std::make_shared<ClusterMode*>(this);
   boost::asio::steady_timer timer_;
+
   UnixMs next_beat_ = 0;  // clock time
 };
 

@@ -94,6 +94,11 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
     // the node lost.
     parts.fence_file = ClusterMode::FenceFile(options_.paths);
     parts.fence_after_ms = config_.node_timeout_ms / 2;
+    // What this node's container store holds, for placement and a job's first log line.
+    if (Result<ContainerRuntime> r = FindContainerRuntime(config_.container_runtime); r.ok()) {
+      images_ = std::make_unique<ImageCensus>(r->path);
+      parts.images = images_.get();
+    }
   }
   Agent::Hooks agent;
   // Dependents' reasons say what they wait for: now a running job.
@@ -137,6 +142,7 @@ std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
   m.address = address_;
   m.cpu_slots = cpu_slots;
   m.job_ended = [this](JobId id) { JobEnded(id); };
+  m.images = images_.get();
   return std::make_unique<ClusterMode>(std::move(m));
 }
 

@@ -35,6 +35,7 @@
 #include "src/daemon/token_routes.h"
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
+#include "src/os/container_host.h"
 #include "src/os/gpu/gpu_probe.h"
 #include "src/store/cluster.h"
 #include "src/store/store.h"
@@ -135,6 +136,7 @@ class DaemonImpl {
   std::unique_ptr<Notifier> notifier_;
   boost::asio::signal_set signals_{io_};
   boost::asio::steady_timer sample_timer_{io_};
+  std::unique_ptr<ImageCensus> images_;     // a cluster node's container store (or null)
   std::unique_ptr<Agent> agent_;            // the attempts this node runs
   std::unique_ptr<Scheduler> scheduler_;    // the queue's index, passes, reasons, fair share
   std::unique_ptr<SubmitBatcher> submits_;  // the group commit of submits

@@ -17,6 +17,7 @@ NodeState ThisNode(const std::string& name, int cpu_slots, const Agent& agent,
   NodeState node;
   node.name = name;
   node.features = labels.features;
+  node.images = labels.images;
   node.cpu_slots = cpu_slots;
   for (const auto& [id, live] : agent.live()) {
     node.cpu_slots_used += live.cpus;
@@ -101,6 +102,7 @@ std::string NodeInfo(int cpu_slots, const Agent& agent, const GpuSampler& sample
   }
   json doc = {{"cpu_slots", cpu_slots},
               {"features", labels.features},
+              {"images", labels.images},
               {"gpus", std::move(gpus)},
               // Once a sample failed, the leader must know how old these facts are: this
               // node's clock, as heartbeats are.

@@ -80,6 +80,7 @@ class Mode {
 struct NodeLabels {
   std::vector<std::string> features;
   std::string gpu_label;
+  std::vector<std::string> images{};  // the node's container store (ImageCensus)
 };
 
 // This node as the placement policy sees it: its GPUs as last sampled, and what the agent's

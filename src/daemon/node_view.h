@@ -15,10 +15,11 @@ inline std::string TextOf(const nlohmann::json& doc, const char* key) {
   return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// The node's features (config node_features) from its NodeInfo document.
-inline std::vector<std::string> FeaturesOf(const nlohmann::json& info) {
+// A list of strings of a node's NodeInfo document: "features" (config node_features),
+// "images" (its container store's names).
+inline std::vector<std::string> StringsOf(const nlohmann::json& info, const char* key) {
   std::vector<std::string> out;
-  auto it = info.find("features");
+  auto it = info.find(key);
   if (it == info.end() || !it->is_array()) return out;
   for (const nlohmann::json& f : *it) {
     if (f.is_string()) out.push_back(f.get<std::string>());

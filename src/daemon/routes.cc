@@ -470,10 +470,11 @@ namespace {
 // What a container job needs of this node at submit (docs/containers.md): a runtime (on one
 // machine; a cluster's other nodes may have one), a readable archive, mounts that exist. A
 // shared daemon refuses containers: it would run the runtime as root for the user.
-// A shared daemon runs a container job with rootless podman as its submitter
+// Fills what placement reads of an archive (its image names). A shared daemon runs a
+// container job with rootless podman as its submitter
 // (docs/containers.md, "On a shared server"): what the job mounts or loads, that user must be
 // able to read, and docker (whose daemon runs containers as root) is refused.
-Status CheckContainerHere(const ApiParts& d, const JobSpec& spec, const std::string& user) {
+Status CheckContainerHere(const ApiParts& d, JobSpec& spec, const std::string& user) {
   Result<UserInfo> caller = UserInfo{};
   if (d.config->shared) caller = LookupUserByName(user);
   if (!caller.ok()) return caller.status();
@@ -485,7 +486,9 @@ Status CheckContainerHere(const ApiParts& d, const JobSpec& spec, const std::str
   const std::string& image = spec.container.image;
   if (IsImageArchive(image)) {
     if (d.config->shared) TRAINQ_RETURN_IF_ERROR(CheckMayRead(image, *caller, "--image"));
-    TRAINQ_RETURN_IF_ERROR(ImageArchiveTransport(image).status());
+    Result<ImageArchive> archive = ReadImageArchive(image);
+    if (!archive.ok()) return archive.status();
+    spec.container.archive_names = std::move(archive->names);  // placement's, not the user's
   }
   for (const std::string& text : spec.container.mounts) {
     Result<Mount> m = ParseMount(text, "--mount");

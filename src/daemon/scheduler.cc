@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "src/core/container.h"
+
 namespace trainq {
 
 Scheduler::Scheduler(boost::asio::io_context& io, Store& store, const Clock& clock,
@@ -79,6 +81,10 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.num_nodes = spec.num_nodes;
   p.gpu_type = spec.gpu_type;
   p.constraints = spec.constraints;
+  if (spec.container.on()) {
+    p.images = IsImageArchive(spec.container.image) ? spec.container.archive_names
+                                                    : std::vector{spec.container.image};
+  }
   p.group = spec.group;
   p.group_limit = spec.group_limit;
   return p;

@@ -1,9 +1,18 @@
 #include "src/os/container_host.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "src/os/system.h"
 
@@ -37,7 +46,32 @@ Result<ContainerRuntime> FindContainerRuntime(const std::string& setting) {
                             : "podman runc"));
 }
 
-Result<std::string> ImageArchiveTransport(const std::string& path) {
+namespace {
+
+// The image names an archive's index holds: docker-archive's manifest.json RepoTags, or an OCI
+// index's ref.name annotations.
+void AddNames(const std::string& text, bool oci, std::vector<std::string>& names) {
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto add = [&names](const nlohmann::json& v) {
+    if (v.is_string() && !v.get<std::string>().empty()) names.push_back(v.get<std::string>());
+  };
+  if (!oci && doc.is_array()) {
+    for (const nlohmann::json& m : doc) {
+      if (!m.is_object() || !m.contains("RepoTags") || !m["RepoTags"].is_array()) continue;
+      for (const nlohmann::json& tag : m["RepoTags"]) add(tag);
+    }
+  } else if (oci && doc.is_object() && doc.contains("manifests") && doc["manifests"].is_array()) {
+    for (const nlohmann::json& m : doc["manifests"]) {
+      if (m.is_object() && m.contains("annotations") && m["annotations"].is_object()) {
+        add(m["annotations"].value("org.opencontainers.image.ref.name", nlohmann::json()));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Result<ImageArchive> ReadImageArchive(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return Status::Invalid(
@@ -46,16 +80,27 @@ Result<std::string> ImageArchiveTransport(const std::string& path) {
   // A tar is 512-byte headers, each followed by its file's blocks; the first few hundred
   // entries hold the layout files of both kinds.
   char header[512];
-  bool any = false;
+  bool any = false, oci = false;
+  std::string docker_index, oci_index;
+  constexpr uint64_t kIndexMax = 1 << 20;
   for (int entry = 0; entry < 4096 && in.read(header, sizeof header); ++entry) {
     if (header[0] == '\0') break;  // the end-of-archive blocks
     if (std::memcmp(header + 257, "ustar", 5) != 0) break;
     any = true;
     std::string name(header, strnlen(header, 100));
     if (name.starts_with("./")) name.erase(0, 2);
-    if (name == "oci-layout") return std::string("oci-archive");
-    if (name == "manifest.json") return std::string("docker-archive");
     uint64_t size = std::strtoull(std::string(header + 124, 12).c_str(), nullptr, 8);
+    std::string* keep = name == "manifest.json" ? &docker_index
+                        : name == "index.json"  ? &oci_index
+                                                : nullptr;
+    if (name == "oci-layout") oci = true;
+    if (keep != nullptr && size <= kIndexMax) {
+      keep->resize(size);
+      in.read(keep->data(), static_cast<std::streamsize>(size));
+      size = (512 - size % 512) % 512;  // what remains of its last block
+      in.seekg(static_cast<std::streamoff>(size), std::ios::cur);
+      continue;
+    }
     in.seekg(static_cast<std::streamoff>((size + 511) / 512 * 512), std::ios::cur);
   }
   if (!any) {
@@ -64,7 +109,102 @@ Result<std::string> ImageArchiveTransport(const std::string& path) {
         "archive, or the name of an image in the node's store",
         path));
   }
-  return std::string("docker-archive");
+  ImageArchive archive;
+  archive.transport = oci ? "oci-archive" : "docker-archive";
+  AddNames(oci ? oci_index : docker_index, oci, archive.names);
+  return archive;
+}
+
+Result<std::string> ImageArchiveTransport(const std::string& path) {
+  Result<ImageArchive> archive = ReadImageArchive(path);
+  if (!archive.ok()) return archive.status();
+  return archive->transport;
+}
+
+std::vector<std::string> ParseImageList(std::string_view text) {
+  std::vector<std::string> names;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    std::string_view line = text.substr(start, end == std::string_view::npos ? end : end - start);
+    start = end == std::string_view::npos ? text.size() : end + 1;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (line.empty() || line.find("<none>") != std::string_view::npos) continue;
+    names.emplace_back(line);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+namespace {
+
+// `runtime images`'s output, or nullopt when it could not be run or failed.
+std::optional<std::string> ListImages(const std::string& runtime) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) < 0) return std::nullopt;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<std::string> words = {runtime, "images", "--format", "{{.Repository}}:{{.Tag}}"};
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int err = ::posix_spawn(&pid, runtime.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  std::string out;
+  if (err == 0) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      if (out.size() < (4u << 20)) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fds[0]);
+  if (err != 0) return std::nullopt;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+ImageCensus::ImageCensus(std::string runtime, std::chrono::milliseconds every)
+    : runtime_(std::move(runtime)), every_(every) {
+  thread_ = std::jthread([this](std::stop_token stop) {
+    std::mutex wait_mu;
+    std::condition_variable_any wake;
+    while (!stop.stop_requested()) {
+      if (std::optional<std::string> out = ListImages(runtime_)) {
+        std::vector<std::string> names = ParseImageList(*out);
+        std::lock_guard lock(mu_);
+        names_ = std::move(names);
+      }
+      std::unique_lock lock(wait_mu);
+      wake.wait_for(lock, stop, every_, [] { return false; });
+    }
+  });
+}
+
+ImageCensus::~ImageCensus() {
+  thread_.request_stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<std::string> ImageCensus::Names() const {
+  std::lock_guard lock(mu_);
+  return names_.value_or(std::vector<std::string>{});
+}
+
+std::optional<std::vector<std::string>> ImageCensus::Listing() const {
+  std::lock_guard lock(mu_);
+  return names_;
 }
 
 }  // namespace trainq

@@ -2,7 +2,13 @@
 // image archive is read. OS touches only; the command line is src/core/container.h's.
 #pragma once
 
+#include <chrono>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include "trainq/status.h"
 
@@ -21,5 +27,38 @@ Result<ContainerRuntime> FindContainerRuntime(const std::string& setting);
 // `oci-layout` entry), "docker-archive" for `docker save`/`podman save` tars. kInvalid naming
 // the path when it is missing or not a tar archive.
 Result<std::string> ImageArchiveTransport(const std::string& path);
+
+// An archive's transport (as above) and the image names it holds (docker-archive's RepoTags,
+// an OCI index's ref.name annotations), which the runtime names the image by once loaded.
+struct ImageArchive {
+  std::string transport;
+  std::vector<std::string> names;
+};
+Result<ImageArchive> ReadImageArchive(const std::string& path);
+
+// The image names in this node's container store ("localhost/env:3"), listed by the runtime
+// (`images`) on a thread of its own every `every`, for a cluster's placement
+// (docs/containers.md, "In a cluster"). Empty until the first listing answers.
+class ImageCensus {
+ public:
+  explicit ImageCensus(std::string runtime,
+                       std::chrono::milliseconds every = std::chrono::seconds(15));
+  ~ImageCensus();
+  ImageCensus(const ImageCensus&) = delete;
+  ImageCensus& operator=(const ImageCensus&) = delete;
+  std::vector<std::string> Names() const;
+  // nullopt until a listing answered: "holds nothing" and "not known yet" differ.
+  std::optional<std::vector<std::string>> Listing() const;
+
+ private:
+  std::string runtime_;
+  std::chrono::milliseconds every_;
+  mutable std::mutex mu_;
+  std::optional<std::vector<std::string>> names_;
+  std::jthread thread_;
+};
+
+// What `RUNTIME images` lists, one "REPOSITORY:TAG" a line, less untagged images.
+std::vector<std::string> ParseImageList(std::string_view text);
 
 }  // namespace trainq

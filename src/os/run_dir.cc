@@ -189,6 +189,7 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
   if (spec.umask >= 0) j["umask"] = spec.umask;
   if (!spec.cleanup.empty()) j["cleanup"] = spec.cleanup;
   if (!spec.prepare.empty()) j["prepare"] = spec.prepare;
+  if (!spec.notices.empty()) j["notices"] = spec.notices;
   if (!spec.gpu_probe.empty()) {
     j["gpu_probe"] = spec.gpu_probe;
     j["gpu_probe_expect"] = spec.gpu_probe_expect;
@@ -231,6 +232,7 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("umask", spec.umask);
   f.Strings("cleanup", spec.cleanup);
   f.Strings("prepare", spec.prepare);
+  f.Strings("notices", spec.notices);
   f.Strings("gpu_probe", spec.gpu_probe);
   f.Strings("gpu_probe_expect", spec.gpu_probe_expect);
   f.String("gpu_check_file", spec.gpu_check_file);

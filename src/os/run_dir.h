@@ -70,6 +70,8 @@ struct RunSpec {
   // same way: its output must list exactly `gpu_probe_expect`. Its verdict, under
   // `gpu_check_key` (the node's container setup), goes to `gpu_check_file`; a failed probe
   // fails the attempt. Empty: no probe.
+  // Lines the shim writes to the log before anything runs ("trainq: node n2 loads ...").
+  std::vector<std::string> notices;
   std::vector<std::string> gpu_probe;
   std::vector<std::string> gpu_probe_expect;
   std::string gpu_check_file;

@@ -442,11 +442,6 @@ Status Shim::Prepare() {
   if (spec_.command.empty()) return Status::Invalid(SpecPath(run_dir_) + ": empty command");
   auto command = PrepareCommand(spec_);
   if (command.ok()) command_.emplace(std::move(*command));
-  // Before the shim is a subreaper: what it leaves running is not the job's.
-  if (command_ && !spec_.prepare.empty()) RunAside(spec_.prepare, "did not finish preparing");
-  if (command_ && !spec_.gpu_probe.empty()) ProbeGpus();
-  // Workers that daemonise (torchrun's, in their own sessions) stay our descendants.
-  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return ErrnoStatus("PR_SET_CHILD_SUBREAPER", errno);
   auto self = ReadProcStat(::getpid());
   if (!self) return Status::Internal("cannot read /proc/self/stat");
   // Not waited for: a restarted daemon adopts a locked run dir only through shim.json.
@@ -464,7 +459,15 @@ Status Shim::Prepare() {
       },
       /*give_up_on_cancel=*/true);
   // The log first, so that it says why the command could not be prepared.
-  return opened.ok() ? command.status() : opened;
+  if (!opened.ok()) return opened;
+  if (!command.ok()) return command.status();
+  for (const std::string& line : spec_.notices) LogLine(line);
+  // Before the shim is a subreaper: what these leave running is not the job's.
+  if (!spec_.prepare.empty()) RunAside(spec_.prepare, "did not finish preparing");
+  if (!spec_.gpu_probe.empty()) ProbeGpus();
+  // Workers that daemonise (torchrun's, in their own sessions) stay our descendants.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return ErrnoStatus("PR_SET_CHILD_SUBREAPER", errno);
+  return Status::Ok();
 }
 
 Status Shim::StartCommand() {

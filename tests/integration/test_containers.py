@@ -406,3 +406,59 @@ def test_a_shared_daemon_runs_a_container_rootless_as_its_submitter(rootless_use
     finally:
         s.cleanup()
         subprocess.run(["groupdel", admins], check=False)
+
+
+def test_a_cluster_places_a_job_on_the_node_whose_store_holds_its_image(make_cluster, image):
+    """docs/containers.md, "In a cluster": each node reports its store's image names, and a
+    job goes to a node that holds its image before one that would load it."""
+    name, archive = image
+    root = tempfile.mkdtemp(prefix="tq-stores-", dir="/tmp")
+    confs = {}
+    for node in ("node0", "node1"):  # a store of its own for each node's daemon
+        graph, run = os.path.join(root, node, "graph"), os.path.join(root, node, "run")
+        confs[node] = os.path.join(root, node, "storage.conf")
+        os.makedirs(graph)
+        with open(confs[node], "w") as f:
+            f.write(f'[storage]\ndriver = "vfs"\ngraphroot = "{graph}"\nrunroot = "{run}"\n')
+    podman("--storage-driver", "vfs", "--root", os.path.join(root, "node1", "graph"),
+           "--runroot", os.path.join(root, "node1", "run"), "load", "-i", archive)
+    try:
+        cluster = make_cluster(2, gpus=[gpu(0)], container_runtime="podman",
+                               container_runtime_args=RUNTIME_ARGS, container_gpu_check=False,
+                               container_gpu_kind="")
+        for node in ("node0", "node1"):
+            t = cluster.node(node)
+            t.env["CONTAINERS_STORAGE_CONF"] = confs[node]
+            t.kill_daemon()
+            t.start_daemon()
+            del t.env["CONTAINERS_STORAGE_CONF"]  # jobs run from the usual store, which has it
+        a = cluster.node("node0")
+
+        def images():
+            listing = {n["name"]: n for n in cluster.listing(a)["nodes"]}
+            return listing if len(listing) == 2 and listing["node1"]["images"] else None
+        listing = wait_for(images, timeout=30, what="node1 to report its image")
+        assert listing["node1"]["images"] == [name] and listing["node0"]["images"] == [], listing
+        # Both nodes are alike otherwise; without the image rule the first by name would win.
+        for cmd in (["true"], ["true"]):
+            job = a.submit("--gpus", "1", "--image", name, cmd=cmd)
+            done = a.wait_state(job, ("succeeded", "failed"), timeout=60)
+            assert done["state"] == "succeeded", (done, cluster.logs())
+            assert cluster.node_of(done) == "node1", done
+        plain = a.submit("--gpus", "1", cmd=["true"])
+        assert cluster.node_of(a.wait_state(plain, "succeeded", timeout=60)) == "node0"
+        # An archive is known by the names inside it; a node that lacks them loads it first
+        # and the job's log says so before anything else.
+        job = a.submit("--gpus", "1", "--image", archive, cmd=["echo", "ran"])
+        assert cluster.node_of(a.wait_state(job, "succeeded", timeout=60)) == "node1"
+        assert a.show(job)["image"] == archive
+        job = a.submit("--gpus", "1", "--node", "node0", "--image", archive, cmd=["echo", "ran"])
+        a.wait_state(job, "succeeded", timeout=60)
+        assert log_of(a, job).splitlines() == [
+            f"trainq: node node0 loads {archive} first: its container store holds none of "
+            f"{name}", "ran"], log_of(a, job)
+    finally:
+        podman("--storage-driver", "vfs", "--root", os.path.join(root, "node1", "graph"),
+               "--runroot", os.path.join(root, "node1", "run"), "rmi", "--all", "--force",
+               check=False)
+        shutil.rmtree(root, ignore_errors=True)

@@ -36,7 +36,7 @@ inline constexpr char kPlacementColumns[] =
     "id, state, '', '[]', '', '', gpus, mem_bytes, mem_percent, cpus, priority, 0, user, "
     "submitted_at, reason, attempt, not_before, '[]', '[]', 0, queued_at, nodes, "
     "exclude_nodes, num_nodes, grp, group_limit, -1, '', '', '', 0, 0, 0, 0, 0, gpu_type, "
-    "constraints, ''";
+    "constraints, container";
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
