@@ -194,6 +194,7 @@ TEST_F(DaemonTest, AShimDeadWithoutARecordHasItsJobStoppedBeforeItsEndAndItsGpuF
   EXPECT_EQ(shims_.leftover_signals[5001], (std::vector<int>{SIGTERM, SIGKILL}));
   EXPECT_EQ(Get(first).state, JobState::kRunning);
   EXPECT_EQ(Get(second).state, JobState::kQueued);
+  EXPECT_TRUE(shims_.cleanups_run.empty()) << "the attempt's cleanup waits for its processes";
 
   shims_.leftovers.erase(run);  // SIGKILL did it
   daemon_->OnSampleTimer();
@@ -202,6 +203,8 @@ TEST_F(DaemonTest, AShimDeadWithoutARecordHasItsJobStoppedBeforeItsEndAndItsGpuF
   EXPECT_EQ(job.state, JobState::kFailed);
   EXPECT_EQ(job.reason,
             "the job's supervisor (shim) died without an exit record; its 1 process was stopped");
+  // What the shim would have run once the tree was gone (a container's removal) runs now.
+  EXPECT_EQ(shims_.cleanups_run, std::vector<std::string>{run});
   EXPECT_EQ(Get(second).state, JobState::kRunning);
 }
 

@@ -39,6 +39,7 @@ class FakeShims {
   std::set<int64_t> gone_pids;               // processes WatchProcess finds gone (a gate's)
   std::map<int64_t, int64_t> watched_uids;   // pid -> the uid WatchProcess was asked for
   std::vector<std::string> cgroups_removed;  // run dirs RemoveAttemptCgroup was called for
+  std::vector<std::string> cleanups_run;     // run dirs RunCleanup was called for
 
   // The shim of `run_dir`, or nullptr.
   const Shim* Find(const std::string& run_dir) const {
@@ -153,6 +154,7 @@ class FakeShims {
     void RemoveAttemptCgroup(const std::string& run_dir) override {
       shims_.cgroups_removed.push_back(run_dir);
     }
+    void RunCleanup(const std::string& run_dir) override { shims_.cleanups_run.push_back(run_dir); }
     void StopWatching() override {
       for (auto& [dir, shim] : shims_.shims_) {
         if (shim.owner != id_) continue;

@@ -85,6 +85,8 @@ void Agent::RecordUnrecorded(JobId id, size_t survivors) {
   // The shim that would have removed its attempt's cgroup is gone; with survivors the kernel
   // keeps the group anyway.
   if (survivors == 0) launcher_->RemoveAttemptCgroup(live.run_dir);
+  // What it would have run once the tree was gone: a container's record is removed.
+  launcher_->RunCleanup(live.run_dir);
   UnrecordedInput in;
   in.why = live.stopping->why;
   in.run_dir = live.run_dir;

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/os/run_dir.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -95,6 +96,26 @@ class ProcessShimLauncher final : public ShimLauncher {
   std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
                                          const ShimProcess& shim) override {
     return trainq::AttemptProcesses(run_dir, shim.pid, shim.start_ticks, CgroupOf(run_dir));
+  }
+
+  void RunCleanup(const std::string& run_dir) override {
+    Result<RunSpec> spec = ReadRunSpec(run_dir);
+    if (!spec.ok() || spec->cleanup.empty()) return;
+    // The environment and user the shim gives the command (src/os/shim.cc, CommandEnv).
+    bool as_user = spec->uid >= 0 && !spec->user.empty();
+    std::vector<std::string> env;
+    for (const auto& [k, v] : spec->env) {
+      if (!as_user || (k != "HOME" && k != "USER" && k != "LOGNAME")) env.push_back(k + "=" + v);
+    }
+    std::optional<RunAs> as;
+    if (as_user) {
+      env.insert(env.end(), {"HOME=" + spec->home, "USER=" + spec->user, "LOGNAME=" + spec->user});
+      as = RunAs{static_cast<uid_t>(spec->uid), static_cast<gid_t>(spec->gid), {}};
+      for (int64_t g : GroupList(spec->user, spec->gid))
+        as->groups.push_back(static_cast<gid_t>(g));
+    }
+    Status st = SpawnDetached(spec->cleanup, env, as);
+    if (!st.ok()) spdlog::warn("{}: cleanup: {}", run_dir, st.ToString());
   }
 
   void RemoveAttemptCgroup(const std::string& run_dir) override {

@@ -60,6 +60,9 @@ class ShimLauncher {
   // Removes the attempt's cgroup, if it has one, once AttemptProcesses finds none of its
   // processes left (its shim died before it could). Best effort: a failure is logged.
   virtual void RemoveAttemptCgroup(const std::string& run_dir) = 0;
+  // Runs the attempt's RunSpec::cleanup (a container's `rm --force`) as its shim would have
+  // once the tree was gone, detached and as the job's user, for an attempt whose shim died.
+  virtual void RunCleanup(const std::string& run_dir) = 0;
   // Stops watching every shim (the daemon is stopping; the shims keep running).
   virtual void StopWatching() = 0;
 };

@@ -172,6 +172,15 @@ std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_
     auto st = ReadProcStat(pid);
     if (pid != self && pid != shim_pid && st && IsLive(*st)) out.push_back(*st);
   }
+  // And those that carry the attempt's marker from outside the group: a container's, which
+  // its runtime moved to a group of its own (docs/containers.md).
+  std::unordered_set<int64_t> seen;
+  for (const ProcStat& st : out) seen.insert(st.pid);
+  for (const ProcStat& st : ScanProcesses()) {
+    if (st.pid == self || seen.count(st.pid)) continue;
+    std::optional<std::string> marker = EnvironValue(st.pid, kRunDirEnv);
+    if (marker && *marker == run_dir) out.push_back(st);
+  }
   return out;
 }
 

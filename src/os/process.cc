@@ -2,6 +2,7 @@
 #include "src/os/process.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -198,6 +199,40 @@ bool RunDirLocked(const std::string& run_dir) {
   if (::flock(fd.get(), LOCK_SH | LOCK_NB) < 0) return errno == EWOULDBLOCK;
   (void)::flock(fd.get(), LOCK_UN);
   return false;
+}
+
+Status SpawnDetached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                     const std::optional<RunAs>& as) {
+  if (argv.empty()) return Status::Invalid("SpawnDetached: empty command");
+  // Built before fork: the child of a threaded process may only make async-signal-safe calls.
+  CStringArray args(argv), envp(env);
+  pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus("fork", errno);
+  if (pid == 0) {
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);  // the grandchild is init's once this child exits
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+    }
+    ::close_range(3, ~0U, 0);  // none of the daemon's sockets and files
+    if (::chdir("/") < 0) ::_exit(127);
+    if (as && (::setgroups(as->groups.size(), as->groups.data()) < 0 || ::setgid(as->gid) < 0 ||
+               ::setuid(as->uid) < 0)) {
+      ::_exit(127);
+    }
+    ::execve(args.data()[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return Status::Ok();
 }
 
 }  // namespace trainq

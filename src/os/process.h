@@ -44,8 +44,10 @@ std::vector<ProcStat> ScanProcesses();
 std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
                                        uint64_t shim_start_ticks);
 // The same, where the attempt has a cgroup (src/os/cgroup.h): while its group exists, the
-// group's processes (however they left the shim's session or environment) and the shim
-// while it lives; the /proc scan above where it does not (an attempt started without one).
+// group's processes (however they left the shim's session or environment), the shim while
+// it lives, and the processes outside it with the attempt's TRAINQ_RUN_DIR (a container's,
+// moved to its runtime's group); the /proc scan above where it does not (an attempt started
+// without one).
 std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
                                        uint64_t shim_start_ticks, const CgroupSpec& cgroup);
 
@@ -110,6 +112,17 @@ void ReapIfChild(int64_t pid);
 Status SendSignal(int64_t pid, int sig);
 // True if some process holds the run dir's lock (the shim is alive).
 bool RunDirLocked(const std::string& run_dir);
+
+// Starts `argv` with exactly `env` in a session of its own and does not wait for it: it is
+// nobody's child once this returns (reparented to init). Its stdio is /dev/null; with `as`
+// (a root caller) it runs as that user. kIo when fork fails; an exec failure is not seen.
+struct RunAs {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+};
+Status SpawnDetached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                     const std::optional<RunAs>& as);
 
 // The shim's main (`trainq-shim RUN_DIR`, also `trainqd shim RUN_DIR`): reads spec.json, writes
 // shim.json, runs the command as a child subreaper, stops the whole tree on SIGTERM (SIGTERM,

@@ -7,6 +7,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import uuid
@@ -193,6 +194,24 @@ def cdi_gpus():
 
 def probe_ran(t, job):
     return os.path.exists(os.path.join(t.show(job)["attempts"][0]["run_dir"], "gpu_probe.out"))
+
+
+def test_kill_9_of_the_shim_stops_and_removes_the_container_like_any_leftover(ctq, image):
+    name, _ = image
+    t = ctq
+    # The log dies with the shim that writes it: the command tells through a file.
+    trap = "trap 'echo got TERM > term.txt; exit 3' TERM; echo up; while true; do sleep 1; done"
+    job = t.submit("--gpus", "0", "--image", name, cmd=["sh", "-c", trap])
+    t.wait_state(job, "running", timeout=60)
+    wait_for(lambda: "up" in log_of(t, job), timeout=30, what="the container's first line")
+    os.kill(t.show(job)["attempts"][0]["pid"], signal.SIGKILL)
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    reason = done["attempts"][0]["end_reason"]
+    # Its processes, outside the attempt's cgroup in the runtime's, were found by the
+    # attempt's marker and stopped: SIGTERM reached the command inside.
+    assert "shim) died without an exit record" in reason and "stopped" in reason, reason
+    assert open(t.path("term.txt")).read() == "got TERM\n"
+    wait_for(lambda: containers_of(job) == [], timeout=30, what="the container to be removed")
 
 
 def test_a_jobs_gpus_are_its_only_ones_by_uuid_through_cdi(make_trainq, image, cdi_gpus):
