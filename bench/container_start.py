@@ -1,7 +1,8 @@
 """What a container costs a job's start: `trainq run` of a command that exits at once, on the
 host and in a container (podman, an image of busybox-static made here, no registry; then the
 same image from a `podman save` archive), median and best of ROUNDS each, in one run on one
-machine. Real trainq and trainqd, a personal daemon, no GPU. Usage: container_start.py
+machine; run as root, also on a shared daemon for a local user (rootless podman as that user).
+Real trainq and trainqd, no GPU. Usage: container_start.py
 BUILD/trainq [ROUNDS]"""
 import datetime
 import json
@@ -38,18 +39,70 @@ def iso_ms(text):
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
 
 
-def timed_run(trainq, env, cwd, *opts):
+def timed_run(trainq, env, cwd, *opts, **as_user):
     """The wall time of `trainq run` (what the user waits, in the CLI's polling steps) and the
     attempt's own time from its start to its end (what the container adds, to the ms)."""
     start = time.monotonic()
     p = subprocess.run([trainq, "run", "--gpus", "0", *opts, "--", "true"], env=env, cwd=cwd,
-                       check=True, capture_output=True, text=True)
+                       check=True, capture_output=True, text=True, **as_user)
     wall = (time.monotonic() - start) * 1000
     job = p.stderr.split("job ")[1].split()[0]
     shown = json.loads(subprocess.run([trainq, "show", job, "--json"], env=env, check=True,
-                                      capture_output=True, text=True).stdout)
+                                      capture_output=True, text=True, **as_user).stdout)
     a = shown["attempts"][-1]
-    return wall, iso_ms(a["ended_at"]) - iso_ms(a["started_at"])
+    return wall, iso_ms(a["ended_at"]) - iso_ms(a["started_at"]), \
+        iso_ms(a["ended_at"]) - iso_ms(shown["submitted_at"])
+
+
+def shared_rows(trainq, archive, work, rounds):
+    """The same on a shared daemon (trainqd --shared, as root): a user's host job, and their
+    container job, which runs with rootless podman as that user (docs/containers.md)."""
+    user = f"tqbench{uuid.uuid4().hex[:6]}"
+    subprocess.run(["useradd", "-m", "-U", "-s", "/bin/sh", user], check=True)
+    daemon = None
+    try:
+        import pwd
+        pw = pwd.getpwnam(user)
+        state, sock = os.path.join(work, "shared-state"), os.path.join(work, "shared.sock")
+        os.makedirs(state, mode=0o700)
+        with open(os.path.join(state, "config.toml"), "w") as f:
+            f.write(f'container_runtime = "podman"\ncontainer_runtime_args = {RUNTIME_ARGS}\n'
+                    'cpu_slots = 8\n')
+        home_work = os.path.join(pw.pw_dir, "work")
+        os.makedirs(home_work)
+        mine = os.path.join(home_work, "image.tar")
+        shutil.copy(archive, mine)
+        for path in (home_work, mine):
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+        os.chmod(work, 0o755)
+        daemon = subprocess.Popen([os.path.join(os.path.dirname(trainq), "trainqd"), "--shared",
+                                   "--state-dir", state, "--socket", sock],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        env = {"PATH": "/usr/bin:/bin", "HOME": pw.pw_dir, "USER": user,
+               "TRAINQ_SERVER": "unix:" + sock}
+
+        def as_user(*opts):
+            return timed_run(trainq, env, home_work, *opts, user=pw.pw_uid, group=pw.pw_gid)
+        rows = []
+        for label, opts in (("shared daemon: host", ()),
+                            ("shared daemon: rootless podman as the user (archive)",
+                             ("--image", mine))):
+            as_user(*opts)
+            runs = [as_user(*opts) for _ in range(rounds)]
+            rows.append((label, statistics.median(w for w, _, _ in runs),
+                         statistics.median(a for _, a, _ in runs), min(a for _, a, _ in runs),
+                         statistics.median(e for _, _, e in runs)))
+        return rows
+    finally:
+        if daemon:
+            daemon.terminate()
+            daemon.wait(timeout=30)
+        subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True)
+        subprocess.run(["userdel", "-r", user], capture_output=True)
 
 
 def main():
@@ -71,18 +124,24 @@ def main():
                             ("container (from the archive)", ("--image", archive))):
             timed_run(trainq, env, work, *opts)  # warm: the first start loads what it needs
             runs = [timed_run(trainq, env, work, *opts) for _ in range(rounds)]
-            rows.append((label, statistics.median(w for w, _ in runs),
-                         statistics.median(a for _, a in runs), min(a for _, a in runs)))
+            rows.append((label, statistics.median(w for w, _, _ in runs),
+                         statistics.median(a for _, a, _ in runs), min(a for _, a, _ in runs),
+                         statistics.median(e for _, _, e in runs)))
         subprocess.run([trainq, "daemon", "stop"], env=env, capture_output=True)
+        if os.geteuid() == 0:
+            rows += shared_rows(trainq, archive, work, rounds)
         podman = subprocess.run(["podman", "--version"], capture_output=True, text=True).stdout
         print(f"`trainq run --gpus 0 -- true`, {rounds} rounds each; machine: {os.cpu_count()} "
               f"cores; {podman.strip()}; trainq: {trainq}")
-        print("| job | `trainq run`, median ms | attempt start to end, median ms | best ms | "
-              "attempt over the host's |")
-        print("| --- | --- | --- | --- | --- |")
-        host = rows[0][2]
-        for label, wall, median, best in rows:
-            print(f"| {label} | {wall:.0f} | {median:.0f} | {best:.0f} | {median - host:+.0f} ms |")
+        print("| job | `trainq run`, median ms | submit to end, median ms | attempt start to "
+              "end, median ms | best ms | submit to end over the host's |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        host = rows[0][4]
+        for label, wall, median, best, whole in rows:
+            if label.startswith("shared daemon: host"):
+                host = whole  # the shared rows against the shared daemon's host job
+            print(f"| {label} | {wall:.0f} | {whole:.0f} | {median:.0f} | {best:.0f} | "
+                  f"{whole - host:+.0f} ms |")
     finally:
         if name:
             subprocess.run(["podman", "rmi", "--force", name], capture_output=True)
