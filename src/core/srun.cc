@@ -188,6 +188,14 @@ Result<SrunOptions> ParseSrun(const std::vector<std::string>& args) {
       if (word.size() > 2) value = word.substr(2);
     }
     std::string shown = letter != 0 ? std::string("-") + letter : "--" + name;
+    // pyxis's step options: trainq runs a whole job in one container, as pyxis 0.12 runs a
+    // containerised batch script; a step in an image of its own would be a pretend success.
+    if (name.starts_with("container-") || name == "no-container-mount-home") {
+      return Status::Invalid(fmt::format(
+          "srun: {}: trainq runs a whole job in one container (#SBATCH --container-image, or "
+          "trainq submit --image; docs/containers.md), not a step in an image of its own",
+          TerminalSafe(shown)));
+    }
     const Row* row = FindRow(name, letter);
     if (row == nullptr) {
       return Status::Invalid(

@@ -50,6 +50,13 @@ TEST(SrunTest, WarnsOfWhatItCannotHonourAndRefusesWhatItDoesNotKnow) {
     EXPECT_EQ(r.status().code(), Code::kInvalid);
     EXPECT_THAT(r.status().message(), HasSubstr("srun: "));
   }
+  // pyxis's step containers: refused, saying how trainq runs a job in an image.
+  for (const char* pyxis : {"--container-image=nvcr.io/pytorch:24.01", "--container-mounts=/a:/b",
+                            "--container-name=tf"}) {
+    Result<SrunOptions> r = ParseSrun({pyxis, "python", "train.py"});
+    ASSERT_FALSE(r.ok()) << pyxis;
+    EXPECT_THAT(r.status().message(), HasSubstr("trainq runs a whole job in one container"));
+  }
 }
 
 TEST(SrunTest, ReadsTheAllocationFromTheBatchEnvironment) {
