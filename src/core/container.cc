@@ -146,6 +146,13 @@ bool ImageNameMatches(std::string_view wanted, std::string_view held) {
          (h.size() - w.size() - 1 == h.find('/') || h.substr(h.find('/') + 1) == "library/" + w);
 }
 
+std::string ArchiveNeedsPodman(const std::string& archive) {
+  return fmt::format(
+      "--image: an archive needs container_runtime = podman; with docker, load it first "
+      "(docker load -i {}) and give the image's name",
+      archive);
+}
+
 bool ContainerDropsVar(std::string_view name) {
   static constexpr std::string_view kHostOnly[] = {"PATH",
                                                    "HOME",

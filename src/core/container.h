@@ -66,6 +66,9 @@ inline constexpr const char* kSharedNeedsPodman =
     "container_runtime is docker, whose daemon runs containers as root; install podman and "
     "uidmap and set container_runtime = \"podman\"";
 
+// Why docker (which reads no archive transports) refuses `archive`.
+std::string ArchiveNeedsPodman(const std::string& archive);
+
 struct ContainerRun {
   std::vector<std::string> command;                      // the runtime's `run` line
   std::vector<std::pair<std::string, std::string>> env;  // the runtime client's environment

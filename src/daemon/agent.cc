@@ -324,11 +324,8 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
   if (IsImageArchive(image)) {
     Result<std::string> transport = ImageArchiveTransport(image);
     std::string problem = !transport.ok() ? transport.status().message()
-                          : !host.podman
-                              ? "--image: an archive needs container_runtime = podman; with "
-                                "docker, load it first (docker load -i " +
-                                    image + ") and give the image's name"
-                              : "";
+                          : !host.podman  ? ArchiveNeedsPodman(image)
+                                          : "";
     if (!problem.empty()) return refuse(problem);
     host.image_ref = *transport + ":" + image;
   }
@@ -727,9 +724,18 @@ void Agent::AttributeUsage() {
         pid = p == parent.end() ? 0 : p->second;
       }
       auto owner = shim_of.find(pid);
-      if (owner == shim_of.end()) continue;
-      pid_owner_[proc.pid] = owner->second;
-      live_[owner->second].used_by_gpu[g.index] += proc.used_bytes;
+      JobId id = owner != shim_of.end() ? owner->second : 0;
+      // Below no shim: a container run by docker's daemon is its child; the attempt's marker
+      // in its environment says whose it is.
+      if (id == 0) {
+        std::optional<std::string> run_dir = launcher_->RunDirOf(proc.pid);
+        for (const auto& [job, live] : live_) {
+          if (run_dir && live.run_dir == *run_dir) id = job;
+        }
+      }
+      if (id == 0) continue;
+      pid_owner_[proc.pid] = id;
+      live_[id].used_by_gpu[g.index] += proc.used_bytes;
     }
   }
   for (auto& [id, live] : live_) {

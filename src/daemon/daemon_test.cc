@@ -169,6 +169,23 @@ TEST_F(DaemonTest, RestartCollectsAnExitThatHappenedWhileItWasDown) {
   EXPECT_EQ(job.attempts[0].exit_code, 4);
 }
 
+// A container run by docker's daemon is no shim's descendant: its GPU memory is the job's by
+// the TRAINQ_RUN_DIR in its environment, never another process's that a second job avoids.
+TEST_F(DaemonTest, AGpuProcessBelowNoShimIsTheJobsWhoseRunDirItCarries) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"mem", "20GiB"}});
+  ASSERT_EQ(Get(id).state, JobState::kRunning);
+  GpuInfo gpu = Gpu(0, 80);
+  gpu.processes = {{7000, 30 * kGiB}, {7001, 5 * kGiB}};  // 7001 carries no marker
+  gpu.free_bytes = gpu.total_bytes - 35 * kGiB;
+  SetGpus({gpu});
+  shims_.run_dir_of[7000] = RunDir(id, 1);
+  daemon_->OnSampleTimer();
+  Loop();
+  EXPECT_EQ(Get(id).attempts[0].peak_mem_bytes, 30 * kGiB);
+}
+
 // Guards against ending an attempt at once, "failed", when its shim is killed -9 while the
 // job's processes run on: their GPU memory would no longer be reserved and a second job would
 // land beside them.

@@ -36,10 +36,11 @@ class FakeShims {
   // AttemptProcesses reports besides the live shim. A test ends them by erasing them.
   std::map<std::string, std::vector<ProcStat>> leftovers;
   std::map<int64_t, std::vector<int>> leftover_signals;  // by pid, as sent, in order
-  std::set<int64_t> gone_pids;               // processes WatchProcess finds gone (a gate's)
-  std::map<int64_t, int64_t> watched_uids;   // pid -> the uid WatchProcess was asked for
-  std::vector<std::string> cgroups_removed;  // run dirs RemoveAttemptCgroup was called for
-  std::vector<std::string> cleanups_run;     // run dirs RunCleanup was called for
+  std::set<int64_t> gone_pids;                // processes WatchProcess finds gone (a gate's)
+  std::map<int64_t, int64_t> watched_uids;    // pid -> the uid WatchProcess was asked for
+  std::vector<std::string> cgroups_removed;   // run dirs RemoveAttemptCgroup was called for
+  std::vector<std::string> cleanups_run;      // run dirs RunCleanup was called for
+  std::map<int64_t, std::string> run_dir_of;  // TRAINQ_RUN_DIR in a process's environment
 
   // The shim of `run_dir`, or nullptr.
   const Shim* Find(const std::string& run_dir) const {
@@ -139,6 +140,11 @@ class FakeShims {
       return Status::NotFound("the process is gone");
     }
     std::vector<ProcStat> Processes() override { return shims_.processes; }
+    std::optional<std::string> RunDirOf(int64_t pid) override {
+      auto it = shims_.run_dir_of.find(pid);
+      if (it == shims_.run_dir_of.end()) return std::nullopt;
+      return it->second;
+    }
     std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
                                            const ShimProcess& process) override {
       std::vector<ProcStat> out;

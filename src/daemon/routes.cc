@@ -482,6 +482,9 @@ Status CheckContainerHere(const ApiParts& d, JobSpec& spec, const std::string& u
     Result<ContainerRuntime> r = FindContainerRuntime(d.config->container_runtime);
     if (!r.ok()) return Status::Invalid("--image: " + r.status().message());
     if (d.config->shared && !r->podman) return Status::Invalid(kSharedNeedsPodman);
+    if (!r->podman && IsImageArchive(spec.container.image)) {
+      return Status::Invalid(ArchiveNeedsPodman(spec.container.image));
+    }
   }
   const std::string& image = spec.container.image;
   if (IsImageArchive(image)) {

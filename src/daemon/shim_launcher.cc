@@ -92,6 +92,7 @@ class ProcessShimLauncher final : public ShimLauncher {
   }
 
   std::vector<ProcStat> Processes() override { return ScanProcesses(); }
+  std::optional<std::string> RunDirOf(int64_t pid) override { return ProcessRunDir(pid); }
 
   std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
                                          const ShimProcess& shim) override {

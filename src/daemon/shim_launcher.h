@@ -57,6 +57,8 @@ class ShimLauncher {
   // Where the attempt has a cgroup, its cgroup.procs is the authority (src/os/process.h).
   virtual std::vector<ProcStat> AttemptProcesses(const std::string& run_dir,
                                                  const ShimProcess& shim) = 0;
+  // The attempt (its run dir) process `pid` carries in its environment (ProcessRunDir).
+  virtual std::optional<std::string> RunDirOf(int64_t pid) = 0;
   // Removes the attempt's cgroup, if it has one, once AttemptProcesses finds none of its
   // processes left (its shim died before it could). Best effort: a failure is logged.
   virtual void RemoveAttemptCgroup(const std::string& run_dir) = 0;

@@ -184,4 +184,6 @@ std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_
   return out;
 }
 
+std::optional<std::string> ProcessRunDir(int64_t pid) { return EnvironValue(pid, kRunDirEnv); }
+
 }  // namespace trainq

@@ -43,6 +43,10 @@ std::vector<ProcStat> ScanProcesses();
 // seen unless the caller may read theirs.
 std::vector<ProcStat> AttemptProcesses(const std::string& run_dir, int64_t shim_pid,
                                        uint64_t shim_start_ticks);
+// The TRAINQ_RUN_DIR (kRunDirEnv) process `pid` was started with: the attempt it belongs to
+// wherever it runs (a container under docker's daemon is no shim's descendant); nullopt when
+// it has none or its environment cannot be read.
+std::optional<std::string> ProcessRunDir(int64_t pid);
 // The same, where the attempt has a cgroup (src/os/cgroup.h): while its group exists, the
 // group's processes (however they left the shim's session or environment), the shim while
 // it lives, and the processes outside it with the attempt's TRAINQ_RUN_DIR (a container's,

@@ -618,11 +618,20 @@ void Shim::StopTree(milliseconds grace) {
 }
 
 void Shim::SignalTree(int sig) {
-  // The group id cannot be reused while its leader is unreaped; afterwards the scan suffices.
-  if (!main_reaped_) ::kill(-main_pid_, sig);
-  for (int64_t pid : Descendants(::getpid())) ::kill(static_cast<pid_t>(pid), sig);
   // The cgroup is the authority: it holds whatever the tree started, however it left.
-  for (int64_t pid : CgroupProcs(spec_.cgroup)) ::kill(static_cast<pid_t>(pid), sig);
+  std::vector<int64_t> pids = Descendants(::getpid());
+  for (int64_t pid : CgroupProcs(spec_.cgroup)) pids.push_back(pid);
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  // The group id cannot be reused while its leader is unreaped; afterwards the scan suffices.
+  bool group = !main_reaped_;
+  if (group) ::kill(-main_pid_, sig);
+  // Each process once: docker's client, for one, stops passing SIGTERM on to its container
+  // and exits at the third it receives.
+  for (int64_t pid : pids) {
+    if (group && ::getpgid(static_cast<pid_t>(pid)) == main_pid_) continue;
+    ::kill(static_cast<pid_t>(pid), sig);
+  }
 }
 
 bool Shim::TreeGone() {
