@@ -71,6 +71,14 @@ def log_of(t, job_id):
     return t.run("logs", str(job_id)).stdout
 
 
+def ended_with(t, job_id, exit_code):
+    """The job's record and log once it ended, having failed with `exit_code`."""
+    done = t.wait_state(job_id, ("succeeded", "failed"), timeout=60)
+    log = log_of(t, job_id)
+    assert done["state"] == "failed" and done["attempts"][0]["exit_code"] == exit_code, (done, log)
+    return done, log
+
+
 def data_dir(t, name, text):
     """A folder of the job's work dir holding f.txt with `text`, to mount."""
     path = t.path(name)
@@ -90,9 +98,7 @@ def test_a_container_job_runs_in_its_directory_with_its_exit_code_and_log(ctq, i
               "exit 7")
     job = t.submit("--gpus", "0", "--image", name, "--mount", f"{data}:/data:ro",
                    cmd=["sh", "-c", script])
-    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
-    log = log_of(t, job)
-    assert done["state"] == "failed" and done["attempts"][0]["exit_code"] == 7, (done, log)
+    done, log = ended_with(t, job, 7)
     assert "hello from 0" in log and t.work in log, log
     assert "dataset" in log and "read-only" in log, log
     assert f"job={job}" in log, log

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import gpu, wait_for
-from test_containers import image  # noqa: F401 (the module's fixture, shared)
+from test_containers import ended_with, image, log_of  # noqa: F401 (image: a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +70,6 @@ def dtq(make_trainq, dockerd, image):
     return t, dockerd
 
 
-def log_of(t, job_id):
-    return t.run("logs", str(job_id)).stdout
-
-
 def test_a_docker_job_is_its_container_from_exit_code_to_cleanup(dtq, image):
     t, env = dtq
     name, archive = image
@@ -85,9 +81,7 @@ def test_a_docker_job_is_its_container_from_exit_code_to_cleanup(dtq, image):
               "echo cuda=[$CUDA_VISIBLE_DEVICES] nv=$NVIDIA_VISIBLE_DEVICES; exit 3")
     job = t.submit("--gpus", "0", "--image", name, "--mount", f"{data}:/data:ro",
                    cmd=["sh", "-c", script])
-    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
-    log = log_of(t, job)
-    assert done["state"] == "failed" and done["attempts"][0]["exit_code"] == 3, (done, log)
+    _, log = ended_with(t, job, 3)
     assert "mounted" in log and "read-only" in log and "cuda=[] nv=void" in log, log
     assert os.path.exists(t.path("out.txt"))
     wait_for(lambda: containers_of(env, job) == [], timeout=30, what="the container removed")
