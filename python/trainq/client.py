@@ -233,7 +233,8 @@ class Client:
             cwd = os.path.join(os.getcwd(), cwd)
         _check_utf8("cwd", cwd)
         _check_utf8("name", fields.get("name"))
-        job_env = _job_environment(env)
+        # Where the submit ran, as the CLI and Slurm's SLURM_SUBMIT_DIR give it.
+        job_env = _job_environment({"TRAINQ_SUBMIT_DIR": os.getcwd(), **(env or {})})
         for key, value in job_env.items():
             _check_utf8("environment variable name", key)
             _check_utf8(f"environment variable {key}", value)

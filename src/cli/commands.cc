@@ -137,6 +137,9 @@ std::string ImageArgument(const std::string& image, const std::string& cwd) {
 Result<json> SubmitBody(const SubmitArgs& a) {
   json env = json::object();
   for (const auto& [k, v] : CurrentEnvironment()) env[k] = v;
+  // Where `trainq submit` ran, as Slurm's SLURM_SUBMIT_DIR: a job in a snapshot's copy
+  // still finds the project.
+  env["TRAINQ_SUBMIT_DIR"] = CurrentDirectory();
   for (const std::string& e : a.env) {
     Result<std::pair<std::string, std::string>> kv = ParseEnvAssignment(e);
     if (!kv.ok()) return kv.status();

@@ -218,6 +218,15 @@ std::string RecordDetails(const Reply& job) {
     Reply s = r.Object("snapshot");
     line("snapshot", fmt::format("{} ({} files, {}) in {}", s.Text("id").substr(0, 12),
                                  s.Text("files"), FormatBytes(s.UInt("bytes")), s.Text("dir")));
+    // Where outputs went: into the work tree through these, elsewhere into the snapshot's.
+    std::vector<std::string> links;
+    for (const Reply& l : s.ArrayOr("links")) {
+      links.push_back(fmt::format("{} -> {}", l.Text("path"), l.Text("to")));
+    }
+    if (!links.empty()) line("linked", fmt::format("{}", fmt::join(links, ", ")));
+    line("outputs", links.empty() ? "written in the snapshot's tree"
+                                  : "in the linked paths go to the work tree; the rest to the "
+                                    "snapshot's tree");
   }
   line("host", r.Text("host"));
   if (r.Has("gpu_models")) {

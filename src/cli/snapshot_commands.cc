@@ -55,43 +55,59 @@ Status CheckSize(const GitState& git, uint64_t max_bytes) {
       fmt::join(named, ", ")));
 }
 
+// What the daemon's config says of snapshots.
+struct SnapshotSettings {
+  bool wanted = false;
+  uint64_t max_bytes = 200ull << 20;
+  std::vector<std::string> links;  // snapshot_link
+};
+
 // "on", "off", or the daemon's `snapshot` option when the command line says nothing; the
 // option applies to jobs submitted from a git work tree, and only those ask the daemon.
-Result<std::pair<bool, uint64_t>> SnapshotWanted(Client& client, const std::string& flag,
-                                                 const std::string& cwd) {
-  if (flag == "off" || (flag.empty() && !InGitWorkTree(cwd))) {
-    return std::pair<bool, uint64_t>{false, 0};
-  }
+Result<SnapshotSettings> SnapshotWanted(Client& client, const std::string& flag,
+                                        const std::string& cwd) {
+  if (flag == "off" || (flag.empty() && !InGitWorkTree(cwd))) return SnapshotSettings{};
   Result<json> config = client.CallRepeatable("GET", api::ConfigPath());
   // A daemon without the route has no snapshot default to give.
   if (!config.ok() && config.status().code() == Code::kNotFound && flag.empty()) {
-    return std::pair<bool, uint64_t>{false, 0};
+    return SnapshotSettings{};
   }
   if (!config.ok()) return config.status();
   Reply reply(*config);
+  SnapshotSettings s;
   std::string mode = reply.OptStr("snapshot").value_or("off");
-  uint64_t max = reply.OptUInt("snapshot_max_bytes").value_or(200ull << 20);
+  s.max_bytes = reply.OptUInt("snapshot_max_bytes").value_or(s.max_bytes);
   if (!reply.ok()) return reply.status();
-  return std::pair<bool, uint64_t>{flag == "git" || mode == "git", max};
+  s.wanted = flag == "git" || mode == "git";
+  if (auto it = config->find("snapshot_link"); it != config->end() && it->is_array()) {
+    for (const json& p : *it) {
+      if (p.is_string()) s.links.push_back(p.get<std::string>());
+    }
+  }
+  return s;
 }
 
 }  // namespace
 
 Status ApplySnapshot(Client& client, const SubmitArgs& args, json& body) {
-  Result<std::pair<bool, uint64_t>> wanted =
+  Result<SnapshotSettings> wanted =
       SnapshotWanted(client, args.snapshot, body["cwd"].get<std::string>());
   if (!wanted.ok()) return wanted.status();
   json record = {{"host", HostName()}, {"trainq_version", TRAINQ_VERSION}};
   if (!args.env.empty()) record["env_overrides"] = args.env;
-  if (!wanted->first) {
+  if (!wanted->wanted) {
     body["record"] = std::move(record);
     return Status::Ok();
   }
   std::string cwd = body["cwd"].get<std::string>();
   Result<GitState> git = ReadGitState(cwd);
   if (!git.ok()) return git.status();
-  TRAINQ_RETURN_IF_ERROR(CheckSize(*git, wanted->second));
-  Result<SnapshotResult> snap = MakeSnapshot(*git, SnapshotStore(client));
+  TRAINQ_RETURN_IF_ERROR(CheckSize(*git, wanted->max_bytes));
+  // What git ignores at the top (datasets, checkpoints) and what the config names stay the
+  // project's: links in the tree, not copies.
+  std::vector<std::string> links = git->ignored_dirs;
+  links.insert(links.end(), wanted->links.begin(), wanted->links.end());
+  Result<SnapshotResult> snap = MakeSnapshot(*git, SnapshotStore(client), links);
   if (!snap.ok()) return Status(snap.status().code(), "--snapshot: " + snap.status().message());
   // The job runs where it would have in the tree, in the copy.
   std::string rel = cwd.size() > git->root.size() ? cwd.substr(git->root.size()) : "";
@@ -102,15 +118,24 @@ Status ApplySnapshot(Client& client, const SubmitArgs& args, json& body) {
                    {"dirty", git->dirty},
                    {"diff_sha256", snap->diff_sha256},
                    {"diff_path", snap->diff_path}};
+  json linked = json::array();
+  std::vector<std::string> names;
+  for (const auto& [path, target] : snap->links) {
+    linked.push_back({{"path", path}, {"to", target}});
+    names.push_back(TerminalSafe(path));
+  }
   record["snapshot"] = {{"id", snap->id},
                         {"dir", snap->dir},
                         {"files", snap->files},
                         {"bytes", snap->bytes},
-                        {"bytes_stored", snap->bytes_stored}};
+                        {"bytes_stored", snap->bytes_stored},
+                        {"links", std::move(linked)}};
   body["record"] = std::move(record);
-  std::fprintf(stderr, "trainq: snapshot %s: %zu files, %s (%s new)\n",
-               snap->id.substr(0, 12).c_str(), snap->files, FormatBytes(snap->bytes).c_str(),
-               FormatBytes(snap->bytes_stored).c_str());
+  std::fprintf(
+      stderr, "trainq: snapshot %s: %zu files, %s (%s new)%s\n", snap->id.substr(0, 12).c_str(),
+      snap->files, FormatBytes(snap->bytes).c_str(), FormatBytes(snap->bytes_stored).c_str(),
+      names.empty() ? ""
+                    : fmt::format("; linked to the work tree: {}", fmt::join(names, ", ")).c_str());
   return Status::Ok();
 }
 

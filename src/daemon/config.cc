@@ -19,6 +19,7 @@
 #include "src/core/endpoint.h"
 #include "src/core/gpu_select.h"
 #include "src/os/run_dir.h"
+#include "src/os/snapshot.h"
 #include "src/store/cluster.h"
 #include "trainq/size.h"
 
@@ -229,6 +230,27 @@ Kind Features() {
       if (!ValidFeature(f)) {
         return Status::Invalid(fmt::format(
             "config option {}: '{}' is not a feature name; expected {}", name, f, kForm));
+      }
+    }
+    return Status::Ok();
+  };
+  return kind;
+}
+
+// Paths inside a work tree: relative, no "." or ".." part.
+Kind SnapshotLinks() {
+  constexpr std::string_view kForm =
+      "an array of paths inside the work tree, like [\"checkpoints\", \"outputs/runs\"]";
+  Kind kind = Strings(&Config::snapshot_link, kForm);
+  auto set = kind.access.from_toml;
+  kind.access.from_toml = [set, kForm](Config& c, const toml::node& n,
+                                       const std::string& name) -> Status {
+    TRAINQ_RETURN_IF_ERROR(set(c, n, name));
+    for (const std::string& p : c.snapshot_link) {
+      if (!ValidSnapshotLink(p)) {
+        return Status::Invalid(
+            fmt::format("config option {}: '{}' is not a path inside the work tree; expected {}",
+                        name, p, kForm));
       }
     }
     return Status::Ok();
@@ -726,6 +748,12 @@ const std::vector<Option>& Options() {
           "the largest work tree a snapshot copies; a larger one is refused, naming its biggest "
           "files",
           Size(&Config::snapshot_max_bytes)),
+      Row("snapshot_link", "[]", false,
+          "paths of a work tree that a snapshot's tree links to instead of copying, made in the "
+          "work tree if missing, besides the top-level directories git ignores, which are "
+          "always linked: what a job reads or writes there is the project's "
+          "([workflow.md](workflow.md#code-snapshots))",
+          SnapshotLinks()),
       Row("store", "\"\"", false,
           "a cluster's shared store, \"redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]\"; \"\" = the "
           "embedded SQLite database, one machine ([cluster.md](cluster.md))",

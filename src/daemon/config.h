@@ -92,9 +92,12 @@ struct Config {
   std::vector<std::string> mail_domains;        // --mail USER@DOMAIN: DOMAIN one of these
   std::string snapshot = "off";                 // submit's default: "off" or "git"
   uint64_t snapshot_max_bytes = 200ull << 20;   // a larger tree is refused
-  int64_t heartbeat_interval_ms = 10000;        // heartbeat_interval
-  int64_t node_timeout_ms = 300000;             // node_timeout
-  int64_t leader_lease_ms = 15000;              // leader_lease
+  // Work-tree paths a snapshot links to rather than copies, besides the ignored top-level
+  // directories (docs/workflow.md, "Code snapshots").
+  std::vector<std::string> snapshot_link;
+  int64_t heartbeat_interval_ms = 10000;  // heartbeat_interval
+  int64_t node_timeout_ms = 300000;       // node_timeout
+  int64_t leader_lease_ms = 15000;        // leader_lease
   int max_node_failures = 3;
   int64_t lost_node_wait_ms = 60000;  // lost_node_wait
   // The options the file set (the rest kept their defaults), for `trainq config show`.

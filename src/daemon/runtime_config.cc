@@ -112,6 +112,7 @@ std::string RuntimeConfig::Json() const {
   // What `trainq submit` reads to snapshot the way this daemon's config says.
   doc["snapshot"] = config_.snapshot;
   doc["snapshot_max_bytes"] = config_.snapshot_max_bytes;
+  doc["snapshot_link"] = config_.snapshot_link;
   doc["settings_file"] = settings_path_;
   return DumpJson(doc);
 }

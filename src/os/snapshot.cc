@@ -139,10 +139,27 @@ Result<GitState> ReadGitState(const std::string& dir) {
     if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) continue;          // a submodule
     state.files.push_back({std::move(name), static_cast<uint64_t>(st.st_size)});
   }
+  // A wholly ignored directory is listed once, as "name/", without reading what it holds.
+  Result<std::string> ignored = Git(*git, state.root,
+                                    {"ls-files", "-z", "--others", "--ignored",
+                                     "--exclude-standard", "--directory", "--no-empty-directory"});
+  if (!ignored.ok()) return ignored.status();
+  for (size_t start = 0; start < ignored->size();) {
+    size_t end = ignored->find('\0', start);
+    if (end == std::string::npos) end = ignored->size();
+    std::string name = ignored->substr(start, end - start);
+    start = end + 1;
+    if (name.size() > 1 && name.back() == '/' && name.find('/') == name.size() - 1) {
+      name.pop_back();
+      if (ValidSnapshotLink(name)) state.ignored_dirs.push_back(std::move(name));
+    }
+  }
+  std::sort(state.ignored_dirs.begin(), state.ignored_dirs.end());
   return state;
 }
 
-Result<SnapshotResult> MakeSnapshot(const GitState& git, const std::string& store) {
+Result<SnapshotResult> MakeSnapshot(const GitState& git, const std::string& store,
+                                    const std::vector<std::string>& links) {
   std::string objects = store + "/objects", trees = store + "/trees";
   TRAINQ_RETURN_IF_ERROR(MakeDirs(objects));
   TRAINQ_RETURN_IF_ERROR(MakeDirs(trees));
@@ -188,6 +205,24 @@ Result<SnapshotResult> MakeSnapshot(const GitState& git, const std::string& stor
     if (!FileExists(out.diff_path)) {
       TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(out.diff_path, git.diff, Durability::kNoSync));
     }
+  }
+  for (const std::string& path : links) {
+    std::string in_tree = tree + "/" + path, target = git.root + "/" + path;
+    struct stat st;
+    if (!ValidSnapshotLink(path) || ::lstat(in_tree.c_str(), &st) == 0) continue;  // it has it
+    // Made in the work tree as the user's umask says, as `mkdir -p` would.
+    for (size_t end = path.find('/');; end = path.find('/', end + 1)) {
+      std::string dir = git.root + "/" + path.substr(0, end);
+      if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+        return ErrnoStatus("mkdir " + dir, errno);
+      }
+      if (end == std::string::npos) break;
+    }
+    TRAINQ_RETURN_IF_ERROR(MakeParents(tree, path));
+    if (::symlink(target.c_str(), in_tree.c_str()) != 0) {
+      return ErrnoStatus("symlink " + in_tree, errno);
+    }
+    out.links.emplace_back(path, target);
   }
   // Each submit gets its own tree: a job writes its outputs there, and two runs of the same
   // code must not share them.

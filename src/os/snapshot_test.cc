@@ -15,6 +15,7 @@ namespace trainq {
 namespace {
 
 using ::testing::HasSubstr;
+using trainq::testing::ReadAll;
 using trainq::testing::TempDir;
 
 void Write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
@@ -105,6 +106,42 @@ TEST_F(SnapshotTest, StoresEachContentOnceAndASecondSnapshotNothing) {
   ASSERT_TRUE(third.ok());
   EXPECT_NE(third->id, first->id);
   EXPECT_EQ(third->bytes_stored, std::string("print('changed')\n").size());
+}
+
+TEST_F(SnapshotTest, IgnoredTopLevelDirectoriesAndNamedPathsAreLinksToTheWorkTree) {
+  Write(root_ + "/run.log", "an ignored file, not a directory");
+  Write(root_ + "/.gitignore", "data/\n*.log\nckpt/\n");
+  Result<GitState> g = ReadGitState(root_);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  // ckpt/ is ignored but absent; run.log is a file: only data/ is an ignored directory.
+  EXPECT_EQ(g->ignored_dirs, std::vector<std::string>{"data"});
+  std::vector<std::string> links = g->ignored_dirs;
+  links.insert(links.end(), {"outputs/runs", "src", "../escape"});
+  Result<SnapshotResult> snap = MakeSnapshot(*g, dir_ / "store", links);
+  ASSERT_TRUE(snap.ok()) << snap.status().message();
+  // The dataset is read where it is; a named path missing from the work tree is made there.
+  EXPECT_EQ(ReadAll(snap->dir + "/data/big.bin"), "ignored");
+  EXPECT_TRUE(IsDirectory(root_ + "/outputs/runs"));
+  Write(snap->dir + "/outputs/runs/ckpt.pt", "weights");
+  EXPECT_EQ(ReadAll(root_ + "/outputs/runs/ckpt.pt"), "weights");
+  // What the snapshot holds (src/) stays a copy; a path out of the tree is never linked.
+  struct stat st;
+  ASSERT_EQ(::lstat((snap->dir + "/src").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_FALSE(FileExists(dir_ / "escape"));
+  using Link = std::pair<std::string, std::string>;
+  EXPECT_EQ(snap->links, (std::vector<Link>{{"data", root_ + "/data"},
+                                            {"outputs/runs", root_ + "/outputs/runs"}}));
+}
+
+TEST(SnapshotLinkTest, OnlyPathsInsideTheTree) {
+  for (const char* ok : {"data", "outputs/runs", ".cache", "a.b"}) {
+    EXPECT_TRUE(ValidSnapshotLink(ok)) << ok;
+  }
+  for (const char* bad :
+       {"", "/data", "data/", "../x", "a/../b", "./a", "a//b", ".git", "a/.git"}) {
+    EXPECT_FALSE(ValidSnapshotLink(bad)) << bad;
+  }
 }
 
 TEST_F(SnapshotTest, ADirectoryOutsideGitIsRefusedNamingTheOption) {

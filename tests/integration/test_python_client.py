@@ -50,7 +50,8 @@ def test_submit_wait_and_read_the_log_starting_the_daemon(tq):
     assert tq.daemon_pid() is None
     result = run_python(tq, """
         q = trainq.Client()
-        good = q.submit(["sh", "-c", "echo hello from $WHO; pwd"], env={"WHO": "python"},
+        good = q.submit(["sh", "-c", "echo hello from $WHO; pwd; echo $TRAINQ_SUBMIT_DIR"],
+                        env={"WHO": "python"},
                         name="good", mem="1GiB")
         bad = q.submit("sh -c 'echo oops; exit 3'", gpus=0, retries=0)
         out({"good": q.wait(good, timeout=60, poll=0.05), "bad": q.wait(bad, timeout=60),
@@ -62,12 +63,13 @@ def test_submit_wait_and_read_the_log_starting_the_daemon(tq):
     assert good["state"] == "succeeded" and good["name"] == "good", good
     assert good["cwd"] == tq.work and good["gpus"] == 1 and good["mem_bytes"] == 1 << 30, good
     assert good["attempts"][-1]["exit_code"] == 0
-    assert result["log"] == f"hello from python\n{tq.work}\n"
+    assert result["log"] == f"hello from python\n{tq.work}\n{tq.work}\n"
     assert bad["state"] == "failed" and bad["attempts"][-1]["exit_code"] == 3, bad
     assert result["bad_log"] == "oops\n"
     assert result["listed"] == [good["id"], bad["id"]]
     assert [g["uuid"] for g in result["gpus"]] == ["GPU-sim-0"]
-    assert tq.show(good["id"])["command"] == ["sh", "-c", "echo hello from $WHO; pwd"]
+    assert tq.show(good["id"])["command"] == ["sh", "-c",
+                                              "echo hello from $WHO; pwd; echo $TRAINQ_SUBMIT_DIR"]
 
 
 def test_cancel_a_waiting_job_and_a_wait_that_times_out(tq):

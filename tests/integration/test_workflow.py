@@ -467,7 +467,8 @@ def test_a_snapshot_job_runs_the_code_as_submitted_and_records_it(tq):
     assert first["record"]["gpu_models"] == ["Simulated A100 80GB"]
     snap = first["record"]["snapshot"]["dir"]
     assert first["cwd"] == snap and os.path.isfile(os.path.join(snap, "train.py"))
-    assert not os.path.exists(os.path.join(snap, "data"))  # ignored by git: not copied
+    # Ignored by git: not copied, but a link to the work tree's (docs/workflow.md).
+    assert os.readlink(os.path.join(snap, "data")) == os.path.join(repo, "data")
     # Identical files are one stored object: the same inode in both places.
     assert os.stat(os.path.join(snap, "lib", "copy.py")).st_ino == \
         os.stat(os.path.join(snap, "train.py")).st_ino
@@ -496,6 +497,42 @@ def test_a_second_snapshot_of_the_same_tree_stores_nothing_new(tq):
     p = tq.run("submit", "--snapshot", "--gpus", "0", "--", "true", cwd=repo)
     assert "(0 B new)" in p.stderr
     assert sorted(os.listdir(objects)) == stored
+
+
+def test_a_snapshot_job_reads_the_data_and_writes_its_outputs_in_the_project(make_trainq):
+    """docs/workflow.md, "Code snapshots": git-ignored top-level directories and the config's
+    snapshot_link paths are the work tree's own, and TRAINQ_SUBMIT_DIR names where the submit
+    ran."""
+    tq = make_trainq(snapshot_link=["outputs/runs"])
+    tq.start_daemon()
+    repo = make_repo(tq)
+    script = ("import os; print(len(open('../data/big.bin', 'rb').read())); "
+              "os.makedirs('../outputs/runs', exist_ok=True); "
+              "open('../outputs/runs/ckpt.pt', 'w').write('weights'); open('scratch.txt', 'w'); "
+              "print('submit dir', os.environ['TRAINQ_SUBMIT_DIR'])")
+    p = tq.run("submit", "--snapshot", "--gpus", "0", "--", "python3", "-c", script,
+               cwd=os.path.join(repo, "lib"))
+    assert "linked to the work tree: data, outputs/runs" in p.stderr, p.stderr
+    job = int(p.stdout)
+    done = tq.wait_state(job, ("succeeded", "failed"))
+    log = tq.run("logs", str(job)).stdout
+    assert done["state"] == "succeeded", log
+    assert "4096" in log and f"submit dir {os.path.join(repo, 'lib')}" in log, log
+    # The checkpoint is in the project; the job's other files stay in its copy.
+    assert open(os.path.join(repo, "outputs", "runs", "ckpt.pt")).read() == "weights"
+    assert not os.path.exists(os.path.join(repo, "lib", "scratch.txt"))
+    snap = done["record"]["snapshot"]
+    assert os.path.exists(os.path.join(snap["dir"], "lib", "scratch.txt"))
+    assert snap["links"] == [{"path": "data", "to": os.path.join(repo, "data")},
+                             {"path": "outputs/runs", "to": os.path.join(repo, "outputs/runs")}]
+    shown = tq.run("show", str(job)).stdout
+    assert (f"linked:      data -> {repo}/data, outputs/runs -> {repo}/outputs/runs"
+            in shown), shown
+    assert "outputs:     in the linked paths go to the work tree" in shown, shown
+    bad = make_trainq(snapshot_link=["../elsewhere"])
+    p = bad.run("daemon", "start", check=False)
+    assert p.returncode != 0 and "'../elsewhere' is not a path inside the work tree" in (
+        p.stderr + bad.daemon_log()), p.stderr
 
 
 def test_snapshot_refusals_name_the_problem(make_trainq):
