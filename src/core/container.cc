@@ -231,10 +231,10 @@ std::vector<std::string> BuildGpuProbe(const std::string& image,
   std::vector<std::string> cmd = {host.runtime, "run",  "--rm",    "--name", host.name + "-probe",
                                   "--network",  "host", "--quiet", "--pull", host.pull};
   AddGpus(cmd, gpu_uuids, host);
-  // Where the NVIDIA toolkit puts nvidia-smi, whatever the image's PATH.
-  cmd.insert(cmd.end(), {"--env", "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"});
   cmd.insert(cmd.end(), host.runtime_args.begin(), host.runtime_args.end());
-  cmd.insert(cmd.end(), {"--entrypoint", "nvidia-smi"});
+  // Where the NVIDIA toolkit mounts the host's nvidia-smi (over any the image has), whatever
+  // the image's PATH.
+  cmd.insert(cmd.end(), {"--entrypoint", "/usr/bin/nvidia-smi"});
   cmd.insert(cmd.end(), {image, "-L"});
   return cmd;
 }

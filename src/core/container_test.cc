@@ -121,7 +121,7 @@ TEST(GpuProbeTest, RunsNvidiaSmiWithTheJobsGpusAsTheRunGivesThem) {
   EXPECT_THAT(After(probe, "--device"),
               ElementsAre("nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"));
   EXPECT_THAT(After(probe, "--name"), ElementsAre("trainq-12-1-abcd-probe"));
-  EXPECT_THAT(After(probe, "--entrypoint"), ElementsAre("nvidia-smi"));
+  EXPECT_THAT(After(probe, "--entrypoint"), ElementsAre("/usr/bin/nvidia-smi"));
   EXPECT_THAT(After(probe, "--runtime"), ElementsAre("runc"));
   ASSERT_GE(probe.size(), 2u);
   EXPECT_EQ(probe[0], "/usr/bin/podman");

@@ -118,11 +118,20 @@ Agent::Agent(Parts parts, Hooks hooks)
       ports_(config_.master_port_first, config_.master_port_last) {
   // Each start checks container GPU isolation afresh (docs/containers.md, "GPU isolation"):
   // a setup fixed since a refusal is tried again.
-  if (!options_.paths.state_dir.empty()) (void)RemoveFile(GpuCheckFile());
+  if (options_.paths.state_dir.empty()) return;
+  if (Result<std::vector<std::string>> files = ListFiles(options_.paths.state_dir); files.ok()) {
+    for (const std::string& name : *files) {
+      if (name.starts_with(kGpuCheckPrefix))
+        (void)RemoveFile(options_.paths.state_dir + "/" + name);
+    }
+  }
 }
 
-std::string Agent::GpuCheckFile() const {
-  return options_.paths.state_dir + "/container_gpu_check.json";
+// The node's verdict; on a shared daemon one per user: the probe runs the user's image as
+// the user, so what one user's image says must not refuse, or pass, another's jobs.
+std::string Agent::GpuCheckFile(const std::string& user) const {
+  return fmt::format("{}/{}{}.json", options_.paths.state_dir, kGpuCheckPrefix,
+                     config_.shared ? "." + user : "");
 }
 
 void Agent::Stop() {
@@ -337,7 +346,7 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
     // container start after the daemon's, or after the setup changed, runs the probe first.
     std::string key = fmt::format("{} {} kind={}", host.runtime, fmt::join(host.runtime_args, " "),
                                   host.cdi_kind);
-    Result<GpuCheck> known = ReadGpuCheck(GpuCheckFile());
+    Result<GpuCheck> known = ReadGpuCheck(GpuCheckFile(job.spec.user));
     bool judged = known.ok() && known->key == key;
     if (judged && !known->ok) return refuse(known->problem);
     if (!judged) {
@@ -350,7 +359,7 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
       for (const auto& g : gpus) spec.gpu_probe_expect.push_back(g.second);
       spec.gpu_probe = BuildGpuProbe(host.image_ref.empty() ? image : host.image_ref,
                                      spec.gpu_probe_expect, host);
-      spec.gpu_check_file = GpuCheckFile();
+      spec.gpu_check_file = GpuCheckFile(job.spec.user);
       spec.gpu_check_key = key;
     }
   }

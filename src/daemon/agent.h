@@ -230,7 +230,8 @@ class Agent {
   std::function<Status(JobId, const JobSpec&)> verify_;
   std::string fence_file_;
   const ImageCensus* images_;
-  std::string GpuCheckFile() const;
+  static constexpr const char* kGpuCheckPrefix = "container_gpu_check";
+  std::string GpuCheckFile(const std::string& user) const;
   std::vector<std::string> LoadNotice(const ContainerSpec& c, const std::vector<std::string>& held,
                                       const ContainerHost& host) const;
   int64_t fence_after_ms_ = 0;
