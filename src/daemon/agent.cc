@@ -735,8 +735,9 @@ void Agent::AttributeUsage() {
       auto owner = shim_of.find(pid);
       JobId id = owner != shim_of.end() ? owner->second : 0;
       // Below no shim: a container run by docker's daemon is its child; the attempt's marker
-      // in its environment says whose it is.
-      if (id == 0) {
+      // in its environment says whose it is. Not on a shared daemon, where docker is refused
+      // and any user could plant another's marker to have their process counted as that job's.
+      if (id == 0 && !config_.shared) {
         std::optional<std::string> run_dir = launcher_->RunDirOf(proc.pid);
         for (const auto& [job, live] : live_) {
           if (run_dir && live.run_dir == *run_dir) id = job;
