@@ -217,19 +217,18 @@ Kind Strings(Field<std::vector<std::string>> field, std::string_view form = kPat
           {set, [field](const Config& c) { return json(field(c)).dump(); }, Copy(field), {}, {}}};
 }
 
-// Node features (--constraint): names of kConstraintForm, each once.
-Kind Features() {
-  constexpr std::string_view kForm =
-      "an array of feature names (letters, digits, '.', '_', '-'), like [\"ib\", \"nvlink\"]";
-  Kind kind = Strings(&Config::node_features, kForm);
+// An array of strings, each of which `valid` accepts; a refusal names the value as `what`.
+Kind CheckedStrings(std::vector<std::string> Config::*member, std::string_view form,
+                    bool (*valid)(std::string_view), std::string_view what) {
+  Kind kind = Strings(member, form);
   auto set = kind.access.from_toml;
-  kind.access.from_toml = [set, kForm](Config& c, const toml::node& n,
-                                       const std::string& name) -> Status {
+  kind.access.from_toml = [set, member, form, valid, what](Config& c, const toml::node& n,
+                                                           const std::string& name) -> Status {
     TRAINQ_RETURN_IF_ERROR(set(c, n, name));
-    for (const std::string& f : c.node_features) {
-      if (!ValidFeature(f)) {
-        return Status::Invalid(fmt::format(
-            "config option {}: '{}' is not a feature name; expected {}", name, f, kForm));
+    for (const std::string& v : c.*member) {
+      if (!valid(v)) {
+        return Status::Invalid(
+            fmt::format("config option {}: '{}' is not {}; expected {}", name, v, what, form));
       }
     }
     return Status::Ok();
@@ -237,25 +236,20 @@ Kind Features() {
   return kind;
 }
 
+// Node features (--constraint): names of kConstraintForm, each once.
+Kind Features() {
+  return CheckedStrings(
+      &Config::node_features,
+      "an array of feature names (letters, digits, '.', '_', '-'), like [\"ib\", \"nvlink\"]",
+      ValidFeature, "a feature name");
+}
+
 // Paths inside a work tree: relative, no "." or ".." part.
 Kind SnapshotLinks() {
-  constexpr std::string_view kForm =
-      "an array of paths inside the work tree, like [\"checkpoints\", \"outputs/runs\"]";
-  Kind kind = Strings(&Config::snapshot_link, kForm);
-  auto set = kind.access.from_toml;
-  kind.access.from_toml = [set, kForm](Config& c, const toml::node& n,
-                                       const std::string& name) -> Status {
-    TRAINQ_RETURN_IF_ERROR(set(c, n, name));
-    for (const std::string& p : c.snapshot_link) {
-      if (!ValidSnapshotLink(p)) {
-        return Status::Invalid(
-            fmt::format("config option {}: '{}' is not a path inside the work tree; expected {}",
-                        name, p, kForm));
-      }
-    }
-    return Status::Ok();
-  };
-  return kind;
+  return CheckedStrings(
+      &Config::snapshot_link,
+      "an array of paths inside the work tree, like [\"checkpoints\", \"outputs/runs\"]",
+      ValidSnapshotLink, "a path inside the work tree");
 }
 
 // This node's GPU label (--gpu-type matches it as it matches a model name).
