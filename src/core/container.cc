@@ -92,12 +92,18 @@ Result<ContainerSpec> ContainerFromText(std::string_view text) {
   };
   if (!doc.is_object() || !doc.contains("image") || !doc["image"].is_string()) return corrupt();
   c.image = doc["image"].get<std::string>();
-  if (doc.contains("mounts")) {
-    if (!doc["mounts"].is_array()) return corrupt();
-    for (const json& m : doc["mounts"]) {
-      if (!m.is_string()) return corrupt();
-      c.mounts.push_back(m.get<std::string>());
+  // An optional array of strings; false when it is something else.
+  auto strings = [&doc](const char* key, std::vector<std::string>& out) {
+    if (!doc.contains(key)) return true;
+    if (!doc[key].is_array()) return false;
+    for (const json& v : doc[key]) {
+      if (!v.is_string()) return false;
+      out.push_back(v.get<std::string>());
     }
+    return true;
+  };
+  if (!strings("mounts", c.mounts) || !strings("archive_names", c.archive_names)) {
+    return corrupt();
   }
   if (doc.contains("shm")) {
     if (!doc["shm"].is_number_unsigned()) return corrupt();
@@ -106,13 +112,6 @@ Result<ContainerSpec> ContainerFromText(std::string_view text) {
   if (doc.contains("workdir")) {
     if (!doc["workdir"].is_string()) return corrupt();
     c.workdir = doc["workdir"].get<std::string>();
-  }
-  if (doc.contains("archive_names")) {
-    if (!doc["archive_names"].is_array()) return corrupt();
-    for (const json& n : doc["archive_names"]) {
-      if (!n.is_string()) return corrupt();
-      c.archive_names.push_back(n.get<std::string>());
-    }
   }
   return c;
 }
