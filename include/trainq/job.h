@@ -105,6 +105,29 @@ struct ContainerSpec {
   bool operator==(const ContainerSpec&) const = default;
 };
 
+// A tree the job needs where it runs (docs/cluster.md, "Code and data"). Its manifest
+// (src/os/transfer.h: every file's chunks by SHA-256) is made at submit and kept, with the
+// bytes, on the node that stored the job (signed_by; on one machine, the machine). There the
+// job uses the source itself; another node fetches what its cache lacks and runs the job on
+// a copy.
+enum class TransferKind {
+  kTree,   // the snapshot's tree (--snapshot): the job's cwd is inside it
+  kLink,   // a directory the snapshot's tree links to (data/, snapshot_link)
+  kStage,  // --stage SRC[:DST]
+};
+struct Transfer {
+  TransferKind kind = TransferKind::kStage;
+  std::string src;  // absolute, on the node that stored the job
+  // Where the job finds it: kStage, relative to its cwd or absolute; kLink, the link's path in
+  // the tree; kTree, "".
+  std::string dst;
+  std::string manifest;       // the manifest text's SHA-256
+  std::string manifest_path;  // where that node keeps the text
+  uint64_t bytes = 0;         // of its files
+  uint64_t files = 0;
+  bool operator==(const Transfer&) const = default;
+};
+
 struct JobSpec {
   std::string name;                  // defaults to the command's basename
   std::vector<std::string> command;  // argv, exec'd directly
@@ -141,7 +164,8 @@ struct JobSpec {
   // "a|b" (any of them), all of which hold (--constraint ib&nvlink).
   std::string gpu_type;
   std::vector<std::string> constraints;
-  ContainerSpec container;  // --image, --mount, --shm-size, --container-workdir
+  ContainerSpec container;          // --image, --mount, --shm-size, --container-workdir
+  std::vector<Transfer> transfers;  // --snapshot's tree and links, --stage
   // The Idempotency-Key of the request that stored it ("" for none): a request sent again
   // with the same key (and user) is answered with the ids already stored.
   std::string submit_key;

@@ -73,6 +73,11 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
                 "with --image: the size of /dev/shm (default: the daemon's container_shm_size)");
   s->add_option("--container-workdir", a.container_workdir,
                 "with --image: the working directory inside (default: the job's directory)");
+  s->add_option("--stage", a.stage,
+                "SRC[:DST]: a file or directory here the job finds at DST (relative to its "
+                "directory; default: SRC's own place) on whatever node runs it, as it is now "
+                "(repeatable; docs/cluster.md)")
+      ->allow_extra_args(false);
   s->add_option("--notify", a.notify,
                 "POST the job's end as JSON to this URL (retried; docs/workflow.md)");
   s->add_option("--mail", a.mail,

@@ -40,6 +40,7 @@ struct SubmitArgs {
   std::vector<std::string> mounts;         // --mount SRC:DST[:ro] (SRC made absolute)
   std::string shm_size;                    // --shm-size: checked by the daemon
   std::string container_workdir;           // --container-workdir
+  std::vector<std::string> stage;          // --stage SRC[:DST] (repeatable)
   bool json = false;
   std::vector<std::string> sweeps;  // --sweep NAME=V1,V2 (repeatable)
   std::string array;                // --array 0-15%4

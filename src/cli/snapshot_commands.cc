@@ -3,6 +3,7 @@
 // `trainq diff` compares what two runs ran.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include <unistd.h>
 
@@ -14,10 +15,13 @@
 #include "src/cli/format.h"
 #include "src/cli/reply.h"
 #include "src/core/json_codec.h"
+#include "src/core/transfers.h"
 #include "src/core/words.h"
+#include "src/os/crypto/token_crypto.h"
 #include "src/os/run_dir.h"
 #include "src/os/snapshot.h"
 #include "src/os/system.h"
+#include "src/os/transfer.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -58,6 +62,7 @@ Status CheckSize(const GitState& git, uint64_t max_bytes) {
 // What the daemon's config says of snapshots.
 struct SnapshotSettings {
   bool wanted = false;
+  bool cluster = false;  // the snapshot and its links are shipped to the nodes that run it
   uint64_t max_bytes = 200ull << 20;
   std::vector<std::string> links;  // snapshot_link
 };
@@ -79,12 +84,88 @@ Result<SnapshotSettings> SnapshotWanted(Client& client, const std::string& flag,
   s.max_bytes = reply.OptUInt("snapshot_max_bytes").value_or(s.max_bytes);
   if (!reply.ok()) return reply.status();
   s.wanted = flag == "git" || mode == "git";
+  s.cluster = config->value("cluster", false);
   if (auto it = config->find("snapshot_link"); it != config->end() && it->is_array()) {
     for (const json& p : *it) {
       if (p.is_string()) s.links.push_back(p.get<std::string>());
     }
   }
   return s;
+}
+
+// Where the manifests of what a job ships are kept ("manifests/SHA256"), beside the snapshots:
+// the daemon of the node that stores the job serves the bytes they name to the other nodes.
+Result<json> Shipped(TransferKind kind, const Manifest& m, const std::string& dst,
+                     const std::string& store) {
+  std::string text = ManifestText(m);
+  Sha256 h;
+  h.Add(text);
+  std::string sha = h.HexDigest();
+  std::string path = store + "/manifests/" + sha;
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(store + "/manifests"));
+  if (!FileExists(path)) TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(path, text, Durability::kNoSync));
+  return json{
+      {"kind", TransferKindName(kind)}, {"src", m.root},    {"dst", dst},      {"manifest", sha},
+      {"manifest_path", path},          {"bytes", m.bytes}, {"files", m.files}};
+}
+
+// Bytes of the files below `dir` (not following links); stops counting past `limit`.
+uint64_t TreeBytes(const std::string& dir, uint64_t limit) {
+  std::error_code ec;
+  uint64_t total = 0;
+  namespace fs = std::filesystem;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec),
+       end;
+       !ec && it != end && total <= limit; it.increment(ec)) {
+    if (it->is_regular_file(ec) && !it->is_symlink(ec)) total += it->file_size(ec);
+  }
+  return total;
+}
+
+// --stage SRC[:DST]: each source's manifest, made now (its unchanged files' chunks remembered
+// in the store's chunk memo), so the job gets the bytes as they are at this submit.
+Status ApplyStages(const SubmitArgs& args, const std::string& store, const std::string& cwd,
+                   ChunkMemo& memo, json& transfers) {
+  for (const std::string& text : args.stage) {
+    Result<StageArg> stage = ParseStage(text, cwd, "--stage");
+    if (!stage.ok()) return stage.status();
+    Result<Manifest> m = MakeManifest(stage->src, &memo);
+    if (!m.ok()) return Status(m.status().code(), "--stage: " + m.status().message());
+    Result<json> t = Shipped(TransferKind::kStage, *m, stage->dst, store);
+    if (!t.ok()) return t.status();
+    transfers.push_back(std::move(*t));
+    std::fprintf(stderr, "trainq: stage %s: %llu files, %s\n", TerminalSafe(stage->src).c_str(),
+                 static_cast<unsigned long long>(m->files), FormatBytes(m->bytes).c_str());
+  }
+  return Status::Ok();
+}
+
+// In a cluster: the snapshot's tree, and each directory it links to that is at most
+// `max_bytes`, shipped to the node that runs the job; a bigger one is named, as it will be
+// missing there.
+Status ShipSnapshot(const SnapshotResult& snap, uint64_t max_bytes, const std::string& store,
+                    ChunkMemo& memo, json& transfers) {
+  Result<Manifest> tree = MakeManifest(snap.dir, &memo);
+  if (!tree.ok()) return Status(tree.status().code(), "--snapshot: " + tree.status().message());
+  Result<json> t = Shipped(TransferKind::kTree, *tree, "", store);
+  if (!t.ok()) return t.status();
+  transfers.push_back(std::move(*t));
+  for (const auto& [path, target] : snap.links) {
+    if (uint64_t bytes = TreeBytes(target, max_bytes); bytes > max_bytes) {
+      std::fprintf(stderr,
+                   "trainq: warning: %s holds more than snapshot_max_size (%s): not shipped; on "
+                   "another node the job's %s is missing (--stage what it needs)\n",
+                   TerminalSafe(target).c_str(), FormatBytes(max_bytes).c_str(),
+                   TerminalSafe(path).c_str());
+      continue;
+    }
+    Result<Manifest> m = MakeManifest(target, &memo);
+    if (!m.ok()) return Status(m.status().code(), "--snapshot: " + m.status().message());
+    Result<json> link = Shipped(TransferKind::kLink, *m, path, store);
+    if (!link.ok()) return link.status();
+    transfers.push_back(std::move(*link));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -95,9 +176,18 @@ Status ApplySnapshot(Client& client, const SubmitArgs& args, json& body) {
   if (!wanted.ok()) return wanted.status();
   json record = {{"host", HostName()}, {"trainq_version", TRAINQ_VERSION}};
   if (!args.env.empty()) record["env_overrides"] = args.env;
+  std::string store = SnapshotStore(client);
+  ChunkMemo memo(store + "/chunk_memo.json");
+  json transfers = json::array();
+  if (!args.stage.empty()) {
+    TRAINQ_RETURN_IF_ERROR(
+        ApplyStages(args, store, body["cwd"].get<std::string>(), memo, transfers));
+  }
   if (!wanted->wanted) {
     body["record"] = std::move(record);
-    return Status::Ok();
+    if (transfers.empty()) return Status::Ok();
+    body["transfers"] = std::move(transfers);
+    return memo.Save();
   }
   std::string cwd = body["cwd"].get<std::string>();
   Result<GitState> git = ReadGitState(cwd);
@@ -107,8 +197,12 @@ Status ApplySnapshot(Client& client, const SubmitArgs& args, json& body) {
   // project's: links in the tree, not copies.
   std::vector<std::string> links = git->ignored_dirs;
   links.insert(links.end(), wanted->links.begin(), wanted->links.end());
-  Result<SnapshotResult> snap = MakeSnapshot(*git, SnapshotStore(client), links);
+  Result<SnapshotResult> snap = MakeSnapshot(*git, store, links);
   if (!snap.ok()) return Status(snap.status().code(), "--snapshot: " + snap.status().message());
+  if (wanted->cluster) {
+    TRAINQ_RETURN_IF_ERROR(ShipSnapshot(*snap, wanted->max_bytes, store, memo, transfers));
+  }
+  if (!transfers.empty()) body["transfers"] = std::move(transfers);
   // The job runs where it would have in the tree, in the copy.
   std::string rel = cwd.size() > git->root.size() ? cwd.substr(git->root.size()) : "";
   body["cwd"] = snap->dir + rel;
@@ -136,7 +230,7 @@ Status ApplySnapshot(Client& client, const SubmitArgs& args, json& body) {
       snap->files, FormatBytes(snap->bytes).c_str(), FormatBytes(snap->bytes_stored).c_str(),
       names.empty() ? ""
                     : fmt::format("; linked to the work tree: {}", fmt::join(names, ", ")).c_str());
-  return Status::Ok();
+  return memo.Save();
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include "src/core/gpu_select.h"
 #include "src/core/spec.h"
+#include "src/core/transfers.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -61,6 +62,7 @@ class SpecReader {
   void GpuType(const json& v);
   bool ContainerField(const std::string& key, const json& v);
   void Constraints(const json& v);
+  void Transfers(const json& v);
   bool WorkflowField(const std::string& key, const json& v);
   void Group(const json& v);
   void Record(const json& v);
@@ -93,12 +95,13 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "num_nodes") return Int(key, v, spec_.num_nodes);
   if (key == "gpu_type") return GpuType(v);
   if (key == "constraints") return Constraints(v);
+  if (key == "transfers") return Transfers(v);
   if (ContainerField(key, v)) return;
   if (WorkflowField(key, v)) return;
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
       "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, gpu_type, "
-      "constraints, image, mounts, shm_size, container_workdir, group, group_limit, "
+      "constraints, transfers, image, mounts, shm_size, container_workdir, group, group_limit, "
       "array_index, record, notify, mail, slurm, gate",
       key));
 }
@@ -243,6 +246,15 @@ void SpecReader::GpuType(const json& v) {
     }
   }
   spec_.gpu_type = std::move(type);
+}
+
+// What the client staged (its manifests made already); null: none.
+void SpecReader::Transfers(const json& v) {
+  spec_.transfers.clear();
+  if (v.is_null()) return;
+  Result<std::vector<Transfer>> t = ParseTransfers(v.dump(), "transfers");
+  if (!t.ok()) return errors_.push_back(t.status().message());
+  spec_.transfers = std::move(*t);
 }
 
 // Node features (--constraint): an expression, or an array of them that must all hold.
@@ -418,6 +430,12 @@ json AttemptNodes(const Attempt& a) {
   return nodes;
 }
 
+// As the stores keep them (one writer of the fields).
+json TransfersJson(const std::vector<Transfer>& transfers) {
+  if (transfers.empty()) return json::array();
+  return json::parse(TransfersToText(transfers), nullptr, false);
+}
+
 // A stored record as JSON; null when none (or, never expected, not an object).
 json RecordJson(const std::string& text) {
   if (text.empty()) return nullptr;
@@ -487,6 +505,7 @@ json JobToJson(const Job& job) {
       {"num_nodes", s.num_nodes},
       {"gpu_type", s.gpu_type.empty() ? json(nullptr) : json(s.gpu_type)},
       {"constraints", s.constraints},
+      {"transfers", TransfersJson(s.transfers)},
       {"image", s.container.on() ? json(s.container.image) : json(nullptr)},
       {"mounts", s.container.mounts},
       {"shm_size_bytes", s.container.shm_bytes > 0 ? json(s.container.shm_bytes) : json(nullptr)},
@@ -545,6 +564,7 @@ json SpecToJson(const JobSpec& spec) {
   if (spec.num_nodes != 1) out["num_nodes"] = spec.num_nodes;
   if (!spec.gpu_type.empty()) out["gpu_type"] = spec.gpu_type;
   if (!spec.constraints.empty()) out["constraints"] = spec.constraints;
+  if (!spec.transfers.empty()) out["transfers"] = TransfersJson(spec.transfers);
   if (spec.container.on()) out["image"] = spec.container.image;
   if (!spec.container.mounts.empty()) out["mounts"] = spec.container.mounts;
   if (spec.container.shm_bytes > 0) out["shm_size"] = fmt::format("{}B", spec.container.shm_bytes);

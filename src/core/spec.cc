@@ -14,6 +14,7 @@
 #include "src/core/endpoint.h"
 #include "src/core/gpu_select.h"
 #include "src/core/hostlist.h"
+#include "src/core/transfers.h"
 #include "trainq/size.h"
 
 namespace trainq {
@@ -529,6 +530,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckNodes(spec, limits, errors);
   CheckSelection(spec, limits, errors);
   CheckContainer(spec, errors);
+  CheckTransfers(spec, errors);
   CheckWorkflow(spec, errors);
   return errors;
 }

@@ -12,6 +12,7 @@
 #include "src/core/container.h"
 #include "src/core/duration.h"
 #include "src/core/spec.h"
+#include "src/core/transfers.h"
 #include "src/daemon/agent.h"
 #include "src/daemon/outcome.h"
 #include "src/os/container_host.h"
@@ -242,11 +243,22 @@ CgroupSpec Agent::AttemptCgroup(const Job& job, const std::string& run_dir) cons
 
 // What the shim runs (spec.json): the command, its environment with the attempt's GPUs and
 // distributed variables, its log, limits, cgroup and fence, and (shared) its user.
-RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank,
-                        const UserInfo& runner) const {
+RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank, const UserInfo& runner,
+                        const StagedPaths* staged) const {
   RunSpec spec;
   spec.command = job.spec.command;
-  spec.cwd = job.spec.cwd;
+  spec.cwd = staged && !staged->cwd.empty() ? staged->cwd : job.spec.cwd;
+  if (staged) {
+    spec.links = staged->links;
+    if (!staged->notice.empty()) spec.notices.push_back(staged->notice);
+  } else {
+    // Where the job was submitted, --stage's DST is a link to SRC itself.
+    for (const Transfer& t : job.spec.transfers) {
+      if (t.kind == TransferKind::kStage) {
+        spec.links.emplace_back(TransferDestination(t, spec.cwd), t.src);
+      }
+    }
+  }
   AttemptEnvInput env{job.id, n, p.gpu_indices, p.gpu_uuids, p.master_port, p.run_dir};
   if (!p.parts.empty()) {
     env.node_rank = std::max(rank, 0);
@@ -363,7 +375,12 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
       spec.gpu_check_key = key;
     }
   }
-  ContainerRun run = BuildContainerRun(job.spec, p.gpu_uuids, spec.env, host);
+  // In the copy of its tree where it was shipped, with what was staged for it readable inside.
+  JobSpec in = job.spec;
+  in.cwd = spec.cwd;
+  for (const auto& [path, target] : spec.links)
+    in.container.mounts.push_back(target + ":" + target + ":ro");
+  ContainerRun run = BuildContainerRun(in, p.gpu_uuids, spec.env, host);
   spec.cleanup = std::move(run.cleanup);
   if (job.spec.slurm_env) {
     // A batch script's wrapper runs on the host (its output files, srun's step folder) and
@@ -380,7 +397,8 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
   spec.env = std::move(run.env);
 }
 
-Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank) {
+Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank,
+                        const StagedPaths* staged) {
   // A cluster's record came through Redis: it runs only as a node signed it.
   if (verify_) TRAINQ_RETURN_IF_ERROR(verify_(job.id, job.spec));
   // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
@@ -397,7 +415,7 @@ Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_s
   TRAINQ_RETURN_IF_ERROR(MakeDirs(p.run_dir));
   // Without its user the spec is not written: nothing may ever run it as another.
   if (runner.ok()) {
-    TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, ShimSpec(job, n, p, rank, *runner)));
+    TRAINQ_RETURN_IF_ERROR(WriteRunSpec(p.run_dir, ShimSpec(job, n, p, rank, *runner, staged)));
   }
   UnixMs now = clock_.Now();
   // Recorded as starting before the shim exists: a crash from here on is seen on restart.
@@ -693,11 +711,12 @@ void Agent::StopAllBut(const std::set<JobId>& keep) {
   }
 }
 
-Status Agent::StartPart(const Job& job, int n, const Placement& p, int rank) {
+Status Agent::StartPart(const Job& job, int n, const Placement& p, int rank,
+                        const StagedPaths* staged) {
   // Part 0's node holds the attempt's MASTER_PORT while it runs (the leader chose it free).
   bool holds_port = p.master_port > 0 && rank <= 0;
   if (holds_port) ports_.Take(p.master_port);
-  Status st = RunPlaced(job, n, p, /*record_start=*/false, rank);
+  Status st = RunPlaced(job, n, p, /*record_start=*/false, rank, staged);
   if (!st.ok() && holds_port) ports_.Release(p.master_port);
   return st;
 }

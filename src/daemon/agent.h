@@ -95,6 +95,15 @@ struct GateRelease {
   std::string error;  // what the block raised ("" when it ended normally)
 };
 
+// Where a job's shipped trees are on a node that is not the one it was submitted on
+// (docs/cluster.md, "Code and data"): its cwd in the copy of its snapshot ("": its own cwd),
+// and the links its --stage destinations become (path, target), both absolute.
+struct StagedPaths {
+  std::string cwd;
+  std::vector<std::pair<std::string, std::string>> links;
+  std::string notice;  // the log's first line: what was fetched and what was here
+};
+
 class Agent {
  public:
   // What the rest of the daemon does when an attempt's life moves on.
@@ -159,7 +168,9 @@ class Agent {
   Status StartLocal(const Job& job, const StartDecision& decision);
   // A cluster: starts this node's part `rank` of attempt `n`, already recorded by the
   // leader (-1: not a gang's). Part 0 holds the attempt's MASTER_PORT here.
-  Status StartPart(const Job& job, int n, const Placement& p, int rank);
+  // `staged`: where this node put what the job ships (null: it runs where it was submitted).
+  Status StartPart(const Job& job, int n, const Placement& p, int rank,
+                   const StagedPaths* staged = nullptr);
 
   // Cancels the attempt running here: SIGTERM to its shim (or, for one whose shim is gone,
   // noted so its end says cancelled). kNotFound when no attempt of the job runs here.
@@ -198,9 +209,10 @@ class Agent {
   Result<int> TakeMasterPort(const Job& job);  // 0 for jobs that need none
   // The run dir, the spec, the shim, `running`. `record_start`: the single-node path, which
   // records `starting` itself just before the shim starts.
-  Status RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank);
-  RunSpec ShimSpec(const Job& job, int n, const Placement& p, int rank,
-                   const UserInfo& runner) const;
+  Status RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank,
+                   const StagedPaths* staged = nullptr);
+  RunSpec ShimSpec(const Job& job, int n, const Placement& p, int rank, const UserInfo& runner,
+                   const StagedPaths* staged) const;
   // The cgroup an attempt of `job` in `run_dir` runs in; version kNone where cgroups are off.
   CgroupSpec AttemptCgroup(const Job& job, const std::string& run_dir) const;
   Status EndUnstarted(const Job& job, int n, const Status& runner, const Status& launch);

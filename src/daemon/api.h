@@ -26,6 +26,8 @@
 
 namespace trainq {
 
+class Stager;
+
 // The roles the API calls, and the few things only the daemon does.
 struct ApiParts {
   boost::asio::io_context* io = nullptr;
@@ -43,6 +45,7 @@ struct ApiParts {
   SubmitBatcher* submits = nullptr;
   TokenRoutes* tokens = nullptr;
   StepRoutes* steps = nullptr;
+  Stager* stager = nullptr;  // a cluster node's: serves what its jobs ship to the others
   std::string node;
   std::function<int()> cpu_slots;
   // Job `id` reached a done state: its notifications go out.

@@ -23,6 +23,9 @@ namespace trainq {
 
 namespace {
 
+// The API URL of `node` from the store's records (below).
+Result<Endpoint> PeerEndpoint(ClusterStore& store, const std::string& node, std::string_view what);
+
 using json = nlohmann::json;
 
 // How often the cluster timer runs: often enough to renew the lease well before it lapses
@@ -123,6 +126,16 @@ NodeRecord ClusterMode::OwnRecord() const {
                     NodeLabels{p_.config->node_features, p_.config->gpu_type,
                                p_.images ? p_.images->Names() : std::vector<std::string>{}});
   r.version = TRAINQ_VERSION;
+  if (std::map<JobId, std::string> staging =
+          p_.stager ? p_.stager->AllProgress() : std::map<JobId, std::string>{};
+      !staging.empty()) {
+    // Each starting job's copy in progress, for `show` on any node.
+    json info = json::parse(r.info, nullptr, false);
+    if (info.is_object()) {
+      for (const auto& [id, text] : staging) info["staging"][std::to_string(id)] = text;
+      r.info = info.dump();
+    }
+  }
   return r;
 }
 
@@ -200,12 +213,18 @@ void ClusterMode::OnEvent(const std::string& event) {
 }
 
 AttemptEnd ClusterMode::CwdMissing(const Job& job, const Attempt& a, int rank) {
+  return NotHere(job, a, rank,
+                 fmt::format("cwd {} does not exist on node {}", job.spec.cwd, p_.node));
+}
+
+AttemptEnd ClusterMode::NotHere(const Job& job, const Attempt& a, int rank,
+                                const std::string& reason) {
   AttemptEnd end;
   end.ended_at = p_.clock->Now();
   end.part = a.parts.empty() ? -1 : rank;
   end.parts = static_cast<int>(a.parts.size());
   end.exclude_node = p_.node;
-  end.end_reason = fmt::format("cwd {} does not exist on node {}", job.spec.cwd, p_.node);
+  end.end_reason = reason;
   // Elsewhere if some node it may use is left; else it can run nowhere.
   std::vector<std::string> left;
   Result<std::vector<NodeRecord>> nodes = store_.Nodes();
@@ -257,12 +276,15 @@ void ClusterMode::StartPlaced(const Job& job, const Attempt& a, const AttemptPar
     p_.agent->StoreEnd(job.id, a.n, end);
     return;
   }
-  if (!IsDirectory(job.spec.cwd)) {
+  StagedPaths staged;
+  bool shipped = p_.stager != nullptr && p_.stager->NeedsStaging(job);
+  if (shipped && !Staged(job, a, rank, &staged)) return;
+  if (!shipped && !IsDirectory(job.spec.cwd)) {
     // Code and data are on a shared filesystem (docs/cluster.md); this node lacks it.
     p_.agent->StoreEnd(job.id, a.n, CwdMissing(job, a, rank));
     return;
   }
-  if (Status st = p_.agent->StartPart(job, a.n, p, rank); !st.ok()) {
+  if (Status st = p_.agent->StartPart(job, a.n, p, rank, shipped ? &staged : nullptr); !st.ok()) {
     spdlog::error("job {} attempt {}: {}", job.id, a.n, st.message());
     AttemptEnd end;
     end.ended_at = p_.clock->Now();
@@ -272,6 +294,66 @@ void ClusterMode::StartPlaced(const Job& job, const Attempt& a, const AttemptPar
     end.parts = static_cast<int>(a.parts.size());
     p_.agent->StoreEnd(job.id, a.n, end);
   }
+}
+
+bool ClusterMode::Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged) {
+  const std::string& holder = job.spec.signed_by;
+  Result<Endpoint> peer = PeerEndpoint(store_, holder, fmt::format("what job {} ships", job.id));
+  Stager::PeerGet get = [peer, key = p_.key, node = p_.node,
+                         clock = p_.clock](const std::string& target) -> Result<std::string> {
+    if (!peer.ok()) return peer.status();
+    CallOptions options;
+    options.timeout_ms = 60000;
+    options.connect_timeout_ms = 5000;
+    options.authorization = key->PeerAuthorization(node, clock->Now(), "GET", target);
+    options.ca_file = GetEnv("TRAINQ_CA");
+    Result<HttpResponse> answer = HttpCall(*peer, "GET", target, "", options);
+    if (!answer.ok()) {
+      // A GET may be sent again: a broken exchange is as good as no answer.
+      return Status::Unavailable(answer.status().message());
+    }
+    if (answer->status == 200) return std::move(answer->body);
+    json doc = json::parse(answer->body, nullptr, false);
+    std::string why = doc.is_object() && doc.contains("error") && doc["error"].is_string()
+                          ? doc["error"].get<std::string>()
+                          : fmt::format("HTTP {}", answer->status);
+    return Status::Conflict(why);
+  };
+  auto wake = [self = std::weak_ptr<ClusterMode*>(self_)] {
+    if (auto mode = self.lock()) (*mode)->SyncAssigned();
+  };
+  std::string failure;
+  switch (p_.stager->Stage(job, std::move(get), std::move(wake), staged, &failure)) {
+    case Stager::State::kReady:
+      return true;
+    case Stager::State::kStaging:
+      return false;
+    case Stager::State::kFailed:
+      p_.agent->StoreEnd(
+          job.id, a.n,
+          NotHere(job, a, rank,
+                  fmt::format("node {} could not fetch what it ships from node {}: {}", p_.node,
+                              holder, failure)));
+      return false;
+  }
+  return false;
+}
+
+std::string ClusterMode::StartingReason(const Job& job) const {
+  const Attempt* a = job.current();
+  if (a == nullptr || p_.stager == nullptr || job.spec.transfers.empty()) return "";
+  if (a->node == p_.node) return p_.stager->Progress(job.id);
+  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
+  for (const NodeRecord& r : nodes.ok() ? *nodes : std::vector<NodeRecord>{}) {
+    if (r.name != a->node) continue;
+    json info = json::parse(r.info, nullptr, false);
+    std::string id = std::to_string(job.id);
+    if (info.is_object() && info.contains("staging") && info["staging"].is_object() &&
+        info["staging"].contains(id) && info["staging"][id].is_string()) {
+      return info["staging"][id].get<std::string>();
+    }
+  }
+  return "";
 }
 
 void ClusterMode::SyncAssigned() {
@@ -309,6 +391,7 @@ void ClusterMode::SyncAssigned() {
   // Attempts the store no longer places here: the leader judged this node lost while it
   // was away, and the job may already run elsewhere.
   p_.agent->StopAllBut(assigned);
+  if (p_.stager != nullptr) p_.stager->Retain(assigned);
 }
 
 void ClusterMode::BeforeStore(std::vector<JobSpec>& specs) {

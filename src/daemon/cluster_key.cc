@@ -1,5 +1,7 @@
 #include "src/daemon/cluster_key.h"
 
+#include "src/core/transfers.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,6 +53,9 @@ std::string SignedJobText(const JobSpec& spec, const std::string& node) {
   // Host limits: removing them in Redis would let a job take the whole machine.
   Field(out, std::to_string(spec.mem_limit_bytes));
   Field(out, std::to_string(spec.max_procs));
+  // What is shipped to a node and from where: a node reads the sources named here for its
+  // peers. Absent from a job without any, so older signatures hold.
+  if (!spec.transfers.empty()) Field(out, TransfersToText(spec.transfers));
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include "src/daemon/daemon.h"
 #include "src/daemon/dependencies.h"
 #include "src/daemon/mode.h"
+#include "src/daemon/stager.h"
 #include "src/os/clock.h"
 #include "src/os/container_host.h"
 #include "src/store/cluster.h"
@@ -48,6 +49,8 @@ class ClusterMode final : public Mode {
     // This node's image names, reported for placement (docs/containers.md, "In a
     // cluster"); null without a container runtime.
     const ImageCensus* images = nullptr;
+    // Fetches and copies what jobs submitted on other nodes ship (null: nothing is fetched).
+    Stager* stager = nullptr;
   };
   explicit ClusterMode(Parts parts);
   ~ClusterMode() override;
@@ -77,6 +80,7 @@ class ClusterMode final : public Mode {
   Status CancelElsewhere(const Job& job, std::string* message) override;
   bool LogElsewhere(const Attempt& attempt) const override { return attempt.node != p_.node; }
   bool Cluster() const override { return true; }
+  std::string StartingReason(const Job& job) const override;
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond) override;
   void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
@@ -99,6 +103,11 @@ class ClusterMode final : public Mode {
   // The end of an attempt placed here whose --cwd this node lacks: queued again without this
   // node while enough others are left, else failed.
   AttemptEnd CwdMissing(const Job& job, const Attempt& a, int rank);
+  // The same for a reason of this node's: queued again without it, or failed.
+  AttemptEnd NotHere(const Job& job, const Attempt& a, int rank, const std::string& reason);
+  // Whether the job may start here now: what it ships is here (`staged` set), being fetched
+  // (false; SyncAssigned runs again when it is done), or cannot be (false; the attempt ended).
+  bool Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged);
   NodeRecord OwnRecord() const;
 
   Parts p_;

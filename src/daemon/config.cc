@@ -748,6 +748,11 @@ const std::vector<Option>& Options() {
           "always linked: what a job reads or writes there is the project's "
           "([workflow.md](workflow.md#code-snapshots))",
           SnapshotLinks()),
+      Row("stage_cache_size", "50GiB", false,
+          "cluster: the most bytes a node keeps of the code and data shipped to it from other "
+          "nodes; past it, the least recently used files no waiting or running job needs go "
+          "([cluster.md](cluster.md#code-and-data))",
+          Size(&Config::stage_cache_bytes, "a size like \"50GiB\", or 0 (no cap)", true)),
       Row("store", "\"\"", false,
           "a cluster's shared store, \"redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]\"; \"\" = the "
           "embedded SQLite database, one machine ([cluster.md](cluster.md))",

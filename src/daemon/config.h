@@ -92,6 +92,7 @@ struct Config {
   std::vector<std::string> mail_domains;        // --mail USER@DOMAIN: DOMAIN one of these
   std::string snapshot = "off";                 // submit's default: "off" or "git"
   uint64_t snapshot_max_bytes = 200ull << 20;   // a larger tree is refused
+  uint64_t stage_cache_bytes = 50ull << 30;     // a node's chunk cache; 0: no cap
   // Work-tree paths a snapshot links to rather than copies, besides the ignored top-level
   // directories (docs/workflow.md, "Code snapshots").
   std::vector<std::string> snapshot_link;

@@ -21,6 +21,7 @@
 #include "src/daemon/cluster_mode.h"
 #include "src/daemon/daemon_impl.h"
 #include "src/daemon/local_mode.h"
+#include "src/daemon/stager.h"
 #include "src/os/permissions.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -99,6 +100,14 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
       images_ = std::make_unique<ImageCensus>(r->path);
       parts.images = images_.get();
     }
+    Stager::Parts stage;
+    stage.node = node_;
+    stage.staged_dir = options_.paths.state_dir + "/staged";
+    stage.cache_dir = options_.paths.state_dir + "/cache";
+    stage.cache_cap_bytes = config_.stage_cache_bytes;
+    stage.shared = config_.shared;
+    stage.post = [this](std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); };
+    stager_ = std::make_unique<Stager>(std::move(stage));
   }
   Agent::Hooks agent;
   // Dependents' reasons say what they wait for: now a running job.
@@ -143,6 +152,7 @@ std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
   m.cpu_slots = cpu_slots;
   m.job_ended = [this](JobId id) { JobEnded(id); };
   m.images = images_.get();
+  m.stager = stager_.get();
   return std::make_unique<ClusterMode>(std::move(m));
 }
 
@@ -165,6 +175,7 @@ std::unique_ptr<Api> DaemonImpl::MakeApi() {
   steps_ = std::make_unique<StepRoutes>(*agent_, *mode_, clock_,
                                         cluster_key_.empty() ? nullptr : &cluster_key_, node_);
   api.steps = steps_.get();
+  api.stager = stager_.get();
   api.node = node_;
   api.cpu_slots = [this] { return cpu_slots_; };
   api.job_ended = [this](JobId id) { JobEnded(id); };

@@ -30,6 +30,7 @@
 #include "src/daemon/runtime_config.h"
 #include "src/daemon/scheduler.h"
 #include "src/daemon/shim_launcher.h"
+#include "src/daemon/stager.h"
 #include "src/daemon/step_routes.h"
 #include "src/daemon/submit_batcher.h"
 #include "src/daemon/token_routes.h"
@@ -137,6 +138,7 @@ class DaemonImpl {
   boost::asio::signal_set signals_{io_};
   boost::asio::steady_timer sample_timer_{io_};
   std::unique_ptr<ImageCensus> images_;     // a cluster node's container store (or null)
+  std::unique_ptr<Stager> stager_;          // a cluster node's shipped code and data (or null)
   std::unique_ptr<Agent> agent_;            // the attempts this node runs
   std::unique_ptr<Scheduler> scheduler_;    // the queue's index, passes, reasons, fair share
   std::unique_ptr<SubmitBatcher> submits_;  // the group commit of submits

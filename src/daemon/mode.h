@@ -24,6 +24,9 @@ class Mode {
   virtual ~Mode() = default;
   // Whether this node is one of a cluster's (listings then name each job's node).
   virtual bool Cluster() const { return false; }
+  // What a starting job waits for before its command runs (a cluster: the copy of what it
+  // ships, "staging 1.2 GiB/3 GiB to n2 from n1, 95 MiB/s"); "" for nothing.
+  virtual std::string StartingReason(const Job&) const { return ""; }
   // Who places, on which nodes, and how a decision is carried out (scheduler.h).
   virtual Scheduler::Site& site() = 0;
   // What the mode needs before anything runs (a cluster: its key).

@@ -21,9 +21,11 @@
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
 #include "src/core/spec.h"
+#include "src/core/transfers.h"
 #include "src/daemon/api.h"
 #include "src/daemon/json_response.h"
 #include "src/daemon/routes.h"
+#include "src/daemon/stager.h"
 #include "src/daemon/step_routes.h"
 #include "src/os/container_host.h"
 #include "src/os/fd.h"
@@ -388,6 +390,7 @@ class Routes {
   static void ShowJob(RouteContext& c) { c.respond(Json(200, Shown(c.d, *c.job, c.caller))); }
   static void Explain(RouteContext& c);
   static void Log(RouteContext& c);
+  static void Transfer(RouteContext& c);
   static void CancelJob(RouteContext& c);
   static void RetryJob(RouteContext& c);
   static void ReleaseJob(RouteContext& c);
@@ -419,6 +422,11 @@ class Routes {
   static json Shown(const ApiParts& d, const Job& job, const Caller& caller) {
     json j = JobToJson(job);
     if (const std::string* live = LiveReason(d, job)) j["reason"] = *live;
+    if (job.state == JobState::kStarting) {
+      if (std::string staging = d.mode->StartingReason(job); !staging.empty()) {
+        j["reason"] = staging;
+      }
+    }
     if (!Authorize(caller, Action::kReadLog, job.spec.user).ok()) HideSecrets(j);
     const UnrecordedEnd* u = d.agent->UnrecordedEndOf(job.id);
     if (u != nullptr && u->n == job.attempt) {
@@ -505,7 +513,57 @@ Status CheckContainerHere(const ApiParts& d, JobSpec& spec, const std::string& u
   return Status::Ok();
 }
 
+// What a job ships (docs/cluster.md, "Code and data"): its manifests are here, as the client
+// made them; on a shared daemon, the submitter may read each source (the daemon reads it for
+// the other nodes).
+Status CheckTransfersHere(const ApiParts& d, const JobSpec& spec, const std::string& user) {
+  TRAINQ_RETURN_IF_ERROR(Stager::CheckAtSubmit(spec));
+  if (!d.config->shared) return Status::Ok();
+  Result<UserInfo> caller = LookupUserByName(user);
+  if (!caller.ok()) return caller.status();
+  for (const Transfer& t : spec.transfers) {
+    TRAINQ_RETURN_IF_ERROR(
+        CheckMayRead(t.src, *caller, t.kind == TransferKind::kStage ? "--stage" : "--snapshot"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+// GET /v1/jobs/ID/transfer?i=N&manifest=1, or ?c=HASH,...&i=N: what job ID ships, for the node
+// that runs it (a peer's signed request only).
+void Routes::Transfer(RouteContext& c) {
+  if (c.caller.node.empty() || c.d.stager == nullptr) {
+    return c.respond(ErrorResponse(Status::Permission(
+        "only the nodes of a cluster read what a job ships, with requests signed by the "
+        "cluster key")));
+  }
+  std::optional<size_t> index;
+  bool manifest = false;
+  std::string_view chunks;
+  for (const auto& [key, value] : c.req.query) {
+    size_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (key == "i" && ec == std::errc() && ptr == value.data() + value.size()) {
+      index = n;
+    } else if (key == "manifest" && value == "1") {
+      manifest = true;
+    } else if (key == "c" && !value.empty()) {
+      chunks = value;
+    } else {
+      return c.respond(ErrorResponse(Status::Invalid(fmt::format(
+          "{}: not accepted; expected i (a transfer's index) and manifest=1 or c=HASH,...", key))));
+    }
+  }
+  if (!index || manifest == !chunks.empty()) {
+    return c.respond(ErrorResponse(
+        Status::Invalid("expected i (a transfer's index) and one of manifest=1 or c=HASH,...")));
+  }
+  Result<std::string> body = manifest ? c.d.stager->ServeManifest(*c.job, *index)
+                                      : c.d.stager->ServeChunks(*c.job, *index, chunks);
+  if (!body.ok()) return c.respond(ErrorResponse(body.status()));
+  c.respond({200, std::move(*body), "application/octet-stream"});
+}
 
 void Routes::Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
@@ -552,6 +610,7 @@ void Routes::Submit(RouteContext& c) {
       st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
     }
     if (st.ok() && spec.container.on()) st = CheckContainerHere(c.d, spec, user);
+    if (st.ok() && !spec.transfers.empty()) st = CheckTransfersHere(c.d, spec, user);
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
       // As a refused batch's: what its jobs took goes back to the system.
@@ -1207,6 +1266,8 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/jobs/{id}", Action::kRead, "show", Routes::ShowJob},
     {"GET", "/v1/jobs/{id}/explain", Action::kRead, "explain", Routes::Explain},
     {"GET", "/v1/jobs/{id}/log", Action::kReadLog, "read the log of", Routes::Log},
+    {"GET", "/v1/jobs/{id}/transfer", Action::kReadLog, "read what is shipped of",
+     Routes::Transfer},
     {"POST", "/v1/jobs/{id}/cancel", Action::kChangeJob, "cancel", Routes::CancelJob},
     {"POST", "/v1/jobs/{id}/retry", Action::kChangeJob, "retry", Routes::RetryJob},
     {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
@@ -1310,9 +1371,9 @@ void Api::Handle(HttpRequest request, Responder respond) {
   std::string_view segment;
   const Route* route = FindRoute(request, &segment);
   // A peer's signed request serves a log, or the steps of a part it runs; nothing else.
-  bool peer_route =
-      route != nullptr && (route->handle == Routes::Log || route->handle == Routes::ReadSteps ||
-                           route->handle == Routes::FinishStep);
+  bool peer_route = route != nullptr &&
+                    (route->handle == Routes::Log || route->handle == Routes::Transfer ||
+                     route->handle == Routes::ReadSteps || route->handle == Routes::FinishStep);
   if (!caller->node.empty() && !peer_route) {
     return respond(ErrorResponse(Status::Permission(fmt::format(
         "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log) or the "

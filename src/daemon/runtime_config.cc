@@ -113,6 +113,8 @@ std::string RuntimeConfig::Json() const {
   doc["snapshot"] = config_.snapshot;
   doc["snapshot_max_bytes"] = config_.snapshot_max_bytes;
   doc["snapshot_link"] = config_.snapshot_link;
+  // In a cluster the snapshot and what it links to are shipped to other nodes.
+  doc["cluster"] = !config_.store.empty();
   doc["settings_file"] = settings_path_;
   return DumpJson(doc);
 }

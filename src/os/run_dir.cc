@@ -190,6 +190,11 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
   if (!spec.cleanup.empty()) j["cleanup"] = spec.cleanup;
   if (!spec.prepare.empty()) j["prepare"] = spec.prepare;
   if (!spec.notices.empty()) j["notices"] = spec.notices;
+  if (!spec.links.empty()) {
+    json links = json::array();
+    for (const auto& [path, target] : spec.links) links.push_back({path, target});
+    j["links"] = std::move(links);
+  }
   if (!spec.gpu_probe.empty()) {
     j["gpu_probe"] = spec.gpu_probe;
     j["gpu_probe_expect"] = spec.gpu_probe_expect;
@@ -233,6 +238,7 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Strings("cleanup", spec.cleanup);
   f.Strings("prepare", spec.prepare);
   f.Strings("notices", spec.notices);
+  f.Env("links", spec.links);
   f.Strings("gpu_probe", spec.gpu_probe);
   f.Strings("gpu_probe_expect", spec.gpu_probe_expect);
   f.String("gpu_check_file", spec.gpu_check_file);

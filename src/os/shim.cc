@@ -67,6 +67,7 @@ enum CommandStep : int {
   kStepUid,
   kStepRegain,
   kStepCgroup,
+  kStepLink,  // + the link's index
 };
 
 // The files the command's child joins its cgroup by (v1: memory and pids), opened before fork.
@@ -90,7 +91,44 @@ struct PreparedCommand {
   std::string cwd;
   int umask = -1;
   std::optional<Identity> identity;  // set: drop to this user first
+  // RunSpec::links, with the directories above each path (made if missing), outermost first.
+  struct Link {
+    std::vector<std::string> parents;
+    std::string path, target;
+  };
+  std::vector<Link> links;
 };
+
+std::vector<PreparedCommand::Link> LinkSteps(const RunSpec& spec) {
+  std::vector<PreparedCommand::Link> out;
+  for (const auto& [path, target] : spec.links) {
+    PreparedCommand::Link& l = out.emplace_back();
+    l.path = path;
+    l.target = target;
+    for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1)) {
+      l.parents.push_back(path.substr(0, at));
+    }
+  }
+  return out;
+}
+
+// Makes each link as the user (async-signal-safe): a path already holding that very link is
+// left; anything else there fails the step.
+void MakeLinks(const PreparedCommand& c, int report) {
+  for (size_t i = 0; i < c.links.size(); ++i) {
+    const PreparedCommand::Link& l = c.links[i];
+    for (const std::string& dir : l.parents) ::mkdir(dir.c_str(), 0777);
+    if (::symlink(l.target.c_str(), l.path.c_str()) == 0) continue;
+    int err = errno;
+    char buf[4096];
+    ssize_t n = err == EEXIST ? ::readlink(l.path.c_str(), buf, sizeof(buf)) : -1;
+    if (n >= 0 && static_cast<size_t>(n) == l.target.size() &&
+        std::memcmp(buf, l.target.data(), l.target.size()) == 0) {
+      continue;
+    }
+    child::Fail(report, kStepLink + static_cast<int>(i), err, kSpawnFailedExit);
+  }
+}
 
 // execvpe's search, but with PATH from the job's environment rather than the shim's.
 std::vector<std::string> ExecCandidates(const RunSpec& spec) {
@@ -148,9 +186,13 @@ Result<std::optional<Identity>> IdentityFor(const RunSpec& spec) {
 Result<PreparedCommand> PrepareCommand(const RunSpec& spec) {
   auto identity = IdentityFor(spec);
   if (!identity.ok()) return identity.status();
-  return PreparedCommand{
-      ExecCandidates(spec), CStringArray(spec.command), CStringArray(CommandEnv(spec)), spec.cwd,
-      spec.umask,           std::move(*identity)};
+  return PreparedCommand{ExecCandidates(spec),
+                         CStringArray(spec.command),
+                         CStringArray(CommandEnv(spec)),
+                         spec.cwd,
+                         spec.umask,
+                         std::move(*identity),
+                         LinkSteps(spec)};
 }
 
 // Opens the job's log. Owned by `owner` (a job run as its user reads its own log) and 0600.
@@ -236,6 +278,7 @@ int ExecSearch(const PreparedCommand& c) {
     child::Fail(report, kStepChdir, errno, kSpawnFailedExit);
   }
   if (c.umask >= 0) ::umask(static_cast<mode_t>(c.umask));  // the shim itself runs under 077
+  MakeLinks(c, report);
   // As a shell: 127 when no candidate exists, 126 when one does but cannot be run.
   int err = ExecSearch(c);
   child::Fail(report, kStepExec, err, err == ENOENT ? kSpawnFailedExit : kNotExecutableExit);
@@ -527,6 +570,11 @@ std::string Shim::FailureMessage(const ChildFailure& f) const {
     case kStepCgroup:
       return fmt::format("cannot join cgroup {}: {}", spec_.cgroup.name, reason);
     default:
+      if (f.step >= kStepLink && static_cast<size_t>(f.step - kStepLink) < spec_.links.size()) {
+        const auto& [path, target] = spec_.links[static_cast<size_t>(f.step - kStepLink)];
+        return fmt::format("--stage: cannot make {} a link to {}: {}", path, target,
+                           f.err == EEXIST ? "something else is there already" : reason);
+      }
       return "cannot set up stdin/stdout/stderr: " + reason;
   }
 }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/container.h"
+#include "src/core/transfers.h"
 
 namespace trainq::redis {
 
@@ -161,6 +162,7 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"gpu_type", spec.gpu_type},
               {"constraints", EncodeStrings(spec.constraints)},
               {"container", ContainerToText(spec.container)},
+              {"transfers", TransfersToText(spec.transfers)},
               {"group", std::to_string(spec.group)},
               {"group_limit", std::to_string(spec.group_limit)},
               {"array_index", std::to_string(spec.array_index)},
@@ -225,6 +227,11 @@ Result<Job> ReadJob(const redisReply* hash) {
     job.spec.container = std::move(*c);
   } else {
     return c.status();
+  }
+  if (Result<std::vector<Transfer>> t = TransfersFromText(r.Str("transfers")); t.ok()) {
+    job.spec.transfers = std::move(*t);
+  } else {
+    return t.status();
   }
   // Fields a job stored by an earlier trainq lacks keep their defaults.
   if (r.Has("group")) {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/container.h"
+#include "src/core/transfers.h"
 #include "src/store/sqlite/json_text.h"
 
 namespace trainq::sqlite {
@@ -191,6 +192,7 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   query.Bind(35, spec.gpu_type);
   query.Bind(36, *constraints);
   query.Bind(37, ContainerToText(spec.container));
+  query.Bind(38, TransfersToText(spec.transfers));
   return Status::Ok();
 }
 
@@ -238,6 +240,7 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   job.spec.gpu_type = q.Text(35);
   TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(36), "constraints"), job.spec.constraints));
   TRAINQ_RETURN_IF_ERROR(Take(ContainerFromText(q.Text(37)), job.spec.container));
+  TRAINQ_RETURN_IF_ERROR(Take(TransfersFromText(q.Text(38)), job.spec.transfers));
   return job;
 }
 

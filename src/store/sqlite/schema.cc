@@ -178,10 +178,15 @@ constexpr char kSchemaV12[] = R"sql(
 ALTER TABLE jobs ADD COLUMN container TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 13: what a job needs shipped to its node (TransfersToText; '': nothing).
+constexpr char kSchemaV13[] = R"sql(
+ALTER TABLE jobs ADD COLUMN transfers TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
-    {5, kSchemaV5}, {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
-    {9, kSchemaV9}, {10, kSchemaV10}, {11, kSchemaV11}, {12, kSchemaV12},
+    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4}, {5, kSchemaV5},
+    {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9}, {10, kSchemaV10},
+    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

@@ -1,0 +1,414 @@
+#include "src/daemon/stager.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "src/core/transfers.h"
+#include "src/daemon/cluster_key.h"
+#include "src/os/crypto/token_crypto.h"
+#include "src/os/fd.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
+#include "src/os/users.h"
+#include "trainq/size.h"
+
+namespace trainq {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+constexpr uint64_t kMaxManifestBytes = 256ull << 20;
+constexpr size_t kMaxGetBytes = 8u << 20;
+// A failed request is tried again after these waits before the staging fails.
+constexpr int kRetryWaitsMs[] = {500, 2000, 5000};
+
+// The manifest text the holder keeps for `t`, read without following a link, bounded, and
+// checked against the hash the job's (signed) record names.
+Result<std::string> ManifestTextOf(const Transfer& t) {
+  UniqueFd fd(::open(t.manifest_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) return ErrnoStatus("read manifest " + t.manifest_path, errno);
+  struct stat st = {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
+    return Status::Invalid(fmt::format("manifest {}: not a regular file of at most {}",
+                                       t.manifest_path, FormatBytes(kMaxManifestBytes)));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoStatus("read manifest " + t.manifest_path, n < 0 ? errno : EIO);
+    got += static_cast<size_t>(n);
+  }
+  Sha256 h;
+  h.Add(text);
+  if (h.HexDigest() != t.manifest) {
+    return Status::Conflict(
+        fmt::format("manifest {} is not the one the job was submitted with (its SHA-256 differs)",
+                    t.manifest_path));
+  }
+  return text;
+}
+
+bool IsHex64(std::string_view s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+std::string Rate(uint64_t bytes, Steady::duration took) {
+  double s = std::chrono::duration<double>(took).count();
+  if (s <= 0.05) return "";
+  return fmt::format(", {}/s", FormatBytes(static_cast<uint64_t>(static_cast<double>(bytes) / s)));
+}
+
+}  // namespace
+
+struct Stager::Work {
+  Job job;
+  PeerGet get;
+  std::function<void()> wake;
+  Steady::time_point started = Steady::now();
+  // Under mu_:
+  bool done = false;
+  Status status;
+  StagedPaths paths;
+  ChunkCache::Progress progress;
+  std::string pin;
+};
+
+Stager::Stager(Parts parts) : p_(std::move(parts)) {
+  Result<std::unique_ptr<ChunkCache>> cache = ChunkCache::Open(p_.cache_dir, p_.cache_cap_bytes);
+  if (cache.ok()) {
+    cache_ = std::move(*cache);
+  } else {
+    cache_status_ = cache.status();
+    spdlog::warn("chunk cache {}: {}; jobs shipped from other nodes cannot run here", p_.cache_dir,
+                 cache.status().message());
+  }
+  thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+}
+
+Stager::~Stager() {
+  thread_.request_stop();
+  wake_.notify_all();
+}
+
+bool Stager::NeedsStaging(const Job& job) const {
+  return !job.spec.transfers.empty() && !job.spec.signed_by.empty() &&
+         job.spec.signed_by != p_.node;
+}
+
+Stager::State Stager::Stage(const Job& job, PeerGet get, std::function<void()> wake,
+                            StagedPaths* out, std::string* failure) {
+  std::lock_guard lock(mu_);
+  if (auto it = work_.find(job.id); it != work_.end()) {
+    Work& w = *it->second;
+    if (!w.done) return State::kStaging;
+    if (w.status.ok()) {
+      *out = w.paths;
+      return State::kReady;
+    }
+    *failure = w.status.message();
+    work_.erase(it);
+    return State::kFailed;
+  }
+  auto w = std::make_shared<Work>();
+  w->job = job;
+  w->get = std::move(get);
+  w->wake = std::move(wake);
+  w->pin = fmt::format("job {}", job.id);
+  work_[job.id] = w;
+  queue_.push_back(w);
+  wake_.notify_all();
+  return State::kStaging;
+}
+
+std::string Stager::Progress(JobId id) const {
+  std::lock_guard lock(mu_);
+  auto it = work_.find(id);
+  if (it == work_.end() || it->second->done) return "";
+  const Work& w = *it->second;
+  const ChunkCache::Progress& p = w.progress;
+  if (p.bytes_total == 0) {
+    return fmt::format("staging from {}: reading what it ships", w.job.spec.signed_by);
+  }
+  return fmt::format("staging {}/{} to {} from {}{}",
+                     FormatBytes(p.bytes_present + p.bytes_fetched), FormatBytes(p.bytes_total),
+                     p_.node, w.job.spec.signed_by,
+                     Rate(p.bytes_fetched, Steady::now() - w.started));
+}
+
+void Stager::Release(JobId id) {
+  std::lock_guard lock(mu_);
+  auto it = work_.find(id);
+  if (it == work_.end() || !it->second->done) return;
+  if (cache_) cache_->Unpin(it->second->pin);
+  work_.erase(it);
+}
+
+void Stager::Retain(const std::set<JobId>& active) {
+  std::lock_guard lock(mu_);
+  for (auto it = work_.begin(); it != work_.end();) {
+    if (it->second->done && !active.count(it->first)) {
+      if (cache_) cache_->Unpin(it->second->pin);
+      it = work_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::map<JobId, std::string> Stager::AllProgress() const {
+  std::vector<JobId> ids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, w] : work_) {
+      if (!w->done) ids.push_back(id);
+    }
+  }
+  std::map<JobId, std::string> out;
+  for (JobId id : ids) {
+    if (std::string p = Progress(id); !p.empty()) out[id] = std::move(p);
+  }
+  return out;
+}
+
+void Stager::Loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    std::shared_ptr<Work> w;
+    {
+      std::unique_lock lock(mu_);
+      if (!wake_.wait(lock, stop, [this] { return !queue_.empty(); })) return;
+      w = queue_.front();
+      queue_.pop_front();
+    }
+    Status st = cache_ ? Run(*w) : cache_status_;
+    if (!st.ok()) {
+      spdlog::warn("job {}: staging from {} failed: {}", w->job.id, w->job.spec.signed_by,
+                   st.message());
+    }
+    {
+      std::lock_guard lock(mu_);
+      w->done = true;
+      w->status = st;
+    }
+    if (cache_) cache_->Trim();
+    p_.post(w->wake);
+  }
+}
+
+namespace {
+
+// `get`, tried again after kRetryWaitsMs while it fails for want of an answer; a refusal
+// (the holder answered no) is final.
+Result<std::string> GetWithRetry(const Stager::PeerGet& get, const std::string& target) {
+  Result<std::string> got = get(target);
+  for (int wait : kRetryWaitsMs) {
+    if (got.ok() || got.status().code() != Code::kUnavailable) return got;
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+    got = get(target);
+  }
+  return got;
+}
+
+}  // namespace
+
+Status Stager::Run(Work& w) {
+  const JobSpec& spec = w.job.spec;
+  std::vector<Manifest> manifests;
+  uint64_t total = 0;
+  for (size_t i = 0; i < spec.transfers.size(); ++i) {
+    std::string target = CanonicalTarget(fmt::format("/v1/jobs/{}/transfer", w.job.id),
+                                         {{"i", std::to_string(i)}, {"manifest", "1"}});
+    Result<std::string> text = GetWithRetry(w.get, target);
+    if (!text.ok()) return text.status();
+    Sha256 h;
+    h.Add(*text);
+    if (h.HexDigest() != spec.transfers[i].manifest) {
+      return Status::Io(fmt::format("the manifest of {} from {} is not the one submitted",
+                                    spec.transfers[i].src, spec.signed_by));
+    }
+    Result<Manifest> m = ParseManifest(*text);
+    if (!m.ok()) return m.status();
+    total += m->bytes;
+    manifests.push_back(std::move(*m));
+  }
+  ChunkCache::Progress done;  // of the transfers already filled
+  done.bytes_total = total;
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    auto fetch = [&](const std::vector<ChunkRef>& chunks) -> Result<std::string> {
+      std::string names;
+      for (const ChunkRef& c : chunks) names += (names.empty() ? "" : ",") + c.hash;
+      return GetWithRetry(w.get, CanonicalTarget(fmt::format("/v1/jobs/{}/transfer", w.job.id),
+                                                 {{"c", names}, {"i", std::to_string(i)}}));
+    };
+    ChunkCache::Progress last;
+    auto progress = [&](const ChunkCache::Progress& p) {
+      last = p;
+      std::lock_guard lock(mu_);
+      w.progress = done;
+      w.progress.bytes_present += p.bytes_present;
+      w.progress.bytes_fetched += p.bytes_fetched;
+      w.progress.bytes_refetched += p.bytes_refetched;
+    };
+    TRAINQ_RETURN_IF_ERROR(cache_->Fill(manifests[i], w.pin, fetch, progress));
+    done.bytes_present += manifests[i].bytes - std::min(manifests[i].bytes, last.bytes_fetched);
+    done.bytes_fetched += last.bytes_fetched;
+    done.bytes_refetched += last.bytes_refetched;
+  }
+  Result<StagedPaths> paths = Build(w, manifests);
+  if (!paths.ok()) return paths.status();
+  std::lock_guard lock(mu_);
+  const ChunkCache::Progress& p = done;
+  paths->notice = fmt::format(
+      "trainq: node {} fetched {} of the job's {} from node {} ({} were here already{})", p_.node,
+      FormatBytes(p.bytes_fetched), FormatBytes(total), spec.signed_by,
+      FormatBytes(total > p.bytes_fetched ? total - p.bytes_fetched : 0),
+      p.bytes_refetched > 0
+          ? fmt::format("; {} fetched again after a failed check", FormatBytes(p.bytes_refetched))
+          : "");
+  w.paths = std::move(*paths);
+  return Status::Ok();
+}
+
+// The job's copies in STATE/staged/JOB/INDEX, each made once (under a temporary name, then
+// renamed), owned by the job's user on a shared daemon.
+Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifests) {
+  const JobSpec& spec = w.job.spec;
+  uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
+  if (p_.shared) {
+    Result<UserInfo> user = LookupUserByName(spec.user);
+    if (!user.ok()) return user.status();
+    uid = static_cast<uid_t>(user->uid);
+    gid = static_cast<gid_t>(user->gid);
+  }
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(p_.staged_dir));
+  ::chmod(p_.staged_dir.c_str(), 0711);
+  std::string dir = fmt::format("{}/{}", p_.staged_dir, w.job.id);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
+  if (::chown(dir.c_str(), uid, gid) != 0) return ErrnoStatus("chown " + dir, errno);
+  StagedPaths out;
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    const Transfer& t = spec.transfers[i];
+    std::string copy = fmt::format("{}/{}", dir, i);
+    if (t.kind == TransferKind::kTree) {
+      std::string rel = spec.cwd.starts_with(t.src) ? spec.cwd.substr(t.src.size()) : "";
+      out.cwd = copy + rel;
+    }
+    if (::access(copy.c_str(), F_OK) == 0) continue;  // made for an earlier attempt
+    Manifest m = manifests[i];
+    if (t.kind == TransferKind::kTree) {
+      // The links to the work tree it ships become links to their copies (the shim makes them).
+      std::erase_if(m.entries, [&](const ManifestEntry& e) {
+        return e.kind == 'l' &&
+               std::any_of(spec.transfers.begin(), spec.transfers.end(), [&](const Transfer& l) {
+                 return l.kind == TransferKind::kLink && l.dst == e.path;
+               });
+      });
+    }
+    std::string temp = copy + ".new";
+    std::error_code ec;
+    std::filesystem::remove_all(temp, ec);
+    TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, temp, uid, gid));
+    if (::rename(temp.c_str(), copy.c_str()) != 0) return ErrnoStatus("rename " + temp, errno);
+  }
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    const Transfer& t = spec.transfers[i];
+    std::string copy = fmt::format("{}/{}", dir, i);
+    if (t.kind == TransferKind::kStage) {
+      out.links.emplace_back(TransferDestination(t, out.cwd.empty() ? spec.cwd : out.cwd), copy);
+    }
+  }
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    const Transfer& t = spec.transfers[i];
+    if (t.kind != TransferKind::kLink) continue;
+    for (size_t k = 0; k < manifests.size(); ++k) {
+      if (spec.transfers[k].kind != TransferKind::kTree) continue;
+      out.links.emplace_back(fmt::format("{}/{}/{}", dir, k, t.dst), fmt::format("{}/{}", dir, i));
+    }
+  }
+  return out;
+}
+
+Result<std::string> Stager::ServeManifest(const Job& job, size_t index) {
+  if (index >= job.spec.transfers.size()) {
+    return Status::NotFound(fmt::format("job {} ships {} trees; there is no {}", job.id,
+                                        job.spec.transfers.size(), index));
+  }
+  return ManifestTextOf(job.spec.transfers[index]);
+}
+
+Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> Stager::SourcesOf(const Job& job,
+                                                                                    size_t index) {
+  const Transfer& t = job.spec.transfers[index];
+  if (auto it = sources_.find(t.manifest); it != sources_.end()) return it->second;
+  Result<std::string> text = ManifestTextOf(t);
+  if (!text.ok()) return text.status();
+  Result<Manifest> m = ParseManifest(*text);
+  if (!m.ok()) return m.status();
+  if (sources_.size() >= 64) sources_.erase(sources_.begin());
+  auto sources = std::make_shared<const std::map<std::string, ChunkSource>>(ChunkSources(*m));
+  sources_[t.manifest] = sources;
+  return sources;
+}
+
+Result<std::string> Stager::ServeChunks(const Job& job, size_t index, std::string_view hashes) {
+  if (index >= job.spec.transfers.size()) {
+    return Status::NotFound(fmt::format("job {} has no transfer {}", job.id, index));
+  }
+  Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> sources = SourcesOf(job, index);
+  if (!sources.ok()) return sources.status();
+  std::string out;
+  size_t count = 0;
+  for (size_t start = 0; start <= hashes.size();) {
+    size_t end = std::min(hashes.find(',', start), hashes.size());
+    std::string_view hash = hashes.substr(start, end - start);
+    start = end + 1;
+    if (!IsHex64(hash) || ++count > kMaxChunksPerGet) {
+      return Status::Invalid(fmt::format(
+          "c: expected up to {} chunk names (SHA-256, 64 lowercase hex digits), comma-separated",
+          kMaxChunksPerGet));
+    }
+    auto it = (*sources)->find(std::string(hash));
+    if (it == (*sources)->end()) {
+      return Status::NotFound(fmt::format("job {} ships no chunk {}", job.id, hash));
+    }
+    Result<std::string> bytes = ReadChunk(it->second, it->first);
+    if (!bytes.ok()) return bytes.status();
+    out += *bytes;
+    if (out.size() > 4 * kMaxGetBytes) break;
+  }
+  return out;
+}
+
+Status Stager::CheckAtSubmit(const JobSpec& spec) {
+  for (const Transfer& t : spec.transfers) {
+    std::string what = t.kind == TransferKind::kStage ? "--stage" : "--snapshot";
+    Result<std::string> text = ManifestTextOf(t);
+    if (!text.ok()) {
+      return Status::Invalid(fmt::format(
+          "{}: {}; submit from the machine that holds {} (its trainq makes the manifest there)",
+          what, text.status().message(), t.src));
+    }
+    Result<Manifest> m = ParseManifest(*text);
+    if (!m.ok()) return Status::Invalid(fmt::format("{}: {}", what, m.status().message()));
+    if (m->root != t.src || m->bytes != t.bytes || m->files != t.files) {
+      return Status::Invalid(
+          fmt::format("{}: the manifest {} describes {} ({} files, {}), not {} as submitted", what,
+                      t.manifest_path, m->root, m->files, FormatBytes(m->bytes), t.src));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace trainq

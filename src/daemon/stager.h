@@ -1,0 +1,96 @@
+// The stager (docs/cluster.md, "Code and data"): what a job ships — its snapshot's tree, the
+// directories that tree links to, its --stage sources — reaches the node that runs it.
+// The node that stored the job (the holder) serves the manifests and chunks the client made
+// at submit, read from the sources and checked against their names; another node fetches
+// what its chunk cache lacks on a thread of its own, checks every chunk, and builds the job's
+// copies in STATE/staged/JOB before the attempt starts there.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "src/daemon/agent.h"
+#include "src/os/transfer.h"
+#include "trainq/job.h"
+#include "trainq/status.h"
+
+namespace trainq {
+
+class Stager {
+ public:
+  struct Parts {
+    std::string node;
+    std::string staged_dir;  // STATE/staged: the jobs' copies
+    std::string cache_dir;   // STATE/cache: the chunk cache
+    uint64_t cache_cap_bytes = 0;
+    bool shared = false;  // copies belong to the job's user
+    // Runs `fn` on the event loop (the stager's results go there).
+    std::function<void(std::function<void()>)> post;
+  };
+  // GET of `target` from the holder, signed as this node: the body, or why not. Called on
+  // the stager's thread.
+  using PeerGet = std::function<Result<std::string>(const std::string& target)>;
+
+  explicit Stager(Parts parts);
+  ~Stager();  // stops the thread; a staging in progress resumes at the next start
+
+  // Whether `job` must be staged before it runs on this node: it ships something and was
+  // stored on another node.
+  bool NeedsStaging(const Job& job) const;
+
+  enum class State { kReady, kStaging, kFailed };
+  // Where the job's copies are (kReady: `out`), or that they are being made (kStaging: started
+  // now if not yet, with `get` reaching the holder, and `wake` posted to the loop at the end),
+  // or why they cannot be (kFailed: `failure`, said once; the next call starts again).
+  State Stage(const Job& job, PeerGet get, std::function<void()> wake, StagedPaths* out,
+              std::string* failure);
+  // "staging 3.1 GiB/12.3 GiB from node0, 95 MB/s", or "" when `id` is not being staged.
+  std::string Progress(JobId id) const;
+  // The job ended for good on this node: its files may leave the cache; its copies stay
+  // (its outputs are in its tree) until it is cleaned.
+  void Release(JobId id);
+  // Releases every finished staging whose job is not in `active` (this node's attempts).
+  void Retain(const std::set<JobId>& active);
+  // Progress() of every job being staged, for the node's heartbeat.
+  std::map<JobId, std::string> AllProgress() const;
+
+  // The holder's side, for a peer: transfer `index`'s manifest text, or the bytes of the
+  // chunks named by `hashes` (comma-separated, at most kMaxChunksPerGet), concatenated and
+  // each checked against its name. kNotFound / kConflict / kInvalid saying why not.
+  Result<std::string> ServeManifest(const Job& job, size_t index);
+  Result<std::string> ServeChunks(const Job& job, size_t index, std::string_view hashes);
+  static constexpr size_t kMaxChunksPerGet = 32;
+
+  // Checks at submit, on the node that stores the job, what the client says it ships: each
+  // manifest is here and is what its hash says, made from its source. kInvalid naming it.
+  static Status CheckAtSubmit(const JobSpec& spec);
+
+ private:
+  struct Work;
+  void Loop(std::stop_token stop);
+  Status Run(Work& w);
+  Result<StagedPaths> Build(Work& w, const std::vector<Manifest>& manifests);
+  Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> SourcesOf(const Job& job,
+                                                                              size_t index);
+
+  Parts p_;
+  std::unique_ptr<ChunkCache> cache_;
+  Status cache_status_;
+
+  mutable std::mutex mu_;
+  std::condition_variable_any wake_;
+  std::deque<std::shared_ptr<Work>> queue_;
+  std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
+  // The holder's chunk sources by manifest hash (the loop's only).
+  std::map<std::string, std::shared_ptr<const std::map<std::string, ChunkSource>>> sources_;
+  std::jthread thread_;
+};
+
+}  // namespace trainq

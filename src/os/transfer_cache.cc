@@ -1,0 +1,579 @@
+// ChunkCache (transfer.h): files assembled from chunks, linked into trees.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "src/os/crypto/token_crypto.h"
+#include "src/os/run_dir.h"
+#include "src/os/transfer.h"
+#include "src/os/transfer_internal.h"
+
+namespace trainq {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kBatchChunks = 32;
+constexpr uint64_t kBatchBytes = 8 << 20;
+
+// The mode is part of a cached file: its links share it.
+std::string CacheName(const ManifestEntry& e) { return FileId(e) + (e.kind == 'x' ? "x" : ""); }
+
+bool IsCacheName(std::string_view name) {
+  if (name.size() == 65 && name.back() == 'x') name.remove_suffix(1);
+  return internal::IsHash(name);
+}
+
+bool IsFileEntry(const ManifestEntry& e) { return e.kind == 'f' || e.kind == 'x'; }
+
+struct CachedFile {
+  uint64_t size = 0, ino = 0, used = 0;
+  int64_t mtime_ns = 0;
+  std::vector<ChunkRef> chunks;
+};
+
+struct ChunkAt {
+  std::string name;  // of the cached file
+  uint64_t offset = 0, size = 0;
+};
+
+// A chunk's bytes if they are `hash`'s.
+std::optional<std::string> Checked(Result<std::string> data, const ChunkRef& c) {
+  if (!data.ok() || data->size() != c.size || Sha256Hex(*data) != c.hash) return std::nullopt;
+  return std::move(*data);
+}
+
+// Writes one file's chunks into its partial file in order: those already there (checked),
+// those held here, then the rest through `fetch` in batches.
+class Assembler {
+ public:
+  using Held = std::function<std::optional<std::string>(const ChunkRef&)>;
+  Assembler(const ManifestEntry& e, int fd, std::string partial, const ChunkCache::Fetch& fetch,
+            Held held, ChunkCache::Progress& p,
+            const std::function<void(const ChunkCache::Progress&)>& report)
+      : e_(e),
+        fd_(fd),
+        partial_(std::move(partial)),
+        fetch_(fetch),
+        held_(std::move(held)),
+        p_(p),
+        report_(report) {}
+
+  Status Run() {
+    TRAINQ_RETURN_IF_ERROR(Resume());
+    for (size_t i = next_; i < e_.chunks.size(); ++i) {
+      const ChunkRef& c = e_.chunks[i];
+      // A chunk repeated within a batch is copied from its first place once that is written.
+      if (pending_hashes_.count(c.hash) != 0) TRAINQ_RETURN_IF_ERROR(Flush());
+      if (std::optional<std::string> local = Local(c)) {
+        TRAINQ_RETURN_IF_ERROR(Flush());
+        TRAINQ_RETURN_IF_ERROR(Write(c, *local));
+        p_.bytes_present += c.size;
+        Report();
+        continue;
+      }
+      if (!pending_.empty() && pending_bytes_ + c.size > kBatchBytes) {
+        TRAINQ_RETURN_IF_ERROR(Flush());
+      }
+      pending_.push_back(c);
+      pending_hashes_.insert(c.hash);
+      pending_bytes_ += c.size;
+      if (pending_.size() == kBatchChunks) TRAINQ_RETURN_IF_ERROR(Flush());
+    }
+    return Flush();
+  }
+
+ private:
+  // Keeps the partial file's longest prefix of whole, correct chunks; drops the rest.
+  Status Resume() {
+    struct stat st = {};
+    if (::fstat(fd_, &st) != 0) return ErrnoStatus("stat " + partial_, errno);
+    auto have = static_cast<uint64_t>(st.st_size);
+    for (; next_ < e_.chunks.size() && off_ + e_.chunks[next_].size <= have; ++next_) {
+      const ChunkRef& c = e_.chunks[next_];
+      if (!Checked(internal::ReadAt(fd_, off_, c.size, partial_), c)) break;
+      written_.try_emplace(c.hash, off_);
+      off_ += c.size;
+      p_.bytes_present += c.size;
+    }
+    if (have != off_ && ::ftruncate(fd_, static_cast<off_t>(off_)) != 0) {
+      return ErrnoStatus("truncate " + partial_, errno);
+    }
+    if (off_ > 0) Report();
+    return Status::Ok();
+  }
+
+  std::optional<std::string> Local(const ChunkRef& c) {
+    auto it = written_.find(c.hash);
+    if (it != written_.end()) {
+      if (auto data = Checked(internal::ReadAt(fd_, it->second, c.size, partial_), c)) return data;
+    }
+    return held_(c);
+  }
+
+  Status Write(const ChunkRef& c, std::string_view data) {
+    TRAINQ_RETURN_IF_ERROR(internal::WriteAt(fd_, off_, data, partial_));
+    written_.try_emplace(c.hash, off_);
+    off_ += c.size;
+    return Status::Ok();
+  }
+
+  Status Flush() {
+    if (pending_.empty()) return Status::Ok();
+    Result<std::string> got = fetch_(pending_);
+    if (!got.ok()) return got.status();
+    p_.bytes_fetched += got->size();
+    std::string_view all = *got;
+    uint64_t at = 0;
+    for (const ChunkRef& c : pending_) {
+      std::string_view piece = at + c.size <= all.size() ? all.substr(at, c.size) : "";
+      at += c.size;
+      if (piece.size() == c.size && Sha256Hex(piece) == c.hash) {
+        TRAINQ_RETURN_IF_ERROR(Write(c, piece));
+      } else {
+        TRAINQ_RETURN_IF_ERROR(Refetch(c));
+      }
+    }
+    pending_.clear();
+    pending_hashes_.clear();
+    pending_bytes_ = 0;
+    Report();
+    return Status::Ok();
+  }
+
+  // One more try for a chunk that failed its check: a bad transfer, not a changed source,
+  // passes the second time.
+  Status Refetch(const ChunkRef& c) {
+    Result<std::string> again = fetch_({c});
+    if (!again.ok()) return again.status();
+    p_.bytes_refetched += again->size();
+    if (again->size() != c.size || Sha256Hex(*again) != c.hash) {
+      return Status::Io(
+          fmt::format("chunk {} ({} bytes at offset {} of \"{}\") failed its check twice", c.hash,
+                      c.size, off_, e_.path));
+    }
+    return Write(c, *again);
+  }
+
+  void Report() {
+    if (report_) report_(p_);
+  }
+
+  const ManifestEntry& e_;
+  int fd_;
+  std::string partial_;
+  const ChunkCache::Fetch& fetch_;
+  Held held_;
+  ChunkCache::Progress& p_;
+  const std::function<void(const ChunkCache::Progress&)>& report_;
+  size_t next_ = 0;                          // the first chunk not yet in the partial file
+  uint64_t off_ = 0;                         // its offset there
+  std::map<std::string, uint64_t> written_;  // hash -> offset in the partial file
+  std::vector<ChunkRef> pending_;
+  std::set<std::string> pending_hashes_;
+  uint64_t pending_bytes_ = 0;
+};
+
+Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
+  Result<UniqueFd> in = internal::OpenRegular(from);
+  if (!in.ok()) return in.status();
+  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!out.valid()) return ErrnoStatus("create " + to, errno);
+  for (uint64_t off = 0;;) {
+    Result<std::string> data = internal::ReadAt(in->get(), off, 1 << 20, from);
+    if (!data.ok()) return data.status();
+    if (data->empty()) break;
+    TRAINQ_RETURN_IF_ERROR(internal::WriteAt(out.get(), off, *data, to));
+    off += data->size();
+  }
+  if (::fchmod(out.get(), mode) != 0) return ErrnoStatus("chmod " + to, errno);
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct ChunkCache::Impl {
+  std::string dir;
+  uint64_t cap = 0;
+  mutable std::mutex mu;
+  std::condition_variable built;                      // a file left `building`
+  std::map<std::string, CachedFile> files;            // by cache name
+  std::map<std::string, ChunkAt> chunks;              // hash -> the first file holding it
+  std::map<std::string, std::set<std::string>> pins;  // pin -> cache names
+  std::set<std::string> building;
+  uint64_t clock = 0, bytes = 0;
+  bool dirty = false;  // the index on disk is behind
+
+  std::string FilePath(const std::string& name) const { return dir + "/files/" + name; }
+  std::string PartialPath(const std::string& name) const { return dir + "/partial/" + name; }
+  std::string IndexPath() const { return dir + "/chunks.idx"; }
+
+  void AddLocked(const std::string& name, CachedFile f) {
+    bytes += f.size;
+    uint64_t offset = 0;
+    for (const ChunkRef& c : f.chunks) {
+      chunks.try_emplace(c.hash, ChunkAt{name, offset, c.size});
+      offset += c.size;
+    }
+    files[name] = std::move(f);
+    dirty = true;
+  }
+
+  void RebuildChunksLocked() {
+    chunks.clear();
+    for (const auto& [name, f] : files) {
+      uint64_t offset = 0;
+      for (const ChunkRef& c : f.chunks) {
+        chunks.try_emplace(c.hash, ChunkAt{name, offset, c.size});
+        offset += c.size;
+      }
+    }
+  }
+
+  void DropLocked(const std::string& name, bool rebuild = true) {
+    auto it = files.find(name);
+    if (it == files.end()) return;
+    ::unlink(FilePath(name).c_str());  // a link elsewhere keeps its copy
+    bytes -= it->second.size;
+    files.erase(it);
+    dirty = true;
+    if (rebuild) RebuildChunksLocked();
+  }
+
+  // Whether `name` is here as the index recorded it; a file changed through one of its links
+  // is dropped.
+  bool IntactLocked(const std::string& name) {
+    auto it = files.find(name);
+    if (it == files.end()) return false;
+    struct stat st = {};
+    if (::lstat(FilePath(name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<uint64_t>(st.st_size) == it->second.size &&
+        static_cast<uint64_t>(st.st_ino) == it->second.ino &&
+        internal::MtimeNs(st) == it->second.mtime_ns) {
+      return true;
+    }
+    DropLocked(name);
+    return false;
+  }
+
+  bool PinnedLocked(const std::string& name) const {
+    return std::any_of(pins.begin(), pins.end(),
+                       [&](const auto& p) { return p.second.count(name) != 0; });
+  }
+
+  Status SaveLocked() {
+    if (!dirty) return Status::Ok();
+    json out = json::object();
+    for (const auto& [name, f] : files) {
+      out[name] = {{"size", f.size},
+                   {"ino", f.ino},
+                   {"mtime_ns", static_cast<uint64_t>(f.mtime_ns)},
+                   {"used", f.used},
+                   {"chunks", internal::ChunksToJson(f.chunks)}};
+    }
+    json doc = {{"version", 1}, {"files", std::move(out)}};
+    // The files are never fsynced either: after a power cut the checks at Open and the
+    // size/mtime comparison catch what the index got wrong.
+    Status st = WriteFileAtomic(IndexPath(), doc.dump(), Durability::kNoSync);
+    if (st.ok()) dirty = false;
+    return st;
+  }
+
+  std::optional<CachedFile> RecordFromJson(const std::string& name, const json& rec) const {
+    CachedFile f;
+    const json* size = rec.is_object() ? internal::Field(rec, "size") : nullptr;
+    const json* ino = rec.is_object() ? internal::Field(rec, "ino") : nullptr;
+    const json* mtime = rec.is_object() ? internal::Field(rec, "mtime_ns") : nullptr;
+    const json* used = rec.is_object() ? internal::Field(rec, "used") : nullptr;
+    const json* list = rec.is_object() ? internal::Field(rec, "chunks") : nullptr;
+    for (const json* v : {size, ino, mtime, used}) {
+      if (v == nullptr || !v->is_number_unsigned()) return std::nullopt;
+    }
+    f.size = size->get<uint64_t>();
+    f.ino = ino->get<uint64_t>();
+    f.mtime_ns = static_cast<int64_t>(mtime->get<uint64_t>());
+    f.used = used->get<uint64_t>();
+    uint64_t sum = 0;
+    if (list == nullptr || !internal::ChunksFromJson(*list, f.chunks).empty() ||
+        !internal::SumSizes(f.chunks, sum) || sum != f.size) {
+      return std::nullopt;
+    }
+    ManifestEntry e;
+    e.kind = name.back() == 'x' ? 'x' : 'f';
+    e.chunks = f.chunks;
+    if (!IsCacheName(name) || CacheName(e) != name) return std::nullopt;
+    return f;
+  }
+
+  // The index as it was written, less what no longer matches its file; files it does not
+  // name are removed (nothing says which chunks they hold).
+  void Load() {
+    std::lock_guard lock(mu);
+    Result<std::string> text = ReadFile(IndexPath());
+    json doc = text.ok() ? json::parse(*text, nullptr, false) : json();
+    const json* list = doc.is_object() ? internal::Field(doc, "files") : nullptr;
+    if (list != nullptr && list->is_object()) {
+      for (const auto& [name, rec] : list->items()) {
+        std::optional<CachedFile> f = RecordFromJson(name, rec);
+        if (!f) continue;
+        clock = std::max(clock, f->used);
+        files[name] = std::move(*f);
+        bytes += files[name].size;
+      }
+    }
+    for (auto it = files.begin(); it != files.end();) {
+      std::string name = (it++)->first;
+      IntactLocked(name);
+    }
+    if (Result<std::vector<std::string>> names = ListFiles(dir + "/files"); names.ok()) {
+      for (const std::string& name : *names) {
+        if (files.count(name) == 0) ::unlink(FilePath(name).c_str());
+      }
+    }
+    RebuildChunksLocked();
+  }
+
+  // A held chunk's bytes, checked; nullopt when no file here has them intact.
+  std::optional<std::string> Held(const ChunkRef& c) const {
+    ChunkAt at;
+    {
+      std::lock_guard lock(mu);
+      auto it = chunks.find(c.hash);
+      if (it == chunks.end()) return std::nullopt;
+      at = it->second;
+    }
+    Result<UniqueFd> fd = internal::OpenRegular(FilePath(at.name));
+    if (!fd.ok()) return std::nullopt;  // evicted meanwhile
+    return Checked(internal::ReadAt(fd->get(), at.offset, c.size, FilePath(at.name)), c);
+  }
+
+  Result<CachedFile> Assemble(const std::string& name, const ManifestEntry& e, const Fetch& fetch,
+                              Progress& p, const std::function<void(const Progress&)>& report) {
+    std::string partial = PartialPath(name);
+    UniqueFd fd(::open(partial.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd.valid()) return ErrnoStatus("open " + partial, errno);
+    Assembler a(
+        e, fd.get(), partial, fetch, [this](const ChunkRef& c) { return Held(c); }, p, report);
+    TRAINQ_RETURN_IF_ERROR(a.Run());
+    std::string path = FilePath(name);
+    if (::fchmod(fd.get(), e.kind == 'x' ? 0555 : 0444) != 0) {
+      return ErrnoStatus("chmod " + partial, errno);
+    }
+    if (::rename(partial.c_str(), path.c_str()) != 0)
+      return ErrnoStatus("rename " + partial, errno);
+    struct stat st = {};
+    if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path, errno);
+    return CachedFile{static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_ino), 0,
+                      internal::MtimeNs(st), e.chunks};
+  }
+
+  // Makes `name` whole here, unless another thread is at it: then waits for that one.
+  Status Ensure(const std::string& name, const ManifestEntry& e, const Fetch& fetch, Progress& p,
+                const std::function<void(const Progress&)>& report) {
+    {
+      std::unique_lock lock(mu);
+      built.wait(lock, [&] { return building.count(name) == 0; });
+      if (IntactLocked(name)) {
+        files[name].used = ++clock;
+        p.bytes_present += e.size;
+        lock.unlock();
+        if (report) report(p);
+        return Status::Ok();
+      }
+      building.insert(name);
+    }
+    Result<CachedFile> f = Assemble(name, e, fetch, p, report);
+    std::lock_guard lock(mu);
+    building.erase(name);
+    built.notify_all();
+    if (!f.ok()) return f.status();
+    f->used = ++clock;
+    AddLocked(name, std::move(*f));
+    return Status::Ok();
+  }
+};
+
+ChunkCache::ChunkCache(std::string dir, uint64_t cap) : impl_(std::make_unique<Impl>()) {
+  impl_->dir = std::move(dir);
+  impl_->cap = cap;
+}
+
+ChunkCache::~ChunkCache() = default;
+
+Result<std::unique_ptr<ChunkCache>> ChunkCache::Open(const std::string& dir, uint64_t cap_bytes) {
+  for (const std::string& d : {dir, dir + "/files", dir + "/partial"}) {
+    TRAINQ_RETURN_IF_ERROR(MakeDirs(d));
+  }
+  // The constructor is private: Open is the way in.
+  std::unique_ptr<ChunkCache> cache(new ChunkCache(dir, cap_bytes));
+  cache->impl_->Load();
+  return cache;
+}
+
+uint64_t ChunkCache::MissingBytes(const Manifest& m) const {
+  std::lock_guard lock(impl_->mu);
+  std::set<std::string> names, counted;
+  uint64_t missing = 0;
+  for (const ManifestEntry& e : m.entries) {
+    if (!IsFileEntry(e)) continue;
+    std::string name = CacheName(e);
+    if (impl_->files.count(name) != 0 || !names.insert(name).second) continue;
+    for (const ChunkRef& c : e.chunks) {
+      if (impl_->chunks.count(c.hash) == 0 && counted.insert(c.hash).second) missing += c.size;
+    }
+  }
+  return missing;
+}
+
+Status ChunkCache::Fill(const Manifest& m, const std::string& pin, const Fetch& fetch,
+                        const std::function<void(const Progress&)>& progress) {
+  std::vector<std::pair<std::string, const ManifestEntry*>> todo;
+  {
+    std::lock_guard lock(impl_->mu);
+    std::set<std::string>& pinned = impl_->pins[pin];
+    for (const ManifestEntry& e : m.entries) {
+      if (!IsFileEntry(e)) continue;
+      todo.emplace_back(CacheName(e), &e);
+      pinned.insert(todo.back().first);
+    }
+  }
+  Progress p;
+  p.bytes_total = m.bytes;
+  std::set<std::string> done;
+  Status st;
+  for (const auto& [name, e] : todo) {
+    if (!done.insert(name).second) {  // the same file twice: assembled once
+      p.bytes_present += e->size;
+      if (progress) progress(p);
+      continue;
+    }
+    st = impl_->Ensure(name, *e, fetch, p, progress);
+    if (!st.ok()) break;
+  }
+  std::lock_guard lock(impl_->mu);
+  Status saved = impl_->SaveLocked();
+  return st.ok() ? saved : st;
+}
+
+namespace {
+
+// A cached file at `dst`: a hard link, or a copy where the file system cannot make one.
+Status LinkOrCopy(const std::string& from, const std::string& dst, mode_t mode) {
+  if (::link(from.c_str(), dst.c_str()) == 0) return Status::Ok();
+  if (errno != EXDEV && errno != EMLINK && errno != EPERM) return ErrnoStatus("link " + dst, errno);
+  return CopyFile(from, dst, mode);
+}
+
+struct Owner {
+  bool give = false;  // only root can, and only another owner needs it
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+Status MakeTreeDir(const std::string& path, const Owner& owner) {
+  if (::mkdir(path.c_str(), 0755) != 0) return ErrnoStatus("mkdir " + path, errno);
+  if (::chmod(path.c_str(), 0755) != 0) return ErrnoStatus("chmod " + path, errno);  // umask
+  if (owner.give && ::chown(path.c_str(), owner.uid, owner.gid) != 0) {
+    return ErrnoStatus("chown " + path, errno);
+  }
+  return Status::Ok();
+}
+
+Status MakeTreeEntry(const ManifestEntry& e, const std::string& path, const std::string& cached,
+                     const Owner& owner) {
+  if (e.kind == 'd') return MakeTreeDir(path, owner);
+  if (IsFileEntry(e)) return LinkOrCopy(cached, path, e.kind == 'x' ? 0555 : 0444);
+  if (::symlink(e.target.c_str(), path.c_str()) != 0) return ErrnoStatus("symlink " + path, errno);
+  if (owner.give && ::lchown(path.c_str(), owner.uid, owner.gid) != 0) {
+    return ErrnoStatus("chown " + path, errno);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ChunkCache::Materialize(const Manifest& m, const std::string& dst, uid_t uid, gid_t gid) {
+  std::vector<std::string> cached(m.entries.size());
+  {
+    std::lock_guard lock(impl_->mu);
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      const ManifestEntry& e = m.entries[i];
+      if (!IsFileEntry(e)) continue;
+      std::string name = CacheName(e);
+      if (!impl_->IntactLocked(name)) {
+        return Status::NotFound(fmt::format("\"{}\" ({}) is not in the cache", e.path, name));
+      }
+      impl_->files[name].used = ++impl_->clock;
+      cached[i] = impl_->FilePath(name);
+    }
+  }
+  if (m.entries.size() == 1 && m.entries[0].path.empty()) {
+    return MakeTreeEntry(m.entries[0], dst, cached[0], {});
+  }
+  Owner owner{::geteuid() == 0 && (uid != ::geteuid() || gid != ::getegid()), uid, gid};
+  TRAINQ_RETURN_IF_ERROR(MakeTreeDir(dst, owner));
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    Status st = MakeTreeEntry(m.entries[i], dst + "/" + m.entries[i].path, cached[i], owner);
+    if (!st.ok()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dst, ignored);  // links only: the cache keeps its files
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ChunkCache::ReadChunk(const std::string& hash) const {
+  std::optional<uint64_t> size;
+  {
+    std::lock_guard lock(impl_->mu);
+    auto it = impl_->chunks.find(hash);
+    if (it != impl_->chunks.end()) size = it->second.size;
+  }
+  std::optional<std::string> data;
+  if (size) data = impl_->Held({hash, *size});
+  if (!data) return Status::NotFound("chunk " + hash + " is not in the cache");
+  return std::move(*data);
+}
+
+void ChunkCache::Unpin(const std::string& pin) {
+  std::lock_guard lock(impl_->mu);
+  impl_->pins.erase(pin);
+}
+
+void ChunkCache::Trim() {
+  std::lock_guard lock(impl_->mu);
+  Impl& c = *impl_;
+  while (c.cap != 0 && c.bytes > c.cap) {
+    const std::string* victim = nullptr;
+    uint64_t oldest = UINT64_MAX;
+    for (const auto& [name, f] : c.files) {
+      if (f.used < oldest && !c.PinnedLocked(name)) {
+        oldest = f.used;
+        victim = &name;
+      }
+    }
+    if (victim == nullptr) break;  // all pinned: over the cap until they are unpinned
+    c.DropLocked(std::string(*victim), false);
+  }
+  c.RebuildChunksLocked();
+  // Best effort: an index left behind names files that are gone, which Open drops.
+  static_cast<void>(c.SaveLocked());
+}
+
+uint64_t ChunkCache::bytes() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->bytes;
+}
+
+}  // namespace trainq
