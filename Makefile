@@ -16,7 +16,7 @@ RELEASE := build/release
 CHECK := build/check
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container torch-image unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-stage torch-image unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -117,6 +117,11 @@ bench-snapshot: release test-deps
 # from the image store and from an archive (bench/container_start.py; needs podman).
 bench-container: release test-deps
 	@python3 bench/container_start.py $(RELEASE)/trainq
+
+# Code and data shipped to another node (docs/cluster.md): the first copy beside rsync, the
+# bytes a 1 % change sends, what a cached dataset adds to a start. MIB=256 for a quick run.
+bench-stage: release test-deps
+	@python3 bench/stage.py $(RELEASE)/trainq $(MIB)
 
 # An image of Debian's Python and python3-torch made from this machine's files, no registry
 # (scripts/torch-image.sh): PyTorch in a container without a download.

@@ -110,6 +110,7 @@ void ClusterMode::OnTimer() {
     Beat();
     // A missed event (a reconnect, a lost message) costs at most one heartbeat.
     SyncAssigned();
+    AbandonLostHolders();
   }
   leader_.LeadOrFollow();
 }
@@ -279,7 +280,8 @@ void ClusterMode::StartPlaced(const Job& job, const Attempt& a, const AttemptPar
   StagedPaths staged;
   bool shipped = p_.stager != nullptr && p_.stager->NeedsStaging(job);
   if (shipped && !Staged(job, a, rank, &staged)) return;
-  if (!shipped && !IsDirectory(job.spec.cwd)) {
+  // A job that ships no tree runs in its own cwd, here too.
+  if (!IsDirectory(shipped && !staged.cwd.empty() ? staged.cwd : job.spec.cwd)) {
     // Code and data are on a shared filesystem (docs/cluster.md); this node lacks it.
     p_.agent->StoreEnd(job.id, a.n, CwdMissing(job, a, rank));
     return;
@@ -296,6 +298,32 @@ void ClusterMode::StartPlaced(const Job& job, const Attempt& a, const AttemptPar
   }
 }
 
+// Jobs being staged from a node the leader judged lost wait no longer: nothing else holds
+// what they ship.
+void ClusterMode::AbandonLostHolders() {
+  std::map<JobId, std::string> holders =
+      p_.stager ? p_.stager->Holders() : std::map<JobId, std::string>{};
+  if (holders.empty()) return;
+  std::set<std::string> lost = LostNodes();
+  for (const auto& [id, holder] : holders) {
+    if (lost.count(holder)) p_.stager->Abandon(id, HolderLost(holder));
+  }
+}
+
+std::set<std::string> ClusterMode::LostNodes() {
+  std::set<std::string> lost;
+  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
+  for (const NodeRecord& r : nodes.ok() ? *nodes : std::vector<NodeRecord>{}) {
+    if (r.lost) lost.insert(r.name);
+  }
+  return lost;
+}
+
+std::string ClusterMode::HolderLost(const std::string& holder) {
+  return fmt::format("node {}, where it was submitted and which alone holds what it ships, is lost",
+                     holder);
+}
+
 bool ClusterMode::Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged) {
   const std::string& holder = job.spec.signed_by;
   Result<Endpoint> peer = PeerEndpoint(store_, holder, fmt::format("what job {} ships", job.id));
@@ -303,7 +331,7 @@ bool ClusterMode::Staged(const Job& job, const Attempt& a, int rank, StagedPaths
                          clock = p_.clock](const std::string& target) -> Result<std::string> {
     if (!peer.ok()) return peer.status();
     CallOptions options;
-    options.timeout_ms = 60000;
+    options.timeout_ms = 15000;
     options.connect_timeout_ms = 5000;
     options.authorization = key->PeerAuthorization(node, clock->Now(), "GET", target);
     options.ca_file = GetEnv("TRAINQ_CA");
@@ -328,13 +356,18 @@ bool ClusterMode::Staged(const Job& job, const Attempt& a, int rank, StagedPaths
       return true;
     case Stager::State::kStaging:
       return false;
-    case Stager::State::kFailed:
-      p_.agent->StoreEnd(
-          job.id, a.n,
-          NotHere(job, a, rank,
-                  fmt::format("node {} could not fetch what it ships from node {}: {}", p_.node,
-                              holder, failure)));
+    case Stager::State::kFailed: {
+      AttemptEnd end = NotHere(job, a, rank,
+                               fmt::format("node {} could not fetch what it ships from node {}: {}",
+                                           p_.node, holder, failure));
+      if (LostNodes().count(holder)) {
+        // No node can fetch it now: the job fails rather than run on a partial tree.
+        end.end_reason = end.job_reason = HolderLost(holder);
+        end.job_state = JobState::kFailed;
+      }
+      p_.agent->StoreEnd(job.id, a.n, end);
       return false;
+    }
   }
   return false;
 }

@@ -108,6 +108,9 @@ class ClusterMode final : public Mode {
   // Whether the job may start here now: what it ships is here (`staged` set), being fetched
   // (false; SyncAssigned runs again when it is done), or cannot be (false; the attempt ended).
   bool Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged);
+  void AbandonLostHolders();
+  std::set<std::string> LostNodes();
+  static std::string HolderLost(const std::string& holder);
   NodeRecord OwnRecord() const;
 
   Parts p_;

@@ -28,8 +28,11 @@ using Steady = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxManifestBytes = 256ull << 20;
 constexpr size_t kMaxGetBytes = 8u << 20;
-// A failed request is tried again after these waits before the staging fails.
-constexpr int kRetryWaitsMs[] = {500, 2000, 5000};
+// A request the holder does not answer is sent again after a wait that doubles from the first
+// to the last, and then stays: the job waits for the holder (its reason says so) until the
+// holder answers or is judged lost (Abandon).
+constexpr int kFirstRetryMs = 500;
+constexpr int kLastRetryMs = 10000;
 
 // The manifest text the holder keeps for `t`, read without following a link, bounded, and
 // checked against the hash the job's (signed) record names.
@@ -83,6 +86,9 @@ struct Stager::Work {
   StagedPaths paths;
   ChunkCache::Progress progress;
   std::string pin;
+  std::string waiting;               // why the holder is being waited for ("" while it answers)
+  std::string abandon;               // set by Abandon: the staging ends with this
+  std::condition_variable_any poke;  // Abandon wakes a retry's wait
 };
 
 Stager::Stager(Parts parts) : p_(std::move(parts)) {
@@ -94,7 +100,10 @@ Stager::Stager(Parts parts) : p_(std::move(parts)) {
     spdlog::warn("chunk cache {}: {}; jobs shipped from other nodes cannot run here", p_.cache_dir,
                  cache.status().message());
   }
-  thread_ = std::jthread([this](std::stop_token stop) { Loop(stop); });
+  thread_ = std::jthread([this](std::stop_token stop) {
+    stop_ = stop;
+    Loop(stop);
+  });
 }
 
 Stager::~Stager() {
@@ -138,6 +147,11 @@ std::string Stager::Progress(JobId id) const {
   if (it == work_.end() || it->second->done) return "";
   const Work& w = *it->second;
   const ChunkCache::Progress& p = w.progress;
+  if (!w.waiting.empty()) {
+    return fmt::format("staging {}/{} to {}: waits for {}",
+                       FormatBytes(p.bytes_present + p.bytes_fetched), FormatBytes(p.bytes_total),
+                       p_.node, w.waiting);
+  }
   if (p.bytes_total == 0) {
     return fmt::format("staging from {}: reading what it ships", w.job.spec.signed_by);
   }
@@ -206,21 +220,45 @@ void Stager::Loop(std::stop_token stop) {
   }
 }
 
-namespace {
+namespace {}  // namespace
 
-// `get`, tried again after kRetryWaitsMs while it fails for want of an answer; a refusal
-// (the holder answered no) is final.
-Result<std::string> GetWithRetry(const Stager::PeerGet& get, const std::string& target) {
-  Result<std::string> got = get(target);
-  for (int wait : kRetryWaitsMs) {
-    if (got.ok() || got.status().code() != Code::kUnavailable) return got;
-    std::this_thread::sleep_for(std::chrono::milliseconds(wait));
-    got = get(target);
+// `w.get`, sent again while the holder does not answer (a refusal is final), until the stager
+// stops or the staging is abandoned.
+Result<std::string> Stager::GetWithRetry(Work& w, const std::string& target) {
+  int wait = kFirstRetryMs;
+  for (int tries = 1;; ++tries) {
+    Result<std::string> got = w.get(target);
+    std::unique_lock lock(mu_);
+    if (got.ok() || got.status().code() != Code::kUnavailable) {
+      w.waiting.clear();
+      return got;
+    }
+    w.waiting = fmt::format("node {}, which holds it, does not answer ({} tries): {}",
+                            w.job.spec.signed_by, tries, got.status().message());
+    w.poke.wait_for(lock, stop_, std::chrono::milliseconds(wait),
+                    [&] { return !w.abandon.empty(); });
+    if (!w.abandon.empty()) return Status::Unavailable(w.abandon);
+    if (stop_.stop_requested()) return got;
+    wait = std::min(wait * 2, kLastRetryMs);
   }
-  return got;
 }
 
-}  // namespace
+void Stager::Abandon(JobId id, const std::string& why) {
+  std::lock_guard lock(mu_);
+  auto it = work_.find(id);
+  if (it == work_.end() || it->second->done) return;
+  it->second->abandon = why;
+  it->second->poke.notify_all();
+}
+
+std::map<JobId, std::string> Stager::Holders() const {
+  std::lock_guard lock(mu_);
+  std::map<JobId, std::string> out;
+  for (const auto& [id, w] : work_) {
+    if (!w->done) out[id] = w->job.spec.signed_by;
+  }
+  return out;
+}
 
 Status Stager::Run(Work& w) {
   const JobSpec& spec = w.job.spec;
@@ -229,7 +267,7 @@ Status Stager::Run(Work& w) {
   for (size_t i = 0; i < spec.transfers.size(); ++i) {
     std::string target = CanonicalTarget(fmt::format("/v1/jobs/{}/transfer", w.job.id),
                                          {{"i", std::to_string(i)}, {"manifest", "1"}});
-    Result<std::string> text = GetWithRetry(w.get, target);
+    Result<std::string> text = GetWithRetry(w, target);
     if (!text.ok()) return text.status();
     Sha256 h;
     h.Add(*text);
@@ -248,8 +286,8 @@ Status Stager::Run(Work& w) {
     auto fetch = [&](const std::vector<ChunkRef>& chunks) -> Result<std::string> {
       std::string names;
       for (const ChunkRef& c : chunks) names += (names.empty() ? "" : ",") + c.hash;
-      return GetWithRetry(w.get, CanonicalTarget(fmt::format("/v1/jobs/{}/transfer", w.job.id),
-                                                 {{"c", names}, {"i", std::to_string(i)}}));
+      return GetWithRetry(w, CanonicalTarget(fmt::format("/v1/jobs/{}/transfer", w.job.id),
+                                             {{"c", names}, {"i", std::to_string(i)}}));
     };
     ChunkCache::Progress last;
     auto progress = [&](const ChunkCache::Progress& p) {

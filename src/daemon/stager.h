@@ -58,6 +58,10 @@ class Stager {
   void Release(JobId id);
   // Releases every finished staging whose job is not in `active` (this node's attempts).
   void Retain(const std::set<JobId>& active);
+  // Ends the staging of `id` (if in progress) with `why`: its holder is gone for good.
+  void Abandon(JobId id, const std::string& why);
+  // The holder of every job being staged.
+  std::map<JobId, std::string> Holders() const;
   // Progress() of every job being staged, for the node's heartbeat.
   std::map<JobId, std::string> AllProgress() const;
 
@@ -76,6 +80,7 @@ class Stager {
   struct Work;
   void Loop(std::stop_token stop);
   Status Run(Work& w);
+  Result<std::string> GetWithRetry(Work& w, const std::string& target);
   Result<StagedPaths> Build(Work& w, const std::vector<Manifest>& manifests);
   Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> SourcesOf(const Job& job,
                                                                               size_t index);
@@ -90,6 +95,7 @@ class Stager {
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
   // The holder's chunk sources by manifest hash (the loop's only).
   std::map<std::string, std::shared_ptr<const std::map<std::string, ChunkSource>>> sources_;
+  std::stop_token stop_;  // the thread's (set before it reads anything)
   std::jthread thread_;
 };
 

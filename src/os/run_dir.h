@@ -71,8 +71,8 @@ struct RunSpec {
   // `gpu_check_key` (the node's container setup), goes to `gpu_check_file`; a failed probe
   // fails the attempt. Empty: no probe.
   // Links the command's process makes as its user, after entering cwd, before exec: each
-  // (path, target), absolute, parents made as needed; a path that exists must already be that
-  // link (docs/cluster.md, "Code and data": --stage).
+  // (path, target), absolute, parents made as needed; a link already at a path is replaced, a
+  // file or directory there fails the attempt (docs/cluster.md, "Code and data": --stage).
   std::vector<std::pair<std::string, std::string>> links;
   // Lines the shim writes to the log before anything runs ("trainq: node n2 loads ...").
   std::vector<std::string> notices;

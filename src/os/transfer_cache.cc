@@ -40,7 +40,14 @@ struct CachedFile {
   uint64_t size = 0, ino = 0, used = 0;
   int64_t mtime_ns = 0;
   std::vector<ChunkRef> chunks;
+  // The inode's change time when the cache last knew its content: any write, utime or chmod
+  // (and a link made or removed) moves it, so a file whose ctime moved is checked before use.
+  int64_t ctime_ns = 0;
 };
+
+int64_t CtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+}
 
 struct ChunkAt {
   std::string name;  // of the cached file
@@ -202,6 +209,26 @@ Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
 
 }  // namespace
 
+namespace {
+
+// Whether the file at `path` holds exactly `chunks`, each checked against its name.
+bool ContentMatches(const std::string& path, const std::vector<ChunkRef>& chunks) {
+  Result<UniqueFd> fd = internal::OpenRegular(path);
+  if (!fd.ok()) return false;
+  uint64_t offset = 0;
+  for (const ChunkRef& c : chunks) {
+    Result<std::string> bytes = internal::ReadAt(fd->get(), offset, c.size, path);
+    if (!bytes.ok()) return false;
+    Sha256 h;
+    h.Add(*bytes);
+    if (h.HexDigest() != c.hash) return false;
+    offset += c.size;
+  }
+  return true;
+}
+
+}  // namespace
+
 struct ChunkCache::Impl {
   std::string dir;
   uint64_t cap = 0;
@@ -266,6 +293,23 @@ struct ChunkCache::Impl {
     return false;
   }
 
+  // Whether `name`'s ctime moved since the cache last knew its content.
+  bool ChangedLocked(const std::string& name) const {
+    struct stat st = {};
+    auto it = files.find(name);
+    return it == files.end() || ::lstat(FilePath(name).c_str(), &st) != 0 ||
+           CtimeNs(st) != it->second.ctime_ns;
+  }
+
+  // The cache knows `name`'s content as it is now (checked, or changed by the cache itself).
+  void RestatLocked(const std::string& name) {
+    struct stat st = {};
+    auto it = files.find(name);
+    if (it == files.end() || ::lstat(FilePath(name).c_str(), &st) != 0) return;
+    it->second.ctime_ns = CtimeNs(st);
+    dirty = true;
+  }
+
   bool PinnedLocked(const std::string& name) const {
     return std::any_of(pins.begin(), pins.end(),
                        [&](const auto& p) { return p.second.count(name) != 0; });
@@ -278,6 +322,7 @@ struct ChunkCache::Impl {
       out[name] = {{"size", f.size},
                    {"ino", f.ino},
                    {"mtime_ns", static_cast<uint64_t>(f.mtime_ns)},
+                   {"ctime_ns", static_cast<uint64_t>(f.ctime_ns)},
                    {"used", f.used},
                    {"chunks", internal::ChunksToJson(f.chunks)}};
     }
@@ -302,6 +347,9 @@ struct ChunkCache::Impl {
     f.size = size->get<uint64_t>();
     f.ino = ino->get<uint64_t>();
     f.mtime_ns = static_cast<int64_t>(mtime->get<uint64_t>());
+    if (const json* c = internal::Field(rec, "ctime_ns"); c != nullptr && c->is_number_unsigned()) {
+      f.ctime_ns = static_cast<int64_t>(c->get<uint64_t>());
+    }
     f.used = used->get<uint64_t>();
     uint64_t sum = 0;
     if (list == nullptr || !internal::ChunksFromJson(*list, f.chunks).empty() ||
@@ -373,8 +421,12 @@ struct ChunkCache::Impl {
       return ErrnoStatus("rename " + partial, errno);
     struct stat st = {};
     if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path, errno);
-    return CachedFile{static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_ino), 0,
-                      internal::MtimeNs(st), e.chunks};
+    return CachedFile{static_cast<uint64_t>(st.st_size),
+                      static_cast<uint64_t>(st.st_ino),
+                      0,
+                      internal::MtimeNs(st),
+                      e.chunks,
+                      CtimeNs(st)};
   }
 
   // Makes `name` whole here, unless another thread is at it: then waits for that one.
@@ -383,7 +435,8 @@ struct ChunkCache::Impl {
     {
       std::unique_lock lock(mu);
       built.wait(lock, [&] { return building.count(name) == 0; });
-      if (IntactLocked(name)) {
+      bool intact = IntactLocked(name);
+      if (intact && !ChangedLocked(name)) {
         files[name].used = ++clock;
         p.bytes_present += e.size;
         lock.unlock();
@@ -391,6 +444,24 @@ struct ChunkCache::Impl {
         return Status::Ok();
       }
       building.insert(name);
+      if (intact) {
+        lock.unlock();
+        // Touched since: its bytes decide (a byte flipped and its mtime put back, say).
+        bool same = ContentMatches(FilePath(name), e.chunks);
+        lock.lock();
+        building.erase(name);
+        built.notify_all();
+        if (same) {
+          RestatLocked(name);
+          files[name].used = ++clock;
+          p.bytes_present += e.size;
+          lock.unlock();
+          if (report) report(p);
+          return Status::Ok();
+        }
+        DropLocked(name);
+        building.insert(name);
+      }
     }
     Result<CachedFile> f = Assemble(name, e, fetch, p, report);
     std::lock_guard lock(mu);
@@ -517,8 +588,18 @@ Status ChunkCache::Materialize(const Manifest& m, const std::string& dst, uid_t 
       cached[i] = impl_->FilePath(name);
     }
   }
+  // Each link made moves its file's ctime: the cache made that change, not someone else.
+  auto restat = [&] {
+    std::lock_guard lock(impl_->mu);
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      if (IsFileEntry(m.entries[i])) impl_->RestatLocked(CacheName(m.entries[i]));
+    }
+    (void)impl_->SaveLocked();
+  };
   if (m.entries.size() == 1 && m.entries[0].path.empty()) {
-    return MakeTreeEntry(m.entries[0], dst, cached[0], {});
+    Status st = MakeTreeEntry(m.entries[0], dst, cached[0], {});
+    restat();
+    return st;
   }
   Owner owner{::geteuid() == 0 && (uid != ::geteuid() || gid != ::getegid()), uid, gid};
   TRAINQ_RETURN_IF_ERROR(MakeTreeDir(dst, owner));
@@ -527,9 +608,11 @@ Status ChunkCache::Materialize(const Manifest& m, const std::string& dst, uid_t 
     if (!st.ok()) {
       std::error_code ignored;
       std::filesystem::remove_all(dst, ignored);  // links only: the cache keeps its files
+      restat();
       return st;
     }
   }
+  restat();
   return Status::Ok();
 }
 

@@ -1,0 +1,149 @@
+"""What shipping code and data to another node costs a cluster user (docs/cluster.md, "Code
+and data"), beside rsync of the same tree in the same run. Two real trainqd nodes on one real
+redis-server on this machine (node1 fetches from node0 over the nodes' TLS API on loopback),
+simulated GPUs. Usage: stage.py BUILD/trainq [MIB]
+
+The dataset is shaped like a training set's shards: 3/4 of the bytes in files of 32-64 MiB,
+the rest in 2,000 small files (labels, index, configs); MIB in all (default 1024).
+
+- first copy: `trainq submit --stage DATA:data --node node1 -- true`, from the submit to the
+  job's start on node1 (the manifest made at submit, the fetch, the copy built), against
+  `rsync -a DATA/ COPY/` into an empty directory, and the throughput of each;
+- 1 % changed: 1 % of the bytes rewritten in the middle of one shard, then the same submit:
+  the bytes node1 fetched (from the job's log), against rsync's literal data for the same change
+  (`rsync -a --no-whole-file --stats`, the delta algorithm rsync uses over a network);
+- cached start: submit -> start of a job whose data node1 already holds, against the same job
+  with no --stage (both on node1): the median difference over the rounds is what staging adds.
+"""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import Node, Redis, free_port, wait_until  # noqa: E402
+
+ROUNDS = 9
+MiB = 1 << 20
+
+
+def make_dataset(root, total):
+    os.makedirs(root)
+    small_bytes = total // 4
+    for i in range(2000):
+        with open(os.path.join(root, f"label{i:04}.json"), "wb") as f:
+            f.write(os.urandom(max(1, small_bytes // 2000)))
+    left, i = total - small_bytes, 0
+    while left > 0:
+        size = min(left, (32 + (i * 7) % 33) * MiB)
+        with open(os.path.join(root, f"shard{i:03}.bin"), "wb") as f:
+            for _ in range(size // MiB):
+                f.write(os.urandom(MiB))
+            f.write(os.urandom(size % MiB))
+        left -= size
+        i += 1
+
+
+def start_cluster(binary, redis):
+    key = os.path.join(tempfile.mkdtemp(prefix="tqb-key-", dir="/tmp"), "cluster.key")
+    subprocess.run([os.path.join(os.path.dirname(binary), "trainqd"), "--new-cluster-key", key],
+                   check=True, capture_output=True)
+    prefix = f"tqb{os.getpid()}:"
+    nodes = [Node(binary, {"store": redis.url, "redis_prefix": prefix, "node_name": f"node{i}",
+                           "node_address": "127.0.0.1", "listen": [f"127.0.0.1:{free_port()}"],
+                           "cluster_key_file": key}, "0GiB") for i in range(2)]
+    wait_until(lambda: len(json.loads(nodes[0].cli("nodes", "--json"))["nodes"]) == 2,
+               what="both nodes")
+    return nodes
+
+
+def run_job(node, *opts):
+    """Submit on `node` (node0) a job for node1; (seconds from submit to start, its log)."""
+    stamp = os.path.join(node.root, f"start.{time.monotonic_ns()}")
+    t0 = time.time()
+    job = node.cli("submit", "--node", "node1", "--gpus", "0", *opts, "--", "sh", "-c",
+                   f"date +%s.%N > {stamp}.tmp && mv {stamp}.tmp {stamp}").strip()
+    wait_until(lambda: os.path.exists(stamp), timeout=600, what=f"job {job} to start")
+    with open(stamp) as f:
+        started = float(f.read())
+    wait_until(lambda: json.loads(node.cli("show", job, "--json"))["state"] == "succeeded",
+               timeout=60, what=f"job {job} to end")
+    return started - t0, node.cli("logs", job)
+
+
+def fetched(log):
+    m = re.search(r"fetched ([\d.]+) (B|KiB|MiB|GiB)", log)
+    scale = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m.group(2)]
+    return float(m.group(1)) * scale
+
+
+def rsync_literal(src, dst):
+    out = subprocess.run(["rsync", "-a", "--no-whole-file", "--stats", f"{src}/", f"{dst}/"],
+                         check=True, capture_output=True, text=True).stdout
+    return int(re.search(r"Literal data: ([\d,]+)", out).group(1).replace(",", ""))
+
+
+def human(n):
+    return f"{n / MiB:.1f} MiB" if n < (1 << 30) else f"{n / (1 << 30):.2f} GiB"
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    total = int(sys.argv[2]) * MiB if len(sys.argv) > 2 else 1024 * MiB
+    if shutil.which("rsync") is None:
+        sys.exit("stage bench: rsync is not installed (scripts/deps.sh test)")
+    work = tempfile.mkdtemp(prefix="tqb-stage-", dir="/tmp")
+    redis = Redis("everysec")
+    nodes = []
+    try:
+        data = os.path.join(work, "data")
+        make_dataset(data, total)
+        nodes = start_cluster(binary, redis)
+        submit_node = nodes[0]
+        subprocess.run(["sync"], check=True)
+        took, log = run_job(submit_node, "--stage", f"{data}:data")
+        t0 = time.perf_counter()
+        subprocess.run(["rsync", "-a", f"{data}/", os.path.join(work, "copy") + "/"], check=True)
+        rsync_took = time.perf_counter() - t0
+        first_bytes = fetched(log)
+        # 1 % of the bytes, rewritten in the middle of the first shard.
+        shard = os.path.join(data, "shard000.bin")
+        with open(shard, "r+b") as f:
+            f.seek(os.path.getsize(shard) // 2)
+            f.write(os.urandom(total // 100))
+        _, log = run_job(submit_node, "--stage", f"{data}:data")
+        changed_bytes = fetched(log)
+        rsync_changed = rsync_literal(data, os.path.join(work, "copy"))
+        cached, plain = [], []
+        for _ in range(ROUNDS):
+            cached.append(run_job(submit_node, "--stage", f"{data}:data")[0])
+            plain.append(run_job(submit_node)[0])
+        added = statistics.median(cached) - statistics.median(plain)
+        cpu = open("/proc/cpuinfo").read().count("processor\t:")
+        print(f"stage bench: {human(total)} dataset ({len(os.listdir(data))} files), two nodes "
+              f"on one machine ({cpu} CPUs), loopback TLS; {ROUNDS} rounds for the starts")
+        print("| what | trainq --stage | rsync -a |")
+        print("| --- | --- | --- |")
+        print(f"| first copy, submit to start | {took:.2f} s ({human(total / took)}/s; "
+              f"{human(first_bytes)} fetched) | {rsync_took:.2f} s "
+              f"({human(total / rsync_took)}/s) |")
+        print(f"| bytes sent for 1 % changed ({human(total // 100)}) | {human(changed_bytes)} "
+              f"({100 * changed_bytes / total:.2f} % of the data) | {human(rsync_changed)} "
+              f"literal ({100 * rsync_changed / total:.2f} %) |")
+        print(f"| start, data already on the node (median) | {1000 * statistics.median(cached):.0f}"
+              f" ms, {1000 * added:+.0f} ms beside no --stage "
+              f"({1000 * statistics.median(plain):.0f} ms) | - |")
+    finally:
+        for n in nodes:
+            n.stop()
+        redis.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
