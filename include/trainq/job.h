@@ -166,6 +166,11 @@ struct JobSpec {
   std::vector<std::string> constraints;
   ContainerSpec container;          // --image, --mount, --shm-size, --container-workdir
   std::vector<Transfer> transfers;  // --snapshot's tree and links, --stage
+  // What comes back to the node that stored it when an attempt elsewhere ends (--collect):
+  // patterns as glob(3) takes them, relative to the job's cwd; copied into `collect_to`
+  // there ("": the job's cwd).
+  std::vector<std::string> collect;
+  std::string collect_to;
   // The Idempotency-Key of the request that stored it ("" for none): a request sent again
   // with the same key (and user) is answered with the ids already stored.
   std::string submit_key;

@@ -78,6 +78,13 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
                 "directory; default: SRC's own place) on whatever node runs it, as it is now "
                 "(repeatable; docs/cluster.md)")
       ->allow_extra_args(false);
+  s->add_option("--collect", a.collect,
+                "PATTERN: when an attempt on another node ends, copy the files of its directory "
+                "that match (checkpoints/*.pt, metrics.json) back here (repeatable; "
+                "docs/cluster.md)")
+      ->allow_extra_args(false);
+  s->add_option("--collect-to", a.collect_to,
+                "where --collect copies to (default: the job's directory here)");
   s->add_option("--notify", a.notify,
                 "POST the job's end as JSON to this URL (retried; docs/workflow.md)");
   s->add_option("--mail", a.mail,

@@ -185,6 +185,10 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   }
   if (!a.shm_size.empty()) body["shm_size"] = a.shm_size;
   if (!a.container_workdir.empty()) body["container_workdir"] = a.container_workdir;
+  if (!a.collect.empty()) body["collect"] = a.collect;
+  if (!a.collect_to.empty()) {
+    body["collect_to"] = a.collect_to.starts_with('/') ? a.collect_to : cwd + "/" + a.collect_to;
+  }
   if (!a.notify.empty()) body["notify"] = a.notify;
   if (!a.mail.empty()) body["mail"] = a.mail;
   return body;

@@ -41,6 +41,8 @@ struct SubmitArgs {
   std::string shm_size;                    // --shm-size: checked by the daemon
   std::string container_workdir;           // --container-workdir
   std::vector<std::string> stage;          // --stage SRC[:DST] (repeatable)
+  std::vector<std::string> collect;        // --collect PATTERN (repeatable)
+  std::string collect_to;                  // --collect-to DIR (made absolute)
   bool json = false;
   std::vector<std::string> sweeps;  // --sweep NAME=V1,V2 (repeatable)
   std::string array;                // --array 0-15%4

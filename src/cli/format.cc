@@ -228,6 +228,20 @@ std::string RecordDetails(const Reply& job) {
                                   : "in the linked paths go to the work tree; the rest to the "
                                     "snapshot's tree");
   }
+  // What travels with it to another node (docs/cluster.md, "Code and data").
+  for (const Reply& t : job.ArrayOr("transfers")) {
+    if (t.Text("kind") != "stage") continue;
+    line("staged", fmt::format("{} as {} ({} files, {})", t.Text("src"), t.Text("dst"),
+                               t.Text("files"), FormatBytes(t.UInt("bytes"))));
+  }
+  std::vector<std::string> collect;
+  for (const Reply& g : job.ArrayOr("collect")) collect.push_back(g.AsText());
+  if (!collect.empty()) {
+    std::string to = job.Text("collect_to");
+    line("collect",
+         fmt::format("{} into {} when an attempt on another node ends", fmt::join(collect, " "),
+                     to == "-" || to.empty() ? "its directory here" : to));
+  }
   line("host", r.Text("host"));
   if (r.Has("gpu_models")) {
     std::vector<std::string> models;

@@ -96,12 +96,18 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "gpu_type") return GpuType(v);
   if (key == "constraints") return Constraints(v);
   if (key == "transfers") return Transfers(v);
+  if (key == "collect") return Names(key, v, spec_.collect, "pattern");
+  if (key == "collect_to") {
+    if (v.is_null()) return spec_.collect_to.clear();
+    return String(key, v, spec_.collect_to);
+  }
   if (ContainerField(key, v)) return;
   if (WorkflowField(key, v)) return;
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
       "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, gpu_type, "
-      "constraints, transfers, image, mounts, shm_size, container_workdir, group, group_limit, "
+      "constraints, transfers, collect, collect_to, image, mounts, shm_size, container_workdir, "
+      "group, group_limit, "
       "array_index, record, notify, mail, slurm, gate",
       key));
 }
@@ -506,6 +512,8 @@ json JobToJson(const Job& job) {
       {"gpu_type", s.gpu_type.empty() ? json(nullptr) : json(s.gpu_type)},
       {"constraints", s.constraints},
       {"transfers", TransfersJson(s.transfers)},
+      {"collect", s.collect},
+      {"collect_to", s.collect_to.empty() ? json(nullptr) : json(s.collect_to)},
       {"image", s.container.on() ? json(s.container.image) : json(nullptr)},
       {"mounts", s.container.mounts},
       {"shm_size_bytes", s.container.shm_bytes > 0 ? json(s.container.shm_bytes) : json(nullptr)},
@@ -565,6 +573,8 @@ json SpecToJson(const JobSpec& spec) {
   if (!spec.gpu_type.empty()) out["gpu_type"] = spec.gpu_type;
   if (!spec.constraints.empty()) out["constraints"] = spec.constraints;
   if (!spec.transfers.empty()) out["transfers"] = TransfersJson(spec.transfers);
+  if (!spec.collect.empty()) out["collect"] = spec.collect;
+  if (!spec.collect_to.empty()) out["collect_to"] = spec.collect_to;
   if (spec.container.on()) out["image"] = spec.container.image;
   if (!spec.container.mounts.empty()) out["mounts"] = spec.container.mounts;
   if (spec.container.shm_bytes > 0) out["shm_size"] = fmt::format("{}B", spec.container.shm_bytes);

@@ -531,6 +531,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckSelection(spec, limits, errors);
   CheckContainer(spec, errors);
   CheckTransfers(spec, errors);
+  CheckCollect(spec, errors);
   CheckWorkflow(spec, errors);
   return errors;
 }

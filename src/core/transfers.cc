@@ -182,6 +182,52 @@ Result<std::vector<Transfer>> TransfersFromText(std::string_view text) {
   return out;
 }
 
+void CheckCollect(const JobSpec& spec, std::vector<FieldError>& out) {
+  if (spec.collect.size() > kMaxCollect) {
+    out.push_back(
+        {"--collect", fmt::format("{} patterns; at most {}", spec.collect.size(), kMaxCollect)});
+  }
+  for (const std::string& g : spec.collect) {
+    bool up = g == ".." || g.starts_with("../") || g.find("/../") != std::string::npos ||
+              g.ends_with("/..");
+    if (g.empty() || g.front() == '/' || up || g.find('\0') != std::string::npos) {
+      out.push_back({"--collect", fmt::format("'{}' is not a pattern of paths below the job's "
+                                              "directory, like checkpoints/*.pt or metrics.json",
+                                              g)});
+      break;
+    }
+  }
+  if (!spec.collect_to.empty() &&
+      (spec.collect_to.front() != '/' || spec.collect_to.find('\0') != std::string::npos)) {
+    out.push_back({"--collect-to", fmt::format("'{}' is not an absolute path", spec.collect_to)});
+  } else if (!spec.collect_to.empty() && spec.collect.empty()) {
+    out.push_back({"--collect-to", "says where --collect copies to; give --collect PATTERN"});
+  }
+}
+
+std::string CollectToText(const JobSpec& spec) {
+  if (spec.collect.empty()) return "";
+  return json{{"globs", spec.collect}, {"to", spec.collect_to}}.dump();
+}
+
+Status CollectFromText(std::string_view text, JobSpec& spec) {
+  spec.collect.clear();
+  spec.collect_to.clear();
+  if (text.empty()) return Status::Ok();
+  json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object() || !doc.contains("globs") || !doc["globs"].is_array() ||
+      !doc.contains("to") || !doc["to"].is_string()) {
+    return Status::Internal(
+        fmt::format("stored collect is not what trainq writes: {}", text.substr(0, 80)));
+  }
+  for (const json& g : doc["globs"]) {
+    if (!g.is_string()) return Status::Internal("stored collect holds a pattern that is no text");
+    spec.collect.push_back(g.get<std::string>());
+  }
+  spec.collect_to = doc["to"].get<std::string>();
+  return Status::Ok();
+}
+
 std::string TransferDestination(const Transfer& t, const std::string& cwd) {
   return Normalized(t.dst.starts_with("/") ? t.dst : cwd + "/" + t.dst);
 }

@@ -39,6 +39,13 @@ void CheckTransfers(const JobSpec& spec, std::vector<FieldError>& out);
 // key that is not what is expected. ValidateSpec judges the values.
 Result<std::vector<Transfer>> ParseTransfers(std::string_view text, std::string_view field);
 
+inline constexpr size_t kMaxCollect = 64;
+// --collect's patterns and --collect-to as ValidateSpec judges them.
+void CheckCollect(const JobSpec& spec, std::vector<FieldError>& out);
+// --collect and --collect-to as one text for the stores ("" for none) and back.
+std::string CollectToText(const JobSpec& spec);
+Status CollectFromText(std::string_view text, JobSpec& spec);
+
 // The transfers as one text for the stores ("" for none) and back.
 std::string TransfersToText(const std::vector<Transfer>& transfers);
 Result<std::vector<Transfer>> TransfersFromText(std::string_view text);

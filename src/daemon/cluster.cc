@@ -174,6 +174,11 @@ void ClusterMode::OnEvent(const std::string& event) {
   if (kind == "reconnected") SyncAssigned();
   // An attempt that ended elsewhere (a gang's other part failed, its node was lost): stop
   // this node's part of it now, not at the next heartbeat.
+  if (kind == "end" && p_.stager != nullptr) {
+    JobId id = 0;
+    std::from_chars(target.data(), target.data() + target.size(), id);
+    CollectOutputs(id);
+  }
   if (kind == "end" && !p_.agent->live().empty()) {
     JobId id = 0;
     std::from_chars(target.data(), target.data() + target.size(), id);
@@ -324,11 +329,23 @@ std::string ClusterMode::HolderLost(const std::string& holder) {
                      holder);
 }
 
-bool ClusterMode::Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged) {
-  const std::string& holder = job.spec.signed_by;
-  Result<Endpoint> peer = PeerEndpoint(store_, holder, fmt::format("what job {} ships", job.id));
-  Stager::PeerGet get = [peer, key = p_.key, node = p_.node,
-                         clock = p_.clock](const std::string& target) -> Result<std::string> {
+// --collect: the node that stored a job copies back what each of its attempts that ran on
+// another node left there (part 0's node, for a gang), once.
+void ClusterMode::CollectOutputs(JobId id) {
+  Result<Job> job = store_.Get(id);
+  if (!job.ok() || job->spec.collect.empty() || job->spec.signed_by != p_.node) return;
+  for (const Attempt& a : job->attempts) {
+    if (!IsDone(a.state)) continue;
+    const std::string& ran = a.parts.empty() ? a.node : a.parts[0].node;
+    if (ran.empty() || ran == p_.node) continue;  // its files are here
+    p_.stager->Collect(*job, a.n, PeerGetter(ran, fmt::format("what job {} left", id)));
+  }
+}
+
+Stager::PeerGet ClusterMode::PeerGetter(const std::string& to, const std::string& what) {
+  Result<Endpoint> peer = PeerEndpoint(store_, to, what);
+  return [peer, key = p_.key, node = p_.node,
+          clock = p_.clock](const std::string& target) -> Result<std::string> {
     if (!peer.ok()) return peer.status();
     CallOptions options;
     options.timeout_ms = 15000;
@@ -347,6 +364,11 @@ bool ClusterMode::Staged(const Job& job, const Attempt& a, int rank, StagedPaths
                           : fmt::format("HTTP {}", answer->status);
     return Status::Conflict(why);
   };
+}
+
+bool ClusterMode::Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged) {
+  const std::string& holder = job.spec.signed_by;
+  Stager::PeerGet get = PeerGetter(holder, fmt::format("what job {} ships", job.id));
   auto wake = [self = std::weak_ptr<ClusterMode*>(self_)] {
     if (auto mode = self.lock()) (*mode)->SyncAssigned();
   };

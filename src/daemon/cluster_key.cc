@@ -56,6 +56,8 @@ std::string SignedJobText(const JobSpec& spec, const std::string& node) {
   // What is shipped to a node and from where: a node reads the sources named here for its
   // peers. Absent from a job without any, so older signatures hold.
   if (!spec.transfers.empty()) Field(out, TransfersToText(spec.transfers));
+  // Where outputs are copied, as the job's user, on the node that stored it.
+  if (!spec.collect.empty()) Field(out, CollectToText(spec));
   return out;
 }
 

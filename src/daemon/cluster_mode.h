@@ -109,6 +109,9 @@ class ClusterMode final : public Mode {
   // (false; SyncAssigned runs again when it is done), or cannot be (false; the attempt ended).
   bool Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged);
   void AbandonLostHolders();
+  void CollectOutputs(JobId id);
+  // GET of a target from `node` (its API URL from the store), signed as this node.
+  Stager::PeerGet PeerGetter(const std::string& to, const std::string& what);
   std::set<std::string> LostNodes();
   static std::string HolderLost(const std::string& holder);
   NodeRecord OwnRecord() const;

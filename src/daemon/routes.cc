@@ -29,6 +29,7 @@
 #include "src/daemon/step_routes.h"
 #include "src/os/container_host.h"
 #include "src/os/fd.h"
+#include "src/os/run_dir.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
 
@@ -391,6 +392,7 @@ class Routes {
   static void Explain(RouteContext& c);
   static void Log(RouteContext& c);
   static void Transfer(RouteContext& c);
+  static void Outputs(RouteContext& c);
   static void CancelJob(RouteContext& c);
   static void RetryJob(RouteContext& c);
   static void ReleaseJob(RouteContext& c);
@@ -563,6 +565,57 @@ void Routes::Transfer(RouteContext& c) {
                                       : c.d.stager->ServeChunks(*c.job, *index, chunks);
   if (!body.ok()) return c.respond(ErrorResponse(body.status()));
   c.respond({200, std::move(*body), "application/octet-stream"});
+}
+
+// GET /v1/jobs/ID/outputs?attempt=N&manifest=1, or ?attempt=N&c=HASH,...: what attempt N left
+// on this node matching the job's --collect patterns, for the node that stored the job (a
+// peer's signed request only).
+void Routes::Outputs(RouteContext& c) {
+  if (c.caller.node.empty() || c.d.stager == nullptr) {
+    return c.respond(ErrorResponse(Status::Permission(
+        "only the nodes of a cluster read what a job left, with requests signed by the "
+        "cluster key")));
+  }
+  const Job& job = *c.job;
+  int attempt = 0;
+  bool manifest = false;
+  std::string_view chunks;
+  for (const auto& [key, value] : c.req.query) {
+    int64_t n = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (key == "attempt" && ec == std::errc() && ptr == value.data() + value.size() && n >= 1 &&
+        n <= job.attempt) {
+      attempt = static_cast<int>(n);
+    } else if (key == "manifest" && value == "1") {
+      manifest = true;
+    } else if (key == "c" && !value.empty()) {
+      chunks = value;
+    } else {
+      return c.respond(ErrorResponse(Status::Invalid(
+          fmt::format("{}: not accepted; expected attempt (1 to {}) and manifest=1 or c=HASH,...",
+                      key, job.attempt))));
+    }
+  }
+  if (attempt == 0 || manifest == !chunks.empty()) {
+    return c.respond(ErrorResponse(
+        Status::Invalid("expected attempt (a number) and one of manifest=1 or c=HASH,...")));
+  }
+  if (!manifest) {
+    Result<std::string> body = c.d.stager->ServeOutputChunks(job.id, attempt, chunks);
+    if (!body.ok()) return c.respond(ErrorResponse(body.status()));
+    return c.respond({200, std::move(*body), "application/octet-stream"});
+  }
+  std::optional<AttemptPart> part = job.attempts[attempt - 1].PartOn(c.d.node);
+  if (!part) {
+    return c.respond(ErrorResponse(Status::NotFound(
+        fmt::format("job {} attempt {} did not run on node {}", job.id, attempt, c.d.node))));
+  }
+  Result<RunSpec> ran = ReadRunSpec(part->run_dir);
+  if (!ran.ok()) return c.respond(ErrorResponse(ran.status()));
+  c.d.stager->ServeOutputs(job, attempt, ran->cwd, [respond = c.respond](Result<std::string> text) {
+    if (!text.ok()) return respond(ErrorResponse(text.status()));
+    respond({200, std::move(*text), "application/octet-stream"});
+  });
 }
 
 void Routes::Submit(RouteContext& c) {
@@ -1268,6 +1321,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/jobs/{id}/log", Action::kReadLog, "read the log of", Routes::Log},
     {"GET", "/v1/jobs/{id}/transfer", Action::kReadLog, "read what is shipped of",
      Routes::Transfer},
+    {"GET", "/v1/jobs/{id}/outputs", Action::kReadLog, "read the outputs of", Routes::Outputs},
     {"POST", "/v1/jobs/{id}/cancel", Action::kChangeJob, "cancel", Routes::CancelJob},
     {"POST", "/v1/jobs/{id}/retry", Action::kChangeJob, "retry", Routes::RetryJob},
     {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
@@ -1371,9 +1425,10 @@ void Api::Handle(HttpRequest request, Responder respond) {
   std::string_view segment;
   const Route* route = FindRoute(request, &segment);
   // A peer's signed request serves a log, or the steps of a part it runs; nothing else.
-  bool peer_route = route != nullptr &&
-                    (route->handle == Routes::Log || route->handle == Routes::Transfer ||
-                     route->handle == Routes::ReadSteps || route->handle == Routes::FinishStep);
+  bool peer_route =
+      route != nullptr && (route->handle == Routes::Log || route->handle == Routes::Transfer ||
+                           route->handle == Routes::Outputs || route->handle == Routes::ReadSteps ||
+                           route->handle == Routes::FinishStep);
   if (!caller->node.empty() && !peer_route) {
     return respond(ErrorResponse(Status::Permission(fmt::format(
         "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log) or the "

@@ -15,6 +15,7 @@
 #include "src/daemon/cluster_key.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fd.h"
+#include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 #include "src/os/users.h"
@@ -28,11 +29,6 @@ using Steady = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxManifestBytes = 256ull << 20;
 constexpr size_t kMaxGetBytes = 8u << 20;
-// A request the holder does not answer is sent again after a wait that doubles from the first
-// to the last, and then stays: the job waits for the holder (its reason says so) until the
-// holder answers or is judged lost (Abandon).
-constexpr int kFirstRetryMs = 500;
-constexpr int kLastRetryMs = 10000;
 
 // The manifest text the holder keeps for `t`, read without following a link, bounded, and
 // checked against the hash the job's (signed) record names.
@@ -89,6 +85,7 @@ struct Stager::Work {
   std::string waiting;               // why the holder is being waited for ("" while it answers)
   std::string abandon;               // set by Abandon: the staging ends with this
   std::condition_variable_any poke;  // Abandon wakes a retry's wait
+  int collect = 0;                   // the attempt whose outputs come back (Collect); 0: a staging
 };
 
 Stager::Stager(Parts parts) : p_(std::move(parts)) {
@@ -205,9 +202,11 @@ void Stager::Loop(std::stop_token stop) {
       w = queue_.front();
       queue_.pop_front();
     }
-    Status st = cache_ ? Run(*w) : cache_status_;
+    Status st = !cache_ ? cache_status_ : w->collect > 0 ? RunCollect(*w) : Run(*w);
     if (!st.ok()) {
-      spdlog::warn("job {}: staging from {} failed: {}", w->job.id, w->job.spec.signed_by,
+      spdlog::warn("job {}: {} failed: {}", w->job.id,
+                   w->collect > 0 ? fmt::format("collecting attempt {}", w->collect)
+                                  : "staging from " + w->job.spec.signed_by,
                    st.message());
     }
     {
@@ -222,10 +221,11 @@ void Stager::Loop(std::stop_token stop) {
 
 namespace {}  // namespace
 
-// `w.get`, sent again while the holder does not answer (a refusal is final), until the stager
-// stops or the staging is abandoned.
+// `w.get`, sent again while the holder does not answer (a refusal is final), after a wait that
+// doubles up to 20 times the first and then stays, until the stager stops or the staging is
+// abandoned (its holder judged lost): the job waits, its reason saying so.
 Result<std::string> Stager::GetWithRetry(Work& w, const std::string& target) {
-  int wait = kFirstRetryMs;
+  int wait = p_.first_retry_ms;
   for (int tries = 1;; ++tries) {
     Result<std::string> got = w.get(target);
     std::unique_lock lock(mu_);
@@ -239,7 +239,7 @@ Result<std::string> Stager::GetWithRetry(Work& w, const std::string& target) {
                     [&] { return !w.abandon.empty(); });
     if (!w.abandon.empty()) return Status::Unavailable(w.abandon);
     if (stop_.stop_requested()) return got;
-    wait = std::min(wait * 2, kLastRetryMs);
+    wait = std::min(wait * 2, 20 * p_.first_retry_ms);
   }
 }
 
@@ -400,26 +400,26 @@ Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> Stager::Source
   return sources;
 }
 
-Result<std::string> Stager::ServeChunks(const Job& job, size_t index, std::string_view hashes) {
-  if (index >= job.spec.transfers.size()) {
-    return Status::NotFound(fmt::format("job {} has no transfer {}", job.id, index));
-  }
-  Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> sources = SourcesOf(job, index);
-  if (!sources.ok()) return sources.status();
+namespace {
+
+// The bytes of the chunks named by `hashes` (comma-separated), each read from `sources` and
+// checked against its name.
+Result<std::string> ChunksFrom(const std::map<std::string, ChunkSource>& sources,
+                               std::string_view hashes, JobId id) {
   std::string out;
   size_t count = 0;
   for (size_t start = 0; start <= hashes.size();) {
     size_t end = std::min(hashes.find(',', start), hashes.size());
     std::string_view hash = hashes.substr(start, end - start);
     start = end + 1;
-    if (!IsHex64(hash) || ++count > kMaxChunksPerGet) {
+    if (!IsHex64(hash) || ++count > Stager::kMaxChunksPerGet) {
       return Status::Invalid(fmt::format(
           "c: expected up to {} chunk names (SHA-256, 64 lowercase hex digits), comma-separated",
-          kMaxChunksPerGet));
+          Stager::kMaxChunksPerGet));
     }
-    auto it = (*sources)->find(std::string(hash));
-    if (it == (*sources)->end()) {
-      return Status::NotFound(fmt::format("job {} ships no chunk {}", job.id, hash));
+    auto it = sources.find(std::string(hash));
+    if (it == sources.end()) {
+      return Status::NotFound(fmt::format("job {} offers no chunk {}", id, hash));
     }
     Result<std::string> bytes = ReadChunk(it->second, it->first);
     if (!bytes.ok()) return bytes.status();
@@ -427,6 +427,127 @@ Result<std::string> Stager::ServeChunks(const Job& job, size_t index, std::strin
     if (out.size() > 4 * kMaxGetBytes) break;
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::string> Stager::ServeChunks(const Job& job, size_t index, std::string_view hashes) {
+  if (index >= job.spec.transfers.size()) {
+    return Status::NotFound(fmt::format("job {} has no transfer {}", job.id, index));
+  }
+  Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> sources = SourcesOf(job, index);
+  if (!sources.ok()) return sources.status();
+  return ChunksFrom(**sources, hashes, job.id);
+}
+
+void Stager::ServeOutputs(const Job& job, int n, const std::string& cwd,
+                          std::function<void(Result<std::string>)> done) {
+  // Checkpoints may be many GiB: hashed off the loop, by a thread that owns what it uses.
+  std::thread([outputs = outputs_, post = p_.post, id = job.id, n, cwd, patterns = job.spec.collect,
+               done = std::move(done)]() mutable {
+    Result<Manifest> m = MakeManifestOfMatches(cwd, patterns);
+    Result<std::string> text = m.ok() ? Result<std::string>(ManifestText(*m)) : m.status();
+    if (m.ok()) {
+      std::lock_guard lock(outputs->mu);
+      outputs->sources[{id, n}] =
+          std::make_shared<const std::map<std::string, ChunkSource>>(ChunkSources(*m));
+    }
+    post([done = std::move(done), text = std::move(text)]() mutable { done(std::move(text)); });
+  }).detach();
+}
+
+Result<std::string> Stager::ServeOutputChunks(JobId id, int n, std::string_view hashes) {
+  std::shared_ptr<const std::map<std::string, ChunkSource>> sources;
+  {
+    std::lock_guard lock(outputs_->mu);
+    auto it = outputs_->sources.find({id, n});
+    if (it == outputs_->sources.end()) {
+      return Status::NotFound(fmt::format(
+          "job {} attempt {}: ask for the manifest of what it left first (manifest=1)", id, n));
+    }
+    sources = it->second;
+  }
+  return ChunksFrom(*sources, hashes, id);
+}
+
+void Stager::Collect(const Job& job, int n, PeerGet get) {
+  std::string marker = fmt::format("{}/{}/{}", CollectedDir(), job.id, n);
+  std::lock_guard lock(mu_);
+  if (!collects_.insert({job.id, n}).second || ::access(marker.c_str(), F_OK) == 0) return;
+  auto w = std::make_shared<Work>();
+  w->job = job;
+  w->get = std::move(get);
+  w->wake = [] {};
+  w->collect = n;
+  w->pin = fmt::format("collect {} {}", job.id, n);
+  queue_.push_back(w);
+  wake_.notify_all();
+}
+
+std::string Stager::CollectedDir() const {
+  return p_.staged_dir.substr(0, p_.staged_dir.rfind('/')) + "/collected";
+}
+
+Status Stager::RunCollect(Work& w) {
+  const JobSpec& spec = w.job.spec;
+  std::string base = fmt::format("/v1/jobs/{}/outputs", w.job.id);
+  std::string attempt = std::to_string(w.collect);
+  Result<std::string> text =
+      GetWithRetry(w, CanonicalTarget(base, {{"attempt", attempt}, {"manifest", "1"}}));
+  if (!text.ok()) return text.status();
+  Result<Manifest> m = ParseManifest(*text);
+  if (!m.ok()) return m.status();
+  std::string to = spec.collect_to.empty() ? spec.cwd : spec.collect_to;
+  if (m->entries.empty()) {
+    spdlog::info("job {} attempt {}: nothing matched --collect {}", w.job.id, w.collect,
+                 fmt::join(spec.collect, " "));
+    return Status::Ok();
+  }
+  auto fetch = [&](const std::vector<ChunkRef>& chunks) -> Result<std::string> {
+    std::string names;
+    for (const ChunkRef& c : chunks) names += (names.empty() ? "" : ",") + c.hash;
+    return GetWithRetry(w, CanonicalTarget(base, {{"attempt", attempt}, {"c", names}}));
+  };
+  Status filled = cache_->Fill(*m, w.pin, fetch, nullptr);
+  if (!filled.ok()) {
+    cache_->Unpin(w.pin);
+    return filled;
+  }
+  std::optional<RunAs> as;
+  uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
+  if (p_.shared) {
+    Result<UserInfo> user = LookupUserByName(spec.user);
+    if (!user.ok()) return user.status();
+    uid = static_cast<uid_t>(user->uid);
+    gid = static_cast<gid_t>(user->gid);
+    as = RunAs{uid, gid, {}};
+    for (int64_t g : GroupList(spec.user, user->gid)) as->groups.push_back(static_cast<gid_t>(g));
+  }
+  // Built here first (links to the cache), then copied by the user's own process: the daemon
+  // never writes into a user's directories.
+  std::string dir = fmt::format("{}/{}", CollectedDir(), w.job.id);
+  std::string copy = fmt::format("{}/{}", dir, w.collect);
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(dir));
+  ::chmod(CollectedDir().c_str(), 0711);
+  std::error_code ec;
+  std::filesystem::remove_all(copy, ec);
+  Status made = cache_->Materialize(*m, copy, uid, gid);
+  cache_->Unpin(w.pin);
+  if (!made.ok()) return made;
+  if (::chmod(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0) {
+    return ErrnoStatus("chown " + dir, errno);
+  }
+  spdlog::info("job {} attempt {}: collecting {} files ({}) into {}", w.job.id, w.collect, m->files,
+               FormatBytes(m->bytes), to);
+  return SpawnDetached(
+      // tar, not cp: a directory of the copy lands in a link to a directory already there
+      // (a snapshot's checkpoints/), where cp refuses to replace the link.
+      {"/bin/sh", "-c",
+       "mkdir -p -- \"$2\" && tar -C \"$1\" --mode=u+w -cf - . | "
+       "tar -C \"$2\" --keep-directory-symlink --no-same-owner -xf -",
+       "trainq-collect", copy, to},
+      {"PATH=/usr/bin:/bin", "LC_ALL=C"}, as);
 }
 
 Status Stager::CheckAtSubmit(const JobSpec& spec) {

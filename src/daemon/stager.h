@@ -33,6 +33,8 @@ class Stager {
     bool shared = false;  // copies belong to the job's user
     // Runs `fn` on the event loop (the stager's results go there).
     std::function<void(std::function<void()>)> post;
+    // A holder that does not answer is asked again after this, doubling up to 20 times it.
+    int first_retry_ms = 500;
   };
   // GET of `target` from the holder, signed as this node: the body, or why not. Called on
   // the stager's thread.
@@ -72,6 +74,17 @@ class Stager {
   Result<std::string> ServeChunks(const Job& job, size_t index, std::string_view hashes);
   static constexpr size_t kMaxChunksPerGet = 32;
 
+  // --collect, the holder's side: copies back what attempt `n` of `job`, which ran on another
+  // node, left matching its patterns, fetched with `get` from that node on the stager's
+  // thread, then copied into its collect_to (or its cwd here) as its user. Once per attempt.
+  void Collect(const Job& job, int n, PeerGet get);
+  // --collect, the side of the node it ran on: the manifest of what attempt `n` of `job` left
+  // matching its patterns in `cwd` (where it ran here), made on a thread of its own and given
+  // to `done` on the loop; then the bytes of its chunks.
+  void ServeOutputs(const Job& job, int n, const std::string& cwd,
+                    std::function<void(Result<std::string>)> done);
+  Result<std::string> ServeOutputChunks(JobId id, int n, std::string_view hashes);
+
   // Checks at submit, on the node that stores the job, what the client says it ships: each
   // manifest is here and is what its hash says, made from its source. kInvalid naming it.
   static Status CheckAtSubmit(const JobSpec& spec);
@@ -80,6 +93,8 @@ class Stager {
   struct Work;
   void Loop(std::stop_token stop);
   Status Run(Work& w);
+  Status RunCollect(Work& w);
+  std::string CollectedDir() const;  // STATE/collected: what comes back, before the user copies it
   Result<std::string> GetWithRetry(Work& w, const std::string& target);
   Result<StagedPaths> Build(Work& w, const std::vector<Manifest>& manifests);
   Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> SourcesOf(const Job& job,
@@ -93,6 +108,15 @@ class Stager {
   std::condition_variable_any wake_;
   std::deque<std::shared_ptr<Work>> queue_;
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
+  // --collect: the attempts collected or being collected here (holder), and the sources of
+  // what this node offers back (worker; filled by ServeOutputs' threads, under its mutex).
+  std::set<std::pair<JobId, int>> collects_;
+  struct Outputs {
+    std::mutex mu;
+    std::map<std::pair<JobId, int>, std::shared_ptr<const std::map<std::string, ChunkSource>>>
+        sources;
+  };
+  std::shared_ptr<Outputs> outputs_ = std::make_shared<Outputs>();
   // The holder's chunk sources by manifest hash (the loop's only).
   std::map<std::string, std::shared_ptr<const std::map<std::string, ChunkSource>>> sources_;
   std::stop_token stop_;  // the thread's (set before it reads anything)

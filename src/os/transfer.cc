@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -645,6 +646,52 @@ Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLim
   Walker walker(r, memo, limits);
   TRAINQ_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry(""));
   return walker.Take();
+}
+
+Result<Manifest> MakeManifestOfMatches(const std::string& root,
+                                       const std::vector<std::string>& patterns,
+                                       ChunkLimits limits) {
+  std::map<std::string, ManifestEntry> found;  // by path: overlapping patterns list once
+  auto add_dirs_above = [&](const std::string& rel) {
+    for (size_t at = rel.find('/'); at != std::string::npos; at = rel.find('/', at + 1)) {
+      found.try_emplace(rel.substr(0, at), ManifestEntry{rel.substr(0, at), 'd', "", 0, {}});
+    }
+  };
+  for (const std::string& pattern : patterns) {
+    glob_t g = {};
+    int rc = ::glob((root + "/" + pattern).c_str(), GLOB_NOSORT, nullptr, &g);
+    std::unique_ptr<glob_t, void (*)(glob_t*)> free_later(&g, ::globfree);
+    if (rc == GLOB_NOMATCH) continue;
+    if (rc != 0) return Status::Io(fmt::format("{}: cannot list what matches it", pattern));
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+      std::string path = g.gl_pathv[i];
+      struct stat st = {};
+      if (!path.starts_with(root + "/") || ::lstat(path.c_str(), &st) != 0) continue;
+      if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;  // links, fifos
+      std::string rel = path.substr(root.size() + 1);
+      Result<Manifest> m = MakeManifest(path, nullptr, limits);
+      if (!m.ok()) return m.status();
+      add_dirs_above(rel);
+      if (S_ISDIR(st.st_mode)) found.try_emplace(rel, ManifestEntry{rel, 'd', "", 0, {}});
+      for (ManifestEntry& e : m->entries) {
+        e.path = e.path.empty() ? rel : rel + "/" + e.path;
+        found[e.path] = std::move(e);
+      }
+    }
+  }
+  Manifest out;
+  out.root = root;
+  for (auto& [path, e] : found) {
+    if (e.kind == 'f' || e.kind == 'x') {
+      out.bytes += e.size;
+      ++out.files;
+    }
+    out.entries.push_back(std::move(e));
+  }
+  std::sort(
+      out.entries.begin(), out.entries.end(),
+      [](const ManifestEntry& a, const ManifestEntry& b) { return PathLess(a.path, b.path); });
+  return out;
 }
 
 // ---- Chunk sources ----

@@ -123,6 +123,13 @@ class ChunkMemo {
 // nor a regular file, or a name is not UTF-8 (JSON cannot carry it). `memo` may be null.
 Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLimits limits = {});
 
+// The manifest of what below `root` (a directory) matches `patterns` (glob(3), relative to
+// `root`): each matching file, and each matching directory whole, with the directories above
+// them; links that match are left out (never followed). No match: an empty manifest.
+Result<Manifest> MakeManifestOfMatches(const std::string& root,
+                                       const std::vector<std::string>& patterns,
+                                       ChunkLimits limits = {});
+
 // Where the bytes of each chunk of `m` are on the node that made it: the chunk's hash to
 // (absolute file path, offset). The first place wins.
 struct ChunkSource {

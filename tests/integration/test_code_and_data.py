@@ -202,3 +202,44 @@ def test_a_two_node_torchrun_job_whose_code_is_only_where_it_was_submitted(make_
     assert job["state"] == "succeeded", (logs, cluster.logs())
     assert "rank 0 sum 3.0" in logs and "rank 1 sum 3.0" in logs, logs
     assert re.search(r"node node1 fetched [\d.]+ \S+ of the job's", logs), logs
+
+
+def test_collect_brings_outputs_back_whatever_the_end(make_cluster):
+    cluster = make_cluster(2)
+    a = isolated(cluster, "node1")
+    repo, _ = project(a)
+    dataset = a.path("dataset.bin")
+    write_random(dataset, MiB, "collect")
+    os.makedirs(os.path.join(repo, "checkpoints"))
+    with open(os.path.join(repo, "checkpoints", "old.txt"), "w") as f:
+        f.write("step 5")
+    # train.py writes checkpoints/ckpt.txt on node1: it comes back into the project's
+    # checkpoints/ (the snapshot's link to it), where the job would have written it here.
+    job_id = submit_there(a, repo, dataset, "node1", "--collect", "checkpoints/*")
+    assert a.wait_state(job_id, ("succeeded", "failed"), timeout=60)["state"] == "succeeded"
+    back = os.path.join(repo, "checkpoints", "ckpt.txt")
+    wait_for(lambda: os.path.exists(back), timeout=30, what="the checkpoint back on node0")
+    assert open(back).read() == "step 10"
+    # A failed job's outputs come back too, into --collect-to.
+    results = a.path("results")
+    job_id = submit_there(a, repo, dataset, "node1", "--collect", "out*.txt", "--collect-to",
+                          results, cmd=("sh", "-c", "echo partial > out1.txt; exit 3"))
+    job = a.wait_state(job_id, ("succeeded", "failed"), timeout=60)
+    assert job["state"] == "failed" and job["attempts"][-1]["exit_code"] == 3, job
+    wait_for(lambda: os.path.exists(os.path.join(results, "out1.txt")), timeout=30,
+             what="out1.txt in --collect-to")
+    assert open(os.path.join(results, "out1.txt")).read() == "partial\n"
+    assert "collecting 1 files" in a.daemon_log(), a.daemon_log()[-2000:]
+
+
+def test_bad_stage_and_collect_arguments_are_refused_naming_them(tq):
+    work = tq.path("w")
+    os.makedirs(work)
+    for args, field in ((["--stage", ""], "--stage"), (["--stage", "a:b:c"], "--stage"),
+                        (["--stage", "/nonexistent/data"], "--stage"),
+                        (["--collect", "../up"], "--collect"),
+                        (["--collect-to", "/tmp/x"], "--collect-to")):
+        proc = tq.run("submit", *args, "--", "true", cwd=work, check=False)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert field in proc.stderr, (args, proc.stderr)
+    assert json.loads(tq.run("ls", "--json").stdout) == []

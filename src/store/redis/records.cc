@@ -163,6 +163,7 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"constraints", EncodeStrings(spec.constraints)},
               {"container", ContainerToText(spec.container)},
               {"transfers", TransfersToText(spec.transfers)},
+              {"collect", CollectToText(spec)},
               {"group", std::to_string(spec.group)},
               {"group_limit", std::to_string(spec.group_limit)},
               {"array_index", std::to_string(spec.array_index)},
@@ -228,6 +229,7 @@ Result<Job> ReadJob(const redisReply* hash) {
   } else {
     return c.status();
   }
+  TRAINQ_RETURN_IF_ERROR(CollectFromText(r.Str("collect"), job.spec));
   if (Result<std::vector<Transfer>> t = TransfersFromText(r.Str("transfers")); t.ok()) {
     job.spec.transfers = std::move(*t);
   } else {

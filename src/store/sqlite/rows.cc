@@ -193,6 +193,7 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   query.Bind(36, *constraints);
   query.Bind(37, ContainerToText(spec.container));
   query.Bind(38, TransfersToText(spec.transfers));
+  query.Bind(39, CollectToText(spec));
   return Status::Ok();
 }
 
@@ -241,6 +242,7 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(36), "constraints"), job.spec.constraints));
   TRAINQ_RETURN_IF_ERROR(Take(ContainerFromText(q.Text(37)), job.spec.container));
   TRAINQ_RETURN_IF_ERROR(Take(TransfersFromText(q.Text(38)), job.spec.transfers));
+  TRAINQ_RETURN_IF_ERROR(CollectFromText(q.Text(39), job.spec));
   return job;
 }
 

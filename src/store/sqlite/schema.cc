@@ -178,9 +178,11 @@ constexpr char kSchemaV12[] = R"sql(
 ALTER TABLE jobs ADD COLUMN container TEXT NOT NULL DEFAULT '';
 )sql";
 
-// Version 13: what a job needs shipped to its node (TransfersToText; '': nothing).
+// Version 13: what a job needs shipped to its node (TransfersToText; '': nothing), and what
+// comes back (CollectToText).
 constexpr char kSchemaV13[] = R"sql(
 ALTER TABLE jobs ADD COLUMN transfers TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN collect TEXT NOT NULL DEFAULT '';
 )sql";
 
 constexpr Migration kMigrations[] = {
