@@ -71,6 +71,8 @@ struct NodeState {
   std::vector<std::string> features{};
   // The image names in the node's container store (a cluster node's NodeInfo "images").
   std::vector<std::string> images{};
+  // The manifests of shipped trees this node holds whole (NodeInfo "staged").
+  std::vector<std::string> staged{};
 };
 
 struct PendingJob {
@@ -108,6 +110,11 @@ struct PendingJob {
   // A container job's image names (the image, or an archive's names): with the rest equal,
   // nodes whose store holds one come first (docs/containers.md, "In a cluster").
   std::vector<std::string> images{};
+  // What it ships (docs/cluster.md, "Code and data"): each tree's manifest and bytes, and the
+  // node that holds them all (where it was submitted). With the rest equal, nodes that hold
+  // more of them come first.
+  std::vector<std::pair<std::string, uint64_t>> shipped{};
+  std::string shipped_from{};
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   // GPUs over all its nodes: what max_gpus_per_user counts.

@@ -140,14 +140,25 @@ NodeChoice Summarise(const NodeState& node, size_t n, std::vector<GpuPick> picks
 
 using Key = std::tuple<int, int, int64_t, uint64_t>;
 
-// 1 when the job runs an image the node's store lacks (it would load it first), else 0.
-int LacksImage(const PendingJob& job, const NodeState& node) {
+// What the node must get before the job runs there, fewer first: its image (1 when the store
+// lacks it: loaded first), then the bytes of what it ships that the node does not hold.
+using Missing = std::pair<int, uint64_t>;
+Missing MissingOn(const PendingJob& job, const NodeState& node) {
+  int lacks = job.images.empty() ? 0 : 1;
   for (const std::string& want : job.images) {
     for (const std::string& held : node.images) {
-      if (ImageNameMatches(want, held)) return 0;
+      if (ImageNameMatches(want, held)) lacks = 0;
     }
   }
-  return job.images.empty() ? 0 : 1;
+  uint64_t bytes = 0;
+  if (node.name != job.shipped_from) {
+    for (const auto& [manifest, size] : job.shipped) {
+      if (std::find(node.staged.begin(), node.staged.end(), manifest) == node.staged.end()) {
+        bytes += size;
+      }
+    }
+  }
+  return {lacks, bytes};
 }
 
 Key ChoiceKey(const NodeChoice& c) { return {c.worst, c.sum, c.load, c.fit}; }
@@ -268,8 +279,8 @@ std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const P
   // the order the caller lists nodes in.
   auto key = [&p, &job](const NodeChoice& c) {
     const NodeState& node = p.node(c.node);
-    return std::tuple<int, int, int, int64_t, uint64_t, const std::string&>(
-        LacksImage(job, node), c.worst, c.sum, c.load, c.fit, node.name);
+    return std::tuple<Missing, int, int, int64_t, uint64_t, const std::string&>(
+        MissingOn(job, node), c.worst, c.sum, c.load, c.fit, node.name);
   };
   std::partial_sort(fits.begin(), fits.begin() + static_cast<ptrdiff_t>(k), fits.end(),
                     [&key](const NodeChoice& a, const NodeChoice& b) { return key(a) < key(b); });
@@ -278,8 +289,8 @@ std::optional<std::vector<NodeChoice>> ChooseGang(const PendingJob& job, const P
 }
 
 std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p, unsigned ignore) {
-  // Nodes holding the job's image first, then the placement rule's key.
-  using NodeKey = std::pair<int, Key>;
+  // Nodes holding the job's image and bytes first, then the placement rule's key.
+  using NodeKey = std::pair<Missing, Key>;
   std::optional<NodeChoice> best;
   std::optional<NodeKey> best_key;
   std::vector<uint64_t> lefts;
@@ -287,7 +298,7 @@ std::optional<NodeChoice> ChooseNode(const PendingJob& job, const Pass& p, unsig
     // A node that cannot beat the best so far is passed over unseen: it would lose the tie.
     std::optional<Key> least = LeastKey(job, p, i, lefts);
     if (!least) continue;
-    int lacks = LacksImage(job, p.node(i));
+    Missing lacks = MissingOn(job, p.node(i));
     if (best_key && !(NodeKey{lacks, *least} < *best_key)) continue;
     std::optional<NodeChoice> c = ChooseAmongFitting(job, p, i, ignore);
     if (c && (!best || NodeKey{lacks, ChoiceKey(*c)} < *best_key)) {
@@ -327,7 +338,7 @@ void FragView(const PendingJob& job, const Pass& p, size_t n, std::vector<FragGp
 
 struct FgdCandidate {
   NodeChoice choice;
-  int lacks_image = 0;  // first: nodes holding the job's image win
+  Missing missing;  // first: nodes holding the job's image and bytes win
   double delta = 0;
   double free_after = 0;  // the node's free GPU capacity after: less is a better fit
   int64_t cpu_after = 0;
@@ -335,7 +346,7 @@ struct FgdCandidate {
 
 bool FgdBetter(const FgdCandidate& a, const FgdCandidate& b) {
   constexpr double kEps = 1e-9;
-  if (a.lacks_image != b.lacks_image) return a.lacks_image < b.lacks_image;
+  if (a.missing != b.missing) return a.missing < b.missing;
   if (a.delta < b.delta - kEps) return true;
   if (a.delta > b.delta + kEps) return false;
   if (a.free_after < b.free_after - kEps) return true;
@@ -355,7 +366,7 @@ FgdCandidate Evaluate(const PendingJob& job, const NodeState& node, const Fragme
         {job.exclusive() ? 0.0 : Fraction(pick.left, node.gpus[pick.pos].total_bytes), false});
     free_after += after.back().free - before[pick.pos].free;
   }
-  FgdCandidate c{std::move(choice), LacksImage(job, node), 0, free_after,
+  FgdCandidate c{std::move(choice), MissingOn(job, node), 0, free_after,
                  FreeSlots(node) - job.cpus};
   c.delta = model.After(pos, after, job.cpus, job.host_mem_bytes) - model.Before();
   return c;

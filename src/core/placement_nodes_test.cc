@@ -120,6 +120,31 @@ TEST(NodeChoiceTest, ANodeHoldingTheJobsImageComesFirst) {
   EXPECT_EQ(PlaceAll({job}, {full, b}).starts[0].node, "b");
 }
 
+TEST(NodeChoiceTest, ANodeHoldingMoreOfWhatTheJobShipsComesFirst) {
+  // Spread would take b; the job ships 10 GiB from a (where it was submitted) and 1 GiB more.
+  PendingJob job = Job(1, 1);
+  job.shipped = {{"m-code", 1ull << 30}, {"m-data", 10ull << 30}};
+  job.shipped_from = "a";
+  NodeState a = FourGpus("a", 40), b = FourGpus("b"), c = FourGpus("c", 20);
+  EXPECT_EQ(PlaceAll({job}, {a, b, c}).starts[0].node, "a");  // it holds it all
+  job.shipped_from = "elsewhere";
+  EXPECT_EQ(PlaceAll({job}, {a, b, c}).starts[0].node, "b");  // none holds any: the rule
+  c.staged = {"m-data"};
+  EXPECT_EQ(PlaceAll({job}, {a, b, c}).starts[0].node, "c");  // 1 GiB to fetch, not 11
+  b.staged = {"m-code"};
+  EXPECT_EQ(PlaceAll({job}, {a, b, c}).starts[0].node, "c");  // 10 GiB left on b
+  // An image to load weighs more than any bytes; a gang's nodes are chosen the same way.
+  job.images = {"env:3"};
+  b.images = {"localhost/env:3"};
+  EXPECT_EQ(PlaceAll({job}, {a, b, c}).starts[0].node, "b");
+  PendingJob gang = Gang(2, 2, 4);
+  gang.shipped = {{"m-data", 10ull << 30}};
+  PlacementResult r = PlaceAll({gang}, {FourGpus("a"), FourGpus("b"), c, FourGpus("d", 30)});
+  ASSERT_EQ(r.starts.size(), 1u);
+  std::set<std::string> nodes = {r.starts[0].parts[0].node, r.starts[0].parts[1].node};
+  EXPECT_TRUE(nodes.count("c")) << r.starts[0].parts[0].node << " " << r.starts[0].parts[1].node;
+}
+
 TEST(NodeChoiceTest, ExcludedNodeIsNeverUsed) {
   PendingJob job = Job(1, 1);
   job.nodes_excluded = {"a"};

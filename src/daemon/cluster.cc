@@ -127,6 +127,15 @@ NodeRecord ClusterMode::OwnRecord() const {
                     NodeLabels{p_.config->node_features, p_.config->gpu_type,
                                p_.images ? p_.images->Names() : std::vector<std::string>{}});
   r.version = TRAINQ_VERSION;
+  if (std::vector<std::string> held =
+          p_.stager ? p_.stager->HeldManifests() : std::vector<std::string>{};
+      !held.empty()) {
+    json info = json::parse(r.info, nullptr, false);
+    if (info.is_object()) {
+      info["staged"] = held;  // what placement prefers this node for
+      r.info = info.dump();
+    }
+  }
   if (std::map<JobId, std::string> staging =
           p_.stager ? p_.stager->AllProgress() : std::map<JobId, std::string>{};
       !staging.empty()) {

@@ -41,6 +41,7 @@ NodeState NodeFromRecord(const NodeRecord& r, const std::vector<OnNode>& here) {
   if (info.is_object()) {
     node.features = StringsOf(info, "features");
     node.images = StringsOf(info, "images");
+    node.staged = StringsOf(info, "staged");
   }
   UnixMs sampled_at = 0;
   std::string sample_error;

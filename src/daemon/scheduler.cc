@@ -85,6 +85,8 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
     p.images = IsImageArchive(spec.container.image) ? spec.container.archive_names
                                                     : std::vector{spec.container.image};
   }
+  for (const Transfer& t : spec.transfers) p.shipped.emplace_back(t.manifest, t.bytes);
+  p.shipped_from = spec.signed_by;
   p.group = spec.group;
   p.group_limit = spec.group_limit;
   return p;

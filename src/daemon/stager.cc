@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -28,6 +29,7 @@ namespace {
 using Steady = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxManifestBytes = 256ull << 20;
+constexpr size_t kMaxHeld = 256;  // manifests a node reports holding
 constexpr size_t kMaxGetBytes = 8u << 20;
 
 // The manifest text the holder keeps for `t`, read without following a link, bounded, and
@@ -178,6 +180,11 @@ void Stager::Retain(const std::set<JobId>& active) {
   }
 }
 
+std::vector<std::string> Stager::HeldManifests() const {
+  std::lock_guard lock(mu_);
+  return {held_.begin(), held_.end()};
+}
+
 std::map<JobId, std::string> Stager::AllProgress() const {
   std::vector<JobId> ids;
   {
@@ -306,6 +313,11 @@ Status Stager::Run(Work& w) {
   Result<StagedPaths> paths = Build(w, manifests);
   if (!paths.ok()) return paths.status();
   std::lock_guard lock(mu_);
+  for (const Transfer& t : spec.transfers) {
+    if (std::find(held_.begin(), held_.end(), t.manifest) != held_.end()) continue;
+    held_.push_back(t.manifest);
+    if (held_.size() > kMaxHeld) held_.pop_front();
+  }
   const ChunkCache::Progress& p = done;
   paths->notice = fmt::format(
       "trainq: node {} fetched {} of the job's {} from node {} ({} were here already{})", p_.node,

@@ -64,6 +64,9 @@ class Stager {
   void Abandon(JobId id, const std::string& why);
   // The holder of every job being staged.
   std::map<JobId, std::string> Holders() const;
+  // The manifests this node filled lately (a bounded list, newest last): placement prefers it
+  // for jobs that ship them.
+  std::vector<std::string> HeldManifests() const;
   // Progress() of every job being staged, for the node's heartbeat.
   std::map<JobId, std::string> AllProgress() const;
 
@@ -107,6 +110,7 @@ class Stager {
   mutable std::mutex mu_;
   std::condition_variable_any wake_;
   std::deque<std::shared_ptr<Work>> queue_;
+  std::deque<std::string> held_;                 // HeldManifests()
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
   // --collect: the attempts collected or being collected here (holder), and the sources of
   // what this node offers back (worker; filled by ServeOutputs' threads, under its mutex).
