@@ -30,6 +30,8 @@ using Steady = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxManifestBytes = 256ull << 20;
 constexpr size_t kMaxHeld = 256;  // manifests a node reports holding
+// Manifests kept parsed: a job shipping what an earlier one shipped asks for none of them.
+constexpr size_t kKnownManifests = 32;
 constexpr size_t kMaxGetBytes = 8u << 20;
 
 // The manifest text the holder keeps for `t`, read without following a link, bounded, and
@@ -180,6 +182,20 @@ void Stager::Retain(const std::set<JobId>& active) {
   }
 }
 
+std::shared_ptr<const Manifest> Stager::KnownManifest(const std::string& sha) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [known, m] : manifests_) {
+    if (known == sha) return m;
+  }
+  return nullptr;
+}
+
+void Stager::RememberManifest(const std::string& sha, const Manifest& m) {
+  std::lock_guard lock(mu_);
+  manifests_.emplace_back(sha, std::make_shared<const Manifest>(m));
+  if (manifests_.size() > kKnownManifests) manifests_.pop_front();
+}
+
 std::vector<std::string> Stager::HeldManifests() const {
   std::lock_guard lock(mu_);
   return {held_.begin(), held_.end()};
@@ -272,6 +288,11 @@ Status Stager::Run(Work& w) {
   std::vector<Manifest> manifests;
   uint64_t total = 0;
   for (size_t i = 0; i < spec.transfers.size(); ++i) {
+    if (std::shared_ptr<const Manifest> known = KnownManifest(spec.transfers[i].manifest)) {
+      total += known->bytes;
+      manifests.push_back(*known);
+      continue;
+    }
     std::string target = CanonicalTarget(fmt::format("/v1/jobs/{}/transfer", w.job.id),
                                          {{"i", std::to_string(i)}, {"manifest", "1"}});
     Result<std::string> text = GetWithRetry(w, target);
@@ -285,6 +306,7 @@ Status Stager::Run(Work& w) {
     Result<Manifest> m = ParseManifest(*text);
     if (!m.ok()) return m.status();
     total += m->bytes;
+    RememberManifest(spec.transfers[i].manifest, *m);
     manifests.push_back(std::move(*m));
   }
   ChunkCache::Progress done;  // of the transfers already filled
@@ -332,16 +354,23 @@ Status Stager::Run(Work& w) {
 
 // The job's copies in STATE/staged/JOB/INDEX, each made once (under a temporary name, then
 // renamed), owned by the job's user on a shared daemon.
+Result<RunAs> Stager::OwnerOf(const JobSpec& spec) const {
+  RunAs as{::geteuid(), ::getegid(), {}};
+  if (!p_.shared) return as;
+  Result<UserInfo> user = LookupUserByName(spec.user);
+  if (!user.ok()) return user.status();
+  as.uid = static_cast<uid_t>(user->uid);
+  as.gid = static_cast<gid_t>(user->gid);
+  for (int64_t g : GroupList(spec.user, user->gid)) as.groups.push_back(static_cast<gid_t>(g));
+  return as;
+}
+
 Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifests) {
   const JobSpec& spec = w.job.spec;
-  uid_t uid = ::geteuid();
-  gid_t gid = ::getegid();
-  if (p_.shared) {
-    Result<UserInfo> user = LookupUserByName(spec.user);
-    if (!user.ok()) return user.status();
-    uid = static_cast<uid_t>(user->uid);
-    gid = static_cast<gid_t>(user->gid);
-  }
+  Result<RunAs> owner = OwnerOf(spec);
+  if (!owner.ok()) return owner.status();
+  uid_t uid = owner->uid;
+  gid_t gid = owner->gid;
   TRAINQ_RETURN_IF_ERROR(MakeDirs(p_.staged_dir));
   ::chmod(p_.staged_dir.c_str(), 0711);
   std::string dir = fmt::format("{}/{}", p_.staged_dir, w.job.id);
@@ -525,17 +554,12 @@ Status Stager::RunCollect(Work& w) {
     cache_->Unpin(w.pin);
     return filled;
   }
+  Result<RunAs> owner = OwnerOf(spec);
+  if (!owner.ok()) return owner.status();
+  uid_t uid = owner->uid;
+  gid_t gid = owner->gid;
   std::optional<RunAs> as;
-  uid_t uid = ::geteuid();
-  gid_t gid = ::getegid();
-  if (p_.shared) {
-    Result<UserInfo> user = LookupUserByName(spec.user);
-    if (!user.ok()) return user.status();
-    uid = static_cast<uid_t>(user->uid);
-    gid = static_cast<gid_t>(user->gid);
-    as = RunAs{uid, gid, {}};
-    for (int64_t g : GroupList(spec.user, user->gid)) as->groups.push_back(static_cast<gid_t>(g));
-  }
+  if (p_.shared) as = *owner;
   // Built here first (links to the cache), then copied by the user's own process: the daemon
   // never writes into a user's directories.
   std::string dir = fmt::format("{}/{}", CollectedDir(), w.job.id);

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "src/daemon/agent.h"
+#include "src/os/process.h"
 #include "src/os/transfer.h"
 #include "trainq/job.h"
 #include "trainq/status.h"
@@ -97,8 +98,12 @@ class Stager {
   void Loop(std::stop_token stop);
   Status Run(Work& w);
   Status RunCollect(Work& w);
+  // Who the copies of a job belong to: its user on a shared daemon, else this daemon's.
+  Result<RunAs> OwnerOf(const JobSpec& spec) const;
   std::string CollectedDir() const;  // STATE/collected: what comes back, before the user copies it
   Result<std::string> GetWithRetry(Work& w, const std::string& target);
+  std::shared_ptr<const Manifest> KnownManifest(const std::string& sha) const;
+  void RememberManifest(const std::string& sha, const Manifest& m);
   Result<StagedPaths> Build(Work& w, const std::vector<Manifest>& manifests);
   Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> SourcesOf(const Job& job,
                                                                               size_t index);
@@ -110,7 +115,9 @@ class Stager {
   mutable std::mutex mu_;
   std::condition_variable_any wake_;
   std::deque<std::shared_ptr<Work>> queue_;
-  std::deque<std::string> held_;                 // HeldManifests()
+  std::deque<std::string> held_;  // HeldManifests()
+  // The manifests fetched lately, by hash (a hash names its text: never stale).
+  std::deque<std::pair<std::string, std::shared_ptr<const Manifest>>> manifests_;
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
   // --collect: the attempts collected or being collected here (holder), and the sources of
   // what this node offers back (worker; filled by ServeOutputs' threads, under its mutex).

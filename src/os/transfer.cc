@@ -499,6 +499,9 @@ Result<std::vector<ChunkRef>> ChunkMemo::Chunks(const std::string& path, ChunkLi
 }
 
 Status ChunkMemo::Save() {
+  // Nothing read anew and nothing forgotten: the file says it already (a submit of an
+  // unchanged tree writes nothing).
+  if (loaded_ && bytes_read_ == 0 && used_.size() == known_.size()) return Status::Ok();
   json files = json::object();
   for (const auto& [path, k] : used_) {
     files[path] = {{"size", k.size},

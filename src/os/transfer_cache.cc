@@ -302,12 +302,14 @@ struct ChunkCache::Impl {
   }
 
   // The cache knows `name`'s content as it is now (checked, or changed by the cache itself).
-  void RestatLocked(const std::string& name) {
+  // `persist`: the index on disk should say so too (a link the cache made need not: after a
+  // restart the file is checked once more).
+  void RestatLocked(const std::string& name, bool persist = true) {
     struct stat st = {};
     auto it = files.find(name);
     if (it == files.end() || ::lstat(FilePath(name).c_str(), &st) != 0) return;
     it->second.ctime_ns = CtimeNs(st);
-    dirty = true;
+    dirty = dirty || persist;
   }
 
   bool PinnedLocked(const std::string& name) const {
@@ -522,7 +524,8 @@ Status ChunkCache::Fill(const Manifest& m, const std::string& pin, const Fetch& 
   p.bytes_total = m.bytes;
   std::set<std::string> done;
   Status st;
-  for (const auto& [name, e] : todo) {
+  for (size_t i = 0; i < todo.size(); ++i) {
+    const auto& [name, e] = todo[i];
     if (!done.insert(name).second) {  // the same file twice: assembled once
       p.bytes_present += e->size;
       if (progress) progress(p);
@@ -592,9 +595,8 @@ Status ChunkCache::Materialize(const Manifest& m, const std::string& dst, uid_t 
   auto restat = [&] {
     std::lock_guard lock(impl_->mu);
     for (size_t i = 0; i < m.entries.size(); ++i) {
-      if (IsFileEntry(m.entries[i])) impl_->RestatLocked(CacheName(m.entries[i]));
+      if (IsFileEntry(m.entries[i])) impl_->RestatLocked(CacheName(m.entries[i]), false);
     }
-    (void)impl_->SaveLocked();
   };
   if (m.entries.size() == 1 && m.entries[0].path.empty()) {
     Status st = MakeTreeEntry(m.entries[0], dst, cached[0], {});

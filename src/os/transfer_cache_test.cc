@@ -16,6 +16,7 @@
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 #include "src/os/transfer.h"
+#include "src/os/transfer_test_util.h"
 
 namespace trainq {
 namespace {
@@ -23,22 +24,9 @@ namespace {
 using ::testing::HasSubstr;
 using trainq::testing::TempDir;
 
-constexpr ChunkLimits kSmall{.min = 1 << 10, .avg = 4 << 10, .max = 16 << 10};
-
-std::string RandomBytes(size_t size, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(size, '\0');
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, size - i));
-  }
-  return out;
-}
-
-void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
-  ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
-}
+using trainq::testing::kSmall;
+using trainq::testing::RandomBytes;
+using trainq::testing::Write;
 
 struct stat Stat(const std::string& path) {
   struct stat st = {};

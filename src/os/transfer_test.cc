@@ -1,4 +1,5 @@
 #include "src/os/transfer.h"
+#include "src/os/transfer_test_util.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,28 +23,15 @@ namespace {
 using ::testing::HasSubstr;
 using trainq::testing::TempDir;
 
-constexpr ChunkLimits kSmall{.min = 1 << 10, .avg = 4 << 10, .max = 16 << 10};
-
-std::string RandomBytes(size_t size, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string out(size, '\0');
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, std::min<size_t>(8, size - i));
-  }
-  return out;
-}
+using trainq::testing::kSmall;
+using trainq::testing::RandomBytes;
+using trainq::testing::Write;
 
 std::vector<ChunkRef> ChunksOf(std::string_view data, ChunkLimits limits, size_t piece) {
   Chunker c(limits);
   for (size_t at = 0; at < data.size(); at += piece) c.Add(data.substr(at, piece));
   c.Finish();
   return c.chunks();
-}
-
-void Write(const std::string& path, const std::string& data, mode_t mode = 0644) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
-  ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
 }
 
 TEST(ChunkerTest, AnyPieceSizesGiveTheSameChunks) {
