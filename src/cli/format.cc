@@ -231,8 +231,9 @@ std::string RecordDetails(const Reply& job) {
   // What travels with it to another node (docs/cluster.md, "Code and data").
   for (const Reply& t : job.ArrayOr("transfers")) {
     if (t.Text("kind") != "stage") continue;
-    line("staged", fmt::format("{} as {} ({} files, {})", t.Text("src"), t.Text("dst"),
-                               t.Text("files"), FormatBytes(t.UInt("bytes"))));
+    line("staged",
+         fmt::format("{} as {} ({} file{}, {})", t.Text("src"), t.Text("dst"), t.Text("files"),
+                     t.Text("files") == "1" ? "" : "s", FormatBytes(t.UInt("bytes"))));
   }
   std::vector<std::string> collect;
   for (const Reply& g : job.ArrayOr("collect")) collect.push_back(g.AsText());

@@ -134,8 +134,9 @@ Status ApplyStages(const SubmitArgs& args, const std::string& store, const std::
     Result<json> t = Shipped(TransferKind::kStage, *m, stage->dst, store);
     if (!t.ok()) return t.status();
     transfers.push_back(std::move(*t));
-    std::fprintf(stderr, "trainq: stage %s: %llu files, %s\n", TerminalSafe(stage->src).c_str(),
-                 static_cast<unsigned long long>(m->files), FormatBytes(m->bytes).c_str());
+    std::fprintf(stderr, "trainq: stage %s: %llu file%s, %s\n", TerminalSafe(stage->src).c_str(),
+                 static_cast<unsigned long long>(m->files), m->files == 1 ? "" : "s",
+                 FormatBytes(m->bytes).c_str());
   }
   return Status::Ok();
 }

@@ -108,6 +108,10 @@ Stager::Stager(Parts parts) : p_(std::move(parts)) {
 }
 
 Stager::~Stager() {
+  {
+    std::lock_guard lock(outputs_->mu);
+    outputs_->closed = true;
+  }
   thread_.request_stop();
   wake_.notify_all();
 }
@@ -488,8 +492,10 @@ void Stager::ServeOutputs(const Job& job, int n, const std::string& cwd,
                done = std::move(done)]() mutable {
     Result<Manifest> m = MakeManifestOfMatches(cwd, patterns);
     Result<std::string> text = m.ok() ? Result<std::string>(ManifestText(*m)) : m.status();
+    // Under the mutex: the stager (and the loop `post` reaches) outlives a post it lets in.
+    std::lock_guard lock(outputs->mu);
+    if (outputs->closed) return;
     if (m.ok()) {
-      std::lock_guard lock(outputs->mu);
       outputs->sources[{id, n}] =
           std::make_shared<const std::map<std::string, ChunkSource>>(ChunkSources(*m));
     }
@@ -574,8 +580,8 @@ Status Stager::RunCollect(Work& w) {
   if (::chmod(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0) {
     return ErrnoStatus("chown " + dir, errno);
   }
-  spdlog::info("job {} attempt {}: collecting {} files ({}) into {}", w.job.id, w.collect, m->files,
-               FormatBytes(m->bytes), to);
+  spdlog::info("job {} attempt {}: collecting {} file{} ({}) into {}", w.job.id, w.collect,
+               m->files, m->files == 1 ? "" : "s", FormatBytes(m->bytes), to);
   return SpawnDetached(
       // tar, not cp: a directory of the copy lands in a link to a directory already there
       // (a snapshot's checkpoints/), where cp refuses to replace the link.

@@ -124,6 +124,7 @@ class Stager {
   std::set<std::pair<JobId, int>> collects_;
   struct Outputs {
     std::mutex mu;
+    bool closed = false;  // the stager is gone: a thread ending later posts nothing
     std::map<std::pair<JobId, int>, std::shared_ptr<const std::map<std::string, ChunkSource>>>
         sources;
   };

@@ -229,7 +229,7 @@ def test_collect_brings_outputs_back_whatever_the_end(make_cluster):
     wait_for(lambda: os.path.exists(os.path.join(results, "out1.txt")), timeout=30,
              what="out1.txt in --collect-to")
     assert open(os.path.join(results, "out1.txt")).read() == "partial\n"
-    assert "collecting 1 files" in a.daemon_log(), a.daemon_log()[-2000:]
+    assert "collecting 1 file (" in a.daemon_log(), a.daemon_log()[-2000:]
 
 
 def test_bad_stage_and_collect_arguments_are_refused_naming_them(tq):
