@@ -822,8 +822,14 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   SubmitArgs a;
   a.cwd = o.chdir;
   a.command = {"x"};
+  a.stage = o.stage;
+  a.collect = o.collect;
+  a.collect_to = o.collect_to;
+  a.snapshot = "off";  // sbatch copies the script, not the tree
   Result<json> body = SubmitBody(a);
   if (!body.ok()) return body.status();
+  // #TRAINQ --stage: the manifests made here, as `trainq submit --stage` makes them.
+  TRAINQ_RETURN_IF_ERROR(ApplySnapshot(client, a, *body));
   std::string name = o.job_name;
   if (name.empty()) name = in.script_path.substr(in.script_path.rfind('/') + 1);
   Result<SbatchAllocation> alloc = AllocationOf(o);
@@ -906,6 +912,9 @@ Status AgainstTheScript(const Status& st, const SbatchOptions& o) {
       {"--image:", {"container-image"}},
       {"--mount:", {"container-mounts"}},
       {"--container-workdir:", {"container-workdir"}},
+      {"--stage:", {"stage"}},
+      {"--collect:", {"collect"}},
+      {"--collect-to:", {"collect-to"}},
   };
   for (const auto& [flag, options] : kMade) {
     if (!st.message().starts_with(flag)) continue;

@@ -439,6 +439,39 @@ std::vector<std::string> ShebangOf(std::string_view script) {
   return out;
 }
 
+namespace {
+
+// One "#TRAINQ --stage SRC[:DST]" (or --collect PATTERN, --collect-to DIR) line, values as
+// the same flags of `trainq submit` take them, "--opt=value" or "--opt value".
+Status ApplyTrainqLine(std::string_view rest, int line, SbatchOptions& out) {
+  std::string where = fmt::format("#TRAINQ line {}", line);
+  Result<std::vector<std::string>> words = SplitWords(rest.substr(0, rest.find(" #")), where);
+  if (!words.ok()) return words.status();
+  for (size_t i = 0; i < words->size(); ++i) {
+    std::string word = (*words)[i];
+    std::string value;
+    if (size_t eq = word.find('='); eq != std::string::npos) {
+      value = word.substr(eq + 1);
+      word.resize(eq);
+    } else if (i + 1 < words->size()) {
+      value = (*words)[++i];
+    }
+    if ((word != "--stage" && word != "--collect" && word != "--collect-to") || value.empty()) {
+      return Status::Invalid(fmt::format(
+          "{}: '{}': a #TRAINQ line gives --stage SRC[:DST], --collect PATTERN or --collect-to "
+          "DIR (docs/cluster.md); other options go in #SBATCH lines",
+          where, (*words)[i]));
+    }
+    if (word == "--stage") out.stage.push_back(value);
+    if (word == "--collect") out.collect.push_back(value);
+    if (word == "--collect-to") out.collect_to = value;
+    out.origin[word.substr(2)] = where;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ReadSbatchScript(std::string_view script, SbatchOptions& out) {
   if (ShebangOf(script).empty()) {
     return Status::Invalid(
@@ -454,6 +487,10 @@ Status ReadSbatchScript(std::string_view script, SbatchOptions& out) {
     size_t first = text.find_first_not_of(" \t\r");
     if (first == std::string_view::npos) continue;
     if (text[first] != '#') break;  // the first command: sbatch reads no further
+    if (text.substr(first).starts_with("#TRAINQ")) {
+      TRAINQ_RETURN_IF_ERROR(ApplyTrainqLine(text.substr(first + 7), line, out));
+      continue;
+    }
     if (!text.substr(first).starts_with("#SBATCH")) continue;
     std::string where = fmt::format("#SBATCH line {}", line);
     std::string_view rest = text.substr(first + 7);

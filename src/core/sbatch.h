@@ -42,7 +42,12 @@ struct SbatchOptions {
   std::vector<std::string> nodelist;     // --nodelist, -w
   std::vector<std::string> exclude;      // --exclude, -x
   std::string mail_user;                 // --mail-user
-  bool parsable = false;                 // --parsable
+  // trainq's own lines, "#TRAINQ --stage SRC[:DST]", "#TRAINQ --collect PATTERN",
+  // "#TRAINQ --collect-to DIR" (docs/cluster.md): what travels with the job.
+  std::vector<std::string> stage;
+  std::vector<std::string> collect;
+  std::string collect_to;
+  bool parsable = false;  // --parsable
   // Where each option read was last set, by its long name: "#SBATCH line 5: --cpus-per-task=8"
   // or "the command line: -c 8", so what the daemon refuses is told against the user's line.
   std::map<std::string, std::string> origin;
@@ -64,8 +69,10 @@ Result<size_t> ApplySbatchCommandLine(const std::vector<std::string>& words, std
                                       SbatchOptions& out, bool stop_at_word = true);
 
 // The #SBATCH lines of `script` applied in order, as sbatch reads them: from the line after
-// the "#!" line up to the first line that is neither blank nor a comment. kInvalid when the
-// script does not start with "#!" (sbatch refuses it too) or a line cannot be read.
+// the "#!" line up to the first line that is neither blank nor a comment; #TRAINQ lines in
+// the same place give --stage, --collect and --collect-to (anything else there is refused).
+// kInvalid when the script does not start with "#!" (sbatch refuses it too) or a line cannot be
+// read.
 Status ReadSbatchScript(std::string_view script, SbatchOptions& out);
 
 // What the options ask of the allocation, as Slurm reads them: N nodes, each running

@@ -54,6 +54,27 @@ TEST(SbatchTest, NamesTheLineAndFormOfABadValue) {
   EXPECT_THAT(st.message(), HasSubstr("D-HH:MM:SS"));
 }
 
+TEST(SbatchTest, TrainqLinesGiveWhatTravelsWithTheJobAndNothingElse) {
+  SbatchOptions o;
+  Status st = ReadSbatchScript(
+      "#!/bin/bash\n#SBATCH --gres=gpu:1\n#TRAINQ --stage /data/set:data --collect 'ckpt/*'\n"
+      "#TRAINQ --collect-to=/home/ann/results  # where\n#TRAINQ --stage /data/other\n"
+      "python train.py\n#TRAINQ --stage /not/read\n",
+      o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_THAT(o.stage, ElementsAre("/data/set:data", "/data/other"));
+  EXPECT_THAT(o.collect, ElementsAre("ckpt/*"));
+  EXPECT_EQ(o.collect_to, "/home/ann/results");
+  EXPECT_EQ(o.origin["stage"], "#TRAINQ line 5");
+  for (const char* bad : {"#TRAINQ --gpus 2", "#TRAINQ --stage", "#TRAINQ data"}) {
+    SbatchOptions other;
+    st = ReadSbatchScript(std::string("#!/bin/sh\n") + bad + "\n", other);
+    EXPECT_EQ(st.code(), Code::kInvalid) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("#TRAINQ line 2")) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("--stage SRC[:DST]")) << bad;
+  }
+}
+
 TEST(SbatchTest, AScriptWithoutAnInterpreterIsRefused) {
   SbatchOptions o;
   Status st = ReadSbatchScript("python train.py\n", o);

@@ -243,3 +243,32 @@ def test_bad_stage_and_collect_arguments_are_refused_naming_them(tq):
         assert proc.returncode == 2, (args, proc.stderr)
         assert field in proc.stderr, (args, proc.stderr)
     assert json.loads(tq.run("ls", "--json").stdout) == []
+
+
+def test_an_sbatch_script_ships_its_data_with_trainq_lines(make_cluster):
+    import shutil
+    import tempfile
+    cluster = make_cluster(2)
+    a = isolated(cluster, "node1")
+    dataset = a.path("set.bin")
+    sha = write_random(dataset, 3 * MiB, "sbatch")
+    script = a.path("job.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --nodelist=node1 --gres=gpu:1\n"
+                f"#TRAINQ --stage {dataset}:input.bin\n"
+                "sha256sum input.bin\n")
+    # Without a snapshot the job runs in its --chdir, which node1 must see: one outside
+    # node0's hidden files.
+    both = tempfile.mkdtemp(prefix="tq-batch-", dir="/tmp")
+    try:
+        out = a.run("sbatch", "--chdir", both, script)
+        job_id = int(re.search(r"(\d+)", out.stdout).group(1))
+        job = a.wait_state(job_id, ("succeeded", "failed"), timeout=60)
+        output = os.path.join(both, f"slurm-{job_id}.out")
+        text = open(output).read() if os.path.exists(output) else "(no output file)"
+        assert job["state"] == "succeeded" and sha in text, (job, text)
+        assert job["attempts"][-1]["node"] == "node1"
+        assert os.readlink(os.path.join(both, "input.bin")).startswith(
+            os.path.join(cluster.node("node1").state_dir, "staged"))
+    finally:
+        shutil.rmtree(both, ignore_errors=True)
