@@ -112,6 +112,12 @@ class StagerTest : public ::testing::Test {
               Stager::State::kStaging);
   }
 
+  // What Stage says of `job` once its staging ended (woken).
+  Stager::State StateAfter(const Job& job, StagedPaths* out, std::string* failure) {
+    return runner_->Stage(
+        job, ToHolder(job), [] {}, out, failure);
+  }
+
   // Stages `job` on n2 until it is ready or failed.
   Stager::State StageToEnd(const Job& job, StagedPaths* out, std::string* failure) {
     for (;;) {
@@ -169,8 +175,6 @@ TEST_F(StagerTest, ASourceChangedSinceTheSubmitFailsTheStaging) {
 TEST_F(StagerTest, AHolderThatDoesNotAnswerIsWaitedForUntilAbandoned) {
   Job job = StagingJob("data");
   down_ = true;
-  StagedPaths paths;
-  std::string failure;
   std::promise<void> woken;
   StartStaging(job, woken);
   while (runner_->Progress(job.id).find("does not answer") == std::string::npos) {
@@ -180,26 +184,23 @@ TEST_F(StagerTest, AHolderThatDoesNotAnswerIsWaitedForUntilAbandoned) {
   EXPECT_EQ(runner_->Holders(), (std::map<JobId, std::string>{{7, "n1"}}));
   runner_->Abandon(job.id, "node n1 is lost");
   woken.get_future().wait();
-  ASSERT_EQ(runner_->Stage(
-                job, ToHolder(job), [] {}, &paths, &failure),
-            Stager::State::kFailed);
+  StagedPaths paths;
+  std::string failure;
+  ASSERT_EQ(StateAfter(job, &paths, &failure), Stager::State::kFailed);
   EXPECT_EQ(failure, "node n1 is lost");
 }
 
 TEST_F(StagerTest, AHolderBackAfterAPauseServesTheRest) {
   Job job = StagingJob("data");
   down_ = true;
-  StagedPaths paths;
-  std::string failure;
   std::promise<void> woken;
   StartStaging(job, woken);
   while (gets_ < 2) std::this_thread::yield();
   down_ = false;
   woken.get_future().wait();
-  ASSERT_EQ(runner_->Stage(
-                job, ToHolder(job), [] {}, &paths, &failure),
-            Stager::State::kReady)
-      << failure;
+  StagedPaths paths;
+  std::string failure;
+  ASSERT_EQ(StateAfter(job, &paths, &failure), Stager::State::kReady) << failure;
   EXPECT_EQ(Read(paths.links[0].second + "/sub/b.txt"), "bee");
 }
 

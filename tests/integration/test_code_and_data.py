@@ -78,6 +78,16 @@ def submit_there(a, repo, dataset, node, *opts, cmd=("python3", "train.py")):
     return int(out.stdout.strip())
 
 
+def two_nodes(make_cluster, mib, seed):
+    """node0 and node1 (which sees none of node0's files), the project on node0 and a staged
+    dataset of `mib` MiB there: (cluster, node0, node1, repo, dataset, its digest)."""
+    cluster = make_cluster(2)
+    a = isolated(cluster, "node1")
+    repo, _ = project(a)
+    dataset = a.path("dataset.bin")
+    return cluster, a, cluster.node("node1"), repo, dataset, write_random(dataset, mib * MiB, seed)
+
+
 def test_a_snapshot_and_a_staged_dataset_run_on_a_node_without_them(make_cluster):
     cluster = make_cluster(3)
     a = isolated(cluster, "node1", "node2")
@@ -110,11 +120,7 @@ def test_a_snapshot_and_a_staged_dataset_run_on_a_node_without_them(make_cluster
 
 
 def test_a_flipped_byte_in_a_nodes_cache_is_fetched_again(make_cluster):
-    cluster = make_cluster(2)
-    a, b = isolated(cluster, "node1"), cluster.node("node1")
-    repo, _ = project(a)
-    dataset = a.path("dataset.bin")
-    staged_sha = write_random(dataset, 4 * MiB, "flip")
+    cluster, a, b, repo, dataset, staged_sha = two_nodes(make_cluster, 4, "flip")
     first = submit_there(a, repo, dataset, "node1")
     assert a.wait_state(first, ("succeeded", "failed"), timeout=60)["state"] == "succeeded"
     # A bit flips on node1's disk: its size and time stay as they were.
@@ -136,11 +142,7 @@ def test_a_flipped_byte_in_a_nodes_cache_is_fetched_again(make_cluster):
 
 
 def test_a_sending_daemon_killed_mid_transfer_the_copy_goes_on_when_it_is_back(make_cluster):
-    cluster = make_cluster(2)
-    a, b = isolated(cluster, "node1"), cluster.node("node1")
-    repo, _ = project(a)
-    dataset = a.path("dataset.bin")
-    staged_sha = write_random(dataset, 200 * MiB, "killed")
+    cluster, a, b, repo, dataset, staged_sha = two_nodes(make_cluster, 200, "killed")
     job_id = submit_there(a, repo, dataset, "node1")
 
     def reason():
@@ -161,11 +163,7 @@ def test_a_sending_daemon_killed_mid_transfer_the_copy_goes_on_when_it_is_back(m
 
 
 def test_jobs_whose_submitting_node_is_gone_for_good_fail_saying_so(make_cluster):
-    cluster = make_cluster(2)
-    a, b = isolated(cluster, "node1"), cluster.node("node1")
-    repo, _ = project(a)
-    dataset = a.path("dataset.bin")
-    write_random(dataset, 200 * MiB, "gone")
+    cluster, a, b, repo, dataset, _ = two_nodes(make_cluster, 200, "gone")
     job_id = submit_there(a, repo, dataset, "node1")
     os.kill(a.daemon_pid(), signal.SIGKILL)  # before node1 can have it all
     job = b.wait_state(job_id, ("succeeded", "failed"), timeout=60)
