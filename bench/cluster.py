@@ -82,7 +82,7 @@ class Redis:
 class Node:
     """One trainqd: its state dir, config and simulated GPU file, the CLI and raw HTTP."""
 
-    def __init__(self, binary, config, used_by_others):
+    def __init__(self, binary, config, used_by_others, env=None):
         self.binary = binary
         self.root = tempfile.mkdtemp(prefix="tqb-cluster-", dir="/tmp")
         self.state = os.path.join(self.root, "state")
@@ -94,7 +94,7 @@ class Node:
         with open(gpu_file, "w") as f:
             json.dump({"gpus": [sim_gpu(used_by_others)]}, f)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINQ_")}
-        self.env.update(TRAINQ_STATE_DIR=self.state, TRAINQ_FAKE_GPUS=gpu_file)
+        self.env.update(TRAINQ_STATE_DIR=self.state, TRAINQ_FAKE_GPUS=gpu_file, **(env or {}))
         self.cli("daemon")
 
     def cli(self, *args):

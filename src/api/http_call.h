@@ -10,6 +10,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -101,14 +102,32 @@ Result<HttpResponse> Exchange(Call& call, Stream& stream, Request& req) {
       call.Await([&](auto handler) { http::async_write(stream, req, std::move(handler)); });
   // kIo from here on: the request may have been received, so it must not be resent blindly.
   if (ec) return Status::Io("sending to the trainq daemon failed: " + ec.message());
+  constexpr uint64_t kMaxBody = 1ull << 34;
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
-  parser.body_limit(1ull << 34);
+  parser.body_limit(kMaxBody);
   ec = call.Await(
-      [&](auto handler) { http::async_read(stream, buffer, parser, std::move(handler)); });
+      [&](auto handler) { http::async_read_header(stream, buffer, parser, std::move(handler)); });
   if (ec) return Status::Io("reading the trainq daemon's answer failed: " + ec.message());
-  http::response<http::string_body> res = parser.release();
-  return HttpResponse{static_cast<int>(res.result_int()), std::move(res.body()),
+  std::string body;
+  auto length = parser.content_length();  // boost::optional
+  if (!parser.is_done() && length && *length <= kMaxBody) {
+    // A body of known length goes straight into its string: Beast reads 64 KiB at a time
+    // and copies each, and a node's chunks come megabytes at a time.
+    body.resize(*length);
+    size_t have = asio::buffer_copy(asio::buffer(body), buffer.data());
+    ec = call.Await([&](auto handler) {
+      asio::async_read(stream, asio::buffer(body.data() + have, body.size() - have),
+                       std::move(handler));
+    });
+  } else if (!parser.is_done()) {
+    ec = call.Await(
+        [&](auto handler) { http::async_read(stream, buffer, parser, std::move(handler)); });
+    body = std::move(parser.get().body());
+  }
+  if (ec) return Status::Io("reading the trainq daemon's answer failed: " + ec.message());
+  const http::response<http::string_body>& res = parser.get();
+  return HttpResponse{static_cast<int>(res.result_int()), std::move(body),
                       std::string(res[http::field::content_type])};
 }
 

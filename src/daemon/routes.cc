@@ -561,10 +561,12 @@ void Routes::Transfer(RouteContext& c) {
     return c.respond(ErrorResponse(
         Status::Invalid("expected i (a transfer's index) and one of manifest=1 or c=HASH,...")));
   }
-  Result<std::string> body = manifest ? c.d.stager->ServeManifest(*c.job, *index)
-                                      : c.d.stager->ServeChunks(*c.job, *index, chunks);
-  if (!body.ok()) return c.respond(ErrorResponse(body.status()));
-  c.respond({200, std::move(*body), "application/octet-stream"});
+  auto answer = [respond = c.respond](Result<std::string> body) {
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    respond({200, std::move(*body), "application/octet-stream"});
+  };
+  if (manifest) return answer(c.d.stager->ServeManifest(*c.job, *index));
+  c.d.stager->ServeChunks(*c.job, *index, std::string(chunks), answer);
 }
 
 // GET /v1/jobs/ID/outputs?attempt=N&manifest=1, or ?attempt=N&c=HASH,...: what attempt N left
@@ -600,11 +602,11 @@ void Routes::Outputs(RouteContext& c) {
     return c.respond(ErrorResponse(
         Status::Invalid("expected attempt (a number) and one of manifest=1 or c=HASH,...")));
   }
-  if (!manifest) {
-    Result<std::string> body = c.d.stager->ServeOutputChunks(job.id, attempt, chunks);
-    if (!body.ok()) return c.respond(ErrorResponse(body.status()));
-    return c.respond({200, std::move(*body), "application/octet-stream"});
-  }
+  auto answer = [respond = c.respond](Result<std::string> body) {
+    if (!body.ok()) return respond(ErrorResponse(body.status()));
+    respond({200, std::move(*body), "application/octet-stream"});
+  };
+  if (!manifest) return c.d.stager->ServeOutputChunks(job.id, attempt, std::string(chunks), answer);
   std::optional<AttemptPart> part = job.attempts[attempt - 1].PartOn(c.d.node);
   if (!part) {
     return c.respond(ErrorResponse(Status::NotFound(
@@ -612,10 +614,7 @@ void Routes::Outputs(RouteContext& c) {
   }
   Result<RunSpec> ran = ReadRunSpec(part->run_dir);
   if (!ran.ok()) return c.respond(ErrorResponse(ran.status()));
-  c.d.stager->ServeOutputs(job, attempt, ran->cwd, [respond = c.respond](Result<std::string> text) {
-    if (!text.ok()) return respond(ErrorResponse(text.status()));
-    respond({200, std::move(*text), "application/octet-stream"});
-  });
+  c.d.stager->ServeOutputs(job, attempt, ran->cwd, answer);
 }
 
 void Routes::Submit(RouteContext& c) {

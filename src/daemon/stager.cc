@@ -109,8 +109,8 @@ Stager::Stager(Parts parts) : p_(std::move(parts)) {
 
 Stager::~Stager() {
   {
-    std::lock_guard lock(outputs_->mu);
-    outputs_->closed = true;
+    std::lock_guard lock(detached_->mu);
+    detached_->closed = true;
   }
   thread_.request_stop();
   wake_.notify_all();
@@ -245,8 +245,6 @@ void Stager::Loop(std::stop_token stop) {
     p_.post(w->wake);
   }
 }
-
-namespace {}  // namespace
 
 // `w.get`, sent again while the holder does not answer (a refusal is final), after a wait that
 // doubles up to 20 times the first and then stays, until the stager stops or the staging is
@@ -431,8 +429,7 @@ Result<std::string> Stager::ServeManifest(const Job& job, size_t index) {
   return ManifestTextOf(job.spec.transfers[index]);
 }
 
-Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> Stager::SourcesOf(const Job& job,
-                                                                                    size_t index) {
+Result<Stager::Sources> Stager::SourcesOf(const Job& job, size_t index) {
   const Transfer& t = job.spec.transfers[index];
   if (auto it = sources_.find(t.manifest); it != sources_.end()) return it->second;
   Result<std::string> text = ManifestTextOf(t);
@@ -452,6 +449,7 @@ namespace {
 Result<std::string> ChunksFrom(const std::map<std::string, ChunkSource>& sources,
                                std::string_view hashes, JobId id) {
   std::string out;
+  out.reserve(kMaxGetBytes);
   size_t count = 0;
   for (size_t start = 0; start <= hashes.size();) {
     size_t end = std::min(hashes.find(',', start), hashes.size());
@@ -476,45 +474,59 @@ Result<std::string> ChunksFrom(const std::map<std::string, ChunkSource>& sources
 
 }  // namespace
 
-Result<std::string> Stager::ServeChunks(const Job& job, size_t index, std::string_view hashes) {
+void Stager::ReadOffLoop(Sources sources, std::string hashes, JobId id,
+                         std::function<void(Result<std::string>)> done) {
+  // Reading and checking up to 8 MiB takes milliseconds the loop owes everyone else.
+  std::thread([shared = detached_, post = p_.post, sources = std::move(sources),
+               hashes = std::move(hashes), id, done = std::move(done)]() mutable {
+    Result<std::string> bytes = ChunksFrom(*sources, hashes, id);
+    // Under the mutex: the stager (and the loop `post` reaches) outlives a post it lets in.
+    std::lock_guard lock(shared->mu);
+    if (shared->closed) return;
+    post([done = std::move(done), bytes = std::move(bytes)]() mutable { done(std::move(bytes)); });
+  }).detach();
+}
+
+void Stager::ServeChunks(const Job& job, size_t index, std::string hashes,
+                         std::function<void(Result<std::string>)> done) {
   if (index >= job.spec.transfers.size()) {
-    return Status::NotFound(fmt::format("job {} has no transfer {}", job.id, index));
+    return done(Status::NotFound(fmt::format("job {} has no transfer {}", job.id, index)));
   }
-  Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> sources = SourcesOf(job, index);
-  if (!sources.ok()) return sources.status();
-  return ChunksFrom(**sources, hashes, job.id);
+  Result<Sources> sources = SourcesOf(job, index);
+  if (!sources.ok()) return done(sources.status());
+  ReadOffLoop(std::move(*sources), std::move(hashes), job.id, std::move(done));
 }
 
 void Stager::ServeOutputs(const Job& job, int n, const std::string& cwd,
                           std::function<void(Result<std::string>)> done) {
   // Checkpoints may be many GiB: hashed off the loop, by a thread that owns what it uses.
-  std::thread([outputs = outputs_, post = p_.post, id = job.id, n, cwd, patterns = job.spec.collect,
+  std::thread([shared = detached_, post = p_.post, id = job.id, n, cwd, patterns = job.spec.collect,
                done = std::move(done)]() mutable {
     Result<Manifest> m = MakeManifestOfMatches(cwd, patterns);
     Result<std::string> text = m.ok() ? Result<std::string>(ManifestText(*m)) : m.status();
-    // Under the mutex: the stager (and the loop `post` reaches) outlives a post it lets in.
-    std::lock_guard lock(outputs->mu);
-    if (outputs->closed) return;
+    std::lock_guard lock(shared->mu);
+    if (shared->closed) return;
     if (m.ok()) {
-      outputs->sources[{id, n}] =
+      shared->sources[{id, n}] =
           std::make_shared<const std::map<std::string, ChunkSource>>(ChunkSources(*m));
     }
     post([done = std::move(done), text = std::move(text)]() mutable { done(std::move(text)); });
   }).detach();
 }
 
-Result<std::string> Stager::ServeOutputChunks(JobId id, int n, std::string_view hashes) {
-  std::shared_ptr<const std::map<std::string, ChunkSource>> sources;
+void Stager::ServeOutputChunks(JobId id, int n, std::string hashes,
+                               std::function<void(Result<std::string>)> done) {
+  Sources sources;
   {
-    std::lock_guard lock(outputs_->mu);
-    auto it = outputs_->sources.find({id, n});
-    if (it == outputs_->sources.end()) {
-      return Status::NotFound(fmt::format(
-          "job {} attempt {}: ask for the manifest of what it left first (manifest=1)", id, n));
+    std::lock_guard lock(detached_->mu);
+    auto it = detached_->sources.find({id, n});
+    if (it == detached_->sources.end()) {
+      return done(Status::NotFound(fmt::format(
+          "job {} attempt {}: ask for the manifest of what it left first (manifest=1)", id, n)));
     }
     sources = it->second;
   }
-  return ChunksFrom(*sources, hashes, id);
+  ReadOffLoop(std::move(sources), std::move(hashes), id, std::move(done));
 }
 
 void Stager::Collect(const Job& job, int n, PeerGet get) {

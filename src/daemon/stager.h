@@ -73,9 +73,11 @@ class Stager {
 
   // The holder's side, for a peer: transfer `index`'s manifest text, or the bytes of the
   // chunks named by `hashes` (comma-separated, at most kMaxChunksPerGet), concatenated and
-  // each checked against its name. kNotFound / kConflict / kInvalid saying why not.
+  // each checked against its name, read on a thread of their own and given to `done` on the
+  // loop. kNotFound / kConflict / kInvalid saying why not.
   Result<std::string> ServeManifest(const Job& job, size_t index);
-  Result<std::string> ServeChunks(const Job& job, size_t index, std::string_view hashes);
+  void ServeChunks(const Job& job, size_t index, std::string hashes,
+                   std::function<void(Result<std::string>)> done);
   static constexpr size_t kMaxChunksPerGet = 32;
 
   // --collect, the holder's side: copies back what attempt `n` of `job`, which ran on another
@@ -87,7 +89,8 @@ class Stager {
   // to `done` on the loop; then the bytes of its chunks.
   void ServeOutputs(const Job& job, int n, const std::string& cwd,
                     std::function<void(Result<std::string>)> done);
-  Result<std::string> ServeOutputChunks(JobId id, int n, std::string_view hashes);
+  void ServeOutputChunks(JobId id, int n, std::string hashes,
+                         std::function<void(Result<std::string>)> done);
 
   // Checks at submit, on the node that stores the job, what the client says it ships: each
   // manifest is here and is what its hash says, made from its source. kInvalid naming it.
@@ -95,6 +98,7 @@ class Stager {
 
  private:
   struct Work;
+  using Sources = std::shared_ptr<const std::map<std::string, ChunkSource>>;
   void Loop(std::stop_token stop);
   Status Run(Work& w);
   Status RunCollect(Work& w);
@@ -105,8 +109,7 @@ class Stager {
   std::shared_ptr<const Manifest> KnownManifest(const std::string& sha) const;
   void RememberManifest(const std::string& sha, const Manifest& m);
   Result<StagedPaths> Build(Work& w, const std::vector<Manifest>& manifests);
-  Result<std::shared_ptr<const std::map<std::string, ChunkSource>>> SourcesOf(const Job& job,
-                                                                              size_t index);
+  Result<Sources> SourcesOf(const Job& job, size_t index);
 
   Parts p_;
   std::unique_ptr<ChunkCache> cache_;
@@ -119,16 +122,20 @@ class Stager {
   // The manifests fetched lately, by hash (a hash names its text: never stale).
   std::deque<std::pair<std::string, std::shared_ptr<const Manifest>>> manifests_;
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
-  // --collect: the attempts collected or being collected here (holder), and the sources of
-  // what this node offers back (worker; filled by ServeOutputs' threads, under its mutex).
+  // --collect: the attempts collected or being collected here (holder).
   std::set<std::pair<JobId, int>> collects_;
-  struct Outputs {
+  // What the threads that read off the loop share with the stager: the sources of what this
+  // node offers back (--collect, the worker's side; filled by ServeOutputs' threads).
+  struct Detached {
     std::mutex mu;
     bool closed = false;  // the stager is gone: a thread ending later posts nothing
-    std::map<std::pair<JobId, int>, std::shared_ptr<const std::map<std::string, ChunkSource>>>
-        sources;
+    std::map<std::pair<JobId, int>, Sources> sources;
   };
-  std::shared_ptr<Outputs> outputs_ = std::make_shared<Outputs>();
+  std::shared_ptr<Detached> detached_ = std::make_shared<Detached>();
+  // Reads and checks the chunks named by `hashes` from `sources` on a thread of its own, and
+  // gives the bytes to `done` on the loop.
+  void ReadOffLoop(Sources sources, std::string hashes, JobId id,
+                   std::function<void(Result<std::string>)> done);
   // The holder's chunk sources by manifest hash (the loop's only).
   std::map<std::string, std::shared_ptr<const std::map<std::string, ChunkSource>>> sources_;
   std::stop_token stop_;  // the thread's (set before it reads anything)

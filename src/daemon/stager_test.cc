@@ -99,8 +99,16 @@ class StagerTest : public ::testing::Test {
       size_t index = 0;
       std::from_chars(q["i"].data(), q["i"].data() + q["i"].size(), index);
       if (q.count("manifest")) return holder_->ServeManifest(job, index);
-      return holder_->ServeChunks(job, index, q["c"]);
+      return ChunksOf(job, index, q["c"]);
     };
+  }
+
+  // The holder's answer to a GET of chunks (read on a thread of its own).
+  Result<std::string> ChunksOf(const Job& job, size_t index, const std::string& hashes) {
+    std::promise<Result<std::string>> answer;
+    holder_->ServeChunks(job, index, hashes,
+                         [&answer](Result<std::string> r) { answer.set_value(std::move(r)); });
+    return answer.get_future().get();
   }
 
   // Starts staging `job` on n2; `woken` is set when it ends.
@@ -208,8 +216,9 @@ TEST_F(StagerTest, TheHolderServesOnlyTheSubmittedManifestAndItsChunks) {
   Job job = StagingJob("data");
   EXPECT_TRUE(holder_->ServeManifest(job, 0).ok());
   EXPECT_EQ(holder_->ServeManifest(job, 1).status().code(), Code::kNotFound);
-  EXPECT_EQ(holder_->ServeChunks(job, 0, std::string(64, 'f')).status().code(), Code::kNotFound);
-  EXPECT_EQ(holder_->ServeChunks(job, 0, "../../etc/passwd").status().code(), Code::kInvalid);
+  EXPECT_EQ(ChunksOf(job, 0, std::string(64, 'f')).status().code(), Code::kNotFound);
+  EXPECT_EQ(ChunksOf(job, 0, "../../etc/passwd").status().code(), Code::kInvalid);
+  EXPECT_EQ(ChunksOf(job, 1, std::string(64, 'f')).status().code(), Code::kNotFound);
   Write(dir_ / "manifest", "{}");  // rewritten since the submit
   Job other = job;
   other.spec.transfers[0].manifest = std::string(64, '0');

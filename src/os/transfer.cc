@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -473,24 +475,29 @@ void ChunkMemo::Load() {
 }
 
 Result<std::vector<ChunkRef>> ChunkMemo::Chunks(const std::string& path, ChunkLimits limits) {
-  if (!loaded_) Load();
   struct stat st = {};
   if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat " + path, errno);
   StatFacts now = FactsOf(st);
-  auto it = known_.find(path);
-  if (it != known_.end() && it->second.limits == limits &&
-      StatFacts{it->second.size, it->second.ino, it->second.dev, it->second.mtime_ns} == now) {
-    used_[path] = it->second;
-    return it->second.chunks;
+  {
+    std::lock_guard lock(mu_);
+    if (!loaded_) Load();
+    auto it = known_.find(path);
+    if (it != known_.end() && it->second.limits == limits &&
+        StatFacts{it->second.size, it->second.ino, it->second.dev, it->second.mtime_ns} == now) {
+      used_[path] = it->second;
+      return it->second.chunks;
+    }
   }
   Result<std::vector<ChunkRef>> chunks = ChunkFile(path, limits);
   if (!chunks.ok()) return chunks.status();
   uint64_t sum = 0;
   internal::SumSizes(*chunks, sum);
-  bytes_read_ += sum;
   // Remembered only when the file did not change while it was read.
   struct stat after = {};
-  if (::lstat(path.c_str(), &after) == 0 && FactsOf(after) == now && sum == now.size) {
+  bool same = ::lstat(path.c_str(), &after) == 0 && FactsOf(after) == now && sum == now.size;
+  std::lock_guard lock(mu_);
+  bytes_read_ += sum;
+  if (same) {
     Known k{now.size, now.ino, now.dev, now.mtime_ns, limits, *chunks};
     known_[path] = k;
     used_[path] = std::move(k);
@@ -592,6 +599,34 @@ class Walker {
     return File(path, st, std::move(e));
   }
 
+  // The files' chunks, read by a few threads at once: hashing a dataset is what a submit
+  // waits for, and it keeps more than one core busy. The first failure in walk order wins.
+  Status ChunkFiles() {
+    std::vector<Result<std::vector<ChunkRef>>> got(files_.size(), Status::Ok());
+    std::atomic<size_t> next = 0;
+    auto work = [&] {
+      for (size_t i = next++; i < files_.size(); i = next++) {
+        const std::string& path = files_[i].second;
+        got[i] = memo_ != nullptr ? memo_->Chunks(path, limits_) : ChunkFile(path, limits_);
+      }
+    };
+    size_t threads = std::min<size_t>(
+        {files_.size(), std::max(1u, std::thread::hardware_concurrency()), kHashThreads});
+    std::vector<std::thread> helpers;
+    for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+    work();
+    for (std::thread& t : helpers) t.join();
+    for (size_t i = 0; i < files_.size(); ++i) {
+      if (!got[i].ok()) return got[i].status();
+      ManifestEntry& e = out_.entries[files_[i].first];
+      e.chunks = std::move(*got[i]);
+      internal::SumSizes(e.chunks, e.size);  // what was read, should the file have changed
+      out_.bytes += e.size;
+      ++out_.files;
+    }
+    return Status::Ok();
+  }
+
   Manifest Take() {
     std::sort(
         out_.entries.begin(), out_.entries.end(),
@@ -613,23 +648,20 @@ class Walker {
     return Status::Ok();
   }
 
+  // A file's entry now, its chunks once the walk is over (ChunkFiles).
   Status File(const std::string& path, const struct stat& st, ManifestEntry e) {
-    Result<std::vector<ChunkRef>> chunks =
-        memo_ != nullptr ? memo_->Chunks(path, limits_) : ChunkFile(path, limits_);
-    if (!chunks.ok()) return chunks.status();
     e.kind = (st.st_mode & S_IXUSR) != 0 ? 'x' : 'f';
-    e.chunks = std::move(*chunks);
-    internal::SumSizes(e.chunks, e.size);  // what was read, should the file have changed since
-    out_.bytes += e.size;
-    ++out_.files;
+    files_.emplace_back(out_.entries.size(), path);
     out_.entries.push_back(std::move(e));
     return Status::Ok();
   }
 
+  static constexpr size_t kHashThreads = 4;
   std::string root_;
   ChunkMemo* memo_;
   ChunkLimits limits_;
   Manifest out_;
+  std::vector<std::pair<size_t, std::string>> files_;  // entry index, path
 };
 
 }  // namespace
@@ -648,6 +680,7 @@ Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLim
   }
   Walker walker(r, memo, limits);
   TRAINQ_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry(""));
+  TRAINQ_RETURN_IF_ERROR(walker.ChunkFiles());
   return walker.Take();
 }
 

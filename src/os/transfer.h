@@ -93,7 +93,8 @@ Result<Manifest> ParseManifest(std::string_view text);
 
 // What MakeManifest remembers between runs so an unchanged file is not read again (git's
 // index, rsync's quick check): per absolute path, the size, mtime (ns), inode and device
-// with the chunks. Kept as a file; a missing or damaged one is an empty cache.
+// with the chunks. Kept as a file; a missing or damaged one is an empty cache. Chunks may be
+// called from several threads at once.
 class ChunkMemo {
  public:
   explicit ChunkMemo(std::string path) : path_(std::move(path)) {}
@@ -113,6 +114,7 @@ class ChunkMemo {
     ChunkLimits limits;  // the chunks of other limits are other chunks
     std::vector<ChunkRef> chunks;
   };
+  std::mutex mu_;  // Chunks is called from several threads at once
   std::map<std::string, Known> known_, used_;
   uint64_t bytes_read_ = 0;
 };
@@ -162,7 +164,8 @@ class ChunkCache {
   uint64_t MissingBytes(const Manifest& m) const;
 
   // Fetches up to some bytes' worth of chunks at once (their bytes concatenated, in order);
-  // called with at most 32 chunks and 8 MiB.
+  // called with at most 32 chunks and 8 MiB, from up to three threads at once (Fill fetches
+  // ahead of the files that need the chunks, batching small files together).
   using Fetch = std::function<Result<std::string>(const std::vector<ChunkRef>&)>;
 
   struct Progress {

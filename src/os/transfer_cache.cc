@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -59,6 +61,165 @@ std::optional<std::string> Checked(Result<std::string> data, const ChunkRef& c) 
   if (!data.ok() || data->size() != c.size || Sha256Hex(*data) != c.hash) return std::nullopt;
   return std::move(*data);
 }
+
+// Fetches a Fill's chunks ahead of the files that need them, in the order they will be asked
+// for, in batches that span files and with kFetchers requests out at once: a small file costs
+// no round trip of its own, and the holder's reads and the network overlap this node's checks
+// and writes. At most kAheadBytes wait to be taken. A chunk asked for again (it failed its
+// check) or not planned is fetched on its own.
+class Prefetcher {
+ public:
+  static constexpr int kFetchers = 2;
+  static constexpr uint64_t kAheadBytes = 48 << 20;
+
+  Prefetcher(std::vector<ChunkRef> plan, const ChunkCache::Fetch& fetch)
+      : plan_(std::move(plan)), fetch_(fetch) {
+    for (size_t i = 0; i < plan_.size(); ++i) position_.try_emplace(plan_[i].hash, i);
+    for (size_t start = 0; start < plan_.size();) {
+      size_t end = start;
+      uint64_t bytes = 0;
+      while (end < plan_.size() && end - start < kBatchChunks &&
+             (end == start || bytes + plan_[end].size <= kBatchBytes)) {
+        bytes += plan_[end++].size;
+      }
+      batches_.push_back(Batch{start, end, bytes, std::nullopt});
+      start = end;
+    }
+    if (batches_.empty()) return;
+    for (int i = 0; i < kFetchers; ++i) threads_.emplace_back([this] { Fetcher(); });
+  }
+
+  ~Prefetcher() { Finish(); }
+
+  // Stops fetching, once what is out has come back.
+  void Finish() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // As Fetch: the bytes of `chunks`, concatenated in order.
+  Result<std::string> Get(const std::vector<ChunkRef>& chunks) {
+    std::vector<std::string> pieces(chunks.size());
+    std::vector<ChunkRef> direct;
+    std::vector<size_t> direct_at;
+    {
+      std::unique_lock lock(mu_);
+      for (size_t k = 0; k < chunks.size(); ++k) {
+        auto it = position_.find(chunks[k].hash);
+        size_t b = it == position_.end() ? batches_.size() : BatchOf(it->second);
+        if (b >= batches_.size() || b < taken_ || served_.count(it->second) != 0) {
+          direct.push_back(chunks[k]);
+          direct_at.push_back(k);
+          continue;
+        }
+        served_.insert(it->second);
+        // What lies before this batch was skipped (found here after all): let it go.
+        for (; taken_ < b; ++taken_) Drop(batches_[taken_]);
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return batches_[b].result.has_value(); });
+        const Result<std::string>& got = *batches_[b].result;
+        if (!got.ok()) return got.status();
+        uint64_t at = 0;
+        for (size_t i = batches_[b].start; i < it->second; ++i) at += plan_[i].size;
+        if (at + chunks[k].size <= got->size()) pieces[k] = got->substr(at, chunks[k].size);
+        used_ += chunks[k].size;
+      }
+    }
+    if (!direct.empty()) {
+      Result<std::string> got = fetch_(direct);
+      if (!got.ok()) return got.status();
+      uint64_t at = 0;
+      for (size_t k = 0; k < direct.size(); ++k) {
+        if (at + direct[k].size <= got->size())
+          pieces[direct_at[k]] = got->substr(at, direct[k].size);
+        at += direct[k].size;
+      }
+    }
+    std::string out;
+    size_t size = 0;
+    for (const std::string& p : pieces) size += p.size();
+    out.reserve(size);
+    for (const std::string& p : pieces) out += p;
+    return out;
+  }
+
+  // Bytes fetched ahead that no file took (found here meanwhile, or fetched past a failure).
+  uint64_t Unused() {
+    std::lock_guard lock(mu_);
+    return fetched_ > used_ ? fetched_ - used_ : 0;
+  }
+
+ private:
+  struct Batch {
+    size_t start = 0, end = 0;
+    uint64_t bytes = 0;
+    std::optional<Result<std::string>> result;
+    bool counted = false;  // in ahead_
+  };
+
+  size_t BatchOf(size_t position) const {
+    auto it = std::upper_bound(batches_.begin(), batches_.end(), position,
+                               [](size_t p, const Batch& b) { return p < b.start; });
+    return static_cast<size_t>(it - batches_.begin()) - 1;
+  }
+
+  void Uncount(Batch& b) {
+    if (b.counted) ahead_ -= b.bytes;
+    b.counted = false;
+  }
+
+  // A batch no file will take from: its bytes go (an error stays, for the record).
+  void Drop(Batch& b) {
+    Uncount(b);
+    if (b.result && b.result->ok()) b.result = Result<std::string>(std::string());
+  }
+
+  void Fetcher() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] {
+        next_ = std::max(next_, taken_);
+        return stop_ || (next_ < batches_.size() && ahead_ + batches_[next_].bytes <= kAheadBytes);
+      });
+      if (stop_) return;
+      Batch& b = batches_[next_++];
+      std::vector<ChunkRef> chunks(plan_.begin() + static_cast<ptrdiff_t>(b.start),
+                                   plan_.begin() + static_cast<ptrdiff_t>(b.end));
+      ahead_ += b.bytes;
+      b.counted = true;
+      lock.unlock();
+      // A refusal is kept for the file that needs the batch; the rest go on meanwhile.
+      Result<std::string> got = fetch_(chunks);
+      lock.lock();
+      if (got.ok()) fetched_ += got->size();
+      b.result = std::move(got);
+      if (!b.result->ok()) Uncount(b);
+      if (static_cast<size_t>(&b - batches_.data()) < taken_) Drop(b);
+      cv_.notify_all();
+    }
+  }
+
+  const std::vector<ChunkRef> plan_;
+  const ChunkCache::Fetch& fetch_;
+  std::map<std::string, size_t> position_;  // hash -> first place in plan_
+  std::vector<Batch> batches_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t next_ = 0;   // the next batch to fetch
+  size_t taken_ = 0;  // batches before this are done with
+  uint64_t ahead_ = 0, fetched_ = 0, used_ = 0;
+  std::set<size_t> served_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
 
 // Writes one file's chunks into its partial file in order: those already there (checked),
 // those held here, then the rest through `fetch` in batches.
@@ -238,6 +399,9 @@ struct ChunkCache::Impl {
   std::map<std::string, ChunkAt> chunks;              // hash -> the first file holding it
   std::map<std::string, std::set<std::string>> pins;  // pin -> cache names
   std::set<std::string> building;
+  // Files a Fill fetches ahead for, by the Fill's number: another Fill waits for them.
+  std::map<std::string, uint64_t> claimed;
+  uint64_t fills = 0;
   uint64_t clock = 0, bytes = 0;
   bool dirty = false;  // the index on disk is behind
 
@@ -431,12 +595,45 @@ struct ChunkCache::Impl {
                       CtimeNs(st)};
   }
 
+  // The chunks Fill number `fill` will fetch ahead, in the order its files ask for them: those
+  // of files neither whole here, partly assembled (a partial file resumes on its own) nor
+  // claimed by another Fill, held nowhere here, each once. The files are claimed: another Fill
+  // that needs one waits until it is built (or this Fill ends), so each is fetched once.
+  std::vector<ChunkRef> Plan(const std::vector<std::pair<std::string, const ManifestEntry*>>& todo,
+                             uint64_t fill) {
+    std::vector<ChunkRef> plan;
+    std::set<std::string> planned;
+    std::lock_guard lock(mu);
+    for (const auto& [name, e] : todo) {
+      if (claimed.count(name) != 0 || building.count(name) != 0 || files.count(name) != 0 ||
+          ::access(PartialPath(name).c_str(), F_OK) == 0) {
+        continue;
+      }
+      claimed[name] = fill;
+      for (const ChunkRef& c : e->chunks) {
+        if (chunks.count(c.hash) == 0 && planned.insert(c.hash).second) plan.push_back(c);
+      }
+    }
+    return plan;
+  }
+
+  bool ClaimedByOtherLocked(const std::string& name, uint64_t fill) const {
+    auto it = claimed.find(name);
+    return it != claimed.end() && it->second != fill;
+  }
+
+  void UnclaimLocked(uint64_t fill) {
+    std::erase_if(claimed, [fill](const auto& c) { return c.second == fill; });
+    built.notify_all();
+  }
+
   // Makes `name` whole here, unless another thread is at it: then waits for that one.
   Status Ensure(const std::string& name, const ManifestEntry& e, const Fetch& fetch, Progress& p,
-                const std::function<void(const Progress&)>& report) {
+                const std::function<void(const Progress&)>& report, uint64_t fill) {
     {
       std::unique_lock lock(mu);
-      built.wait(lock, [&] { return building.count(name) == 0; });
+      built.wait(lock,
+                 [&] { return building.count(name) == 0 && !ClaimedByOtherLocked(name, fill); });
       bool intact = IntactLocked(name);
       if (intact && !ChangedLocked(name)) {
         files[name].used = ++clock;
@@ -468,6 +665,7 @@ struct ChunkCache::Impl {
     Result<CachedFile> f = Assemble(name, e, fetch, p, report);
     std::lock_guard lock(mu);
     building.erase(name);
+    if (!ClaimedByOtherLocked(name, fill)) claimed.erase(name);
     built.notify_all();
     if (!f.ok()) return f.status();
     f->used = ++clock;
@@ -520,8 +718,25 @@ Status ChunkCache::Fill(const Manifest& m, const std::string& pin, const Fetch& 
       pinned.insert(todo.back().first);
     }
   }
+  uint64_t fill = 0;
+  {
+    std::lock_guard lock(impl_->mu);
+    fill = ++impl_->fills;
+  }
+  std::vector<ChunkRef> plan = impl_->Plan(todo, fill);
+  {
+    // Its own claims first: a Fill waits for another's files only once it holds none unbuilt,
+    // so two never wait for each other.
+    std::lock_guard lock(impl_->mu);
+    std::stable_partition(todo.begin(), todo.end(), [&](const auto& t) {
+      auto it = impl_->claimed.find(t.first);
+      return it != impl_->claimed.end() && it->second == fill;
+    });
+  }
   Progress p;
   p.bytes_total = m.bytes;
+  Prefetcher ahead(std::move(plan), fetch);
+  Fetch from_ahead = [&ahead](const std::vector<ChunkRef>& chunks) { return ahead.Get(chunks); };
   std::set<std::string> done;
   Status st;
   for (size_t i = 0; i < todo.size(); ++i) {
@@ -531,10 +746,14 @@ Status ChunkCache::Fill(const Manifest& m, const std::string& pin, const Fetch& 
       if (progress) progress(p);
       continue;
     }
-    st = impl_->Ensure(name, *e, fetch, p, progress);
+    st = impl_->Ensure(name, *e, from_ahead, p, progress, fill);
     if (!st.ok()) break;
   }
+  ahead.Finish();
+  p.bytes_fetched += ahead.Unused();
+  if (progress) progress(p);
   std::lock_guard lock(impl_->mu);
+  impl_->UnclaimLocked(fill);
   Status saved = impl_->SaveLocked();
   return st.ok() ? saved : st;
 }

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -35,13 +36,15 @@ struct stat Stat(const std::string& path) {
 }
 
 // Serves chunks from the trees of manifests made on this machine, counting what it sends;
-// `corrupt` damages the bytes of the calls it names (1-based; 0: every call).
+// `corrupt` damages the bytes of the calls it names (1-based; 0: every call), `fail` refuses
+// the calls it names and `fail_chunks` every call that asks for one of them.
 struct Source {
   std::map<std::string, ChunkSource> chunks;
   std::mutex mu;
   int calls = 0;
   uint64_t bytes = 0;
   std::set<int> corrupt, fail;
+  std::set<std::string> fail_chunks;
 
   void Serve(const Manifest& m) {
     for (auto& [hash, at] : ChunkSources(m)) chunks.emplace(hash, at);
@@ -51,7 +54,11 @@ struct Source {
       std::lock_guard lock(mu);
       ++calls;
       EXPECT_LE(want.size(), 32u);
-      if (fail.count(calls) != 0) return Status::Unavailable("connection lost");
+      if (fail.count(calls) != 0 || std::any_of(want.begin(), want.end(), [&](const ChunkRef& c) {
+            return fail_chunks.count(c.hash) != 0;
+          })) {
+        return Status::Unavailable("connection lost");
+      }
       std::string out;
       for (const ChunkRef& c : want) {
         Result<std::string> data = ReadChunk(chunks.at(c.hash), c.hash);
@@ -180,22 +187,25 @@ TEST_F(ChunkCacheTest, GoesOnWhereAFailedFillStopped) {
   Manifest m = Tree("t", {{"big.bin", big}});
   ASSERT_GT(m.entries[0].chunks.size(), 40u);  // more than one batch
   auto cache = Open();
-  source_.fail = {2};
+  // The second batch (chunks 32 on) is refused: the first 32 chunks are written.
+  source_.fail_chunks = {m.entries[0].chunks[32].hash};
   Status st = Fill(*cache, m);
   EXPECT_EQ(st.code(), Code::kUnavailable);
-  uint64_t first = source_.bytes;
-  EXPECT_GT(first, 0u);
-  // Damage the partial file's last chunk: it is checked and fetched again.
   std::string partial = dir_ / "cache/partial/" + FileId(m.entries[0]);
+  uint64_t first = 0;
+  for (size_t i = 0; i < 32; ++i) first += m.entries[0].chunks[i].size;
+  EXPECT_EQ(Stat(partial).st_size, static_cast<off_t>(first));
+  // Damage the partial file's last chunk: it is checked and fetched again.
   uint64_t last = m.entries[0].chunks[31].size;
   int fd = ::open(partial.c_str(), O_WRONLY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::pwrite(fd, "X", 1, static_cast<off_t>(first - last)), 1);
   ::close(fd);
-  source_.fail.clear();
+  source_.fail_chunks.clear();
+  uint64_t before = source_.bytes;
   ASSERT_TRUE(Fill(*cache, m).ok());
   EXPECT_EQ(last_.bytes_present, first - last);
-  EXPECT_EQ(source_.bytes - first, big.size() - first + last);
+  EXPECT_EQ(source_.bytes - before, big.size() - first + last);
   ASSERT_TRUE(cache->Materialize(m, dir_ / "out", ::geteuid(), ::getegid()).ok());
   EXPECT_EQ(*ReadFile(dir_ / "out/big.bin"), big);
   EXPECT_FALSE(FileExists(partial));
@@ -214,6 +224,24 @@ TEST_F(ChunkCacheTest, AsksForABadChunkOnceMoreThenGivesUp) {
   EXPECT_EQ(st.code(), Code::kIo);
   EXPECT_THAT(st.message(), HasSubstr(other.entries[0].chunks[0].hash));
   EXPECT_THAT(st.message(), HasSubstr("failed its check twice"));
+}
+
+TEST_F(ChunkCacheTest, SmallFilesShareTheirFetches) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (int i = 0; i < 100; ++i) {
+    files.emplace_back(fmt::format("f{:03}.json", i), RandomBytes(2 << 10, 100 + i));
+  }
+  Manifest m = Tree("t", files);
+  auto cache = Open();
+  ASSERT_TRUE(Fill(*cache, m).ok());
+  size_t chunks = 0;
+  for (const ManifestEntry& e : m.entries) chunks += e.chunks.size();
+  ASSERT_GT(chunks, 100u);
+  EXPECT_EQ(source_.calls, static_cast<int>((chunks + 31) / 32));  // not one call a file
+  EXPECT_EQ(source_.bytes, m.bytes);
+  EXPECT_EQ(last_.bytes_fetched, m.bytes);
+  ASSERT_TRUE(cache->Materialize(m, dir_ / "out", ::geteuid(), ::getegid()).ok());
+  EXPECT_EQ(*ReadFile(dir_ / "out/f042.json"), files[42].second);
 }
 
 TEST_F(ChunkCacheTest, TwoThreadsAssembleASharedFileOnce) {
