@@ -109,6 +109,53 @@ Result<json> Shipped(TransferKind kind, const Manifest& m, const std::string& ds
       {"manifest_path", path},          {"bytes", m.bytes}, {"files", m.files}};
 }
 
+// What `root` ships as `kind`: its manifest made now (unchanged files' chunks remembered in
+// `memo`), or the one made at an earlier submit when the tree's fingerprint says nothing
+// changed since (STORE/trees/SHA256-OF-ROOT): a submit of an unchanged dataset reads no
+// file and parses no memo. `error_prefix` names the flag in an error.
+Result<json> ShipTree(TransferKind kind, const std::string& root, const std::string& dst,
+                      const std::string& store, ChunkMemo& memo, const std::string& error_prefix) {
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  Result<std::string> print = TreeFingerprint(r);
+  if (!print.ok()) return Status(print.status().code(), error_prefix + print.status().message());
+  std::string memo_path = store + "/trees/" + Sha256Hex(r);
+  if (Result<std::string> text = ReadFile(memo_path); text.ok()) {
+    json known = json::parse(*text, nullptr, false);
+    if (known.is_object() && known.value("fingerprint", "") == *print &&
+        known.value("src", "") == r && known.contains("manifest") &&
+        known["manifest"].is_string() && known.contains("bytes") &&
+        known["bytes"].is_number_unsigned() && known.contains("files") &&
+        known["files"].is_number_unsigned()) {
+      std::string sha = known["manifest"].get<std::string>();
+      std::string path = store + "/manifests/" + sha;
+      if (sha.size() == 64 && FileExists(path)) {
+        memo.Keep(r);
+        return json{{"kind", TransferKindName(kind)},
+                    {"src", r},
+                    {"dst", dst},
+                    {"manifest", sha},
+                    {"manifest_path", path},
+                    {"bytes", known["bytes"]},
+                    {"files", known["files"]}};
+      }
+    }
+  }
+  Result<Manifest> m = MakeManifest(r, &memo);
+  if (!m.ok()) return Status(m.status().code(), error_prefix + m.status().message());
+  Result<json> t = Shipped(kind, *m, dst, store);
+  if (!t.ok()) return t.status();
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(store + "/trees"));
+  json known = {{"fingerprint", *print},
+                {"src", r},
+                {"manifest", (*t)["manifest"]},
+                {"bytes", m->bytes},
+                {"files", m->files}};
+  // Lost to a power cut, it costs one more walk with the chunk memo: no fsync.
+  TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(memo_path, known.dump(), Durability::kNoSync));
+  return t;
+}
+
 // Bytes of the files below `dir` (not following links); stops counting past `limit`.
 uint64_t TreeBytes(const std::string& dir, uint64_t limit) {
   std::error_code ec;
@@ -129,14 +176,15 @@ Status ApplyStages(const SubmitArgs& args, const std::string& store, const std::
   for (const std::string& text : args.stage) {
     Result<StageArg> stage = ParseStage(text, cwd, "--stage");
     if (!stage.ok()) return stage.status();
-    Result<Manifest> m = MakeManifest(stage->src, &memo);
-    if (!m.ok()) return Status(m.status().code(), "--stage: " + m.status().message());
-    Result<json> t = Shipped(TransferKind::kStage, *m, stage->dst, store);
+    Result<json> t =
+        ShipTree(TransferKind::kStage, stage->src, stage->dst, store, memo, "--stage: ");
     if (!t.ok()) return t.status();
+    auto files = (*t)["files"].get<uint64_t>();
+    auto bytes = (*t)["bytes"].get<uint64_t>();
     transfers.push_back(std::move(*t));
     std::fprintf(stderr, "trainq: stage %s: %llu file%s, %s\n", TerminalSafe(stage->src).c_str(),
-                 static_cast<unsigned long long>(m->files), m->files == 1 ? "" : "s",
-                 FormatBytes(m->bytes).c_str());
+                 static_cast<unsigned long long>(files), files == 1 ? "" : "s",
+                 FormatBytes(bytes).c_str());
   }
   return Status::Ok();
 }
@@ -146,9 +194,7 @@ Status ApplyStages(const SubmitArgs& args, const std::string& store, const std::
 // missing there.
 Status ShipSnapshot(const SnapshotResult& snap, uint64_t max_bytes, const std::string& store,
                     ChunkMemo& memo, json& transfers) {
-  Result<Manifest> tree = MakeManifest(snap.dir, &memo);
-  if (!tree.ok()) return Status(tree.status().code(), "--snapshot: " + tree.status().message());
-  Result<json> t = Shipped(TransferKind::kTree, *tree, "", store);
+  Result<json> t = ShipTree(TransferKind::kTree, snap.dir, "", store, memo, "--snapshot: ");
   if (!t.ok()) return t.status();
   transfers.push_back(std::move(*t));
   for (const auto& [path, target] : snap.links) {
@@ -160,9 +206,7 @@ Status ShipSnapshot(const SnapshotResult& snap, uint64_t max_bytes, const std::s
                    TerminalSafe(path).c_str());
       continue;
     }
-    Result<Manifest> m = MakeManifest(target, &memo);
-    if (!m.ok()) return Status(m.status().code(), "--snapshot: " + m.status().message());
-    Result<json> link = Shipped(TransferKind::kLink, *m, path, store);
+    Result<json> link = ShipTree(TransferKind::kLink, target, path, store, memo, "--snapshot: ");
     if (!link.ok()) return link.status();
     transfers.push_back(std::move(*link));
   }

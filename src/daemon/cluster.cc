@@ -455,7 +455,10 @@ void ClusterMode::SyncAssigned() {
   // Attempts the store no longer places here: the leader judged this node lost while it
   // was away, and the job may already run elsewhere.
   p_.agent->StopAllBut(assigned);
-  if (p_.stager != nullptr) p_.stager->Retain(assigned);
+  if (p_.stager != nullptr) {
+    std::erase_if(*mine, [&](const Job& job) { return assigned.count(job.id) == 0; });
+    p_.stager->Retain(*mine);
+  }
 }
 
 void ClusterMode::BeforeStore(std::vector<JobSpec>& specs) {

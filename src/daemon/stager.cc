@@ -174,8 +174,15 @@ void Stager::Release(JobId id) {
   work_.erase(it);
 }
 
-void Stager::Retain(const std::set<JobId>& active) {
+void Stager::Retain(const std::vector<Job>& jobs) {
+  std::set<JobId> active;
+  std::set<std::string> copies;
+  for (const Job& job : jobs) {
+    active.insert(job.id);
+    copies.merge(SharedCopiesOf(job));
+  }
   std::lock_guard lock(mu_);
+  active_copies_ = std::move(copies);
   for (auto it = work_.begin(); it != work_.end();) {
     if (it->second->done && !active.count(it->first)) {
       if (cache_) cache_->Unpin(it->second->pin);
@@ -241,7 +248,13 @@ void Stager::Loop(std::stop_token stop) {
       w->done = true;
       w->status = st;
     }
-    if (cache_) cache_->Trim();
+    if (cache_) {
+      // Files the copies link stay on disk after the cache lets them go.
+      if (p_.cache_cap_bytes > 0 && cache_->bytes() > p_.cache_cap_bytes) {
+        RemoveIdleSharedCopies();
+      }
+      cache_->Trim();
+    }
     p_.post(w->wake);
   }
 }
@@ -313,7 +326,20 @@ Status Stager::Run(Work& w) {
   }
   ChunkCache::Progress done;  // of the transfers already filled
   done.bytes_total = total;
+  Result<RunAs> owner = OwnerOf(spec);
+  if (!owner.ok()) return owner.status();
+  // A --stage copy this user's jobs share here, whole and unchanged: nothing to fill or link.
+  std::vector<bool> shared(manifests.size(), false);
   for (size_t i = 0; i < manifests.size(); ++i) {
+    const Transfer& t = spec.transfers[i];
+    if (t.kind == TransferKind::kStage &&
+        cache_->Linked(manifests[i], SharedCopy(owner->uid, t.manifest), w.pin)) {
+      shared[i] = true;
+      done.bytes_present += manifests[i].bytes;
+    }
+  }
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    if (shared[i]) continue;
     auto fetch = [&](const std::vector<ChunkRef>& chunks) -> Result<std::string> {
       std::string names;
       for (const ChunkRef& c : chunks) names += (names.empty() ? "" : ",") + c.hash;
@@ -334,7 +360,7 @@ Status Stager::Run(Work& w) {
     done.bytes_fetched += last.bytes_fetched;
     done.bytes_refetched += last.bytes_refetched;
   }
-  Result<StagedPaths> paths = Build(w, manifests);
+  Result<StagedPaths> paths = Build(w, manifests, *owner, shared);
   if (!paths.ok()) return paths.status();
   std::lock_guard lock(mu_);
   for (const Transfer& t : spec.transfers) {
@@ -367,12 +393,11 @@ Result<RunAs> Stager::OwnerOf(const JobSpec& spec) const {
   return as;
 }
 
-Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifests) {
+Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifests,
+                                  const RunAs& owner, const std::vector<bool>& shared) {
   const JobSpec& spec = w.job.spec;
-  Result<RunAs> owner = OwnerOf(spec);
-  if (!owner.ok()) return owner.status();
-  uid_t uid = owner->uid;
-  gid_t gid = owner->gid;
+  uid_t uid = owner.uid;
+  gid_t gid = owner.gid;
   TRAINQ_RETURN_IF_ERROR(MakeDirs(p_.staged_dir));
   ::chmod(p_.staged_dir.c_str(), 0711);
   std::string dir = fmt::format("{}/{}", p_.staged_dir, w.job.id);
@@ -382,6 +407,10 @@ Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifest
   for (size_t i = 0; i < manifests.size(); ++i) {
     const Transfer& t = spec.transfers[i];
     std::string copy = fmt::format("{}/{}", dir, i);
+    if (t.kind == TransferKind::kStage) {
+      if (!shared[i]) TRAINQ_RETURN_IF_ERROR(Share(manifests[i], t.manifest, uid, gid));
+      continue;
+    }
     if (t.kind == TransferKind::kTree) {
       std::string rel = spec.cwd.starts_with(t.src) ? spec.cwd.substr(t.src.size()) : "";
       out.cwd = copy + rel;
@@ -403,11 +432,10 @@ Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifest
     TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, temp, uid, gid));
     if (::rename(temp.c_str(), copy.c_str()) != 0) return ErrnoStatus("rename " + temp, errno);
   }
-  for (size_t i = 0; i < manifests.size(); ++i) {
-    const Transfer& t = spec.transfers[i];
-    std::string copy = fmt::format("{}/{}", dir, i);
+  for (const Transfer& t : spec.transfers) {
     if (t.kind == TransferKind::kStage) {
-      out.links.emplace_back(TransferDestination(t, out.cwd.empty() ? spec.cwd : out.cwd), copy);
+      out.links.emplace_back(TransferDestination(t, out.cwd.empty() ? spec.cwd : out.cwd),
+                             SharedCopy(uid, t.manifest));
     }
   }
   for (size_t i = 0; i < manifests.size(); ++i) {
@@ -419,6 +447,99 @@ Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifest
     }
   }
   return out;
+}
+
+std::string Stager::SharedCopy(uid_t uid, const std::string& manifest) const {
+  return fmt::format("{}/shared/{}/{}", p_.staged_dir, uid, manifest);
+}
+
+namespace {
+
+// Removes a copy whose directories may be read-only (a daemon not running as root needs them
+// writable to empty them).
+void RemoveCopy(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec)) {
+        fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+      }
+    }
+  }
+  fs::remove_all(path, ec);
+}
+
+}  // namespace
+
+// A --stage copy is made once per user and manifest on a node and shared by that user's jobs
+// that stage the same bytes (as Ray shares a working_dir package per node): a job whose data
+// is here already starts without linking each file again. It is read-only (directories 0555,
+// files 0444), in STATE/staged/shared/UID (0700, the user's). Remade when a file it links was
+// rebuilt in the cache or an entry is gone; an idle one goes when the cache is over its cap.
+Status Stager::Share(const Manifest& m, const std::string& manifest, uid_t uid, gid_t gid) {
+  std::string path = SharedCopy(uid, manifest);
+  if (cache_->Linked(m, path)) return Status::Ok();
+  std::string base = p_.staged_dir + "/shared";
+  std::string mine = fmt::format("{}/{}", base, uid);
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(mine));
+  ::chmod(base.c_str(), 0711);
+  if (::chmod(mine.c_str(), 0700) != 0 || ::chown(mine.c_str(), uid, gid) != 0) {
+    return ErrnoStatus("chown " + mine, errno);
+  }
+  std::string temp = path + ".new";
+  RemoveCopy(temp);
+  TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, temp, uid, gid));
+  for (const ManifestEntry& e : m.entries) {
+    if (e.kind != 'd') continue;
+    std::string dir = temp + "/" + e.path;
+    if (::chmod(dir.c_str(), 0555) != 0) return ErrnoStatus("chmod " + dir, errno);
+  }
+  if (IsDirectory(temp) && ::chmod(temp.c_str(), 0555) != 0) {
+    return ErrnoStatus("chmod " + temp, errno);
+  }
+  // A running job reaches the copy by its path: the new one takes the place of the old at
+  // once, and what the old linked is the same bytes (or what a rebuild replaced).
+  std::string old = path + ".old";
+  RemoveCopy(old);
+  if (::rename(path.c_str(), old.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus("rename " + path, errno);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + temp, errno);
+  RemoveCopy(old);
+  return Status::Ok();
+}
+
+std::set<std::string> Stager::SharedCopiesOf(const Job& job) const {
+  std::set<std::string> out;
+  if (!NeedsStaging(job)) return out;
+  Result<RunAs> owner = OwnerOf(job.spec);
+  if (!owner.ok()) return out;
+  for (const Transfer& t : job.spec.transfers) {
+    if (t.kind == TransferKind::kStage) out.insert(SharedCopy(owner->uid, t.manifest));
+  }
+  return out;
+}
+
+void Stager::RemoveIdleSharedCopies() {
+  std::set<std::string> used;
+  {
+    std::lock_guard lock(mu_);
+    used = active_copies_;
+    for (const auto& [id, w] : work_) used.merge(SharedCopiesOf(w->job));
+  }
+  namespace fs = std::filesystem;
+  std::vector<std::string> idle;
+  std::error_code ec;
+  for (fs::directory_iterator users(p_.staged_dir + "/shared", ec), end; !ec && users != end;
+       users.increment(ec)) {
+    std::error_code ec2;
+    for (fs::directory_iterator it(users->path(), ec2); !ec2 && it != end; it.increment(ec2)) {
+      if (used.count(it->path().string()) == 0) idle.push_back(it->path().string());
+    }
+  }
+  for (const std::string& path : idle) RemoveCopy(path);
 }
 
 Result<std::string> Stager::ServeManifest(const Job& job, size_t index) {
@@ -605,6 +726,10 @@ Status Stager::RunCollect(Work& w) {
 }
 
 Status Stager::CheckAtSubmit(const JobSpec& spec) {
+  // A manifest's hash names its text: once it parsed and matched, it does so again. The text
+  // is still read and hashed (it may be gone), but a large one is not parsed at every submit.
+  static std::mutex mu;
+  static std::deque<std::string> checked;
   for (const Transfer& t : spec.transfers) {
     std::string what = t.kind == TransferKind::kStage ? "--stage" : "--snapshot";
     Result<std::string> text = ManifestTextOf(t);
@@ -613,6 +738,11 @@ Status Stager::CheckAtSubmit(const JobSpec& spec) {
           "{}: {}; submit from the machine that holds {} (its trainq makes the manifest there)",
           what, text.status().message(), t.src));
     }
+    std::string key = fmt::format("{} {} {} {}", t.manifest, t.bytes, t.files, t.src);
+    {
+      std::lock_guard lock(mu);
+      if (std::find(checked.begin(), checked.end(), key) != checked.end()) continue;
+    }
     Result<Manifest> m = ParseManifest(*text);
     if (!m.ok()) return Status::Invalid(fmt::format("{}: {}", what, m.status().message()));
     if (m->root != t.src || m->bytes != t.bytes || m->files != t.files) {
@@ -620,6 +750,9 @@ Status Stager::CheckAtSubmit(const JobSpec& spec) {
           fmt::format("{}: the manifest {} describes {} ({} files, {}), not {} as submitted", what,
                       t.manifest_path, m->root, m->files, FormatBytes(m->bytes), t.src));
     }
+    std::lock_guard lock(mu);
+    checked.push_back(std::move(key));
+    if (checked.size() > kKnownManifests) checked.pop_front();
   }
   return Status::Ok();
 }

@@ -59,8 +59,9 @@ class Stager {
   // The job ended for good on this node: its files may leave the cache; its copies stay
   // (its outputs are in its tree) until it is cleaned.
   void Release(JobId id);
-  // Releases every finished staging whose job is not in `active` (this node's attempts).
-  void Retain(const std::set<JobId>& active);
+  // Releases every finished staging whose job is not among `active` (the jobs with attempts
+  // on this node), and keeps their shared --stage copies.
+  void Retain(const std::vector<Job>& active);
   // Ends the staging of `id` (if in progress) with `why`: its holder is gone for good.
   void Abandon(JobId id, const std::string& why);
   // The holder of every job being staged.
@@ -108,7 +109,15 @@ class Stager {
   Result<std::string> GetWithRetry(Work& w, const std::string& target);
   std::shared_ptr<const Manifest> KnownManifest(const std::string& sha) const;
   void RememberManifest(const std::string& sha, const Manifest& m);
-  Result<StagedPaths> Build(Work& w, const std::vector<Manifest>& manifests);
+  // The job's copies; `shared[i]`: transfer i's shared copy is ready already.
+  Result<StagedPaths> Build(Work& w, const std::vector<Manifest>& manifests, const RunAs& owner,
+                            const std::vector<bool>& shared);
+  // --stage copies, shared by a user's jobs on this node (STATE/staged/shared/UID/MANIFEST).
+  std::string SharedCopy(uid_t uid, const std::string& manifest) const;
+  Status Share(const Manifest& m, const std::string& manifest, uid_t uid, gid_t gid);
+  std::set<std::string> SharedCopiesOf(const Job& job) const;
+  // Removes the shared copies no job here uses (on the stager's thread).
+  void RemoveIdleSharedCopies();
   Result<Sources> SourcesOf(const Job& job, size_t index);
 
   Parts p_;
@@ -122,6 +131,7 @@ class Stager {
   // The manifests fetched lately, by hash (a hash names its text: never stale).
   std::deque<std::pair<std::string, std::shared_ptr<const Manifest>>> manifests_;
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
+  std::set<std::string> active_copies_;          // the shared copies of the jobs Retain keeps
   // --collect: the attempts collected or being collected here (holder).
   std::set<std::pair<JobId, int>> collects_;
   // What the threads that read off the loop share with the stager: the sources of what this

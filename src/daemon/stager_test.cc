@@ -59,9 +59,10 @@ class StagerTest : public ::testing::Test {
     runner_ = MakeStager("n2");
   }
 
-  std::unique_ptr<Stager> MakeStager(const std::string& node) {
+  std::unique_ptr<Stager> MakeStager(const std::string& node, uint64_t cap_bytes = 0) {
     Stager::Parts p;
     p.node = node;
+    p.cache_cap_bytes = cap_bytes;
     p.staged_dir = dir_ / (node + "/staged");
     p.cache_dir = dir_ / (node + "/cache");
     p.post = [](std::function<void()> fn) { fn(); };
@@ -169,6 +170,55 @@ TEST_F(StagerTest, AStagedCopyIsWhatTheSourceWasAndDstLinksToIt) {
   ASSERT_EQ(StageToEnd(again, &paths, &failure), Stager::State::kReady) << failure;
   EXPECT_EQ(gets_ - before, 0);  // its manifest is known here already
   EXPECT_THAT(paths.notice, HasSubstr("fetched 0 B"));
+}
+
+TEST_F(StagerTest, JobsStagingTheSameBytesShareOneReadOnlyCopy) {
+  Job job = StagingJob("data");
+  StagedPaths first, second, third;
+  std::string failure;
+  ASSERT_EQ(StageToEnd(job, &first, &failure), Stager::State::kReady) << failure;
+  ASSERT_EQ(first.links.size(), 1u);
+  const std::string copy = first.links[0].second;
+  struct stat before = {};
+  ASSERT_EQ(::stat(copy.c_str(), &before), 0);
+  EXPECT_EQ(before.st_mode & 07777, 0555u);
+  EXPECT_EQ(::access((copy + "/sub").c_str(), W_OK), ::geteuid() == 0 ? 0 : -1);
+  Job again = job;
+  again.id = 8;
+  ASSERT_EQ(StageToEnd(again, &second, &failure), Stager::State::kReady) << failure;
+  ASSERT_EQ(second.links.size(), 1u);
+  EXPECT_EQ(second.links[0].second, copy);
+  struct stat after = {};
+  ASSERT_EQ(::stat(copy.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);  // the same copy, not made again
+  // An entry gone from the copy: the next job gets it whole again.
+  ASSERT_EQ(::chmod((copy + "/sub").c_str(), 0755), 0);
+  ASSERT_EQ(::unlink((copy + "/sub/b.txt").c_str()), 0);
+  Job third_job = job;
+  third_job.id = 9;
+  ASSERT_EQ(StageToEnd(third_job, &third, &failure), Stager::State::kReady) << failure;
+  EXPECT_EQ(third.links[0].second, copy);
+  EXPECT_EQ(Read(copy + "/sub/b.txt"), "bee");
+  EXPECT_FALSE(FileExists(copy + ".old"));
+  EXPECT_FALSE(FileExists(copy + ".new"));
+}
+
+TEST_F(StagerTest, AnIdleSharedCopyGoesWhenTheCacheIsOverItsCap) {
+  runner_ = MakeStager("n2", /*cap_bytes=*/1);
+  Job job = StagingJob("data");
+  StagedPaths paths;
+  std::string failure;
+  ASSERT_EQ(StageToEnd(job, &paths, &failure), Stager::State::kReady) << failure;
+  const std::string copy = paths.links[0].second;
+  EXPECT_TRUE(FileExists(copy + "/a.bin"));  // its job holds it
+  runner_->Retain({});                       // that job is over
+  Write(dir_ / "src/sub/c.txt", "sea");      // other bytes, another manifest
+  Job other = StagingJob("data");
+  other.id = 10;
+  ASSERT_EQ(StageToEnd(other, &paths, &failure), Stager::State::kReady) << failure;
+  EXPECT_NE(paths.links[0].second, copy);
+  EXPECT_FALSE(FileExists(copy));
+  EXPECT_EQ(Read(paths.links[0].second + "/sub/c.txt"), "sea");
 }
 
 TEST_F(StagerTest, ASourceChangedSinceTheSubmitFailsTheStaging) {

@@ -505,10 +505,22 @@ Result<std::vector<ChunkRef>> ChunkMemo::Chunks(const std::string& path, ChunkLi
   return chunks;
 }
 
+void ChunkMemo::Keep(const std::string& root) {
+  std::lock_guard lock(mu_);
+  kept_.push_back(root);
+}
+
 Status ChunkMemo::Save() {
-  // Nothing read anew and nothing forgotten: the file says it already (a submit of an
-  // unchanged tree writes nothing).
-  if (loaded_ && bytes_read_ == 0 && used_.size() == known_.size()) return Status::Ok();
+  std::lock_guard lock(mu_);
+  // Never asked (each tree unchanged), or nothing read anew and nothing forgotten: the file
+  // says it already (a submit of an unchanged tree writes nothing).
+  if (!loaded_ || (bytes_read_ == 0 && used_.size() == known_.size())) return Status::Ok();
+  for (const std::string& root : kept_) {
+    for (auto it = known_.lower_bound(root); it != known_.end() && it->first.starts_with(root);
+         ++it) {
+      if (it->first.size() == root.size() || it->first[root.size()] == '/') used_.insert(*it);
+    }
+  }
   json files = json::object();
   for (const auto& [path, k] : used_) {
     files[path] = {{"size", k.size},
@@ -565,6 +577,10 @@ class Walker {
   Walker(std::string root, ChunkMemo* memo, ChunkLimits limits)
       : root_(std::move(root)), memo_(memo), limits_(limits) {}
 
+  // From now on each entry's stat is noted (TreeFingerprint) and no file is read.
+  void NoteStatsOnly() { stats_only_ = true; }
+  std::vector<std::string>& noted() { return noted_; }
+
   // Adds what `rel` (a directory below the root, "" the root) holds, depth first.
   Status Dir(const std::string& rel) {
     Result<std::vector<std::string>> names = DirNames(Join(root_, rel));
@@ -588,6 +604,13 @@ class Walker {
       return Status::Ok();
     }
     if (!IsUtf8(rel)) return Status::Invalid(path + ": the name is not UTF-8");
+    if (stats_only_) {
+      // A link's target changes only with a new link (another inode and ctime).
+      noted_.push_back(fmt::format("{:o} {} {} {} {} {} {}", st.st_mode, st.st_size,
+                                   internal::MtimeNs(st), CtimeNsOf(st), st.st_ino, st.st_dev,
+                                   rel));
+      return S_ISDIR(st.st_mode) ? Dir(rel) : Status::Ok();
+    }
     ManifestEntry e;
     e.path = rel;
     if (S_ISDIR(st.st_mode)) {
@@ -656,7 +679,13 @@ class Walker {
     return Status::Ok();
   }
 
+  static int64_t CtimeNsOf(const struct stat& st) {
+    return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+  }
+
   static constexpr size_t kHashThreads = 4;
+  bool stats_only_ = false;
+  std::vector<std::string> noted_;
   std::string root_;
   ChunkMemo* memo_;
   ChunkLimits limits_;
@@ -682,6 +711,29 @@ Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLim
   TRAINQ_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry(""));
   TRAINQ_RETURN_IF_ERROR(walker.ChunkFiles());
   return walker.Take();
+}
+
+Result<std::string> TreeFingerprint(const std::string& root) {
+  if (root.empty() || root[0] != '/') return Status::Invalid(root + ": not an absolute path");
+  std::string r = root;
+  while (r.size() > 1 && r.back() == '/') r.pop_back();
+  struct stat st = {};
+  if (::lstat(r.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Status::Invalid(r + ": no such file");
+    return ErrnoStatus("stat " + r, errno);
+  }
+  Walker walker(r, nullptr, {});
+  walker.NoteStatsOnly();
+  TRAINQ_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry(""));
+  std::vector<std::string>& noted = walker.noted();
+  std::sort(noted.begin(), noted.end());
+  Sha256 h;
+  h.Add(r);
+  for (const std::string& line : noted) {
+    h.Add("\n");
+    h.Add(line);
+  }
+  return h.HexDigest();
 }
 
 Result<Manifest> MakeManifestOfMatches(const std::string& root,

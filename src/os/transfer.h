@@ -100,8 +100,10 @@ class ChunkMemo {
   explicit ChunkMemo(std::string path) : path_(std::move(path)) {}
   // The chunks remembered for `path` when its stat still matches, else read and remembered.
   Result<std::vector<ChunkRef>> Chunks(const std::string& path, ChunkLimits limits = {});
-  // Writes the file (atomically); only the paths asked for since it was loaded are kept.
+  // Writes the file (atomically); only the paths asked for since it was loaded are kept,
+  // and those below the roots passed to Keep (trees known unchanged, not walked for chunks).
   Status Save();
+  void Keep(const std::string& root);
   uint64_t bytes_read() const { return bytes_read_; }  // hashed anew by Chunks
 
  private:
@@ -116,8 +118,15 @@ class ChunkMemo {
   };
   std::mutex mu_;  // Chunks is called from several threads at once
   std::map<std::string, Known> known_, used_;
+  std::vector<std::string> kept_;
   uint64_t bytes_read_ = 0;
 };
+
+// What `root` (walked as MakeManifest does) is now, as the SHA-256 of each entry's path,
+// type, mode, size, mtime, ctime, inode and device, without reading a file: equal
+// fingerprints mean an unchanged tree, as far as stat can tell (git's index relies on the
+// same), so its manifest can be used again. Errors as MakeManifest's.
+Result<std::string> TreeFingerprint(const std::string& root);
 
 // The manifest of `root` (a directory, walked without following links, or one regular
 // file). Special files (sockets, fifos, devices) are left out. kIo naming a path that could
@@ -191,6 +200,13 @@ class ChunkCache {
   // not here (Fill first); kIo naming what failed, `dst` then removed. Ownership is given only
   // when running as root (directories and links; a file shared with the cache keeps its owner).
   Status Materialize(const Manifest& m, const std::string& dst, uid_t uid, gid_t gid);
+
+  // Whether `tree` is `m`'s tree as Materialize made it from this cache's files as they are
+  // now: every entry there, of its kind, each file the very file the cache holds, unchanged
+  // since the cache knew it (inode, size, mtime, ctime). A file rebuilt or touched since, or
+  // an entry removed, makes it false. Stats each entry once; when true, `m`'s files are
+  // pinned under `pin` (if not empty) as Fill would: the tree is ready without a Fill.
+  bool Linked(const Manifest& m, const std::string& tree, const std::string& pin = "");
 
   // The bytes of chunk `hash` if a file here holds it (checked); kNotFound otherwise.
   Result<std::string> ReadChunk(const std::string& hash) const;

@@ -810,12 +810,14 @@ Status ChunkCache::Materialize(const Manifest& m, const std::string& dst, uid_t 
       cached[i] = impl_->FilePath(name);
     }
   }
-  // Each link made moves its file's ctime: the cache made that change, not someone else.
+  // Each link made moves its file's ctime: the cache made that change, not someone else,
+  // and says so in the index (after a restart, a file whose ctime moved is read again).
   auto restat = [&] {
     std::lock_guard lock(impl_->mu);
     for (size_t i = 0; i < m.entries.size(); ++i) {
-      if (IsFileEntry(m.entries[i])) impl_->RestatLocked(CacheName(m.entries[i]), false);
+      if (IsFileEntry(m.entries[i])) impl_->RestatLocked(CacheName(m.entries[i]));
     }
+    static_cast<void>(impl_->SaveLocked());  // best effort, as Trim's
   };
   if (m.entries.size() == 1 && m.entries[0].path.empty()) {
     Status st = MakeTreeEntry(m.entries[0], dst, cached[0], {});
@@ -835,6 +837,54 @@ Status ChunkCache::Materialize(const Manifest& m, const std::string& dst, uid_t 
   }
   restat();
   return Status::Ok();
+}
+
+bool ChunkCache::Linked(const Manifest& m, const std::string& tree, const std::string& pin) {
+  struct Known {
+    uint64_t size = 0, ino = 0;
+    int64_t mtime_ns = 0, ctime_ns = 0;
+  };
+  std::vector<Known> known(m.entries.size());
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(impl_->mu);
+    for (size_t i = 0; i < m.entries.size(); ++i) {
+      if (!IsFileEntry(m.entries[i])) continue;
+      names.push_back(CacheName(m.entries[i]));
+      auto it = impl_->files.find(names.back());
+      if (it == impl_->files.end()) return false;
+      const CachedFile& f = it->second;
+      known[i] = {f.size, f.ino, f.mtime_ns, f.ctime_ns};
+    }
+  }
+  for (size_t i = 0; i < m.entries.size(); ++i) {
+    const ManifestEntry& e = m.entries[i];
+    struct stat st = {};
+    std::string path = e.path.empty() ? tree : tree + "/" + e.path;
+    if (::lstat(path.c_str(), &st) != 0) return false;
+    // A file there is the cache's own inode, as the cache last knew it (IntactLocked and
+    // ChangedLocked, through the copy's link).
+    bool same = e.kind == 'd' ? S_ISDIR(st.st_mode)
+                : e.kind == 'l'
+                    ? S_ISLNK(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.target.size()
+                    : S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_ino) == known[i].ino &&
+                          static_cast<uint64_t>(st.st_size) == known[i].size &&
+                          internal::MtimeNs(st) == known[i].mtime_ns &&
+                          CtimeNs(st) == known[i].ctime_ns;
+    if (!same) return false;
+  }
+  if (m.entries.empty()) return false;
+  if (!pin.empty()) {
+    std::lock_guard lock(impl_->mu);
+    std::set<std::string>& pinned = impl_->pins[pin];
+    for (const std::string& name : names) {
+      pinned.insert(name);
+      if (auto it = impl_->files.find(name); it != impl_->files.end()) {
+        it->second.used = ++impl_->clock;
+      }
+    }
+  }
+  return true;
 }
 
 Result<std::string> ChunkCache::ReadChunk(const std::string& hash) const {
@@ -858,6 +908,7 @@ void ChunkCache::Unpin(const std::string& pin) {
 void ChunkCache::Trim() {
   std::lock_guard lock(impl_->mu);
   Impl& c = *impl_;
+  bool dropped = false;
   while (c.cap != 0 && c.bytes > c.cap) {
     const std::string* victim = nullptr;
     uint64_t oldest = UINT64_MAX;
@@ -869,7 +920,9 @@ void ChunkCache::Trim() {
     }
     if (victim == nullptr) break;  // all pinned: over the cap until they are unpinned
     c.DropLocked(std::string(*victim), false);
+    dropped = true;
   }
+  if (!dropped) return;
   c.RebuildChunksLocked();
   // Best effort: an index left behind names files that are gone, which Open drops.
   static_cast<void>(c.SaveLocked());

@@ -260,6 +260,26 @@ TEST_F(ChunkCacheTest, TwoThreadsAssembleASharedFileOnce) {
   EXPECT_EQ(cache->bytes(), shared.size() + (80u << 10));
 }
 
+TEST_F(ChunkCacheTest, ATreeStaysLinkedUntilAFileInItIsTouched) {
+  std::string a = RandomBytes(30 << 10, 21);
+  Manifest m = Tree("t", {{"a.bin", a}, {"sub/b.txt", "bee"}});
+  auto cache = Open(/*cap=*/1);
+  ASSERT_TRUE(Fill(*cache, m, "first").ok());
+  ASSERT_TRUE(cache->Materialize(m, dir_ / "out", ::geteuid(), ::getegid()).ok());
+  cache->Unpin("first");
+  EXPECT_TRUE(cache->Linked(m, dir_ / "out", "second"));
+  EXPECT_FALSE(cache->Linked(m, dir_ / "elsewhere"));
+  // Pinned by Linked as by a Fill: over the cap, nothing goes.
+  cache->Trim();
+  EXPECT_TRUE(FileExists(CachedPath(m, 0)));
+  cache->Unpin("second");
+  // The same bytes and mtime, but the ctime moved: not known unchanged any more.
+  ASSERT_EQ(::chmod((dir_ / "out/a.bin").c_str(), 0444), 0);
+  EXPECT_FALSE(cache->Linked(m, dir_ / "out"));
+  ASSERT_EQ(::unlink((dir_ / "out/sub/b.txt").c_str()), 0);
+  EXPECT_FALSE(cache->Linked(m, dir_ / "out"));
+}
+
 TEST_F(ChunkCacheTest, RebuildsAFileWrittenToThroughALink) {
   std::string big = RandomBytes(30 << 10, 11);
   Manifest m = Tree("t", {{"a.bin", big}});

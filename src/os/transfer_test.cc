@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -241,6 +242,63 @@ TEST_F(ManifestTreeTest, ChunkMemoReadsOnlyChangedFiles) {
   ChunkMemo fourth(memo_path);
   ASSERT_TRUE(MakeManifest(root_, &fourth).ok());
   EXPECT_EQ(fourth.bytes_read(), m->bytes + 3);
+}
+
+TEST_F(ManifestTreeTest, AFingerprintChangesWithAnyEntryAndOnlyThen) {
+  Result<std::string> print = TreeFingerprint(root_);
+  ASSERT_TRUE(print.ok()) << print.status().message();
+  EXPECT_EQ(*TreeFingerprint(root_ + "/"), *print);
+  EXPECT_NE(*TreeFingerprint(root_ + "/sub"), *print);
+  std::vector<std::string> seen = {*print};
+  auto changed = [&](const std::string& what) {
+    Result<std::string> now = TreeFingerprint(root_);
+    ASSERT_TRUE(now.ok());
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), *now), 0) << what;
+    seen.push_back(*now);
+  };
+  // The same size, its mtime put back: the ctime still moved.
+  struct stat st = {};
+  ASSERT_EQ(::stat((root_ + "/a.txt").c_str(), &st), 0);
+  Write(root_ + "/a.txt", "HELLO\n");
+  timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (root_ + "/a.txt").c_str(), times, 0), 0);
+  changed("a.txt rewritten");
+  ASSERT_EQ(::unlink((root_ + "/link").c_str()), 0);
+  ASSERT_EQ(::symlink("d.txt", (root_ + "/link").c_str()), 0);
+  changed("link retargeted");
+  Write(root_ + "/sub/deep/new", "");
+  changed("a file added");
+  ASSERT_EQ(::chmod((root_ + "/run.sh").c_str(), 0644), 0);
+  changed("a mode changed");
+  EXPECT_EQ(*TreeFingerprint(root_), seen.back());
+  EXPECT_EQ(TreeFingerprint(dir_ / "missing").status().code(), Code::kInvalid);
+}
+
+TEST_F(ManifestTreeTest, ChunkMemoKeepsWhatATreeKnownUnchangedHolds) {
+  std::string memo_path = dir_ / "memo.json";
+  ASSERT_TRUE(MakeDirs(dir_ / "other").ok());
+  Write(dir_ / "other/o.txt", "other");
+  ChunkMemo first(memo_path);
+  ASSERT_TRUE(MakeManifest(root_, &first, kSmall).ok());
+  ASSERT_TRUE(first.Save().ok());
+  // The next submit finds root_ unchanged (Keep) and walks only `other`.
+  ChunkMemo second(memo_path);
+  second.Keep(root_);
+  ASSERT_TRUE(MakeManifest(dir_ / "other", &second, kSmall).ok());
+  ASSERT_TRUE(second.Save().ok());
+  ChunkMemo third(memo_path);
+  ASSERT_TRUE(MakeManifest(root_, &third, kSmall).ok());
+  EXPECT_EQ(third.bytes_read(), 0u);
+  // Without Keep, what was not asked for is forgotten.
+  ChunkMemo fourth(memo_path);
+  ASSERT_TRUE(MakeManifest(dir_ / "other", &fourth, kSmall).ok());
+  Write(dir_ / "other/p.txt", "p");
+  ASSERT_TRUE(MakeManifest(dir_ / "other", &fourth, kSmall).ok());
+  ASSERT_TRUE(fourth.Save().ok());
+  ChunkMemo fifth(memo_path);
+  Result<Manifest> m = MakeManifest(root_, &fifth, kSmall);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(fifth.bytes_read(), m->bytes);
 }
 
 TEST_F(ManifestTreeTest, ChunkMemoSurvivesADamagedFile) {
