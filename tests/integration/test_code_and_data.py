@@ -51,6 +51,7 @@ def project(t):
         f.write("import hashlib, os\n"
                 "print('data', hashlib.sha256(open('data/d.bin', 'rb').read()).hexdigest())\n"
                 "print('staged', hashlib.sha256(open('input.bin', 'rb').read()).hexdigest())\n"
+                "print('staged at', os.path.realpath('input.bin'))\n"
                 "os.makedirs('checkpoints', exist_ok=True)\n"
                 "open('checkpoints/ckpt.txt', 'w').write('step 10')\n")
     with open(os.path.join(repo, ".gitignore"), "w") as f:
@@ -95,19 +96,35 @@ def test_a_snapshot_and_a_staged_dataset_run_on_a_node_without_them(make_cluster
     dataset = a.path("dataset.bin")
     staged_sha = write_random(dataset, 200 * MiB, "dataset")
 
+    jobs = []
+
     def run_there():
         job_id = submit_there(a, repo, dataset, "node2")
+        jobs.append(job_id)
         job = a.wait_state(job_id, ("succeeded", "failed"), timeout=120)
         log = a.run("logs", str(job_id)).stdout
         assert job["state"] == "succeeded", (job, log, cluster.logs())
         assert job["attempts"][-1]["node"] == "node2"
         return log
 
+    def staged_at(log):
+        return re.search(r"^staged at (\S+)$", log, re.M).group(1)
+
     log = run_there()
     assert f"data {data_sha}" in log and f"staged {staged_sha}" in log, log
     assert fetched_mib(log) >= 202, log  # the code, data/ and the dataset went over
-    # The same again: everything is in node2's cache.
-    assert fetched_mib(run_there()) < 0.1
+    # The same again: everything is in node2's cache, and the dataset's copy is shared.
+    again = run_there()
+    assert fetched_mib(again) < 0.1
+    shared = staged_at(log)
+    assert staged_at(again) == shared and "/staged/shared/" in shared, (log, again)
+    node2 = cluster.node("node2")
+    assert os.stat(shared).st_mode & 0o777 == 0o444
+    # Forgetting a job removes its own copies on the node it ran on, not the shared one.
+    own = os.path.join(node2.state_dir, "staged", str(jobs[0]))
+    assert os.path.isdir(own)
+    node2.run("clean", "--state", "succeeded")
+    assert not os.path.exists(own) and os.path.exists(shared)
     # 1 MiB changed in the middle of the dataset: about that much is sent.
     with open(dataset, "r+b") as f:
         f.seek(100 * MiB)
