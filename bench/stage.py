@@ -8,9 +8,11 @@ The dataset is shaped like a training set's shards: 3/4 of the bytes in files of
 the rest in 2,000 small files (labels, index, configs); MIB in all (default 1024).
 
 - first copy: `trainq submit --stage DATA:data --node nodeK -- true`, from the submit to the
-  job's start on nodeK (the manifest made at submit, the fetch, the copy built), against
-  `rsync -a DATA/ COPY_K/` into an empty directory; COPY_ROUNDS of each, taken in turn, each
-  trainq round to a node that holds nothing yet; the medians;
+  job's start on nodeK (the manifest made at submit, the fetch, the copy built), against rsync
+  of the same tree into an empty directory over loopback (an rsync daemon, rsync://: rsync's
+  network transfer, unencrypted) and on the same disk (`rsync -a DATA/ COPY/`); COPY_ROUNDS
+  of each, taken in turn, each trainq round to a node that holds nothing yet; the medians of
+  the time and of the CPU time every process involved used (both ends, the client);
 - 1 % changed: 1 % of the bytes rewritten in the middle of one shard, then the same submit:
   the bytes node1 fetched (from the job's log), against rsync's literal data for the same change
   (`rsync -a --no-whole-file --stats`, the delta algorithm rsync uses over a network);
@@ -91,6 +93,58 @@ def fetched(log):
     return float(m.group(1)) * scale
 
 
+def cpu_seconds(pids):
+    """User and system CPU time of `pids` and of their children they waited for."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu():
+    t = os.times()
+    return t.children_user + t.children_system
+
+
+class Rsyncd:
+    """An rsync daemon on a free loopback port, its module `w` the directory `root`."""
+
+    def __init__(self, root):
+        self.port = free_port()
+        conf = os.path.join(root, "rsyncd.conf")
+        with open(conf, "w") as f:
+            f.write(f"use chroot = no\nuid = root\ngid = root\n[w]\npath = {root}\n"
+                    "read only = no\n")
+        self.proc = subprocess.Popen(["rsync", "--daemon", "--no-detach", f"--config={conf}",
+                                      f"--port={self.port}", "--address=127.0.0.1"])
+        wait_until(lambda: subprocess.run(["rsync", f"rsync://127.0.0.1:{self.port}/"],
+                                          capture_output=True).returncode == 0,
+                   what="the rsync daemon")
+
+    def copy(self, src, name):
+        subprocess.run(["rsync", "-a", f"{src}/", f"rsync://127.0.0.1:{self.port}/w/{name}/"],
+                       check=True)
+        # The daemon's side is a child it forks; its CPU time counts once it is reaped.
+        wait_until(lambda: subprocess.run(["pgrep", "-P", str(self.proc.pid)],
+                                          capture_output=True).returncode != 0,
+                   what="the rsync daemon's child to end")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def timed(fn, pids=()):
+    """(seconds, CPU seconds of this process's children and of `pids`) that fn() took."""
+    subprocess.run(["sync"], check=True)  # no dirty pages left from the round before
+    cpu0, t0 = children_cpu() + cpu_seconds(pids), time.perf_counter()
+    out = fn()
+    took = time.perf_counter() - t0
+    return took, children_cpu() + cpu_seconds(pids) - cpu0, out
+
+
 def rsync_literal(src, dst):
     out = subprocess.run(["rsync", "-a", "--no-whole-file", "--stats", f"{src}/", f"{dst}/"],
                          check=True, capture_output=True, text=True).stdout
@@ -115,21 +169,25 @@ def main():
         nodes = start_cluster(binary, redis, 1 + COPY_ROUNDS)
         submit_node = nodes[0]
         subprocess.run(["sync"], check=True)
-        took, rsync_took = [], []
+        daemons = [int(subprocess.check_output(["pgrep", "-f", "--", f"--state-dir {n.state}"]).split()[0])
+                   for n in nodes]
+        rsyncd = Rsyncd(work)
+        runs = {"trainq": [], "rsyncd": [], "local": []}
         for k in range(1, COPY_ROUNDS + 1):
-            # Each starts with no dirty pages left to write back from the one before.
-            subprocess.run(["sync"], check=True)
-            seconds, log = run_job(submit_node, "--stage", f"{data}:data", to=f"node{k}")
-            took.append(seconds)
+            _, cpu, (took, log) = timed(
+                lambda: run_job(submit_node, "--stage", f"{data}:data", to=f"node{k}"), daemons)
+            runs["trainq"].append((took, cpu))  # submit to start; CPU until the job ended
             if k == 1:
                 first_log = log
-            subprocess.run(["sync"], check=True)
-            t0 = time.perf_counter()
-            subprocess.run(["rsync", "-a", f"{data}/", os.path.join(work, f"copy{k}") + "/"],
-                           check=True)
-            rsync_took.append(time.perf_counter() - t0)
+            took, cpu, _ = timed(lambda: rsyncd.copy(data, f"net{k}"), [rsyncd.proc.pid])
+            runs["rsyncd"].append((took, cpu))
+            took, cpu, _ = timed(lambda: subprocess.run(
+                ["rsync", "-a", f"{data}/", os.path.join(work, f"copy{k}") + "/"], check=True))
+            runs["local"].append((took, cpu))
+        rsyncd.stop()
+        first = {what: (statistics.median(t for t, _ in r), statistics.median(c for _, c in r))
+                 for what, r in runs.items()}
         log = first_log
-        took, rsync_took = statistics.median(took), statistics.median(rsync_took)
         first_bytes = fetched(log)
         # 1 % of the bytes, rewritten in the middle of the first shard.
         shard = os.path.join(data, "shard000.bin")
@@ -148,17 +206,21 @@ def main():
         print(f"stage bench: {human(total)} dataset ({len(os.listdir(data))} files), "
               f"{len(nodes)} nodes on one machine ({cpu} CPUs), TLS on loopback; medians of "
               f"{COPY_ROUNDS} first copies each, {ROUNDS} rounds for the starts")
-        print("| what | trainq --stage | rsync -a |")
-        print("| --- | --- | --- |")
-        print(f"| first copy, submit to start | {took:.2f} s ({human(total / took)}/s; "
-              f"{human(first_bytes)} fetched; {rsync_took / took:.2f}x rsync's speed) | "
-              f"{rsync_took:.2f} s ({human(total / rsync_took)}/s) |")
+        print("| what | trainq --stage (TLS) | rsync over loopback (rsync://) | rsync -a on one disk |")
+        print("| --- | --- | --- | --- |")
+
+        def copy_cell(what):
+            took, cpu = first[what]
+            return f"{took:.2f} s ({human(total / took)}/s), {cpu:.1f} CPU-s"
+
+        print(f"| first copy, submit to start | {copy_cell('trainq')}; {human(first_bytes)} "
+              f"fetched | {copy_cell('rsyncd')} | {copy_cell('local')} |")
         print(f"| bytes sent for 1 % changed ({human(total // 100)}) | {human(changed_bytes)} "
               f"({100 * changed_bytes / total:.2f} % of the data) | {human(rsync_changed)} "
-              f"literal ({100 * rsync_changed / total:.2f} %) |")
+              f"literal ({100 * rsync_changed / total:.2f} %; rsync's delta transfer) | - |")
         print(f"| start, data already on the node (median) | {1000 * statistics.median(cached):.0f}"
               f" ms, {1000 * added:+.0f} ms beside no --stage "
-              f"({1000 * statistics.median(plain):.0f} ms) | - |")
+              f"({1000 * statistics.median(plain):.0f} ms) | - | - |")
     finally:
         for n in nodes:
             n.stop()
