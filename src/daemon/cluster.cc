@@ -111,6 +111,7 @@ void ClusterMode::OnTimer() {
     // A missed event (a reconnect, a lost message) costs at most one heartbeat.
     SyncAssigned();
     AbandonLostHolders();
+    CollectPending();
   }
   leader_.LeadOrFollow();
 }
@@ -348,6 +349,43 @@ void ClusterMode::CollectOutputs(JobId id) {
     const std::string& ran = a.parts.empty() ? a.node : a.parts[0].node;
     if (ran.empty() || ran == p_.node) continue;  // its files are here
     p_.stager->Collect(*job, a.n, PeerGetter(ran, fmt::format("what job {} left", id)));
+  }
+}
+
+void ClusterMode::Stored(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids) {
+  if (p_.stager == nullptr) return;
+  std::string dir = p_.options->paths.state_dir + "/collect-pending";
+  for (size_t i = 0; i < specs.size() && i < ids.size(); ++i) {
+    if (specs[i].collect.empty()) continue;
+    if (Status st = MakeDirs(dir); st.ok()) {
+      st = WriteFileAtomic(fmt::format("{}/{}", dir, ids[i]), "", Durability::kNoSync);
+    }
+  }
+}
+
+void ClusterMode::CollectPending() {
+  if (p_.stager == nullptr) return;
+  std::string dir = p_.options->paths.state_dir + "/collect-pending";
+  Result<std::vector<std::string>> names = ListFiles(dir);
+  if (!names.ok()) return;
+  for (const std::string& name : *names) {
+    JobId id = 0;
+    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), id);
+    if (ec != std::errc() || end != name.data() + name.size()) continue;
+    Result<Job> job = store_.Get(id);
+    if (!job.ok() && job.status().code() != Code::kNotFound) return;  // the store is away
+    bool over = !job.ok() || IsDone(job->state);
+    if (job.ok()) {
+      CollectOutputs(id);
+      for (const Attempt& a : job->attempts) {
+        const std::string& ran = a.parts.empty() ? a.node : a.parts[0].node;
+        bool back =
+            ran.empty() || ran == p_.node ||
+            IsDirectory(fmt::format("{}/collected/{}/{}", p_.options->paths.state_dir, id, a.n));
+        over = over && IsDone(a.state) && back;
+      }
+    }
+    if (over) static_cast<void>(RemoveFile(dir + "/" + name));
   }
 }
 

@@ -73,6 +73,9 @@ class ClusterMode final : public Mode {
 
   // Each job is signed by the node that stores it, and checked before any node runs it.
   void BeforeStore(std::vector<JobSpec>& specs) override;
+  // Notes the jobs with --collect patterns (STATE/collect-pending/ID): what their attempts
+  // on other nodes leave comes back even when this daemon missed their end.
+  void Stored(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids) override;
   // A submit is judged against the largest node and GPU of the whole cluster.
   void Limits(SpecLimits& limits) override;
   void PinHere(JobSpec& spec) override { spec.nodes_allowed = {p_.node}; }
@@ -110,6 +113,8 @@ class ClusterMode final : public Mode {
   bool Staged(const Job& job, const Attempt& a, int rank, StagedPaths* staged);
   void AbandonLostHolders();
   void CollectOutputs(JobId id);
+  // CollectOutputs for each noted job; a job over whose every attempt came back is unnoted.
+  void CollectPending();
   // GET of a target from `node` (its API URL from the store), signed as this node.
   Stager::PeerGet PeerGetter(const std::string& to, const std::string& what);
   std::set<std::string> LostNodes();

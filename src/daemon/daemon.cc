@@ -75,7 +75,10 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
   SubmitBatcher::Hooks hooks;
   hooks.before = [this](std::vector<JobSpec>& specs) { mode_->BeforeStore(specs); };
   hooks.stored = [this](const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
-                        UnixMs now) { scheduler_->Submitted(specs, ids, now); };
+                        UnixMs now) {
+    scheduler_->Submitted(specs, ids, now);
+    mode_->Stored(specs, ids);
+  };
   submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_, std::move(hooks));
   Agent::Parts parts;
   parts.store = store_.get();

@@ -52,6 +52,11 @@ class Mode {
 
   // Submits about to be stored (a cluster signs them for the node that will run them).
   virtual void BeforeStore(std::vector<JobSpec>& specs) { (void)specs; }
+  // Submits stored as `ids` (on the loop).
+  virtual void Stored(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids) {
+    (void)specs;
+    (void)ids;
+  }
   // What a submit is judged against, beyond this node (a cluster: its largest node).
   virtual void Limits(SpecLimits& limits) { (void)limits; }
   // A gate's job runs where its process is: here.

@@ -681,7 +681,8 @@ Status Stager::RunCollect(Work& w) {
   if (m->entries.empty()) {
     spdlog::info("job {} attempt {}: nothing matched --collect {}", w.job.id, w.collect,
                  fmt::join(spec.collect, " "));
-    return Status::Ok();
+    // Done all the same: the marker says so (Collect, ClusterMode::CollectPending).
+    return MakeDirs(fmt::format("{}/{}/{}", CollectedDir(), w.job.id, w.collect));
   }
   auto fetch = [&](const std::vector<ChunkRef>& chunks) -> Result<std::string> {
     std::string names;

@@ -245,6 +245,24 @@ def test_collect_brings_outputs_back_whatever_the_end(make_cluster):
              what="out1.txt in --collect-to")
     assert open(os.path.join(results, "out1.txt")).read() == "partial\n"
     assert "collecting 1 file (" in a.daemon_log(), a.daemon_log()[-2000:]
+    # An end the submitting node's daemon missed (it was down): its outputs come back once
+    # it is up again.
+    b = cluster.node("node1")
+    go = b.path("go")
+    job_id = submit_there(a, repo, dataset, "node1", "--collect", "late.txt", "--collect-to",
+                          results, cmd=("sh", "-c", f"while [ ! -e {go} ]; do sleep 0.1; done; "
+                                                    "echo late > late.txt"))
+    a.wait_state(job_id, "running", timeout=60)
+    a.run("daemon", "stop")
+    open(go, "w").close()
+    wait_for(lambda: json.loads(b.run("show", str(job_id), "--json").stdout)["state"] ==
+             "succeeded", timeout=60, what="the job's end, node0 down")
+    a.run("daemon")
+    wait_for(lambda: os.path.exists(os.path.join(results, "late.txt")), timeout=60,
+             what="late.txt in --collect-to after node0's restart")
+    assert open(os.path.join(results, "late.txt")).read() == "late\n"
+    pending = os.path.join(a.state_dir, "collect-pending")
+    wait_for(lambda: not os.listdir(pending), timeout=30, what="nothing left to collect")
 
 
 def test_bad_stage_and_collect_arguments_are_refused_naming_them(tq):
