@@ -111,15 +111,21 @@ Result<json> Shipped(TransferKind kind, const Manifest& m, const std::string& ds
 
 // What `root` ships as `kind`: its manifest made now (unchanged files' chunks remembered in
 // `memo`), or the one made at an earlier submit when the tree's fingerprint says nothing
-// changed since (STORE/trees/SHA256-OF-ROOT): a submit of an unchanged dataset reads no
-// file and parses no memo. `error_prefix` names the flag in an error.
+// changed since (STORE/tree_memo/SHA256-OF-ROOT): a submit of an unchanged dataset reads no
+// file and parses no memo. A snapshot's tree is new at each submit: nothing to remember.
+// `error_prefix` names the flag in an error.
 Result<json> ShipTree(TransferKind kind, const std::string& root, const std::string& dst,
                       const std::string& store, ChunkMemo& memo, const std::string& error_prefix) {
   std::string r = root;
   while (r.size() > 1 && r.back() == '/') r.pop_back();
+  if (kind == TransferKind::kTree) {
+    Result<Manifest> m = MakeManifest(r, &memo);
+    if (!m.ok()) return Status(m.status().code(), error_prefix + m.status().message());
+    return Shipped(kind, *m, dst, store);
+  }
   Result<std::string> print = TreeFingerprint(r);
   if (!print.ok()) return Status(print.status().code(), error_prefix + print.status().message());
-  std::string memo_path = store + "/trees/" + Sha256Hex(r);
+  std::string memo_path = store + "/tree_memo/" + Sha256Hex(r);
   if (Result<std::string> text = ReadFile(memo_path); text.ok()) {
     json known = json::parse(*text, nullptr, false);
     if (known.is_object() && known.value("fingerprint", "") == *print &&
@@ -145,7 +151,7 @@ Result<json> ShipTree(TransferKind kind, const std::string& root, const std::str
   if (!m.ok()) return Status(m.status().code(), error_prefix + m.status().message());
   Result<json> t = Shipped(kind, *m, dst, store);
   if (!t.ok()) return t.status();
-  TRAINQ_RETURN_IF_ERROR(MakeDirs(store + "/trees"));
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(store + "/tree_memo"));
   json known = {{"fingerprint", *print},
                 {"src", r},
                 {"manifest", (*t)["manifest"]},

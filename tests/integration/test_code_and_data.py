@@ -120,6 +120,12 @@ def test_a_snapshot_and_a_staged_dataset_run_on_a_node_without_them(make_cluster
     assert staged_at(again) == shared and "/staged/shared/" in shared, (log, again)
     node2 = cluster.node("node2")
     assert os.stat(shared).st_mode & 0o777 == 0o444
+    # The client knew the dataset and data/ unchanged (their manifests remembered by root);
+    # a snapshot's tree is new at each submit.
+    store = os.path.join(a.state_dir, "snapshots")
+    assert len(os.listdir(os.path.join(store, "tree_memo"))) == 2
+    assert all(os.path.isdir(os.path.join(store, "trees", t))
+               for t in os.listdir(os.path.join(store, "trees")))
     # Forgetting a job removes its own copies on the node it ran on, not the shared one.
     own = os.path.join(node2.state_dir, "staged", str(jobs[0]))
     assert os.path.isdir(own)
