@@ -107,9 +107,12 @@ class Prefetcher {
 
   // As Fetch: the bytes of `chunks`, concatenated in order.
   Result<std::string> Get(const std::vector<ChunkRef>& chunks) {
-    std::vector<std::string> pieces(chunks.size());
+    // Views into the batches' bytes, copied once into the answer: a batch this call reads
+    // from is let go only after (one Get spans a batch or two, well within kAheadBytes).
+    std::vector<std::string_view> views(chunks.size());
     std::vector<ChunkRef> direct;
     std::vector<size_t> direct_at;
+    size_t first = batches_.size(), last = 0;
     {
       std::unique_lock lock(mu_);
       for (size_t k = 0; k < chunks.size(); ++k) {
@@ -121,33 +124,44 @@ class Prefetcher {
           continue;
         }
         served_.insert(it->second);
-        // What lies before this batch was skipped (found here after all): let it go.
-        for (; taken_ < b; ++taken_) Drop(batches_[taken_]);
+        first = std::min(first, b);
+        last = std::max(last, b);
+        // What lies before this call's batches was skipped (found here after all).
+        for (; taken_ < first; ++taken_) Drop(batches_[taken_]);
         cv_.notify_all();
         cv_.wait(lock, [&] { return batches_[b].result.has_value(); });
         const Result<std::string>& got = *batches_[b].result;
         if (!got.ok()) return got.status();
         uint64_t at = 0;
         for (size_t i = batches_[b].start; i < it->second; ++i) at += plan_[i].size;
-        if (at + chunks[k].size <= got->size()) pieces[k] = got->substr(at, chunks[k].size);
+        if (at + chunks[k].size <= got->size()) {
+          views[k] = std::string_view(*got).substr(at, chunks[k].size);
+        }
         used_ += chunks[k].size;
       }
     }
+    Result<std::string> fetched = std::string();
     if (!direct.empty()) {
-      Result<std::string> got = fetch_(direct);
-      if (!got.ok()) return got.status();
+      fetched = fetch_(direct);
+      if (!fetched.ok()) return fetched.status();
       uint64_t at = 0;
       for (size_t k = 0; k < direct.size(); ++k) {
-        if (at + direct[k].size <= got->size())
-          pieces[direct_at[k]] = got->substr(at, direct[k].size);
+        if (at + direct[k].size <= fetched->size()) {
+          views[direct_at[k]] = std::string_view(*fetched).substr(at, direct[k].size);
+        }
         at += direct[k].size;
       }
     }
     std::string out;
     size_t size = 0;
-    for (const std::string& p : pieces) size += p.size();
+    for (std::string_view v : views) size += v.size();
     out.reserve(size);
-    for (const std::string& p : pieces) out += p;
+    for (std::string_view v : views) out += v;
+    if (first < batches_.size()) {
+      std::lock_guard lock(mu_);
+      for (; taken_ < last; ++taken_) Drop(batches_[taken_]);
+      cv_.notify_all();
+    }
     return out;
   }
 
