@@ -857,13 +857,12 @@ void Routes::Clean(RouteContext& c) {
       std::string dir = c.d.options->paths.runs + "/" + std::to_string(id);
       if (std::filesystem::remove_all(dir, ec) > 0) ++logs;
       if (ec) spdlog::warn("clean: job {}: removing {}: {}", id, dir, ec.message());
-      // Its copies of what was shipped here, and what came back from it before the copy
-      // into its collect_to: a tree made for it alone (shared --stage copies are not).
-      for (const char* kept : {"staged", "collected"}) {
-        std::string more = fmt::format("{}/{}/{}", c.d.options->paths.state_dir, kept, id);
-        std::filesystem::remove_all(more, ec);
-        if (ec) spdlog::warn("clean: job {}: removing {}: {}", id, more, ec.message());
-      }
+    }
+    // Its copies of what was shipped here, and of what came back from it before the copy into
+    // its collect_to (shared --stage copies stay).
+    std::set<JobId> forgotten(gone->begin(), gone->end());
+    for (const Job& job : *jobs) {
+      if (c.d.stager != nullptr && forgotten.count(job.id) != 0) c.d.stager->Forget(job);
     }
   }
   spdlog::info("{} cleaned {} job(s)", c.caller.user, gone->size());

@@ -426,11 +426,10 @@ Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifest
                });
       });
     }
-    std::string temp = copy + ".new";
-    std::error_code ec;
-    std::filesystem::remove_all(temp, ec);
-    TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, temp, uid, gid));
-    if (::rename(temp.c_str(), copy.c_str()) != 0) return ErrnoStatus("rename " + temp, errno);
+    Result<std::string> temp = Building(fmt::format("{}-{}", w.job.id, i));
+    if (!temp.ok()) return temp.status();
+    TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, *temp, uid, gid));
+    if (::rename(temp->c_str(), copy.c_str()) != 0) return ErrnoStatus("rename " + *temp, errno);
   }
   for (const Transfer& t : spec.transfers) {
     if (t.kind == TransferKind::kStage) {
@@ -488,27 +487,54 @@ Status Stager::Share(const Manifest& m, const std::string& manifest, uid_t uid, 
   if (::chmod(mine.c_str(), 0700) != 0 || ::chown(mine.c_str(), uid, gid) != 0) {
     return ErrnoStatus("chown " + mine, errno);
   }
-  std::string temp = path + ".new";
-  RemoveCopy(temp);
-  TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, temp, uid, gid));
+  Result<std::string> temp = Building(fmt::format("shared-{}-{}", uid, manifest));
+  if (!temp.ok()) return temp.status();
+  TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, *temp, uid, gid));
   for (const ManifestEntry& e : m.entries) {
     if (e.kind != 'd') continue;
-    std::string dir = temp + "/" + e.path;
+    std::string dir = *temp + "/" + e.path;
     if (::chmod(dir.c_str(), 0555) != 0) return ErrnoStatus("chmod " + dir, errno);
   }
-  if (IsDirectory(temp) && ::chmod(temp.c_str(), 0555) != 0) {
-    return ErrnoStatus("chmod " + temp, errno);
+  if (IsDirectory(*temp) && ::chmod(temp->c_str(), 0555) != 0) {
+    return ErrnoStatus("chmod " + *temp, errno);
   }
   // A running job reaches the copy by its path: the new one takes the place of the old at
   // once, and what the old linked is the same bytes (or what a rebuild replaced).
-  std::string old = path + ".old";
-  RemoveCopy(old);
-  if (::rename(path.c_str(), old.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoStatus("rename " + path, errno);
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + temp, errno);
-  RemoveCopy(old);
+  std::string old = fmt::format("{}.old-{}", path, ++removed_);
+  bool had = ::rename(path.c_str(), old.c_str()) == 0;
+  if (!had && errno != ENOENT) return ErrnoStatus("rename " + path, errno);
+  if (::rename(temp->c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + *temp, errno);
+  if (had) RemoveAsOwner(old, RunAs{uid, gid, {}});
   return Status::Ok();
+}
+
+Result<std::string> Stager::Building(const std::string& name) const {
+  std::string area = p_.staged_dir + "/.new";
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(area));
+  if (::chmod(area.c_str(), 0700) != 0) return ErrnoStatus("chmod " + area, errno);
+  std::string path = area + "/" + name;
+  RemoveCopy(path);  // a crash's leftover: no user ever reached it
+  return path;
+}
+
+void Stager::RemoveAsOwner(const std::string& path, const RunAs& owner) const {
+  if (!p_.shared || ::geteuid() != 0 || owner.uid == 0) return RemoveCopy(path);
+  // What a user owns is removed by a process of that user: root walking a tree its owner
+  // can change meanwhile (a directory swapped for a link) could be led anywhere.
+  Status st =
+      SpawnDetached({"/bin/sh", "-c", "chmod -R u+w -- \"$1\" 2>/dev/null; rm -rf -- \"$1\"",
+                     "trainq-remove", path},
+                    {"PATH=/usr/bin:/bin", "LC_ALL=C"}, owner);
+  if (!st.ok()) spdlog::warn("removing {}: {}", path, st.message());
+}
+
+void Stager::Forget(const Job& job) {
+  Result<RunAs> owner = OwnerOf(job.spec);
+  if (!owner.ok()) return;
+  for (const std::string& dir : {fmt::format("{}/{}", p_.staged_dir, job.id),
+                                 fmt::format("{}/{}", CollectedDir(), job.id)}) {
+    if (FileExists(dir)) RemoveAsOwner(dir, *owner);
+  }
 }
 
 std::set<std::string> Stager::SharedCopiesOf(const Job& job) const {
@@ -530,16 +556,20 @@ void Stager::RemoveIdleSharedCopies() {
     for (const auto& [id, w] : work_) used.merge(SharedCopiesOf(w->job));
   }
   namespace fs = std::filesystem;
-  std::vector<std::string> idle;
+  std::vector<std::pair<std::string, RunAs>> idle;
   std::error_code ec;
   for (fs::directory_iterator users(p_.staged_dir + "/shared", ec), end; !ec && users != end;
        users.increment(ec)) {
+    struct stat st = {};
+    if (::lstat(users->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     std::error_code ec2;
     for (fs::directory_iterator it(users->path(), ec2); !ec2 && it != end; it.increment(ec2)) {
-      if (used.count(it->path().string()) == 0) idle.push_back(it->path().string());
+      if (used.count(it->path().string()) == 0) {
+        idle.emplace_back(it->path().string(), RunAs{st.st_uid, st.st_gid, {}});
+      }
     }
   }
-  for (const std::string& path : idle) RemoveCopy(path);
+  for (const auto& [path, owner] : idle) RemoveAsOwner(path, owner);
 }
 
 Result<std::string> Stager::ServeManifest(const Job& job, size_t index) {
@@ -706,13 +736,18 @@ Status Stager::RunCollect(Work& w) {
   std::string copy = fmt::format("{}/{}", dir, w.collect);
   TRAINQ_RETURN_IF_ERROR(MakeDirs(dir));
   ::chmod(CollectedDir().c_str(), 0711);
-  std::error_code ec;
-  std::filesystem::remove_all(copy, ec);
-  Status made = cache_->Materialize(*m, copy, uid, gid);
-  cache_->Unpin(w.pin);
-  if (!made.ok()) return made;
   if (::chmod(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0) {
     return ErrnoStatus("chown " + dir, errno);
+  }
+  // Made where no user reaches, then moved into the user's directory: a tree is never built
+  // as root inside a directory its user can change.
+  Result<std::string> temp = Building(fmt::format("collect-{}-{}", w.job.id, w.collect));
+  if (!temp.ok()) return temp.status();
+  Status made = cache_->Materialize(*m, *temp, uid, gid);
+  cache_->Unpin(w.pin);
+  if (!made.ok()) return made;
+  if (::rename(temp->c_str(), copy.c_str()) != 0) {
+    return ErrnoStatus("rename " + *temp + " to " + copy, errno);
   }
   spdlog::info("job {} attempt {}: collecting {} file{} ({}) into {}", w.job.id, w.collect,
                m->files, m->files == 1 ? "" : "s", FormatBytes(m->bytes), to);

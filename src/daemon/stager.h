@@ -62,6 +62,9 @@ class Stager {
   // Releases every finished staging whose job is not among `active` (the jobs with attempts
   // on this node), and keeps their shared --stage copies.
   void Retain(const std::vector<Job>& active);
+  // `trainq clean` forgot `job`: its copies here (STATE/staged/JOB, STATE/collected/JOB) go,
+  // removed by a process of its user on a shared daemon.
+  void Forget(const Job& job);
   // Ends the staging of `id` (if in progress) with `why`: its holder is gone for good.
   void Abandon(JobId id, const std::string& why);
   // The holder of every job being staged.
@@ -118,6 +121,11 @@ class Stager {
   std::set<std::string> SharedCopiesOf(const Job& job) const;
   // Removes the shared copies no job here uses (on the stager's thread).
   void RemoveIdleSharedCopies();
+  // A fresh path named `name` in STATE/staged/.new, a directory only this daemon reaches:
+  // every tree is built there, then renamed into place.
+  Result<std::string> Building(const std::string& name) const;
+  // Removes `path`, which `owner` may change: by a process of that user on a shared daemon.
+  void RemoveAsOwner(const std::string& path, const RunAs& owner) const;
   Result<Sources> SourcesOf(const Job& job, size_t index);
 
   Parts p_;
@@ -132,6 +140,7 @@ class Stager {
   std::deque<std::pair<std::string, std::shared_ptr<const Manifest>>> manifests_;
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
   std::set<std::string> active_copies_;          // the shared copies of the jobs Retain keeps
+  uint64_t removed_ = 0;                         // shared copies replaced (their old names)
   // --collect: the attempts collected or being collected here (holder).
   std::set<std::pair<JobId, int>> collects_;
   // What the threads that read off the loop share with the stager: the sources of what this

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "src/os/proc_test_util.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 namespace {
@@ -59,10 +61,12 @@ class StagerTest : public ::testing::Test {
     runner_ = MakeStager("n2");
   }
 
-  std::unique_ptr<Stager> MakeStager(const std::string& node, uint64_t cap_bytes = 0) {
+  std::unique_ptr<Stager> MakeStager(const std::string& node, uint64_t cap_bytes = 0,
+                                     bool shared = false) {
     Stager::Parts p;
     p.node = node;
     p.cache_cap_bytes = cap_bytes;
+    p.shared = shared;
     p.staged_dir = dir_ / (node + "/staged");
     p.cache_dir = dir_ / (node + "/cache");
     p.post = [](std::function<void()> fn) { fn(); };
@@ -219,6 +223,39 @@ TEST_F(StagerTest, AnIdleSharedCopyGoesWhenTheCacheIsOverItsCap) {
   EXPECT_NE(paths.links[0].second, copy);
   EXPECT_FALSE(FileExists(copy));
   EXPECT_EQ(Read(paths.links[0].second + "/sub/c.txt"), "sea");
+}
+
+TEST_F(StagerTest, OnASharedDaemonAUsersCopiesAreTheirsAndRemovedByThem) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a shared daemon runs as root";
+  Result<UserInfo> nobody = LookupUserByName("nobody");
+  ASSERT_TRUE(nobody.ok()) << nobody.status().message();
+  // The user reaches the state dir, as on a shared daemon.
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
+  ASSERT_TRUE(MakeDirs(dir_ / "n2").ok());
+  ASSERT_EQ(::chmod((dir_ / "n2").c_str(), 0711), 0);
+  runner_ = MakeStager("n2", 0, /*shared=*/true);
+  Job job = StagingJob("data");
+  job.spec.user = "nobody";
+  StagedPaths paths;
+  std::string failure;
+  ASSERT_EQ(StageToEnd(job, &paths, &failure), Stager::State::kReady) << failure;
+  struct stat st = {};
+  ASSERT_EQ(::stat(paths.links[0].second.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, static_cast<uid_t>(nobody->uid));
+  // Nothing is left where trees are built.
+  EXPECT_TRUE(ListFiles(dir_ / "n2/staged/.new")->empty());
+  // Its own copies are removed by a process of the user: what root planted there stays.
+  std::string own = dir_ / "n2/staged/7";
+  ASSERT_TRUE(MakeDirs(own + "/roots").ok());
+  Write(own + "/roots/f", "root's");
+  Write(own + "/mine", "the user's");
+  ASSERT_EQ(::chown((own + "/mine").c_str(), nobody->uid, nobody->gid), 0);
+  runner_->Forget(job);
+  for (int i = 0; i < 200 && FileExists(own + "/mine"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(FileExists(own + "/mine"));
+  EXPECT_TRUE(FileExists(own + "/roots/f"));
 }
 
 TEST_F(StagerTest, ASourceChangedSinceTheSubmitFailsTheStaging) {

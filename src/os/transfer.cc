@@ -577,6 +577,7 @@ class Walker {
   Walker(std::string root, ChunkMemo* memo, ChunkLimits limits)
       : root_(std::move(root)), memo_(memo), limits_(limits) {}
 
+  const std::string& root() const { return root_; }
   // From now on each entry's stat is noted (TreeFingerprint) and no file is read.
   void NoteStatsOnly() { stats_only_ = true; }
   std::vector<std::string>& noted() { return noted_; }
@@ -695,11 +696,14 @@ class Walker {
 
 }  // namespace
 
-Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLimits limits) {
-  if (root.empty() || root[0] != '/') return Status::Invalid(root + ": not an absolute path");
-  std::string r = root;
-  while (r.size() > 1 && r.back() == '/') r.pop_back();
+namespace {
+
+// What MakeManifest and TreeFingerprint walk: `root` without trailing slashes, checked to be
+// an absolute path to a directory or a regular file, walked by `walker`.
+Status WalkRoot(const std::string& root, Walker& walker) {
+  const std::string& r = walker.root();
   struct stat st = {};
+  if (root.empty() || root[0] != '/') return Status::Invalid(root + ": not an absolute path");
   if (::lstat(r.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return Status::Invalid(r + ": no such file");
     return ErrnoStatus("stat " + r, errno);
@@ -707,24 +711,28 @@ Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLim
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
     return Status::Invalid(r + ": neither a directory nor a regular file");
   }
-  Walker walker(r, memo, limits);
-  TRAINQ_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry(""));
+  return S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry("");
+}
+
+std::string WithoutTrailingSlashes(std::string root) {
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
+}  // namespace
+
+Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLimits limits) {
+  Walker walker(WithoutTrailingSlashes(root), memo, limits);
+  TRAINQ_RETURN_IF_ERROR(WalkRoot(root, walker));
   TRAINQ_RETURN_IF_ERROR(walker.ChunkFiles());
   return walker.Take();
 }
 
 Result<std::string> TreeFingerprint(const std::string& root) {
-  if (root.empty() || root[0] != '/') return Status::Invalid(root + ": not an absolute path");
-  std::string r = root;
-  while (r.size() > 1 && r.back() == '/') r.pop_back();
-  struct stat st = {};
-  if (::lstat(r.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return Status::Invalid(r + ": no such file");
-    return ErrnoStatus("stat " + r, errno);
-  }
+  std::string r = WithoutTrailingSlashes(root);
   Walker walker(r, nullptr, {});
   walker.NoteStatsOnly();
-  TRAINQ_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry(""));
+  TRAINQ_RETURN_IF_ERROR(WalkRoot(root, walker));
   std::vector<std::string>& noted = walker.noted();
   std::sort(noted.begin(), noted.end());
   Sha256 h;

@@ -178,6 +178,9 @@ TEST_F(ManifestTreeTest, RefusesARelativeMissingOrSpecialRoot) {
   EXPECT_EQ(MakeManifest(root_ + "/nothing", nullptr).status().code(), Code::kInvalid);
   EXPECT_EQ(MakeManifest(root_ + "/fifo", nullptr).status().code(), Code::kInvalid);
   EXPECT_EQ(MakeManifest(root_ + "/link", nullptr).status().code(), Code::kInvalid);
+  for (const std::string& bad : {std::string("tree"), root_ + "/nothing", root_ + "/fifo"}) {
+    EXPECT_EQ(TreeFingerprint(bad).status().code(), Code::kInvalid) << bad;
+  }
 }
 
 TEST_F(ManifestTreeTest, RoundTripsThroughText) {
