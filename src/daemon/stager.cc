@@ -650,10 +650,18 @@ void Stager::ServeChunks(const Job& job, size_t index, std::string hashes,
 
 void Stager::ServeOutputs(const Job& job, int n, const std::string& cwd,
                           std::function<void(Result<std::string>)> done) {
+  // A root daemon offers only the files the job's user owns: what the job made, never what
+  // a link swapped in meanwhile leads to.
+  std::optional<uid_t> owner;
+  if (p_.shared && ::geteuid() == 0) {
+    Result<RunAs> as = OwnerOf(job.spec);
+    if (!as.ok()) return done(as.status());
+    owner = as->uid;
+  }
   // Checkpoints may be many GiB: hashed off the loop, by a thread that owns what it uses.
   std::thread([shared = detached_, post = p_.post, id = job.id, n, cwd, patterns = job.spec.collect,
-               done = std::move(done)]() mutable {
-    Result<Manifest> m = MakeManifestOfMatches(cwd, patterns);
+               owner, done = std::move(done)]() mutable {
+    Result<Manifest> m = MakeManifestOfMatches(cwd, patterns, {}, owner);
     Result<std::string> text = m.ok() ? Result<std::string>(ManifestText(*m)) : m.status();
     std::lock_guard lock(shared->mu);
     if (shared->closed) return;

@@ -222,8 +222,18 @@ int64_t MtimeNs(const struct stat& st) {
 using internal::Field;
 
 Result<std::vector<ChunkRef>> ChunkFile(const std::string& path, ChunkLimits limits) {
+  return internal::ChunkFileOwnedBy(path, limits, std::nullopt);
+}
+
+Result<std::vector<ChunkRef>> internal::ChunkFileOwnedBy(const std::string& path,
+                                                         ChunkLimits limits,
+                                                         std::optional<uid_t> owner) {
   Result<UniqueFd> fd = internal::OpenRegular(path);
   if (!fd.ok()) return fd.status();
+  struct stat st = {};
+  if (owner && (::fstat(fd->get(), &st) != 0 || st.st_uid != *owner)) {
+    return Status::Permission(path + ": not the user's own file");
+  }
   Chunker chunker(limits);
   std::string buf(1 << 20, '\0');
   for (;;) {
@@ -577,6 +587,9 @@ class Walker {
   Walker(std::string root, ChunkMemo* memo, ChunkLimits limits)
       : root_(std::move(root)), memo_(memo), limits_(limits) {}
 
+  // From now on a file not owned by `uid` (checked on the file opened) is left out.
+  void OnlyOwnedBy(std::optional<uid_t> uid) { owner_ = uid; }
+
   const std::string& root() const { return root_; }
   // From now on each entry's stat is noted (TreeFingerprint) and no file is read.
   void NoteStatsOnly() { stats_only_ = true; }
@@ -631,7 +644,8 @@ class Walker {
     auto work = [&] {
       for (size_t i = next++; i < files_.size(); i = next++) {
         const std::string& path = files_[i].second;
-        got[i] = memo_ != nullptr ? memo_->Chunks(path, limits_) : ChunkFile(path, limits_);
+        got[i] = memo_ != nullptr ? memo_->Chunks(path, limits_)
+                                  : internal::ChunkFileOwnedBy(path, limits_, owner_);
       }
     };
     size_t threads = std::min<size_t>(
@@ -640,7 +654,12 @@ class Walker {
     for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
     work();
     for (std::thread& t : helpers) t.join();
+    std::vector<bool> left_out(out_.entries.size(), false);
     for (size_t i = 0; i < files_.size(); ++i) {
+      if (owner_ && got[i].status().code() == Code::kPermission) {
+        left_out[files_[i].first] = true;
+        continue;
+      }
       if (!got[i].ok()) return got[i].status();
       ManifestEntry& e = out_.entries[files_[i].first];
       e.chunks = std::move(*got[i]);
@@ -648,6 +667,11 @@ class Walker {
       out_.bytes += e.size;
       ++out_.files;
     }
+    std::vector<ManifestEntry> kept;
+    for (size_t i = 0; i < out_.entries.size(); ++i) {
+      if (!left_out[i]) kept.push_back(std::move(out_.entries[i]));
+    }
+    out_.entries = std::move(kept);
     return Status::Ok();
   }
 
@@ -686,6 +710,7 @@ class Walker {
 
   static constexpr size_t kHashThreads = 4;
   bool stats_only_ = false;
+  std::optional<uid_t> owner_;
   std::vector<std::string> noted_;
   std::string root_;
   ChunkMemo* memo_;
@@ -745,8 +770,8 @@ Result<std::string> TreeFingerprint(const std::string& root) {
 }
 
 Result<Manifest> MakeManifestOfMatches(const std::string& root,
-                                       const std::vector<std::string>& patterns,
-                                       ChunkLimits limits) {
+                                       const std::vector<std::string>& patterns, ChunkLimits limits,
+                                       std::optional<uid_t> owner) {
   std::map<std::string, ManifestEntry> found;  // by path: overlapping patterns list once
   auto add_dirs_above = [&](const std::string& rel) {
     for (size_t at = rel.find('/'); at != std::string::npos; at = rel.find('/', at + 1)) {
@@ -765,8 +790,12 @@ Result<Manifest> MakeManifestOfMatches(const std::string& root,
       if (!path.starts_with(root + "/") || ::lstat(path.c_str(), &st) != 0) continue;
       if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;  // links, fifos
       std::string rel = path.substr(root.size() + 1);
-      Result<Manifest> m = MakeManifest(path, nullptr, limits);
-      if (!m.ok()) return m.status();
+      Walker walker(WithoutTrailingSlashes(path), nullptr, limits);
+      walker.OnlyOwnedBy(owner);
+      Status walked = WalkRoot(path, walker);
+      if (walked.ok()) walked = walker.ChunkFiles();
+      if (!walked.ok()) return walked;
+      Result<Manifest> m = walker.Take();
       add_dirs_above(rel);
       if (S_ISDIR(st.st_mode)) found.try_emplace(rel, ManifestEntry{rel, 'd', "", 0, {}});
       for (ManifestEntry& e : m->entries) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -136,10 +137,13 @@ Result<Manifest> MakeManifest(const std::string& root, ChunkMemo* memo, ChunkLim
 
 // The manifest of what below `root` (a directory) matches `patterns` (glob(3), relative to
 // `root`): each matching file, and each matching directory whole, with the directories above
-// them; links that match are left out (never followed). No match: an empty manifest.
+// them; links that match are left out (never followed). With `owner`, so are files (as
+// opened) another user owns: a root daemon lists only what a job's user could give away.
+// No match: an empty manifest.
 Result<Manifest> MakeManifestOfMatches(const std::string& root,
                                        const std::vector<std::string>& patterns,
-                                       ChunkLimits limits = {});
+                                       ChunkLimits limits = {},
+                                       std::optional<uid_t> owner = std::nullopt);
 
 // Where the bytes of each chunk of `m` are on the node that made it: the chunk's hash to
 // (absolute file path, offset). The first place wins.

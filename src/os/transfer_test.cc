@@ -304,6 +304,35 @@ TEST_F(ManifestTreeTest, ChunkMemoKeepsWhatATreeKnownUnchangedHolds) {
   EXPECT_EQ(fifth.bytes_read(), m->bytes);
 }
 
+TEST_F(ManifestTreeTest, MatchesListFilesAndDirectoriesButNoLink) {
+  Result<Manifest> m = MakeManifestOfMatches(root_, {"*.txt", "sub", "link", "nothing*"}, kSmall);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<std::string> paths;
+  for (const ManifestEntry& e : m->entries) paths.push_back(e.path);
+  EXPECT_THAT(paths, ::testing::ElementsAre("a.txt", "d.txt", "sub", "sub/deep", "sub/deep/c.bin"));
+  EXPECT_EQ(m->files, 3u);
+}
+
+TEST_F(ManifestTreeTest, MatchesForAUserAreOnlyThatUsersFiles) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give files away";
+  const uid_t user = 65534;  // nobody
+  ASSERT_EQ(::chown((root_ + "/a.txt").c_str(), user, user), 0);
+  ASSERT_EQ(::chown((root_ + "/sub/deep/c.bin").c_str(), user, user), 0);
+  // A directory link a job left, leading to files that are not its user's: not followed
+  // into the list, whatever the pattern reaches through it.
+  ASSERT_TRUE(MakeDirs(dir_ / "elsewhere").ok());
+  Write(dir_ / "elsewhere/secret.txt", "root's");
+  ASSERT_EQ(::symlink((dir_ / "elsewhere").c_str(), (root_ + "/out").c_str()), 0);
+  Result<Manifest> m = MakeManifestOfMatches(root_, {"*.txt", "sub", "out/*", "out"}, kSmall, user);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<std::string> files;
+  for (const ManifestEntry& e : m->entries) {
+    if (e.kind == 'f' || e.kind == 'x') files.push_back(e.path);
+  }
+  EXPECT_THAT(files, ::testing::ElementsAre("a.txt", "sub/deep/c.bin"));
+  EXPECT_EQ(m->files, 2u);
+}
+
 TEST_F(ManifestTreeTest, ChunkMemoSurvivesADamagedFile) {
   std::string memo_path = dir_ / "memo.json";
   for (const std::string& junk :
