@@ -63,6 +63,10 @@ Result<std::string> ManifestTextOf(const Transfer& t) {
   return text;
 }
 
+int64_t CtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
+}
+
 bool IsHex64(std::string_view s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
@@ -332,8 +336,9 @@ Status Stager::Run(Work& w) {
   std::vector<bool> shared(manifests.size(), false);
   for (size_t i = 0; i < manifests.size(); ++i) {
     const Transfer& t = spec.transfers[i];
-    if (t.kind == TransferKind::kStage &&
-        cache_->Linked(manifests[i], SharedCopy(owner->uid, t.manifest), w.pin)) {
+    std::string copy = SharedCopy(owner->uid, t.manifest);
+    if (t.kind == TransferKind::kStage && Untouched(manifests[i], copy) &&
+        cache_->Linked(manifests[i], copy, w.pin)) {
       shared[i] = true;
       done.bytes_present += manifests[i].bytes;
     }
@@ -479,7 +484,7 @@ void RemoveCopy(const std::string& path) {
 // rebuilt in the cache or an entry is gone; an idle one goes when the cache is over its cap.
 Status Stager::Share(const Manifest& m, const std::string& manifest, uid_t uid, gid_t gid) {
   std::string path = SharedCopy(uid, manifest);
-  if (cache_->Linked(m, path)) return Status::Ok();
+  if (Untouched(m, path) && cache_->Linked(m, path)) return Status::Ok();
   std::string base = p_.staged_dir + "/shared";
   std::string mine = fmt::format("{}/{}", base, uid);
   TRAINQ_RETURN_IF_ERROR(MakeDirs(mine));
@@ -505,7 +510,33 @@ Status Stager::Share(const Manifest& m, const std::string& manifest, uid_t uid, 
   if (!had && errno != ENOENT) return ErrnoStatus("rename " + path, errno);
   if (::rename(temp->c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + *temp, errno);
   if (had) RemoveAsOwner(old, RunAs{uid, gid, {}});
+  struct stat st = {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    std::lock_guard lock(mu_);
+    made_[path] = CtimeNs(st);
+  }
   return Status::Ok();
+}
+
+// Whether no directory of the shared copy at `path` changed since this daemon made it: the
+// copy's own directory is as the last chmod of its making left it, and every directory in it
+// older (an entry added, removed or renamed, a mode changed, moves its ctime). A copy made
+// before a restart is made again once.
+bool Stager::Untouched(const Manifest& m, const std::string& path) const {
+  int64_t made = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = made_.find(path);
+    if (it == made_.end()) return false;
+    made = it->second;
+  }
+  struct stat st = {};
+  if (::lstat(path.c_str(), &st) != 0 || CtimeNs(st) != made) return false;
+  for (const ManifestEntry& e : m.entries) {
+    if (e.kind != 'd') continue;
+    if (::lstat((path + "/" + e.path).c_str(), &st) != 0 || CtimeNs(st) > made) return false;
+  }
+  return true;
 }
 
 Result<std::string> Stager::Building(const std::string& name) const {

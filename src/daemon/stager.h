@@ -118,6 +118,7 @@ class Stager {
   // --stage copies, shared by a user's jobs on this node (STATE/staged/shared/UID/MANIFEST).
   std::string SharedCopy(uid_t uid, const std::string& manifest) const;
   Status Share(const Manifest& m, const std::string& manifest, uid_t uid, gid_t gid);
+  bool Untouched(const Manifest& m, const std::string& path) const;
   std::set<std::string> SharedCopiesOf(const Job& job) const;
   // Removes the shared copies no job here uses (on the stager's thread).
   void RemoveIdleSharedCopies();
@@ -141,6 +142,7 @@ class Stager {
   std::map<JobId, std::shared_ptr<Work>> work_;  // by job: queued, running, or done
   std::set<std::string> active_copies_;          // the shared copies of the jobs Retain keeps
   uint64_t removed_ = 0;                         // shared copies replaced (their old names)
+  std::map<std::string, int64_t> made_;          // shared copy -> its ctime once made here
   // --collect: the attempts collected or being collected here (holder).
   std::set<std::pair<JobId, int>> collects_;
   // What the threads that read off the loop share with the stager: the sources of what this
