@@ -95,18 +95,26 @@ Result<SnapshotSettings> SnapshotWanted(Client& client, const std::string& flag,
 
 // Where the manifests of what a job ships are kept ("manifests/SHA256"), beside the snapshots:
 // the daemon of the node that stores the job serves the bytes they name to the other nodes.
+json TransferJson(TransferKind kind, const std::string& src, const std::string& dst,
+                  const std::string& sha, const std::string& store, uint64_t bytes,
+                  uint64_t files) {
+  return json{{"kind", TransferKindName(kind)},
+              {"src", src},
+              {"dst", dst},
+              {"manifest", sha},
+              {"manifest_path", store + "/manifests/" + sha},
+              {"bytes", bytes},
+              {"files", files}};
+}
+
 Result<json> Shipped(TransferKind kind, const Manifest& m, const std::string& dst,
                      const std::string& store) {
   std::string text = ManifestText(m);
-  Sha256 h;
-  h.Add(text);
-  std::string sha = h.HexDigest();
+  std::string sha = Sha256Hex(text);
   std::string path = store + "/manifests/" + sha;
   TRAINQ_RETURN_IF_ERROR(MakeDirs(store + "/manifests"));
   if (!FileExists(path)) TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(path, text, Durability::kNoSync));
-  return json{
-      {"kind", TransferKindName(kind)}, {"src", m.root},    {"dst", dst},      {"manifest", sha},
-      {"manifest_path", path},          {"bytes", m.bytes}, {"files", m.files}};
+  return TransferJson(kind, m.root, dst, sha, store, m.bytes, m.files);
 }
 
 // What `root` ships as `kind`: its manifest made now (unchanged files' chunks remembered in
@@ -133,17 +141,11 @@ Result<json> ShipTree(TransferKind kind, const std::string& root, const std::str
         known["manifest"].is_string() && known.contains("bytes") &&
         known["bytes"].is_number_unsigned() && known.contains("files") &&
         known["files"].is_number_unsigned()) {
-      std::string sha = known["manifest"].get<std::string>();
-      std::string path = store + "/manifests/" + sha;
-      if (sha.size() == 64 && FileExists(path)) {
+      auto sha = known["manifest"].get<std::string>();
+      if (sha.size() == 64 && FileExists(store + "/manifests/" + sha)) {
         memo.Keep(r);
-        return json{{"kind", TransferKindName(kind)},
-                    {"src", r},
-                    {"dst", dst},
-                    {"manifest", sha},
-                    {"manifest_path", path},
-                    {"bytes", known["bytes"]},
-                    {"files", known["files"]}};
+        return TransferJson(kind, r, dst, sha, store, known["bytes"].get<uint64_t>(),
+                            known["files"].get<uint64_t>());
       }
     }
   }

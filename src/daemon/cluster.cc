@@ -379,9 +379,7 @@ void ClusterMode::CollectPending() {
       CollectOutputs(id);
       for (const Attempt& a : job->attempts) {
         const std::string& ran = a.parts.empty() ? a.node : a.parts[0].node;
-        bool back =
-            ran.empty() || ran == p_.node ||
-            IsDirectory(fmt::format("{}/collected/{}/{}", p_.options->paths.state_dir, id, a.n));
+        bool back = ran.empty() || ran == p_.node || p_.stager->Collected(id, a.n);
         over = over && IsDone(a.state) && back;
       }
     }

@@ -63,10 +63,6 @@ Result<std::string> ManifestTextOf(const Transfer& t) {
   return text;
 }
 
-int64_t CtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
-}
-
 bool IsHex64(std::string_view s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
@@ -720,9 +716,8 @@ void Stager::ServeOutputChunks(JobId id, int n, std::string hashes,
 }
 
 void Stager::Collect(const Job& job, int n, PeerGet get) {
-  std::string marker = fmt::format("{}/{}/{}", CollectedDir(), job.id, n);
   std::lock_guard lock(mu_);
-  if (!collects_.insert({job.id, n}).second || ::access(marker.c_str(), F_OK) == 0) return;
+  if (!collects_.insert({job.id, n}).second || Collected(job.id, n)) return;
   auto w = std::make_shared<Work>();
   w->job = job;
   w->get = std::move(get);
@@ -731,6 +726,10 @@ void Stager::Collect(const Job& job, int n, PeerGet get) {
   w->pin = fmt::format("collect {} {}", job.id, n);
   queue_.push_back(w);
   wake_.notify_all();
+}
+
+bool Stager::Collected(JobId id, int n) const {
+  return FileExists(fmt::format("{}/{}/{}", CollectedDir(), id, n));
 }
 
 std::string Stager::CollectedDir() const {

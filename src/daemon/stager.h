@@ -96,6 +96,8 @@ class Stager {
   void ServeOutputChunks(JobId id, int n, std::string hashes,
                          std::function<void(Result<std::string>)> done);
 
+  // Whether what attempt `n` of job `id` left elsewhere came back here (or nothing matched).
+  bool Collected(JobId id, int n) const;
   // Checks at submit, on the node that stores the job, what the client says it ships: each
   // manifest is here and is what its hash says, made from its source. kInvalid naming it.
   static Status CheckAtSubmit(const JobSpec& spec);

@@ -12,6 +12,8 @@
 #include "src/os/users.h"  // UserName and HomeDir, which src/cli still finds here
 #include "trainq/status.h"
 
+struct stat;
+
 namespace trainq {
 
 // The running binary (/proc/self/exe), so the client can find `trainqd` beside itself.
@@ -33,6 +35,9 @@ std::vector<std::pair<std::string, std::string>> CurrentEnvironment();
 std::string CurrentDirectory();
 bool IsDirectory(const std::string& path);
 bool FileExists(const std::string& path);
+// A stat's modification and change times in nanoseconds.
+int64_t MtimeNs(const struct stat& st);
+int64_t CtimeNs(const struct stat& st);
 std::string GetEnv(const char* name);
 // The first executable `name` in the directories of $PATH; kNotFound naming `name` if none.
 Result<std::string> FindOnPath(const std::string& name);

@@ -19,6 +19,7 @@
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fd.h"
 #include "src/os/run_dir.h"
+#include "src/os/system.h"
 #include "src/os/transfer_internal.h"
 
 namespace trainq {
@@ -211,10 +212,6 @@ bool SumSizes(const std::vector<ChunkRef>& chunks, uint64_t& sum) {
 const json* Field(const json& object, const char* key) {
   auto it = object.find(key);
   return it == object.end() ? nullptr : &*it;
-}
-
-int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
 }  // namespace internal
@@ -440,7 +437,7 @@ struct StatFacts {
 
 StatFacts FactsOf(const struct stat& st) {
   return {static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_ino),
-          static_cast<uint64_t>(st.st_dev), internal::MtimeNs(st)};
+          static_cast<uint64_t>(st.st_dev), MtimeNs(st)};
 }
 
 bool ReadU64(const json& object, const char* key, uint64_t& out) {
@@ -620,9 +617,8 @@ class Walker {
     if (!IsUtf8(rel)) return Status::Invalid(path + ": the name is not UTF-8");
     if (stats_only_) {
       // A link's target changes only with a new link (another inode and ctime).
-      noted_.push_back(fmt::format("{:o} {} {} {} {} {} {}", st.st_mode, st.st_size,
-                                   internal::MtimeNs(st), CtimeNsOf(st), st.st_ino, st.st_dev,
-                                   rel));
+      noted_.push_back(fmt::format("{:o} {} {} {} {} {} {}", st.st_mode, st.st_size, MtimeNs(st),
+                                   CtimeNs(st), st.st_ino, st.st_dev, rel));
       return S_ISDIR(st.st_mode) ? Dir(rel) : Status::Ok();
     }
     ManifestEntry e;
@@ -702,10 +698,6 @@ class Walker {
     files_.emplace_back(out_.entries.size(), path);
     out_.entries.push_back(std::move(e));
     return Status::Ok();
-  }
-
-  static int64_t CtimeNsOf(const struct stat& st) {
-    return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
   }
 
   static constexpr size_t kHashThreads = 4;

@@ -16,6 +16,7 @@
 
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/run_dir.h"
+#include "src/os/system.h"
 #include "src/os/transfer.h"
 #include "src/os/transfer_internal.h"
 
@@ -46,10 +47,6 @@ struct CachedFile {
   // (and a link made or removed) moves it, so a file whose ctime moved is checked before use.
   int64_t ctime_ns = 0;
 };
-
-int64_t CtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec;
-}
 
 struct ChunkAt {
   std::string name;  // of the cached file
@@ -463,8 +460,7 @@ struct ChunkCache::Impl {
     struct stat st = {};
     if (::lstat(FilePath(name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
         static_cast<uint64_t>(st.st_size) == it->second.size &&
-        static_cast<uint64_t>(st.st_ino) == it->second.ino &&
-        internal::MtimeNs(st) == it->second.mtime_ns) {
+        static_cast<uint64_t>(st.st_ino) == it->second.ino && MtimeNs(st) == it->second.mtime_ns) {
       return true;
     }
     DropLocked(name);
@@ -604,7 +600,7 @@ struct ChunkCache::Impl {
     return CachedFile{static_cast<uint64_t>(st.st_size),
                       static_cast<uint64_t>(st.st_ino),
                       0,
-                      internal::MtimeNs(st),
+                      MtimeNs(st),
                       e.chunks,
                       CtimeNs(st)};
   }
@@ -883,8 +879,7 @@ bool ChunkCache::Linked(const Manifest& m, const std::string& tree, const std::s
                     ? S_ISLNK(st.st_mode) && static_cast<uint64_t>(st.st_size) == e.target.size()
                     : S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_ino) == known[i].ino &&
                           static_cast<uint64_t>(st.st_size) == known[i].size &&
-                          internal::MtimeNs(st) == known[i].mtime_ns &&
-                          CtimeNs(st) == known[i].ctime_ns;
+                          MtimeNs(st) == known[i].mtime_ns && CtimeNs(st) == known[i].ctime_ns;
     if (!same) return false;
   }
   if (m.entries.empty()) return false;

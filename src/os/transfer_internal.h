@@ -34,6 +34,5 @@ std::string ChunksFromJson(const nlohmann::json& j, std::vector<ChunkRef>& out);
 bool SumSizes(const std::vector<ChunkRef>& chunks, uint64_t& sum);
 // The value at `key` of a JSON object, or null.
 const nlohmann::json* Field(const nlohmann::json& object, const char* key);
-int64_t MtimeNs(const struct stat& st);
 
 }  // namespace trainq::internal
