@@ -16,7 +16,7 @@ RELEASE := build/release
 CHECK := build/check
 CMAKE_FLAGS := -G Ninja
 
-.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-stage torch-image unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-stage bench-dashboard dashboard-screenshot torch-image unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -122,6 +122,17 @@ bench-container: release test-deps
 # bytes a 1 % change sends, what a cached dataset adds to a start. MIB=256 for a quick run.
 bench-stage: release test-deps
 	@python3 bench/stage.py $(RELEASE)/trainq $(MIB)
+
+# What watching costs: the dashboard's load with 10,000 jobs waiting (headless Chromium), a
+# submit with 100 event-stream followers that never read, the GPU history's memory
+# (bench/dashboard.py).
+bench-dashboard: release test-deps
+	@python3 bench/dashboard.py $(RELEASE)/trainq
+
+# docs/images/dashboard.png: the real page after a few minutes of simulated jobs
+# (scripts/dashboard_screenshot.py).
+dashboard-screenshot: release test-deps
+	@python3 scripts/dashboard_screenshot.py $(RELEASE)/trainq docs/images/dashboard.png
 
 # An image of Debian's Python and python3-torch made from this machine's files, no registry
 # (scripts/torch-image.sh): PyTorch in a container without a download.

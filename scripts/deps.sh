@@ -7,7 +7,7 @@ build=(cmake ninja-build make g++ pkg-config libboost-dev libsqlite3-dev nlohman
 test=(libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev python3
       python3-pytest python3-pip python3-setuptools python3-wheel openssl redis-server
       python3-torch git zsh fish man-db systemd task-spooler podman runc catatonit netavark uidmap busybox-static
-      docker.io rsync)
+      docker.io rsync chromium prometheus python3-websocket)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}")
 missing=()

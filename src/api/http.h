@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "src/core/endpoint.h"
 #include "trainq/status.h"
@@ -29,12 +31,65 @@ struct HttpRequest {
   std::string authorization;    // the Authorization header as sent; "" when absent
   bool tcp = false;             // came over TCP (plain or TLS), not the Unix socket
   std::string remote;           // TCP: the peer's "ip:port" ("[ip6]:port"); "" on Unix
+  std::string if_none_match{};  // the If-None-Match header; "" when absent
+};
+
+// A response body that goes on after the head (Server-Sent Events): whoever answered keeps it
+// and writes to it, on the event loop's thread, as things happen; the session sends what was
+// written. Bounded: a write that would leave more than `max_unsent` bytes unsent is refused,
+// so a client that reads slowly costs the daemon that much at most and never blocks it.
+class StreamBody {
+ public:
+  explicit StreamBody(size_t max_unsent) : max_unsent_(max_unsent) {}
+  StreamBody(const StreamBody&) = delete;
+  StreamBody& operator=(const StreamBody&) = delete;
+
+  // Appends `bytes` to what is to be sent; false, and nothing kept, when the client is gone
+  // or the bytes do not fit.
+  bool Write(std::string_view bytes) {
+    if (closed_ || ended_ || unsent_.size() + bytes.size() > max_unsent_) return false;
+    bool was_empty = unsent_.empty();
+    unsent_.append(bytes);
+    if (was_empty && wake_) std::exchange(wake_, nullptr)();
+    return true;
+  }
+  // Nothing more: the connection closes once what was written is sent.
+  void End() {
+    ended_ = true;
+    if (wake_) std::exchange(wake_, nullptr)();
+  }
+  // The client went away (or the server closed): writers forget this body.
+  bool closed() const { return closed_; }
+  size_t unsent() const { return unsent_.size(); }
+
+  // The session's side: what to send now (emptied), whether the writer ended, a call for
+  // when there is more (once), and the connection's end.
+  std::string Take() { return std::exchange(unsent_, std::string()); }
+  bool ended() const { return ended_; }
+  void OnMore(std::function<void()> wake) { wake_ = std::move(wake); }
+  void Close() {
+    closed_ = true;
+    unsent_.clear();
+    wake_ = nullptr;
+  }
+
+ private:
+  size_t max_unsent_;
+  std::string unsent_;
+  std::function<void()> wake_;
+  bool ended_ = false;
+  bool closed_ = false;
 };
 
 struct HttpResponse {
   int status = 200;
   std::string body;
   std::string content_type = "application/json";
+  // Further headers as sent (Cache-Control, ETag, Content-Security-Policy, ...).
+  std::vector<std::pair<std::string, std::string>> headers{};
+  // Set: the body is `body` and then what the stream gets, sent without a length until the
+  // stream ends or the client goes; the connection is not kept alive.
+  std::shared_ptr<StreamBody> stream{};
 };
 
 // Routes answer through the Responder, now or later (a batched submit answers after its

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <list>
@@ -356,6 +357,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void OnRead(beast::error_code ec);
   HttpRequest ToRequest(http::request<GrowingBody>& req);
   void Write(HttpResponse r);
+  // A response that goes on (HttpResponse::stream): the head, then what the stream gets.
+  void WriteStream(HttpResponse r);
+  void PumpStream();
+  void SendStream(std::string data);
+  // While a stream is sent: a client that closes its end ends the stream.
+  void WatchForClose();
   void Linger();
   void DropInput();
   // Closes the connection unless re-armed or cancelled by `at`.
@@ -379,6 +386,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   bool closed_ = false;
   std::list<SessionBase*>::iterator pos_;
   std::list<SessionBase*>::iterator refusal_pos_;
+  std::shared_ptr<StreamBody> stream_body_;
 };
 
 // Until a TLS client's first byte its connection is idle: one that never speaks holds no
@@ -505,6 +513,9 @@ HttpRequest Session<Stream>::ToRequest(http::request<GrowingBody>& req) {
   if (auto auth = req.find(http::field::authorization); auth != req.end()) {
     out.authorization = std::string(auth->value());
   }
+  if (auto tag = req.find(http::field::if_none_match); tag != req.end()) {
+    out.if_none_match = std::string(tag->value());
+  }
   if constexpr (std::is_same_v<Stream, Local::socket>) {
     out.peer_uid = peer_.cred.uid;
     out.peer_pid = peer_.cred.pid;
@@ -518,10 +529,12 @@ HttpRequest Session<Stream>::ToRequest(http::request<GrowingBody>& req) {
 template <class Stream>
 void Session<Stream>::Write(HttpResponse r) {
   if (closed_) return;
+  if (r.stream) return WriteStream(std::move(r));
   auto res =
       std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
   res->set(http::field::server, "trainq");
   res->set(http::field::content_type, r.content_type);
+  for (const auto& [name, value] : r.headers) res->set(name, value);
   res->keep_alive(keep_alive_);
   res->body() = std::move(r.body);
   res->prepare_payload();
@@ -532,6 +545,65 @@ void Session<Stream>::Write(HttpResponse r) {
                       if (ec || !self->keep_alive_) return self->Close();
                       self->WaitForRequest();
                     });
+}
+
+// No length: the body runs until the connection closes (HTTP/1.1 allows it with Connection:
+// close), which is what a stream's end is. A client that stops reading for idle_timeout_ms
+// while bytes wait is closed; one that waits for events has no deadline (the writer's
+// keep-alive comments find a vanished one).
+template <class Stream>
+void Session<Stream>::WriteStream(HttpResponse r) {
+  keep_alive_ = false;
+  stream_body_ = std::move(r.stream);
+  auto res =
+      std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(r.status), 11);
+  res->set(http::field::server, "trainq");
+  res->set(http::field::content_type, r.content_type);
+  for (const auto& [name, value] : r.headers) res->set(name, value);
+  res->keep_alive(false);
+  auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+  Deadline(After(registry_->limits().idle_timeout_ms));
+  http::async_write_header(stream_, *sr,
+                           [self = this->shared_from_this(), res, sr, first = std::move(r.body)](
+                               beast::error_code ec, size_t) mutable {
+                             if (ec) return self->Close();
+                             self->WatchForClose();
+                             if (first.empty()) return self->PumpStream();
+                             self->SendStream(std::move(first));
+                           });
+}
+
+template <class Stream>
+void Session<Stream>::PumpStream() {
+  if (closed_) return;
+  std::string data = stream_body_->Take();
+  if (!data.empty()) return SendStream(std::move(data));
+  if (stream_body_->ended()) return Close();
+  timer_.cancel();
+  stream_body_->OnMore([self = this->shared_from_this()] {
+    asio::post(self->stream_.get_executor(), [self] { self->PumpStream(); });
+  });
+}
+
+template <class Stream>
+void Session<Stream>::SendStream(std::string data) {
+  auto bytes = std::make_shared<std::string>(std::move(data));
+  Deadline(After(registry_->limits().idle_timeout_ms));
+  asio::async_write(stream_, asio::buffer(*bytes),
+                    [self = this->shared_from_this(), bytes](beast::error_code ec, size_t) {
+                      if (ec) return self->Close();
+                      self->PumpStream();
+                    });
+}
+
+template <class Stream>
+void Session<Stream>::WatchForClose() {
+  auto scratch = std::make_shared<std::array<char, 512>>();
+  stream_.async_read_some(asio::buffer(*scratch),
+                          [self = this->shared_from_this(), scratch](beast::error_code ec, size_t) {
+                            if (ec) return self->Close();
+                            self->WatchForClose();
+                          });
 }
 
 // A refused client may not have sent its request yet, or not all of it: closing with its
@@ -577,6 +649,7 @@ void Session<Stream>::Close() {
   registered_ = false;
   if (refusing_) registry_->EndRefusal(refusal_pos_);
   refusing_ = false;
+  if (stream_body_) stream_body_->Close();
   timer_.cancel();
   beast::error_code ignored;
   socket().shutdown(asio::socket_base::shutdown_both, ignored);

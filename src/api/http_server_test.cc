@@ -31,6 +31,7 @@ namespace trainq {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 
 // A client end, as a raw fd: the test drives both sides from one thread.
@@ -106,6 +107,17 @@ class HttpServerTest : public ::testing::Test {
     server_ = std::make_unique<HttpServer>(
         io_,
         [this](HttpRequest r, Responder respond) {
+          if (r.path == "/events") {
+            auto stream = std::make_shared<StreamBody>(64);
+            streams_.push_back(stream);
+            return respond({200, ": hello\n\n", "text/event-stream", {{"X-Test", "1"}}, stream});
+          }
+          if (r.path == "/page") {
+            return respond({200,
+                            "<p>" + r.if_none_match + "</p>",
+                            "text/html",
+                            {{"ETag", "\"abc\""}, {"Cache-Control", "no-cache"}}});
+          }
           std::string body =
               "{\"path\":\"" + r.path + "\",\"bytes\":" + std::to_string(r.body.size()) + "}";
           {
@@ -197,6 +209,7 @@ class HttpServerTest : public ::testing::Test {
   std::thread loop_;
   std::mutex mu_;
   std::vector<HttpRequest> requests_;
+  std::vector<std::shared_ptr<StreamBody>> streams_;  // of requests for /events
 };
 
 constexpr const char* kGet = "GET /v1/status HTTP/1.1\r\nHost: trainq\r\n\r\n";
@@ -777,6 +790,78 @@ TEST(GrowingBodyTest, DeclaredLengthReservesNothing) {
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(parser.get().body(), "{");
   EXPECT_LT(parser.get().body().capacity(), 64u * 1024);
+}
+
+}  // namespace
+}  // namespace trainq
+
+namespace trainq {
+namespace {
+
+TEST_F(HttpServerTest, AnswerCarriesItsHeadersAndTheRequestItsIfNoneMatch) {
+  Listen();
+  auto c = Open();
+  c->Send("GET /page HTTP/1.1\r\nHost: t\r\nIf-None-Match: \"abc\"\r\n\r\n");
+  ASSERT_TRUE(RunUntil([&] { return (c->Drain(), c->received().ends_with("</p>")); }));
+  EXPECT_THAT(c->received(), HasSubstr("ETag: \"abc\"\r\n"));
+  EXPECT_THAT(c->received(), HasSubstr("Cache-Control: no-cache\r\n"));
+  EXPECT_THAT(c->received(), HasSubstr("<p>\"abc\"</p>"));
+}
+
+TEST_F(HttpServerTest, AStreamSendsItsHeadThenWhatIsWrittenUntilItEnds) {
+  Listen();
+  auto c = Open();
+  c->Send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_TRUE(RunUntil([&] { return (c->Drain(), c->received().ends_with(": hello\n\n")); }));
+  EXPECT_THAT(c->received(), HasSubstr("Content-Type: text/event-stream\r\n"));
+  EXPECT_THAT(c->received(), HasSubstr("X-Test: 1\r\n"));
+  EXPECT_THAT(c->received(), HasSubstr("Connection: close\r\n"));
+  EXPECT_THAT(c->received(), Not(HasSubstr("Content-Length")));
+  EXPECT_THAT(c->received(), Not(HasSubstr("chunked")));
+  ASSERT_EQ(streams_.size(), 1u);
+  StreamBody& s = *streams_[0];
+  // Idle, waiting for events, the stream is neither closed by a deadline nor counted idle.
+  io_.run_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(s.closed());
+  EXPECT_TRUE(s.Write("data: 1\n\n"));
+  EXPECT_TRUE(s.Write("data: 2\n\n"));
+  ASSERT_TRUE(RunUntil([&] { return (c->Drain(), c->received().ends_with("data: 2\n\n")); }));
+  EXPECT_THAT(c->received(), HasSubstr("data: 1\n\ndata: 2\n\n"));
+  EXPECT_TRUE(s.Write("data: 3\n\n"));
+  s.End();
+  EXPECT_FALSE(s.Write("data: 4\n\n"));
+  ASSERT_TRUE(RunUntil([&] { return c->Drain(); }));  // closed by the server
+  EXPECT_TRUE(c->received().ends_with("data: 3\n\n"));
+  EXPECT_TRUE(RunUntil([&] { return server_->Connections() == 0; }));
+}
+
+TEST_F(HttpServerTest, AClientThatGoesAwayClosesItsStream) {
+  tcp_ = true;
+  Listen();
+  auto c = Open(nullptr, true);
+  c->Send("GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_TRUE(RunUntil([&] { return streams_.size() == 1; }));
+  c.reset();
+  ASSERT_TRUE(RunUntil([&] { return streams_[0]->closed(); }));
+  EXPECT_FALSE(streams_[0]->Write("data: late\n\n"));
+  EXPECT_TRUE(RunUntil([&] { return server_->Connections() == 0; }));
+}
+
+TEST(StreamBodyTest, AWriteThatWouldPassTheBoundIsRefusedWhole) {
+  StreamBody s(10);
+  int woken = 0;
+  s.OnMore([&] { ++woken; });
+  EXPECT_TRUE(s.Write("12345"));
+  EXPECT_EQ(woken, 1);
+  EXPECT_FALSE(s.Write("123456"));  // 11 unsent: refused, nothing kept
+  EXPECT_EQ(s.unsent(), 5u);
+  EXPECT_TRUE(s.Write("12345"));
+  EXPECT_EQ(woken, 1);  // a wake is asked for again, not kept
+  EXPECT_EQ(s.Take(), "1234512345");
+  EXPECT_TRUE(s.Write("123456"));  // sent bytes free their room
+  s.Close();
+  EXPECT_TRUE(s.closed());
+  EXPECT_FALSE(s.Write("x"));
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ std::string DaemonPath(std::string_view action) {
 }
 
 std::string TokensPath() { return Path("tokens"); }
+std::string DashboardTokenPath() { return Path("tokens/dashboard"); }
 
 std::string TokenPath(std::string_view name) { return fmt::format("{}/{}", TokensPath(), name); }
 

@@ -23,6 +23,7 @@ std::string ConfigPath();
 // /v1/daemon/ACTION: stop, backup.
 std::string DaemonPath(std::string_view action);
 std::string TokensPath();
+std::string DashboardTokenPath();
 std::string TokenPath(std::string_view name);
 std::string NodesPath();
 // /v1/acct?QUERY (`trainq acct`).

@@ -413,6 +413,16 @@ Action SetupTokenRevoke(CLI::App& cmd) {
 
 Action SetupNodes(CLI::App& cmd) { return WithJson(cmd, CmdNodes); }
 
+Action SetupDashboard(CLI::App& cmd) {
+  auto as_json = std::make_shared<bool>(false);
+  auto no_open = std::make_shared<bool>(false);
+  cmd.add_flag("--json", *as_json, "JSON output");
+  cmd.add_flag("--no-open", *no_open, "only print the URL, even where a display could show it");
+  return [as_json, no_open](Invocation& inv) {
+    return CmdDashboard(ClientOf(inv), *as_json, !*no_open);
+  };
+}
+
 Action SetupNodeDrainOrResume(CLI::App& cmd, bool drain) {
   auto name = std::make_shared<std::string>();
   cmd.add_option("name", *name, "the node, as `trainq nodes` names it")->required();
@@ -480,6 +490,9 @@ constexpr CommandRow kCommands[] = {
     {"token ls", "every token: name, role, user, dates, state (never the token)", SetupTokenList},
     {"token revoke", "refuse a token from now on", SetupTokenRevoke, kNoData},
     {"nodes", "a cluster's nodes: state, leader, GPUs, jobs, heartbeat", SetupNodes},
+    {"dashboard",
+     "the web dashboard's URL with a fresh read token for you (opened where it can be)",
+     SetupDashboard},
     {"node", "drain or resume a cluster's node (admins)"},
     {"node drain", "start no new job there; running ones run on", SetupNodeDrain, kNoData},
     {"node resume", "let jobs start there again", SetupNodeResume, kNoData},

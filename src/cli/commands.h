@@ -192,6 +192,8 @@ int CmdConfigUnset(Client& client, const std::string& key);
 // token_commands.cc
 int CmdTokenCreate(Client& client, const TokenArgs& args);
 int CmdTokenList(Client& client, bool json);
+// `trainq dashboard`: the dashboard's URL with a fresh read token (docs/dashboard.md).
+int CmdDashboard(Client& client, bool json, bool open);
 int CmdTokenRevoke(Client& client, const std::string& name);
 
 // node_commands.cc

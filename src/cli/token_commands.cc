@@ -12,6 +12,7 @@
 #include "src/core/auth.h"
 #include "src/core/duration.h"
 #include "src/core/json_codec.h"
+#include "src/os/system.h"
 
 namespace trainq {
 
@@ -70,6 +71,36 @@ int CmdTokenCreate(Client& client, const TokenArgs& a) {
                "(mode 0600).\n",
                a.name.c_str(), role.c_str(), user.c_str(),
                expires == "-" ? "never" : expires.c_str());
+  return 0;
+}
+
+// The token goes in the URL's fragment: a browser never sends a fragment to any server, so
+// it stays out of logs and Referer headers; the page keeps it in sessionStorage.
+int CmdDashboard(Client& client, bool as_json, bool open) {
+  Result<json> r = client.Call("POST", api::DashboardTokenPath(), "{}");
+  if (!r.ok()) return Fail(r.status());
+  Reply reply(*r);
+  std::string token = reply.Str("token");
+  std::string expires = Minutes(reply, "expires_at");
+  std::vector<std::string> urls;
+  for (const Reply& u : reply.Array("urls")) urls.push_back(u.AsStr() + "#token=" + token);
+  if (!reply.ok()) return Fail(reply.status());
+  if (urls.empty()) return Fail(Status::Internal("the daemon named no dashboard URL"));
+  if (as_json) {
+    json out = *r;
+    out["urls"] = urls;
+    std::printf("%s\n", DumpJson(out, 2).c_str());
+  } else {
+    for (const std::string& url : urls) std::printf("%s\n", url.c_str());
+    std::fprintf(stderr, "a read token for you, valid until %s; open the URL in a browser\n",
+                 expires.c_str());
+  }
+  bool display = !GetEnv("DISPLAY").empty() || !GetEnv("WAYLAND_DISPLAY").empty();
+  if (open && display) {
+    if (Result<std::string> xdg = FindOnPath("xdg-open"); xdg.ok()) {
+      (void)StartDetached({*xdg, urls.front()}, "/dev/null");
+    }
+  }
   return 0;
 }
 

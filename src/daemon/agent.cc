@@ -578,7 +578,7 @@ void Agent::StoreEnd(JobId id, int n, const AttemptEnd& end) {
     spdlog::info("job {} attempt {} ended: {} -> {}", id, n, end.end_reason,
                  StateName(end.job_state));
   }
-  if (end.job_state == JobState::kQueued) hooks_.requeued(id);
+  if (end.job_state == JobState::kQueued) hooks_.requeued(id, end.oom);
   if (IsDone(end.job_state)) hooks_.done(id, st.ok());
 }
 

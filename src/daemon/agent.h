@@ -113,8 +113,8 @@ class Agent {
     // The job's end is settled (done, or a start that failed): its dependents move, and, when
     // `stored`, its notifications go out.
     std::function<void(JobId, bool stored)> done;
-    // The job went back to the queue.
-    std::function<void(JobId)> requeued;
+    // The job went back to the queue (`oom`: its attempt ran out of GPU memory).
+    std::function<void(JobId, bool oom)> requeued;
     // An attempt let go of its GPUs, CPUs and port: sample, report, place again.
     std::function<void()> freed;
   };

@@ -40,7 +40,9 @@ class AgentTest : public ::testing::Test, protected AgentRig {
     hooks.done = [this](JobId id, bool stored) {
       events_.push_back("done " + std::to_string(id) + (stored ? "" : " unstored"));
     };
-    hooks.requeued = [this](JobId id) { events_.push_back("requeued " + std::to_string(id)); };
+    hooks.requeued = [this](JobId id, bool oom) {
+      events_.push_back("requeued " + std::to_string(id) + (oom ? " oom" : ""));
+    };
     hooks.freed = [this] { events_.push_back("freed"); };
     return AgentRig::MakeAgent(std::move(hooks), std::move(verify));
   }
@@ -163,7 +165,7 @@ TEST_F(AgentTest, ARequeuedEndTellsTheQueue) {
                   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"));
   EXPECT_EQ(Get(job.id).state, JobState::kQueued);
   std::string id = std::to_string(job.id);
-  EXPECT_THAT(events_, ElementsAre("started " + id, "requeued " + id, "freed"));
+  EXPECT_THAT(events_, ElementsAre("started " + id, "requeued " + id + " oom", "freed"));
 }
 
 TEST_F(AgentTest, CancelSignalsTheShimAndTheEndSaysCancelled) {

@@ -27,6 +27,7 @@
 namespace trainq {
 
 class Stager;
+class Watch;
 
 // The roles the API calls, and the few things only the daemon does.
 struct ApiParts {
@@ -46,6 +47,7 @@ struct ApiParts {
   TokenRoutes* tokens = nullptr;
   StepRoutes* steps = nullptr;
   Stager* stager = nullptr;  // a cluster node's: serves what its jobs ship to the others
+  Watch* watch = nullptr;    // the GPU history, the event stream, /metrics
   std::string node;
   std::function<int()> cpu_slots;
   // Job `id` reached a done state: its notifications go out.

@@ -15,12 +15,12 @@ namespace trainq {
 
 using json = nlohmann::json;
 
-namespace {
-
 std::string NodeStateName(const NodeRecord& r) {
   if (r.lost) return "lost";
   return r.drained ? "drained" : "up";
 }
+
+namespace {
 
 // An active attempt's part on one node (a gang has one per node), with its rank.
 struct OnNode {

@@ -20,6 +20,9 @@
 
 namespace trainq {
 
+// A node's state as GET /v1/nodes and the event stream name it: "up", "lost" or "drained".
+std::string NodeStateName(const NodeRecord& r);
+
 class ClusterLeader final : public Scheduler::Site {
  public:
   struct Parts {

@@ -725,6 +725,15 @@ const std::vector<Option>& Options() {
           "the body of webhooks: \"json\" (trainq's fields) or \"slack\" (`{\"text\": ...}` for "
           "Slack-compatible incoming webhooks)",
           String(&Config::notify_format)),
+      Row("metrics_per_user", "false", false,
+          "`/metrics` also counts jobs per user (a `user` label: as many series as users) "
+          "([dashboard.md](dashboard.md#prometheus))",
+          Bool(&Config::metrics_per_user)),
+      Row("hpc_job_mapping_dir", "\"\"", false,
+          "a directory where trainq keeps one file per GPU index naming the jobs on it, as "
+          "dcgm-exporter's `--hpc-job-mapping-dir` reads them; \"\" = none "
+          "([dashboard.md](dashboard.md#per-job-gpu-figures-from-dcgm-exporter))",
+          String(&Config::hpc_job_mapping_dir, "path")),
       Row("sendmail", "\"/usr/sbin/sendmail\"", false,
           "the program `--mail` sends through (`sendmail -t`); a job asking for mail is refused "
           "when it is missing",
@@ -933,6 +942,12 @@ Status CheckWorkflow(const Config& config) {
         fmt::format("notify_format: '{}' is not a format; use \"json\" or "
                     "\"slack\"",
                     config.notify_format));
+  }
+  if (!config.hpc_job_mapping_dir.empty() && config.hpc_job_mapping_dir[0] != '/') {
+    return Status::Invalid(fmt::format(
+        "hpc_job_mapping_dir: '{}' is not an absolute path; use a directory like "
+        "\"/run/trainq/hpc-jobs\" (the one dcgm-exporter's --hpc-job-mapping-dir names)",
+        config.hpc_job_mapping_dir));
   }
   return Status::Ok();
 }

@@ -88,6 +88,8 @@ struct Config {
   std::string node_address;                     // "": the host name
   std::string notify_url;                       // every job's end is POSTed here; "": none
   std::string notify_format = "json";           // "json" or "slack"
+  bool metrics_per_user = false;                // /metrics: per-user series too
+  std::string hpc_job_mapping_dir;              // dcgm-exporter's job-mapping files; "": none
   std::string sendmail = "/usr/sbin/sendmail";  // --mail goes through it
   std::vector<std::string> mail_domains;        // --mail USER@DOMAIN: DOMAIN one of these
   std::string snapshot = "off";                 // submit's default: "off" or "git"

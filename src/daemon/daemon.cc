@@ -58,6 +58,7 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   MakeRoles(seams, cluster != nullptr);
   mode_ = MakeMode(cluster);
   scheduler_->SetSite(&mode_->site());
+  MakeWatch(cluster);
   api_ = MakeApi();
 }
 
@@ -78,6 +79,10 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
                         UnixMs now) {
     scheduler_->Submitted(specs, ids, now);
     mode_->Stored(specs, ids);
+    DaemonCounters& counters = watch_->counters();
+    counters.submitted += ids.size();
+    for (const JobSpec& spec : specs) ++counters.submitted_by_user[spec.user];
+    watch_->Poke();
   };
   submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_, std::move(hooks));
   Agent::Parts parts;
@@ -114,12 +119,20 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
   }
   Agent::Hooks agent;
   // Dependents' reasons say what they wait for: now a running job.
-  agent.started = [this](JobId id) { deps_->ResolveDependents(id); };
+  agent.started = [this](JobId id) {
+    deps_->ResolveDependents(id);
+    watch_->Poke();
+  };
   agent.done = [this](JobId id, bool stored) {
     deps_->ResolveDependents(id);
     if (stored) JobEnded(id);
+    watch_->Poke();
   };
-  agent.requeued = [this](JobId) { scheduler_->MarkStale(); };
+  agent.requeued = [this](JobId, bool oom) {
+    scheduler_->MarkStale();
+    if (oom) ++watch_->counters().oom_retries;
+    watch_->Poke();
+  };
   agent.freed = [this] {
     // The attempt's memory is free now: sample at once so the next job need not wait a tick.
     SampleGpus();
@@ -159,6 +172,33 @@ std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
   return std::make_unique<ClusterMode>(std::move(m));
 }
 
+void DaemonImpl::MakeWatch(ClusterStore* cluster) {
+  Watch::Parts w;
+  w.io = &io_;
+  w.store = store_.get();
+  w.clock = &clock_;
+  w.config = &config_;
+  w.sampler = &sampler_;
+  w.node = node_;
+  w.this_node = [this] {
+    return ThisNode(node_, cpu_slots_, *agent_, sampler_,
+                    NodeLabels{config_.node_features, config_.gpu_type});
+  };
+  w.policy = [this] { return scheduler_->Policy(); };
+  if (cluster != nullptr) {
+    w.node_states = [cluster]() -> Result<std::vector<std::pair<std::string, std::string>>> {
+      Result<std::vector<NodeRecord>> nodes = cluster->Nodes();
+      if (!nodes.ok()) return nodes.status();
+      std::vector<std::pair<std::string, std::string>> out;
+      for (const NodeRecord& n : *nodes) out.emplace_back(n.name, NodeStateName(n));
+      return out;
+    };
+  }
+  w.connections = [this] { return server_ ? server_->Connections() : 0; };
+  watch_ = std::make_unique<Watch>(std::move(w));
+  scheduler_->SetCounters(&watch_->counters());
+}
+
 std::unique_ptr<Api> DaemonImpl::MakeApi() {
   ApiParts api;
   api.io = &io_;
@@ -179,6 +219,7 @@ std::unique_ptr<Api> DaemonImpl::MakeApi() {
                                         cluster_key_.empty() ? nullptr : &cluster_key_, node_);
   api.steps = steps_.get();
   api.stager = stager_.get();
+  api.watch = watch_.get();
   api.node = node_;
   api.cpu_slots = [this] { return cpu_slots_; };
   api.job_ended = [this](JobId id) { JobEnded(id); };
@@ -210,6 +251,7 @@ Status DaemonImpl::Open() {
   SampleGpus();
   TRAINQ_RETURN_IF_ERROR(settings_.Load());  // after the sample: it checks the devices
   SettingsChanged();
+  watch_->Sampled();  // the history's first point (it reads the devices in force)
   RequestSchedule();
   return Status::Ok();
 }
@@ -310,6 +352,7 @@ void DaemonImpl::RequestStop() {
   }
   signals_.cancel();
   sample_timer_.cancel();
+  watch_->Stop();
   mode_->Stop();
   scheduler_->Stop();
   agent_->Stop();
@@ -320,6 +363,7 @@ void DaemonImpl::OnSampleTimer() {
   agent_->CheckStopping();
   // Only a sample that changed what the GPUs offer can change a placement decision.
   bool changed = SampleGpus();
+  watch_->Sampled();
   // The leader places from what each node last reported: report a change at once.
   if (changed) mode_->Report();
   if (changed && scheduler_->waiting_jobs() > 0) RequestSchedule();

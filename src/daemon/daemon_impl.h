@@ -34,6 +34,7 @@
 #include "src/daemon/step_routes.h"
 #include "src/daemon/submit_batcher.h"
 #include "src/daemon/token_routes.h"
+#include "src/daemon/watch.h"
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
 #include "src/os/container_host.h"
@@ -86,6 +87,8 @@ class DaemonImpl {
   // moving the fake clock.
   void OnSampleTimer();
   void OnWakeupTimer() { scheduler_->OnWakeupTimer(); }
+  // The event stream's look at the store (its own timer runs it once a second).
+  void OnWatchTimer() { watch_->Look(); }
   // When the next pass is due on time alone (OOM backoff over, a job reaching the aging
   // limit, a ramp-up window closing, a write the state dir refused to try again); 0 when
   // nothing waits on time.
@@ -103,6 +106,7 @@ class DaemonImpl {
   // daemon.cc: the constructor's parts.
   void MakeRoles(DaemonSeams& seams, bool cluster);
   std::unique_ptr<Mode> MakeMode(ClusterStore* cluster);
+  void MakeWatch(ClusterStore* cluster);
   std::unique_ptr<Api> MakeApi();
   // Returns whether the GPUs changed since the last sample, or sampling began to fail or
   // works again.
@@ -142,6 +146,7 @@ class DaemonImpl {
   std::unique_ptr<Agent> agent_;            // the attempts this node runs
   std::unique_ptr<Scheduler> scheduler_;    // the queue's index, passes, reasons, fair share
   std::unique_ptr<SubmitBatcher> submits_;  // the group commit of submits
+  std::unique_ptr<Watch> watch_;            // GPU history, event stream, /metrics
   bool stopping_ = false;
 
   // One machine or a cluster, chosen once at start (mode.h).

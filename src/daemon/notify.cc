@@ -65,8 +65,6 @@ Status DaemonImpl::StartNotifier() {
 }
 
 void DaemonImpl::JobEnded(JobId id) {
-  if (!notifier_) return;
-  std::string url = config_.notify_url;
   Result<Job> job = store_->Get(id);
   if (!job.ok()) {
     spdlog::warn("job {}: no notification: {}", id, job.status().message());
@@ -75,6 +73,9 @@ void DaemonImpl::JobEnded(JobId id) {
   // Not ended after all: queued again after a lost node, or a gang's part that succeeded
   // while others run on.
   if (!IsDone(job->state)) return;
+  watch_->Ended(*job);
+  if (!notifier_) return;
+  std::string url = config_.notify_url;
   if (!job->spec.notify_url.empty()) url = job->spec.notify_url;
   if (url.empty() && job->spec.mail.empty()) return;
   std::string tail = LogTail(*job);

@@ -23,10 +23,13 @@
 #include "src/core/spec.h"
 #include "src/core/transfers.h"
 #include "src/daemon/api.h"
+#include "src/daemon/gpu_history.h"
 #include "src/daemon/json_response.h"
 #include "src/daemon/routes.h"
 #include "src/daemon/stager.h"
 #include "src/daemon/step_routes.h"
+#include "src/daemon/watch.h"
+#include "src/daemon/web_assets.h"
 #include "src/os/container_host.h"
 #include "src/os/fd.h"
 #include "src/os/run_dir.h"
@@ -400,7 +403,13 @@ class Routes {
     c.respond({200, c.d.settings->Json(), "application/json"});
   }
   static void SetConfig(RouteContext& c);
+  static void GpuHistory(RouteContext& c) { c.d.watch->History(c.req, c.respond); }
+  static void Events(RouteContext& c) { c.d.watch->Events(c.req, c.respond); }
+  static void Metrics(RouteContext& c) { c.d.watch->Metrics(c.req, c.respond); }
   static void CreateToken(RouteContext& c) { c.d.tokens->Create(c.req, c.caller, c.respond); }
+  static void DashboardToken(RouteContext& c) {
+    c.d.tokens->CreateForDashboard(c.req, c.caller, c.respond);
+  }
   static void ListTokens(RouteContext& c) { c.d.tokens->List(c.caller, c.respond); }
   static void RevokeToken(RouteContext& c) { c.d.tokens->Revoke(c.req, c.caller, c.respond); }
   static void UpdateJob(RouteContext& c);
@@ -940,11 +949,9 @@ void Routes::ListJobs(RouteContext& c) {
 
 json Routes::GpuJson(const ApiParts& d, const GpuInfo& info, const GpuState& state, UnixMs now) {
   PolicyConfig policy = d.scheduler->Policy();
-  uint64_t reserved = 0;
+  uint64_t reserved = ReservedUnused(state);
   json attempts = json::array();
   for (const Holding& h : state.holdings) {
-    uint64_t used = h.used_now.value_or(0);
-    reserved += h.reserved_bytes > used ? h.reserved_bytes - used : 0;
     const LiveAttempt& live = d.agent->live().at(h.job);
     attempts.push_back({{"job", h.job},
                         {"attempt", live.n},
@@ -1021,7 +1028,8 @@ void Routes::DaemonStatus(RouteContext& c) {
                        {"state_dir", c.d.options->paths.state_dir},
                        {"probe", c.d.sampler->Describe()},
                        {"running_attempts", c.d.agent->live().size()},
-                       {"cluster", c.d.mode->Cluster()}}));
+                       {"cluster", c.d.mode->Cluster()},
+                       {"caller", {{"user", c.caller.user}, {"role", RoleName(c.caller.role)}}}}));
 }
 
 // {"path": "/abs/file"}: the store copied there while the daemon runs (it waits meanwhile;
@@ -1338,6 +1346,9 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/jobs/{id}/steps/done", Action::kStep, "end the steps of", Routes::StepsDone},
     {"GET", "/v1/acct", Action::kRead, "read the accounting", Routes::Acct},
     {"GET", "/v1/gpus", Action::kRead, "list GPUs", Routes::Gpus},
+    {"GET", "/v1/gpus/history", Action::kRead, "read the GPU history", Routes::GpuHistory},
+    {"GET", "/v1/events", Action::kRead, "follow the events", Routes::Events},
+    {"GET", "/metrics", Action::kRead, "read the metrics", Routes::Metrics},
     {"GET", "/v1/status", Action::kRead, "read the status", Routes::DaemonStatus},
     {"POST", "/v1/daemon/stop", Action::kAdmin, "stop the daemon", Routes::Stop},
     {"POST", "/v1/daemon/backup", Action::kAdmin, "back up the database", Routes::Backup},
@@ -1345,6 +1356,8 @@ constexpr Route kRoutes[] = {
     {"PUT", "/v1/config", Action::kAdmin, "change the config", Routes::SetConfig},
     {"POST", "/v1/config", Action::kAdmin, "change the config", Routes::SetConfig},
     {"POST", "/v1/tokens", Action::kAdmin, kByHandler, Routes::CreateToken},
+    {"POST", "/v1/tokens/dashboard", Action::kRead, "make a dashboard token",
+     Routes::DashboardToken},
     {"GET", "/v1/tokens", Action::kAdmin, kByHandler, Routes::ListTokens},
     {"DELETE", "/v1/tokens/{name}", Action::kAdmin, kByHandler, Routes::RevokeToken},
     {"GET", "/v1/nodes", Action::kRead, "list nodes", Routes::Nodes},
@@ -1424,7 +1437,37 @@ void Routes::NoRoute(RouteContext& c) {
   c.respond(ErrorResponse(Status::NotFound("no route " + method + " " + c.req.path)));
 }
 
+namespace {
+
+// The dashboard's files hold no data: served to anyone, checked again by the browser at each
+// load (a 304 when unchanged), and the page may run only its own scripts.
+HttpResponse AssetResponse(const WebAsset& asset, const HttpRequest& req) {
+  HttpResponse r{200, "", asset.content_type};
+  r.headers = {{"ETag", asset.etag},
+               {"Cache-Control", "no-cache"},
+               {"X-Content-Type-Options", "nosniff"},
+               {"Referrer-Policy", "no-referrer"},
+               {"Content-Security-Policy",
+                "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}};
+  if (req.if_none_match == asset.etag) {
+    r.status = 304;
+    return r;
+  }
+  r.body.assign(reinterpret_cast<const char*>(asset.data), asset.size);
+  return r;
+}
+
+}  // namespace
+
 void Api::Handle(HttpRequest request, Responder respond) {
+  if (request.method == "GET") {
+    if (const WebAsset* asset = FindWebAsset(request.path)) {
+      return respond(AssetResponse(*asset, request));
+    }
+    // Browsers ask for it unbidden: no icon, rather than a 401 in the page's console.
+    if (request.path == "/favicon.ico") return respond({204, "", "image/x-icon"});
+  }
   Result<Caller> caller = d_.auth->Authenticate(request);
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
   std::string_view segment;

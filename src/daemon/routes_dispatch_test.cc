@@ -40,7 +40,8 @@ TEST_F(RoutesDispatchTest, AnotherMethodOrAnUnknownPathIsNoRoute) {
            {"GET", "/v1/tokens/x"},
            {"GET", "/v1/nodes/node-a/drain"},
            {"GET", "/v1/nope"},
-           {"GET", "/"},
+           {"POST", "/"},
+           {"GET", "/assets/nope.js"},
        }) {
     HttpResponse r = Call(method, path);
     EXPECT_EQ(r.status, 404) << method << " " << path;

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/core/container.h"
+#include "src/os/system.h"
 
 namespace trainq {
 
@@ -214,6 +215,7 @@ void Scheduler::SchedulePass() {
     ArmWakeup(now);
     return;
   }
+  int64_t began_ns = MonotonicNs();
   std::vector<NodeState> nodes = site_->PassNodes();  // first: a leader's fair share reads it
   UsageByUser usage = FairShareNow(now);
   PolicyConfig policy = Policy();
@@ -229,6 +231,8 @@ void Scheduler::SchedulePass() {
   StartDecided(result.starts, now);
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
   WriteReasons(result);
+  if (counters_)
+    counters_->pass_duration.Observe(static_cast<double>(MonotonicNs() - began_ns) / 1e9);
   ArmWakeup(now);
 }
 
@@ -278,7 +282,13 @@ void Scheduler::StartDecided(const std::vector<StartDecision>& starts, UnixMs no
     waiting_.erase(d.job);
     Result<Job> job = store_.Get(d.job);
     Status st = job.ok() ? site_->Place(*job, d) : job.status();
-    if (st.ok()) continue;
+    if (st.ok()) {
+      if (counters_) {
+        counters_->queue_wait.Observe(
+            static_cast<double>(std::max<UnixMs>(now - job->queued_at, 0)) / 1000.0);
+      }
+      continue;
+    }
     waiting_stale_ = true;  // whatever the store now says of it
     if (st.code() == Code::kUnavailable && agent_.port_retry_at() != 0) {
       spdlog::info("job {}: {}", d.job, st.message());  // TakeMasterPort: it waits

@@ -25,6 +25,7 @@
 #include "src/core/workload_mix.h"
 #include "src/daemon/agent.h"
 #include "src/daemon/config.h"
+#include "src/daemon/metrics.h"
 #include "src/os/clock.h"
 #include "src/store/store.h"
 
@@ -70,6 +71,8 @@ class Scheduler {
 
   // Given once, before the first pass; outlives the scheduler's use of it.
   void SetSite(Site* site) { site_ = site; }
+  // Where passes and starts are counted for /metrics (null: nowhere).
+  void SetCounters(DaemonCounters* counters) { counters_ = counters; }
 
   // Asks for a pass on the loop's next turn (many asks, one pass).
   void RequestSchedule();
@@ -145,6 +148,7 @@ class Scheduler {
   Agent& agent_;
   std::string state_dir_;
   std::function<uint64_t()> largest_gpu_;
+  DaemonCounters* counters_ = nullptr;
   Site* site_ = nullptr;
 
   bool schedule_posted_ = false;

@@ -82,7 +82,7 @@ class SchedulerTest : public ::testing::Test, protected AgentRig {
     Agent::Hooks hooks;
     hooks.started = [](JobId) {};
     hooks.done = [](JobId, bool) {};
-    hooks.requeued = [](JobId) {};
+    hooks.requeued = [](JobId, bool) {};
     hooks.freed = [] {};
     agent_ = MakeAgent(std::move(hooks));
     scheduler_ = std::make_unique<Scheduler>(io_, *store_, clock_, config_, *agent_,

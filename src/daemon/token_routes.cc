@@ -10,6 +10,7 @@
 #include "src/core/json_codec.h"
 #include "src/daemon/json_response.h"
 #include "src/os/crypto/token_crypto.h"
+#include "src/os/system.h"
 #include "src/os/users.h"
 
 namespace trainq {
@@ -128,6 +129,67 @@ void TokenRoutes::Create(const HttpRequest& req, const Caller& caller, Responder
                      {"role", RoleName(record.role)},
                      {"user", record.user},
                      {"expires_at", TimeOrNull(record.expires_at)}}));
+}
+
+namespace {
+
+// The dashboard's URL at each `listen` address, "HOST:PORT": a wildcard address is reached by
+// this node's address.
+json DashboardUrls(const Config& config) {
+  json urls = json::array();
+  std::string scheme = config.tls_cert.empty() ? "http" : "https";
+  std::string self = config.node_address.empty() ? HostName() : config.node_address;
+  for (const std::string& at : config.listen) {
+    size_t colon = at.rfind(':');
+    if (colon == std::string::npos) continue;
+    std::string host = at.substr(0, colon);
+    if (host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty()) host = self;
+    if (host.find(':') != std::string::npos && host.front() != '[') host = "[" + host + "]";
+    urls.push_back(fmt::format("{}://{}:{}/", scheme, host, at.substr(colon + 1)));
+  }
+  return urls;
+}
+
+}  // namespace
+
+void TokenRoutes::CreateForDashboard(const HttpRequest& req, const Caller& caller,
+                                     Responder& respond) {
+  if (req.tcp || caller.user.empty()) {
+    return respond(ErrorResponse(Status::Permission(
+        "a dashboard token is made only for a caller on the daemon's socket: run `trainq "
+        "dashboard` on the daemon's machine")));
+  }
+  json urls = DashboardUrls(config_);
+  if (urls.empty()) {
+    return respond(ErrorResponse(Status::Conflict(
+        "the dashboard is served on the daemon's TCP listener, and `listen` is empty: set "
+        "listen = [\"127.0.0.1:7070\"] in config.toml and restart the daemon "
+        "(docs/dashboard.md)")));
+  }
+  Result<std::string> hex = RandomHex(4);
+  Result<std::string> token = NewToken();
+  if (!hex.ok() || !token.ok())
+    return respond(ErrorResponse(hex.ok() ? token.status() : hex.status()));
+  UnixMs now = clock_.Now();
+  TokenRecord record{"dashboard-" + *hex,
+                     Sha256Hex(*token),
+                     Role::kRead,
+                     caller.user,
+                     now,
+                     now + kDashboardTokenMs,
+                     0,
+                     caller.user,
+                     ""};
+  if (cluster_key_) record.signature = cluster_key_->SignToken(record);
+  if (Status st = store_.AddToken(record); !st.ok()) return respond(ErrorResponse(st));
+  spdlog::info("token '{}' created for user {}'s dashboard, expires in {}", record.name,
+               record.user, FormatDuration(kDashboardTokenMs));
+  respond(Json(201, {{"name", record.name},
+                     {"token", *token},
+                     {"role", RoleName(record.role)},
+                     {"user", record.user},
+                     {"expires_at", TimeOrNull(record.expires_at)},
+                     {"urls", std::move(urls)}}));
 }
 
 void TokenRoutes::List(const Caller& caller, Responder& respond) {

@@ -21,6 +21,11 @@ class TokenRoutes {
       : store_(store), clock_(clock), config_(config), cluster_key_(cluster_key) {}
 
   void Create(const HttpRequest& req, const Caller& caller, Responder& respond);
+  // `trainq dashboard`: a read token for the caller, valid kDashboardTokenMs, and the
+  // dashboard's URLs (one per `listen` address). Only on the Unix socket: a token's holder
+  // cannot make itself a new one.
+  void CreateForDashboard(const HttpRequest& req, const Caller& caller, Responder& respond);
+  static constexpr int64_t kDashboardTokenMs = 24 * 3600 * 1000;
   void List(const Caller& caller, Responder& respond);
   void Revoke(const HttpRequest& req, const Caller& caller, Responder& respond);
 

@@ -16,6 +16,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -306,6 +310,51 @@ Status ExecReplace(const std::vector<std::string>& argv) {
   std::vector<char*> args = ArgvPointers(argv);
   ::execv(args[0], args.data());
   return ErrnoStatus("cannot run " + argv[0], errno);
+}
+
+ProcessStats SelfProcessStats() {
+  ProcessStats out;
+  std::ifstream stat_file("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  // The command name may hold spaces and parentheses: fields count from the last ')'.
+  size_t close = text.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream fields(text.substr(close + 2));
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields),
+                               std::istream_iterator<std::string>()};
+    // f[0] is field 3 (state): utime 14, stime 15, starttime 22, vsize 23, rss 24.
+    if (f.size() > 21) {
+      double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+      auto number = [&f](size_t i) { return std::strtod(f[i].c_str(), nullptr); };
+      out.cpu_seconds = (number(11) + number(12)) / ticks;
+      out.virtual_bytes = std::strtoull(f[20].c_str(), nullptr, 10);
+      out.resident_bytes = std::strtoull(f[21].c_str(), nullptr, 10) *
+                           static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+      std::ifstream proc_stat("/proc/stat");
+      std::string key;
+      while (proc_stat >> key) {
+        if (key == "btime") {
+          double boot = 0;
+          proc_stat >> boot;
+          out.start_time_seconds = boot + number(19) / ticks;
+          break;
+        }
+      }
+    }
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++out.open_fds;
+  }
+  out.max_fds = static_cast<int64_t>(OpenFileLimit());
+  return out;
+}
+
+int64_t MonotonicNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 }  // namespace trainq

@@ -30,6 +30,19 @@ uint64_t PhysicalMemoryBytes();
 uint64_t OpenFileLimit();
 // 32 hex digits from the kernel's random source: a token no other process can guess.
 std::string RandomToken();
+// This process as Prometheus's process collector reports one (from /proc/self); a figure
+// that cannot be read is 0.
+struct ProcessStats {
+  double cpu_seconds = 0;  // user and system
+  uint64_t resident_bytes = 0;
+  uint64_t virtual_bytes = 0;
+  int64_t open_fds = 0;
+  int64_t max_fds = 0;
+  double start_time_seconds = 0;  // since the Unix epoch
+};
+ProcessStats SelfProcessStats();
+// Nanoseconds of a clock that never steps (CLOCK_MONOTONIC): for durations.
+int64_t MonotonicNs();
 // The caller's environment as pairs, in order.
 std::vector<std::pair<std::string, std::string>> CurrentEnvironment();
 std::string CurrentDirectory();

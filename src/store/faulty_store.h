@@ -45,6 +45,10 @@ class Faulty : public Base {
     if (Status st = Take("Get"); !st.ok()) return st;
     return inner_->Get(id);
   }
+  Result<JobId> LastId() override {
+    if (Status st = Take("LastId"); !st.ok()) return st;
+    return inner_->LastId();
+  }
   Result<std::vector<Job>> List(const ListQuery& query) override {
     if (Status st = Take("List"); !st.ok()) return st;
     return inner_->List(query);

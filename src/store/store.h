@@ -140,6 +140,8 @@ class Store {
 
   // One job with all its attempts. kNotFound if there is no such id.
   virtual Result<Job> Get(JobId id) = 0;
+  // The highest id of a stored job (0: none): a job with a higher id is newer than this call.
+  virtual Result<JobId> LastId() = 0;
   virtual Result<std::vector<Job>> List(const ListQuery& query) = 0;
 
   // queued -> starting: creates attempt (expected_attempt + 1) with the placement.

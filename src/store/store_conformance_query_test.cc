@@ -102,6 +102,21 @@ TEST_P(StoreConformance, ListFiltersByStateInIdOrder) {
   EXPECT_TRUE(none->empty());
 }
 
+TEST_P(StoreConformance, LastIdIsTheNewestJobsId) {
+  Result<JobId> none = store().LastId();
+  ASSERT_TRUE(IsOk(none));
+  EXPECT_EQ(*none, 0);
+  std::vector<JobSpec> specs(3, Spec("j"));
+  Result<std::vector<JobId>> ids = store().Submit(specs, kT0);
+  ASSERT_TRUE(IsOk(ids));
+  Result<JobId> last = store().LastId();
+  ASSERT_TRUE(IsOk(last));
+  EXPECT_EQ(*last, ids->back());
+  Result<std::vector<Job>> newer = store().List({.states = {}, .after_id = *last});
+  ASSERT_TRUE(IsOk(newer));
+  EXPECT_TRUE(newer->empty());
+}
+
 TEST_P(StoreConformance, ListPagesWithAfterIdAndLimit) {
   std::vector<JobSpec> specs(5, Spec("j"));
   Result<std::vector<JobId>> ids = store().Submit(specs, kT0);

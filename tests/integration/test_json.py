@@ -5,7 +5,7 @@ import os
 import re
 import subprocess
 
-from conftest import gpu, trainq_binary
+from conftest import free_port, gpu, trainq_binary
 
 
 def subcommands(tq, path):
@@ -31,7 +31,7 @@ def every_command(tq, path=()):
 
 
 def test_every_command_that_prints_data_prints_json_with_json(make_trainq):
-    tq = make_trainq(gpus=[gpu(0), gpu(1)])
+    tq = make_trainq(gpus=[gpu(0), gpu(1)], listen=[f"127.0.0.1:{free_port()}"])
     done = tq.submit("--gpus", "0", "--name", "first", cmd=["sh", "-c", "echo hello"])
     tq.wait_state(done, "succeeded", timeout=30)
     other = tq.submit("--gpus", "0", cmd=["sh", "-c", "echo other"])
@@ -71,6 +71,7 @@ def test_every_command_that_prints_data_prints_json_with_json(make_trainq):
         ("token", "create"): ["walker", "--role", "read"],
         ("token", "ls"): [],
         ("nodes",): [],
+        ("dashboard",): ["--no-open"],
         ("sim", "replay"): ["--trace", trace, "--nodes", "1x2:16GiB"],
         ("sim", "placement"): ["--trace", trace, "--nodes", "1x2:16GiB", "--seeds", "1"],
     }

@@ -337,6 +337,16 @@ Result<std::vector<AcctRow>> RedisStore::AcctRecords(const std::string& user, Un
   return out;
 }
 
+// The id counter: ids are given by INCRBY and never again, so every id above it is newer.
+Result<JobId> RedisStore::LastId() {
+  Result<Reply> reply = Command({"GET", Key("next_id")});
+  if (!reply.ok()) return reply.status();
+  const redisReply* r = reply->get();
+  if (r->type == REDIS_REPLY_NIL) return JobId{0};
+  if (r->type != REDIS_REPLY_STRING) return Status::Internal("last id: bad answer");
+  return static_cast<JobId>(std::strtoll(r->str, nullptr, 10));
+}
+
 Result<UserFootprint> RedisStore::Footprint(const std::string& user) {
   Result<Reply> reply = Run(FootprintScript(), {user});
   if (!reply.ok()) return reply.status();

@@ -402,6 +402,14 @@ Status SqliteStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) 
   return txn->Commit();
 }
 
+Result<JobId> SqliteStore::LastId() {
+  Result<Query> q = db_.Prepare("SELECT COALESCE(MAX(id), 0) FROM jobs");
+  if (!q.ok()) return q.status();
+  Result<bool> row = q->Step();
+  if (!row.ok()) return row.status();
+  return static_cast<JobId>(q->Int64(0));
+}
+
 Result<UserFootprint> SqliteStore::Footprint(const std::string& user) {
   Result<Transaction> txn = Transaction::Begin(db_, Transaction::Kind::kRead);
   if (!txn.ok()) return txn.status();

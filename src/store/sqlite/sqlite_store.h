@@ -62,6 +62,7 @@ class SqliteStore final : public Store {
   Status Backup(const std::string& dest) override { return sqlite::BackupTo(db_, dest); }
   Result<Job> Get(JobId id) override;
   Result<std::vector<Job>> List(const ListQuery& query) override;
+  Result<JobId> LastId() override;
   Status StartAttempt(JobId id, int expected_attempt, const Placement& placement,
                       UnixMs now) override;
   Status MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
