@@ -127,12 +127,12 @@ bench-stage: release test-deps
 # submit with 100 event-stream followers that never read, the GPU history's memory
 # (bench/dashboard.py).
 bench-dashboard: release test-deps
-	@python3 bench/dashboard.py $(RELEASE)/trainq
+	@/usr/bin/python3 bench/dashboard.py $(RELEASE)/trainq
 
 # docs/images/dashboard.png: the real page after a few minutes of simulated jobs
 # (scripts/dashboard_screenshot.py).
 dashboard-screenshot: release test-deps
-	@python3 scripts/dashboard_screenshot.py $(RELEASE)/trainq docs/images/dashboard.png
+	@/usr/bin/python3 scripts/dashboard_screenshot.py $(RELEASE)/trainq docs/images/dashboard.png
 
 # An image of Debian's Python and python3-torch made from this machine's files, no registry
 # (scripts/torch-image.sh): PyTorch in a container without a download.

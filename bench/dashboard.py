@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """`make bench-dashboard`: what watching the queue costs (docs/dashboard.md, "Figures").
 
 - the dashboard's load in headless Chromium with QUEUE waiting jobs (default 10,000): from
@@ -22,18 +22,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
 from bench import Trainq, git_version, log, machine, sim_gpus, wait_until  # noqa: E402
+from conftest import free_port  # noqa: E402
 from devtools import Browser  # noqa: E402
 
 QUEUE = int(os.environ.get("QUEUE", 10000))
 LOADS = int(os.environ.get("LOADS", 5))
 SUBMITS = int(os.environ.get("SUBMITS", 30))
 FOLLOWERS = int(os.environ.get("FOLLOWERS", 100))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(port, path, token):
@@ -87,7 +82,7 @@ def submit_times(tq, count):
 
 
 def main():
-    binary = sys.argv[1]
+    binary = os.path.abspath(sys.argv[1])
     port = free_port()
     tq = Trainq(binary, "dash", {"listen": [f"127.0.0.1:{port}"], "cpu_slots": 2},
                 gpus=sim_gpus(2))

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """docs/images/dashboard.png: the real dashboard after a few minutes of a small lab's jobs on
 four simulated GPUs (docs/simulated-gpus.md). Usage: dashboard_screenshot.py TRAINQ OUT.png
 Knobs (environment): SHOT_SECONDS=240 (how long the jobs run before the picture)."""
 import json
 import math
 import os
-import random
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from bench import Trainq, log, sim_gpus  # noqa: E402
+from conftest import free_port  # noqa: E402
 from devtools import Browser  # noqa: E402
 
 SECONDS = float(os.environ.get("SHOT_SECONDS", 240))
@@ -21,8 +21,8 @@ FAKE = os.path.join(ROOT, "examples", "fake_train.py")
 
 
 def main():
-    binary, out = sys.argv[1], sys.argv[2]
-    port = 17000 + random.randrange(1000)
+    binary, out = os.path.abspath(sys.argv[1]), sys.argv[2]
+    port = free_port()
     gpus = sim_gpus(4)
     tq = Trainq(binary, "shot", {"listen": [f"127.0.0.1:{port}"], "cpu_slots": 4,
                                  "oom_backoff": "20s", "ramp_up": "30s"}, gpus=gpus)
@@ -86,8 +86,7 @@ def main():
         log(f"wrote {out}")
     finally:
         stop.set()
-        for j in json.loads(tq.cli("ls", "--json")):
-            tq.cli("cancel", str(j["id"]))
+        tq.cli("cancel", "--all-mine")  # a blocked job cancelled with its dependency is skipped
         tq.stop()
 
 

@@ -217,6 +217,24 @@ struct AttemptPart {
 };
 
 // One execution of a job. Attempts are numbered from 1.
+// What an attempt did with its GPUs (Attempt::usage); AddUsage adds such deltas.
+struct AttemptUsage {
+  uint64_t held_gpu_ms = 0;
+  uint64_t util_known_ms = 0;
+  uint64_t busy_gpu_ms = 0;
+  uint64_t mem_byte_s = 0;
+  bool empty() const {
+    return held_gpu_ms == 0 && util_known_ms == 0 && busy_gpu_ms == 0 && mem_byte_s == 0;
+  }
+  AttemptUsage& operator+=(const AttemptUsage& o) {
+    held_gpu_ms += o.held_gpu_ms;
+    util_known_ms += o.util_known_ms;
+    busy_gpu_ms += o.busy_gpu_ms;
+    mem_byte_s += o.mem_byte_s;
+    return *this;
+  }
+};
+
 struct Attempt {
   int n = 0;
   JobState state = JobState::kStarting;  // starting, running, or a done state
@@ -235,8 +253,13 @@ struct Attempt {
   std::optional<int> signal;
   bool oom = false;
   uint64_t peak_mem_bytes = 0;  // sum over the attempt's GPUs, highest sample
-  int master_port = 0;          // MASTER_PORT of a multi-GPU attempt; 0: none
-  std::string end_reason;       // "exit code 1", "out of memory (retry 1 of 3 in 30s)"
+  // GPU time held and used, added up sample by sample by the node that runs it (a gang's
+  // parts each add theirs): GPU-milliseconds held; of them, those whose utilisation the probe
+  // knew, and those weighted by it (a GPU at 40 % for 10 s adds 4 s); the memory its
+  // processes used, in byte-seconds (divided by the held seconds: the mean per GPU).
+  AttemptUsage usage;
+  int master_port = 0;     // MASTER_PORT of a multi-GPU attempt; 0: none
+  std::string end_reason;  // "exit code 1", "out of memory (retry 1 of 3 in 30s)"
   // A gang's parts in rank order (part 0 is also node, gpu_indices, run_dir above); empty
   // for an attempt on one node. master_addr: part 0's node_address.
   std::vector<AttemptPart> parts;

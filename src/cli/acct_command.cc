@@ -25,6 +25,14 @@ std::string Ms(const json& row, const char* key) {
   return FormatDuration(ms / 1000 * 1000);
 }
 
+// GPU-hours weighted by utilisation, with the mean utilisation: "0.74 (62%)"; "-" when the
+// probe never knew it (no GPU, or GPUs whose utilisation is unknown).
+std::string Used(const json& row) {
+  const json& u = row.contains("utilization") ? row["utilization"] : json();
+  if (!u.is_number()) return "-";
+  return fmt::format("{:.2f} ({:.0f}%)", row.value("gpu_hours_used", 0.0), u.get<double>() * 100);
+}
+
 std::string Time(int64_t ms) {
   if (ms <= 0) return "-";
   std::time_t t = static_cast<std::time_t>(ms / 1000);
@@ -63,7 +71,7 @@ int CmdAcct(Client& client, const AcctArgs& args) {
     return 0;
   }
   std::vector<std::vector<std::string>> rows = {{"ID", "USER", "NAME", "STATE", "SUBMITTED", "WAIT",
-                                                 "ELAPSED", "GPUS", "GPU-HOURS", "PEAK/GPU",
+                                                 "ELAPSED", "GPUS", "GPU-HOURS", "USED", "PEAK/GPU",
                                                  "ATTEMPTS", "END"}};
   for (const json& j : r->value("jobs", json::array())) {
     uint64_t peak = j.value("peak_bytes_per_gpu", uint64_t{0});
@@ -71,18 +79,20 @@ int CmdAcct(Client& client, const AcctArgs& args) {
                     TerminalSafe(j.value("name", "")), j.value("state", ""),
                     Time(j.value("submitted_at", int64_t{0})), Ms(j, "wait_ms"),
                     Ms(j, "elapsed_ms"), std::to_string(j.value("gpus", 0)),
-                    fmt::format("{:.2f}", j.value("gpu_hours", 0.0)),
+                    fmt::format("{:.2f}", j.value("gpu_hours", 0.0)), Used(j),
                     peak > 0 ? FormatBytes(peak) : "-", std::to_string(j.value("attempts", 0)),
                     TerminalSafe(j.value("end", ""))});
   }
   std::string out = RenderTable(rows);
-  std::vector<std::vector<std::string>> users = {
-      {"USER", "JOBS", "SUCCEEDED", "FAILED", "CANCELLED", "RUNNING", "GPU-HOURS", "ELAPSED"}};
+  std::vector<std::vector<std::string>> users = {{"USER", "JOBS", "SUCCEEDED", "FAILED",
+                                                  "CANCELLED", "RUNNING", "GPU-HOURS", "USED",
+                                                  "ELAPSED"}};
   for (const json& u : r->value("users", json::array())) {
     users.push_back({TerminalSafe(u.value("user", "")), std::to_string(u.value("jobs", 0)),
                      std::to_string(u.value("succeeded", 0)), std::to_string(u.value("failed", 0)),
                      std::to_string(u.value("cancelled", 0)), std::to_string(u.value("running", 0)),
-                     fmt::format("{:.2f}", u.value("gpu_hours", 0.0)), Ms(u, "elapsed_ms")});
+                     fmt::format("{:.2f}", u.value("gpu_hours", 0.0)),
+                     fmt::format("{:.2f}", u.value("gpu_hours_used", 0.0)), Ms(u, "elapsed_ms")});
   }
   out += "\n" + RenderTable(users);
   std::fputs(out.c_str(), stdout);

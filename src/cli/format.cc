@@ -168,6 +168,22 @@ std::string AttemptDetails(const Reply& a, int64_t now_ms) {
                      AttemptDuration(a, now_ms));
   out += fmt::format("  exit code {}  signal {}  out of memory {}\n", a.Text("exit_code"),
                      a.Text("signal"), a.BoolOr("oom", false) ? "yes" : "no");
+  // What it did with its GPUs, as its node measured it (absent from an older daemon).
+  if (a.Has("usage")) {
+    Reply u = a.Object("usage");
+    double held = u.OptNum("gpu_seconds_held").value_or(0);
+    if (held > 0) {
+      std::optional<double> util = u.OptNum("utilization_mean");
+      std::optional<uint64_t> mem = u.OptUInt("memory_mean_bytes");
+      out += fmt::format(
+          "  GPU time held {:.2f} GPU-h, used {:.2f} GPU-h ({}), memory {} per GPU "
+          "on average\n",
+          held / 3600, u.OptNum("gpu_seconds_used").value_or(0) / 3600,
+          util ? fmt::format("{:.0f}% utilisation", *util * 100)
+               : std::string("utilisation unknown"),
+          mem ? FormatBytes(*mem) : std::string("unknown"));
+    }
+  }
   std::string end_reason = a.Text("end_reason");
   if (!end_reason.empty() && end_reason != "-" &&
       end_reason != "exit code " + a.Text("exit_code")) {

@@ -16,6 +16,13 @@ AcctRow AcctOf(const Job& job, UnixMs now) {
   r.state = std::string(StateName(job.state));
   r.submitted_at = job.submitted_at;
   r.attempts = static_cast<int>(job.attempts.size());
+  AttemptUsage usage;
+  for (const Attempt& a : job.attempts) usage += a.usage;
+  r.gpu_hours_used = static_cast<double>(usage.busy_gpu_ms) / 3'600'000.0;
+  if (usage.util_known_ms > 0) {
+    r.utilization =
+        static_cast<double>(usage.busy_gpu_ms) / static_cast<double>(usage.util_known_ms);
+  }
   for (const Attempt& a : job.attempts) {
     if (a.started_at <= 0) continue;
     if (r.started_at == 0) r.started_at = a.started_at;
@@ -54,6 +61,8 @@ json AcctToJson(const AcctRow& r) {
           {"elapsed_ms", r.elapsed_ms},
           {"gpus", r.gpus},
           {"gpu_hours", r.gpu_hours},
+          {"gpu_hours_used", r.gpu_hours_used},
+          {"utilization", r.utilization < 0 ? json(nullptr) : json(r.utilization)},
           {"peak_bytes_per_gpu", r.peak_bytes_per_gpu},
           {"attempts", r.attempts},
           {"end", r.end}};
@@ -76,6 +85,10 @@ Result<AcctRow> AcctFromJson(const std::string& text) {
   r.elapsed_ms = j.value("elapsed_ms", int64_t{0});
   r.gpus = j.value("gpus", 0);
   r.gpu_hours = j.value("gpu_hours", 0.0);
+  r.gpu_hours_used = j.value("gpu_hours_used", 0.0);  // rows kept before it was measured: 0
+  if (j.contains("utilization") && j["utilization"].is_number()) {
+    r.utilization = j["utilization"].get<double>();
+  }
   r.peak_bytes_per_gpu = j.value("peak_bytes_per_gpu", uint64_t{0});
   r.attempts = j.value("attempts", 0);
   r.end = j.value("end", "");
@@ -92,6 +105,7 @@ std::map<std::string, AcctTotal> AcctTotals(const std::vector<AcctRow>& rows) {
     t.cancelled += r.state == "cancelled";
     t.active += r.state == "starting" || r.state == "running";
     t.gpu_hours += r.gpu_hours;
+    t.gpu_hours_used += r.gpu_hours_used;
     t.elapsed_ms += r.elapsed_ms;
   }
   return out;

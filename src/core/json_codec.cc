@@ -451,6 +451,16 @@ json RecordJson(const std::string& text) {
 
 }  // namespace
 
+json AttemptUsageJson(const AttemptUsage& u) {
+  return {{"gpu_seconds_held", static_cast<double>(u.held_gpu_ms) / 1000.0},
+          {"gpu_seconds_used", static_cast<double>(u.busy_gpu_ms) / 1000.0},
+          {"utilization_mean", u.util_known_ms
+                                   ? json(static_cast<double>(u.busy_gpu_ms) / u.util_known_ms)
+                                   : json(nullptr)},
+          {"memory_mean_bytes",
+           u.held_gpu_ms >= 1000 ? json(u.mem_byte_s / (u.held_gpu_ms / 1000)) : json(nullptr)}};
+}
+
 json AttemptToJson(const Attempt& a) {
   json parts = json::array();
   for (const AttemptPart& p : a.parts) {
@@ -475,7 +485,8 @@ json AttemptToJson(const Attempt& a) {
               {"pid", a.pid},
               {"end_reason", a.end_reason},
               {"master_port", a.master_port > 0 ? json(a.master_port) : json(nullptr)},
-              {"nodes", AttemptNodes(a)}};
+              {"nodes", AttemptNodes(a)},
+              {"usage", AttemptUsageJson(a.usage)}};
 }
 
 json JobToJson(const Job& job) {

@@ -17,6 +17,10 @@ namespace trainq {
 // Times are RFC 3339 (FormatTime), null when unset (started_at 0, ended_at empty);
 // exit_code and signal are null when unset.
 nlohmann::json AttemptToJson(const Attempt& attempt);
+// {"gpu_seconds_held", "gpu_seconds_used" (held weighted by utilisation), "utilization_mean"
+// (0-1 over the time it was known; null: never), "memory_mean_bytes" (per GPU; null: under a
+// second held)}.
+nlohmann::json AttemptUsageJson(const AttemptUsage& usage);
 
 // {id, name, state, command, cwd, gpus, mem_bytes, mem_percent, exclusive, cpus, priority,
 //  retries, user, submitted_at, reason, attempt, not_before, after, after_any,

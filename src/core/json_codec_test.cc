@@ -67,6 +67,7 @@ Attempt FullAttempt() {
   a.exit_code = 1;
   a.oom = true;
   a.peak_mem_bytes = 39ull << 30;
+  a.usage = {120000, 60000, 45000, (30ull << 30) * 120};
   a.end_reason = "out of memory (retry 1 of 3 in 30s)";
   a.master_port = 29501;
   return a;
@@ -93,7 +94,8 @@ TEST(AttemptToJsonTest, EveryKeyWithTimesAsRfc3339) {
                                             "end_reason",
                                             "master_port",
                                             "nodes",
-                                            "parts"}));
+                                            "parts",
+                                            "usage"}));
   EXPECT_EQ(j["n"], 2);
   EXPECT_EQ(j["state"], "failed");
   EXPECT_EQ(j["node"], "gpu07");
@@ -111,6 +113,11 @@ TEST(AttemptToJsonTest, EveryKeyWithTimesAsRfc3339) {
   EXPECT_EQ(j["pid"], 4242);
   EXPECT_EQ(j["end_reason"], "out of memory (retry 1 of 3 in 30s)");
   EXPECT_EQ(j["master_port"], 29501);
+  // Held 120 GPU-seconds, utilisation known for 60 of them, at 75 %: 45 used.
+  EXPECT_EQ(j["usage"], json({{"gpu_seconds_held", 120.0},
+                              {"gpu_seconds_used", 45.0},
+                              {"utilization_mean", 0.75},
+                              {"memory_mean_bytes", 30ull << 30}}));
 }
 
 TEST(AttemptToJsonTest, UnsetValuesAreNull) {
@@ -123,6 +130,8 @@ TEST(AttemptToJsonTest, UnsetValuesAreNull) {
   EXPECT_EQ(j["signal"], 9);
   EXPECT_EQ(j["state"], "starting");
   EXPECT_EQ(j["oom"], false);
+  EXPECT_TRUE(j["usage"]["utilization_mean"].is_null());
+  EXPECT_TRUE(j["usage"]["memory_mean_bytes"].is_null());
   EXPECT_TRUE(j["master_port"].is_null());
 }
 

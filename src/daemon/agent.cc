@@ -555,6 +555,7 @@ void Agent::RecordEnd(JobId id, const AttemptEnd& given) {
   end.parts = live.parts;
   // What the attempt leaves here (its log, spec and records) counts against its user's cap.
   end.log_bytes = DirBytes(live.run_dir);
+  WriteUsage(id, live, clock_.Now());
   live_.erase(it);
   StoreEnd(id, n, end);
   // The attempt's memory is free now: sample at once so the next job need not wait a tick.
@@ -767,7 +768,12 @@ void Agent::AttributeUsage() {
       live_[id].used_by_gpu[g.index] += proc.used_bytes;
     }
   }
+  std::map<int, int> utilization;
+  for (const GpuInfo& g : sampler_.snapshot()->gpus) utilization[g.index] = g.utilization_pct;
+  UnixMs t = sampler_.sampled_at();
   for (auto& [id, live] : live_) {
+    CountUsage(live, t, utilization);
+    if (t - live.usage_written_at >= kUsageWriteMs) WriteUsage(id, live, t);
     // Per GPU, as --mem and the reservation are: a 4-GPU job's sum would read as 4x its ask.
     uint64_t most = 0;
     for (auto& [gpu, bytes] : live.used_by_gpu) most = std::max(most, bytes);
@@ -777,6 +783,43 @@ void Agent::AttributeUsage() {
       if (!st.ok()) spdlog::warn("job {}: recording peak memory: {}", id, st.message());
     }
   }
+}
+
+// From one sample to the next, each GPU the attempt holds here adds the time between them to
+// held, to busy that time its utilisation (the GPU's: jobs sharing one each count all of it),
+// and the memory its processes use. The first sample of an attempt, or one after a gap longer
+// than two sample intervals (a stalled loop, samples that failed), counts no more than that.
+void Agent::CountUsage(LiveAttempt& live, UnixMs t, const std::map<int, int>& utilization) {
+  int64_t gap = std::max<int64_t>(2 * config_.sample_interval_ms, 2000);
+  UnixMs from = live.usage_at > 0 ? live.usage_at : std::max(live.started_at, t - gap);
+  live.usage_at = std::max(live.usage_at, t);
+  if (live.usage_written_at == 0) live.usage_written_at = t;
+  int64_t dt = std::min(t - from, gap);
+  if (dt <= 0) return;
+  for (int gpu : live.gpu_indices) {
+    AttemptUsage& u = live.unwritten;
+    u.held_gpu_ms += static_cast<uint64_t>(dt);
+    auto util = utilization.find(gpu);
+    if (util != utilization.end() && util->second >= 0) {
+      u.util_known_ms += static_cast<uint64_t>(dt);
+      u.busy_gpu_ms += static_cast<uint64_t>(dt * util->second / 100);
+    }
+    auto used = live.used_by_gpu.find(gpu);
+    if (used != live.used_by_gpu.end()) {
+      u.mem_byte_s += used->second * static_cast<uint64_t>(dt) / 1000;
+    }
+  }
+}
+
+void Agent::WriteUsage(JobId id, LiveAttempt& live, UnixMs now) {
+  if (live.unwritten.empty()) return;
+  Status st = store_.AddUsage(id, live.n, live.unwritten);
+  if (!st.ok()) {
+    spdlog::warn("job {}: recording its GPU usage: {}", id, st.message());
+    return;
+  }
+  live.unwritten = {};
+  live.usage_written_at = now;
 }
 
 }  // namespace trainq

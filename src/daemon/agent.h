@@ -78,6 +78,11 @@ struct LiveAttempt {
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
   uint64_t peak_bytes = 0;
+  // GPU time held and used since it was last written (Store::AddUsage), and the sample it was
+  // counted to: written each minute and at the end; a crash loses at most that minute.
+  AttemptUsage unwritten{};
+  UnixMs usage_at = 0;
+  UnixMs usage_written_at = 0;
   std::optional<StoppingAttempt> stopping;
 };
 
@@ -192,6 +197,8 @@ class Agent {
   void CheckStopping();
   // After a fresh sample: which attempt each GPU process belongs to, and the attempts' peaks.
   void AttributeUsage();
+  // How often an attempt's GPU usage is written to the store while it runs.
+  static constexpr int64_t kUsageWriteMs = 60000;
   bool OwnsGpuProcess(int64_t pid) const { return pid_owner_.count(pid) > 0; }
 
   const std::map<JobId, LiveAttempt>& live() const { return live_; }
@@ -204,6 +211,10 @@ class Agent {
   void Stop();
 
  private:
+  // Adds the GPU time from the last sample to `t` to the attempt's unwritten usage.
+  void CountUsage(LiveAttempt& live, UnixMs t, const std::map<int, int>& utilization);
+  // Writes what is unwritten; kept for the next try when the store refuses.
+  void WriteUsage(JobId id, LiveAttempt& live, UnixMs now);
   static constexpr int64_t kPortRetryMs = 2000;
 
   Result<int> TakeMasterPort(const Job& job);  // 0 for jobs that need none

@@ -574,11 +574,12 @@ namespace {
 Result<Endpoint> PeerEndpoint(ClusterStore& store, const std::string& node, std::string_view what) {
   Result<std::vector<NodeRecord>> nodes = store.Nodes();
   if (!nodes.ok()) return nodes.status();
-  for (const NodeRecord& r : *nodes) {
-    if (r.name != node) continue;
-    if (r.api_url.empty()) break;
-    return ParseServerUrl(r.api_url, "api_url");
+  auto found = std::find_if(nodes->begin(), nodes->end(),
+                            [&](const NodeRecord& r) { return r.name == node; });
+  if (found == nodes->end()) {
+    return Status::NotFound(fmt::format("node: no node '{}' in the cluster (trainq nodes)", node));
   }
+  if (!found->api_url.empty()) return ParseServerUrl(found->api_url, "api_url");
   return Status::Unavailable(
       fmt::format("{} is on node {}, which serves no API to the other nodes: set `listen` in its "
                   "config.toml (docs/cluster.md)",
@@ -587,23 +588,38 @@ Result<Endpoint> PeerEndpoint(ClusterStore& store, const std::string& node, std:
 
 }  // namespace
 
-void ClusterMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
-                           const Job& job, const Attempt& attempt, Responder& respond) {
-  Result<Endpoint> peer = PeerEndpoint(
-      store_, attempt.node, fmt::format("the log of job {} attempt {}", job.id, attempt.n));
-  if (!peer.ok()) return respond(ErrorResponse(peer.status()));
-  std::string target = CanonicalTarget(path, query);
+Result<HttpResponse> ClusterMode::AskNode(const std::string& node, const std::string& method,
+                                          const std::string& target, const std::string& body,
+                                          std::string_view what) {
+  Result<Endpoint> peer = PeerEndpoint(store_, node, what);
+  if (!peer.ok()) return peer.status();
   CallOptions options;
   options.timeout_ms = 5000;
-  options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), "GET", target);
+  options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), method, target);
   options.ca_file = GetEnv("TRAINQ_CA");
-  Result<HttpResponse> answer = HttpCall(*peer, "GET", target, "", options);
+  Result<HttpResponse> answer = HttpCall(*peer, method, target, body, options);
   if (!answer.ok()) {
-    return respond(ErrorResponse(Status::Unavailable(
-        fmt::format("the log of job {} is on node {}, which does not answer: {}", job.id,
-                    attempt.node, answer.status().message()))));
+    return Status::Unavailable(fmt::format("{} is on node {}, which does not answer: {}", what,
+                                           node, answer.status().message()));
   }
-  respond(std::move(*answer));
+  return answer;
+}
+
+void ClusterMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
+                           const Job& job, const Attempt& attempt, Responder& respond) {
+  Result<HttpResponse> answer =
+      AskNode(attempt.node, "GET", CanonicalTarget(path, query), "",
+              fmt::format("the log of job {} attempt {}", job.id, attempt.n));
+  respond(answer.ok() ? std::move(*answer) : ErrorResponse(answer.status()));
+}
+
+// Short and synchronous, as ProxyLog: the dashboard asks each node's hour once per load.
+void ClusterMode::ProxyGpuHistory(const std::string& node,
+                                  const std::map<std::string, std::string>& query,
+                                  Responder& respond) {
+  Result<HttpResponse> answer =
+      AskNode(node, "GET", CanonicalTarget("/v1/gpus/history", query), "", "the GPU history");
+  respond(answer.ok() ? std::move(*answer) : ErrorResponse(answer.status()));
 }
 
 // Short and synchronous, as ProxyLog: a step request is small, and the parts ask a few times a
@@ -613,20 +629,9 @@ void ClusterMode::ProxyStep(const std::string& node, const std::string& method,
                             const std::map<std::string, std::string>& query,
                             const std::string& body, const Job& job, int attempt, int rank,
                             Responder& respond) {
-  Result<Endpoint> peer =
-      PeerEndpoint(store_, node, fmt::format("the batch script of job {}", job.id));
-  if (!peer.ok()) return respond(ErrorResponse(peer.status()));
-  std::string target = CanonicalTarget(path, query);
-  CallOptions options;
-  options.timeout_ms = 5000;
-  options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), method, target);
-  options.ca_file = GetEnv("TRAINQ_CA");
-  Result<HttpResponse> answer = HttpCall(*peer, method, target, body, options);
-  if (!answer.ok()) {
-    return respond(ErrorResponse(Status::Unavailable(
-        fmt::format("job {}: node {}, where its batch script runs, does not answer: {}", job.id,
-                    node, answer.status().message()))));
-  }
+  Result<HttpResponse> answer = AskNode(node, method, CanonicalTarget(path, query), body,
+                                        fmt::format("the batch script of job {}", job.id));
+  if (!answer.ok()) return respond(ErrorResponse(answer.status()));
   if (method != "GET" || answer->status != 200) return respond(std::move(*answer));
   json doc = json::parse(answer->body, nullptr, false);
   if (!doc.is_object() || !doc.contains("step_text")) return respond(std::move(*answer));

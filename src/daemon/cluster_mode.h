@@ -89,10 +89,17 @@ class ClusterMode final : public Mode {
   void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
                  const std::map<std::string, std::string>& query, const std::string& body,
                  const Job& job, int attempt, int rank, Responder& respond) override;
+  void ProxyGpuHistory(const std::string& node, const std::map<std::string, std::string>& query,
+                       Responder& respond) override;
   void NodesRoute(Responder& respond) override { leader_.NodesRoute(respond); }
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
 
  private:
+  // One request to node `node`'s API, signed with the cluster key as this node's; the node's
+  // address is looked up for `what` (said when there is none). kUnavailable: it did not answer.
+  Result<HttpResponse> AskNode(const std::string& node, const std::string& method,
+                               const std::string& target, const std::string& body,
+                               std::string_view what);
   // The attempts this node ran until it was judged lost while this daemon was away: their
   // ends are read and reported while the store still waits for them.
   void ReadoptLost();

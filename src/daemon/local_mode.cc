@@ -127,6 +127,14 @@ Status LocalMode::CancelElsewhere(const Job& job, std::string* message) {
   return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
 }
 
+void LocalMode::ProxyGpuHistory(const std::string& node,
+                                const std::map<std::string, std::string>& query,
+                                Responder& respond) {
+  (void)query;
+  respond(ErrorResponse(Status::NotFound(
+      fmt::format("node: no node '{}'; this machine is node {}, the only one", node, p_.node))));
+}
+
 void LocalMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                          const Job& job, const Attempt& attempt, Responder& respond) {
   (void)path;

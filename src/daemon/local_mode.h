@@ -41,6 +41,8 @@ class LocalMode final : public Mode, public Scheduler::Site {
   void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
                  const std::map<std::string, std::string>& query, const std::string& body,
                  const Job& job, int attempt, int rank, Responder& respond) override;
+  void ProxyGpuHistory(const std::string& node, const std::map<std::string, std::string>& query,
+                       Responder& respond) override;
   void NodesRoute(Responder& respond) override;
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
 

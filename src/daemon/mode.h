@@ -78,6 +78,11 @@ class Mode {
                          const std::string& path, const std::map<std::string, std::string>& query,
                          const std::string& body, const Job& job, int attempt, int rank,
                          Responder& respond) = 0;
+  // GET /v1/gpus/history?node=NODE for another node: asked of it, as this node's signed
+  // request (`query` without node). One machine has no other node: 404 naming it.
+  virtual void ProxyGpuHistory(const std::string& node,
+                               const std::map<std::string, std::string>& query,
+                               Responder& respond) = 0;
   // GET /v1/nodes and POST /v1/nodes/NAME/drain|resume.
   virtual void NodesRoute(Responder& respond) = 0;
   virtual void DrainRoute(const std::string& name, bool drain, Responder& respond) = 0;

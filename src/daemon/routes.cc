@@ -403,7 +403,16 @@ class Routes {
     c.respond({200, c.d.settings->Json(), "application/json"});
   }
   static void SetConfig(RouteContext& c);
-  static void GpuHistory(RouteContext& c) { c.d.watch->History(c.req, c.respond); }
+  // ?node=NAME: another node's hour, asked of it (each node keeps its own).
+  static void GpuHistory(RouteContext& c) {
+    auto node = c.req.query.find("node");
+    if (node == c.req.query.end() || node->second == c.d.node) {
+      return c.d.watch->History(c.req, c.respond);
+    }
+    std::map<std::string, std::string> query = c.req.query;
+    query.erase("node");
+    c.d.mode->ProxyGpuHistory(node->second, query, c.respond);
+  }
   static void Events(RouteContext& c) { c.d.watch->Events(c.req, c.respond); }
   static void Metrics(RouteContext& c) { c.d.watch->Metrics(c.req, c.respond); }
   static void CreateToken(RouteContext& c) { c.d.tokens->Create(c.req, c.caller, c.respond); }
@@ -827,6 +836,7 @@ void Routes::Acct(RouteContext& c) {
                      {"cancelled", t.cancelled},
                      {"running", t.active},
                      {"gpu_hours", t.gpu_hours},
+                     {"gpu_hours_used", t.gpu_hours_used},
                      {"elapsed_ms", t.elapsed_ms}});
   }
   c.respond(Json(200, {{"jobs", std::move(out_jobs)}, {"users", std::move(users)}}));
@@ -1473,14 +1483,14 @@ void Api::Handle(HttpRequest request, Responder respond) {
   std::string_view segment;
   const Route* route = FindRoute(request, &segment);
   // A peer's signed request serves a log, or the steps of a part it runs; nothing else.
-  bool peer_route =
-      route != nullptr && (route->handle == Routes::Log || route->handle == Routes::Transfer ||
-                           route->handle == Routes::Outputs || route->handle == Routes::ReadSteps ||
-                           route->handle == Routes::FinishStep);
+  bool peer_route = route != nullptr &&
+                    (route->handle == Routes::Log || route->handle == Routes::Transfer ||
+                     route->handle == Routes::Outputs || route->handle == Routes::ReadSteps ||
+                     route->handle == Routes::FinishStep || route->handle == Routes::GpuHistory);
   if (!caller->node.empty() && !peer_route) {
     return respond(ErrorResponse(Status::Permission(fmt::format(
-        "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log) or the "
-        "steps of a part it runs",
+        "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log), the "
+        "steps of a part it runs or the GPU history",
         caller->node))));
   }
   RouteContext c{d_, request, respond, *caller, segment};

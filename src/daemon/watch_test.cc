@@ -250,6 +250,36 @@ TEST_F(DaemonWatchTest, PerUserMetricsOnlyWhenAsked) {
   EXPECT_THAT(m, HasSubstr("trainq_user_jobs_submitted_total{user=\"" + user + "\"} 1\n"));
 }
 
+TEST_F(DaemonWatchTest, AnAttemptsGpuTimeHeldAndUsedIsKeptWithIt) {
+  GpuInfo busy = Gpu(0, 80);
+  busy.utilization_pct = 40;
+  GpuInfo idle = Gpu(1, 80);
+  idle.utilization_pct = 0;
+  SetGpus({busy, idle});
+  Start();
+  JobId two = Submit({{"gpus", 2}});
+  for (int i = 0; i < 61; ++i) Sample();
+  // Written each minute while it runs: a crash loses at most that.
+  AttemptUsage mid = Get(two).attempts.at(0).usage;
+  EXPECT_GE(mid.held_gpu_ms, 2u * 60000);
+  Sample();
+  ASSERT_TRUE(shims_.Exit(RunDir(two, 1), Exited(0)));
+  Loop();
+  AttemptUsage u = Get(two).attempts.at(0).usage;
+  EXPECT_EQ(u.held_gpu_ms, 2u * 62000);  // two GPUs, 62 samples a second apart
+  EXPECT_EQ(u.util_known_ms, 2u * 62000);
+  EXPECT_EQ(u.busy_gpu_ms, 62000u * 40 / 100);  // GPU 0 at 40 %, GPU 1 idle
+  json shown = json::parse(Call("GET", "/v1/jobs/" + std::to_string(two)).body);
+  json usage = shown["attempts"][0]["usage"];
+  EXPECT_DOUBLE_EQ(usage["gpu_seconds_held"].get<double>(), 124.0);
+  EXPECT_DOUBLE_EQ(usage["utilization_mean"].get<double>(), 0.2);
+  json acct = json::parse(Call("GET", "/v1/acct").body);
+  ASSERT_EQ(acct["jobs"].size(), 1u);
+  EXPECT_NEAR(acct["jobs"][0]["gpu_hours_used"].get<double>(), 24.8 / 3600, 1e-9);
+  EXPECT_DOUBLE_EQ(acct["jobs"][0]["utilization"].get<double>(), 0.2);
+  EXPECT_NEAR(acct["users"][0]["gpu_hours_used"].get<double>(), 24.8 / 3600, 1e-9);
+}
+
 TEST_F(DaemonWatchTest, DcgmExportersJobMappingFilesNameTheJobsOnEachGpu) {
   config_.hpc_job_mapping_dir = dir_ + "/hpc-jobs";
   SetGpus({Gpu(0, 80), Gpu(1, 80)});

@@ -45,6 +45,10 @@ class Faulty : public Base {
     if (Status st = Take("Get"); !st.ok()) return st;
     return inner_->Get(id);
   }
+  Status AddUsage(JobId id, int attempt, const AttemptUsage& add) override {
+    if (Status st = Take("AddUsage"); !st.ok()) return st;
+    return inner_->AddUsage(id, attempt, add);
+  }
   Result<JobId> LastId() override {
     if (Status st = Take("LastId"); !st.ok()) return st;
     return inner_->LastId();

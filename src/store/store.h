@@ -157,6 +157,8 @@ class Store {
   virtual Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) = 0;
   // Raises the attempt's recorded peak GPU memory if `bytes` is higher.
   virtual Status RecordPeak(JobId id, int attempt, uint64_t bytes) = 0;
+  // Adds `add` to the attempt's usage (Attempt::usage); kNotFound without that attempt.
+  virtual Status AddUsage(JobId id, int attempt, const AttemptUsage& add) = 0;
 
   // queued|blocked -> cancelled. kConflict if the job is in another state.
   virtual Status CancelWaiting(JobId id, const std::string& reason) = 0;

@@ -431,6 +431,23 @@ TEST_P(StoreConformance, RecordPeakOnlyRaises) {
   EXPECT_TRUE(HasCode(store().RecordPeak(id, 2, 1), Code::kNotFound));
 }
 
+TEST_P(StoreConformance, AddUsageAddsUpAndOutlivesTheEnd) {
+  JobId id = SubmitOne();
+  ASSERT_TRUE(IsOk(StartRunning(id, 0)));
+  EXPECT_TRUE(Fetch(id).current()->usage.empty());
+  uint64_t mem = uint64_t{30} << 40;  // 30 GiB for 1,024 s: past 32 bits
+  ASSERT_TRUE(IsOk(store().AddUsage(id, 1, {60000, 60000, 30000, mem})));
+  ASSERT_TRUE(IsOk(store().AddUsage(id, 1, {1000, 0, 0, 7})));
+  ASSERT_TRUE(IsOk(store().FinishAttempt(
+      id, 1, Ended(JobState::kSucceeded, JobState::kSucceeded, "exit code 0"))));
+  AttemptUsage u = Fetch(id).current()->usage;
+  EXPECT_EQ(u.held_gpu_ms, 61000u);
+  EXPECT_EQ(u.util_known_ms, 60000u);
+  EXPECT_EQ(u.busy_gpu_ms, 30000u);
+  EXPECT_EQ(u.mem_byte_s, mem + 7);
+  EXPECT_TRUE(HasCode(store().AddUsage(id, 2, {1, 1, 1, 1}), Code::kNotFound));
+}
+
 TEST_P(StoreConformance, SetReasonsOnlyTouchesWaitingJobs) {
   JobId queued = SubmitOne();
   JobId running = SubmitOne();

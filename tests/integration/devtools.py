@@ -5,30 +5,13 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
 
 import websocket
 
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(predicate, timeout, interval, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+from conftest import free_port, wait_for
 
 
 class DevToolsError(Exception):
@@ -43,7 +26,7 @@ class Browser:
         chromium = shutil.which("chromium")
         assert chromium, "chromium is installed by scripts/deps.sh test"
         self.profile = tempfile.mkdtemp(prefix="tq-chromium-")
-        port = _free_port()
+        port = free_port()
         # As root, Chromium runs only without its sandbox.
         self.proc = subprocess.Popen(
             [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -60,7 +43,7 @@ class Browser:
             except OSError:
                 return None
 
-        url = _wait_for(page_target, timeout=60, interval=0.2, what="Chromium's DevTools port")
+        url = wait_for(page_target, timeout=60, interval=0.2, what="Chromium's DevTools port")
         self.ws = websocket.create_connection(url, timeout=60, suppress_origin=True)
         self.next_id = 0
         self.errors = []  # exceptions thrown in the page
@@ -94,7 +77,7 @@ class Browser:
                 return self.eval(expression)
             except DevToolsError:  # the page was navigating: ask again
                 return None
-        return _wait_for(holds, timeout=timeout, interval=0.1, what=what or expression)
+        return wait_for(holds, timeout=timeout, interval=0.1, what=what or expression)
 
     def screenshot(self, path):
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -229,3 +229,39 @@ def test_trainq_dashboard_prints_a_url_with_a_read_token(served, make_trainq):
     refused = plain.run("dashboard", "--no-open", check=False)
     assert refused.returncode == 1
     assert "listen" in refused.stderr and refused.stdout == ""
+
+
+def test_any_node_of_a_cluster_serves_every_nodes_gpu_history_and_the_whole_queues_events(
+        make_cluster):
+    cluster = make_cluster(2, gpus=[gpu(0)])
+    n0, n1 = cluster.node("node0"), cluster.node("node1")
+    port0 = int(n0_listen(n0).rsplit(":", 1)[1])
+    tok = token(n0)
+    conn = http.client.HTTPConnection("127.0.0.1", port0, timeout=30)
+    conn.request("GET", "/v1/events", headers={"Authorization": f"Bearer {tok}"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    # Submitted on node1, run wherever the leader puts it: node0's stream tells it all.
+    job = n1.submit("--gpus", "1", "--node", "node1", cmd=["sh", "-c", "sleep 1"])
+    events = read_events(resp, lambda ev: any(
+        e["type"] == "job" and e["data"]["id"] == job and e["data"]["kind"] == "ended"
+        for e in ev))
+    life = [e["data"] for e in events if e["type"] == "job" and e["data"]["id"] == job]
+    assert life[0]["kind"] == "submitted" and life[-1]["state"] == "succeeded"
+    assert any(d["kind"] == "started" and d["node"] == "node1" for d in life), life
+    resp.close()
+    conn.close()
+    # node1's hour of GPU samples, asked of node0.
+    wait_for(lambda: len(json.loads(get(port0, "/v1/gpus/history?node=node1", tok)[1])["t"]) > 1,
+             what="node1's history through node0")
+    res, body = get(port0, "/v1/gpus/history?node=node1", tok)
+    assert res.status == 200
+    assert json.loads(body)["node"] == "node1"
+    assert json.loads(get(port0, "/v1/gpus/history", tok)[1])["node"] == "node0"
+    res, body = get(port0, "/v1/gpus/history?node=nope", tok)
+    assert res.status == 404 and "no node 'nope'" in body
+
+
+def n0_listen(t):
+    with open(os.path.join(t.state_dir, "config.toml")) as f:
+        return re.search(r'listen = \["([^"]+)"\]', f.read()).group(1)

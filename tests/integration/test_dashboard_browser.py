@@ -34,8 +34,10 @@ def served(make_trainq):
 
 def test_the_page_shows_jobs_reasons_gpus_and_a_chart(served, browser):
     tq, port = served
+    marker = os.path.join(tq.work, "go-on")
     running = tq.submit("--gpus", "1", "--mem", "60GiB", "--name", "resnet-big",
-                        cmd=["sleep", "600"])
+                        cmd=["sh", "-c", f"echo epoch 1 loss 0.93; while [ ! -e {marker} ]; do "
+                             "sleep 0.1; done; echo epoch 2 loss 0.71; sleep 600"])
     tq.wait_state(running, "running")
     waiting = tq.submit("--gpus", "2", "--mem", "70GiB", "--name", "llama-ft",
                         cmd=["sleep", "600"])
@@ -63,8 +65,13 @@ def test_the_page_shows_jobs_reasons_gpus_and_a_chart(served, browser):
     browser.screenshot(os.path.join(ARTEFACTS, "dashboard.png"))
     # A job's page: its reason, its log followed.
     browser.go(url.split("#")[0] + f"#job={running}")
-    browser.wait(f"(document.querySelector('#job-view') || {{}}).innerText?.includes('resnet-big')",
+    browser.wait("(document.querySelector('#job-view') || {}).innerText?.includes('resnet-big')",
                  what="the job's page")
+    browser.wait("document.querySelector('#log').innerText.includes('epoch 1 loss 0.93')",
+                 what="the log")
+    open(marker, "w").close()  # more output: the page follows it
+    browser.wait("document.querySelector('#log').innerText.includes('epoch 2 loss 0.71')",
+                 what="the log's new line")
     browser.screenshot(os.path.join(ARTEFACTS, "dashboard-job.png"))
     assert browser.errors == [], browser.errors
     tq.run("cancel", str(running), str(waiting), str(late))

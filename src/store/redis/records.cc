@@ -279,6 +279,8 @@ Result<Attempt> ReadAttempt(const redisReply* hash) {
   if (r.Has("signal")) a.signal = r.Num<int>("signal");
   a.oom = r.Str("oom") == "1";
   a.peak_mem_bytes = r.Num<uint64_t>("peak_mem_bytes");
+  a.usage = {r.Num<uint64_t>("held_gpu_ms"), r.Num<uint64_t>("util_known_ms"),
+             r.Num<uint64_t>("busy_gpu_ms"), r.Num<uint64_t>("mem_byte_s")};
   a.end_reason = r.Str("end_reason");
   a.master_port = r.Num<int>("master_port");
   a.master_addr = r.Str("master_addr");

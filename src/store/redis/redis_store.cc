@@ -362,6 +362,13 @@ Status RedisStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
   return RunStatus(PeakScript(), {Num(id), Num(attempt), std::to_string(bytes)});
 }
 
+Status RedisStore::AddUsage(JobId id, int attempt, const AttemptUsage& add) {
+  return RunStatus(
+      UsageScript(),
+      {Num(id), Num(attempt), std::to_string(add.held_gpu_ms), std::to_string(add.util_known_ms),
+       std::to_string(add.busy_gpu_ms), std::to_string(add.mem_byte_s)});
+}
+
 Status RedisStore::CancelWaiting(JobId id, const std::string& reason) {
   return RunStatus(CancelWaitingScript(), {Num(id), FromCsv(Move::kCancelWaiting),
                                            StatesText(MoveFrom(Move::kCancelWaiting)), reason});

@@ -38,6 +38,7 @@ class RedisStore final : public ClusterStore {
                      UnixMs now) override;
   Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) override;
   Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
+  Status AddUsage(JobId id, int attempt, const AttemptUsage& add) override;
   Status CancelWaiting(JobId id, const std::string& reason) override;
   Status Requeue(JobId id, const std::string& reason, UnixMs now) override;
   Result<std::vector<JobId>> Forget(std::span<const JobId> ids,

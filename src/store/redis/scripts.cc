@@ -272,6 +272,19 @@ end
 return {'ok'}
 )lua";
 
+// ARGV: id, attempt, then the four usage fields' deltas as decimal text (HINCRBY: 64-bit).
+constexpr char kUsage[] = R"lua(
+local a = ak(ARGV[1], ARGV[2])
+if redis.call('EXISTS', a) == 0 then
+  return {'notfound', 'job ' .. ARGV[1] .. ' has no attempt ' .. ARGV[2]}
+end
+redis.call('HINCRBY', a, 'held_gpu_ms', ARGV[3])
+redis.call('HINCRBY', a, 'util_known_ms', ARGV[4])
+redis.call('HINCRBY', a, 'busy_gpu_ms', ARGV[5])
+redis.call('HINCRBY', a, 'mem_byte_s', ARGV[6])
+return {'ok'}
+)lua";
+
 // ARGV: id, from states, expected text, reason
 constexpr char kCancelWaiting[] = R"lua(
 local id = ARGV[1]
@@ -580,6 +593,7 @@ TRAINQ_SCRIPT(StartScript, "start", kStart)
 TRAINQ_SCRIPT(RunScript, "run", kRun)
 TRAINQ_SCRIPT(FinishScript, "finish", kFinish)
 TRAINQ_SCRIPT(PeakScript, "peak", kPeak)
+TRAINQ_SCRIPT(UsageScript, "usage", kUsage)
 TRAINQ_SCRIPT(CancelWaitingScript, "cancel_waiting", kCancelWaiting)
 TRAINQ_SCRIPT(RequeueScript, "requeue", kRequeue)
 TRAINQ_SCRIPT(MoveWaitingScript, "move_waiting", kMoveWaiting)
@@ -606,7 +620,7 @@ std::vector<const LuaScript*> AllScripts() {
       &RequeueScript(),       &MoveWaitingScript(),  &SetReasonsScript(),   &AddTokenScript(),
       &RevokeTokenScript(),   &HeartbeatScript(),    &SetDrainedScript(),   &RemoveNodeScript(),
       &AcquireLeaderScript(), &ResignLeaderScript(), &MarkNodeLostScript(), &RequestCancelScript(),
-      &ForgetScript(),        &FootprintScript()};
+      &ForgetScript(),        &FootprintScript(),    &UsageScript()};
 }
 
 }  // namespace trainq::redis

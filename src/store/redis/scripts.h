@@ -16,6 +16,7 @@ const LuaScript& StartScript();
 const LuaScript& RunScript();
 const LuaScript& FinishScript();
 const LuaScript& PeakScript();
+const LuaScript& UsageScript();
 const LuaScript& CancelWaitingScript();
 const LuaScript& RequeueScript();
 const LuaScript& MoveWaitingScript();

@@ -268,6 +268,7 @@ Result<Attempt> ReadAttempt(const Query& q, JobId* job_id) {
   a.peak_mem_bytes = q.Uint64(17);
   a.end_reason = q.Text(18);
   a.master_port = q.Int(19);
+  a.usage = {q.Uint64(20), q.Uint64(21), q.Uint64(22), q.Uint64(23)};
   return a;
 }
 

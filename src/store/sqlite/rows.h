@@ -40,7 +40,8 @@ inline constexpr char kPlacementColumns[] =
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
-    "peak_mem_bytes, end_reason, master_port";
+    "peak_mem_bytes, end_reason, master_port, held_gpu_ms, util_known_ms, busy_gpu_ms, "
+    "mem_byte_s";
 
 // The INSERT for a new job; bind with BindNewJob (its state and reason are bound last).
 inline constexpr char kInsertJobSql[] =

@@ -185,10 +185,18 @@ ALTER TABLE jobs ADD COLUMN transfers TEXT NOT NULL DEFAULT '';
 ALTER TABLE jobs ADD COLUMN collect TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 14: what each attempt did with its GPUs (Attempt::usage, Store::AddUsage).
+constexpr char kSchemaV14[] = R"sql(
+ALTER TABLE attempts ADD COLUMN held_gpu_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN util_known_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN busy_gpu_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN mem_byte_s INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4}, {5, kSchemaV5},
-    {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9}, {10, kSchemaV10},
-    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13},
+    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
+    {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
+    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

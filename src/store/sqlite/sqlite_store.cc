@@ -446,6 +446,19 @@ Status SqliteStore::RecordPeak(JobId id, int attempt, uint64_t bytes) {
   return Status::Ok();
 }
 
+Status SqliteStore::AddUsage(JobId id, int attempt, const AttemptUsage& add) {
+  Result<int64_t> updated = db_.Run(
+      "UPDATE attempts SET held_gpu_ms = held_gpu_ms + ?3, util_known_ms = util_known_ms + ?4, "
+      "busy_gpu_ms = busy_gpu_ms + ?5, mem_byte_s = mem_byte_s + ?6 WHERE job_id = ?1 AND n = ?2",
+      id, attempt, add.held_gpu_ms, add.util_known_ms, add.busy_gpu_ms, add.mem_byte_s);
+  if (!updated.ok()) return updated.status();
+  if (*updated != 1) {
+    return Status::NotFound("job " + std::to_string(id) + " has no attempt " +
+                            std::to_string(attempt));
+  }
+  return Status::Ok();
+}
+
 Status SqliteStore::CancelWaiting(JobId id, const std::string& reason) {
   FullSyncScope full_sync(db_, durable_);
   TRAINQ_RETURN_IF_ERROR(full_sync.Raise());

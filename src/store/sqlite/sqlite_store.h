@@ -69,6 +69,7 @@ class SqliteStore final : public Store {
                      UnixMs now) override;
   Status FinishAttempt(JobId id, int attempt, const AttemptEnd& end) override;
   Status RecordPeak(JobId id, int attempt, uint64_t bytes) override;
+  Status AddUsage(JobId id, int attempt, const AttemptUsage& add) override;
   Status CancelWaiting(JobId id, const std::string& reason) override;
   Result<std::vector<Status>> CancelWaitingMany(
       std::span<const std::pair<JobId, std::string>> cancels) override;
