@@ -5,7 +5,9 @@
   navigation to the queue's first rows and a GPU chart drawn, and the page's JS heap;
 - a submit's latency (`trainq submit -- true`, wall time) with no event-stream follower and
   with 100 followers that never read, rounds interleaved;
-- what the GPU history takes per GPU per sample, read from /metrics, and so for an hour of 8.
+- what the GPU history takes per GPU per sample, read from /metrics, and so for an hour of 8;
+- the daemon's CPU while idle with the QUEUE jobs waiting, with no follower and with one
+  (the event stream looks at the store once a second while anyone follows).
 
 Knobs (environment): QUEUE=10000 LOADS=5 SUBMITS=30 FOLLOWERS=100
 """
@@ -21,7 +23,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
-from bench import Trainq, git_version, log, machine, sim_gpus, wait_until  # noqa: E402
+from bench import (Trainq, git_version, log, machine, proc_cpu_ns, sim_gpus,  # noqa: E402
+                   wait_until)
 from conftest import free_port  # noqa: E402
 from devtools import Browser  # noqa: E402
 
@@ -29,6 +32,7 @@ QUEUE = int(os.environ.get("QUEUE", 10000))
 LOADS = int(os.environ.get("LOADS", 5))
 SUBMITS = int(os.environ.get("SUBMITS", 30))
 FOLLOWERS = int(os.environ.get("FOLLOWERS", 100))
+IDLE_SECONDS = float(os.environ.get("IDLE_SECONDS", 20))
 
 
 def get(port, path, token):
@@ -81,6 +85,13 @@ def submit_times(tq, count):
     return out
 
 
+def idle_cpu(pid, seconds=IDLE_SECONDS):
+    """The daemon's CPU share over `seconds` of nothing happening."""
+    t0, c0 = time.monotonic(), proc_cpu_ns(pid)
+    time.sleep(seconds)
+    return (proc_cpu_ns(pid) - c0) / 1e9 / (time.monotonic() - t0)
+
+
 def main():
     binary = os.path.abspath(sys.argv[1])
     port = free_port()
@@ -99,6 +110,16 @@ def main():
         listing = len(get(port, "/v1/jobs", token))
         log("loading the page")
         times, heaps, rows = page_load(tq, port, url)
+
+        log("idle CPU without and with a follower")
+        pid = tq.daemon_pid()
+        cpu_alone = idle_cpu(pid)
+        follower = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        follower.request("GET", "/v1/events", headers={"Authorization": f"Bearer {token}"})
+        stream = follower.getresponse()
+        cpu_followed = idle_cpu(pid)
+        stream.close()
+        follower.close()
 
         log("submits with and without silent followers")
         tq.cli("pause")  # the submitted jobs stay queued: a submit, not a start, is timed
@@ -131,6 +152,8 @@ def main():
               f"{b * 1000:.1f} ms |")
         print(f"| the same with {FOLLOWERS} followers that never read (median of {len(loaded)}) | "
               f"{lo * 1000:.1f} ms ({lo / b:.2f}x) |")
+        print(f"| daemon CPU, idle with {QUEUE:,} jobs waiting: no follower / one | "
+              f"{cpu_alone * 100:.1f} % / {cpu_followed * 100:.1f} % of a core |")
         print(f"| GPU history per GPU per sample | {per_point:.0f} B ({len(history['t'])} samples "
               f"of {len(history['gpus'])} GPUs: {hist_bytes} B); an hour of 8 GPUs: "
               f"{per_point * 3600 * 8 / 2**20:.1f} MiB |")

@@ -237,10 +237,12 @@ void Watch::Look() {
     if (Status st = Prime(); !st.ok()) spdlog::warn("event stream: {}", st.message());
     return;
   }
+  // The waiting and running jobs as placement reads them (a long queue costs little: no
+  // command, environment or attempts); a job whose state or attempt moved is read whole.
   ListQuery live_q;
   live_q.states = kLive;
   live_q.with_env = false;
-  live_q.with_attempts = true;
+  live_q.placement_only = true;
   ListQuery fresh_q;
   fresh_q.after_id = last_id_;
   fresh_q.with_env = false;
@@ -261,18 +263,26 @@ void Watch::Look() {
   }
   for (const Job& j : *live) {
     if (told.count(j.id)) continue;
-    now[j.id] = {j.state, j.attempt};
     auto it = active_.find(j.id);
+    if (it != active_.end() && it->second.state == j.state && it->second.attempt == j.attempt) {
+      now[j.id] = it->second;
+      continue;
+    }
+    Result<Job> whole = p_.store->Get(j.id);
+    if (!whole.ok()) continue;  // forgotten meanwhile
+    // As read now, which may be past what the listing said: told once.
+    told.insert(j.id);
+    if (IsLive(whole->state)) now[j.id] = {whole->state, whole->attempt};
     if (it != active_.end()) {
-      TellChanges(j, &it->second);
+      TellChanges(*whole, &it->second);
       continue;
     }
     // Back from an end (a retry): a change of state, and a start if it started again.
-    Seen ended{JobState::kFailed, IsWaiting(j.state) ? j.attempt : j.attempt - 1};
-    TellChanges(j, &ended);
+    Seen ended{JobState::kFailed, IsWaiting(whole->state) ? whole->attempt : whole->attempt - 1};
+    TellChanges(*whole, &ended);
   }
   for (const auto& [id, seen] : active_) {
-    if (now.count(id)) continue;
+    if (now.count(id) || told.count(id)) continue;
     Result<Job> job = p_.store->Get(id);
     if (job.ok() && IsDone(job->state)) TellChanges(*job, &seen);
   }

@@ -104,8 +104,11 @@ def test_a_read_token_gets_no_cancel_button_and_its_forged_cancel_is_refused(ser
     assert tq.state(job) == "running"
     # A submit token's page has the button, and it cancels.
     submit = tq.run("token", "create", "web", "--role", "submit").stdout.strip()
+    browser.eval("sessionStorage.clear(); true")
+    browser.go("about:blank")
     browser.go(f"http://127.0.0.1:{port}/#token={submit}")
-    browser.call("Page.reload")
+    browser.wait("(document.querySelector('#caller') || {}).textContent?.includes('submit')",
+                 what="the page signed in with the submit token")
     button = f"document.querySelector('[data-job=\"{job}\"] button.cancel')"
     browser.wait(f"{button} !== null", what="the cancel button")
     browser.eval(f"window.confirm = () => true; {button}.click(); true")

@@ -18,8 +18,11 @@ const $ = (s) => document.querySelector(s);
 const S = {
   token: null, gen: 0, status: null, role: null,
   jobs: new Map(), hiId: 0, evSeq: 0, acctEnd: new Map(),
-  users: new Set(), nodes: [], hist: null, histMissing: false,
-  acct: null, usage: null,
+  // GPU history: each node keeps its own hour; hists maps a node's name to it, histNotes to
+  // why it could not be read (shown on the node's section, asked again at the next poll).
+  users: new Set(), nodes: [], hists: new Map(), histNotes: new Map(), histBusy: new Set(),
+  here: '', histMissing: false, histNoProxy: false,
+  acct: null,
   charts: new Map(), waitChart: null, showAll: false, timers: [], ctl: null, streamed: false,
   job: null,
 };
@@ -167,7 +170,7 @@ function signOut(msg) {
   stopAll();
   sessionStorage.removeItem(TOKEN_KEY);
   S.token = null; S.status = null; S.role = null; S.jobs.clear(); S.users.clear(); S.acctEnd.clear(); S.hiId = 0;
-  S.nodes = []; S.hist = null; S.acct = null; S.usage = null; S.streamed = false;
+  S.nodes = []; S.hists.clear(); S.histNotes.clear(); S.here = ''; S.histNoProxy = false; S.acct = null; S.streamed = false;
   for (const c of S.charts.values()) c.u.destroy();
   S.charts.clear();
   for (const id of ['#gpu-nodes', '#idle', '#queue-tables', '#history-body', '#job-head', '#job-body', '#job-charts', '#log']) $(id).innerHTML = '';
@@ -198,6 +201,7 @@ async function start() {
   S.timers.push(setInterval(() => guard(loadGpus), 10 * SEC));
   S.timers.push(setInterval(scheduleRefresh, 30 * SEC));   // reasons change without events
   S.timers.push(setInterval(() => guard(loadHistoryData), 60 * SEC));
+  S.timers.push(setInterval(pollOthers, 30 * SEC));   // other nodes' GPU history: not on this stream
 }
 
 // ---------- loading ----------
@@ -267,6 +271,13 @@ async function loadGpus() {
     const src = local && (n.name === (local.node || st.node)) ? local.gpus || [] : n.gpus || [];
     return { name: n.name, state: n.state || 'up', gpus: src.map(normGpu) };
   });
+  if (st.cluster) {
+    // A node that left takes its hour along; one that joined is read at once.
+    const names = new Set(S.nodes.map((n) => n.name));
+    for (const k of [...S.hists.keys()]) if (!names.has(k) && !isHere(k)) S.hists.delete(k);
+    for (const k of [...S.histNotes.keys()]) if (!names.has(k)) S.histNotes.delete(k);
+    for (const name of otherNodes()) if (!S.hists.has(name) && !S.histNotes.has(name)) pollNode(name);
+  }
   renderGpus();
 }
 function normGpu(g) {
@@ -279,37 +290,110 @@ function normGpu(g) {
   };
 }
 
+// ---------- GPU history: an hour per node, each kept by its own node ----------
+const HIST_FIELDS = ['used', 'reserved', 'usable', 'utilization', 'jobs'];
+// Each change to a kept hour gets a new number: a chart already drawn from it is left alone.
+let histRev = 0;
+// The node that serves this page: its samples come on the event stream.
+const hereName = () => S.here || (S.status && S.status.node) || '';
+const isHere = (name) => name === hereName();
+const manyNodes = () => S.nodes.length > 1 || !!(S.status && S.status.cluster);
+// Every other node of a cluster: its hour is asked of this daemon with node=NAME.
+function otherNodes() {
+  if (!S.status || !S.status.cluster || S.histMissing || S.histNoProxy) return [];
+  return S.nodes.map((n) => n.name).filter((n) => n && !isHere(n));
+}
+
 async function loadHistory() {
   const since = Date.now() - HOUR;
+  let h;
   try {
-    S.hist = await api('/v1/gpus/history?since=' + since);
+    h = await api('/v1/gpus/history?since=' + since);
     S.histMissing = false;
   } catch (e) {
     if (e.status !== 404) throw e;
-    S.histMissing = true; S.hist = null;
+    S.histMissing = true; S.hists.clear(); S.histNotes.clear();
+    drawCharts();
+    return;
   }
+  h.skew = (h.now || Date.now()) - Date.now();
+  h.node = S.here = h.node ?? hereName();   // the node its own hour names
+  h.rev = ++histRev;
+  S.hists.set(h.node, h);
   drawCharts();
 }
 // Without the event stream the history is read again from the last sample on.
 async function pollHistory() {
-  const h = S.hist;
+  const h = S.hists.get(hereName());
   if (!h || !h.t.length) return loadHistory();
   const more = await api('/v1/gpus/history?since=' + (h.t[h.t.length - 1] + 1));
-  if ((more.gpus || []).length !== h.gpus.length) { S.hist = more; drawCharts(); return; }
-  more.t.forEach((t, k) => {
-    h.t.push(t);
-    h.series.forEach((s, i) => { for (const f of ['used', 'reserved', 'usable', 'utilization', 'jobs']) s[f].push(more.series[i][f][k]); });
-  });
-  trimHistory(more.now || Date.now());
+  mergeHistory(h.node, more);
   drawCharts();
 }
-function trimHistory(now) {
-  const h = S.hist;
+// Appends a later piece of a node's hour (or takes it whole where its GPUs changed).
+function mergeHistory(name, more) {
+  const h = S.hists.get(name);
+  more.skew = (more.now || Date.now()) - Date.now();
+  const same = h && h.gpus.length === (more.gpus || []).length && h.gpus.every((g, i) => g.index === more.gpus[i].index);
+  more.rev = ++histRev;
+  if (!same) { S.hists.set(name, more); trimHistory(more, more.now || Date.now()); return; }
+  more.t.forEach((t, k) => {
+    if (h.t.length && t <= h.t[h.t.length - 1]) return;   // already kept
+    h.t.push(t);
+    h.series.forEach((s, i) => { for (const f of HIST_FIELDS) s[f].push(more.series[i][f][k]); });
+  });
+  h.now = more.now; h.skew = more.skew;
+  if (more.t.length) h.rev = ++histRev;
+  trimHistory(h, more.now || Date.now());
+}
+function trimHistory(h, now) {
   let n = 0;
   while (n < h.t.length && h.t[n] < now - HOUR) n++;
   if (!n) return;
+  h.rev = ++histRev;
   h.t.splice(0, n);
-  for (const s of h.series) for (const f of ['used', 'reserved', 'usable', 'utilization', 'jobs']) if (s[f]) s[f].splice(0, n);
+  for (const s of h.series) for (const f of HIST_FIELDS) if (s[f]) s[f].splice(0, n);
+}
+function histNote(e) {
+  const why = e.status === 503 ? 'the node does not answer'
+    : e.status === 404 ? 'this daemon does not know the node' : e.message;
+  return { text: `GPU history unavailable: ${why}; asked again every 30 s`, detail: e.message };
+}
+const NO_PROXY = { text: "GPU history unavailable: this daemon serves no other node's", detail: 'it answered node= with its own hour (an older trainqd)' };
+// Why a node's hour is missing or stale, or null.
+function noteOf(name) {
+  if (S.histMissing) return null;
+  if (S.histNoProxy && !isHere(name)) return NO_PROXY;
+  return S.histNotes.get(name) || null;
+}
+// Another node's hour, new samples only once it has one. A node that fails keeps what was
+// drawn, gets a note instead of an error banner, and is asked again at the next poll, for its
+// whole hour (it may have restarted since: its hour is what it keeps).
+async function pollNode(name) {
+  if (S.histBusy.has(name) || !S.token) return;
+  const gen = S.gen, h = S.hists.get(name), whole = !h || !h.t.length || S.histNotes.has(name);
+  const since = whole ? Date.now() - HOUR : h.t[h.t.length - 1] + 1;
+  S.histBusy.add(name);
+  try {
+    const more = await api('/v1/gpus/history?since=' + since + '&node=' + encodeURIComponent(name));
+    if (gen !== S.gen || S.histMissing) return;
+    if (more.node !== name) {
+      S.histNoProxy = true;   // a daemon that reads no node= answers with its own hour
+    } else {
+      if (whole) S.hists.delete(name);
+      mergeHistory(name, more);
+      S.histNotes.delete(name);
+      gpusDirty = true;   // its cards' utilisation comes from the last sample
+    }
+  } catch (e) {
+    if (gen !== S.gen || e.status === 401) return;
+    S.histNotes.set(name, histNote(e));
+    if (h) trimHistory(h, Date.now() + (h.skew || 0));   // an old hour ages out all the same
+  } finally { S.histBusy.delete(name); }
+  drawCharts();
+}
+function pollOthers() {
+  for (const name of otherNodes()) pollNode(name);
 }
 
 async function loadHistoryData() {
@@ -323,12 +407,6 @@ async function loadHistoryData() {
   for (const j of S.acct.jobs || []) {
     S.hiId = Math.max(S.hiId, j.id); S.users.add(j.user);
     if (ms(j.ended_at)) S.acctEnd.set(j.id, ms(j.ended_at));
-  }
-  renderHistory();
-  if (S.usage === false) return;
-  try { S.usage = await api('/v1/usage?since=' + since); } catch (e) {
-    if (e.status !== 404) throw e;
-    S.usage = false;   // an older daemon: the panel stays hidden
   }
   renderHistory();
 }
@@ -443,15 +521,17 @@ function applySample(d) {
     }
     gpusDirty = true;
   }
-  const h = S.hist;
-  if (h && h.node === d.node && (!h.t.length || d.t > h.t[h.t.length - 1])) {
+  // Only this node's samples come on its stream; another node's hour is polled.
+  const h = S.hists.get(d.node);
+  if (h && (!h.t.length || d.t > h.t[h.t.length - 1])) {
     h.t.push(d.t);
     h.gpus.forEach((g, i) => {
       const s = (d.gpus || []).find((x) => x.index === g.index) || {}, ser = h.series[i];
       ser.used.push(s.used ?? null); ser.reserved.push(s.reserved ?? null); ser.usable.push(s.usable ?? null);
       ser.utilization.push(s.utilization ?? null); ser.jobs.push(s.jobs || []);
     });
-    trimHistory(d.t);
+    h.rev = ++histRev;
+    trimHistory(h, d.t);
     chartsDirty = true;
   }
 }
@@ -488,7 +568,7 @@ function jobsOn(node, index) {
 }
 function renderGpus() {
   if ($('#dash').hidden) { gpusDirty = true; return; }
-  const root = $('#gpu-nodes'), many = S.nodes.length > 1 || (S.status && S.status.cluster);
+  const root = $('#gpu-nodes'), many = manyNodes();
   const seen = new Set();
   let created = false;
   for (const n of S.nodes) {
@@ -496,7 +576,7 @@ function renderGpus() {
     if (!box) {
       box = document.createElement('div');
       box.className = 'node'; box.dataset.node = n.name;
-      box.innerHTML = '<h3></h3><div class="cards"></div>';
+      box.innerHTML = '<h3></h3><p class="note hist-note" hidden></p><div class="cards"></div>';
       root.append(box);
     }
     seen.add(box);
@@ -521,9 +601,30 @@ function renderGpus() {
     if (!n.gpus.length) cards.innerHTML = '<p class="note">no GPUs</p>';
   }
   for (const b of [...root.children]) if (!seen.has(b)) b.remove();
+  renderHistNotes();
   if (created) drawCharts();
 }
+// Why a node's charts are missing or stale: its hour could not be read.
+function renderHistNotes() {
+  for (const box of document.querySelectorAll('#gpu-nodes .node')) {
+    const p = box.querySelector('.hist-note'), n = noteOf(box.dataset.node);
+    if (!p) continue;
+    p.hidden = !n;
+    if (p.textContent !== (n ? n.text : '')) { p.textContent = n ? n.text : ''; p.title = n ? n.detail : ''; }
+  }
+}
+// Another node's listing has no utilisation and no reservation: its polled hour's last sample
+// gives them while it is recent.
+function withSample(n, g) {
+  const h = isHere(n.name) ? null : S.hists.get(n.name);
+  if (!h || !h.t.length || (g.util != null && g.reserved != null)) return g;
+  const last = h.t.length - 1, i = h.gpus.findIndex((x) => x.index === g.index);
+  if (i < 0 || Date.now() + (h.skew || 0) - h.t[last] > 2 * MIN) return g;
+  const s = h.series[i];
+  return Object.assign({}, g, { util: g.util ?? s.utilization[last] ?? null, reserved: g.reserved ?? s.reserved[last] ?? null });
+}
 function gpuInfo(n, g) {
+  g = withSample(n, g);
   const t = g.total || 0, w = (v) => t && v ? Math.min(100, 100 * v / t).toFixed(1) : 0;
   const ids = g.jobs || jobsOn(n.name, g.index);
   const jobs = ids.map((id) => {
@@ -576,36 +677,39 @@ function gpuSeries() {
     line('util', css('--c-util'), '%', (v) => Math.round(v) + ' %', { width: 1 })];
 }
 const utilPct = (arr) => arr.map((v) => v == null ? null : v * 100);
-// One chart per GPU of the node whose history the daemon keeps; rebuilt when the set changes.
+// One chart per GPU of every node whose hour is kept here; rebuilt when the set changes.
 function drawCharts() {
-  const h = S.hist;
   const note = $('#gpu-note');
   note.hidden = !S.histMissing && !!window.uPlot;
   note.textContent = !window.uPlot ? 'charts unavailable: uPlot did not load' : 'this daemon keeps no GPU history: no charts';
   if ($('#dash').hidden) { chartsDirty = true; }
-  else if (h) {
+  else for (const h of S.hists.values()) {
     h.gpus.forEach((g, i) => {
       const key = h.node + ':' + g.index, s = h.series[i];
       const card = document.querySelector(`#gpu-nodes .card[data-key="${CSS.escape(key)}"]`);
       if (!card) return;
-      // Copies: the kept arrays grow between draws, and uPlot may read them on a hover.
-      const data = [h.t.slice(), s.used.slice(), s.reserved.slice(), s.usable.slice(), utilPct(s.utilization)];
       let c = S.charts.get(key);
       if (c && c.el !== card.lastChild) { dropChart(key); c = null; }
+      if (c && c.rev === h.rev) return;   // drawn from this very hour already (another node's changed)
+      // Copies: the kept arrays grow between draws, and uPlot may read them on a hover.
+      const data = [h.t.slice(), s.used.slice(), s.reserved.slice(), s.usable.slice(), utilPct(s.utilization)];
       if (!c) {
         c = makeChart(card.lastChild, gpuSeries(), [timeAxis(), memAxis(), pctAxis()],
           { x: { time: true }, mem: g.memory_total ? { range: [0, g.memory_total] } : {}, '%': { range: [0, 100] } }, data, 150);
         if (c) S.charts.set(key, c);
       } else c.u.setData(data);
+      if (c) c.rev = h.rev;
     });
   }
+  renderHistNotes();
   renderIdle();
   if (S.job) drawJobChart();
 }
 function renderIdle() {
-  const h = S.hist, ul = $('#idle');
+  const ul = $('#idle'), many = manyNodes();
   const found = new Map();
-  if (h && h.t.length) {
+  for (const h of S.hists.values()) {
+    if (!h.t.length) continue;
     const n = h.t.length, end = h.t[n - 1];
     h.gpus.forEach((g, i) => {
       const s = h.series[i];
@@ -618,14 +722,18 @@ function renderIdle() {
         if (k === n - 1) continue;
         const dur = end - h.t[k + 1];
         if (dur < IDLE_AFTER) continue;
-        const f = found.get(id) || { gpus: [], dur, user: j ? j.user : '' };
-        f.gpus.push(g.index); f.dur = Math.min(f.dur, dur);
+        // A job of several nodes is flagged once, naming each node's GPUs.
+        const f = found.get(id) || { on: new Map(), dur, user: j ? j.user : '' };
+        if (!f.on.has(h.node)) f.on.set(h.node, []);
+        f.on.get(h.node).push(g.index); f.dur = Math.min(f.dur, dur);
         found.set(id, f);
       }
     });
   }
+  const held = (gpus) => `GPU${gpus.length > 1 ? 's' : ''} ${gpus.join(', ')}`;
   ul.hidden = !found.size;
-  ul.innerHTML = [...found].map(([id, f]) => `<li data-job="${id}">job ${jobLink(id)} (${esc(f.user || '?')}) holds GPU${f.gpus.length > 1 ? 's' : ''} ${f.gpus.join(', ')}`
+  ul.innerHTML = [...found].map(([id, f]) => `<li data-job="${id}">job ${jobLink(id)} (${esc(f.user || '?')}) holds `
+    + [...f.on].map(([node, gpus]) => held(gpus) + (many ? ` on ${esc(node)}` : '')).join(' and ')
     + ` at 0 % utilisation for ${Math.round(f.dur / MIN)} min</li>`).join('');
 }
 
@@ -735,8 +843,10 @@ function renderHistory() {
   let html = '<div class="hgrid"><div><h3>Wait before start</h3><table class="small">' + thead('day|>started|>median|>p90')
     + rows.map((r) => `<tr>${N(r.d)}${N(r.n)}${N(r.n ? fmtDur(r.med) : '–')}${N(r.n ? fmtDur(r.p90) : '–')}</tr>`).join('')
     + '</tbody></table></div><div><h3>&nbsp;</h3><div class="chart keep" id="wait-chart"></div></div></div>';
-  // Held GPU-hours per user and day: each job's GPU-hours spread over the time it ran.
-  const held = new Map(), now = Date.now();
+  // GPU-hours held and used per user and day: each job's spread over the time it ran. Held
+  // is its GPUs x run time; used is held weighted by the GPUs' utilisation as its node
+  // measured it (acct's gpu_hours_used).
+  const per = new Map(), now = Date.now();
   for (const j of jobs) {
     const st = ms(j.started_at), en = ms(j.ended_at) || now;
     if (!st || !j.gpu_hours) continue;
@@ -744,29 +854,29 @@ function renderHistory() {
     let t = st;
     while (t < en) {
       const d = new Date(t); d.setHours(24, 0, 0, 0);
-      const cut = Math.min(en, d.getTime()), k = dayKey(t);
-      const m = held.get(j.user) || {};
-      m[k] = (m[k] || 0) + j.gpu_hours * (cut - t) / span;
-      held.set(j.user, m);
+      const cut = Math.min(en, d.getTime()), k = dayKey(t), f = (cut - t) / span;
+      const m = per.get(j.user) || {};
+      const x = m[k] || (m[k] = { h: 0, u: 0 });
+      x.h += j.gpu_hours * f;
+      x.u += (j.gpu_hours_used || 0) * f;
+      per.set(j.user, m);
       t = cut;
     }
   }
-  const users = [...held.keys()].sort();
+  const users = [...per.keys()].sort();
   const short = (d) => d.slice(5);
-  html += '<h3>GPU-hours held per user</h3><div class="hscroll"><table class="small"><thead><tr><th>user</th>' + days.map((d) => `<th class="num">${short(d)}</th>`).join('') + '<th class="num">7 days</th></tr></thead><tbody>'
-    + users.map((u) => { const m = held.get(u); let sum = 0; return `<tr><td>${esc(u)}</td>` + days.map((d) => { sum += m[d] || 0; return `${N(m[d] ? gpuh(m[d]) : '')}`; }).join('') + `<td class="num"><b>${gpuh(sum)}</b></td></tr>`; }).join('')
+  html += '<h3>GPU-hours held / used per user <span class="meta">used = held × the GPUs\' utilisation</span></h3>'
+    + '<div class="hscroll"><table class="small usage"><thead><tr><th>user</th>' + days.map((d) => `<th class="num">${short(d)}</th>`).join('')
+    + '<th class="num">7 days held</th><th class="num">used</th><th class="num">used/held</th></tr></thead><tbody>'
+    + users.map((u) => {
+      const m = per.get(u); let h = 0, us = 0;
+      return `<tr><td>${esc(u)}</td>` + days.map((d) => {
+        const x = m[d]; if (!x) return '<td class="num"></td>';
+        h += x.h; us += x.u;
+        return `<td class="num">${gpuh(x.h)}<span class="used-of"> / ${gpuh(x.u)}</span></td>`;
+      }).join('') + `<td class="num"><b>${gpuh(h)}</b></td>${N(gpuh(us))}${N(h ? Math.round(100 * us / h) + ' %' : '–')}</tr>`;
+    }).join('')
     + '</tbody></table></div>' + (users.length ? '' : '<p class="note">no GPU time in these days</p>');
-  if (S.usage && S.usage.users) {
-    html += '<h3>Held vs used GPU-hours <span class="meta">used = held × mean utilisation</span></h3><div class="hscroll"><table class="small usage"><thead><tr><th>user</th>'
-      + days.map((d) => `<th class="num">${short(d)}</th>`).join('') + '<th class="num">held</th><th class="num">used</th><th class="num">used/held</th></tr></thead><tbody>'
-      + S.usage.users.map((u) => {
-        const by = new Map((u.days || []).map((x) => [x.day, x]));
-        let h = 0, us = 0;
-        for (const x of u.days || []) { h += x.held_gpu_s || 0; us += x.used_gpu_s || 0; }
-        return `<tr><td>${esc(u.user)}</td>` + days.map((d) => { const x = by.get(d); return `<td class="num">${x ? `${gpuh(x.held_gpu_s / 3600)}<span class="used-of"> / ${gpuh(x.used_gpu_s / 3600)}</span>` : ''}</td>`; }).join('')
-          + `${N(gpuh(h / 3600))}${N(gpuh(us / 3600))}${N(h ? Math.round(100 * us / h) + ' %' : '–')}</tr>`;
-      }).join('') + '</tbody></table></div>';
-  }
   if (S.waitChart) { S.waitChart.ro.disconnect(); S.waitChart.u.destroy(); S.waitChart = null; }
   body.innerHTML = html;
   const el = $('#wait-chart');
@@ -857,12 +967,15 @@ function renderJob(J) {
     const st = ms(a.started_at), en = ms(a.ended_at);
     return `<tr>${N(a.n ?? '')}<td>${stateTag(a.state || '')}</td><td>${esc(a.parts && a.parts.length ? a.parts.map((p) => p.node).join(', ') : a.node || '–')}</td>`
       + `${N(esc((a.gpu_indices || []).join(',')))}${N(fmtBytes(a.reserved_bytes))}${N(fmtBytes(a.peak_mem_bytes))}`
+      + `${N(a.usage && a.usage.memory_mean_bytes != null ? fmtBytes(a.usage.memory_mean_bytes) : '–')}`
+      + `${N(a.usage && a.usage.gpu_seconds_held ? gpuh(a.usage.gpu_seconds_held / 3600) + ' / ' + gpuh(a.usage.gpu_seconds_used / 3600) : '–')}`
+      + `${N(a.usage && a.usage.utilization_mean != null ? Math.round(100 * a.usage.utilization_mean) + ' %' : '–')}`
       + `${timeCell(st)}${timeCell(en)}<td class="num ${!en && st ? 'tick' : ''}" data-since="${st}">${st ? fmtDur((en || Date.now()) - st) : '–'}</td>`
       + `${N(a.exit_code ?? '–')}${N(a.signal ?? '–')}<td>${a.oom ? '<b class="bad">yes</b>' : 'no'}</td><td class="reason">${esc(a.end_reason || '')}</td></tr>`;
   }).join('');
   $('#job-body').innerHTML = `<div class="jgrid"><dl class="kv">${spec}</dl><div class="explain"><h3>Explain</h3>${explainHtml(J.explain)}</div></div>`
     + `<h3>Attempts <span class="counts">${counts}</span></h3>`
-    + (atts.length ? `<div class="hscroll"><table class="small attempts">${thead('>#|state|node|>GPUs|>reserved/GPU|>peak/GPU|>started|>ended|>ran|>exit|>signal|OOM|end reason')}${attRows}</tbody></table></div>` : '<p class="note">not started yet</p>');
+    + (atts.length ? `<div class="hscroll"><table class="small attempts">${thead('>#|state|node|>GPUs|>reserved/GPU|>peak/GPU|>mean/GPU|>GPU-h held / used|>util|>started|>ended|>ran|>exit|>signal|OOM|end reason')}${attRows}</tbody></table></div>` : '<p class="note">not started yet</p>');
 }
 function explainHtml(x) {
   if (!x) return '';
@@ -883,36 +996,65 @@ function explainHtml(x) {
   }
   return h;
 }
-// The job's GPUs over the attempts that fall in the kept hour of samples on this node.
+// The job's GPUs over the attempts that fall in the kept hour of samples of the node each
+// ran on (each node keeps its own hour): one chart, its nodes' samples side by side.
 function drawJobChart() {
-  const J = S.job, h = S.hist, box = $('#job-charts');
+  const J = S.job, box = $('#job-charts');
   if (!J || !J.job) return;
   const none = (m) => { if (J.chart) { J.chart.ro.disconnect(); J.chart.u.destroy(); J.chart = null; } box.innerHTML = `<p class="note">${m}</p>`; };
   if (!req(J.job).gpus) return none('this job uses no GPU');
-  if (!h || !h.t.length) return none(S.histMissing ? 'this daemon keeps no GPU history' : 'no GPU samples');
-  const first = h.t[0];
-  const atts = (J.job.attempts || []).filter((a) => (a.node === h.node || !a.node) && (a.gpu_indices || []).length
-    && (ms(a.ended_at) ?? Infinity) >= first);
-  if (!atts.length) return none('no GPU samples for this job in the last hour of this node');
-  const gpus = [...new Set(atts.flatMap((a) => a.gpu_indices))].sort((a, b) => a - b);
-  const during = (t) => atts.some((a) => t >= (ms(a.started_at) ?? Infinity) && t <= (ms(a.ended_at) ?? Infinity));
-  const idx = [];
-  h.t.forEach((t, k) => { if (during(t)) idx.push(k); });
-  const data = [idx.map((k) => h.t[k])], series = [{ value: (u, v) => v == null ? '' : fmtTime(v) }];
+  if (S.histMissing) return none('this daemon keeps no GPU history');
+  // Each attempt's part on each node; an attempt that names no node ran here.
+  const byNode = new Map();
+  for (const a of J.job.attempts || []) {
+    for (const p of a.parts && a.parts.length ? a.parts : [a]) {
+      const node = p.node || a.node || hereName();
+      if (!byNode.has(node)) byNode.set(node, []);
+      byNode.get(node).push({ gpus: p.gpu_indices || [], start: ms(a.started_at), end: ms(a.ended_at) });
+    }
+  }
+  if (!byNode.size) byNode.set(hereName(), []);
+  const many = manyNodes(), groups = [], why = new Set();
+  for (const [node, parts] of byNode) {
+    const h = S.hists.get(node), where = many && !isHere(node) ? 'node ' + node : 'this node';
+    if (!h || !h.t.length) {
+      const n = noteOf(node);
+      why.add(n ? `no GPU samples of ${esc(where)}: ${esc(n.text)}` : 'no GPU samples');
+      continue;
+    }
+    const first = h.t[0];
+    const mine = parts.filter((p) => p.gpus.length && (p.end ?? Infinity) >= first);
+    if (!mine.length) { why.add(`no GPU samples for this job in the last hour of ${esc(where)}`); continue; }
+    const gpus = [...new Set(mine.flatMap((p) => p.gpus))].sort((x, y) => x - y);
+    const during = (t) => mine.some((p) => t >= (p.start ?? Infinity) && t <= (p.end ?? Infinity));
+    const idx = [];
+    h.t.forEach((t, k) => { if (during(t)) idx.push(k); });
+    groups.push({ node, h, gpus, idx });
+  }
+  if (!groups.length) return none([...why].join('; '));
   const palette = ['--c-used', '--c-rsv', '--c-usable', '--c-util', '--c-5', '--c-6'];
-  gpus.forEach((g, n) => {
-    const i = h.gpus.findIndex((x) => x.index === g);
-    if (i < 0) return;
-    const s = h.series[i], col = css(palette[n % palette.length]);
-    data.push(idx.map((k) => s.used[k])); series.push(line(`GPU ${g} used`, col, 'mem', fmtBytes));
-    data.push(idx.map((k) => s.utilization[k] == null ? null : s.utilization[k] * 100));
-    series.push(line(`GPU ${g} util`, col, '%', (v) => Math.round(v) + ' %', { width: 1, dash: [2, 3] }));
-  });
-  const key = gpus.join(',') + '|' + series.length;
+  const series = [{ value: (u, v) => v == null ? '' : fmtTime(v) }], tables = [];
+  let n = 0;
+  for (const { node, h, gpus, idx } of groups) {
+    const table = [idx.map((k) => h.t[k])], name = groups.length > 1 ? node + ' ' : '';
+    for (const g of gpus) {
+      const i = h.gpus.findIndex((x) => x.index === g);
+      if (i < 0) continue;
+      const s = h.series[i], col = css(palette[n++ % palette.length]);
+      table.push(idx.map((k) => s.used[k])); series.push(line(`${name}GPU ${g} used`, col, 'mem', fmtBytes));
+      table.push(idx.map((k) => s.utilization[k] == null ? null : s.utilization[k] * 100));
+      series.push(line(`${name}GPU ${g} util`, col, '%', (v) => Math.round(v) + ' %', { width: 1, dash: [2, 3] }));
+    }
+    tables.push(table);
+  }
+  // Nodes sample at their own times: the tables are joined on time (a gap between one node's
+  // samples is bridged, not drawn as missing).
+  const data = tables.length === 1 ? tables[0] : window.uPlot ? uPlot.join(tables) : tables[0];
+  const key = groups.map((g) => g.node + ':' + g.gpus.join(',')).join('|') + '|' + series.length;
   if (J.chart && J.chart.key === key) { J.chart.u.setData(data); return; }
   if (J.chart) { J.chart.ro.disconnect(); J.chart.u.destroy(); }
   box.innerHTML = '<div class="chart keep"></div>';
-  const total = Math.max(...h.gpus.map((g) => g.memory_total || 0)) || null;
+  const total = Math.max(...groups.flatMap((g) => g.h.gpus.map((x) => x.memory_total || 0))) || null;
   J.chart = makeChart(box.firstChild, series, [timeAxis(), memAxis(), pctAxis()],
     { x: { time: true }, mem: total ? { range: [0, total] } : {}, '%': { range: [0, 100] } }, data, 200);
   if (J.chart) J.chart.key = key;
