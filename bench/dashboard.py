@@ -122,6 +122,7 @@ def main():
         follower.close()
 
         log("submits with and without silent followers")
+        tq.cli("cancel", "--all-mine")  # room under max_waiting_jobs_per_user
         tq.cli("pause")  # the submitted jobs stay queued: a submit, not a start, is timed
         base, loaded = [], []
         rounds = 3
