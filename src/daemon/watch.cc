@@ -170,18 +170,22 @@ void Watch::Publish(const std::string& type, const std::string& data) {
   });
 }
 
+// A step the job has since gone past (its submit, a start, told after it ended) carries what
+// was true then: no attempt before the first start, no exit code or reason of a later end.
 void Watch::TellJob(const Job& job, const char* kind, JobState state) {
-  const Attempt* a = job.current();
+  bool submitted = std::string_view(kind) == "submitted";
+  bool as_now = state == job.state;
+  const Attempt* a = submitted ? nullptr : job.current();
   json event = {{"kind", kind},
                 {"id", job.id},
                 {"name", job.spec.name},
                 {"user", job.spec.user},
                 {"state", StateName(state)},
-                {"attempt", job.attempt},
-                {"reason", job.reason},
+                {"attempt", submitted ? 0 : job.attempt},
+                {"reason", as_now ? job.reason : ""},
                 {"node", a ? json(a->node) : json(nullptr)},
                 {"gpus", a ? json(a->gpu_indices) : json::array()},
-                {"exit_code", a && a->exit_code ? json(*a->exit_code) : json(nullptr)},
+                {"exit_code", a && a->exit_code && as_now ? json(*a->exit_code) : json(nullptr)},
                 {"at", p_.clock->Now()}};
   Publish("job", DumpJson(event));
 }

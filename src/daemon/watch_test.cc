@@ -122,6 +122,15 @@ TEST_F(DaemonWatchTest, AJobThatStartedAndEndedBetweenTwoLooksIsToldWhole) {
   std::vector<Event> events = Look(*stream);
   EXPECT_THAT(LifeOf(events, first), ElementsAre("ended succeeded"));
   EXPECT_THAT(LifeOf(events, second), ElementsAre("started running", "ended succeeded"));
+  // The start, told after the end, says what was true then: no exit code yet.
+  std::vector<json> told;
+  for (const Event& e : events) {
+    if (e.data["id"] == second) told.push_back(e.data);
+  }
+  ASSERT_EQ(told.size(), 2u);
+  EXPECT_TRUE(told[0]["exit_code"].is_null());
+  EXPECT_EQ(told[0]["node"], "node-a");
+  EXPECT_EQ(told[1]["exit_code"], 0);
 }
 
 TEST_F(DaemonWatchTest, ASlowFollowerMissesMessagesAndIsToldHowMany) {
