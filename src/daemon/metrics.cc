@@ -39,13 +39,15 @@ class Writer {
     out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
   void Sample(const std::string& name, const std::string& labels, double value) {
-    out_ += name;
-    if (!labels.empty()) out_ += "{" + labels + "}";
-    out_ += " " + Num(value) + "\n";
+    if (labels.empty()) {
+      out_ += fmt::format("{} {}\n", name, Num(value));
+    } else {
+      out_ += fmt::format("{}{{{}}} {}\n", name, labels, Num(value));
+    }
   }
   void Histo(const char* name, const Histogram& h) {
     for (size_t i = 0; i < h.bounds().size(); ++i) {
-      Sample(std::string(name) + "_bucket", "le=\"" + Num(h.bounds()[i]) + "\"",
+      Sample(std::string(name) + "_bucket", fmt::format("le=\"{}\"", Num(h.bounds()[i])),
              static_cast<double>(h.counts()[i]));
     }
     Sample(std::string(name) + "_bucket", "le=\"+Inf\"", static_cast<double>(h.count()));
@@ -71,7 +73,8 @@ void Gpus(Writer& w, const MetricsFacts& f) {
            "A GPU trainq schedules on (always 1), labelled as dcgm-exporter labels it, with its "
            "model.");
   for (const auto& g : f.gpus) {
-    w.Sample("trainq_gpu_info", GpuLabels(f, g) + ",model_name=\"" + Quote(g.model) + "\"", 1);
+    w.Sample("trainq_gpu_info",
+             fmt::format("{},model_name=\"{}\"", GpuLabels(f, g), Quote(g.model)), 1);
   }
   struct Column {
     const char* name;
@@ -111,7 +114,7 @@ void Gpus(Writer& w, const MetricsFacts& f) {
 void Jobs(Writer& w, const MetricsFacts& f, const DaemonCounters& c, bool per_user) {
   w.Family("trainq_jobs", "gauge", "Jobs waiting or running, by state, in the whole queue.");
   for (const auto& [state, n] : f.jobs) {
-    w.Sample("trainq_jobs", "state=\"" + state + "\"", static_cast<double>(n));
+    w.Sample("trainq_jobs", fmt::format("state=\"{}\"", state), static_cast<double>(n));
   }
   w.Family("trainq_jobs_waiting", "gauge", "Waiting jobs by the kind of reason they wait.");
   for (std::string_view kind : kWaitKinds) {
@@ -141,7 +144,7 @@ void Jobs(Writer& w, const MetricsFacts& f, const DaemonCounters& c, bool per_us
     w.Family("trainq_user_jobs_submitted_total", "counter",
              "Jobs submitted through this node, by user.");
     for (const auto& [user, n] : c.submitted_by_user) {
-      w.Sample("trainq_user_jobs_submitted_total", "user=\"" + Quote(user) + "\"",
+      w.Sample("trainq_user_jobs_submitted_total", fmt::format("user=\"{}\"", Quote(user)),
                static_cast<double>(n));
     }
     w.Family("trainq_user_jobs_finished_total", "counter",
