@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from conftest import free_port, gpu, wait_for
+from conftest import wait_for
 from devtools import Browser
+from test_dashboard import served  # noqa: F401 (a fixture: a daemon listening on TCP)
 
 ARTEFACTS = os.environ.get("TRAINQ_TEST_ARTEFACTS",
                            os.path.join(tempfile.gettempdir(), "trainq-test-artefacts"))
@@ -21,15 +22,6 @@ def browser():
     b = Browser()
     yield b
     b.close()
-
-
-@pytest.fixture
-def served(make_trainq):
-    port = free_port()
-    tq = make_trainq(gpus=[gpu(0, others=2 << 30, utilization=41), gpu(1)],
-                     listen=[f"127.0.0.1:{port}"])
-    tq.start_daemon()
-    return tq, port
 
 
 def test_the_page_shows_jobs_reasons_gpus_and_a_chart(served, browser):
