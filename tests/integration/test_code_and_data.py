@@ -225,6 +225,14 @@ def test_a_two_node_torchrun_job_whose_code_is_only_where_it_was_submitted(make_
     assert re.search(r"node node1 fetched [\d.]+ \S+ of the job's", logs), logs
 
 
+def read_or_none(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def test_collect_brings_outputs_back_whatever_the_end(make_cluster):
     cluster = make_cluster(2)
     a = isolated(cluster, "node1")
@@ -239,17 +247,17 @@ def test_collect_brings_outputs_back_whatever_the_end(make_cluster):
     job_id = submit_there(a, repo, dataset, "node1", "--collect", "checkpoints/*")
     assert a.wait_state(job_id, ("succeeded", "failed"), timeout=60)["state"] == "succeeded"
     back = os.path.join(repo, "checkpoints", "ckpt.txt")
-    wait_for(lambda: os.path.exists(back), timeout=30, what="the checkpoint back on node0")
-    assert open(back).read() == "step 10"
+    # The copy lands file by file and a file is there before its bytes: wait for them.
+    wait_for(lambda: read_or_none(back) == "step 10", timeout=30,
+             what="the checkpoint back on node0")
     # A failed job's outputs come back too, into --collect-to.
     results = a.path("results")
     job_id = submit_there(a, repo, dataset, "node1", "--collect", "out*.txt", "--collect-to",
                           results, cmd=("sh", "-c", "echo partial > out1.txt; exit 3"))
     job = a.wait_state(job_id, ("succeeded", "failed"), timeout=60)
     assert job["state"] == "failed" and job["attempts"][-1]["exit_code"] == 3, job
-    wait_for(lambda: os.path.exists(os.path.join(results, "out1.txt")), timeout=30,
+    wait_for(lambda: read_or_none(os.path.join(results, "out1.txt")) == "partial\n", timeout=30,
              what="out1.txt in --collect-to")
-    assert open(os.path.join(results, "out1.txt")).read() == "partial\n"
     assert "collecting 1 file (" in a.daemon_log(), a.daemon_log()[-2000:]
     # An end the submitting node's daemon missed (it was down): its outputs come back once
     # it is up again.
@@ -264,9 +272,8 @@ def test_collect_brings_outputs_back_whatever_the_end(make_cluster):
     wait_for(lambda: json.loads(b.run("show", str(job_id), "--json").stdout)["state"] ==
              "succeeded", timeout=60, what="the job's end, node0 down")
     a.run("daemon")
-    wait_for(lambda: os.path.exists(os.path.join(results, "late.txt")), timeout=60,
+    wait_for(lambda: read_or_none(os.path.join(results, "late.txt")) == "late\n", timeout=60,
              what="late.txt in --collect-to after node0's restart")
-    assert open(os.path.join(results, "late.txt")).read() == "late\n"
     pending = os.path.join(a.state_dir, "collect-pending")
     wait_for(lambda: not os.listdir(pending), timeout=30, what="nothing left to collect")
 

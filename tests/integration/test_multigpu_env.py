@@ -1,6 +1,7 @@
 """The distributed-training environment of multi-GPU jobs: a job script checks what an
 unmodified `torchrun train.py` would read, and MASTER_PORTs are never shared."""
 import os
+import random
 import socket
 import sys
 
@@ -46,13 +47,29 @@ def test_single_gpu_job_gets_no_master_port(make_trainq):
 
 
 def own_port_range(size):
-    """A master_port_range of ports free now: tests running beside this one (a real torchrun
-    among them) bind ports of the default range, which the daemon then rightly skips."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    probe.bind(("0.0.0.0", 0))
-    first = probe.getsockname()[1]
-    probe.close()
-    return first, f"{first}-{first + size - 1}"
+    """A master_port_range of ports free now, below the kernel's ephemeral range: tests running
+    beside this one (a real torchrun among them) bind ports of the default range, and any
+    process's outgoing connection may take an ephemeral port, which the daemon then rightly
+    skips. Below it only a program that asks for a port by number takes one."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    rng = random.Random()
+    for _ in range(100):
+        first = rng.randrange(10000, low - size)
+        if 29400 <= first + size and first <= 30100:
+            continue  # the default master_port_range, used by the daemons of other tests
+        probes = []
+        try:
+            for port in range(first, first + size):
+                probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                probes.append(probe)
+                probe.bind(("0.0.0.0", port))
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        return first, f"{first}-{first + size - 1}"
+    raise AssertionError("no free run of ports below the ephemeral range")
 
 
 def test_concurrent_multi_gpu_jobs_get_different_ports_and_freed_ones_return(make_trainq):
@@ -92,7 +109,6 @@ def test_ports_of_running_jobs_are_not_reissued_after_a_daemon_restart(make_trai
 
 def test_a_master_port_another_program_listens_on_is_skipped(make_trainq):
     """A rendezvous port in use would kill the job with EADDRINUSE: the daemon skips it."""
-    import socket
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("0.0.0.0", 0))
     listener.listen()
