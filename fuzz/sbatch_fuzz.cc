@@ -1,9 +1,10 @@
 // libFuzzer target for the workflow's parsers: #SBATCH scripts (src/core/sbatch.h), node lists
-// (src/core/hostlist.h), --array
+// (src/core/hostlist.h), --signal (src/core/stop_spec.h), --array
 // and --sweep (src/core/sweep.h). Any input is read or refused with kInvalid naming where;
 // what an array parses to is ascending, unique and within bounds; a script that reads has
 // its options in range; an output pattern always becomes one sh word list that quotes every
 // fixed byte.
+#include <csignal>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "fuzz/fuzz_check.h"
 #include "src/core/hostlist.h"
 #include "src/core/sbatch.h"
+#include "src/core/stop_spec.h"
 #include "src/core/sweep.h"
 
 namespace trainq {
@@ -97,6 +99,27 @@ void CheckHostlist(std::string_view text) {
   FUZZ_CHECK(again.ok() && *again == *names);
 }
 
+// --signal reads to a catchable signal and a lead in range, written back as a text that reads
+// to the same, or is refused naming the field.
+void CheckSignal(std::string_view text) {
+  Result<SignalOption> sig = ParseSignalOption(text);
+  if (!sig.ok()) {
+    FUZZ_CHECK(sig.status().code() == Code::kInvalid);
+    FUZZ_CHECK(sig.status().message().rfind("--signal: '", 0) == 0);
+    return;
+  }
+  FUZZ_CHECK(sig->signal >= 1 && sig->signal <= 31 && sig->signal != SIGKILL &&
+             sig->signal != SIGSTOP);
+  FUZZ_CHECK(sig->lead_ms >= 0 && sig->lead_ms <= kMaxSignalLeadSeconds * 1000);
+  StopSpec stop;
+  stop.signal = sig->signal;
+  stop.lead_ms = sig->lead_ms;
+  stop.batch_only = sig->batch_only;
+  Result<SignalOption> again = ParseSignalOption(FormatSignalOption(stop));
+  FUZZ_CHECK(again.ok() && again->signal == sig->signal && again->lead_ms == sig->lead_ms &&
+             again->batch_only == sig->batch_only);
+}
+
 }  // namespace
 }  // namespace trainq
 
@@ -107,5 +130,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   trainq::CheckSweep(text);
   trainq::CheckPattern(text);
   trainq::CheckHostlist(text);
+  trainq::CheckSignal(text);
   return 0;
 }

@@ -128,6 +128,26 @@ struct Transfer {
   bool operator==(const Transfer&) const = default;
 };
 
+// How a job is warned before it is stopped, and what follows (docs/scheduling.md, "Preemption
+// and requeue"; src/core/stop_spec.h parses and stores it).
+struct StopSpec {
+  // --signal [B:]SIG[@T]: SIG (0: none) sent lead_ms before the time limit and before a
+  // preemption stops the job; to every process of the job, or (batch_only, Slurm's B:) to
+  // its command's own process only, the batch shell of an sbatch script.
+  int signal = 0;
+  int64_t lead_ms = 0;
+  bool batch_only = false;
+  // --requeue: when preempted, queued again under the same id as a new attempt (else it ends
+  // cancelled). A job may always requeue itself (`trainq requeue`, `scontrol requeue`).
+  bool requeue = false;
+  // --preemptible: a waiting job of higher priority may stop it (docs/scheduling.md).
+  bool preemptible = false;
+  // --checkpoint GLOB (relative to cwd): an attempt stopped after its signal says whether a
+  // file matching it was written after the signal.
+  std::string checkpoint;
+  bool operator==(const StopSpec&) const = default;
+};
+
 struct JobSpec {
   std::string name;                  // defaults to the command's basename
   std::vector<std::string> command;  // argv, exec'd directly
@@ -171,6 +191,7 @@ struct JobSpec {
   // there ("": the job's cwd).
   std::vector<std::string> collect;
   std::string collect_to;
+  StopSpec stop;  // --signal, --requeue, --preemptible, --checkpoint
   // The Idempotency-Key of the request that stored it ("" for none): a request sent again
   // with the same key (and user) is answered with the ids already stored.
   std::string submit_key;

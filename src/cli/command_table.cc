@@ -85,6 +85,23 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
       ->allow_extra_args(false);
   s->add_option("--collect-to", a.collect_to,
                 "where --collect copies to (default: the job's directory here)");
+  s->add_option("--signal", a.signal,
+                "[B:]SIG[@T]: send SIG (USR1, TERM, ...) T seconds (default 60) before the time "
+                "limit or a preemption stops the job, so it can save a checkpoint; B: to the "
+                "command's own process only (Slurm's --signal)");
+  s->add_flag("--requeue", a.requeue,
+              "when preempted, queue the job again under the same id (TRAINQ_RESTART_COUNT "
+              "counts the restarts); without it a preempted job ends cancelled");
+  s->add_flag_function(
+      "--preemptible", [&a](int64_t) { a.preemptible = true; },
+      "a waiting job of higher priority may stop this one (after --signal's warning) "
+      "(docs/scheduling.md); the config's preemptible option makes it the default");
+  s->add_flag_function(
+      "--no-preemptible", [&a](int64_t) { a.preemptible = false; },
+      "never preempted, whatever the config's default");
+  s->add_option("--checkpoint", a.checkpoint,
+                "GLOB: files the job writes when signalled (checkpoints/*.pt); a stopped "
+                "attempt's end says whether one was written after the signal");
   s->add_option("--notify", a.notify,
                 "POST the job's end as JSON to this URL (retried; docs/workflow.md)");
   s->add_option("--mail", a.mail,
@@ -277,7 +294,20 @@ Action SetupAcct(CLI::App& cmd) {
 
 Action SetupCancel(CLI::App& cmd) {
   auto s = AddSelection(cmd, true);
+  cmd.add_option("--signal,-s", s->signal,
+                 "send this signal (USR1, TERM, 10) to running jobs instead of stopping them, as "
+                 "scancel --signal");
+  cmd.add_flag("--batch,-b", s->batch,
+               "with --signal: to the job's command (an sbatch script's shell) only, not every "
+               "process");
   return [s](Invocation& inv) { return CmdCancel(ClientOf(inv), *s); };
+}
+
+Action SetupRequeue(CLI::App& cmd) {
+  auto a = std::make_shared<RequeueArgs>();
+  cmd.add_option("ids", a->ids, "running jobs (default: the job this runs in, TRAINQ_JOB_ID)");
+  cmd.add_flag("--json", a->json, "each job's outcome as JSON ({\"results\": [...]})");
+  return [a](Invocation& inv) { return CmdRequeue(ClientOf(inv), *a); };
 }
 
 Action SetupRetry(CLI::App& cmd) {
@@ -458,6 +488,10 @@ constexpr CommandRow kCommands[] = {
     {"cancel", "cancel waiting jobs (they stay, cancelled), stop running ones", SetupCancel,
      kJobIds},
     {"retry", "queue jobs that ended again, as new attempts", SetupRetry, kJobIds},
+    {"requeue",
+     "stop running jobs now and queue them again under their ids (inside a job: itself, after "
+     "saving a checkpoint)",
+     SetupRequeue, kJobIds},
     {"update",
      "change waiting jobs: --priority --gpus --mem --cpus --time --name --after (a running "
      "job's name and priority)",

@@ -191,6 +191,10 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   }
   if (!a.notify.empty()) body["notify"] = a.notify;
   if (!a.mail.empty()) body["mail"] = a.mail;
+  if (!a.signal.empty()) body["signal"] = a.signal;
+  if (a.requeue) body["requeue"] = true;
+  if (a.preemptible) body["preemptible"] = *a.preemptible;
+  if (!a.checkpoint.empty()) body["checkpoint"] = a.checkpoint;
   return body;
 }
 
@@ -530,6 +534,7 @@ struct AttemptLog {
   std::string log_path;
   bool active = false;             // starting or running: more output may come
   std::vector<std::string> parts;  // a gang's nodes in rank order; empty for one node
+  std::string end_reason{};        // "" while it runs
 };
 
 // What `trainq logs` needs of a job: its attempt `n` (0: the latest), if it has one.
@@ -537,19 +542,34 @@ struct JobLog {
   int64_t id = 0;
   std::string state, reason;
   std::optional<AttemptLog> attempt;
+  // The earlier attempts whose log this one's continues: those before it stopped by a requeue
+  // or a preemption (oldest first), each with its end.
+  std::vector<std::pair<AttemptLog, std::string>> continued;
 };
+
+// Whether an attempt that ended so was stopped to run again: its log goes on in the next.
+bool Requeued(std::string_view end_reason) {
+  return end_reason.starts_with("requeued by ") || end_reason.starts_with("preempted by job ");
+}
 
 Result<JobLog> ReadJobLog(const json& doc, int64_t n) {
   Reply job(doc);
-  JobLog out{job.Int("id"), job.Str("state"), job.OptStr("reason").value_or(""), std::nullopt};
+  JobLog out{job.Int("id"), job.Str("state"), job.OptStr("reason").value_or(""), std::nullopt, {}};
   std::vector<Reply> attempts = job.Array("attempts");
   for (size_t i = 0; i < attempts.size(); ++i) {
     const Reply& a = attempts[i];
     int64_t number = a.Int("n");
+    std::string end = a.OptStr("end_reason").value_or("");
+    if (n == 0 && i + 1 < attempts.size() && a.ArrayOr("parts").size() <= 1) {
+      if (!Requeued(end)) out.continued.clear();
+      if (Requeued(end)) {
+        out.continued.push_back({AttemptLog{number, a.Str("log_path"), false, {}, end}, end});
+      }
+    }
     if (n != 0 ? number != n : i + 1 != attempts.size()) continue;
     std::string state = a.Str("state");
     out.attempt =
-        AttemptLog{number, a.Str("log_path"), state == "starting" || state == "running", {}};
+        AttemptLog{number, a.Str("log_path"), state == "starting" || state == "running", {}, end};
     for (const Reply& part : a.ArrayOr("parts")) out.attempt->parts.push_back(part.Str("node"));
   }
   if (!job.ok()) return job.status();
@@ -792,20 +812,42 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int
     if (parts) parts->Poll(last);
     if (log) log->Poll(stdout);
   };
+  // A requeued job's log goes on: the attempts it was stopped in come first, each closed by
+  // the line that says how it ended, as one log (Slurm appends to a requeued job's output).
+  if (attempt == 0 && !part && tail < 0) {
+    for (const auto& [earlier, end] : job->continued) {
+      AttemptFollower(client, job->id, earlier.n, earlier.log_path)->Poll(stdout);
+      std::printf("trainq: attempt %lld ended: %s; attempt %lld follows\n",
+                  static_cast<long long>(earlier.n), TerminalSafe(end).c_str(),
+                  static_cast<long long>(earlier.n + 1));
+    }
+  }
   if (job->attempt) {
     start(*job->attempt);
     poll(!follow || !job->attempt->active);
   }
   while (follow) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    job = FetchJobLog(client, id, n);
+    job = FetchJobLog(client, id, attempt);
     if (!job.ok()) return Fail(job.status());
     if (!job->attempt && EndedUnstarted(*job)) return Fail(NoOutput(*job));
     if (!job->attempt) continue;  // still waiting for its first attempt
+    if (job->attempt->n != n && n != 0 && attempt == 0) {
+      // Requeued while followed: the next attempt's output continues the log.
+      std::printf("trainq: attempt %lld ended; attempt %lld follows\n", static_cast<long long>(n),
+                  static_cast<long long>(job->attempt->n));
+      log.reset();
+      parts.reset();
+    }
     n = job->attempt->n;
     if (!log && !parts) start(*job->attempt);
     poll(!job->attempt->active);
-    if (!job->attempt->active) break;
+    // Ended: done, unless it was queued again to run on (a requeue, a preemption).
+    if (!job->attempt->active &&
+        !(attempt == 0 && Requeued(job->attempt->end_reason) &&
+          (job->state == "queued" || job->state == "starting" || job->state == "running"))) {
+      break;
+    }
   }
   return 0;
 }

@@ -43,6 +43,10 @@ struct SubmitArgs {
   std::vector<std::string> stage;          // --stage SRC[:DST] (repeatable)
   std::vector<std::string> collect;        // --collect PATTERN (repeatable)
   std::string collect_to;                  // --collect-to DIR (made absolute)
+  std::string signal;                      // --signal [B:]SIG[@T]: checked by the daemon
+  bool requeue = false;                    // --requeue
+  std::optional<bool> preemptible;         // --preemptible / --no-preemptible; unset: config
+  std::string checkpoint;                  // --checkpoint GLOB
   bool json = false;
   std::vector<std::string> sweeps;  // --sweep NAME=V1,V2 (repeatable)
   std::string array;                // --array 0-15%4
@@ -113,6 +117,15 @@ struct JobSelection {
   bool all_mine = false;
   bool failed = false;  // retry --failed: only those that failed
   bool json = false;    // {"results": [...]} as the API answers, not a line a job
+  // cancel --signal SIG [--batch]: send SIG to running jobs rather than stop them (scancel's).
+  std::string signal;
+  bool batch = false;
+};
+// `trainq requeue [ID...]`: running jobs stopped now and queued again under their ids; no id:
+// the job this runs in (TRAINQ_JOB_ID, or SLURM_JOB_ID in an sbatch script).
+struct RequeueArgs {
+  std::vector<std::string> ids;
+  bool json = false;
 };
 // "597,598", "10-20" and plain ids, in the order given, each once; kInvalid naming the text
 // and the accepted forms.
@@ -147,6 +160,7 @@ int CmdClean(Client& client, const CleanArgs& args);
 // workflow_commands.cc: selections, groups, run, wait, sbatch (docs/workflow.md).
 int CmdCancel(Client& client, const JobSelection& selection);
 int CmdRetry(Client& client, const JobSelection& selection);
+int CmdRequeue(Client& client, const RequeueArgs& args);
 int CmdWait(Client& client, const WaitArgs& args);
 int CmdRun(Client& client, const SubmitArgs& args);
 int CmdSbatch(Client& client, const SbatchArgs& args);

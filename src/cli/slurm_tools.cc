@@ -605,6 +605,50 @@ int StepsDone() {
   return 0;
 }
 
+// trainq's own command line, in this process.
+int RunTrainq(std::vector<std::string> words) {
+  std::vector<char*> ptrs;
+  for (std::string& w : words) ptrs.push_back(w.data());
+  ptrs.push_back(nullptr);
+  return RunCli(static_cast<int>(words.size()), ptrs.data());
+}
+
+// `scancel --signal SIG [--batch] ID...` (-s SIG, -b; --signal=SIG): what a job's trap runs to
+// signal itself or its steps. Anything else says what to use.
+int Scancel(const std::vector<std::string>& args) {
+  std::string signal;
+  bool batch = false;
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if ((a == "--signal" || a == "-s") && i + 1 < args.size()) {
+      signal = args[++i];
+    } else if (a.starts_with("--signal=")) {
+      signal = a.substr(9);
+    } else if (a.starts_with("-s") && a.size() > 2) {
+      signal = a.substr(2);
+    } else if (a == "--batch" || a == "-b") {
+      batch = true;
+    } else if (a == "--full" || a == "-f" || a == "--quiet" || a == "-Q" || a == "-v") {
+      continue;  // the whole job is what trainq signals anyway
+    } else if (!a.starts_with("-")) {
+      ids.push_back(a);  // ids and lists, as trainq cancel takes them
+    } else {
+      signal.clear();
+      break;
+    }
+  }
+  if (signal.empty() || ids.empty()) {
+    Say("scancel: trainq covers `scancel --signal SIG [--batch] ID` only; to stop a job use "
+        "trainq cancel ID");
+    return 1;
+  }
+  std::vector<std::string> words = {"trainq", "cancel", "--signal", signal};
+  if (batch) words.push_back("--batch");
+  words.insert(words.end(), ids.begin(), ids.end());
+  return RunTrainq(words);
+}
+
 int Scontrol(const std::vector<std::string>& args) {
   auto usage = [] {
     Say("scontrol: trainq covers `scontrol show hostnames [LIST]`, `show hostname [LIST]`, "
@@ -613,14 +657,27 @@ int Scontrol(const std::vector<std::string>& args) {
   };
   if (args.empty()) return usage();
   const std::string& verb = args[0];
+  // PyTorch Lightning's SLURMEnvironment runs `scontrol requeue $SLURM_JOB_ID` once it saved
+  // its checkpoint: the running job stops and is queued again under its id.
+  if (verb == "requeue" || verb == "requeuehold") {
+    if (verb == "requeuehold") {
+      Say("scontrol: requeuehold is not covered; trainq requeue ID, then trainq hold ID");
+      return 1;
+    }
+    std::vector<std::string> words = {"trainq", "requeue"};
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i].starts_with("-")) continue;  // -v, --quiet: nothing to say differently
+      words.push_back(args[i]);                // ids and lists, as trainq requeue takes them
+    }
+    return RunTrainq(words);
+  }
   if (verb != "show") {
-    std::string instead =
-        verb == "requeue"   ? "trainq retry ID (a running job: trainq cancel ID first)"
-        : verb == "update"  ? "trainq cancel ID, then submit it again with the new values"
-        : verb == "hold"    ? "trainq cancel ID; a job waits on others with --after"
-        : verb == "release" ? "trainq submit ... --after to order jobs"
-        : verb == "cancel"  ? "trainq cancel ID"
-                            : "trainq --help";
+    std::string instead = verb == "update"
+                              ? "trainq update ID (a waiting job's --priority, --gpus, --time, ...)"
+                          : verb == "hold" ? "trainq cancel ID; a job waits on others with --after"
+                          : verb == "release" ? "trainq submit ... --after to order jobs"
+                          : verb == "cancel"  ? "trainq cancel ID"
+                                              : "trainq --help";
     Say(fmt::format("scontrol: {} is not covered by trainq's scontrol; use {}", TerminalSafe(verb),
                     instead));
     return 1;
@@ -678,16 +735,13 @@ std::optional<int> RunSlurmTool(int argc, char** argv) {
   if (self == "sbatch") {
     std::vector<std::string> words = {"trainq", "sbatch"};
     words.insert(words.end(), args.begin(), args.end());
-    std::vector<char*> ptrs;
-    for (std::string& w : words) ptrs.push_back(w.data());
-    ptrs.push_back(nullptr);
-    return RunCli(static_cast<int>(words.size()), ptrs.data());
+    return RunTrainq(words);
   }
-  if (self == "squeue" || self == "scancel" || self == "sinfo" || self == "sacct") {
-    std::string instead = self == "squeue"    ? "trainq ls (--json for scripts)"
-                          : self == "scancel" ? "trainq cancel ID"
-                          : self == "sinfo"   ? "trainq nodes"
-                                              : "trainq show ID";
+  if (self == "scancel") return Scancel(args);
+  if (self == "squeue" || self == "sinfo" || self == "sacct") {
+    std::string instead = self == "squeue"  ? "trainq ls (--json for scripts)"
+                          : self == "sinfo" ? "trainq nodes"
+                                            : "trainq show ID";
     Say(fmt::format("{} is not part of trainq; use {}", self, instead));
     return 1;
   }

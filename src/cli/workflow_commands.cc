@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "src/core/hostlist.h"
 #include "src/core/json_codec.h"
 #include "src/core/sbatch.h"
+#include "src/core/stop_spec.h"
 #include "src/core/sweep.h"
 #include "src/core/words.h"
 #include "src/os/run_dir.h"
@@ -401,8 +403,64 @@ int CmdUpdate(Client& client, const UpdateArgs& a) {
   return rc;
 }
 
+namespace {
+
+// What `cancel --signal` and `requeue` send one job at a time (POST /v1/jobs/ID/ACTION); each
+// job's outcome printed, or gathered for --json.
+int ActEach(Client& client, const std::vector<int64_t>& ids, bool as_json,
+            const std::function<std::string(int64_t)>& target) {
+  int rc = 0;
+  json results = json::array();
+  for (int64_t id : ids) {
+    Result<json> r = client.Call("POST", target(id));
+    if (!r.ok()) {
+      rc = std::max(rc, Fail(r.status()));
+      if (as_json) results.push_back({{"id", id}, {"error", r.status().message()}});
+      continue;
+    }
+    if (as_json) {
+      results.push_back({{"id", id}, {"message", r->value("message", "")}, {"job", (*r)["job"]}});
+    } else {
+      rc = std::max(rc, PrintJobMessage(*r));
+    }
+  }
+  return std::max(rc, PrintResults(results, as_json));
+}
+
+}  // namespace
+
+int CmdRequeue(Client& client, const RequeueArgs& a) {
+  std::string own = GetEnv("TRAINQ_JOB_ID");
+  if (own.empty()) own = GetEnv("SLURM_JOB_ID");
+  std::vector<std::string> texts = a.ids;
+  if (texts.empty() && own.empty()) {
+    return Fail(Status::Invalid(
+        "requeue: give the job ids (or run it inside a job, where TRAINQ_JOB_ID names it)"));
+  }
+  if (texts.empty()) texts.push_back(own);
+  Result<std::vector<int64_t>> ids = ParseIdList(texts);
+  if (!ids.ok()) return Fail(ids.status());
+  return ActEach(client, *ids, a.json, [&own](int64_t id) {
+    return api::JobPath(id, "requeue") + (std::to_string(id) == own ? "?self=1" : "");
+  });
+}
+
 int CmdCancel(Client& client, const JobSelection& s) {
   if (s.failed) return Fail(Status::Invalid("--failed: goes with retry"));
+  if (s.batch && s.signal.empty()) return Fail(Status::Invalid("--batch: goes with --signal"));
+  if (!s.signal.empty()) {
+    Result<SignalOption> sig = ParseSignalOption(s.signal, "--signal");
+    if (!sig.ok() || s.signal.find('@') != std::string::npos) {
+      return Fail(sig.ok() ? Status::Invalid("--signal: cancel sends it now; give no @TIME")
+                           : sig.status());
+    }
+    Result<std::vector<int64_t>> ids = Resolve(client, s, "signal", {"running"});
+    if (!ids.ok()) return Fail(ids.status());
+    return ActEach(client, *ids, s.json, [&](int64_t id) {
+      return fmt::format("{}?signal={}{}", api::JobPath(id, "signal"), ShortSignalName(sig->signal),
+                         s.batch || sig->batch_only ? "&batch=1" : "");
+    });
+  }
   if (OnlyGroup(s)) return CmdCancelGroup(client, s.group, s.json);
   Result<std::vector<int64_t>> ids =
       Resolve(client, s, "cancel", {"queued", "blocked", "starting", "running"});
@@ -715,11 +773,13 @@ std::string SbatchWrapper(const SbatchOptions& o, const std::string& name, const
       "\"${c[@]:0:${#c[@]}-1}\" --volume \"$TRAINQ_SLURM_DIR:$TRAINQ_SLURM_DIR:ro\" "
       "--env SLURM_TASK_PID --env SLURM_JOB_UID --env SLURM_JOB_GID --env TRAINQ_SLURM_DIR "
       "\"${c[-1]}\" \"$script\" \"$@\"; else \"$script\" \"$@\"; fi";
-  std::string pipeline = run + " 2>&1 | tee -- \"$out\"";
+  // A requeued job's attempts append to its files, as Slurm's do.
+  text += "t=(tee); [ \"${SLURM_RESTART_COUNT:-0}\" = 0 ] || t+=(-a); ";
+  std::string pipeline = run + " 2>&1 | \"${t[@]}\" -- \"$out\"";
   if (!o.error.empty() && o.error != out) {
     text += "err=" + ShellPathOf(o.error, name, user) + "; ";
-    pipeline = "{ " + run + " 2>&1 1>&3 3>&- | tee -- \"$err\" 1>&2 3>&-; " +
-               "exit \"${PIPESTATUS[0]}\"; } 3>&1 | tee -- \"$out\"";
+    pipeline = "{ " + run + " 2>&1 1>&3 3>&- | \"${t[@]}\" -- \"$err\" 1>&2 3>&-; " +
+               "exit \"${PIPESTATUS[0]}\"; } 3>&1 | \"${t[@]}\" -- \"$out\"";
   }
   // A part on another node than the first runs no script: it runs the steps srun gives it.
   return text +
@@ -865,6 +925,8 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!o.container_mounts.empty()) (*body)["mounts"] = o.container_mounts;
   if (!o.container_workdir.empty()) (*body)["container_workdir"] = o.container_workdir;
   if (!o.mail_user.empty()) (*body)["mail"] = o.mail_user;
+  if (!o.signal.empty()) (*body)["signal"] = o.signal;
+  if (o.requeue) (*body)["requeue"] = *o.requeue;
   Result<json> after = DependencyIds(client, o.after_ok);
   if (!after.ok()) return after.status();
   Result<json> after_any = DependencyIds(client, o.after_any);

@@ -8,6 +8,7 @@
 
 #include "src/core/gpu_select.h"
 #include "src/core/spec.h"
+#include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 #include "trainq/size.h"
 
@@ -64,6 +65,8 @@ class SpecReader {
   void Constraints(const json& v);
   void Transfers(const json& v);
   bool WorkflowField(const std::string& key, const json& v);
+  bool StopField(const std::string& key, const json& v);
+  void Bool(const std::string& key, const json& v, bool& out);
   void Group(const json& v);
   void Record(const json& v);
 
@@ -103,12 +106,13 @@ void SpecReader::Field(const std::string& key, const json& v) {
   }
   if (ContainerField(key, v)) return;
   if (WorkflowField(key, v)) return;
+  if (StopField(key, v)) return;
   errors_.push_back(fmt::format(
       "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
       "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, gpu_type, "
       "constraints, transfers, collect, collect_to, image, mounts, shm_size, container_workdir, "
       "group, group_limit, "
-      "array_index, record, notify, mail, slurm, gate",
+      "array_index, record, notify, mail, slurm, gate, signal, requeue, preemptible, checkpoint",
       key));
 }
 
@@ -298,6 +302,47 @@ void SpecReader::Constraints(const json& v) {
     errors_.push_back(
         fmt::format("constraints: more than {} features; ask for fewer", kMaxConstraints));
   }
+}
+
+void SpecReader::Bool(const std::string& key, const json& v, bool& out) {
+  if (!v.is_boolean()) return errors_.push_back(Expected(key, "true or false", v));
+  out = v.get<bool>();
+}
+
+// How the job is warned and stopped (src/core/stop_spec.h); false for a key that is none.
+bool SpecReader::StopField(const std::string& key, const json& v) {
+  StopSpec& stop = spec_.stop;
+  if (key == "signal") {
+    if (v.is_null()) {
+      stop.signal = 0;
+      stop.lead_ms = 0;
+      stop.batch_only = false;
+    } else if (!v.is_string()) {
+      errors_.push_back(Expected(key, "a string such as \"B:USR1@90\" or null", v));
+    } else {
+      Result<SignalOption> sig = ParseSignalOption(v.get<std::string>(), "--signal");
+      if (!sig.ok()) {
+        errors_.push_back(sig.status().message());
+      } else {
+        stop.signal = sig->signal;
+        stop.lead_ms = sig->lead_ms;
+        stop.batch_only = sig->batch_only;
+      }
+    }
+  } else if (key == "requeue") {
+    Bool(key, v, stop.requeue);
+  } else if (key == "preemptible") {
+    Bool(key, v, stop.preemptible);
+  } else if (key == "checkpoint") {
+    if (v.is_null()) {
+      stop.checkpoint.clear();
+    } else {
+      String(key, v, stop.checkpoint);
+    }
+  } else {
+    return false;
+  }
+  return true;
 }
 
 // The fields of the researcher's workflow (groups, arrays, run records, notifications,
@@ -538,6 +583,10 @@ json JobToJson(const Job& job) {
       {"mail", s.mail.empty() ? json(nullptr) : json(s.mail)},
       {"slurm", s.slurm_env},
       {"gate_pid", s.gate_pid > 0 ? json(s.gate_pid) : json(nullptr)},
+      {"signal", s.stop.signal > 0 ? json(FormatSignalOption(s.stop)) : json(nullptr)},
+      {"requeue", s.stop.requeue},
+      {"preemptible", s.stop.preemptible},
+      {"checkpoint", s.stop.checkpoint.empty() ? json(nullptr) : json(s.stop.checkpoint)},
       {"attempts", std::move(attempts)}};
 }
 
@@ -601,6 +650,10 @@ json SpecToJson(const JobSpec& spec) {
   if (!spec.mail.empty()) out["mail"] = spec.mail;
   if (spec.slurm_env) out["slurm"] = true;
   if (spec.gate_pid != 0) out["gate"] = true;
+  if (spec.stop.signal > 0) out["signal"] = FormatSignalOption(spec.stop);
+  if (spec.stop.requeue) out["requeue"] = true;
+  if (spec.stop.preemptible) out["preemptible"] = true;
+  if (!spec.stop.checkpoint.empty()) out["checkpoint"] = spec.stop.checkpoint;
   return out;
 }
 

@@ -205,7 +205,11 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
                                             "image",
                                             "mounts",
                                             "shm_size_bytes",
-                                            "container_workdir"}));
+                                            "container_workdir",
+                                            "signal",
+                                            "requeue",
+                                            "preemptible",
+                                            "checkpoint"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");

@@ -9,6 +9,7 @@
 #include "src/core/container.h"
 #include "src/core/gpu_select.h"
 #include "src/core/spec.h"
+#include "src/core/stop_spec.h"
 #include "src/core/words.h"
 
 namespace trainq {
@@ -22,7 +23,8 @@ using Apply = std::function<std::string(const std::string& value, SbatchOptions&
 struct OptionRow {
   std::string_view name;  // long form, without "--"
   char letter;            // short form, 0 for none
-  Apply apply;            // null: a flag (no value)
+  Apply apply;            // null: --parsable
+  bool flag = false;      // takes no value: `apply` is called with ""
 };
 
 std::optional<int64_t> Count(std::string_view text) {
@@ -192,11 +194,10 @@ constexpr Unhonoured kUnhonoured[] = {
     {"mem-per-cpu", 0, false, "host memory is not reserved per job"},
     {"mail-type", 0, false, "trainq mails when the job ends, whatever --mail-type says"},
     {"export", 0, false, "the job gets the submitting environment, as --export=ALL"},
-    {"requeue", 0, true, "a job is queued again on out-of-memory or a lost node"},
     {"exclusive", 0, true, "trainq does not reserve whole nodes"},
     {"nice", 0, false, "use trainq submit --priority"},
-    {"open-mode", 0, false, "output files are truncated when the job starts"},
-    {"signal", 0, false, "at its time limit a job gets SIGTERM, then SIGKILL after the grace"},
+    {"open-mode", 0, false,
+     "output files are truncated when the job starts; a requeued job's attempts append"},
     {"wait", 'W', true, "use trainq wait ID"},
     {"hold", 'H', true, "trainq has no held jobs; use --dependency"},
     {"begin", 'b', false, "trainq has no start times"},
@@ -268,6 +269,27 @@ const std::vector<OptionRow>& Rows() {
       {"nodelist", 'w', Names(&SbatchOptions::nodelist)},
       {"exclude", 'x', Names(&SbatchOptions::exclude)},
       {"mail-user", 0, Text(&SbatchOptions::mail_user)},
+      {"signal", 0,
+       [](const std::string& v, SbatchOptions& out) {
+         if (!ParseSignalOption(v).ok()) {
+           return std::string(
+               "[B:]SIG[@SECONDS]: SIG a name (USR1, TERM) or number 1-31, SECONDS 0-65535");
+         }
+         out.signal = v;
+         return std::string();
+       }},
+      {"requeue", 0,
+       [](const std::string&, SbatchOptions& out) {
+         out.requeue = true;
+         return std::string();
+       },
+       true},
+      {"no-requeue", 0,
+       [](const std::string&, SbatchOptions& out) {
+         out.requeue = false;
+         return std::string();
+       },
+       true},
       {"parsable", 0, nullptr},
   };
   return rows;
@@ -289,7 +311,7 @@ Found Find(std::string_view name, char letter) {
 }
 
 bool TakesValue(const Found& f) {
-  return f.row ? f.row->apply != nullptr : (f.unhonoured && !f.unhonoured->flag);
+  return f.row ? f.row->apply != nullptr && !f.row->flag : (f.unhonoured && !f.unhonoured->flag);
 }
 
 }  // namespace
@@ -357,7 +379,8 @@ Result<size_t> ApplySbatchCommandLine(const std::vector<std::string>& words, std
                                          TerminalSafe(value), problem));
     }
     out.origin[std::string(found.row->name)] =
-        fmt::format("{}: --{}={}", where, found.row->name, TerminalSafe(value));
+        found.row->flag ? fmt::format("{}: --{}", where, found.row->name)
+                        : fmt::format("{}: --{}={}", where, found.row->name, TerminalSafe(value));
   }
   return words.size();
 }

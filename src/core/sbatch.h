@@ -42,6 +42,8 @@ struct SbatchOptions {
   std::vector<std::string> nodelist;     // --nodelist, -w
   std::vector<std::string> exclude;      // --exclude, -x
   std::string mail_user;                 // --mail-user
+  std::string signal;                    // --signal, as ParseSignalOption takes it
+  std::optional<bool> requeue;           // --requeue, --no-requeue
   // trainq's own lines, "#TRAINQ --stage SRC[:DST]", "#TRAINQ --collect PATTERN",
   // "#TRAINQ --collect-to DIR" (docs/cluster.md): what travels with the job.
   std::vector<std::string> stage;

@@ -14,6 +14,7 @@
 #include "src/core/endpoint.h"
 #include "src/core/gpu_select.h"
 #include "src/core/hostlist.h"
+#include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 #include "trainq/size.h"
 
@@ -533,6 +534,11 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckTransfers(spec, errors);
   CheckCollect(spec, errors);
   CheckWorkflow(spec, errors);
+  if (!spec.stop.checkpoint.empty()) {
+    if (std::string problem = CheckpointGlobProblem(spec.stop.checkpoint); !problem.empty()) {
+      errors.push_back({"--checkpoint", problem});
+    }
+  }
   return errors;
 }
 
@@ -672,6 +678,7 @@ void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
   std::string cpus = std::to_string(std::max(1, spec.cpus));
   std::string nodelist = CompressHostlist(in.node_names);
   for (const char* key : {"SLURM_JOB_ID", "SLURM_JOBID"}) SetVar(env, key, id);
+  SetVar(env, "SLURM_RESTART_COUNT", std::to_string(std::max(0, in.attempt - 1)));
   // sbatch fixes it at submit: an array's tasks are named NAME[INDEX], their Slurm name NAME.
   if (!given("SLURM_JOB_NAME")) SetVar(env, "SLURM_JOB_NAME", spec.name);
   SetVar(env, "SLURM_JOB_USER", spec.user);
@@ -760,6 +767,8 @@ std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& 
   SetVar(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   SetVar(env, "TRAINQ_JOB_ID", std::to_string(in.job));
   SetVar(env, "TRAINQ_ATTEMPT", std::to_string(in.attempt));
+  // Every earlier attempt was a restart: a preemption, a requeue, an OOM retry, a lost node.
+  SetVar(env, "TRAINQ_RESTART_COUNT", std::to_string(std::max(0, in.attempt - 1)));
   SetVar(env, "TRAINQ_GPUS", fmt::format("{}", fmt::join(in.gpu_uuids, ",")));
   SetVar(env, "TRAINQ_NUM_GPUS", std::to_string(in.gpu_indices.size()));
   if (!in.run_dir.empty()) SetVar(env, kRunDirEnv, in.run_dir);

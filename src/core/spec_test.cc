@@ -395,7 +395,8 @@ TEST(BuildAttemptEnvTest, SetsGpuAndJobVariablesOverridingTheJobs) {
                           Pair("HOME", "/home/ada"), Pair("TRAINQ_JOB_ID", "42"),
                           Pair("TRAINQ_RUN_DIR", "/state/runs/42/2"),
                           Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_ATTEMPT", "2"),
-                          Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb"), Pair("TRAINQ_NUM_GPUS", "2")));
+                          Pair("TRAINQ_RESTART_COUNT", "1"), Pair("TRAINQ_GPUS", "GPU-aaa,GPU-bbb"),
+                          Pair("TRAINQ_NUM_GPUS", "2")));
 }
 
 TEST(BuildAttemptEnvTest, CpuJobsSeeNoGpusAndLaterEnvEntriesWin) {
@@ -404,8 +405,8 @@ TEST(BuildAttemptEnvTest, CpuJobsSeeNoGpusAndLaterEnvEntriesWin) {
   auto env = BuildAttemptEnv(spec, {.job = 1, .attempt = 1, .gpu_indices = {}, .gpu_uuids = {}});
   EXPECT_THAT(env, ElementsAre(Pair("A", "3"), Pair("B", "2"), Pair("CUDA_VISIBLE_DEVICES", ""),
                                Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("TRAINQ_JOB_ID", "1"),
-                               Pair("TRAINQ_ATTEMPT", "1"), Pair("TRAINQ_GPUS", ""),
-                               Pair("TRAINQ_NUM_GPUS", "0")));
+                               Pair("TRAINQ_ATTEMPT", "1"), Pair("TRAINQ_RESTART_COUNT", "0"),
+                               Pair("TRAINQ_GPUS", ""), Pair("TRAINQ_NUM_GPUS", "0")));
 }
 
 using Env = std::vector<std::pair<std::string, std::string>>;

@@ -277,6 +277,12 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank, con
   spec.log_max_bytes = config_.log_max_bytes;
   spec.grace_ms = config_.grace_ms;
   spec.time_limit_ms = job.spec.time_limit_ms;
+  spec.warn_signal = job.spec.stop.signal;
+  spec.warn_lead_ms = job.spec.stop.lead_ms;
+  spec.warn_batch_only = job.spec.stop.batch_only;
+  spec.checkpoint = job.spec.stop.checkpoint;
+  // The wrapper of `trainq sbatch` runs the script's copy by this name (SbatchWrapper).
+  if (job.spec.slurm_env) spec.batch_script = "/slurm_script";
   spec.umask = options_.job_umask;
   // A cluster's jobs stop themselves when this node stops renewing its heartbeat
   // (docs/cluster.md, "Failure").
@@ -535,6 +541,7 @@ void Agent::OnShimExit(JobId id) {
     }
     in.retries_allowed = job->spec.retries;
     in.time_limit_ms = job->spec.time_limit_ms;
+    in.stop = job->spec.stop;
     in.container = job->spec.container.on();
   }
   in.backoff_ms = config_.oom_backoff_ms;
@@ -696,6 +703,42 @@ Status Agent::Cancel(JobId id, std::string* message) {
   TRAINQ_RETURN_IF_ERROR(launcher_->Signal(live.shim, SIGTERM));
   *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {})", id,
                          FormatDuration(config_.grace_ms));
+  return Status::Ok();
+}
+
+Status Agent::Control(JobId id, ShimControl control, std::string* message) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return Status::NotFound(fmt::format("job {} is not running here", id));
+  LiveAttempt& live = it->second;
+  if (live.stopping || live.cancel_requested || live.gate) {
+    return Status::Conflict(fmt::format("job {} is being stopped already{}", id,
+                                        live.gate ? " (a gate has no processes to signal)" : ""));
+  }
+  // A job warned of its preemption may still ask to be requeued at once (Lightning saves, then
+  // runs scontrol requeue); a second requeue has nothing to add.
+  if (!control.stop.empty() && live.stop_requested == "requeued") {
+    return Status::Conflict(fmt::format("job {} is being requeued already", id));
+  }
+  // Each request's number is above the last the shim saw, across daemon restarts too.
+  Result<ShimControl> last = ReadShimControl(live.run_dir);
+  control.seq = std::max<int64_t>(last.ok() ? last->seq : 0, live.control_seq) + 1;
+  live.control_seq = control.seq;
+  TRAINQ_RETURN_IF_ERROR(WriteShimControl(live.run_dir, control));
+  TRAINQ_RETURN_IF_ERROR(launcher_->Signal(live.shim, SIGUSR1));
+  if (!control.stop.empty()) live.stop_requested = control.stop;
+  if (message == nullptr) return Status::Ok();
+  if (control.stop == "requeued") {
+    *message = fmt::format(
+        "job {}: stopping attempt {} (SIGTERM, then SIGKILL after {}); it is "
+        "queued again as attempt {}",
+        id, live.n, FormatDuration(config_.grace_ms), live.n + 1);
+  } else if (!control.stop.empty()) {
+    *message = fmt::format("job {}: {}; stopping it in {}", id, control.reason,
+                           FormatDuration(control.stop_in_ms));
+  } else {
+    *message = fmt::format("job {}: sent SIG{} to {}", id, sigabbrev_np(control.signal),
+                           control.batch_only ? "its batch shell" : "its processes");
+  }
   return Status::Ok();
 }
 

@@ -74,6 +74,10 @@ struct LiveAttempt {
   int part = -1;        // a gang's part run here, of `parts`; -1: not a gang
   int parts = 0;
   bool cancel_requested = false;
+  // Control (control.json): the last request's number, and a stop asked ("preempted",
+  // "requeued"; "": none).
+  int64_t control_seq = 0;
+  std::string stop_requested;
   bool gate = false;                    // the "shim" is a trainq.gpu gate's own process
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
@@ -180,6 +184,11 @@ class Agent {
   // Cancels the attempt running here: SIGTERM to its shim (or, for one whose shim is gone,
   // noted so its end says cancelled). kNotFound when no attempt of the job runs here.
   Status Cancel(JobId id, std::string* message);
+  // Asks the shim of the attempt running here to act (control.json, then SIGUSR1): stop it
+  // with a warning (a preemption, a requeue) or signal its processes. kNotFound when no attempt
+  // of the job runs here, kConflict when it is being stopped already. `message` (may be null)
+  // says what was done.
+  Status Control(JobId id, ShimControl control, std::string* message);
   // Ends a gate's block (docs/python.md, "The GPU gate").
   Status ReleaseGate(const Job& job, const GateRelease& r, std::string* message);
   // Stops the attempts running here that are not in `keep` (a cluster's node judged lost

@@ -1,7 +1,5 @@
 #include "src/daemon/cluster_key.h"
 
-#include "src/core/transfers.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "src/core/auth.h"
+#include "src/core/stop_spec.h"
+#include "src/core/transfers.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fd.h"
 #include "src/store/store.h"
@@ -58,6 +58,9 @@ std::string SignedJobText(const JobSpec& spec, const std::string& node) {
   if (!spec.transfers.empty()) Field(out, TransfersToText(spec.transfers));
   // Where outputs are copied, as the job's user, on the node that stored it.
   if (!spec.collect.empty()) Field(out, CollectToText(spec));
+  // The signal a node sends the job's processes, and the glob its shim reads in the job's
+  // directory.
+  if (spec.stop != StopSpec{}) Field(out, StopToText(spec.stop));
   return out;
 }
 

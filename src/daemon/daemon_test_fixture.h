@@ -130,8 +130,10 @@ class DaemonTest : public ::testing::Test {
                              const std::string& body) {
     HttpRequest req;
     req.method = method;
-    req.path = path;
+    req.path = path.substr(0, path.find('?'));
     req.body = body;
+    if (size_t q = path.find('?'); q != std::string::npos)
+      req.query = ParseQuery(path.substr(q + 1));
     return req;
   }
   HttpResponse Send(HttpRequest req) {

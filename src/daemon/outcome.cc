@@ -159,6 +159,42 @@ std::string RuntimeError(std::string_view log) {
 
 }  // namespace
 
+namespace {
+
+// What the warning before a stop achieved, for the end's reason: "; SIGUSR1 sent 60 s before,
+// checkpoints/last.ckpt written after it".
+std::string WarningNote(const OutcomeInput& in, const ExitRecord& rec) {
+  if (rec.warned_at <= 0 || in.stop.signal <= 0) return "";
+  // To the nearest second: the end comes a moment after the lead asked for.
+  int64_t lead = std::max<int64_t>(0, rec.ended_at - rec.warned_at);
+  if (lead >= 1000) lead = (lead + 500) / 1000 * 1000;
+  std::string note =
+      fmt::format("; {} sent {} before", SignalName(in.stop.signal), FormatDuration(lead));
+  if (in.stop.checkpoint.empty()) return note + " the end";
+  if (rec.checkpoint.empty()) {
+    return note + fmt::format(" the end; no file matching --checkpoint {} was written after it",
+                              in.stop.checkpoint);
+  }
+  return note + fmt::format(" the end; checkpoint {} written after it", rec.checkpoint);
+}
+
+AttemptEnd Stopped(const OutcomeInput& in, const ExitRecord& rec, UnixMs ended) {
+  std::string note = WarningNote(in, rec);
+  AttemptEnd end = Ended(JobState::kCancelled, ended, rec.stop_reason + note);
+  end.exit_code = rec.exit_code;
+  end.signal = rec.signal;
+  if (rec.stop == "requeued" || in.stop.requeue) {
+    end.job_state = JobState::kQueued;
+    end.job_reason = fmt::format("requeued: {}", rec.stop_reason);
+    return end;
+  }
+  end.job_reason =
+      fmt::format("{}{}; not queued again (submit with --requeue for that)", rec.stop_reason, note);
+  return end;
+}
+
+}  // namespace
+
 AttemptEnd DecideOutcome(const OutcomeInput& in) {
   if (!in.record) return DecideUnrecorded({Unrecorded::kShimDied, "", 0, 0, in.now});
   const ExitRecord& rec = *in.record;
@@ -174,10 +210,11 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.signal = rec.signal;
     return end;
   }
+  if (!rec.stop.empty()) return Stopped(in, rec, ended);
   if (rec.fenced) return SelfFenced(rec, ended);
   if (rec.time_limit) {
     std::string limit = in.time_limit_ms > 0 ? " (" + FormatDuration(in.time_limit_ms) + ")" : "";
-    AttemptEnd end = Ended(JobState::kFailed, ended, "time limit" + limit);
+    AttemptEnd end = Ended(JobState::kFailed, ended, "time limit" + limit + WarningNote(in, rec));
     end.exit_code = rec.exit_code;
     end.signal = rec.signal;
     return end;

@@ -28,6 +28,9 @@ struct OutcomeInput {
   // runtime's error line in the log mean the container did not start; that line is the
   // reason, word for word.
   bool container = false;
+  // --signal, --requeue, --checkpoint: what a stop (ExitRecord::stop) and a warned time limit
+  // say, and whether a preempted job is queued again.
+  StopSpec stop{};
 };
 
 // How often a job whose rendezvous port another program took is queued again at once.
@@ -35,14 +38,17 @@ inline constexpr int kPortRetries = 3;
 // The start of such an attempt's end reason, by which earlier ones are counted.
 inline constexpr std::string_view kPortTakenReason = "rendezvous port ";
 
-// Cancelled beats everything; a shim that fenced itself (its node's heartbeat lapsed) fails
-// the attempt and queues the job again, whatever the exit status says; a stop at the time
-// limit is a failure "time limit (2h30m)" whatever the exit status or the log says (never an
-// OOM retry: the limit would only fire again); then success; a failure after the cgroup's
-// OOM killer acted is "host memory limit 4.0 GiB reached (--mem-limit); killed by SIGKILL"
-// (never a GPU OOM retry either); then OOM (retry or fail), a
-// rendezvous port another program took between placement and bind (queued again at once, up
-// to kPortRetries times, not counted as OOM), other failures.
+// Cancelled beats everything; a stop the daemon asked for (ExitRecord::stop) comes next: a job
+// that asked to be requeued, or was preempted with --requeue, is queued again under the same id
+// (the attempt ends cancelled, the reason the stop's: "requeued by itself", "preempted by job 31
+// (priority 100)"); one preempted without --requeue ends cancelled, saying so; a shim that fenced
+// itself (its node's heartbeat lapsed) fails the attempt and queues the job again, whatever the
+// exit status says; a stop at the time limit is a failure "time limit (2h30m)" whatever the exit
+// status or the log says (never an OOM retry: the limit would only fire again); then success; a
+// failure after the cgroup's OOM killer acted is "host memory limit 4.0 GiB reached (--mem-limit);
+// killed by SIGKILL" (never a GPU OOM retry either); then OOM (retry or fail), a rendezvous port
+// another program took between placement and bind (queued again at once, up to kPortRetries times,
+// not counted as OOM), other failures.
 AttemptEnd DecideOutcome(const OutcomeInput& in);
 
 // Why an attempt ends with no exit record. Its processes are stopped before the end is

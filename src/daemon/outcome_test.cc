@@ -183,6 +183,62 @@ TEST(OutcomeTest, TimeLimitThatTheJobSurvivedWithExitZeroStillFails) {
   EXPECT_EQ(DecideOutcome(in).job_state, JobState::kFailed);
 }
 
+TEST(OutcomeTest, AWarnedTimeLimitSaysWhenAndWhetherACheckpointWasWritten) {
+  OutcomeInput in = Exited(std::nullopt, 15);
+  in.record->time_limit = true;
+  in.record->ended_at = 100'000;
+  in.record->warned_at = 40'000;
+  in.time_limit_ms = 9'000'000;
+  in.stop.signal = 10;
+  in.stop.checkpoint = "ckpt/*.pt";
+  EXPECT_EQ(DecideOutcome(in).job_reason,
+            "time limit (2h30m); SIGUSR1 sent 1m00s before the end; no file matching "
+            "--checkpoint ckpt/*.pt was written after it");
+  in.record->checkpoint = "ckpt/step-900.pt";
+  EXPECT_EQ(DecideOutcome(in).job_reason,
+            "time limit (2h30m); SIGUSR1 sent 1m00s before the end; checkpoint ckpt/step-900.pt "
+            "written after it");
+}
+
+// A stop the daemon asked for: requeued under the same id (its attempt cancelled, not failed,
+// whatever the exit), or, preempted without --requeue, cancelled saying so.
+TEST(OutcomeTest, StopsRequeueOrCancelAndSayWhy) {
+  OutcomeInput in = Exited(0);
+  in.record->stop = "requeued";
+  in.record->stop_reason = "requeued by itself";
+  in.log_tail = kTorchOom;  // never an OOM retry
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kQueued);
+  EXPECT_EQ(e.attempt_state, JobState::kCancelled);
+  EXPECT_EQ(e.end_reason, "requeued by itself");
+  EXPECT_FALSE(e.oom);
+  EXPECT_EQ(e.not_before, 0);
+
+  in = Exited(std::nullopt, 9);
+  in.record->stop = "preempted";
+  in.record->stop_reason = "preempted by job 31 (priority 100)";
+  in.record->ended_at = 100'000;
+  in.record->warned_at = 60'000;
+  in.record->checkpoint = "last.ckpt";
+  in.stop = {10, 60'000, false, true, true, "*.ckpt"};
+  e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kQueued);
+  EXPECT_EQ(e.attempt_state, JobState::kCancelled);
+  EXPECT_EQ(e.end_reason,
+            "preempted by job 31 (priority 100); SIGUSR1 sent 40s before the end; checkpoint "
+            "last.ckpt written after it");
+  EXPECT_EQ(e.job_reason, "requeued: preempted by job 31 (priority 100)");
+
+  in.stop.requeue = false;
+  e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kCancelled);
+  EXPECT_THAT(e.job_reason, HasSubstr("not queued again (submit with --requeue for that)"));
+
+  in.record->cancelled = true;  // a cancel during the warning wins
+  in.stop.requeue = true;
+  EXPECT_EQ(DecideOutcome(in).job_state, JobState::kCancelled);
+}
+
 TEST(OutcomeTest, HostMemoryLimitFailsNamingItNeverAnOomRetry) {
   OutcomeInput in = Exited(std::nullopt, 9);
   in.record->mem_limit_hit = 64ull << 20;

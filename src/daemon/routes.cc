@@ -21,6 +21,7 @@
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
 #include "src/core/spec.h"
+#include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 #include "src/daemon/api.h"
 #include "src/daemon/gpu_history.h"
@@ -398,6 +399,8 @@ class Routes {
   static void Outputs(RouteContext& c);
   static void CancelJob(RouteContext& c);
   static void RetryJob(RouteContext& c);
+  static void RequeueJob(RouteContext& c);
+  static void SignalJob(RouteContext& c);
   static void ReleaseJob(RouteContext& c);
   static void GetConfig(RouteContext& c) {
     c.respond({200, c.d.settings->Json(), "application/json"});
@@ -1173,6 +1176,73 @@ void Routes::CancelJob(RouteContext& c) {
   AnswerChange(c, st, message);
 }
 
+namespace {
+
+// What a requeue or a signal needs of the job: an attempt running on this node. kConflict
+// naming what the job is doing otherwise, and what to use instead.
+Status RunningHere(ApiParts& d, const Job& job, std::string_view verb) {
+  if (IsWaiting(job.state)) {
+    return Status::Conflict(fmt::format("job {} is {}, not running: nothing to {}", job.id,
+                                        StateName(job.state), verb));
+  }
+  if (IsDone(job.state)) {
+    return Status::Conflict(
+        fmt::format("job {} already ended ({}){}", job.id, StateName(job.state),
+                    verb == "requeue" ? fmt::format("; trainq retry {} queues it again", job.id)
+                                      : std::string()));
+  }
+  if (d.agent->live().count(job.id) == 0) {
+    const Attempt* a = job.current();
+    return Status::Conflict(fmt::format(
+        "job {} runs on node {}, not here: {} it through that node's daemon (inside the job, "
+        "trainq reaches it)",
+        job.id, a ? a->node : std::string("?"), verb));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// POST /v1/jobs/ID/requeue[?self=1]: stops the running attempt at once and queues the job
+// again under its id (`trainq requeue`, `scontrol requeue`). self=1: the job asked itself.
+void Routes::RequeueJob(RouteContext& c) {
+  const Job& job = *c.job;
+  std::string message;
+  Status st = RunningHere(c.d, job, "requeue");
+  if (st.ok()) {
+    auto self = c.req.query.find("self");
+    bool by_itself = self != c.req.query.end() && self->second == "1";
+    ShimControl control;
+    control.stop = "requeued";
+    control.reason = by_itself ? "requeued by itself" : "requeued by " + c.caller.user;
+    st = c.d.agent->Control(job.id, control, &message);
+  }
+  AnswerChange(c, st, message);
+}
+
+// POST /v1/jobs/ID/signal?signal=SIG[&batch=1]: a signal to the running job's processes, or
+// its command's own process only (`trainq cancel --signal`, `scancel --signal`).
+void Routes::SignalJob(RouteContext& c) {
+  auto sig = c.req.query.find("signal");
+  auto batch = c.req.query.find("batch");
+  Result<SignalOption> parsed =
+      sig == c.req.query.end() || sig->second.find('@') != std::string::npos
+          ? Result<SignalOption>(Status::Invalid(
+                "signal: give the signal to send, a name (USR1, TERM) or number 1-31, e.g. "
+                "?signal=USR1"))
+          : ParseSignalOption(sig->second, "signal");
+  if (!parsed.ok()) return c.respond(ErrorResponse(parsed.status()));
+  std::string message;
+  Status st = RunningHere(c.d, *c.job, "signal");
+  if (st.ok()) {
+    ShimControl control;
+    control.signal = parsed->signal;
+    control.batch_only = parsed->batch_only || (batch != c.req.query.end() && batch->second == "1");
+    st = c.d.agent->Control(c.job->id, control, &message);
+  }
+  AnswerChange(c, st, message);
+}
+
 void Routes::RetryJob(RouteContext& c) {
   std::string message;
   Status st = Retry(c, *c.job, &message);
@@ -1347,6 +1417,8 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/jobs/{id}/outputs", Action::kReadLog, "read the outputs of", Routes::Outputs},
     {"POST", "/v1/jobs/{id}/cancel", Action::kChangeJob, "cancel", Routes::CancelJob},
     {"POST", "/v1/jobs/{id}/retry", Action::kChangeJob, "retry", Routes::RetryJob},
+    {"POST", "/v1/jobs/{id}/requeue", Action::kChangeJob, "requeue", Routes::RequeueJob},
+    {"POST", "/v1/jobs/{id}/signal", Action::kChangeJob, "signal", Routes::SignalJob},
     {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
     {"POST", "/v1/jobs/{id}/update", Action::kChangeJob, "update", Routes::UpdateJob},
     {"POST", "/v1/jobs/{id}/steps", Action::kStep, "start a step of", Routes::AddStep},

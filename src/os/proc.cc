@@ -6,13 +6,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "src/core/spec.h"
 #include "src/os/process.h"
+#include "src/os/run_dir.h"
 
 namespace trainq {
 namespace {
@@ -142,6 +146,28 @@ std::vector<int64_t> Descendants(int64_t root) {
     }
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool CatchesSignal(int64_t pid, int sig) {
+  Result<std::string> status = ReadFile(fmt::format("/proc/{}/status", pid));
+  if (!status.ok() || sig < 1 || sig > 64) return false;
+  size_t at = status->find("\nSigCgt:");
+  if (at == std::string::npos) return false;
+  uint64_t mask = std::strtoull(status->c_str() + at + 8, nullptr, 16);
+  return (mask >> (sig - 1)) & 1;
+}
+
+std::vector<std::string> ProcessArgv(int64_t pid) {
+  Result<std::string> text = ReadFile(fmt::format("/proc/{}/cmdline", pid));
+  std::vector<std::string> out;
+  if (!text.ok()) return out;
+  for (size_t start = 0; start < text->size();) {
+    size_t end = text->find('\0', start);
+    if (end == std::string::npos) end = text->size();
+    out.push_back(text->substr(start, end - start));
+    start = end + 1;
+  }
   return out;
 }
 

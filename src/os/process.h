@@ -30,6 +30,11 @@ std::optional<ProcStat> ReadProcStat(int64_t pid);
 bool ProcessAlive(int64_t pid, uint64_t start_ticks);
 // All live descendants of `root` (not root itself), from one scan of /proc.
 std::vector<int64_t> Descendants(int64_t root);
+// Whether process `pid` has a handler for `sig` (SigCgt in /proc/PID/status): a warning sent to
+// one that has none would only kill it. false when it is gone.
+bool CatchesSignal(int64_t pid, int sig);
+// Its argv (/proc/PID/cmdline); empty when it is gone or a kernel thread.
+std::vector<std::string> ProcessArgv(int64_t pid);
 // pid -> parent for every live process, from one scan of /proc (the daemon maps GPU
 // processes to attempts with it).
 std::vector<ProcStat> ScanProcesses();
@@ -71,8 +76,9 @@ inline constexpr const char* kShimLockFdEnv = "TRAINQ_SHIM_LOCK_FD";
 // The shim's exit status when another shim already holds the run dir's lock.
 inline constexpr int kShimLockedExit = 126;
 
-// The signals the shim reads from its signalfd: stop requests and its children's exits.
-inline constexpr int kShimSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD};
+// The signals the shim reads from its signalfd: stop requests, its children's exits, and
+// SIGUSR1: the daemon wrote a request in control.json (ShimControl, src/os/run_dir.h).
+inline constexpr int kShimSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1};
 
 // Starts `command RUN_DIR` in a new session, with the lock file of the run dir
 // (run_dir.h) already flock'ed in the child before exec, stdin from /dev/null and

@@ -344,7 +344,7 @@ TEST(SpawnShimTest, ShimGetsNewSessionLockStdioAndNothingElse) {
   EXPECT_THAT(v.args, ElementsAre(dir.path()));
   EXPECT_EQ(v.lock_env, std::to_string(kShimLockFd));
   // Exactly the shim's own signals, though the caller blocked SIGTERM only.
-  EXPECT_EQ(v.sig_blocked, MaskOf({SIGTERM, SIGINT, SIGHUP, SIGCHLD}));
+  EXPECT_EQ(v.sig_blocked, MaskOf({SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1}));
   // Python itself ignores SIGPIPE and SIGXFSZ; nothing else may be ignored (SIGHUP was).
   // Only the classic signals count: glibc reserves 32 and 33 and refuses to change them, so
   // they keep whatever disposition the test runner (ctest, make) gave them.

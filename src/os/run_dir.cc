@@ -175,6 +175,7 @@ std::string LockPath(const std::string& run_dir) { return run_dir + "/lock"; }
 std::string ShimPath(const std::string& run_dir) { return run_dir + "/shim.json"; }
 std::string ExitPath(const std::string& run_dir) { return run_dir + "/exit.json"; }
 std::string LogPath(const std::string& run_dir) { return run_dir + "/output.log"; }
+std::string ControlPath(const std::string& run_dir) { return run_dir + "/control.json"; }
 
 Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
   json env = json::array();
@@ -187,6 +188,13 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
             {"grace_ms", spec.grace_ms},
             {"time_limit_ms", spec.time_limit_ms}};
   if (spec.umask >= 0) j["umask"] = spec.umask;
+  if (spec.warn_signal > 0) {
+    j["warn_signal"] = spec.warn_signal;
+    j["warn_lead_ms"] = spec.warn_lead_ms;
+    j["warn_batch_only"] = spec.warn_batch_only;
+  }
+  if (!spec.checkpoint.empty()) j["checkpoint"] = spec.checkpoint;
+  if (!spec.batch_script.empty()) j["batch_script"] = spec.batch_script;
   if (!spec.cleanup.empty()) j["cleanup"] = spec.cleanup;
   if (!spec.prepare.empty()) j["prepare"] = spec.prepare;
   if (!spec.notices.empty()) j["notices"] = spec.notices;
@@ -235,6 +243,11 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Int("grace_ms", spec.grace_ms);
   f.Int("time_limit_ms", spec.time_limit_ms);
   f.Int("umask", spec.umask);
+  f.Int("warn_signal", spec.warn_signal);
+  f.Int("warn_lead_ms", spec.warn_lead_ms);
+  f.Bool("warn_batch_only", spec.warn_batch_only);
+  f.String("checkpoint", spec.checkpoint);
+  f.String("batch_script", spec.batch_script);
   f.Strings("cleanup", spec.cleanup);
   f.Strings("prepare", spec.prepare);
   f.Strings("notices", spec.notices);
@@ -258,6 +271,10 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
     return Status::Invalid(SpecPath(run_dir) + ": umask: not within 0..0777 (0..511)");
   }
   if (spec.grace_ms < 0) return Status::Invalid(SpecPath(run_dir) + ": grace_ms: negative");
+  if (spec.warn_signal < 0 || spec.warn_signal > 64 || spec.warn_lead_ms < 0) {
+    return Status::Invalid(SpecPath(run_dir) +
+                           ": warn_signal, warn_lead_ms: a signal number and a time, not negative");
+  }
   if (spec.time_limit_ms < 0) {
     return Status::Invalid(SpecPath(run_dir) + ": time_limit_ms: negative");
   }
@@ -293,6 +310,12 @@ Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec) {
             {"started_at", rec.started_at},     {"ended_at", rec.ended_at}};
   if (rec.fenced) j["fenced"] = true;
   if (rec.mem_limit_hit > 0) j["mem_limit_hit"] = rec.mem_limit_hit;
+  if (!rec.stop.empty()) {
+    j["stop"] = rec.stop;
+    j["stop_reason"] = rec.stop_reason;
+  }
+  if (rec.warned_at > 0) j["warned_at"] = rec.warned_at;
+  if (!rec.checkpoint.empty()) j["checkpoint"] = rec.checkpoint;
   if (rec.exit_code) j["exit_code"] = *rec.exit_code;
   if (rec.signal) j["signal"] = *rec.signal;
   return WriteRecord(ExitPath(run_dir), j, /*strict=*/false);
@@ -311,11 +334,44 @@ Result<ExitRecord> ReadExitRecord(const std::string& run_dir) {
   f.Bool("fenced", rec.fenced);
   f.Bool("spawn_failed", rec.spawn_failed);
   f.Int("mem_limit_hit", rec.mem_limit_hit);
+  f.String("stop", rec.stop);
+  f.String("stop_reason", rec.stop_reason);
+  f.Int("warned_at", rec.warned_at);
+  f.String("checkpoint", rec.checkpoint);
   f.String("error", rec.error);
   f.Int("started_at", rec.started_at);
   f.Int("ended_at", rec.ended_at);
   TRAINQ_RETURN_IF_ERROR(f.status());
   return rec;
+}
+
+Status WriteShimControl(const std::string& run_dir, const ShimControl& c) {
+  json j = {{"seq", c.seq},       {"stop", c.stop},
+            {"reason", c.reason}, {"stop_in_ms", c.stop_in_ms},
+            {"signal", c.signal}, {"batch_only", c.batch_only}};
+  return WriteRecord(ControlPath(run_dir), j, /*strict=*/false);
+}
+
+Result<ShimControl> ReadShimControl(const std::string& run_dir) {
+  auto j = ParseRecord(ControlPath(run_dir));
+  if (!j.ok()) return j.status();
+  ShimControl c;
+  Fields f(*j, ControlPath(run_dir));
+  f.Require("seq");
+  f.Int("seq", c.seq);
+  f.String("stop", c.stop);
+  f.String("reason", c.reason);
+  f.Int("stop_in_ms", c.stop_in_ms);
+  f.Int("signal", c.signal);
+  f.Bool("batch_only", c.batch_only);
+  TRAINQ_RETURN_IF_ERROR(f.status());
+  if ((c.stop != "" && c.stop != "preempted" && c.stop != "requeued") || c.signal < 0 ||
+      c.signal > 64 || c.stop_in_ms < 0) {
+    return Status::Invalid(ControlPath(run_dir) +
+                           ": stop, signal, stop_in_ms: preempted, requeued or \"\"; a signal "
+                           "number; a time, not negative");
+  }
+  return c;
 }
 
 Status WriteGpuCheck(const std::string& path, const GpuCheck& check) {

@@ -6,6 +6,8 @@
 //   shim.json  written by the shim once it runs: its pid and start time
 //   output.log stdout and stderr of the command, kept within log_max_bytes by the shim
 //   exit.json  written by the shim after the command ended
+//   control.json written by the daemon, then SIGUSR1 to the shim: stop the job with a warning
+//              (a preemption, a requeue) or send its processes a signal (ShimControl)
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,17 @@ struct RunSpec {
   // Wall-clock limit of the command from its start; 0: none. The shim enforces it (so it
   // holds while the daemon is down): SIGTERM to the tree, grace_ms, SIGKILL.
   int64_t time_limit_ms = 0;
+  // --signal (JobSpec::stop): warn_signal (0: none) sent warn_lead_ms before the time limit
+  // (at the start when the limit is shorter) and before a ShimControl stop; to every process
+  // of the tree that handles it, or to the batch shell only (warn_batch_only). checkpoint:
+  // --checkpoint's glob, relative to cwd, checked once the command ended after a warning.
+  int warn_signal = 0;
+  int64_t warn_lead_ms = 0;
+  bool warn_batch_only = false;
+  std::string checkpoint;
+  // How the batch shell of an sbatch script is known among the command's processes: an
+  // argument (argv[0] or [1]) ending so ("/slurm_script"); "": the command's own process.
+  std::string batch_script;
   // Self-fencing (cluster mode; docs/architecture.md, "Self-fencing"): the daemon's fence
   // file (absolute path, src/os/fence.h) and how stale its stamp may grow. When the node's
   // heartbeat was last renewed more than fence_after_ms ago (or the file has been absent or
@@ -106,9 +119,33 @@ struct ExitRecord {
   // The cgroup memory limit (RunSpec::cgroup) at which the kernel killed a process of the job;
   // 0: it was not reached.
   uint64_t mem_limit_hit = 0;
+  // A ShimControl stop carried out: its kind ("preempted", "requeued") and reason as the daemon
+  // wrote them; "": none.
+  std::string stop;
+  std::string stop_reason;
+  // When the warning signal (RunSpec::warn_signal) was sent, 0: never; and with a checkpoint
+  // glob, the newest matching file (relative to cwd) modified after it ("": none was).
+  UnixMs warned_at = 0;
+  std::string checkpoint;
   std::string error;
   UnixMs started_at = 0;
   UnixMs ended_at = 0;
+};
+
+// What the daemon asks of a running shim (control.json, then SIGUSR1; docs/architecture.md,
+// "The shim and re-adoption"). Each request has a higher `seq` than the last; the shim acts on
+// each new one once.
+struct ShimControl {
+  int64_t seq = 0;
+  // Stop the job: "preempted" (the warning signal now, the stop stop_in_ms later) or
+  // "requeued" (asked by the job itself: stopped at once); "": no stop.
+  std::string stop;
+  std::string reason;  // what the exit record carries ("preempted by job 31 (priority 100)")
+  int64_t stop_in_ms = 0;
+  // A signal for the job's processes now (scancel --signal), to the whole tree or the
+  // command's own process only; 0: none.
+  int signal = 0;
+  bool batch_only = false;
 };
 
 std::string SpecPath(const std::string& run_dir);
@@ -116,12 +153,16 @@ std::string LockPath(const std::string& run_dir);
 std::string ShimPath(const std::string& run_dir);
 std::string ExitPath(const std::string& run_dir);
 std::string LogPath(const std::string& run_dir);
+std::string ControlPath(const std::string& run_dir);
 
 Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec);
 Result<RunSpec> ReadRunSpec(const std::string& run_dir);
 Status WriteShimRecord(const std::string& run_dir, const ShimRecord& rec);
 // kNotFound when absent (the shim has not written it yet).
 Result<ShimRecord> ReadShimRecord(const std::string& run_dir);
+Status WriteShimControl(const std::string& run_dir, const ShimControl& control);
+// kNotFound when absent (nothing was asked).
+Result<ShimControl> ReadShimControl(const std::string& run_dir);
 Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec);
 // kNotFound when absent (the command has not ended, or the shim died first).
 Result<ExitRecord> ReadExitRecord(const std::string& run_dir);

@@ -46,6 +46,10 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   spec.fence_file = "/var/lib/trainq/fence";
   spec.fence_after_ms = 270'000;
   spec.cgroup = {CgroupVersion::kV1, "/sys/fs/cgroup", "12-1-0badc0de", {64ull << 20, 20}};
+  spec.warn_signal = 10;
+  spec.warn_lead_ms = 90'000;
+  spec.warn_batch_only = true;
+  spec.checkpoint = "ckpt/*.pt";
   ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
 
   auto back = ReadRunSpec(dir.path());
@@ -68,6 +72,33 @@ TEST(RunDirTest, RunSpecRoundTripsKeepingEnvOrderAndOddStrings) {
   EXPECT_EQ(back->cgroup.name, "12-1-0badc0de");
   EXPECT_EQ(back->cgroup.limits.mem_bytes, 64ull << 20);
   EXPECT_EQ(back->cgroup.limits.max_tasks, 20);
+  EXPECT_EQ(back->warn_signal, 10);
+  EXPECT_EQ(back->warn_lead_ms, 90'000);
+  EXPECT_TRUE(back->warn_batch_only);
+  EXPECT_EQ(back->checkpoint, "ckpt/*.pt");
+}
+
+TEST(RunDirTest, ShimControlRoundTripsAndRefusesWhatTheShimCannotDo) {
+  TempDir dir;
+  EXPECT_EQ(ReadShimControl(dir.path()).status().code(), Code::kNotFound);
+  ShimControl c{7, "preempted", "preempted by job 31 (priority 100)", 40'000, 10, true};
+  ASSERT_TRUE(WriteShimControl(dir.path(), c).ok());
+  Result<ShimControl> back = ReadShimControl(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->seq, 7);
+  EXPECT_EQ(back->stop, "preempted");
+  EXPECT_EQ(back->reason, c.reason);
+  EXPECT_EQ(back->stop_in_ms, 40'000);
+  EXPECT_EQ(back->signal, 10);
+  EXPECT_TRUE(back->batch_only);
+  ShimControl unknown, negative, no_signal;
+  unknown.stop = "cancelled";
+  negative.stop_in_ms = -1;
+  no_signal.signal = 99;
+  for (const ShimControl& bad : {unknown, negative, no_signal}) {
+    ASSERT_TRUE(WriteShimControl(dir.path(), bad).ok());
+    EXPECT_EQ(ReadShimControl(dir.path()).status().code(), Code::kInvalid) << bad.stop;
+  }
 }
 
 TEST(RunDirTest, RunSpecEnvMayBeAnObject) {
@@ -162,6 +193,10 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   killed.spawn_failed = true;
   killed.fenced = true;
   killed.mem_limit_hit = 64ull << 20;
+  killed.stop = "preempted";
+  killed.stop_reason = "preempted by job 31 (priority 100)";
+  killed.warned_at = 1700000004000;
+  killed.checkpoint = "ckpt/last.pt";
   killed.error = "cannot run '\xff': No such file";  // bytes from a user's argv
   ASSERT_TRUE(WriteExitRecord(dir.path(), killed).ok());
   rec = ReadExitRecord(dir.path());
@@ -173,6 +208,10 @@ TEST(RunDirTest, ExitRecordKeepsExitCodeAndSignalApart) {
   EXPECT_TRUE(rec->spawn_failed);
   EXPECT_TRUE(rec->fenced);
   EXPECT_EQ(rec->mem_limit_hit, 64ull << 20);
+  EXPECT_EQ(rec->stop, "preempted");
+  EXPECT_EQ(rec->stop_reason, killed.stop_reason);
+  EXPECT_EQ(rec->warned_at, 1700000004000);
+  EXPECT_EQ(rec->checkpoint, "ckpt/last.pt");
   EXPECT_THAT(rec->error, HasSubstr("No such file"));
 }
 

@@ -4,6 +4,7 @@
 // stdout and stderr are one pipe that the same poll reads into the log (LogWriter), so the log
 // stays within log_max_size.
 #include <fcntl.h>
+#include <glob.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
@@ -313,6 +314,11 @@ class Shim {
   void ProbeGpus();
   milliseconds UntilDeadline() const;
   bool PastDeadline() const;
+  void TakeControl();
+  void Warn(std::string_view why);
+  std::string SendWarning(int sig, bool batch_only);
+  pid_t BatchShell();
+  void CheckCheckpoint();
   milliseconds UntilNextCheck() const;
   bool FenceDue();
   bool FenceLapsed();
@@ -345,6 +351,16 @@ class Shim {
   bool main_reaped_ = false;
   bool cancel_requested_ = false;
   std::optional<Steady::time_point> deadline_;  // the time limit, from the command's start
+  // The warning (RunSpec::warn_signal): when it is due before the time limit, and whether it
+  // was sent. A ShimControl stop: its kind, reason and moment; control_seq_ the last request
+  // acted on, control_pending_ a SIGUSR1 not yet read.
+  std::optional<Steady::time_point> warn_at_;
+  bool warned_ = false;
+  bool control_pending_ = false;
+  int64_t control_seq_ = 0;
+  std::string stop_kind_;
+  std::string stop_reason_;
+  std::optional<Steady::time_point> stop_at_;
   // Self-fencing (RunSpec::fence_file): the node's last heartbeat renewal the shim knows of,
   // in BootClockMs — the latest stamp read, or the shim's start while none was readable (the
   // daemon had not renewed yet).
@@ -524,7 +540,13 @@ Status Shim::StartCommand() {
     return ErrnoStatus("fcntl O_NONBLOCK", errno);
   }
   rec_.started_at = SystemClock().Now();
-  if (spec_.time_limit_ms > 0) deadline_ = Steady::now() + milliseconds(spec_.time_limit_ms);
+  if (spec_.time_limit_ms > 0) {
+    deadline_ = Steady::now() + milliseconds(spec_.time_limit_ms);
+    // A lead longer than the limit warns at the start, as Slurm does.
+    if (spec_.warn_signal > 0) {
+      warn_at_ = *deadline_ - milliseconds(std::min(spec_.warn_lead_ms, spec_.time_limit_ms));
+    }
+  }
   if (!spec_.fence_file.empty()) next_fence_check_ = Steady::now();
   auto cgroup_fds = OpenCgroup();
   if (!cgroup_fds.ok()) return cgroup_fds.status();
@@ -582,7 +604,14 @@ void Shim::Supervise() {
   while (!main_reaped_) {
     WaitSignals(UntilNextCheck());
     Reap();
-    if (rec_.cancelled || rec_.time_limit || rec_.fenced || main_reaped_) continue;
+    if (control_pending_) TakeControl();
+    if (rec_.cancelled || rec_.time_limit || rec_.fenced || !rec_.stop.empty() || main_reaped_) {
+      continue;
+    }
+    if (warn_at_ && !warned_ && Steady::now() >= *warn_at_) {
+      Warn(fmt::format("the time limit ({}) is {} away", FormatDuration(spec_.time_limit_ms),
+                       FormatDuration(std::min(spec_.warn_lead_ms, spec_.time_limit_ms))));
+    }
     if (cancel_requested_) {
       rec_.cancelled = true;
       StopTree(milliseconds(spec_.grace_ms));
@@ -591,16 +620,133 @@ void Shim::Supervise() {
       LogLine("trainq: time limit (" + FormatDuration(spec_.time_limit_ms) +
               ") reached; stopping the job");
       StopTree(milliseconds(spec_.grace_ms));
+    } else if (stop_at_ && Steady::now() >= *stop_at_) {
+      rec_.stop = stop_kind_;
+      rec_.stop_reason = stop_reason_;
+      LogLine("trainq: " + stop_reason_ + "; stopping the job");
+      StopTree(milliseconds(spec_.grace_ms));
     } else if (FenceDue() && FenceLapsed()) {
       rec_.fenced = true;
       StopTree(milliseconds(spec_.grace_ms));
     }
+  }
+  // A stop asked for whose moment had not come: the job ended first (it saved and left on the
+  // warning), and its end is still the stop's.
+  if (!stop_kind_.empty() && rec_.stop.empty() && !rec_.cancelled) {
+    rec_.stop = stop_kind_;
+    rec_.stop_reason = stop_reason_;
   }
   // Leftovers (background processes, orphaned workers) would keep holding GPU memory. They
   // may hold the pipe too: it is read while they live, and what they left is read after.
   StopTree(std::min(milliseconds(spec_.grace_ms), kLeftoverGrace));
   ReadOutput(kDrainLimit);
   output_.Reset();
+  if (warned_ && !spec_.checkpoint.empty()) CheckCheckpoint();
+}
+
+// Acts on a new request in control.json: a signal for the job now, a stop (warned first).
+void Shim::TakeControl() {
+  control_pending_ = false;
+  Result<ShimControl> c = ReadShimControl(run_dir_);
+  if (!c.ok() || c->seq <= control_seq_) return;
+  control_seq_ = c->seq;
+  if (c->signal > 0 && !main_reaped_) {
+    LogLine("trainq: asked to signal the job; " + SendWarning(c->signal, c->batch_only));
+  }
+  if (c->stop.empty()) return;
+  auto at = Steady::now() + milliseconds(c->stop_in_ms);
+  // A later request may only bring the stop closer (the job asking to be requeued while its
+  // preemption's warning runs); the first kind and reason stay.
+  if (stop_at_ && *stop_at_ <= at) return;
+  if (stop_kind_.empty()) {
+    stop_kind_ = c->stop;
+    stop_reason_ = c->reason;
+  }
+  stop_at_ = at;
+  if (c->stop_in_ms > 0 && !warned_) {
+    Warn(fmt::format("{}: stopping in {}", c->reason, FormatDuration(c->stop_in_ms)));
+  }
+}
+
+void Shim::Warn(std::string_view why) {
+  warned_ = true;
+  if (spec_.warn_signal <= 0 || main_reaped_) return;
+  rec_.warned_at = SystemClock().Now();
+  LogLine(
+      fmt::format("trainq: {}; {}", why, SendWarning(spec_.warn_signal, spec_.warn_batch_only)));
+}
+
+// `sig` to the batch shell, or to every process of the tree that handles it: one that does
+// not would only die of it (torchrun's agent of SIGUSR1, a batch script's wrapper), as Slurm
+// spares the batch shell unless told B:. What was done, for the log.
+std::string Shim::SendWarning(int sig, bool batch_only) {
+  std::string name = fmt::format("SIG{}", sigabbrev_np(sig));
+  if (batch_only) {
+    ::kill(BatchShell(), sig);
+    return fmt::format("sent {} to the batch shell", name);
+  }
+  std::vector<int64_t> pids = Descendants(::getpid());
+  for (int64_t pid : CgroupProcs(spec_.cgroup)) pids.push_back(pid);
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  size_t sent = 0;
+  for (int64_t pid : pids) {
+    if (!CatchesSignal(pid, sig)) continue;
+    ::kill(static_cast<pid_t>(pid), sig);
+    ++sent;
+  }
+  if (sent == 0) return fmt::format("no process of the job handles {}, so none was sent it", name);
+  return fmt::format("sent {} to the {} process{} of the job that handle{} it", name, sent,
+                     sent == 1 ? "" : "es", sent == 1 ? "s" : "");
+}
+
+// The batch shell: the command's own process, or (an sbatch job, RunSpec::batch_script) the
+// oldest process of the tree running the script the wrapper copied.
+pid_t Shim::BatchShell() {
+  if (spec_.batch_script.empty()) return main_pid_;
+  pid_t found = main_pid_;
+  uint64_t oldest = UINT64_MAX;
+  for (int64_t pid : Descendants(::getpid())) {
+    std::vector<std::string> argv = ProcessArgv(pid);
+    bool script = false;
+    for (size_t i = 0; i < std::min<size_t>(argv.size(), 2); ++i) {
+      script = script || argv[i].ends_with(spec_.batch_script);
+    }
+    std::optional<ProcStat> st = script ? ReadProcStat(pid) : std::nullopt;
+    if (st && st->start_ticks < oldest) {
+      oldest = st->start_ticks;
+      found = static_cast<pid_t>(pid);
+    }
+  }
+  return found;
+}
+
+// --checkpoint: the newest file matching the glob in cwd modified after the warning. Links
+// are not followed: only what the job itself wrote is judged.
+void Shim::CheckCheckpoint() {
+  constexpr int64_t kCoarseClockSlackMs = 20;
+  if (rec_.warned_at <= 0) return;
+  std::string pattern =
+      spec_.checkpoint.starts_with('/') ? spec_.checkpoint : spec_.cwd + "/" + spec_.checkpoint;
+  glob_t found = {};
+  if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &found) != 0) {
+    ::globfree(&found);
+    return;
+  }
+  int64_t newest = 0;
+  for (size_t i = 0; i < found.gl_pathc; ++i) {
+    struct stat st = {};
+    if (::lstat(found.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    int64_t mtime = int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1000000;
+    // The kernel stamps files from a coarse clock, up to a tick behind the one read here.
+    if (mtime >= rec_.warned_at - kCoarseClockSlackMs && mtime > newest) {
+      newest = mtime;
+      std::string_view path = found.gl_pathv[i];
+      if (path.starts_with(spec_.cwd + "/")) path.remove_prefix(spec_.cwd.size() + 1);
+      rec_.checkpoint = std::string(path);
+    }
+  }
+  ::globfree(&found);
 }
 
 // How long the supervision loop may sleep: until the time limit, or forever without one.
@@ -615,7 +761,13 @@ bool Shim::PastDeadline() const { return deadline_ && Steady::now() >= *deadline
 
 // The supervision loop's sleep: until the time limit or the next read of the fence file.
 milliseconds Shim::UntilNextCheck() const {
+  if (control_pending_) return milliseconds(0);  // read before the command started
   milliseconds wait = UntilDeadline();
+  for (const auto& at : {warned_ ? std::nullopt : warn_at_, stop_at_}) {
+    if (!at) continue;
+    auto left = std::max(std::chrono::ceil<milliseconds>(*at - Steady::now()), milliseconds(0));
+    wait = wait < milliseconds(0) ? left : std::min(wait, left);
+  }
   if (!next_fence_check_) return wait;
   auto fence = std::chrono::ceil<milliseconds>(*next_fence_check_ - Steady::now());
   fence = std::max(fence, milliseconds(0));
@@ -746,7 +898,11 @@ void Shim::WaitSignals(milliseconds timeout) {
   if (!signal_fd_.valid() || (p[0].revents & POLLIN) == 0) return;
   struct signalfd_siginfo info;
   while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
-    if (info.ssi_signo != SIGCHLD) cancel_requested_ = true;
+    if (info.ssi_signo == SIGUSR1) {
+      control_pending_ = true;
+    } else if (info.ssi_signo != SIGCHLD) {
+      cancel_requested_ = true;
+    }
   }
 }
 

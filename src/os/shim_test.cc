@@ -300,6 +300,109 @@ TEST(ShimTest, TimeLimitStopsTheWholeTreeAndSaysSoInTheExitRecord) {
   EXPECT_THAT(ReadAll(LogPath(dir.path())), HasSubstr("time limit (200ms) reached"));
 }
 
+// --signal USR1@T with --checkpoint: the job is warned T before its time limit, saves, and its
+// exit record says when it was warned and which checkpoint it wrote after that.
+TEST(ShimTest, TheWarningComesBeforeTheTimeLimitAndTheCheckpointIsFound) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c",
+                       "mkdir -p ckpt; touch ckpt/old.pt; "
+                       "trap 'echo step > ckpt/new.pt; echo warned >> seen' USR1; "
+                       "echo $$ > ready.pid; while :; do sleep 0.05; done"},
+                      dir);
+  spec.time_limit_ms = 1500;
+  spec.warn_signal = SIGUSR1;
+  spec.warn_lead_ms = 1000;
+  spec.checkpoint = "ckpt/*.pt";
+  auto t0 = Steady::now();
+  auto rec = RunToEnd(spec, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_GE(Steady::now() - t0, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(rec->time_limit);
+  EXPECT_GT(rec->warned_at, 0);
+  EXPECT_LE(rec->warned_at, rec->ended_at - 800);  // about a second before the end
+  EXPECT_EQ(rec->checkpoint, "ckpt/new.pt");
+  EXPECT_EQ(ReadAll(dir / "seen"), "warned\n");
+  EXPECT_THAT(ReadAll(LogPath(dir.path())),
+              HasSubstr("the time limit (2s) is 1s away; sent SIGUSR1 to the "));
+}
+
+// A preemption (control.json, then SIGUSR1): the job's warning now, the stop when its lead
+// is over; one that saves and leaves on the warning (Hugging Face's way, on SIGTERM) ends as
+// stopped all the same, so it is requeued rather than taken for finished.
+TEST(ShimTest, APreemptionWarnsThenStopsAndAJobThatLeavesEarlyIsStillStopped) {
+  for (bool leaves : {false, true}) {
+    TempDir dir;
+    std::string trap = leaves ? "trap 'echo saved > ckpt.pt; exit 0' TERM; "
+                              : "trap 'echo saved > ckpt.pt' TERM; ";
+    RunSpec spec =
+        Spec({"sh", "-c", trap + "echo $$ > ready.pid; while :; do sleep 0.05; done"}, dir);
+    spec.warn_signal = SIGTERM;
+    spec.warn_lead_ms = 60000;
+    spec.checkpoint = "*.pt";
+    ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+    pid_t shim = StartShim(dir.path());
+    ASSERT_GT(AwaitPidFile(dir / "ready.pid"), 0);
+    ShimControl control{1, "preempted", "preempted by job 31 (priority 100)", 700, 0, false};
+    ASSERT_TRUE(WriteShimControl(dir.path(), control).ok());
+    auto t0 = Steady::now();
+    ASSERT_TRUE(SendSignal(shim, SIGUSR1).ok());
+    auto rec = FinishShim(shim, dir.path());
+    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    auto took = Steady::now() - t0;
+    EXPECT_EQ(rec->stop, "preempted") << leaves;
+    EXPECT_EQ(rec->stop_reason, "preempted by job 31 (priority 100)");
+    EXPECT_FALSE(rec->cancelled);
+    EXPECT_GT(rec->warned_at, 0);
+    EXPECT_EQ(rec->checkpoint, "ckpt.pt");
+    std::string log = ReadAll(LogPath(dir.path()));
+    // The shell handles it (a child forked that moment may too); sleep does not.
+    EXPECT_THAT(log, HasSubstr("preempted by job 31 (priority 100): stopping in 700ms; sent "
+                               "SIGTERM to the "));
+    if (leaves) {
+      EXPECT_EQ(rec->exit_code, 0);
+      EXPECT_LT(took, std::chrono::milliseconds(700));
+    } else {
+      EXPECT_GE(took, std::chrono::milliseconds(700));
+      EXPECT_THAT(log, HasSubstr("preempted by job 31 (priority 100); stopping the job"));
+    }
+  }
+}
+
+// `trainq requeue` from inside: stopped at once, no warning; and a signal for the job
+// (scancel --signal) reaches every process, or with batch_only the command's own alone.
+TEST(ShimTest, ARequeueStopsAtOnceAndSignalsReachTheTreeOrTheBatchShell) {
+  TempDir dir;
+  RunSpec spec = Spec({"sh", "-c",
+                       "trap 'echo shell >> who' USR2; "
+                       "sh -c \"trap 'echo child >> who' USR2; while :; do sleep 0.05; done\" & "
+                       "echo $$ > ready.pid; while :; do sleep 0.05; done"},
+                      dir);
+  spec.warn_signal = SIGUSR2;
+  spec.warn_lead_ms = 60000;
+  ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+  pid_t shim = StartShim(dir.path());
+  ASSERT_GT(AwaitPidFile(dir / "ready.pid"), 0);
+  ASSERT_TRUE(WaitUntil([&] { return Descendants(shim).size() >= 3; }));  // sh, sh, sleep
+  ASSERT_TRUE(WriteShimControl(dir.path(), {1, "", "", 0, SIGUSR2, true}).ok());
+  ASSERT_TRUE(SendSignal(shim, SIGUSR1).ok());
+  ASSERT_TRUE(WaitUntil([&] { return ReadAll(dir / "who") == "shell\n"; }));
+  ASSERT_TRUE(WriteShimControl(dir.path(), {2, "", "", 0, SIGUSR2, false}).ok());
+  ASSERT_TRUE(SendSignal(shim, SIGUSR1).ok());
+  ASSERT_TRUE(WaitUntil([&] { return ReadAll(dir / "who").size() == 18; }));
+  EXPECT_THAT(ReadAll(dir / "who"), HasSubstr("child\n"));
+  // An old request read again changes nothing; a new one stops the job at once.
+  ASSERT_TRUE(SendSignal(shim, SIGUSR1).ok());
+  ASSERT_TRUE(
+      WriteShimControl(dir.path(), {3, "requeued", "requeued by itself", 0, 0, false}).ok());
+  ASSERT_TRUE(SendSignal(shim, SIGUSR1).ok());
+  auto rec = FinishShim(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->stop, "requeued");
+  EXPECT_EQ(rec->stop_reason, "requeued by itself");
+  EXPECT_EQ(rec->warned_at, 0);  // no lead, no warning
+  EXPECT_EQ(ReadAll(dir / "who").size(), 18u);
+}
+
 TEST(ShimTest, CommandEndingWithinItsTimeLimitIsNotMarked) {
   TempDir dir;
   RunSpec spec = Spec({"true"}, dir);

@@ -29,7 +29,7 @@ uint64_t RecordBytes(const JobSpec& spec, size_t env_bytes) {
   for (const std::string& c : spec.constraints) bytes += c.size() + 3;
   bytes += spec.container.image.size() + spec.container.workdir.size();
   for (const std::string& m : spec.container.mounts) bytes += m.size() + 3;
-  bytes += spec.collect_to.size();
+  bytes += spec.collect_to.size() + spec.stop.checkpoint.size();
   for (const std::string& g : spec.collect) bytes += g.size() + 3;
   for (const Transfer& t : spec.transfers) {
     bytes += t.src.size() + t.dst.size() + t.manifest.size() + t.manifest_path.size() + 100;

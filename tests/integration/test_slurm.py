@@ -187,8 +187,12 @@ def test_scontrol_expands_and_compresses_node_lists_as_the_reference():
     slurm = os.path.join(os.path.dirname(trainq_binary()), "slurm", "scontrol")
     bad = subprocess.run([slurm, "show", "hostname", "bad[1-"], capture_output=True, text=True)
     assert bad.returncode == 1 and "node list: 'bad[1-'" in bad.stderr
-    other = subprocess.run([slurm, "requeue", "12"], capture_output=True, text=True)
-    assert other.returncode == 1 and "trainq retry" in other.stderr
+    other = subprocess.run([slurm, "update", "JobId=12", "TimeLimit=5"], capture_output=True,
+                           text=True)
+    assert other.returncode == 1 and "trainq update ID" in other.stderr, other.stderr
+    scancel = os.path.join(os.path.dirname(slurm), "scancel")
+    plain = subprocess.run([scancel, "12"], capture_output=True, text=True)
+    assert plain.returncode == 1 and "use trainq cancel ID" in plain.stderr, plain.stderr
 
 
 # --- srun on one node ---

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/container.h"
+#include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 
 namespace trainq::redis {
@@ -164,6 +165,7 @@ Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::
               {"container", ContainerToText(spec.container)},
               {"transfers", TransfersToText(spec.transfers)},
               {"collect", CollectToText(spec)},
+              {"stop", StopToText(spec.stop)},
               {"group", std::to_string(spec.group)},
               {"group_limit", std::to_string(spec.group_limit)},
               {"array_index", std::to_string(spec.array_index)},
@@ -230,6 +232,7 @@ Result<Job> ReadJob(const redisReply* hash) {
     return c.status();
   }
   TRAINQ_RETURN_IF_ERROR(CollectFromText(r.Str("collect"), job.spec));
+  TRAINQ_RETURN_IF_ERROR(StopFromText(r.Str("stop"), job.spec.stop));
   if (Result<std::vector<Transfer>> t = TransfersFromText(r.Str("transfers")); t.ok()) {
     job.spec.transfers = std::move(*t);
   } else {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/container.h"
+#include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 #include "src/store/sqlite/json_text.h"
 
@@ -194,6 +195,7 @@ Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobSta
   query.Bind(37, ContainerToText(spec.container));
   query.Bind(38, TransfersToText(spec.transfers));
   query.Bind(39, CollectToText(spec));
+  query.Bind(40, StopToText(spec.stop));
   return Status::Ok();
 }
 
@@ -243,6 +245,7 @@ Result<Job> ReadJob(const Query& q, bool with_env) {
   TRAINQ_RETURN_IF_ERROR(Take(ContainerFromText(q.Text(37)), job.spec.container));
   TRAINQ_RETURN_IF_ERROR(Take(TransfersFromText(q.Text(38)), job.spec.transfers));
   TRAINQ_RETURN_IF_ERROR(CollectFromText(q.Text(39), job.spec));
+  TRAINQ_RETURN_IF_ERROR(StopFromText(q.Text(40), job.spec.stop));
   return job;
 }
 

@@ -21,7 +21,7 @@ namespace trainq::sqlite {
   "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms, " \
   "queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, record, "         \
   "notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs, gpu_type, "   \
-  "constraints, container, transfers, collect"
+  "constraints, container, transfers, collect, stop"
 inline constexpr char kJobColumns[] = TRAINQ_JOB_COLUMNS(
     "CASE env_id WHEN 0 THEN env ELSE (SELECT body FROM envs WHERE envs.id = jobs.env_id) END");
 // The same without the environment (''): SQLite computes every result column of a row, so
@@ -36,7 +36,7 @@ inline constexpr char kPlacementColumns[] =
     "id, state, '', '[]', '', '', gpus, mem_bytes, mem_percent, cpus, priority, 0, user, "
     "submitted_at, reason, attempt, not_before, '[]', '[]', 0, queued_at, nodes, "
     "exclude_nodes, num_nodes, grp, group_limit, -1, '', '', '', 0, 0, 0, 0, 0, gpu_type, "
-    "constraints, container, transfers, collect";
+    "constraints, container, transfers, collect, stop";
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
@@ -49,9 +49,9 @@ inline constexpr char kInsertJobSql[] =
     "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason, "
     "queued_at, submit_key, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, "
     "record, notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs, "
-    "env_id, stored_bytes, gpu_type, constraints, container, transfers, collect) "
+    "env_id, stored_bytes, gpu_type, constraints, container, transfers, collect, stop) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?18, ?19, ?20, ?21, ?22, ?23, "
-    "?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39)";
+    "?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40)";
 
 // Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those in state
 // ?3, read in id order from the (state, id) index: an IN list of states made SQLite sort the

@@ -193,10 +193,15 @@ ALTER TABLE attempts ADD COLUMN busy_gpu_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE attempts ADD COLUMN mem_byte_s INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 15: how a job is warned and stopped (StopToText; '': the defaults).
+constexpr char kSchemaV15[] = R"sql(
+ALTER TABLE jobs ADD COLUMN stop TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
     {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
-    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14},
+    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {
