@@ -140,8 +140,9 @@ struct StopSpec {
   // --requeue: when preempted, queued again under the same id as a new attempt (else it ends
   // cancelled). A job may always requeue itself (`trainq requeue`, `scontrol requeue`).
   bool requeue = false;
-  // --preemptible: a waiting job of higher priority may stop it (docs/scheduling.md).
-  bool preemptible = false;
+  // --preemptible, --no-preemptible: whether a waiting job of higher priority may stop it
+  // (docs/scheduling.md); nullopt: the daemon's `preemptible` option says.
+  std::optional<bool> preemptible;
   // --checkpoint GLOB (relative to cwd): an attempt stopped after its signal says whether a
   // file matching it was written after the signal.
   std::string checkpoint;

@@ -416,11 +416,22 @@ std::string ExplainReport(const Reply& doc) {
       fs.Text("users_waiting"));
   out += "GPUs:\n" + ExplainGpus(doc);
   std::vector<Reply> holds = doc.Array("holds");
-  if (holds.empty()) return out + "held GPUs: none\n";
-  out += "held GPUs:\n";
-  for (const Reply& h : holds) {
-    out += fmt::format("  for job {}: node {} GPU {}\n", h.Text("job"), h.Text("node"),
-                       JoinInts(h.ArrayOr("gpus")));
+  if (holds.empty()) {
+    out += "held GPUs: none\n";
+  } else {
+    out += "held GPUs:\n";
+    for (const Reply& h : holds) {
+      out += fmt::format("  for job {}: node {} GPU {}{}\n", h.Text("job"), h.Text("node"),
+                         JoinInts(h.ArrayOr("gpus")),
+                         h.BoolOr("preempting", false) ? " (freed by a preemption)" : "");
+    }
+  }
+  std::vector<Reply> candidates = doc.ArrayOr("preemption");
+  if (candidates.empty()) return out + "preemption: no running job to consider\n";
+  out += "preemption (running jobs as victims of this one):\n";
+  for (const Reply& p : candidates) {
+    out += fmt::format("  job {} ({}, priority {}): {}\n", p.Text("job"), p.Text("user"),
+                       p.Text("priority"), p.Text("why"));
   }
   return out;
 }

@@ -332,7 +332,12 @@ bool SpecReader::StopField(const std::string& key, const json& v) {
   } else if (key == "requeue") {
     Bool(key, v, stop.requeue);
   } else if (key == "preemptible") {
-    Bool(key, v, stop.preemptible);
+    bool yes = false;
+    if (v.is_null()) {
+      stop.preemptible.reset();
+    } else if (Bool(key, v, yes); v.is_boolean()) {
+      stop.preemptible = yes;
+    }
   } else if (key == "checkpoint") {
     if (v.is_null()) {
       stop.checkpoint.clear();
@@ -585,7 +590,7 @@ json JobToJson(const Job& job) {
       {"gate_pid", s.gate_pid > 0 ? json(s.gate_pid) : json(nullptr)},
       {"signal", s.stop.signal > 0 ? json(FormatSignalOption(s.stop)) : json(nullptr)},
       {"requeue", s.stop.requeue},
-      {"preemptible", s.stop.preemptible},
+      {"preemptible", s.stop.preemptible ? json(*s.stop.preemptible) : json(nullptr)},
       {"checkpoint", s.stop.checkpoint.empty() ? json(nullptr) : json(s.stop.checkpoint)},
       {"attempts", std::move(attempts)}};
 }
@@ -652,7 +657,7 @@ json SpecToJson(const JobSpec& spec) {
   if (spec.gate_pid != 0) out["gate"] = true;
   if (spec.stop.signal > 0) out["signal"] = FormatSignalOption(spec.stop);
   if (spec.stop.requeue) out["requeue"] = true;
-  if (spec.stop.preemptible) out["preemptible"] = true;
+  if (spec.stop.preemptible) out["preemptible"] = *spec.stop.preemptible;
   if (!spec.stop.checkpoint.empty()) out["checkpoint"] = spec.stop.checkpoint;
   return out;
 }

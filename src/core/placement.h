@@ -179,6 +179,9 @@ struct Hold {
   std::string node;
   std::vector<int> gpu_indices;
   std::vector<NodeGpus> parts{};  // {}: callers may leave it out of an aggregate
+  // GPUs a preemption frees for `job` (src/core/preemption.h): held for it whatever its age,
+  // outside max_holds, while it waits, until it starts there or the caller drops the hold.
+  bool preempting = false;
 };
 
 // UsageByUser (src/core/fair_share.h): decayed GPU-hours per user; fewer goes first.

@@ -132,6 +132,38 @@ std::optional<HoldParts> StartsNow(const PendingJob& job, const Pass& p) {
   return parts;
 }
 
+// GPUs a preemption frees are its job's while it waits, whatever its age, where they are
+// still GPUs of a node the pass sees.
+void HoldForPreemptors(std::span<const PendingJob* const> order, Pass& p,
+                       std::span<const Hold> previous) {
+  for (const Hold& h : previous) {
+    if (!h.preempting || p.HoldsFor(h.job)) continue;
+    if (std::none_of(order.begin(), order.end(),
+                     [&h](const PendingJob* job) { return job->id == h.job; })) {
+      continue;
+    }
+    std::vector<NodeGpus> parts = h.parts;
+    if (parts.empty()) parts.push_back({h.node, h.gpu_indices});
+    HoldParts kept;
+    for (const NodeGpus& part : parts) {
+      size_t n = 0;
+      while (n < p.size() && p.node(n).name != part.node) ++n;
+      if (n == p.size()) break;
+      std::vector<size_t> gpus;
+      for (int index : part.gpu_indices) {
+        for (size_t g = 0; g < p.node(n).gpus.size(); ++g) {
+          if (p.node(n).gpus[g].index == index && p.HeldFor(n, g) == 0) gpus.push_back(g);
+        }
+      }
+      if (gpus.size() != part.gpu_indices.size()) break;
+      kept.emplace_back(n, std::move(gpus));
+    }
+    if (kept.size() != parts.size()) continue;
+    p.Hold(std::move(kept), h.job);
+    p.MarkPreempting(h.job);
+  }
+}
+
 }  // namespace
 
 // Phase one: in placement order, each aged job gets GPUs held for it, so no job placed
@@ -139,6 +171,7 @@ std::optional<HoldParts> StartsNow(const PendingJob& job, const Pass& p) {
 // the GPUs it would use now, else those where it would fit soonest.
 void HoldForAged(std::span<const PendingJob* const> order, Pass& p,
                  std::span<const Hold> previous) {
+  HoldForPreemptors(order, p, previous);
   if (p.config.aging_ms <= 0) return;
   std::set<Shape> hopeless;  // holds only shrink what is left to hold
   int blocking = 0;          // holds for jobs that cannot start now
@@ -174,7 +207,7 @@ void HoldForAged(std::span<const PendingJob* const> order, Pass& p,
 std::vector<Hold> HoldsInForce(const Pass& p) {
   std::vector<Hold> holds;
   for (const auto& [job, parts] : p.holds()) {
-    Hold h{job, "", {}, {}};
+    Hold h{job, "", {}, {}, p.Preempting(job)};
     for (const auto& [n, gpus] : parts) {
       NodeGpus part{p.node(n).name, {}};
       for (size_t g : gpus) part.gpu_indices.push_back(p.node(n).gpus[g].index);

@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -250,6 +251,9 @@ class Pass {
     return true;
   }
   bool HoldsFor(JobId job) const { return holds_.count(job) > 0; }
+  // Holds kept for preemptors (Hold::preempting).
+  void MarkPreempting(JobId job) { preempting_.insert(job); }
+  bool Preempting(JobId job) const { return preempting_.count(job) > 0; }
   bool AnyHolds() const { return !held_.empty(); }
   bool AllHeld() const { return held_.size() >= total_gpus_; }
   const std::map<JobId, HoldParts>& holds() const { return holds_; }
@@ -291,6 +295,7 @@ class Pass {
   std::deque<NodeState> copies_;                     // a deque: references stay valid as it grows
   std::map<std::pair<size_t, size_t>, JobId> held_;  // (node, gpu position) -> job
   std::map<JobId, HoldParts> holds_;
+  std::set<JobId> preempting_;
   std::map<std::string, UserUse> use_by_user_;  // summed over nodes; kept only when limited
   int max_gpus_ = 0;
   int max_allowed_ = 0;

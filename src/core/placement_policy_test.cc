@@ -13,8 +13,10 @@
 namespace trainq {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::Pair;
 
 constexpr uint64_t kGiB = 1ull << 30;
 constexpr UnixMs kNow = 1'700'000'000'000;
@@ -328,6 +330,35 @@ TEST(PolicyTest, AHoldEndsWhenItsJobFitsElsewhere) {
   EXPECT_EQ(got.starts[1].job, 3);
   EXPECT_EQ(got.starts[1].node, "a");
   EXPECT_EQ(got.starts[1].gpu_indices, std::vector<int>{0});
+  EXPECT_TRUE(got.holds.empty());
+}
+
+// GPUs a preemption frees are held for its job however young it is, past max_holds, and the
+// hold goes with the job once it starts there or leaves the queue.
+TEST(PolicyTest, APreemptingHoldKeepsFreedGpusForItsJobWhateverItsAge) {
+  // Job 1 (2 whole GPUs, not aged) preempted job 10 on GPU 0; GPU 1's job still stops.
+  std::vector<NodeState> nodes = {Node("a", {Gpu(0, 80), Gpu(1, 80, {Held(11, 80, true)})})};
+  std::vector<PendingJob> jobs = {Exclusive(1, 2), Shared(3, 10), Aged(Exclusive(4))};
+  Hold preempting{1, "a", {0, 1}, {{"a", {0, 1}}}, true};
+  PolicyConfig config = Config();
+  config.max_holds = 1;
+  PlacementResult got = Place(jobs, nodes, config, kNow, {}, std::vector<Hold>{preempting});
+  EXPECT_TRUE(got.starts.empty());  // neither 3 nor the aged 4 takes GPU 0
+  ASSERT_EQ(got.holds.size(), 1u);
+  EXPECT_EQ(got.holds[0].job, 1);
+  EXPECT_TRUE(got.holds[0].preempting);
+  EXPECT_THAT(got.Reasons(), Contains(Pair(3, HasSubstr("held for job 1"))));
+  // Job 11 is gone: job 1 starts on both; the hold ends.
+  nodes = {Node("a", {Gpu(0, 80), Gpu(1, 80)})};
+  got = Place(jobs, nodes, config, kNow, {}, got.holds);
+  ASSERT_FALSE(got.starts.empty());
+  EXPECT_EQ(got.starts[0].job, 1);
+  EXPECT_TRUE(
+      std::none_of(got.holds.begin(), got.holds.end(), [](const Hold& h) { return h.preempting; }));
+  // A hold for a job no longer waiting is dropped.
+  got = Place(std::vector<PendingJob>{Shared(3, 10)}, nodes, config, kNow, {},
+              std::vector<Hold>{preempting});
+  ASSERT_EQ(got.starts.size(), 1u);
   EXPECT_TRUE(got.holds.empty());
 }
 

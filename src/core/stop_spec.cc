@@ -90,9 +90,12 @@ std::string FormatSignalOption(const StopSpec& stop) {
 
 std::string StopToText(const StopSpec& stop) {
   if (stop == StopSpec{}) return "";
-  return json{{"signal", stop.signal},           {"lead_ms", stop.lead_ms},
-              {"batch_only", stop.batch_only},   {"requeue", stop.requeue},
-              {"preemptible", stop.preemptible}, {"checkpoint", stop.checkpoint}}
+  return json{{"signal", stop.signal},
+              {"lead_ms", stop.lead_ms},
+              {"batch_only", stop.batch_only},
+              {"requeue", stop.requeue},
+              {"preemptible", stop.preemptible ? json(*stop.preemptible) : json(nullptr)},
+              {"checkpoint", stop.checkpoint}}
       .dump();
 }
 
@@ -110,7 +113,8 @@ Status StopFromText(std::string_view text, StopSpec& stop) {
     stop.lead_ms = doc.at("lead_ms").get<int64_t>();
     stop.batch_only = doc.at("batch_only").get<bool>();
     stop.requeue = doc.at("requeue").get<bool>();
-    stop.preemptible = doc.at("preemptible").get<bool>();
+    const json& p = doc.at("preemptible");
+    if (!p.is_null()) stop.preemptible = p.get<bool>();
     stop.checkpoint = doc.at("checkpoint").get<std::string>();
   } catch (const json::exception&) {
     return bad();

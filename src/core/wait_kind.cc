@@ -33,6 +33,7 @@ std::string_view WaitKind(JobState state, std::string_view reason) {
     return "no_fit";
   }
   if (Has(reason, {"CPU slot"})) return "cpu_slots";
+  if (reason.starts_with("will preempt ") || reason.starts_with("preempting ")) return "gpus_busy";
   if (Has(reason,
           {"held for job", "exclusive", "in use", "max-jobs-per-gpu", "max_jobs_per_gpu"})) {
     return "gpus_busy";

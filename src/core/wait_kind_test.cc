@@ -29,6 +29,10 @@ TEST(WaitKindTest, EachReasonHasItsKind) {
       {JobState::kQueued, "needs 1 GPU with 20.0 GiB usable; best: GPU 0 with 12.0 GiB",
        "gpu_memory"},
       {JobState::kQueued, "needs 1 GPU; GPU 0 held for job 3", "gpus_busy"},
+      {JobState::kQueued,
+       "will preempt job 12 (bob, priority 0) in 40s: its GPUs are held for this job", "gpus_busy"},
+      {JobState::kQueued, "preempting job 12 (bob, priority 0): waiting for its processes to end",
+       "gpus_busy"},
       {JobState::kQueued, "the state dir is full; trying again every 5s", "storage"},
       {JobState::kQueued, "", "other"},
   };

@@ -486,6 +486,22 @@ void ClusterMode::SyncAssigned() {
       } else {
         spdlog::info("{} (cancel asked on another node)", message);
       }
+      continue;
+    }
+    // A preemption the leader decided: this node's part stops after the job's warning.
+    if (!live.stop_requested.empty()) continue;
+    Result<std::string> stop = store_.StopRequested(job.id, a->n);
+    if (!stop.ok() || stop->empty()) continue;
+    json doc = json::parse(*stop, nullptr, false);
+    ShimControl control;
+    control.stop = "preempted";
+    control.reason = doc.is_object() ? doc.value("reason", "preempted") : "preempted";
+    control.stop_in_ms = doc.is_object() ? doc.value("stop_in_ms", int64_t{0}) : 0;
+    std::string message;
+    if (Status st = p_.agent->Control(job.id, control, &message); !st.ok()) {
+      spdlog::warn("job {}: {}", job.id, st.message());
+    } else {
+      spdlog::info("{} (the leader's preemption)", message);
     }
   }
   // Attempts the store no longer places here: the leader judged this node lost while it

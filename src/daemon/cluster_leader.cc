@@ -329,4 +329,10 @@ void ClusterLeader::Resign() {
   if (leader_) (void)store_.ResignLeader(p_.node, lease_.epoch);
 }
 
+Status ClusterLeader::Preempt(const Job& victim, const ShimControl& control) {
+  return store_.RequestStop(
+      victim.id, victim.attempt,
+      nlohmann::json{{"reason", control.reason}, {"stop_in_ms", control.stop_in_ms}}.dump());
+}
+
 }  // namespace trainq

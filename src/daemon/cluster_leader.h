@@ -45,6 +45,8 @@ class ClusterLeader final : public Scheduler::Site {
   RunningUses Running() override;
   // The placement written to the store (fenced by the lease); the chosen node starts it.
   Status Place(const Job& job, const StartDecision& decision) override;
+  // Through the store: each node running a part of the victim stops it (SyncAssigned).
+  Status Preempt(const Job& victim, const ShimControl& control) override;
   bool ReadsLastAttempt() const override { return true; }
 
   // Takes or renews the lease; a node that gains it reloads the queue and schedules, and

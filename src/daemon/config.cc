@@ -674,6 +674,28 @@ const std::vector<Option>& Options() {
           "first; 0 = every aged job",
           Count(&PolicyConfig::max_holds, kMaxCount,
                 "a whole number of jobs from 0 (every aged job) to 100000")),
+      Row("preemptible", "false", false,
+          "whether a job whose submit says neither `--preemptible` nor `--no-preemptible` may be "
+          "stopped for a waiting job of higher priority",
+          Bool(&Config::preemptible)),
+      Row("preempt_priority_gap", "1", false,
+          "a waiting job may preempt running preemptible jobs whose priority is at least this "
+          "much below its own (0: equal priorities too)",
+          Count(&Config::preempt_priority_gap, kMaxCount,
+                "a whole number from 0 (equal priorities preempt) to 100000")),
+      Row("preempt_for_fair_share", "false", false,
+          "a waiting job of a user below their fair share may also preempt preemptible jobs of "
+          "users above theirs",
+          Bool(&Config::preempt_for_fair_share)),
+      Row("preempt_for_aging", "false", false,
+          "a large job (several nodes, or half a node's GPUs or more) waiting past "
+          "`aging_limit` may also preempt preemptible jobs of other users",
+          Bool(&Config::preempt_for_aging)),
+      Row("min_runtime", "10m", false, "an attempt that has run less than this is never preempted",
+          Duration(&Config::min_runtime_ms)),
+      Row("preempt_spare", "1h", false,
+          "a job preempted twice in a row is not preempted again for this long",
+          Duration(&Config::preempt_spare_ms)),
       Row("fair_share_half_life", "7d", false,
           "half-life of the GPU-hours that order users by fair share",
           Duration(&Config::fair_share_half_life_ms)),

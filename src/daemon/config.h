@@ -30,8 +30,19 @@ struct Config {
   int64_t oom_backoff_ms = 30000;        // oom_backoff
   int64_t oom_backoff_max_ms = 3600000;  // oom_backoff_max
   int64_t grace_ms = 10000;              // grace_period
-  int64_t sample_interval_ms = 1000;     // sample_interval
-  int cpu_slots = 0;                     // 0: the machine's cores
+  // Preemption (docs/scheduling.md, "Preemption"): whether a job is preemptible when its submit
+  // does not say (preemptible), the priority lead that lets a waiting job stop running ones
+  // (preempt_priority_gap), the other rules (preempt_for_fair_share, preempt_for_aging), the
+  // least run time before an attempt may be stopped (min_runtime) and how long a job stopped
+  // twice in a row is spared (preempt_spare).
+  bool preemptible = false;
+  int preempt_priority_gap = 1;
+  bool preempt_for_fair_share = false;
+  bool preempt_for_aging = false;
+  int64_t min_runtime_ms = 10 * 60 * 1000;
+  int64_t preempt_spare_ms = 60 * 60 * 1000;
+  int64_t sample_interval_ms = 1000;  // sample_interval
+  int cpu_slots = 0;                  // 0: the machine's cores
 
   std::string fake_gpus;
   std::string nvml_library = "libnvidia-ml.so.1";

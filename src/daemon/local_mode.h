@@ -33,6 +33,9 @@ class LocalMode final : public Mode, public Scheduler::Site {
   Status Place(const Job& job, const StartDecision& decision) override {
     return p_.agent->StartLocal(job, decision);
   }
+  Status Preempt(const Job& victim, const ShimControl& control) override {
+    return p_.agent->Control(victim.id, control, nullptr);
+  }
   bool ReadsLastAttempt() const override { return false; }
 
   Status CancelElsewhere(const Job& job, std::string* message) override;

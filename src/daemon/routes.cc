@@ -272,7 +272,9 @@ void HideSecrets(json& job) {
   }
 }
 
-json HoldJson(const Hold& h) { return {{"job", h.job}, {"node", h.node}, {"gpus", h.gpu_indices}}; }
+json HoldJson(const Hold& h) {
+  return {{"job", h.job}, {"node", h.node}, {"gpus", h.gpu_indices}, {"preempting", h.preempting}};
+}
 
 // GET /v1/jobs/ID/explain: the numbers behind a waiting job's reason.
 json ExplainJson(const Job& job, const Explanation& e, int64_t half_life_ms) {
@@ -1086,7 +1088,28 @@ void Routes::Explain(RouteContext& c) {
     if (!got.ok()) return c.respond(ErrorResponse(got.status()));
     e = std::move(*got);
   }
-  c.respond(Json(200, ExplainJson(job, e, c.d.config->fair_share_half_life_ms)));
+  json doc = ExplainJson(job, e, c.d.config->fair_share_half_life_ms);
+  if (e.waiting) {
+    // A preemption under way says so (the pass's reason), and every running job is judged as
+    // a victim.
+    if (const std::string* live = c.d.scheduler->LiveReason(job.id);
+        live != nullptr &&
+        (live->starts_with("will preempt ") || live->starts_with("preempting "))) {
+      doc["reason"] = *live;
+    }
+    Result<std::vector<PreemptCandidate>> candidates = c.d.scheduler->ExplainPreemption(job.id);
+    if (!candidates.ok()) return c.respond(ErrorResponse(candidates.status()));
+    json list = json::array();
+    for (const PreemptCandidate& p : *candidates) {
+      list.push_back({{"job", p.job},
+                      {"user", p.user},
+                      {"priority", p.priority},
+                      {"eligible", p.eligible},
+                      {"why", p.why}});
+    }
+    doc["preemption"] = std::move(list);
+  }
+  c.respond(Json(200, doc));
 }
 
 // GET /v1/jobs/ID/log?attempt=N&offset=B&length=L: bytes of an attempt's log, as stored

@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "src/core/container.h"
+#include "src/core/duration.h"
 #include "src/os/system.h"
 
 namespace trainq {
@@ -227,8 +229,10 @@ void Scheduler::SchedulePass() {
     result.waiting.push_back({id, static_cast<uint32_t>(result.reason_texts.size())});
     result.reason_texts.push_back(std::move(reason));
   }
+  std::vector<PendingJob> may_preempt = MayPreempt(result, ordered, now);
   holds_ = std::move(result.holds);
   StartDecided(result.starts, now);
+  Preempt(may_preempt, nodes, policy, usage, now, result);
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
   WriteReasons(result);
   if (counters_)
@@ -366,6 +370,186 @@ Result<Explanation> Scheduler::ExplainWaiting(JobId id) {
   return Explain(id, pending, nodes, Policy(), now, usage, holds_);
 }
 
+PreemptConfig Scheduler::PreemptSettings() const {
+  PreemptConfig c;
+  c.priority_gap = config_.preempt_priority_gap;
+  c.for_fair_share = config_.preempt_for_fair_share;
+  c.for_aging = config_.preempt_for_aging;
+  c.min_runtime_ms = config_.min_runtime_ms;
+  c.spare_ms = config_.preempt_spare_ms;
+  return c;
+}
+
+std::vector<PendingJob> Scheduler::MayPreempt(const PlacementResult& result,
+                                              std::span<const PendingJob* const> ordered,
+                                              UnixMs now) const {
+  // Those a pass left waiting, in placement order; one that waits for something no victim
+  // frees (a backoff, a pause, its user's limit) is judged by Place as it tries victims, so
+  // it preempts nothing. The first few only: a long queue's tail waits for them anyway.
+  constexpr size_t kMostPerPass = 64;
+  std::set<JobId> left;
+  for (const PlacementResult::Waiting& w : result.waiting) left.insert(w.job);
+  std::vector<PendingJob> out;
+  for (const PendingJob* job : ordered) {
+    if (out.size() == kMostPerPass) break;
+    if (!left.count(job->id) || job->gpus <= 0 || job->not_before > now ||
+        preempting_.count(job->id)) {
+      continue;
+    }
+    out.push_back(*job);
+  }
+  return out;
+}
+
+std::vector<RunningJob> Scheduler::RunningForPreemption(std::map<JobId, Job>* jobs, UnixMs now) {
+  ListQuery query;
+  query.states = {JobState::kStarting, JobState::kRunning};
+  query.with_attempts = true;
+  query.with_env = false;
+  Result<std::vector<Job>> active = store_.List(query);
+  std::vector<RunningJob> out;
+  if (!active.ok()) {
+    spdlog::warn("preemption: {}", active.status().message());
+    return out;
+  }
+  std::set<JobId> stopping;
+  for (const auto& [preemptor, p] : preempting_)
+    stopping.insert(p.victims.begin(), p.victims.end());
+  for (Job& job : *active) {
+    const Attempt* a = job.current();
+    if (a == nullptr) continue;
+    RunningJob r;
+    r.job = job.id;
+    r.user = job.spec.user;
+    r.priority = job.spec.priority;
+    r.preemptible = job.spec.stop.preemptible.value_or(config_.preemptible) &&
+                    job.spec.gate_pid == 0;  // a gate has no processes to warn
+    r.started_at = a->started_at > 0 ? a->started_at : now;
+    for (auto e = job.attempts.rbegin() + 1; e < job.attempts.rend(); ++e) {
+      if (!e->end_reason.starts_with("preempted by job ")) break;
+      ++r.preempted_in_a_row;
+      if (r.last_preempted_at == 0) r.last_preempted_at = e->ended_at.value_or(0);
+    }
+    r.stop_ms = (job.spec.stop.signal > 0 ? job.spec.stop.lead_ms : 0) + config_.grace_ms;
+    auto live = agent_.live().find(job.id);
+    r.stopping = stopping.count(job.id) > 0 ||
+                 (live != agent_.live().end() &&
+                  (live->second.cancel_requested || !live->second.stop_requested.empty()));
+    if (a->parts.empty()) {
+      r.parts.push_back({a->node, a->gpu_indices});
+    } else {
+      for (const AttemptPart& part : a->parts) r.parts.push_back({part.node, part.gpu_indices});
+    }
+    r.cpus = a->cpus;
+    out.push_back(std::move(r));
+    if (jobs != nullptr) jobs->emplace(job.id, std::move(job));
+  }
+  return out;
+}
+
+void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
+                        const std::vector<NodeState>& nodes, const PolicyConfig& policy,
+                        const UsageByUser& usage, UnixMs now, PlacementResult& result) {
+  preempt_wakeup_ = 0;
+  // Preemptions whose preemptor started or left, or whose victims never stopped, are over.
+  std::set<JobId> waiting_ids;
+  for (const PlacementResult::Waiting& w : result.waiting) waiting_ids.insert(w.job);
+  std::erase_if(preempting_, [&](const auto& kv) {
+    return !waiting_ids.count(kv.first) || now >= kv.second.give_up_at;
+  });
+  std::erase_if(holds_, [&](const Hold& h) { return h.preempting && !preempting_.count(h.job); });
+  std::vector<PendingJob> ready;
+  for (const PendingJob& job : candidates) {
+    if (!preempting_.count(job.id)) ready.push_back(job);
+  }
+  std::map<JobId, Job> jobs;
+  std::vector<RunningJob> running;
+  if (!ready.empty()) running = RunningForPreemption(&jobs, now);
+  bool any_preemptible = std::any_of(running.begin(), running.end(),
+                                     [](const RunningJob& r) { return r.preemptible; });
+  std::vector<Preemption> decisions;
+  if (any_preemptible) {
+    decisions = ChoosePreemptions(std::span<const PendingJob>(ready), nodes, running, policy,
+                                  PreemptSettings(), usage, now);
+    // A preemptible job too young to stop now may be one later: a pass is due then.
+    // So may one the thrash guard spares, once it is no longer spared.
+    auto due = [&](UnixMs at) {
+      if (at > now && (preempt_wakeup_ == 0 || at < preempt_wakeup_)) preempt_wakeup_ = at;
+    };
+    for (const RunningJob& r : running) {
+      if (!r.preemptible || r.stopping) continue;
+      due(r.started_at + config_.min_runtime_ms);
+      if (r.preempted_in_a_row >= 2) due(r.last_preempted_at + config_.preempt_spare_ms);
+    }
+  }
+  for (const Preemption& d : decisions) {
+    Preempting& p = preempting_[d.job];
+    p.ready_at = d.ready_at;
+    // Past the victims' lead and grace, with room for a slow stop and the next sample.
+    p.give_up_at = d.ready_at + config_.grace_ms + 60 * 1000;
+    for (size_t i = 0; i < d.victims.size(); ++i) {
+      auto v = jobs.find(d.victims[i]);
+      if (v == jobs.end()) continue;
+      const Job& victim = v->second;
+      ShimControl control;
+      control.stop = "preempted";
+      control.reason = i < d.victim_reasons.size() ? d.victim_reasons[i]
+                                                   : fmt::format("preempted by job {}", d.job);
+      control.stop_in_ms = victim.spec.stop.signal > 0 ? victim.spec.stop.lead_ms : 0;
+      Status st = site_->Preempt(victim, control);
+      if (!st.ok()) {
+        spdlog::warn("job {}: preempting job {}: {}", d.job, victim.id, st.message());
+        continue;
+      }
+      spdlog::info("job {}: {}; job {} {}", d.job, d.reason, victim.id, control.reason);
+      p.victims.push_back(victim.id);
+      p.victims_text +=
+          fmt::format("{}job {} ({}, priority {})", p.victims_text.empty() ? "" : ", ", victim.id,
+                      victim.spec.user, victim.spec.priority);
+    }
+    if (p.victims.empty()) {
+      preempting_.erase(d.job);
+      continue;
+    }
+    Hold hold{d.job, "", {}, d.parts, true};
+    if (!d.parts.empty()) {
+      hold.node = d.parts[0].node;
+      hold.gpu_indices = d.parts[0].gpu_indices;
+    }
+    std::erase_if(holds_, [&](const Hold& h) { return h.job == d.job; });
+    holds_.push_back(std::move(hold));
+  }
+  if (preempting_.empty()) return;
+  // Each preemptor's reason says whom it stops and when their GPUs free up.
+  for (PlacementResult::Waiting& w : result.waiting) {
+    auto it = preempting_.find(w.job);
+    if (it == preempting_.end()) continue;
+    const Preempting& p = it->second;
+    std::string text =
+        p.ready_at > now
+            ? fmt::format("will preempt {} in {}: its GPUs are held for this job", p.victims_text,
+                          FormatDuration(p.ready_at - now))
+            : fmt::format("preempting {}: waiting for its processes to end", p.victims_text);
+    w.reason = static_cast<uint32_t>(result.reason_texts.size());
+    result.reason_texts.push_back(std::move(text));
+    UnixMs next = p.ready_at > now ? p.ready_at : p.give_up_at;
+    if (preempt_wakeup_ == 0 || next < preempt_wakeup_) preempt_wakeup_ = next;
+  }
+}
+
+Result<std::vector<PreemptCandidate>> Scheduler::ExplainPreemption(JobId id) {
+  TRAINQ_RETURN_IF_ERROR(RefreshWaiting());
+  UnixMs now = clock_.Now();
+  const PendingJob* job = waiting_.find(id);
+  if (job == nullptr) return std::vector<PreemptCandidate>{};
+  std::vector<const PendingJob*> pending;
+  for (const auto& [jid, p] : waiting_) pending.push_back(&p);
+  std::vector<RunningJob> running = RunningForPreemption(nullptr, now);
+  UsageByUser usage = FairShareNow(now);
+  return trainq::ExplainPreemption(*job, pending, site_->PassNodes(), running, Policy(),
+                                   PreemptSettings(), usage, now);
+}
+
 const std::string* Scheduler::LiveReason(JobId id) const {
   if (site_ == nullptr || !site_->Places()) return nullptr;
   auto it = reasons_.find(id);
@@ -453,6 +637,10 @@ void Scheduler::ArmWakeup(UnixMs now) {
   if (UnixMs port = agent_.port_retry_at();
       port != 0 && (next_wakeup_ == 0 || port < next_wakeup_)) {
     next_wakeup_ = port;
+  }
+  if (site_->Places() && preempt_wakeup_ > now &&
+      (next_wakeup_ == 0 || preempt_wakeup_ < next_wakeup_)) {
+    next_wakeup_ = preempt_wakeup_;
   }
   if (next_wakeup_ == 0) {
     wakeup_timer_.cancel();

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -21,6 +22,7 @@
 
 #include "src/core/fair_share.h"
 #include "src/core/placement.h"
+#include "src/core/preemption.h"
 #include "src/core/waiting_queue.h"
 #include "src/core/workload_mix.h"
 #include "src/daemon/agent.h"
@@ -55,6 +57,9 @@ class Scheduler {
     virtual RunningUses Running() = 0;
     // Carries out a pass's decision. kUnavailable: the job waits (for a MASTER_PORT).
     virtual Status Place(const Job& job, const StartDecision& decision) = 0;
+    // Stops a running attempt for a preemption: `control` (a "preempted" stop, its reason and
+    // lead) goes to the attempt's node, here or another.
+    virtual Status Preempt(const Job& victim, const ShimControl& control) = 0;
     // Whether a waiting job's attempts are read with it (a cluster: it may wait for a lost
     // node's word).
     virtual bool ReadsLastAttempt() const = 0;
@@ -115,6 +120,8 @@ class Scheduler {
   PolicyConfig Policy() const;
   // The numbers behind a waiting job's reason (`trainq explain`).
   Result<Explanation> ExplainWaiting(JobId id);
+  // Every running job as a victim the waiting job `id` might preempt, with a verdict.
+  Result<std::vector<PreemptCandidate>> ExplainPreemption(JobId id);
   // Queued jobs as of the last pass.
   int64_t waiting_jobs() const { return waiting_jobs_; }
 
@@ -140,6 +147,17 @@ class Scheduler {
   void WriteUnwrittenReasons();
   // Decayed GPU-hours per user now: ended attempts (read from the store once) plus running.
   UsageByUser FairShareNow(UnixMs now);
+  // Preemption (docs/scheduling.md): the waiting GPU jobs of a pass, copied before the
+  // pass's starts change the index; then the victims they choose are
+  // stopped, the GPUs they free held for them, and their reasons say so.
+  std::vector<PendingJob> MayPreempt(const PlacementResult& result,
+                                     std::span<const PendingJob* const> ordered, UnixMs now) const;
+  void Preempt(const std::vector<PendingJob>& candidates, const std::vector<NodeState>& nodes,
+               const PolicyConfig& policy, const UsageByUser& usage, UnixMs now,
+               PlacementResult& result);
+  // The running attempts as preemption sees them (read from the store), with their jobs.
+  std::vector<RunningJob> RunningForPreemption(std::map<JobId, Job>* jobs, UnixMs now);
+  PreemptConfig PreemptSettings() const;
 
   boost::asio::io_context& io_;
   Store& store_;
@@ -181,6 +199,16 @@ class Scheduler {
   size_t unwritten_next_ = 0;
   boost::asio::steady_timer reason_timer_{io_};
   std::vector<Hold> holds_;  // GPUs held for aged jobs, handed to the next pass
+  // Preemptions under way, by preemptor: its victims (stopping: no other preemption takes
+  // them), when their GPUs should be free, and what the preemptor's reason says.
+  struct Preempting {
+    std::vector<JobId> victims;
+    std::string victims_text;  // "job 12 (bob, priority 0)"
+    UnixMs ready_at = 0;
+    UnixMs give_up_at = 0;  // past this the hold goes: the victims did not stop
+  };
+  std::map<JobId, Preempting> preempting_;
+  UnixMs preempt_wakeup_ = 0;  // when time alone may change a preemption; 0: never
   // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
   // memory only; after a restart it fills again from new submits.
   RecentRequests recent_;

@@ -41,6 +41,10 @@ class FakeSite final : public Scheduler::Site {
   }
   std::vector<NodeState> LastNodes() const override { return nodes; }
   RunningUses Running() override { return running; }
+  Status Preempt(const Job& victim, const ShimControl& control) override {
+    preempted.emplace_back(victim.id, control.reason);
+    return Status::Ok();
+  }
   Status Place(const Job& job, const StartDecision& d) override {
     if (!refuse.ok()) return refuse;
     started.push_back(job.id);
@@ -67,6 +71,7 @@ class FakeSite final : public Scheduler::Site {
   RunningUses running;
   Status refuse = Status::Ok();
   std::vector<JobId> started;
+  std::vector<std::pair<JobId, std::string>> preempted;  // (victim, reason)
   int passes = 0;
 
  private:

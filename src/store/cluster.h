@@ -102,6 +102,12 @@ class ClusterStore : public Store {
   virtual Status RequestCancel(JobId id, int attempt) = 0;
   // Whether a cancel was requested for that attempt.
   virtual Result<bool> CancelRequested(JobId id, int attempt) = 0;
+  // Asks the node running that attempt to stop it with a warning (a preemption the leader
+  // decided): keeps `stop` (the node's ShimControl as JSON, src/os/run_dir.h) with the attempt
+  // and publishes "cancel NODE JOB", as RequestCancel does. kConflict as RequestCancel.
+  virtual Status RequestStop(JobId id, int attempt, const std::string& stop) = 0;
+  // The stop requested for that attempt; "" for none.
+  virtual Result<std::string> StopRequested(JobId id, int attempt) = 0;
 
   // Subscribes to the cluster's events on a connection of its own. `on_event` runs on a
   // thread the subscription owns (post it to your loop), once per event, and once with

@@ -204,6 +204,14 @@ class FaultyClusterStore final : public Faulty<ClusterStore> {
     if (Status st = Take("CancelRequested"); !st.ok()) return st;
     return inner_->CancelRequested(id, attempt);
   }
+  Status RequestStop(JobId id, int attempt, const std::string& stop) override {
+    if (Status st = Take("RequestStop"); !st.ok()) return st;
+    return inner_->RequestStop(id, attempt, stop);
+  }
+  Result<std::string> StopRequested(JobId id, int attempt) override {
+    if (Status st = Take("StopRequested"); !st.ok()) return st;
+    return inner_->StopRequested(id, attempt);
+  }
   std::unique_ptr<EventSubscription> Subscribe(
       std::function<void(const std::string& event)> on_event) override {
     return inner_->Subscribe(std::move(on_event));

@@ -39,6 +39,7 @@ def test_every_command_that_prints_data_prints_json_with_json(make_trainq):
     failed = tq.submit("--gpus", "0", "--retries", "0", cmd=["sh", "-c", "exit 3"])
     tq.wait_state(failed, "failed", timeout=30)
     blocker = tq.submit("--gpus", "0", cmd=["sleep", "300"])
+    tq.wait_state(blocker, "running")  # `requeue --json` stops it and queues it again
     waiting = tq.submit("--gpus", "1", "--after", str(blocker), cmd=["true"])
     edited = tq.submit("--gpus", "1", "--after", str(blocker), cmd=["true"])
     trace = os.path.join(tq.work, "trace.csv")
@@ -58,6 +59,7 @@ def test_every_command_that_prints_data_prints_json_with_json(make_trainq):
         ("logs",): [str(done)],
         ("cancel",): [str(waiting)],
         ("retry",): [str(failed)],
+        ("requeue",): [str(blocker)],
         ("update",): [str(edited), "--priority", "3"],
         ("hold",): [str(edited)],
         ("release",): [str(edited)],

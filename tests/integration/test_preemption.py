@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from conftest import trainq_binary, wait_for
+from conftest import gpu, trainq_binary, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "resumable_train.py"))
@@ -150,3 +150,74 @@ def test_signals_and_requeues_that_cannot_be_are_refused_saying_why(tq):
     env.pop("TRAINQ_JOB_ID", None)
     p = tq.run("requeue", check=False, env=env)
     assert p.returncode == 2 and "give the job ids" in p.stderr, p.stderr
+
+
+# --- preemption by a waiting job of higher priority ---
+
+def preemptible_trainer(tq, *opts, on, signal, steps=60):
+    tq.env["PATH"] = os.path.dirname(trainq_binary()) + ":" + tq.env["PATH"]
+    return tq.submit("--gpus", "1", "--preemptible", "--requeue", "--signal", signal,
+                     "--checkpoint", "ckpt/*.pt", *opts,
+                     cmd=[sys.executable, TRAIN, "--steps", str(steps), "--step-time", "0.1",
+                          "--on", on])
+
+
+def preempt_and_resume(tq, on, signal):
+    job_id = preemptible_trainer(tq, on=on, signal=signal)
+    wait_until_training(tq, job_id)
+    urgent = tq.submit("--gpus", "1", "--priority", "100", cmd=["sh", "-c", "sleep 1"])
+    # Until the preempted job stops, the urgent one says what it waits for.
+    seen = []
+    wait_for(lambda: seen.append(tq.show(urgent)) or seen[-1]["state"] != "queued", timeout=60,
+             what="the urgent job to start")
+    assert any(s["reason"].startswith(f"will preempt job {job_id} (") for s in seen) or \
+        seen[0]["state"] != "queued", [s["reason"] for s in seen]
+    tq.wait_state(urgent, "succeeded", timeout=60)
+    job = check_resumed(tq, job_id, 60)
+    first = job["attempts"][0]
+    assert first["end_reason"].startswith(f"preempted by job {urgent} (priority 100); "
+                                          f"{'SIGUSR1' if on == 'usr1' else 'SIGTERM'} sent "), first
+    assert first["end_reason"].endswith("checkpoint ckpt/last.pt written after it"), first
+    # The urgent job ran on the GPU the preempted one had.
+    ran = tq.show(urgent)["attempts"][0]
+    assert ran["gpu_indices"] == first["gpu_indices"]
+    assert ran["started_at"] >= first["ended_at"]
+    return job
+
+
+def test_a_lightning_style_job_is_preempted_saves_requeues_and_resumes(make_trainq):
+    tq = make_trainq(gpus=[gpu(0)], min_runtime="1s")
+    job = preempt_and_resume(tq, "usr1", "USR1@20")
+    log = log_text(tq, job["id"])
+    assert "trainq: preempted by job" in log and "stopping in 20s; sent SIGUSR1 to the 1 " \
+        "process of the job that handles it" in log, log
+    assert "asking to be requeued: trainq requeue" in log
+
+
+def test_a_hugging_face_style_job_saves_on_sigterm_when_preempted_and_resumes(make_trainq):
+    tq = make_trainq(gpus=[gpu(0)], min_runtime="1s")
+    preempt_and_resume(tq, "term", "TERM@20")
+
+
+def test_a_gang_preempts_preemptible_jobs_on_both_nodes(make_cluster):
+    cluster = make_cluster(2, min_runtime="1s")
+    a = cluster.node("node0")
+    script = "trap 'echo saving > saved-$TRAINQ_JOB_ID; exit 0' USR1; while :; do sleep 0.1; done"
+    victims = [a.submit("--gpus", "1", "--preemptible", "--requeue", "--signal", "USR1@5",
+                        "--checkpoint", "saved-*", cmd=["sh", "-c", script]) for _ in range(2)]
+    for v in victims:
+        a.wait_state(v, "running", timeout=30)
+    assert {cluster.node_of(a.show(v)) for v in victims} == {"node0", "node1"}
+    gang = a.submit("--nodes", "2", "--gpus", "1", "--priority", "100", cmd=["sleep", "1"])
+    job = a.wait_state(gang, "succeeded", timeout=60)
+    assert {p["node"] for p in job["attempts"][0]["parts"]} == {"node0", "node1"}
+    for v in victims:
+        first = a.show(v)["attempts"][0]
+        assert first["end_reason"].startswith(f"preempted by job {gang} (priority 100); SIGUSR1"), \
+            (first, cluster.logs())
+        assert f"checkpoint saved-{v} written after it" in first["end_reason"], first
+        assert a.show(v)["state"] in ("queued", "starting", "running"), a.show(v)
+    # Back on their GPUs once the gang is done.
+    for v in victims:
+        a.wait_state(v, "running", timeout=60)
+        a.run("cancel", str(v))

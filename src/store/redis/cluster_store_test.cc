@@ -410,6 +410,19 @@ TEST_F(ClusterStoreTest, RequestCancelFlagsTheCurrentActiveAttemptOnly) {
   EXPECT_TRUE(HasCode(store_->RequestCancel(id + 100, 1), Code::kNotFound));
 }
 
+// A preemption the leader decided: the stop rides with the attempt, apart from a cancel.
+TEST_F(ClusterStoreTest, RequestStopKeepsTheStopWithTheCurrentActiveAttempt) {
+  JobId id = Submit();
+  EXPECT_TRUE(HasCode(store_->RequestStop(id, 0, "{}"), Code::kConflict));
+  RunOn(id, "gpu07");
+  EXPECT_EQ(*store_->StopRequested(id, 1), "");
+  std::string stop = R"js({"reason":"preempted by job 9 (priority 100)","stop_in_ms":60000})js";
+  ASSERT_TRUE(IsOk(store_->RequestStop(id, 1, stop)));
+  EXPECT_EQ(*store_->StopRequested(id, 1), stop);
+  EXPECT_FALSE(*store_->CancelRequested(id, 1));  // a stop is no cancel
+  EXPECT_TRUE(HasCode(store_->RequestStop(id, 2, stop), Code::kConflict));
+}
+
 // --- Events ---
 
 TEST_F(ClusterStoreTest, WritesPublishTheirEvents) {

@@ -115,6 +115,16 @@ Status RedisStore::RequestCancel(JobId id, int attempt) {
   return RunStatus(RequestCancelScript(), {Num(id), Num(attempt)});
 }
 
+Status RedisStore::RequestStop(JobId id, int attempt, const std::string& stop) {
+  return RunStatus(RequestCancelScript(), {Num(id), Num(attempt), stop});
+}
+
+Result<std::string> RedisStore::StopRequested(JobId id, int attempt) {
+  Result<Reply> r = Command({"HGET", Key(fmt::format("att:{}:{}", id, attempt)), "stop"});
+  if (!r.ok()) return r.status();
+  return std::string(Text(r->get()));
+}
+
 Result<bool> RedisStore::CancelRequested(JobId id, int attempt) {
   Result<Reply> r = Command({"HGET", Key(fmt::format("att:{}:{}", id, attempt)), "cancel"});
   if (!r.ok()) return r.status();

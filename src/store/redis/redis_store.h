@@ -68,6 +68,8 @@ class RedisStore final : public ClusterStore {
   Result<std::vector<Job>> ActiveOn(const std::string& node) override;
   Status RequestCancel(JobId id, int attempt) override;
   Result<bool> CancelRequested(JobId id, int attempt) override;
+  Status RequestStop(JobId id, int attempt, const std::string& stop) override;
+  Result<std::string> StopRequested(JobId id, int attempt) override;
   std::unique_ptr<EventSubscription> Subscribe(
       std::function<void(const std::string& event)> on_event) override;
   Status Publish(const std::string& event) override;

@@ -569,7 +569,8 @@ local err = cas(id, {starting = true, running = true}, n,
                 'starting or running with attempt ' .. n)
 if err then return err end
 local a = ak(id, n)
-redis.call('HSET', a, 'cancel', 1)
+-- ARGV[3]: a warned stop (a preemption) rather than a cancel.
+if ARGV[3] then redis.call('HSET', a, 'stop', ARGV[3]) else redis.call('HSET', a, 'cancel', 1) end
 event('cancel ' .. redis.call('HGET', a, 'node') .. ' ' .. id)
 return {'ok'}
 )lua";
