@@ -304,6 +304,19 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
   if (std::optional<int64_t> limit = job.OptInt("max_procs")) {
     line("max procs", std::to_string(*limit));
   }
+  // How it is warned and stopped (docs/scheduling.md, "Preemption and requeue").
+  std::vector<std::string> stop;
+  if (std::optional<std::string> sig = job.OptStr("signal")) {
+    stop.push_back(fmt::format("--signal {}", TerminalSafe(*sig)));
+  }
+  if (job.BoolOr("requeue", false)) stop.push_back("--requeue");
+  if (job.Has("preemptible")) {
+    stop.push_back(job.BoolOr("preemptible", false) ? "--preemptible" : "--no-preemptible");
+  }
+  if (std::optional<std::string> glob = job.OptStr("checkpoint")) {
+    stop.push_back(fmt::format("--checkpoint {}", TerminalSafe(*glob)));
+  }
+  if (!stop.empty()) line("stops", fmt::format("{}", fmt::join(stop, " ")));
   auto names = [](const std::vector<Reply>& list) {
     std::vector<std::string> out;
     for (const Reply& r : list) out.push_back(TerminalSafe(r.AsStr()));

@@ -92,6 +92,7 @@ def test_the_warning_before_the_time_limit_and_whether_a_checkpoint_followed(tq)
     assert job["reason"] == ("time limit (3s); SIGUSR1 sent 2s before the end; checkpoint "
                              "ck-7.pt written after it"), job["reason"]
     assert job["signal"] == "USR1@2" and job["checkpoint"] == "ck-*.pt"
+    assert "--signal USR1@2 --checkpoint ck-*.pt" in tq.run("show", str(job_id)).stdout
     log = open(job["attempts"][0]["log_path"]).read()
     assert "trainq: the time limit (3s) is 2s away; sent SIGUSR1 to the 1 process of the job " \
         "that handles it" in log, log
