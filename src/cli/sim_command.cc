@@ -16,6 +16,7 @@
 #include "src/sim/allocation.h"
 #include "src/sim/inputs.h"
 #include "src/sim/replay.h"
+#include "src/sim/window.h"
 
 namespace trainq {
 
@@ -24,7 +25,7 @@ namespace {
 void AddInputs(CLI::App& cmd, SimArgs& a) {
   cmd.add_option("--trace", a.trace,
                  "trace CSV: job_id,submit_s,duration_s,gpus,gpu_fraction,"
-                 "gpu_mem_gib,user[,cpu_milli,memory_mib]")
+                 "gpu_mem_gib,user[,cpu_milli,memory_mib,submit_time]")
       ->required();
   cmd.add_option("--nodes", a.nodes,
                  "node list: CSV (node_id,gpus,gpu_model,gpu_mem_gib,"
@@ -119,13 +120,76 @@ int Fail(const Status& st) {
   return ExitCodeFor(st.code());
 }
 
+// A duration option left empty keeps `*ms` as it is.
+Status ReadDuration(const std::string& text, const char* option, int64_t* ms) {
+  if (text.empty()) return Status::Ok();
+  Result<int64_t> v = ParseDurationMs(text, option);
+  if (!v.ok()) return v.status();
+  *ms = *v;
+  return Status::Ok();
+}
+
+// Options that only one policy reads, given with another: named, not ignored.
+Status CheckPolicyOptions(const SimArgs& a, sim::ReplayPolicy policy) {
+  bool trainq = policy == sim::ReplayPolicy::kTrainq;
+  bool tiresias = policy == sim::ReplayPolicy::kTiresias;
+  std::vector<std::string> misplaced;
+  if (!trainq && a.preempt) misplaced.push_back("--preempt");
+  if (!a.preempt && a.preempt_fair_share) misplaced.push_back("--preempt-fair-share");
+  if (!a.preempt && a.preempt_aging) misplaced.push_back("--preempt-aging");
+  if (!a.preempt && !a.min_runtime.empty()) misplaced.push_back("--min-runtime");
+  if (!a.preempt && !a.preempt_spare.empty()) misplaced.push_back("--preempt-spare");
+  bool stops = a.preempt || tiresias;
+  if (!stops && !a.stop_time.empty()) misplaced.push_back("--stop-time");
+  if (!stops && !a.ckpt_interval.empty()) misplaced.push_back("--ckpt-interval");
+  if (!stops && !a.restart_cost.empty()) misplaced.push_back("--restart-cost");
+  if (!tiresias && a.las_threshold != 0) misplaced.push_back("--las-threshold");
+  if (!misplaced.empty()) {
+    return Status::Invalid(fmt::format(
+        "{}: not read by --policy {}{}; --preempt and its options need --policy trainq, "
+        "--las-threshold needs --policy tiresias, and --stop-time, --ckpt-interval and "
+        "--restart-cost need one of them to preempt",
+        fmt::join(misplaced, ", "), a.policy, trainq && !a.preempt ? " without --preempt" : ""));
+  }
+  if (a.preempt && !a.preempt_fair_share && !a.preempt_aging) {
+    return Status::Invalid(
+        "--preempt: no rule lets a job preempt another in a trace without priorities; add "
+        "--preempt-fair-share, --preempt-aging or both");
+  }
+  return Status::Ok();
+}
+
+Status ReadPreemptOptions(const SimArgs& a, sim::ReplayOptions& o) {
+  o.preempt = a.preempt;
+  o.preempt_fair_share = a.preempt_fair_share;
+  o.preempt_aging = a.preempt_aging;
+  for (Status st :
+       {ReadDuration(a.min_runtime, "--min-runtime", &o.min_runtime_ms),
+        ReadDuration(a.preempt_spare, "--preempt-spare", &o.preempt_spare_ms),
+        ReadDuration(a.stop_time, "--stop-time", &o.stop_ms),
+        ReadDuration(a.ckpt_interval, "--ckpt-interval", &o.checkpoint.interval_ms),
+        ReadDuration(a.restart_cost, "--restart-cost", &o.checkpoint.restart_cost_ms)}) {
+    if (!st.ok()) return st;
+  }
+  if (a.las_threshold != 0) {
+    if (!(a.las_threshold > 0 && a.las_threshold <= 1e12)) {
+      return Status::Invalid(
+          fmt::format("--las-threshold: {} is not valid; expected GPU-seconds of attained "
+                      "service, a number > 0 (e.g. 3250)",
+                      a.las_threshold));
+    }
+    o.las_threshold_gpu_s = a.las_threshold;
+  }
+  return Status::Ok();
+}
+
 Result<sim::ReplayOptions> ReplayOptionsFrom(const SimArgs& a) {
   sim::ReplayOptions o;
   std::optional<sim::ReplayPolicy> policy = sim::ParseReplayPolicy(a.policy);
   if (!policy) {
     return Status::Invalid(
         fmt::format("--policy: '{}' is not a replay policy; expected trainq, "
-                    "fifo or naive",
+                    "fifo, naive or tiresias",
                     a.policy));
   }
   o.policy = *policy;
@@ -142,6 +206,8 @@ Result<sim::ReplayOptions> ReplayOptionsFrom(const SimArgs& a) {
                     a.max_holds));
   }
   o.max_holds = a.max_holds;
+  if (Status st = CheckPolicyOptions(a, o.policy); !st.ok()) return st;
+  if (Status st = ReadPreemptOptions(a, o); !st.ok()) return st;
   return o;
 }
 
@@ -150,6 +216,19 @@ int RunReplay(const SimArgs& a) {
   if (!options.ok()) return Fail(options.status());
   Result<std::vector<sim::TraceJob>> trace = LoadTrace(a);
   if (!trace.ok()) return Fail(trace.status());
+  if (!a.window.empty()) {
+    Result<sim::TraceWindow> window = sim::ParseWindow(a.window, *trace);
+    if (!window.ok()) return Fail(window.status());
+    if (Status st = ReadDuration(a.warmup, "--warmup", &window->warmup_ms); !st.ok())
+      return Fail(st);
+    *trace = sim::SelectWindow(*trace, *window);
+    options->window = *window;
+    if (window->warmup_ms > 0) options->measure_from_ms = window->warmup_ms;
+  } else if (!a.warmup.empty()) {
+    return Fail(Status::Invalid(
+        "--warmup: needs --window: it replays the rows submitted that long before the window's "
+        "START"));
+  }
   Result<std::vector<sim::NodeSpec>> nodes = LoadNodes(a);
   if (!nodes.ok()) return Fail(nodes.status());
   sim::ReplayMetrics m = sim::Replay(*trace, *nodes, *options);
@@ -192,17 +271,53 @@ int RunPlacement(const SimArgs& a) {
   return 0;
 }
 
+void AddPreemptOptions(CLI::App& cmd, SimArgs& a) {
+  cmd.add_flag("--preempt", a.preempt,
+               "trainq: waiting jobs may preempt running ones (every job preemptible), by the "
+               "rules below");
+  cmd.add_flag("--preempt-fair-share", a.preempt_fair_share,
+               "trainq --preempt: a job of a user below their fair share may preempt jobs of "
+               "users above theirs (preempt_for_fair_share)");
+  cmd.add_flag("--preempt-aging", a.preempt_aging,
+               "trainq --preempt: a large job waiting past --aging may preempt other users' jobs "
+               "(preempt_for_aging)");
+  cmd.add_option("--min-runtime", a.min_runtime,
+                 "trainq --preempt: an attempt that ran less is not preempted (default 10m)");
+  cmd.add_option("--preempt-spare", a.preempt_spare,
+                 "trainq --preempt: a job preempted twice in a row is spared this long "
+                 "(default 1h)");
+  cmd.add_option("--stop-time", a.stop_time,
+                 "preempting policies: from the decision until the victim's GPUs are free "
+                 "(default 70s: --signal lead 60s + grace_period 10s)");
+  cmd.add_option("--ckpt-interval", a.ckpt_interval,
+                 "preempting policies: a job saves its progress this often; a victim loses the "
+                 "work since (default 30m; 0s: never)");
+  cmd.add_option("--restart-cost", a.restart_cost,
+                 "preempting policies: what a preempted job spends restoring its checkpoint "
+                 "when it runs again (default 60s)");
+  cmd.add_option("--las-threshold", a.las_threshold,
+                 "tiresias: GPU-seconds of attained service that move a job to the second "
+                 "queue (default 3250)");
+}
+
 }  // namespace
 
 Action SetupSimReplay(CLI::App& cmd) {
   auto a = std::make_shared<SimArgs>();
   AddInputs(cmd, *a);
-  cmd.add_option("--policy", a->policy, "trainq, fifo or naive (default trainq)");
+  cmd.add_option("--policy", a->policy, "trainq, fifo, naive or tiresias (default trainq)");
+  cmd.add_option("--window", a->window,
+                 "replay only the rows submitted in START..END: seconds on the trace's clock, "
+                 "or dates with the submit_time column (2017-11-01..2017-11-08)");
+  cmd.add_option("--warmup", a->warmup,
+                 "with --window: also replay the rows submitted this long before START (e.g. 7d), "
+                 "so the cluster is not empty at START; only the window's rows are measured");
   cmd.add_option("--aging", a->aging, "trainq: wait before GPUs are held for a job (default 2h)");
   cmd.add_option(
       "--max-holds", a->max_holds,
       "trainq: aged jobs that cannot start yet with GPUs held at once (default 1; 0: all)");
   cmd.add_option("--half-life", a->half_life, "trainq: fair-share usage half-life (default 7d)");
+  AddPreemptOptions(cmd, *a);
   return [a](Invocation&) { return RunReplay(*a); };
 }
 

@@ -16,6 +16,12 @@ struct SimArgs {
   std::string trace, nodes, policy = "trainq";
   std::string aging = "2h", half_life = "7d";
   int max_holds = 1;
+  std::string window;  // "": the whole trace
+  std::string warmup;  // "": none
+  // Preemption (replay). Empty strings and 0: not given, the defaults of sim::ReplayOptions.
+  bool preempt = false, preempt_fair_share = false, preempt_aging = false;
+  std::string min_runtime, preempt_spare, stop_time, ckpt_interval, restart_cost;
+  double las_threshold = 0;
   std::string seeds = "42-51";
   double inflate = 1.3;
   double default_gpu_mem_gib = 16.0;

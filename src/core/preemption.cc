@@ -161,8 +161,8 @@ std::string NoRuleText(const PendingJob& w, const RunningJob& v, const Context& 
   }
   std::string text = fmt::format("priority {} is within preempt_priority_gap {} of {}", v.priority,
                                  c.config.priority_gap, w.priority);
-  if (c.config.for_fair_share) text += "; " + FairShareMiss(w, v, c);
-  if (c.config.for_aging) text += "; " + AgingMiss(w, v, c);
+  if (c.config.for_fair_share) text += fmt::format("; {}", FairShareMiss(w, v, c));
+  if (c.config.for_aging) text += fmt::format("; {}", AgingMiss(w, v, c));
   return text;
 }
 
@@ -787,8 +787,8 @@ Preemption Describe(const PendingJob& w, std::span<const size_t> victims, StartD
     stop = std::max(stop, v.stop_ms);
   }
   p.ready_at = AddMs(s.c.now, stop);
-  p.reason = "will preempt " + VictimsText(jobs);
-  if (stop > 0) p.reason += " in " + FormatDuration(stop);
+  p.reason = fmt::format("will preempt {}", VictimsText(jobs));
+  if (stop > 0) p.reason += fmt::format(" in {}", FormatDuration(stop));
   return p;
 }
 

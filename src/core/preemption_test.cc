@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,7 +26,7 @@ NodeState Node(std::string name, int gpus, uint64_t gib = 80) {
   NodeState node;
   node.name = std::move(name);
   for (int i = 0; i < gpus; ++i) {
-    node.gpus.push_back({i, "GPU-" + std::to_string(i), gib * kGiB, gib * kGiB, 0, {}});
+    node.gpus.push_back({i, fmt::format("GPU-{}", i), gib * kGiB, gib * kGiB, 0, {}});
   }
   node.cpu_slots = 64;
   return node;
@@ -532,7 +533,7 @@ TEST(PreemptTest, ExplainGivesAVerdictPerRunningJob) {
       ExplainPreemption(job, waiting, nodes, running, Policy(), Config(), {}, kNow);
   std::vector<std::pair<JobId, std::string>> verdicts;
   for (const PreemptCandidate& pc : got) {
-    verdicts.emplace_back(pc.job, (pc.eligible ? "+ " : "- ") + pc.why);
+    verdicts.emplace_back(pc.job, fmt::format("{}{}", pc.eligible ? "+ " : "- ", pc.why));
   }
   EXPECT_THAT(
       verdicts,
@@ -576,11 +577,11 @@ TEST(PreemptTest, LargeClusterStaysSane) {
   std::vector<NodeState> bare;
   std::vector<RunningJob> running;
   for (int n = 0; n < 100; ++n) {
-    std::string name = "n" + std::to_string(n);
+    std::string name = fmt::format("n{}", n);
     bare.push_back(Node(name, 8));
     for (int g = 0; g < 8; ++g) {
       JobId id = 1000 + n * 8 + g;
-      running.push_back(Ran(Running(id, "u" + std::to_string(id % 10), name, {g}),
+      running.push_back(Ran(Running(id, fmt::format("u{}", id % 10), name, {g}),
                             20 * kMin + (id * 7919 % 600) * kMin));
     }
   }
@@ -610,11 +611,11 @@ TEST(PreemptTest, LargeSharedClusterStaysSane) {
   std::vector<RunningJob> running;
   std::map<JobId, uint64_t> shares;
   for (int n = 0; n < 100; ++n) {
-    std::string name = "n" + std::to_string(n);
+    std::string name = fmt::format("n{}", n);
     bare.push_back(Node(name, 8));
     for (int k = 0; k < 16; ++k) {
       JobId id = 1000 + n * 16 + k;
-      running.push_back(Ran(Running(id, "u" + std::to_string(id % 10), name, {k / 2}),
+      running.push_back(Ran(Running(id, fmt::format("u{}", id % 10), name, {k / 2}),
                             20 * kMin + (id * 7919 % 600) * kMin));
       shares[id] = 40;
     }

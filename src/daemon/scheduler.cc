@@ -469,7 +469,11 @@ void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
                                      [](const RunningJob& r) { return r.preemptible; });
   std::vector<Preemption> decisions;
   if (any_preemptible) {
-    decisions = ChoosePreemptions(std::span<const PendingJob>(ready), nodes, running, policy,
+    // The GPUs as this pass's starts left them: a preemptor must not plan on one just taken.
+    std::vector<NodeState> after_starts;
+    if (!result.starts.empty()) after_starts = site_->PassNodes();
+    decisions = ChoosePreemptions(std::span<const PendingJob>(ready),
+                                  result.starts.empty() ? nodes : after_starts, running, policy,
                                   PreemptSettings(), usage, now);
     // A preemptible job too young to stop now may be one later: a pass is due then.
     // So may one the thrash guard spares, once it is no longer spared.

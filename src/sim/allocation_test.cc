@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -125,8 +126,8 @@ TEST(Allocation, BestFitPrefersTheFullerNode) {
 TEST(Allocation, DeterministicPerSeedWithMeanAndStd) {
   std::string rows;
   for (int i = 0; i < 60; ++i) {
-    rows += "p" + std::to_string(i) + ",0,1," + std::to_string(i % 5 == 0 ? 2 : 1) + "," +
-            (i % 3 == 0 && i % 5 != 0 ? "0.3" : "1") + ",,,1000,1024\n";
+    rows += fmt::format("p{},0,1,{},{},,,1000,1024\n", i, i % 5 == 0 ? 2 : 1,
+                        i % 3 == 0 && i % 5 != 0 ? "0.3" : "1");
   }
   std::vector<TraceJob> pods = Pods(rows);
   std::vector<NodeSpec> nodes = Nodes("a,4,X,16,8000,8192\nb,4,X,32,8000,8192\nc,2,X,,4000,4096\n");

@@ -190,6 +190,7 @@ constexpr std::string_view kFractionForm =
 constexpr std::string_view kGibForm = "GiB, a number > 0 and <= 65536 (e.g. 16 or 79.6)";
 constexpr std::string_view kMilliForm = "millicores, a whole number from 0 to 100000000";
 constexpr std::string_view kMibForm = "MiB, a whole number from 0 to 1000000000";
+constexpr std::string_view kWallForm = "a date and time like 2017-11-01 00:02:12";
 
 int64_t ToMs(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000.0)); }
 
@@ -230,6 +231,10 @@ TraceJob ReadJob(RowReader& r) {
   if (auto cpu = r.Integer("cpu_milli", 0, 100'000'000, kMilliForm)) job.cpu_milli = int(*cpu);
   if (auto mib = r.Integer("memory_mib", 0, 1'000'000'000, kMibForm))
     job.host_mem_bytes = uint64_t(*mib) * kMiB;
+  if (std::optional<std::string> when = r.Text("submit_time")) {
+    job.submit_wall_ms = ParseWallTimeMs(*when);
+    if (!job.submit_wall_ms) r.Bad("submit_time", *when, kWallForm);
+  }
   return job;
 }
 
@@ -256,7 +261,59 @@ Result<double> CheckDefaultGib(double gib) {
   return gib;
 }
 
+// Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's
+// days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2 ? 1 : 0;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+int DaysInMonth(int64_t y, int64_t m) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m - 1];
+}
+
+// A fixed-width run of digits at `pos`, followed by `sep` unless it is '\0'.
+std::optional<int64_t> Digits(std::string_view s, size_t pos, size_t width, char sep) {
+  if (pos + width > s.size()) return std::nullopt;
+  if (sep != '\0' && (pos + width >= s.size() || s[pos + width] != sep)) return std::nullopt;
+  int64_t v = 0;
+  for (size_t i = pos; i < pos + width; ++i) {
+    if (s[i] < '0' || s[i] > '9') return std::nullopt;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
 }  // namespace
+
+std::optional<int64_t> ParseWallTimeMs(std::string_view text) {
+  text = Trim(text);
+  std::optional<int64_t> y = Digits(text, 0, 4, '-'), mo = Digits(text, 5, 2, '-');
+  std::optional<int64_t> d = Digits(text, 8, 2, '\0');
+  if (!y || !mo || !d || *mo < 1 || *mo > 12 || *d < 1 || *d > DaysInMonth(*y, *mo))
+    return std::nullopt;
+  int64_t h = 0, mi = 0, sec = 0;
+  if (text.size() > 10) {
+    if (text[10] != ' ' && text[10] != 'T') return std::nullopt;
+    std::optional<int64_t> hh = Digits(text, 11, 2, ':'), mm = Digits(text, 14, 2, '\0');
+    if (!hh || !mm || *hh > 23 || *mm > 59) return std::nullopt;
+    h = *hh, mi = *mm;
+    if (text.size() > 16) {
+      std::optional<int64_t> ss = Digits(text, 17, 2, '\0');
+      if (text[16] != ':' || !ss || *ss > 59 || text.size() != 19) return std::nullopt;
+      sec = *ss;
+    }
+  } else if (text.size() != 10) {
+    return std::nullopt;
+  }
+  return ((DaysFromCivil(*y, *mo, *d) * 24 + h) * 60 + mi) * 60000 + sec * 1000;
+}
 
 Result<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view file) {
   Result<Table> table =

@@ -32,10 +32,13 @@ struct TraceJob {
   std::string user;                       // `user`, else `vc`, else ""
   std::optional<int> cpu_milli;
   std::optional<uint64_t> host_mem_bytes;
+  // `submit_time` as written ("2017-11-01 00:02:12"), in ms from 1970-01-01 00:00 of the same
+  // clock, no time zone applied: what a window given in dates is compared with.
+  std::optional<int64_t> submit_wall_ms;
 };
 
 // Columns by name from the header line: job_id, submit_s, duration_s, gpus, gpu_fraction
-// required; gpu_mem_gib, user, vc, cpu_milli, memory_mib optional; others ignored.
+// required; gpu_mem_gib, user, vc, cpu_milli, memory_mib, submit_time optional; others ignored.
 // Rows come back in file order.
 Result<std::vector<TraceJob>> ParseTrace(std::string_view text, std::string_view file);
 
@@ -62,6 +65,10 @@ Result<std::vector<NodeSpec>> ParseNodesShorthand(std::string_view text,
                                                   double default_gpu_mem_gib = kDefaultGpuMemGib);
 // Whether `text` is written as a shorthand rather than a file name.
 bool LooksLikeShorthand(std::string_view text);
+
+// "2017-11-01", "2017-11-01 06:30[:15]" or "2017-11-01T06:30[:15]" as ms from 1970-01-01
+// 00:00 of the same clock (no time zone); nullopt for anything else or an impossible date.
+std::optional<int64_t> ParseWallTimeMs(std::string_view text);
 
 // "42", "42-51", "1,5,9": each seed once, in the order given.
 Result<std::vector<uint64_t>> ParseSeeds(std::string_view text);

@@ -1,5 +1,6 @@
 #include "src/sim/replay.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -122,9 +123,7 @@ TEST(Replay, FifoGangJobBlocksTheLine) {
 TEST(Replay, SameInputSameResult) {
   std::string rows;
   for (int i = 0; i < 200; ++i) {
-    rows += "j" + std::to_string(i) + "," + std::to_string(i % 37) + "," +
-            std::to_string(5 + (i * 7919) % 300) + "," + std::to_string(1 + i % 3) + ",1,,u" +
-            std::to_string(i % 4) + "\n";
+    rows += fmt::format("j{},{},{},{},1,,u{}\n", i, i % 37, 5 + (i * 7919) % 300, 1 + i % 3, i % 4);
   }
   for (ReplayPolicy p : {ReplayPolicy::kTrainq, ReplayPolicy::kFifo, ReplayPolicy::kNaive}) {
     ReplayMetrics a = Simulate(rows, "2x4", p);

@@ -1,6 +1,7 @@
 """`trainq sim`: the real binary on small files (always), and on the shared traces when they
 are there (TRAINQ_TRACES, else ../shared/traces next to the repository), where only sane
-ranges are asserted: BestFit near its published allocation ratio, the replay policies in order."""
+ranges are asserted: BestFit near its published allocation ratio, the replay policies in order,
+a window of the whole Philly file equal to its week slice, and the preempting policies' figures."""
 import json
 import os
 import subprocess
@@ -72,8 +73,45 @@ def test_placement_small(files):
     assert out["failed_pods"] == 3
 
 
+def test_replay_preempts_and_reports_what_it_cost(files):
+    # One GPU: a runs 10 h; b, of a user with no hours yet, arrives at 1 h and preempts it.
+    trace = files("t.csv", HEADER + "A,0,36000,1,1,,a\nB,3600,600,1,1,,b\n")
+    out = sim_json("replay", "--trace", trace, "--nodes", "1x1", "--preempt",
+                   "--preempt-fair-share", "--half-life", "0s")
+    assert out["preemptions"] == 1 and out["preempted_jobs"] == 1
+    # A stops 70 s after the decision, keeps two 30-minute checkpoints and pays 60 s to restart.
+    assert out["lost_gpu_hours"] == pytest.approx((70 + 60) / 3600)
+    assert out["mean_jct_s"] == pytest.approx((36730 + 670) / 2)
+    assert out["mean_queue_s"] == pytest.approx((600 + 70) / 2)
+    assert out["knobs"]["preempt"] is True and out["knobs"]["min_runtime_s"] == 600
+    assert out["knobs"]["ckpt_interval_s"] == 1800 and out["knobs"]["restart_cost_s"] == 60
+    assert out["knobs"]["stop_s"] == 70
+    slower = sim_json("replay", "--trace", trace, "--nodes", "1x1", "--preempt",
+                      "--preempt-fair-share", "--half-life", "0s", "--ckpt-interval", "2h",
+                      "--restart-cost", "0s", "--stop-time", "10s")
+    assert slower["lost_gpu_hours"] == pytest.approx(3610 / 3600)  # no checkpoint yet: all lost
+    tiresias = sim_json("replay", "--trace", trace, "--nodes", "1x1", "--policy", "tiresias")
+    # A drops to the second queue at 3250 GPU-seconds: B, waiting since 3600, preempts it.
+    assert tiresias["preemptions"] == 1
+    assert tiresias["mean_first_queue_s"] == pytest.approx(70 / 2)
+    assert tiresias["knobs"]["threshold_gpu_seconds"] == 3250
+    assert tiresias["knobs"]["queues"] == 2
+
+
 BAD = [
     (["replay", "--trace", "{trace}", "--nodes", "1x2", "--policy", "sjf"], "--policy"),
+    (["replay", "--trace", "{trace}", "--nodes", "1x2", "--preempt"], "--preempt-fair-share"),
+    (["replay", "--trace", "{trace}", "--nodes", "1x2", "--policy", "fifo", "--preempt",
+      "--preempt-aging"], "--preempt: not read by --policy fifo"),
+    (["replay", "--trace", "{trace}", "--nodes", "1x2", "--las-threshold", "100"],
+     "--las-threshold: not read by --policy trainq"),
+    (["replay", "--trace", "{trace}", "--nodes", "1x2", "--ckpt-interval", "30m"],
+     "--ckpt-interval: not read"),
+    (["replay", "--trace", "{trace}", "--nodes", "1x2", "--window", "9..3"], "--window: '9..3'"),
+    (["replay", "--trace", "{trace}", "--nodes", "1x2", "--warmup", "7d"],
+     "--warmup: needs --window"),
+    (["replay", "--trace", "{trace}", "--nodes", "1x2", "--window", "2017-11-01..2017-11-08"],
+     "submit_time"),
     (["replay", "--trace", "{trace}", "--nodes", "1y2"], "--nodes"),
     (["replay", "--trace", "{missing}", "--nodes", "1x2"], "--trace"),
     (["replay", "--trace", "{bad}", "--nodes", "1x2"], "bad.csv:3: gpus: 'two'"),
@@ -145,3 +183,41 @@ def test_a_person_gets_a_table_and_a_node_count_is_explained(files):
     assert bad.returncode == 2
     assert "--nodes: '8' is a count, not a node list; give NODESxGPUS[:MEM] like 8x8:80GiB" \
         in bad.stderr, bad.stderr
+
+
+def test_a_window_of_the_whole_philly_file_is_its_week_slice():
+    everything = shared("philly_sia_all.csv")
+    week = shared("philly_sia_week_2017-10-01.csv")
+    cut = sim_json("replay", "--trace", everything, "--window", "2017-10-01..2017-10-08",
+                   "--nodes", "64x8:32GiB", "--policy", "naive")
+    whole = sim_json("replay", "--trace", week, "--nodes", "64x8:32GiB", "--policy", "naive")
+    assert cut.pop("window") == {"text": "2017-10-01..2017-10-08", "start_s": 2294959,
+                                 "end_s": 2899759, "warmup_s": 0}
+    assert cut == whole
+
+
+NEW_FIELDS = ["preemptions", "preempted_jobs", "lost_gpu_hours", "mean_first_queue_s",
+              "fairness", "fairness_equal_split", "fairness_users", "fairness_per_user"]
+
+
+def test_philly_day_with_preemption_and_tiresias():
+    trace = shared("philly_sia_all.csv")
+    day = ["--trace", trace, "--window", "2017-11-01..2017-11-02", "--nodes", "20x8:32GiB"]
+    ours = sim_json("replay", *day, "--preempt", "--preempt-fair-share", "--preempt-aging")
+    las = sim_json("replay", *day, "--policy", "tiresias")
+    plain = sim_json("replay", *day)
+    for m in (ours, las, plain):
+        assert m["jobs"] == 1246 and m["stuck"] == 0, m
+        for field in NEW_FIELDS:
+            assert field in m, field
+        assert m["fairness"] is None or m["fairness"] >= 1
+        assert m["fairness_users"] > 1
+        assert m["window"]["start_s"] == 4973359
+    assert ours["preemptions"] > 0 and ours["lost_gpu_hours"] > 0
+    assert las["preemptions"] > 0 and las["lost_gpu_hours"] > 0
+    assert plain["preemptions"] == 0 and plain["lost_gpu_hours"] == 0
+    assert las["knobs"]["threshold_gpu_seconds"] == 3250
+    warm = sim_json("replay", *day, "--warmup", "1d")
+    assert warm["jobs"] == 1246 and warm["window"]["warmup_s"] == 86400  # only the day measured
+    assert warm["mean_queue_s"] > plain["mean_queue_s"]  # the day before still holds GPUs
+    assert ours["knobs"]["preempt_fair_share"] and ours["knobs"]["preempt_aging"]

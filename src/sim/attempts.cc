@@ -1,0 +1,22 @@
+#include "src/sim/attempts.h"
+
+#include <algorithm>
+
+namespace trainq::sim {
+
+AttemptCut CutAttempt(int64_t ran_ms, int64_t overhead_ms, const CheckpointModel& model) {
+  ran_ms = std::max<int64_t>(ran_ms, 0);
+  int64_t useful = std::max<int64_t>(ran_ms - std::max<int64_t>(overhead_ms, 0), 0);
+  int64_t saved = model.interval_ms > 0 ? useful / model.interval_ms * model.interval_ms : 0;
+  return {saved, ran_ms - saved};
+}
+
+AttemptCut JobWork::Cut(int64_t ran_ms, const CheckpointModel& model) {
+  // Useful time never exceeds what was left, so neither does what is saved.
+  AttemptCut cut = CutAttempt(std::min(ran_ms, AttemptMs()), overhead_ms, model);
+  left_ms -= cut.saved_ms;
+  overhead_ms = std::max<int64_t>(model.restart_cost_ms, 0);
+  return cut;
+}
+
+}  // namespace trainq::sim
