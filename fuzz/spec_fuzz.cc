@@ -91,17 +91,18 @@ void CheckValidation(const JobSpec& spec) {
   }
   std::string name = DefaultJobName(spec.command);
   FUZZ_CHECK(name.size() <= kMaxJobNameBytes);
-  // One GPU: six TRAINQ_/CUDA_ variables at most beyond the job's own.
+  // One GPU: seven TRAINQ_/CUDA_ variables at most beyond the job's own (TRAINQ_RESTART_COUNT
+  // the seventh).
   auto env =
       BuildAttemptEnv(spec, {.job = 1, .attempt = 1, .gpu_indices = {0}, .gpu_uuids = {"u"}});
-  FUZZ_CHECK(env.size() <= spec.env.size() + 6);
+  FUZZ_CHECK(env.size() <= spec.env.size() + 7);
   // Several GPUs: six more for torchrun, and none of the variables torchrun sets itself.
   auto dist = BuildAttemptEnv(spec, {.job = 1,
                                      .attempt = 1,
                                      .gpu_indices = {0, 1},
                                      .gpu_uuids = {"u", "v"},
                                      .master_port = 29500});
-  FUZZ_CHECK(dist.size() <= spec.env.size() + 12);
+  FUZZ_CHECK(dist.size() <= spec.env.size() + 13);
   for (const auto& [key, value] : dist) FUZZ_CHECK(key != "WORLD_SIZE" && key != "RANK");
 }
 

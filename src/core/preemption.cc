@@ -872,4 +872,13 @@ std::vector<PreemptCandidate> ExplainPreemption(
   return out;
 }
 
+Hold PreemptingHold(const Preemption& d) {
+  Hold hold{d.job, "", {}, d.parts, true};
+  if (!d.parts.empty()) {
+    hold.node = d.parts[0].node;
+    hold.gpu_indices = d.parts[0].gpu_indices;
+  }
+  return hold;
+}
+
 }  // namespace trainq

@@ -63,6 +63,9 @@ struct Preemption {
   std::vector<std::string> victim_reasons;
 };
 
+// The hold that keeps the GPUs `d` frees for its job (Hold::preempting), for the next passes.
+Hold PreemptingHold(const Preemption& d);
+
 // One running job as a candidate victim of one waiting job, for `trainq explain`.
 struct PreemptCandidate {
   JobId job = 0;

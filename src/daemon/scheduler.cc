@@ -515,13 +515,8 @@ void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
       preempting_.erase(d.job);
       continue;
     }
-    Hold hold{d.job, "", {}, d.parts, true};
-    if (!d.parts.empty()) {
-      hold.node = d.parts[0].node;
-      hold.gpu_indices = d.parts[0].gpu_indices;
-    }
     std::erase_if(holds_, [&](const Hold& h) { return h.job == d.job; });
-    holds_.push_back(std::move(hold));
+    holds_.push_back(PreemptingHold(d));
   }
   if (preempting_.empty()) return;
   // Each preemptor's reason says whom it stops and when their GPUs free up.

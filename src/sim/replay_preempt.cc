@@ -107,13 +107,8 @@ std::vector<RunningJob> Replayer::RunningJobs() const {
 void Replayer::ApplyPreemption(const Preemption& d, int64_t now) {
   for (JobId v : d.victims) StopAt(size_t(v - 1), now + options_.stop_ms);
   preempting_[d.job] = {d.ready_at, d.ready_at + kGiveUpMs};
-  Hold hold{d.job, "", {}, d.parts, true};
-  if (!d.parts.empty()) {
-    hold.node = d.parts[0].node;
-    hold.gpu_indices = d.parts[0].gpu_indices;
-  }
   std::erase_if(holds_, [&](const Hold& h) { return h.job == d.job; });
-  holds_.push_back(std::move(hold));
+  holds_.push_back(PreemptingHold(d));
 }
 
 }  // namespace trainq::sim::replay_internal
