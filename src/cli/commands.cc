@@ -543,8 +543,8 @@ struct JobLog {
   std::string state, reason;
   std::optional<AttemptLog> attempt;
   // The earlier attempts whose log this one's continues: those before it stopped by a requeue
-  // or a preemption (oldest first), each with its end.
-  std::vector<std::pair<AttemptLog, std::string>> continued;
+  // or a preemption (oldest first).
+  std::vector<AttemptLog> continued;
 };
 
 // Whether an attempt that ended so was stopped to run again: its log goes on in the next.
@@ -563,7 +563,7 @@ Result<JobLog> ReadJobLog(const json& doc, int64_t n) {
     if (n == 0 && i + 1 < attempts.size() && a.ArrayOr("parts").size() <= 1) {
       if (!Requeued(end)) out.continued.clear();
       if (Requeued(end)) {
-        out.continued.push_back({AttemptLog{number, a.Str("log_path"), false, {}, end}, end});
+        out.continued.push_back(AttemptLog{number, a.Str("log_path"), false, {}, end});
       }
     }
     if (n != 0 ? number != n : i + 1 != attempts.size()) continue;
@@ -743,6 +743,21 @@ class PartsFollower {
 
 }  // namespace
 
+namespace {
+
+// A requeued job's log goes on: the attempts it was stopped in come first, each closed by the
+// line that says how it ended, as one log (Slurm appends to a requeued job's output).
+void PrintContinued(Client& client, const JobLog& job) {
+  for (const AttemptLog& earlier : job.continued) {
+    AttemptFollower(client, job.id, earlier.n, earlier.log_path)->Poll(stdout);
+    std::printf("trainq: attempt %lld ended: %s; attempt %lld follows\n",
+                static_cast<long long>(earlier.n), TerminalSafe(earlier.end_reason).c_str(),
+                static_cast<long long>(earlier.n + 1));
+  }
+}
+
+}  // namespace
+
 int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int tail, bool as_json,
             const std::string& node) {
   if (as_json && follow) {
@@ -812,16 +827,7 @@ int CmdLogs(Client& client, const std::string& id, bool follow, int attempt, int
     if (parts) parts->Poll(last);
     if (log) log->Poll(stdout);
   };
-  // A requeued job's log goes on: the attempts it was stopped in come first, each closed by
-  // the line that says how it ended, as one log (Slurm appends to a requeued job's output).
-  if (attempt == 0 && !part && tail < 0) {
-    for (const auto& [earlier, end] : job->continued) {
-      AttemptFollower(client, job->id, earlier.n, earlier.log_path)->Poll(stdout);
-      std::printf("trainq: attempt %lld ended: %s; attempt %lld follows\n",
-                  static_cast<long long>(earlier.n), TerminalSafe(end).c_str(),
-                  static_cast<long long>(earlier.n + 1));
-    }
-  }
+  if (attempt == 0 && !part && tail < 0) PrintContinued(client, *job);
   if (job->attempt) {
     start(*job->attempt);
     poll(!follow || !job->attempt->active);

@@ -324,6 +324,7 @@ class Shim {
   bool FenceLapsed();
   void StopTree(milliseconds grace);
   void SignalTree(int sig);
+  std::vector<int64_t> TreePids() const;
   bool TreeGone();
   void WaitSignals(milliseconds timeout);
   void ReadOutput(size_t budget);
@@ -685,12 +686,8 @@ std::string Shim::SendWarning(int sig, bool batch_only) {
     ::kill(BatchShell(), sig);
     return fmt::format("sent {} to the batch shell", name);
   }
-  std::vector<int64_t> pids = Descendants(::getpid());
-  for (int64_t pid : CgroupProcs(spec_.cgroup)) pids.push_back(pid);
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   size_t sent = 0;
-  for (int64_t pid : pids) {
+  for (int64_t pid : TreePids()) {
     if (!CatchesSignal(pid, sig)) continue;
     ::kill(static_cast<pid_t>(pid), sig);
     ++sent;
@@ -816,12 +813,17 @@ void Shim::StopTree(milliseconds grace) {
   }
 }
 
-void Shim::SignalTree(int sig) {
-  // The cgroup is the authority: it holds whatever the tree started, however it left.
+// The cgroup is the authority: it holds whatever the tree started, however it left.
+std::vector<int64_t> Shim::TreePids() const {
   std::vector<int64_t> pids = Descendants(::getpid());
   for (int64_t pid : CgroupProcs(spec_.cgroup)) pids.push_back(pid);
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
+}
+
+void Shim::SignalTree(int sig) {
+  std::vector<int64_t> pids = TreePids();
   // The group id cannot be reused while its leader is unreaped; afterwards the scan suffices.
   bool group = !main_reaped_;
   if (group) ::kill(-main_pid_, sig);
