@@ -5,7 +5,7 @@ set -euo pipefail
 build=(cmake ninja-build make g++ pkg-config libboost-dev libsqlite3-dev nlohmann-json3-dev libcli11-dev
        libtomlplusplus-dev libspdlog-dev libfmt-dev libssl-dev libhiredis-dev help2man)
 test=(libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev python3
-      python3-pytest python3-pip python3-setuptools python3-wheel openssl redis-server
+      python3-pytest python3-pip python3-setuptools python3-wheel openssl redis-server redis-sentinel
       python3-torch git zsh fish man-db systemd task-spooler podman runc catatonit netavark uidmap busybox-static
       docker.io rsync chromium prometheus python3-websocket)
 want=("${build[@]}")

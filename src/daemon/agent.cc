@@ -571,15 +571,32 @@ void Agent::RecordEnd(JobId id, const AttemptEnd& given) {
 
 void Agent::StoreEnd(JobId id, int n, const AttemptEnd& end) {
   Status st = store_.FinishAttempt(id, n, end);
-  if (std::string problem = StorageProblem(st, options_.paths.state_dir); !problem.empty()) {
-    if (!unrecorded_ends_.count(id)) {
+  std::string problem = StorageProblem(st, options_.paths.state_dir);
+  // The cluster's store away: the end waits here as a disk problem's does. FinishAttempt is a
+  // compare-and-set on the attempt, so a write that landed before its answer was lost is
+  // refused the second time, never applied twice.
+  if (problem.empty() && st.code() == Code::kUnavailable) problem = st.message();
+  if (!problem.empty()) {
+    auto [it, first] = unrecorded_ends_.try_emplace(id);
+    if (first) {
       spdlog::error("job {} attempt {}: recording its end ({}) failed: {}; trying again every {}s",
                     id, n, end.end_reason, problem, kStorageRetryMs / 1000);
+      it->second.order = ++unrecorded_count_;
     }
-    unrecorded_ends_[id] = {n, end, std::move(problem)};
+    it->second.n = n;
+    it->second.end = end;
+    it->second.problem = std::move(problem);
     return;
   }
-  unrecorded_ends_.erase(id);
+  if (unrecorded_ends_.erase(id) > 0 && st.code() == Code::kConflict) {
+    // A try whose answer was lost had landed: the store holds this very end already.
+    Result<Job> now = store_.Get(id);
+    const Attempt* a =
+        now.ok() && static_cast<int>(now->attempts.size()) >= n ? &now->attempts[n - 1] : nullptr;
+    if (a != nullptr && a->n == n && !IsActive(a->state) && a->end_reason == end.end_reason) {
+      st = Status::Ok();
+    }
+  }
   if (!st.ok()) {
     spdlog::error("job {} attempt {}: recording its end failed: {}", id, n, st.message());
   } else {
@@ -591,7 +608,11 @@ void Agent::StoreEnd(JobId id, int n, const AttemptEnd& end) {
 }
 
 bool Agent::RetryUnrecordedEnds() {
-  std::map<JobId, UnrecordedEnd> pending = unrecorded_ends_;  // StoreEnd changes the map
+  // In the order they came (StoreEnd changes the map).
+  std::vector<std::pair<JobId, UnrecordedEnd>> pending(unrecorded_ends_.begin(),
+                                                       unrecorded_ends_.end());
+  std::sort(pending.begin(), pending.end(),
+            [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
   for (const auto& [id, u] : pending) StoreEnd(id, u.n, u.end);
   return !unrecorded_ends_.empty();
 }

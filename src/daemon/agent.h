@@ -90,12 +90,15 @@ struct LiveAttempt {
   std::optional<StoppingAttempt> stopping;
 };
 
-// An attempt whose end the store refused (disk full, I/O error): its shim is gone, and each
-// pass tries to record the end again until the store takes it.
+// An attempt whose end the store did not take (disk full, I/O error, the cluster's store
+// unreachable): its shim is gone, and each pass tries to record the end again, in the order
+// the ends came, until the store takes it. What it ended with stays on disk meanwhile, in the
+// run dir's exit record, where a restarted daemon reads it again.
 struct UnrecordedEnd {
   int n = 0;
   AttemptEnd end;
-  std::string problem;  // StorageProblem() of the last refusal
+  std::string problem;  // StorageProblem() of the last refusal, or the store's unreachability
+  uint64_t order = 0;   // when it first failed, among the others
 };
 
 // POST /v1/jobs/ID/release: how a gate's block ended.
@@ -275,6 +278,7 @@ class Agent {
   PortPool ports_;
   UnixMs port_retry_at_ = 0;
   std::map<JobId, UnrecordedEnd> unrecorded_ends_;
+  uint64_t unrecorded_count_ = 0;
   std::map<int64_t, JobId> pid_owner_;  // GPU process pid -> the attempt it belongs to
   bool stopping_ = false;
 };

@@ -154,6 +154,56 @@ TEST_F(AgentTest, AnEndTheStoreRefusedIsKeptAndWrittenAgain) {
   EXPECT_EQ(events_.back(), "done " + id);
 }
 
+TEST_F(AgentTest, AnEndWhileTheStoreIsUnreachableIsWrittenWhenItAnswers) {
+  Job job = Submit();
+  ASSERT_TRUE(agent_->StartLocal(job, On(job, {0})).ok());
+  store_->FailNext("FinishAttempt", Status::Unavailable("store unreachable: redis 10.0.0.10:6379"),
+                   3);
+  ASSERT_TRUE(shims_.Exit(RunDir(job.id, 1), Exited(0)));
+  const UnrecordedEnd* u = agent_->UnrecordedEndOf(job.id);
+  ASSERT_NE(u, nullptr);
+  EXPECT_THAT(u->problem, HasSubstr("store unreachable"));
+  EXPECT_TRUE(agent_->RetryUnrecordedEnds());  // the outage goes on
+  EXPECT_TRUE(agent_->RetryUnrecordedEnds());
+  EXPECT_EQ(Get(job.id).state, JobState::kRunning);
+  EXPECT_FALSE(agent_->RetryUnrecordedEnds());  // it answers
+  Job ended = Get(job.id);
+  EXPECT_EQ(ended.state, JobState::kSucceeded);
+  ASSERT_EQ(ended.attempts.size(), 1u);
+  EXPECT_EQ(ended.attempts[0].exit_code, 0);
+  EXPECT_EQ(events_.back(), "done " + std::to_string(job.id));
+}
+
+TEST_F(AgentTest, EndsKeptThroughAnOutageAreWrittenInTheOrderTheyCame) {
+  Job first = Submit();
+  Job second = Submit();
+  ASSERT_TRUE(agent_->StartLocal(first, On(first, {0})).ok());
+  ASSERT_TRUE(agent_->StartLocal(second, On(second, {1})).ok());
+  store_->FailNext("FinishAttempt", Status::Unavailable("store unreachable"), 2);
+  ASSERT_TRUE(shims_.Exit(RunDir(second.id, 1), Exited(0)));  // the later id ends first
+  ASSERT_TRUE(shims_.Exit(RunDir(first.id, 1), Exited(0)));
+  events_.clear();
+  EXPECT_FALSE(agent_->RetryUnrecordedEnds());
+  EXPECT_THAT(events_,
+              ElementsAre("done " + std::to_string(second.id), "done " + std::to_string(first.id)));
+}
+
+TEST_F(AgentTest, AnEndThatLandedThoughItsAnswerWasLostIsNotWrittenTwice) {
+  Job job = Submit();
+  ASSERT_TRUE(agent_->StartLocal(job, On(job, {0})).ok());
+  store_->FailNext("FinishAttempt", Status::Unavailable("store unreachable: reply lost"));
+  ASSERT_TRUE(shims_.Exit(RunDir(job.id, 1), Exited(0)));
+  const UnrecordedEnd* u = agent_->UnrecordedEndOf(job.id);
+  ASSERT_NE(u, nullptr);
+  // The write had reached the store: the store holds this end.
+  ASSERT_TRUE(store_->FinishAttempt(job.id, 1, u->end).ok());
+  EXPECT_FALSE(agent_->RetryUnrecordedEnds());  // refused as a repeat, taken as recorded
+  EXPECT_EQ(events_.back(), "done " + std::to_string(job.id));
+  Job ended = Get(job.id);
+  EXPECT_EQ(ended.state, JobState::kSucceeded);
+  EXPECT_EQ(ended.attempts.size(), 1u);
+}
+
 TEST_F(AgentTest, ARequeuedEndTellsTheQueue) {
   Job job = Submit(1, /*retries=*/1);
   ASSERT_TRUE(agent_->StartLocal(job, On(job, {0})).ok());

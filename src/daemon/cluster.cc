@@ -40,9 +40,48 @@ ClusterMode::ClusterMode(Parts parts)
     : p_(std::move(parts)),
       store_(*p_.store),
       config_(*p_.config),
-      leader_({p_.store, p_.clock, p_.config, p_.scheduler, p_.deps, p_.node, p_.job_ended}),
+      leader_({p_.store, p_.clock, p_.config, p_.scheduler, p_.deps, p_.node, p_.job_ended},
+              MakeQuorumTimes(config_.node_timeout_ms, config_.heartbeat_interval_ms,
+                              ClusterTickMs(config_))),
       fence_file_(FenceFile(p_.options->paths)),
-      timer_(*p_.io) {}
+      timer_(*p_.io) {
+  liveness_ = std::make_unique<Liveness>(LivenessParts());
+}
+
+Liveness::Parts ClusterMode::LivenessParts() {
+  Liveness::Parts l;
+  l.times = MakeQuorumTimes(config_.node_timeout_ms, config_.heartbeat_interval_ms,
+                            ClusterTickMs(config_));
+  l.heartbeat_interval_ms = config_.heartbeat_interval_ms;
+  l.fence_after_ms = config_.node_timeout_ms / 2;
+  l.stall_ms = std::max<int64_t>(2000, 5 * ClusterTickMs(config_));
+  // The thread's own connection, made at its first use and kept by the thread's function.
+  l.renew = [own = std::shared_ptr<ClusterStore>(store_.Another())](const NodeRecord& record) {
+    return own->Heartbeat(record);
+  };
+  l.ask = [key = p_.key, clock = p_.clock, node = p_.node](const Peer& peer,
+                                                           int64_t timeout_ms) -> Result<PeerView> {
+    Result<Endpoint> at = ParseServerUrl(peer.api_url, "api_url");
+    if (!at.ok()) return at.status();
+    const std::string target = "/v1/cluster/store";
+    CallOptions options;
+    options.timeout_ms = static_cast<int>(timeout_ms);
+    options.authorization = key->PeerAuthorization(node, clock->Now(), "GET", target);
+    options.ca_file = GetEnv("TRAINQ_CA");
+    Result<HttpResponse> answer = HttpCall(*at, "GET", target, "", options);
+    if (!answer.ok()) return answer.status();
+    json doc = json::parse(answer->body, nullptr, false);
+    if (answer->status != 200 || !doc.is_object() || !doc["no_store_ms"].is_number_integer() ||
+        !doc["nodes"].is_number_integer()) {
+      return Status::Unavailable(
+          fmt::format("node {}: no answer about the store (HTTP {})", peer.name, answer->status));
+    }
+    return PeerView{doc["no_store_ms"].get<int64_t>(), doc["nodes"].get<int>()};
+  };
+  l.stamp = [file = fence_file_](int64_t at) { return WriteFenceStamp(file, at); };
+  l.now = [] { return BootClockMs(); };
+  return l;
+}
 
 ClusterMode::~ClusterMode() = default;
 
@@ -66,6 +105,8 @@ void ClusterMode::Join() {
   });
   Beat();
   leader_.LeadOrFollow();
+  OfferPeers();
+  if (p_.liveness_thread) liveness_->Start();
   SyncAssigned();
 }
 
@@ -106,6 +147,8 @@ void ClusterMode::Stop() {
 }
 
 void ClusterMode::OnTimer() {
+  SetLoopActivity("the cluster timer");
+  liveness_->LoopAlive();
   if (p_.clock->Now() >= next_beat_) {
     Beat();
     // A missed event (a reconnect, a lost message) costs at most one heartbeat.
@@ -114,6 +157,24 @@ void ClusterMode::OnTimer() {
     CollectPending();
   }
   leader_.LeadOrFollow();
+  OfferPeers();
+  SetLoopActivity("idle");
+}
+
+void ClusterMode::OfferPeers() {
+  // An empty read (the store away) keeps the last list: those are the nodes to ask.
+  if (leader_.LastRecords().empty()) return;
+  std::vector<Peer> peers;
+  for (const NodeRecord& r : leader_.LastRecords()) {
+    if (!r.lost && r.name != p_.node) peers.push_back({r.name, r.api_url});
+  }
+  liveness_->OfferPeers(std::move(peers));
+}
+
+void ClusterMode::StoreSeenRoute(Responder& respond) {
+  respond(Json(
+      200,
+      {{"node", p_.node}, {"no_store_ms", liveness_->NoStoreMs()}, {"nodes", liveness_->Nodes()}}));
 }
 
 NodeRecord ClusterMode::OwnRecord() const {
@@ -153,11 +214,13 @@ NodeRecord ClusterMode::OwnRecord() const {
 void ClusterMode::Beat() {
   next_beat_ = p_.clock->Now() + config_.heartbeat_interval_ms;
   NodeRecord record = OwnRecord();
+  liveness_->OfferRecord(record);
   // Read before the call: the stamp is never fresher than the heartbeat the store holds.
   int64_t sent_at = BootClockMs();
   Result<UnixMs> at = store_.Heartbeat(record);
   if (!at.ok()) {
-    // Running jobs go on; they stop themselves if this lasts past half of node_timeout.
+    // Running jobs go on: the liveness thread tells an outage of the store (they run on)
+    // from this node's partition (they stop themselves past half of node_timeout).
     if (!store_unreachable_) {
       spdlog::error("heartbeat: {}; retrying every {} ms", at.status().message(),
                     ClusterTickMs(config_));
@@ -168,9 +231,7 @@ void ClusterMode::Beat() {
   }
   if (store_unreachable_) spdlog::info("heartbeat: the store is reachable again");
   store_unreachable_ = false;
-  if (Status st = WriteFenceStamp(fence_file_, sent_at); !st.ok()) {
-    spdlog::error("fence stamp {}: {}", fence_file_, st.message());
-  }
+  liveness_->LoopBeat(sent_at);
 }
 
 void ClusterMode::OnEvent(const std::string& event) {
@@ -467,6 +528,11 @@ void ClusterMode::SyncAssigned() {
     if (!part) continue;
     assigned.insert(job.id);
     auto it = p_.agent->live().find(job.id);
+    // An end this node holds but could not record yet (the store was away): the attempt ran
+    // and is over here, whatever the store still says of it.
+    if (const UnrecordedEnd* u = p_.agent->UnrecordedEndOf(job.id); u != nullptr && u->n == a->n) {
+      continue;
+    }
     if (it == p_.agent->live().end() || it->second.n != a->n) {
       // Not started here yet: part 0 is `starting` with no pid until it runs; a gang's
       // other parts start while the attempt is starting or running, once each.

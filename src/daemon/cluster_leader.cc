@@ -108,8 +108,11 @@ void ClusterLeader::LeadOrFollow() {
     // refused anyway once the lease lapses.
     if (leader_) spdlog::warn("leader lease not renewed: {}", lease.status().message());
     leader_ = false;
+    majority_.Lost();
+    records_.clear();
     return;
   }
+  ObserveNodes(lease->now);
   bool was = leader_;
   lease_ = *lease;
   leader_ = lease->mine;
@@ -129,10 +132,39 @@ void ClusterLeader::LeadOrFollow() {
   if (leader_) CheckLostNodes(lease->now);
 }
 
-void ClusterLeader::CheckLostNodes(UnixMs store_now) {
+void ClusterLeader::ObserveNodes(UnixMs store_now) {
   Result<std::vector<NodeRecord>> nodes = store_.Nodes();
-  if (!nodes.ok()) return;
-  for (const NodeRecord& n : *nodes) {
+  if (!nodes.ok()) {
+    majority_.Lost();
+    records_.clear();
+    return;
+  }
+  records_ = std::move(*nodes);
+  int up = 0, beating = 0;
+  for (const NodeRecord& n : records_) {
+    if (n.lost) continue;
+    ++up;
+    if (store_now - n.heartbeat_at <= times_.alive_ms) ++beating;
+  }
+  majority_.Observe(store_now, beating, up);
+}
+
+void ClusterLeader::CheckLostNodes(UnixMs store_now) {
+  bool lapsed = std::any_of(records_.begin(), records_.end(), [&](const NodeRecord& n) {
+    return !n.lost && store_now - n.heartbeat_at > config_.node_timeout_ms;
+  });
+  if (lapsed && !majority_.MayJudge(store_now)) {
+    if (!holding_back_) {
+      spdlog::warn(
+          "nodes whose heartbeat lapsed are not judged lost: fewer than half of the "
+          "nodes have heartbeat for node_timeout without a break (the store was away, "
+          "or most nodes are); their jobs run on");
+    }
+    holding_back_ = true;
+    return;
+  }
+  holding_back_ = false;
+  for (const NodeRecord& n : records_) {
     if (n.lost || store_now - n.heartbeat_at <= config_.node_timeout_ms) continue;
     Result<std::vector<JobId>> ended =
         store_.MarkNodeLost(n.name, store_now - config_.node_timeout_ms, config_.max_node_failures,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "src/api/http.h"
+#include "src/core/quorum.h"
 #include "src/daemon/config.h"
 #include "src/daemon/dependencies.h"
 #include "src/daemon/scheduler.h"
@@ -35,8 +36,12 @@ class ClusterLeader final : public Scheduler::Site {
     // Job `id` reached a done state (a lost node's attempt that may not run again).
     std::function<void(JobId)> job_ended;
   };
-  explicit ClusterLeader(Parts parts)
-      : p_(std::move(parts)), store_(*p_.store), config_(*p_.config) {}
+  ClusterLeader(Parts parts, QuorumTimes times)
+      : p_(std::move(parts)),
+        store_(*p_.store),
+        config_(*p_.config),
+        majority_(times),
+        times_(times) {}
 
   // Scheduler::Site: the leader places, over the view of every node it reads each pass.
   bool Places() const override { return leader_; }
@@ -49,9 +54,12 @@ class ClusterLeader final : public Scheduler::Site {
   Status Preempt(const Job& victim, const ShimControl& control) override;
   bool ReadsLastAttempt() const override { return true; }
 
-  // Takes or renews the lease; a node that gains it reloads the queue and schedules, and
-  // the leader judges the nodes whose heartbeat lapsed.
+  // Takes or renews the lease and reads the nodes (every node does, so that a new leader
+  // knows whether most nodes have been heartbeating); a node that gains the lease reloads the
+  // queue and schedules, and the leader judges the nodes whose heartbeat lapsed.
   void LeadOrFollow();
+  // The nodes as the last round read them; empty when it could not.
+  const std::vector<NodeRecord>& LastRecords() const { return records_; }
   // The daemon stops: another node need not wait for the lease to lapse.
   void Resign();
   // GET /v1/nodes: every node, its GPUs with the memory a job could use there now, and its
@@ -59,8 +67,12 @@ class ClusterLeader final : public Scheduler::Site {
   void NodesRoute(Responder& respond);
 
  private:
-  // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost.
+  // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost, while at least
+  // half of the nodes heartbeat and have for a whole node_timeout (quorum.h): when most lapse
+  // together, the store was away, not they.
   void CheckLostNodes(UnixMs store_now);
+  // Reads the nodes and notes whether at least half of those not lost heartbeat.
+  void ObserveNodes(UnixMs store_now);
   // Every node's last record, with the store's active attempts as holdings.
   Status RefreshView();
   // A MASTER_PORT of `node`'s range that no active attempt there holds, now held in the view;
@@ -73,6 +85,10 @@ class ClusterLeader final : public Scheduler::Site {
   bool leader_ = false;
   LeaderLease lease_;
   int64_t fenced_epoch_ = 0;  // the epoch the store's fenced writes carry; 0: none yet
+  MajorityWatch majority_;
+  QuorumTimes times_;
+  std::vector<NodeRecord> records_;  // the last round's read of the nodes
+  bool holding_back_ = false;        // logged once while lapsed nodes are not judged
   // The view of the cluster for a pass: the nodes' records, the policy's nodes, and the
   // MASTER_PORTs active attempts hold on each node.
   struct View {

@@ -20,6 +20,7 @@
 #include "src/daemon/config.h"
 #include "src/daemon/daemon.h"
 #include "src/daemon/dependencies.h"
+#include "src/daemon/liveness.h"
 #include "src/daemon/mode.h"
 #include "src/daemon/stager.h"
 #include "src/os/clock.h"
@@ -51,6 +52,9 @@ class ClusterMode final : public Mode {
     const ImageCensus* images = nullptr;
     // Fetches and copies what jobs submitted on other nodes ship (null: nothing is fetched).
     Stager* stager = nullptr;
+    // The fence stamp renewed by a thread of its own (liveness.h); false in unit tests, which
+    // drive the loop by hand: the loop's heartbeat then stamps at once.
+    bool liveness_thread = false;
   };
   explicit ClusterMode(Parts parts);
   ~ClusterMode() override;
@@ -93,6 +97,9 @@ class ClusterMode final : public Mode {
                        Responder& respond) override;
   void NodesRoute(Responder& respond) override { leader_.NodesRoute(respond); }
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
+  // GET /v1/cluster/store: how long this node has had no store, for a peer telling an outage
+  // of the store from its own partition (liveness.h).
+  void StoreSeenRoute(Responder& respond) override;
 
  private:
   // One request to node `node`'s API, signed with the cluster key as this node's; the node's
@@ -125,6 +132,10 @@ class ClusterMode final : public Mode {
   // GET of a target from `node` (its API URL from the store), signed as this node.
   Stager::PeerGet PeerGetter(const std::string& to, const std::string& what);
   std::set<std::string> LostNodes();
+  // Hands the nodes the last round read, but this one and the lost, to Liveness.
+  void OfferPeers();
+  // Liveness's parts: its own store connection, the peers' answers, the stamp.
+  Liveness::Parts LivenessParts();
   static std::string HolderLost(const std::string& holder);
   NodeRecord OwnRecord() const;
 
@@ -136,6 +147,7 @@ class ClusterMode final : public Mode {
   std::string api_url_;  // the first `listen` address as peers reach it; "" none
   std::string fence_file_;
   bool store_unreachable_ = false;  // logged once per outage
+  std::unique_ptr<Liveness> liveness_;
   std::unique_ptr<EventSubscription> events_;
   // What the events' posts hold on to: gone with the mode.
   std::shared_ptr<ClusterMode*> self_ = std::make_shared<ClusterMode*>(this);

@@ -198,6 +198,35 @@ Kind Count(Field<int> field, int max, std::string_view form, int min = 0) {
       {set, [field](const Config& c) { return std::to_string(field(c)); }, Copy(field), {}, {}}};
 }
 
+// store_min_replicas_acked: a count of replicas, or "auto" (kAutoReplicas): 1 with sentinels,
+// else 0 (MinReplicasAcked).
+constexpr int kAutoReplicas = -1;
+constexpr int kMaxReplicas = 100;
+
+Kind MinReplicas() {
+  static constexpr std::string_view kForm =
+      "a whole number of replicas from 0 (no wait) to 100, or \"auto\" (1 with "
+      "redis+sentinel://, else 0)";
+  auto set = [](Config& c, const toml::node& n, const std::string& name) {
+    auto i = n.value_exact<int64_t>();
+    if (n.is_string() && n.value<std::string>() == "auto") {
+      c.store_min_replicas_acked = kAutoReplicas;
+    } else if (n.is_integer() && i && *i >= 0 && *i <= kMaxReplicas) {
+      c.store_min_replicas_acked = static_cast<int>(*i);
+    } else {
+      return WrongType(name, kForm);
+    }
+    return Status::Ok();
+  };
+  auto text = [](const Config& c) {
+    int n = c.store_min_replicas_acked;
+    return n == kAutoReplicas ? std::string("\"auto\"") : std::to_string(n);
+  };
+  return {"integer or \"auto\"",
+          kForm,
+          {set, text, Copy(Field(&Config::store_min_replicas_acked)), {}, {}}};
+}
+
 constexpr std::string_view kPatternsForm = "an array of non-empty strings";
 
 Kind Strings(Field<std::vector<std::string>> field, std::string_view form = kPatternsForm) {
@@ -785,13 +814,25 @@ const std::vector<Option>& Options() {
           "([cluster.md](cluster.md#code-and-data))",
           Size(&Config::stage_cache_bytes, "a size like \"50GiB\", or 0 (no cap)", true)),
       Row("store", "\"\"", false,
-          "a cluster's shared store, \"redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]\"; \"\" = the "
-          "embedded SQLite database, one machine ([cluster.md](cluster.md))",
+          "a cluster's shared store, \"redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]\", or "
+          "\"redis+sentinel://[USER@]HOST[:PORT],HOST[:PORT],.../MASTER[/DB]\" for a Redis whose "
+          "master its sentinels choose ([cluster.md](cluster.md#redis-with-failover)); \"\" = "
+          "the embedded SQLite database, one machine ([cluster.md](cluster.md))",
           StoreUrl(&Config::store)),
       Row("store_password_file", "\"\"", false,
           "a file (mode 0600) holding the password of `store`'s user, which the URL then names "
           "without one (redis://USER@HOST); read at start",
           String(&Config::store_password_file, "path")),
+      Row("store_sentinel_password_file", "\"\"", false,
+          "redis+sentinel://: a file (mode 0600) holding the sentinels' own password, sent with "
+          "`store`'s user; read at start; \"\" = the sentinels ask for none",
+          String(&Config::store_sentinel_password_file, "path")),
+      Row("store_min_replicas_acked", "\"auto\"", false,
+          "a submit, start, end or cancel is answered only once this many Redis replicas hold "
+          "it (`WAIT`); fewer within a second make it fail, so nothing a failover could lose is "
+          "reported stored; \"auto\" = 1 with redis+sentinel://, else 0 (no wait) "
+          "([cluster.md](cluster.md#redis-with-failover))",
+          MinReplicas()),
       Row("cluster_key_file", "\"\"", false,
           "cluster: the key every node holds (mode 0600; the same file on each node, never in "
           "Redis) that signs jobs, tokens and the nodes' requests; \"\" = cluster.key in the "
@@ -896,24 +937,58 @@ Status CheckListen(const Config& config) {
   return Status::Invalid(fmt::format("{}", fmt::join(problems, "; ")));
 }
 
+int MinReplicasAcked(const Config& config) {
+  if (config.store_min_replicas_acked != kAutoReplicas) return config.store_min_replicas_acked;
+  return config.store.starts_with("redis+sentinel://") ? 1 : 0;
+}
+
+namespace {
+
+// The hosts a password protects: the server's, or every sentinel's (the servers they name
+// are on the same network).
+std::vector<std::string> StoreHosts(const RedisTarget& t) {
+  if (t.sentinels.empty()) return {t.host};
+  std::vector<std::string> hosts;
+  for (const RedisAddress& s : t.sentinels) hosts.push_back(s.host);
+  return hosts;
+}
+
+void CheckStoreUrl(const Config& config, std::vector<std::string>& problems) {
+  Result<RedisTarget> t = ParseRedisUrl(config.store);
+  if (!t.ok()) return problems.push_back(t.status().message());
+  if (!t->user.empty() && t->password.empty() && config.store_password_file.empty()) {
+    return problems.push_back(
+        "store: a user without a password; set store_password_file to a file holding the "
+        "password (mode 0600), or give redis://USER:PASSWORD@HOST");
+  }
+  std::vector<std::string> hosts = StoreHosts(*t);
+  auto remote = std::find_if(hosts.begin(), hosts.end(),
+                             [](const std::string& h) { return !IsLoopbackHost(h); });
+  if (t->password.empty() && config.store_password_file.empty() && remote != hosts.end()) {
+    // Whoever writes to the store decides what is queued and cancelled on every node.
+    problems.push_back(fmt::format(
+        "store: Redis on {} without a password; outside loopback the store needs a user and "
+        "a password (redis://USER@HOST with store_password_file, docs/cluster.md \"Redis "
+        "ACL\")",
+        *remote));
+  }
+}
+
+}  // namespace
+
 Status CheckCluster(const Config& config) {
   std::vector<std::string> problems;
-  if (!config.store.empty()) {
-    if (Result<RedisTarget> t = ParseRedisUrl(config.store); !t.ok()) {
-      problems.push_back(t.status().message());
-    } else if (!t->user.empty() && t->password.empty() && config.store_password_file.empty()) {
-      problems.push_back(
-          "store: a user without a password; set store_password_file to a file holding the "
-          "password (mode 0600), or give redis://USER:PASSWORD@HOST");
-    } else if (t->password.empty() && config.store_password_file.empty() &&
-               !IsLoopbackHost(t->host)) {
-      // Whoever writes to the store decides what is queued and cancelled on every node.
-      problems.push_back(fmt::format(
-          "store: Redis on {} without a password; outside loopback the store needs a user and "
-          "a password (redis://USER@HOST with store_password_file, docs/cluster.md \"Redis "
-          "ACL\")",
-          t->host));
-    }
+  if (!config.store.empty()) CheckStoreUrl(config, problems);
+  if (config.store.empty() && config.store_min_replicas_acked > 0) {
+    problems.push_back(
+        "store_min_replicas_acked: the embedded store has no replicas; set it only with a "
+        "Redis store (store = \"redis+sentinel://...\")");
+  }
+  if (!config.store_sentinel_password_file.empty() &&
+      !config.store.starts_with("redis+sentinel://")) {
+    problems.push_back(
+        "store_sentinel_password_file: set, but store is not a redis+sentinel:// URL; only "
+        "sentinels are asked for that password");
   }
   if (config.heartbeat_interval_ms * 4 > config.node_timeout_ms) {
     problems.push_back(fmt::format(

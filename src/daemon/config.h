@@ -94,7 +94,9 @@ struct Config {
   // A cluster (docs/cluster.md): the shared store and this node's part in it.
   std::string store;  // "": embedded SQLite
   std::string store_password_file;
-  std::string cluster_key_file;  // "": cluster.key in the state dir
+  std::string store_sentinel_password_file;  // redis+sentinel://: the sentinels' password
+  int store_min_replicas_acked = -1;         // -1: "auto" (MinReplicasAcked)
+  std::string cluster_key_file;              // "": cluster.key in the state dir
   std::string redis_prefix = "trainq:";
   std::string node_address;                     // "": the host name
   std::string notify_url;                       // every job's end is POSTed here; "": none
@@ -138,9 +140,15 @@ size_t ConnectionCap(int max_connections, uint64_t fd_limit);
 // option at fault, every problem at once.
 Status CheckListen(const Config& config);
 
+// How many replicas a write a user is told about waits for: store_min_replicas_acked, its
+// "auto" being 1 with a redis+sentinel:// store and 0 otherwise.
+int MinReplicasAcked(const Config& config);
+
 // The cluster options, judged from `config` alone (trainqd at start and --check-config):
 // `store` empty or a Redis URL (ParseRedisUrl) whose user, if any, has a password there or
-// in store_password_file, and a password whenever its host is not loopback; heartbeat_interval
+// in store_password_file, and a password whenever its host (or a sentinel's) is not
+// loopback; store_sentinel_password_file only with redis+sentinel://, and
+// store_min_replicas_acked only with a Redis store; heartbeat_interval
 // at most a quarter of node_timeout; grace_period at most a quarter of it (a node's jobs stop
 // themselves after half of node_timeout and must be gone before another node may run them:
 // docs/cluster.md, "Self-fencing"). kInvalid naming each option at fault, every problem at once.

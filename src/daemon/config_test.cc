@@ -505,12 +505,70 @@ TEST(CheckClusterTest, AStoreWithoutAPasswordIsRefusedOutsideLoopback) {
   EXPECT_TRUE(judge("store = \"redis://node@10.0.0.10/0\"\nstore_password_file = \"/x\"\n").ok());
 }
 
+// redis+sentinel://: the password rule holds for the sentinels' hosts; the sentinels' own
+// password file and the replica count only mean something with a store that has them.
+TEST(CheckClusterTest, SentinelOptionsAreJudgedWithTheStore) {
+  auto judge = [](const std::string& toml) {
+    Result<Config> c = ParseConfig(toml, "c.toml");
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? CheckCluster(*c) : c.status();
+  };
+  EXPECT_TRUE(judge("store = \"redis+sentinel://127.0.0.1,127.0.0.1:26380/tq/0\"\n").ok());
+  Status open = judge("store = \"redis+sentinel://127.0.0.1,10.0.0.12/tq\"\n");
+  EXPECT_EQ(open.code(), Code::kInvalid);
+  EXPECT_THAT(open.message(), HasSubstr("store: Redis on 10.0.0.12 without a password"));
+  EXPECT_TRUE(judge("store = \"redis+sentinel://node@10.0.0.11,10.0.0.12,10.0.0.13/tq/0\"\n"
+                    "store_password_file = \"/x\"\nstore_sentinel_password_file = \"/y\"\n")
+                  .ok());
+  Status stray = judge("store = \"redis://127.0.0.1/0\"\nstore_sentinel_password_file = \"/y\"\n");
+  EXPECT_EQ(stray.code(), Code::kInvalid);
+  EXPECT_THAT(stray.message(),
+              HasSubstr("store_sentinel_password_file: set, but store is not a redis+sentinel://"));
+  Status embedded = judge("store_min_replicas_acked = 1\n");
+  EXPECT_EQ(embedded.code(), Code::kInvalid);
+  EXPECT_THAT(embedded.message(), HasSubstr("store_min_replicas_acked: the embedded store"));
+  EXPECT_TRUE(judge("store = \"redis://127.0.0.1/0\"\nstore_min_replicas_acked = 1\n").ok());
+  EXPECT_TRUE(judge("store_min_replicas_acked = 0\n").ok());
+}
+
+TEST(ConfigOptionsTest, MinReplicasAckedIsOneWithSentinelsUnlessSet) {
+  Config c;
+  EXPECT_EQ(MinReplicasAcked(c), 0);
+  EXPECT_EQ(OptionValueText(c, "store_min_replicas_acked"), "\"auto\"");
+  c.store = "redis://127.0.0.1/0";
+  EXPECT_EQ(MinReplicasAcked(c), 0);
+  c.store = "redis+sentinel://127.0.0.1/tq";
+  EXPECT_EQ(MinReplicasAcked(c), 1);
+  for (auto [text, want] : {std::pair{"0", 0}, std::pair{"2", 2}, std::pair{"\"auto\"", 1}}) {
+    Result<Config> set = ParseConfig(
+        fmt::format("store = \"redis+sentinel://127.0.0.1/tq\"\nstore_min_replicas_acked = {}\n",
+                    text),
+        "c.toml");
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    EXPECT_EQ(MinReplicasAcked(*set), want) << text;
+    EXPECT_EQ(OptionValueText(*set, "store_min_replicas_acked"), text);
+  }
+  for (const char* bad : {"-1", "101", "\"two\"", "1.5"}) {
+    Result<Config> refused =
+        ParseConfig(fmt::format("store_min_replicas_acked = {}\n", bad), "c.toml");
+    EXPECT_EQ(refused.status().code(), Code::kInvalid) << bad;
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("store_min_replicas_acked: expected a whole number of replicas"))
+        << bad;
+  }
+}
+
 TEST(ConfigOptionsTest, AStorePasswordIsNeverShown) {
   Result<Config> c =
       ParseConfig("store = \"redis://node:hun%40ter2@10.0.0.10:6379/0\"\n", "c.toml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->store, "redis://node:hun%40ter2@10.0.0.10:6379/0");  // what the daemon uses
   EXPECT_EQ(OptionValueText(*c, "store"), "\"redis://node:***@10.0.0.10:6379/0\"");
+  c = ParseConfig("store = \"redis+sentinel://node:pw@10.0.0.11,10.0.0.12:26380/tq/0\"\n",
+                  "c.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(OptionValueText(*c, "store"),
+            "\"redis+sentinel://node:***@10.0.0.11,10.0.0.12:26380/tq/0\"");
   for (const char* url : {"redis://node@10.0.0.10:6379/0", "redis://10.0.0.10"}) {
     c = ParseConfig(fmt::format("store = \"{}\"\n", url), "c.toml");
     ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include "src/core/oom.h"
 #include "src/daemon/cluster_mode.h"
 #include "src/daemon/daemon_impl.h"
+#include "src/daemon/liveness.h"
 #include "src/daemon/local_mode.h"
 #include "src/daemon/stager.h"
 #include "src/os/permissions.h"
@@ -46,6 +48,7 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
       clock_(*seams.clock),
       sampler_(std::move(seams.probe), clock_) {
   deliver_ = std::move(seams.deliver);
+  liveness_thread_ = seams.liveness_thread;
   cluster_key_ = std::move(seams.cluster_key);
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
@@ -169,6 +172,7 @@ std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
   m.job_ended = [this](JobId id) { JobEnded(id); };
   m.images = images_.get();
   m.stager = stager_.get();
+  m.liveness_thread = liveness_thread_;
   return std::make_unique<ClusterMode>(std::move(m));
 }
 
@@ -285,6 +289,9 @@ Status DaemonImpl::Serve() {
     spdlog::info("signal {}: stopping; running jobs keep running", sig);
     RequestStop();
   });
+  if (std::string stall = GetEnv("TRAINQ_TEST_STALL_MS"); !stall.empty()) {
+    ArmStallHook(std::strtoll(stall.c_str(), nullptr, 10));
+  }
   ArmSampleTimer();
   spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
                options_.paths.socket, node_, cpu_slots_, sampler_.Describe());
@@ -342,6 +349,19 @@ Status DaemonImpl::ListenTcp() {
   return Status::Ok();
 }
 
+void DaemonImpl::ArmStallHook(int64_t ms) {
+  if (ms <= 0) return;
+  stall_signal_.add(SIGUSR2);
+  stall_signal_.async_wait([this, ms](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    spdlog::warn("SIGUSR2: holding the event loop for {} ms (TRAINQ_TEST_STALL_MS)", ms);
+    SetLoopActivity("a test's stall (TRAINQ_TEST_STALL_MS)");
+    SleepMs(ms);
+    SetLoopActivity("idle");
+    ArmStallHook(ms);
+  });
+}
+
 void DaemonImpl::RequestStop() {
   if (stopping_) return;
   stopping_ = true;
@@ -351,6 +371,7 @@ void DaemonImpl::RequestStop() {
     (void)RemoveFile(options_.paths.socket);
   }
   signals_.cancel();
+  stall_signal_.cancel();
   sample_timer_.cancel();
   watch_->Stop();
   mode_->Stop();
@@ -467,24 +488,37 @@ Status ResolveMode(DaemonOptions& options, Config& config) {
 
 namespace {
 
-// The cluster's Redis as `store`, `redis_prefix` and `store_password_file` name it; the
-// password file is read here, so --check-config finds a missing or empty one too.
+// A password file's text without its line end; kInvalid naming `option` when it cannot be
+// read or holds nothing.
+Result<std::string> ReadPasswordFile(const std::string& path, std::string_view option) {
+  Result<std::string> password = ReadFileTail(path, 4096);
+  if (!password.ok()) {
+    return Status::Invalid(fmt::format("{}: {}", option, password.status().message()));
+  }
+  std::string pw = std::move(*password);
+  while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r')) pw.pop_back();
+  if (pw.empty()) return Status::Invalid(fmt::format("{}: {} holds no password", option, path));
+  return pw;
+}
+
+// The cluster's Redis as `store`, `redis_prefix`, the password files and
+// store_min_replicas_acked name it; the files are read here, so --check-config finds a
+// missing or empty one too.
 Result<RedisTarget> StoreTarget(const Config& config) {
   Result<RedisTarget> target = ParseRedisUrl(config.store);
   if (!target.ok()) return target.status();
   target->prefix = config.redis_prefix;
+  target->min_replicas_acked = MinReplicasAcked(config);
+  if (!config.store_sentinel_password_file.empty()) {
+    Result<std::string> pw =
+        ReadPasswordFile(config.store_sentinel_password_file, "store_sentinel_password_file");
+    if (!pw.ok()) return pw.status();
+    target->sentinel_password = std::move(*pw);
+  }
   if (config.store_password_file.empty()) return target;
-  Result<std::string> password = ReadFileTail(config.store_password_file, 4096);
-  if (!password.ok()) {
-    return Status::Invalid(fmt::format("store_password_file: {}", password.status().message()));
-  }
-  std::string pw = std::move(*password);
-  while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r')) pw.pop_back();
-  if (pw.empty()) {
-    return Status::Invalid(
-        fmt::format("store_password_file: {} holds no password", config.store_password_file));
-  }
-  target->password = std::move(pw);
+  Result<std::string> pw = ReadPasswordFile(config.store_password_file, "store_password_file");
+  if (!pw.ok()) return pw.status();
+  target->password = std::move(*pw);
   return target;
 }
 
@@ -637,6 +671,7 @@ int RunDaemon(const DaemonOptions& given) {
                     MakeShimLauncher(io, std::move(shim), log_fd, cgroups), &clock};
   seams.cgroups = std::move(cgroups);
   seams.cluster_key = std::move(key);
+  seams.liveness_thread = true;
   // srun and scontrol for `trainq sbatch` jobs: links to trainq in slurm/ beside it (or in
   // lib/trainq/slurm/ installed). Without them such a job runs, and says srun is missing.
   Result<std::string> srun = CompanionProgram("slurm/srun");

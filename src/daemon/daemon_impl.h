@@ -58,6 +58,9 @@ struct DaemonSeams {
   CgroupHost cgroups{CgroupVersion::kNone, "", "no cgroup root"};
   // The folder of srun and scontrol, first on a `trainq sbatch` job's PATH; "": none found.
   std::string slurm_bin_dir{};
+  // A cluster node's fence stamp from a thread of its own (liveness.h); unit tests drive the
+  // loop by hand and leave it off.
+  bool liveness_thread = false;
 };
 
 class DaemonImpl {
@@ -140,6 +143,11 @@ class DaemonImpl {
   // Declared after everything its thread's deliveries read, so it stops first.
   std::unique_ptr<Notifier> notifier_;
   boost::asio::signal_set signals_{io_};
+  // TRAINQ_TEST_STALL_MS: SIGUSR2 holds the loop that long (integration tests of a blocked
+  // loop); unset, SIGUSR2 is not handled here.
+  boost::asio::signal_set stall_signal_{io_};
+  void ArmStallHook(int64_t ms);
+  bool liveness_thread_ = false;
   boost::asio::steady_timer sample_timer_{io_};
   std::unique_ptr<ImageCensus> images_;     // a cluster node's container store (or null)
   std::unique_ptr<Stager> stager_;          // a cluster node's shipped code and data (or null)

@@ -187,4 +187,9 @@ void LocalMode::DrainRoute(const std::string& name, bool drain, Responder& respo
       "docs/cluster.md); this daemon is a single machine")));
 }
 
+void LocalMode::StoreSeenRoute(Responder& respond) {
+  respond(ErrorResponse(Status::NotFound(
+      "cluster: this daemon is a single machine; its store is its own (docs/cluster.md)")));
+}
+
 }  // namespace trainq

@@ -48,6 +48,7 @@ class LocalMode final : public Mode, public Scheduler::Site {
                        Responder& respond) override;
   void NodesRoute(Responder& respond) override;
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
+  void StoreSeenRoute(Responder& respond) override;
 
  private:
   NodeState Node() const {

@@ -86,6 +86,8 @@ class Mode {
   // GET /v1/nodes and POST /v1/nodes/NAME/drain|resume.
   virtual void NodesRoute(Responder& respond) = 0;
   virtual void DrainRoute(const std::string& name, bool drain, Responder& respond) = 0;
+  // GET /v1/cluster/store: whether this node sees the cluster's store, for its peers.
+  virtual void StoreSeenRoute(Responder& respond) = 0;
 };
 
 // What --constraint and --gpu-type select this node by, besides its GPUs' model names (config

@@ -9,7 +9,12 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -26,6 +31,7 @@
 #include "src/daemon/api.h"
 #include "src/daemon/gpu_history.h"
 #include "src/daemon/json_response.h"
+#include "src/daemon/liveness.h"
 #include "src/daemon/routes.h"
 #include "src/daemon/stager.h"
 #include "src/daemon/step_routes.h"
@@ -35,6 +41,7 @@
 #include "src/os/fd.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
+#include "src/os/user_file.h"
 #include "src/os/users.h"
 
 namespace trainq {
@@ -440,6 +447,7 @@ class Routes {
   static void ResumeNode(RouteContext& c) {
     c.d.mode->DrainRoute(std::string(c.segment), false, c.respond);
   }
+  static void StoreSeen(RouteContext& c) { c.d.mode->StoreSeenRoute(c.respond); }
 
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
@@ -500,57 +508,181 @@ SpecLimits SubmitLimits(const ApiParts& d) {
 
 namespace {
 
-// What a container job needs of this node at submit (docs/containers.md): a runtime (on one
-// machine; a cluster's other nodes may have one), a readable archive, mounts that exist. A
-// shared daemon refuses containers: it would run the runtime as root for the user.
-// Fills what placement reads of an archive (its image names). A shared daemon runs a
-// container job with rootless podman as its submitter
-// (docs/containers.md, "On a shared server"): what the job mounts or loads, that user must be
-// able to read, and docker (whose daemon runs containers as root) is refused.
-Status CheckContainerHere(const ApiParts& d, JobSpec& spec, const std::string& user) {
-  Result<UserInfo> caller = UserInfo{};
-  if (d.config->shared) caller = LookupUserByName(user);
-  if (!caller.ok()) return caller.status();
-  if (!d.mode->Cluster()) {
-    Result<ContainerRuntime> r = FindContainerRuntime(d.config->container_runtime);
-    if (!r.ok()) return Status::Invalid("--image: " + r.status().message());
-    if (d.config->shared && !r->podman) return Status::Invalid(kSharedNeedsPodman);
-    if (!r->podman && IsImageArchive(spec.container.image)) {
-      return Status::Invalid(ArchiveNeedsPodman(spec.container.image));
-    }
+// Runs work off the loop and its answer on the loop, for as long as the loop's io_context
+// lives: Asio shuts its services down (this one's `shutdown`, on the loop's thread) when it is
+// destroyed, and after that no thread posts to it and no waiting answer runs.
+class LoopGate : public boost::asio::execution_context::service {
+ public:
+  static inline boost::asio::execution_context::id id;
+  explicit LoopGate(boost::asio::io_context& io)
+      : service(io), shared_(std::make_shared<Shared>(io, this)) {}
+
+  // `work` on a thread of its own, then `then` with its result on the loop. Loop only.
+  template <class T>
+  static void Run(boost::asio::io_context& io, std::function<T()> work,
+                  std::function<void(T)> then) {
+    LoopGate& gate = boost::asio::use_service<LoopGate>(io);
+    auto slot = std::make_shared<std::optional<T>>();
+    uint64_t n = ++gate.last_;
+    gate.waiting_[n] = [slot, then = std::move(then)] { then(std::move(**slot)); };
+    // The thread holds plain data only: what must die on the loop (a Responder) waits here.
+    std::thread([shared = gate.shared_, n, slot, work = std::move(work)] {
+      *slot = work();
+      std::lock_guard lock(shared->mu);
+      if (shared->closed) return;
+      boost::asio::post(shared->io, [gate = shared->gate, n] { gate->Resume(n); });
+    }).detach();
   }
+
+ private:
+  struct Shared {
+    Shared(boost::asio::io_context& i, LoopGate* g) : io(i), gate(g) {}
+    std::mutex mu;
+    bool closed = false;  // under mu
+    boost::asio::io_context& io;
+    LoopGate* gate;
+  };
+  void Resume(uint64_t n) {
+    auto it = waiting_.find(n);
+    if (it == waiting_.end()) return;
+    std::function<void()> next = std::move(it->second);
+    waiting_.erase(it);
+    next();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(shared_->mu);
+      shared_->closed = true;
+    }
+    waiting_.clear();
+  }
+  std::shared_ptr<Shared> shared_;
+  uint64_t last_ = 0;                                  // loop only
+  std::map<uint64_t, std::function<void()>> waiting_;  // loop only
+};
+
+// What the checks of a submit's files need of the daemon, copied on the loop: they run on a
+// thread of their own.
+struct FileCheckSite {
+  std::string user;
+  bool shared = false;
+  bool cluster = false;
+  std::string container_runtime;  // the setting
+};
+
+// What one request's checks found: an array of 100,000 jobs names the same files in each.
+struct FileMemo {
+  std::map<std::string, Result<ImageArchive>> archives;
+  std::map<std::string, Status> checked;  // by what was checked
+};
+
+// A --mount source: a directory or a regular file (a FIFO or device is never opened), which
+// the caller may read (on a shared daemon, as the caller).
+Status CheckMountSource(const std::string& src, const UserInfo* as) {
+  if (as != nullptr) TRAINQ_RETURN_IF_ERROR(CheckMayRead(src, *as, "--mount"));
+  Result<UniqueFd> fd = OpenUserFile(src, FileWant::kRegularOrDirectory, as);
+  if (fd.ok()) return Status::Ok();
+  if (fd.status().code() == Code::kNotFound) {
+    return Status::Invalid(fmt::format("--mount: {} does not exist on this node", src));
+  }
+  return Status::Invalid(fmt::format(
+      "--mount: {}; a mount's source is a directory or a regular file", fd.status().message()));
+}
+
+// An --image archive's names, read as OpenUserFile reads it (on a shared daemon, as the
+// caller, after CheckMayRead names what is in the way).
+Result<ImageArchive> ArchiveOf(const std::string& image, const UserInfo* as) {
+  if (as != nullptr) TRAINQ_RETURN_IF_ERROR(CheckMayRead(image, *as, "--image"));
+  return ReadImageArchive(image, as);
+}
+
+// What a container job needs of this node at submit (docs/containers.md): an archive the
+// caller may read, mount sources that are directories or files, and a runtime (on one machine;
+// a cluster's other nodes may have one). The files come first: refusing them needs no runtime.
+// Fills what placement reads of an archive (its image names). A shared daemon runs a container
+// job with rootless podman as its submitter (docs/containers.md, "On a shared server"): what
+// the job mounts or loads, that user must be able to read (`as`), and docker (whose daemon
+// runs containers as root) is refused.
+Status CheckContainerHere(const FileCheckSite& site, const UserInfo* as, JobSpec& spec,
+                          FileMemo& memo) {
   const std::string& image = spec.container.image;
   if (IsImageArchive(image)) {
-    if (d.config->shared) TRAINQ_RETURN_IF_ERROR(CheckMayRead(image, *caller, "--image"));
-    Result<ImageArchive> archive = ReadImageArchive(image);
-    if (!archive.ok()) return archive.status();
-    spec.container.archive_names = std::move(archive->names);  // placement's, not the user's
+    auto known = memo.archives.find(image);
+    if (known == memo.archives.end())
+      known = memo.archives.emplace(image, ArchiveOf(image, as)).first;
+    if (!known->second.ok()) return known->second.status();
+    spec.container.archive_names = known->second->names;  // placement's, not the user's
   }
   for (const std::string& text : spec.container.mounts) {
     Result<Mount> m = ParseMount(text, "--mount");
     if (!m.ok()) continue;  // ValidateSpec refused it
-    if (d.config->shared) {
-      TRAINQ_RETURN_IF_ERROR(CheckMayRead(m->src, *caller, "--mount"));
-    } else if (!FileExists(m->src)) {
-      return Status::Invalid(fmt::format("--mount: {} does not exist on this node", m->src));
+    auto known = memo.checked.find("--mount " + m->src);
+    if (known == memo.checked.end()) {
+      known = memo.checked.emplace("--mount " + m->src, CheckMountSource(m->src, as)).first;
     }
+    TRAINQ_RETURN_IF_ERROR(known->second);
   }
+  if (site.cluster) return Status::Ok();
+  Result<ContainerRuntime> r = FindContainerRuntime(site.container_runtime);
+  if (!r.ok()) return Status::Invalid("--image: " + r.status().message());
+  if (site.shared && !r->podman) return Status::Invalid(kSharedNeedsPodman);
+  if (!r->podman && IsImageArchive(image)) return Status::Invalid(ArchiveNeedsPodman(image));
   return Status::Ok();
 }
 
-// What a job ships (docs/cluster.md, "Code and data"): its manifests are here, as the client
-// made them; on a shared daemon, the submitter may read each source (the daemon reads it for
-// the other nodes).
-Status CheckTransfersHere(const ApiParts& d, const JobSpec& spec, const std::string& user) {
-  TRAINQ_RETURN_IF_ERROR(Stager::CheckAtSubmit(spec));
-  if (!d.config->shared) return Status::Ok();
-  Result<UserInfo> caller = LookupUserByName(user);
-  if (!caller.ok()) return caller.status();
+// What a job ships (docs/cluster.md, "Code and data"): its sources and manifests are here, as
+// the client made them; on a shared daemon, the submitter may read each (`as`; the daemon reads
+// them for the other nodes).
+Status CheckTransfersHere(const UserInfo* as, const JobSpec& spec, FileMemo& memo) {
+  std::string key = "transfers " + TransfersToText(spec.transfers);
+  if (auto known = memo.checked.find(key); known != memo.checked.end()) return known->second;
+  Status st = Status::Ok();
   for (const Transfer& t : spec.transfers) {
-    TRAINQ_RETURN_IF_ERROR(
-        CheckMayRead(t.src, *caller, t.kind == TransferKind::kStage ? "--stage" : "--snapshot"));
+    if (as == nullptr || !st.ok()) break;
+    st = CheckMayRead(t.src, *as, t.kind == TransferKind::kStage ? "--stage" : "--snapshot");
   }
-  return Status::Ok();
+  if (st.ok()) st = Stager::CheckAtSubmit(spec, as);
+  memo.checked.emplace(key, st);
+  return st;
+}
+
+bool NamesFiles(const JobSpec& spec) { return spec.container.on() || !spec.transfers.empty(); }
+
+// The checks of every file the jobs name (docs/architecture.md, "Paths users control"):
+// archives, mount sources, what they ship. Opened as the caller on a shared daemon, never
+// blocking; manifests of up to 256 MiB are read and hashed, so this runs off the loop.
+Result<std::vector<JobSpec>> CheckFiles(const FileCheckSite& site, std::vector<JobSpec> specs) {
+  Result<UserInfo> caller = site.shared ? LookupUserByName(site.user) : UserInfo{};
+  if (!caller.ok()) return Status::Invalid(caller.status().message());
+  const UserInfo* as = site.shared ? &*caller : nullptr;
+  FileMemo memo;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    JobSpec& spec = specs[i];
+    Status st = Status::Ok();
+    if (spec.container.on()) st = CheckContainerHere(site, as, spec, memo);
+    if (st.ok() && !spec.transfers.empty()) st = CheckTransfersHere(as, spec, memo);
+    if (st.ok()) continue;
+    std::string where = specs.size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
+    // As a refused batch's: what its jobs took goes back to the system.
+    bool large = specs.size() > 1000;
+    specs = {};
+    if (large) ::malloc_trim(0);
+    return Status::Invalid(where + st.message());
+  }
+  return specs;
+}
+
+// CheckFiles, then `then` on the loop: at once when no job names a file, else from a thread.
+void CheckFilesThen(ApiParts& d, const std::string& user, std::vector<JobSpec> specs,
+                    std::function<void(Result<std::vector<JobSpec>>)> then) {
+  FileCheckSite site{user, d.config->shared, d.mode->Cluster(), d.config->container_runtime};
+  if (std::none_of(specs.begin(), specs.end(), NamesFiles)) return then(std::move(specs));
+  if (d.io == nullptr) return then(CheckFiles(site, std::move(specs)));
+  using Checked = Result<std::vector<JobSpec>>;
+  LoopGate::Run<Checked>(
+      *d.io,
+      [site, specs = std::move(specs)]() mutable { return CheckFiles(site, std::move(specs)); },
+      std::move(then));
 }
 
 }  // namespace
@@ -640,6 +772,26 @@ void Routes::Outputs(RouteContext& c) {
   c.d.stager->ServeOutputs(job, attempt, ran->cwd, answer);
 }
 
+namespace {
+
+// A submit's jobs, checked: stored (or joined to the same submit sent before).
+void StoreSubmitted(ApiParts& d, const std::string& key, const std::string& user,
+                    Result<std::vector<JobSpec>> specs, Responder respond) {
+  if (!specs.ok()) return respond(ErrorResponse(specs.status()));
+  if (!key.empty()) {
+    if (Status st = CheckSubmitKey(key); !st.ok()) return respond(ErrorResponse(st));
+    // Sent again after a lost answer: the ids already stored, or those about to be.
+    Result<std::vector<JobId>> stored = d.store->IdsForSubmitKey(user, key);
+    if (!stored.ok()) return respond(ErrorResponse(stored.status()));
+    if (!stored->empty()) return respond(RepeatedSubmit(*d.store, *stored));
+    if (d.submits->JoinPending(user, key, respond)) return;
+    for (JobSpec& spec : *specs) spec.submit_key = key;
+  }
+  d.submits->Add(std::move(*specs), std::move(respond));
+}
+
+}  // namespace
+
 void Routes::Submit(RouteContext& c) {
   Result<std::vector<JobSpec>> specs = ParseSubmitBody(c.req.body);
   if (!specs.ok()) return c.respond(ErrorResponse(specs.status()));
@@ -684,8 +836,6 @@ void Routes::Submit(RouteContext& c) {
       Result<UserInfo> caller = LookupUserByName(user);  // the token's user too
       st = caller.ok() ? CheckMayEnter(spec.cwd, *caller, "cwd") : caller.status();
     }
-    if (st.ok() && spec.container.on()) st = CheckContainerHere(c.d, spec, user);
-    if (st.ok() && !spec.transfers.empty()) st = CheckTransfersHere(c.d, spec, user);
     if (!st.ok()) {
       std::string where = specs->size() > 1 ? fmt::format("jobs[{}]: ", i) : "";
       // As a refused batch's: what its jobs took goes back to the system.
@@ -695,17 +845,13 @@ void Routes::Submit(RouteContext& c) {
       return c.respond(ErrorResponse(Status::Invalid(where + st.message())));
     }
   }
-  const std::string& key = c.req.idempotency_key;
-  if (!key.empty()) {
-    if (Status st = CheckSubmitKey(key); !st.ok()) return c.respond(ErrorResponse(st));
-    // Sent again after a lost answer: the ids already stored, or those about to be.
-    Result<std::vector<JobId>> stored = c.d.store->IdsForSubmitKey(user, key);
-    if (!stored.ok()) return c.respond(ErrorResponse(stored.status()));
-    if (!stored->empty()) return c.respond(RepeatedSubmit(*c.d.store, *stored));
-    if (c.d.submits->JoinPending(user, key, c.respond)) return;
-    for (JobSpec& spec : *specs) spec.submit_key = key;
-  }
-  c.d.submits->Add(std::move(*specs), std::move(c.respond));
+  // The files the jobs name are checked last, off the loop; a submit sent again meanwhile
+  // finds this one stored or pending below, as both answers come back to the loop in turn.
+  CheckFilesThen(c.d, user, std::move(*specs),
+                 [&d = c.d, key = c.req.idempotency_key, user,
+                  respond = std::move(c.respond)](Result<std::vector<JobSpec>> checked) mutable {
+                   StoreSubmitted(d, key, user, std::move(checked), std::move(respond));
+                 });
 }
 
 // `trainq update`, `hold`, `release`: checked as a submit is, stored, judged again.
@@ -1062,8 +1208,11 @@ void Routes::Backup(RouteContext& c) {
     return c.respond(ErrorResponse(
         Status::Invalid("path: " + dest + " is the database itself; name another file")));
   }
-  if (IsDirectory(dest)) {
-    return c.respond(ErrorResponse(Status::Invalid("path: " + dest + " is a directory")));
+  // The store opens it on the loop, without O_NONBLOCK: a FIFO or device there would hold it.
+  if (Result<UniqueFd> there = OpenUserFile(dest, FileWant::kRegular);
+      !there.ok() && there.status().code() != Code::kNotFound) {
+    return c.respond(ErrorResponse(Status::Invalid(
+        "path: " + there.status().message() + "; a backup is written to a new or regular file")));
   }
   if (Status st = c.d.store->Backup(dest); !st.ok()) return c.respond(ErrorResponse(st));
   spdlog::info("backup of {} written to {}", c.d.options->paths.db, dest);
@@ -1171,7 +1320,9 @@ void Routes::Log(RouteContext& c) {
     return c.d.mode->ProxyLog(c.req.path, query, job, *attempt, c.respond);
   }
   bool active = attempt->state == JobState::kStarting || attempt->state == JobState::kRunning;
-  UniqueFd fd(::open(attempt->log_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  // A log the shim made in the run dir: nothing but a regular file is read (or waited for).
+  Result<UniqueFd> opened = OpenUserFile(attempt->log_path, FileWant::kRegular);
+  UniqueFd fd = opened.ok() ? std::move(*opened) : UniqueFd();
   struct stat st = {};
   uint64_t size = fd.valid() && ::fstat(fd.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   if (size_only) {
@@ -1468,6 +1619,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/nodes", Action::kRead, "list nodes", Routes::Nodes},
     {"POST", "/v1/nodes/{name}/drain", Action::kAdmin, "drain a node", Routes::DrainNode},
     {"POST", "/v1/nodes/{name}/resume", Action::kAdmin, "resume a node", Routes::ResumeNode},
+    {"GET", "/v1/cluster/store", Action::kRead, "ask whether the store is seen", Routes::StoreSeen},
 };
 
 // Whether `path` has the shape of `pattern`; *segment is then what its placeholder matched.
@@ -1577,17 +1729,21 @@ void Api::Handle(HttpRequest request, Responder respond) {
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
   std::string_view segment;
   const Route* route = FindRoute(request, &segment);
-  // A peer's signed request serves a log, or the steps of a part it runs; nothing else.
+  // A peer's signed request serves a log, or the steps of a part it runs, the GPU history or
+  // whether the store is seen; nothing else.
   bool peer_route = route != nullptr &&
                     (route->handle == Routes::Log || route->handle == Routes::Transfer ||
                      route->handle == Routes::Outputs || route->handle == Routes::ReadSteps ||
-                     route->handle == Routes::FinishStep || route->handle == Routes::GpuHistory);
+                     route->handle == Routes::FinishStep || route->handle == Routes::GpuHistory ||
+                     route->handle == Routes::StoreSeen);
   if (!caller->node.empty() && !peer_route) {
     return respond(ErrorResponse(Status::Permission(fmt::format(
         "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log), the "
-        "steps of a part it runs or the GPU history",
+        "steps of a part it runs, the GPU history or whether the store is seen",
         caller->node))));
   }
+  // For the watchdog's log line (liveness.h) while a request holds the loop.
+  SetLoopActivity(route ? route->method : "request", route ? route->pattern : "");
   RouteContext c{d_, request, respond, *caller, segment};
   if (route == nullptr) return Routes::NoRoute(c);
   Routes::Dispatch(c, *route);

@@ -19,6 +19,7 @@
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
+#include "src/os/user_file.h"
 #include "src/os/users.h"
 #include "trainq/size.h"
 
@@ -34,27 +35,20 @@ constexpr size_t kMaxHeld = 256;  // manifests a node reports holding
 constexpr size_t kKnownManifests = 32;
 constexpr size_t kMaxGetBytes = 8u << 20;
 
-// The manifest text the holder keeps for `t`, read without following a link, bounded, and
-// checked against the hash the job's (signed) record names.
-Result<std::string> ManifestTextOf(const Transfer& t) {
-  UniqueFd fd(::open(t.manifest_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) return ErrnoStatus("read manifest " + t.manifest_path, errno);
-  struct stat st = {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<uint64_t>(st.st_size) > kMaxManifestBytes) {
-    return Status::Invalid(fmt::format("manifest {}: not a regular file of at most {}",
-                                       t.manifest_path, FormatBytes(kMaxManifestBytes)));
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = ::read(fd.get(), text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus("read manifest " + t.manifest_path, n < 0 ? errno : EIO);
-    got += static_cast<size_t>(n);
+// The manifest text the holder keeps for `t`, opened as OpenUserFile does (as `as`, when given:
+// the client wrote it in its user's store), bounded, and checked against the hash the job's
+// (signed) record names.
+Result<std::string> ManifestTextOf(const Transfer& t, const UserInfo* as = nullptr) {
+  Result<std::string> text = ReadUserFile(t.manifest_path, kMaxManifestBytes, as);
+  if (!text.ok()) {
+    std::string why = text.status().code() == Code::kInvalid
+                          ? fmt::format("; a manifest is a regular file of at most {}",
+                                        FormatBytes(kMaxManifestBytes))
+                          : "";
+    return Status(text.status().code(), "manifest " + text.status().message() + why);
   }
   Sha256 h;
-  h.Add(text);
+  h.Add(*text);
   if (h.HexDigest() != t.manifest) {
     return Status::Conflict(
         fmt::format("manifest {} is not the one the job was submitted with (its SHA-256 differs)",
@@ -799,14 +793,27 @@ Status Stager::RunCollect(Work& w) {
       {"PATH=/usr/bin:/bin", "LC_ALL=C"}, as);
 }
 
-Status Stager::CheckAtSubmit(const JobSpec& spec) {
+namespace {
+
+// A source is what the client's walk took it for: a directory or a regular file, not a link.
+Status CheckSource(const Transfer& t, const std::string& what, const UserInfo* as) {
+  Result<UniqueFd> fd = OpenUserFile(t.src, FileWant::kRegularOrDirectory, as);
+  if (fd.ok()) return Status::Ok();
+  return Status::Invalid(fmt::format("{}: {}; a {} source is a directory or a regular file", what,
+                                     fd.status().message(), what));
+}
+
+}  // namespace
+
+Status Stager::CheckAtSubmit(const JobSpec& spec, const UserInfo* as) {
   // A manifest's hash names its text: once it parsed and matched, it does so again. The text
   // is still read and hashed (it may be gone), but a large one is not parsed at every submit.
   static std::mutex mu;
   static std::deque<std::string> checked;
   for (const Transfer& t : spec.transfers) {
     std::string what = t.kind == TransferKind::kStage ? "--stage" : "--snapshot";
-    Result<std::string> text = ManifestTextOf(t);
+    TRAINQ_RETURN_IF_ERROR(CheckSource(t, what, as));
+    Result<std::string> text = ManifestTextOf(t, as);
     if (!text.ok()) {
       return Status::Invalid(fmt::format(
           "{}: {}; submit from the machine that holds {} (its trainq makes the manifest there)",

@@ -19,6 +19,7 @@
 #include "src/daemon/agent.h"
 #include "src/os/process.h"
 #include "src/os/transfer.h"
+#include "src/os/users.h"
 #include "trainq/job.h"
 #include "trainq/status.h"
 
@@ -99,8 +100,11 @@ class Stager {
   // Whether what attempt `n` of job `id` left elsewhere came back here (or nothing matched).
   bool Collected(JobId id, int n) const;
   // Checks at submit, on the node that stores the job, what the client says it ships: each
-  // manifest is here and is what its hash says, made from its source. kInvalid naming it.
-  static Status CheckAtSubmit(const JobSpec& spec);
+  // source is a directory or a regular file, each manifest is here and is what its hash says,
+  // made from its source. Both are opened with OpenUserFile, as `as` when given (a shared
+  // daemon's caller). Reads up to 256 MiB per manifest: call it off the loop. kInvalid naming
+  // the option.
+  static Status CheckAtSubmit(const JobSpec& spec, const UserInfo* as = nullptr);
 
  private:
   struct Work;

@@ -16,4 +16,7 @@ class SystemClock final : public Clock {
   UnixMs Now() const override;
 };
 
+// Blocks the calling thread for `ms` milliseconds (a test hook's stall; nothing else sleeps).
+void SleepMs(int64_t ms);
+
 }  // namespace trainq

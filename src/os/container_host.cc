@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/os/system.h"
+#include "src/os/user_file.h"
 
 namespace trainq {
 
@@ -71,52 +71,67 @@ void AddNames(const std::string& text, bool oci, std::vector<std::string>& names
 
 }  // namespace
 
-Result<ImageArchive> ReadImageArchive(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::Invalid(
-        fmt::format("--image: cannot read the archive {}: {}", path, std::strerror(errno)));
-  }
-  // A tar is 512-byte headers, each followed by its file's blocks; the first few hundred
-  // entries hold the layout files of both kinds.
-  char header[512];
+namespace {
+
+// What the walk below reads at most: a tar's index files are among its first entries, and a
+// docker-archive's manifest.json follows its layers (a few entries each). Bounded, so a file of
+// any size, or one made of endless tiny entries, costs a few MiB of reads at most.
+constexpr int kMaxEntries = 4096;
+constexpr uint64_t kIndexMax = 1 << 20;
+constexpr uint64_t kBlock = 512;
+constexpr uint64_t kMaxEntrySize = uint64_t{1} << 36;  // 12 octal digits
+
+std::string ArchiveRefused(const std::string& problem) {
+  return fmt::format(
+      "--image: {}; give a `podman save`/`docker save` tar or an OCI archive (a regular file "
+      "the job's user may read), or the name of an image in the node's store",
+      problem);
+}
+
+// A tar is 512-byte headers, each followed by its file's blocks: the headers are read where
+// they are (pread), the blocks between them skipped, and only the index files read whole.
+Result<ImageArchive> WalkArchive(int fd, const std::string& path) {
   bool any = false, oci = false;
   std::string docker_index, oci_index;
-  constexpr uint64_t kIndexMax = 1 << 20;
-  for (int entry = 0; entry < 4096 && in.read(header, sizeof header); ++entry) {
-    if (header[0] == '\0') break;  // the end-of-archive blocks
-    if (std::memcmp(header + 257, "ustar", 5) != 0) break;
+  uint64_t offset = 0;
+  for (int entry = 0; entry < kMaxEntries; ++entry) {
+    Result<std::string> header = ReadAtMost(fd, offset, kBlock, path);
+    if (!header.ok()) return Status::Invalid(ArchiveRefused(header.status().message()));
+    if (header->size() < kBlock || (*header)[0] == '\0') break;  // the end-of-archive blocks
+    if (header->compare(257, 5, "ustar") != 0) break;
     any = true;
-    std::string name(header, strnlen(header, 100));
+    std::string name(header->data(), strnlen(header->data(), 100));
     if (name.starts_with("./")) name.erase(0, 2);
-    uint64_t size = std::strtoull(std::string(header + 124, 12).c_str(), nullptr, 8);
+    uint64_t size = std::strtoull(header->substr(124, 12).c_str(), nullptr, 8);
+    if (size >= kMaxEntrySize) break;  // not 12 octal digits ("-1" parses too)
     std::string* keep = name == "manifest.json" ? &docker_index
                         : name == "index.json"  ? &oci_index
                                                 : nullptr;
     if (name == "oci-layout") oci = true;
     if (keep != nullptr && size <= kIndexMax) {
-      keep->resize(size);
-      in.read(keep->data(), static_cast<std::streamsize>(size));
-      size = (512 - size % 512) % 512;  // what remains of its last block
-      in.seekg(static_cast<std::streamoff>(size), std::ios::cur);
-      continue;
+      Result<std::string> text = ReadAtMost(fd, offset + kBlock, size, path);
+      if (!text.ok()) return Status::Invalid(ArchiveRefused(text.status().message()));
+      *keep = std::move(*text);
     }
-    in.seekg(static_cast<std::streamoff>((size + 511) / 512 * 512), std::ios::cur);
+    offset += kBlock * (1 + (size + kBlock - 1) / kBlock);
   }
-  if (!any) {
-    return Status::Invalid(fmt::format(
-        "--image: {} is not a tar archive; give a `podman save`/`docker save` tar, an OCI "
-        "archive, or the name of an image in the node's store",
-        path));
-  }
+  if (!any) return Status::Invalid(ArchiveRefused(path + " is not a tar archive"));
   ImageArchive archive;
   archive.transport = oci ? "oci-archive" : "docker-archive";
   AddNames(oci ? oci_index : docker_index, oci, archive.names);
   return archive;
 }
 
-Result<std::string> ImageArchiveTransport(const std::string& path) {
-  Result<ImageArchive> archive = ReadImageArchive(path);
+}  // namespace
+
+Result<ImageArchive> ReadImageArchive(const std::string& path, const UserInfo* as) {
+  Result<UniqueFd> fd = OpenUserFile(path, FileWant::kRegular, as);
+  if (!fd.ok()) return Status::Invalid(ArchiveRefused(fd.status().message()));
+  return WalkArchive(fd->get(), path);
+}
+
+Result<std::string> ImageArchiveTransport(const std::string& path, const UserInfo* as) {
+  Result<ImageArchive> archive = ReadImageArchive(path, as);
   if (!archive.ok()) return archive.status();
   return archive->transport;
 }

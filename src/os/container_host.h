@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/os/users.h"
 #include "trainq/status.h"
 
 namespace trainq {
@@ -26,15 +27,19 @@ Result<ContainerRuntime> FindContainerRuntime(const std::string& setting);
 // How the runtime reads the archive at `path`: "oci-archive" for an OCI layout (an
 // `oci-layout` entry), "docker-archive" for `docker save`/`podman save` tars. kInvalid naming
 // the path when it is missing or not a tar archive.
-Result<std::string> ImageArchiveTransport(const std::string& path);
+Result<std::string> ImageArchiveTransport(const std::string& path, const UserInfo* as = nullptr);
 
 // An archive's transport (as above) and the image names it holds (docker-archive's RepoTags,
 // an OCI index's ref.name annotations), which the runtime names the image by once loaded.
+// Opened with OpenUserFile (as `as`, if given): a FIFO, a device, a link or a directory is
+// refused at once, naming what it is. At most the first 4096 entries' headers and two index
+// files of up to 1 MiB are read, whatever the archive's size, so it may be read on the loop.
+// kInvalid "--image: ..." saying what is wrong and what is accepted.
 struct ImageArchive {
   std::string transport;
   std::vector<std::string> names;
 };
-Result<ImageArchive> ReadImageArchive(const std::string& path);
+Result<ImageArchive> ReadImageArchive(const std::string& path, const UserInfo* as = nullptr);
 
 // The image names in this node's container store ("localhost/env:3"), listed by the runtime
 // (`images`) on a thread of its own every `every`, for a cluster's placement

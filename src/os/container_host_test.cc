@@ -1,13 +1,21 @@
 // How a node reads an image archive's kind and names, and lists the images in its store.
 #include "src/os/container_host.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <future>
+#include <thread>
 
+#include <fmt/format.h>
+
+#include "src/os/fd.h"
 #include "src/os/proc_test_util.h"
 #include "src/os/run_dir.h"
 
@@ -58,6 +66,79 @@ TEST(ImageArchiveTest, ADockerArchiveNamesItsRepoTagsAnOciArchiveItsRefNames) {
   std::string plain = dir / "plain.tar";
   ASSERT_TRUE(WriteFileAtomic(plain, "not a tar").ok());
   EXPECT_THAT(ReadImageArchive(plain).status().message(), HasSubstr("is not a tar archive"));
+}
+
+// ReadImageArchive on a thread, waited for at most 2 s: one that blocks fails the test (and is
+// let go by a writer, so the test ends) instead of hanging it.
+Result<ImageArchive> ReadWithin(const std::string& path) {
+  std::promise<Result<ImageArchive>> done;
+  std::future<Result<ImageArchive>> result = done.get_future();
+  std::thread([&done, path] { done.set_value(ReadImageArchive(path)); }).detach();
+  if (result.wait_for(std::chrono::seconds(2)) == std::future_status::ready) return result.get();
+  ADD_FAILURE() << "reading " << path << " blocked";
+  UniqueFd writer(::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC));
+  return result.get();
+}
+
+TEST(ImageArchiveTest, WhatIsNotARegularFileIsRefusedAtOnceNamingWhatItIs) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo.tar").c_str(), 0644), 0);
+  ASSERT_EQ(::symlink("/dev/zero", (dir / "link.tar").c_str()), 0);
+  ASSERT_EQ(::mkdir((dir / "dir.tar").c_str(), 0755), 0);
+  for (const auto& [path, what] : std::vector<std::pair<std::string, std::string>>{
+           {dir / "fifo.tar", "is a FIFO (named pipe)"},
+           {"/dev/zero", "is a character device"},
+           {dir / "link.tar", "is a symbolic link"},
+           {dir / "dir.tar", "is a directory"},
+           {dir / "none.tar", "does not exist"}}) {
+    Result<ImageArchive> a = ReadWithin(path);
+    EXPECT_EQ(a.status().code(), Code::kInvalid) << path;
+    EXPECT_THAT(a.status().message(), HasSubstr("--image: " + path + " " + what));
+    EXPECT_THAT(a.status().message(), HasSubstr("give a `podman save`/`docker save` tar"));
+  }
+}
+
+// A header of ustar entry `name` with `size` bytes, as tar writes one.
+std::string Header(const std::string& name, uint64_t size) {
+  std::string h(512, '\0');
+  name.copy(h.data(), std::min<size_t>(name.size(), 99));
+  std::string octal = fmt::format("{:011o}", size);
+  octal.copy(h.data() + 124, octal.size());
+  std::string magic = "ustar";
+  magic.copy(h.data() + 257, magic.size());
+  return h;
+}
+
+TEST(ImageArchiveTest, AHugeFileOrOneOfEndlessEntriesIsReadOnlyInPart) {
+  TempDir dir;
+  // 50 GiB of nothing (sparse): no tar.
+  std::string sparse = dir / "sparse.tar";
+  UniqueFd fd(::open(sparse.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+  ASSERT_EQ(::ftruncate(fd.get(), off_t{50} << 30), 0);
+  EXPECT_THAT(ReadWithin(sparse).status().message(), HasSubstr(sparse + " is not a tar archive"));
+  // One entry that says it holds 40 GiB, then the hole: read as an archive of one entry.
+  std::string header = Header("layer.tar", uint64_t{40} << 30);
+  ASSERT_EQ(::pwrite(fd.get(), header.data(), header.size(), 0), 512);
+  Result<ImageArchive> a = ReadWithin(sparse);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->names.empty());
+  // Empty entries, then the index: found after 100, never looked for after 10,000.
+  auto entries_then_index = [&dir](int n) {
+    std::string tar;
+    for (int i = 0; i < n; ++i) tar += Header(fmt::format("f{}", i), 0);
+    std::string index = R"([{"RepoTags":["localhost/late:1"]}])";
+    tar += Header("manifest.json", index.size()) + index;
+    tar.resize((tar.size() + 511) / 512 * 512 + 1024, '\0');
+    std::string path = dir / fmt::format("entries{}.tar", n);
+    EXPECT_TRUE(WriteFileAtomic(path, tar).ok());
+    return ReadWithin(path);
+  };
+  a = entries_then_index(100);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_THAT(a->names, ElementsAre("localhost/late:1"));
+  a = entries_then_index(10000);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->names.empty());
 }
 
 TEST(ImageCensusTest, ListsTheStoresNamedImagesInTheBackground) {

@@ -14,18 +14,27 @@
 #include "src/os/fd.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
+#include "src/os/user_file.h"
 
 namespace trainq {
 
 namespace {
 
+// A work tree's file, listed as a regular file: one swapped for a fifo or a link since is
+// named, never waited for or followed.
+Result<UniqueFd> OpenListed(const std::string& path) {
+  Result<UniqueFd> fd = OpenUserFile(path, FileWant::kRegular);
+  if (!fd.ok()) return Status::Io(fd.status().message());
+  return fd;
+}
+
 Result<std::string> HashFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) return ErrnoStatus("read " + path, errno);
+  Result<UniqueFd> fd = OpenListed(path);
+  if (!fd.ok()) return fd.status();
   Sha256 h;
   char buf[1 << 16];
   for (;;) {
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    ssize_t n = ::read(fd->get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoStatus("read " + path, errno);
     if (n == 0) break;
@@ -37,7 +46,11 @@ Result<std::string> HashFile(const std::string& path) {
 // Copies `from` to `to` (a new file of `mode`), through a temp file so a crash leaves no
 // half object under its final name.
 Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
-  Result<std::string> data = ReadFile(from);
+  Result<UniqueFd> fd = OpenListed(from);
+  if (!fd.ok()) return fd.status();
+  struct stat st = {};
+  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus("stat " + from, errno);
+  Result<std::string> data = ReadAtMost(fd->get(), 0, static_cast<uint64_t>(st.st_size), from);
   if (!data.ok()) return data.status();
   TRAINQ_RETURN_IF_ERROR(WriteFileAtomic(to, *data, Durability::kNoSync));
   if (::chmod(to.c_str(), mode) != 0) return ErrnoStatus("chmod " + to, errno);

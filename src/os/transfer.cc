@@ -21,6 +21,7 @@
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 #include "src/os/transfer_internal.h"
+#include "src/os/user_file.h"
 
 namespace trainq {
 
@@ -137,28 +138,10 @@ void Chunker::Finish() {
 namespace internal {
 
 Result<UniqueFd> OpenRegular(const std::string& path) {
-  // O_NONBLOCK: a fifo put where a file was must not hang the open.
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid() && errno == ELOOP) return Status::Io(path + ": a symbolic link, not followed");
-  if (!fd.valid()) return ErrnoStatus("open " + path, errno);
-  struct stat st = {};
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path, errno);
-  if (!S_ISREG(st.st_mode)) return Status::Io(path + ": not a regular file");
+  // A fifo, a device or a link put where a file was is named, never opened or waited for.
+  Result<UniqueFd> fd = OpenUserFile(path, FileWant::kRegular);
+  if (!fd.ok()) return Status::Io(fd.status().message());
   return fd;
-}
-
-Result<std::string> ReadAt(int fd, uint64_t offset, uint64_t size, const std::string& path) {
-  std::string out(size, '\0');
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd, out.data() + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus("read " + path, errno);
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  out.resize(done);
-  return out;
 }
 
 Status WriteAt(int fd, uint64_t offset, std::string_view data, const std::string& path) {
@@ -726,7 +709,8 @@ Status WalkRoot(const std::string& root, Walker& walker) {
     return ErrnoStatus("stat " + r, errno);
   }
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-    return Status::Invalid(r + ": neither a directory nor a regular file");
+    return Status::Invalid(fmt::format("{} is {}, neither a directory nor a regular file", r,
+                                       FileKindName(st.st_mode)));
   }
   return S_ISDIR(st.st_mode) ? walker.Dir("") : walker.Entry("");
 }
@@ -826,9 +810,16 @@ std::map<std::string, ChunkSource> ChunkSources(const Manifest& m) {
 }
 
 Result<std::string> ReadChunk(const ChunkSource& at, const std::string& hash) {
-  UniqueFd fd(::open(at.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) return ErrnoStatus("open " + at.path, errno);
-  Result<std::string> data = internal::ReadAt(fd.get(), at.offset, at.size, at.path);
+  // A manifest is its user's text: a chunk it says is huge is never allocated.
+  constexpr uint64_t kMaxChunkBytes = 64 << 20;
+  if (at.size > kMaxChunkBytes) {
+    return Status::Invalid(
+        fmt::format("{}: a chunk of {} bytes at offset {}; chunks are at most {}", at.path, at.size,
+                    at.offset, kMaxChunkBytes));
+  }
+  Result<UniqueFd> fd = internal::OpenRegular(at.path);
+  if (!fd.ok()) return fd.status();
+  Result<std::string> data = ReadAtMost(fd->get(), at.offset, at.size, at.path);
   if (!data.ok()) return data.status();
   if (data->size() != at.size || Sha256Hex(*data) != hash) {
     return Status::Conflict(

@@ -155,8 +155,9 @@ struct ChunkSource {
 std::map<std::string, ChunkSource> ChunkSources(const Manifest& m);
 
 // Reads a chunk from its source and checks it against its name: kConflict saying the file
-// changed since the manifest was made when the bytes differ, kIo when it cannot be read.
-// Opens with O_NOFOLLOW on the last part.
+// changed since the manifest was made when the bytes differ, kIo when it cannot be read or is no
+// longer a regular file (opened with OpenUserFile: a fifo or link swapped in is named, never
+// waited for), kInvalid for a chunk said to be over 64 MiB.
 Result<std::string> ReadChunk(const ChunkSource& at, const std::string& hash);
 
 // A node's cache of files assembled from chunks, kept in `dir` (0700): `files/ID` each

@@ -19,6 +19,7 @@
 #include "src/os/system.h"
 #include "src/os/transfer.h"
 #include "src/os/transfer_internal.h"
+#include "src/os/user_file.h"
 
 namespace trainq {
 
@@ -280,7 +281,7 @@ class Assembler {
     auto have = static_cast<uint64_t>(st.st_size);
     for (; next_ < e_.chunks.size() && off_ + e_.chunks[next_].size <= have; ++next_) {
       const ChunkRef& c = e_.chunks[next_];
-      if (!Checked(internal::ReadAt(fd_, off_, c.size, partial_), c)) break;
+      if (!Checked(ReadAtMost(fd_, off_, c.size, partial_), c)) break;
       written_.try_emplace(c.hash, off_);
       off_ += c.size;
       p_.bytes_present += c.size;
@@ -295,7 +296,7 @@ class Assembler {
   std::optional<std::string> Local(const ChunkRef& c) {
     auto it = written_.find(c.hash);
     if (it != written_.end()) {
-      if (auto data = Checked(internal::ReadAt(fd_, it->second, c.size, partial_), c)) return data;
+      if (auto data = Checked(ReadAtMost(fd_, it->second, c.size, partial_), c)) return data;
     }
     return held_(c);
   }
@@ -369,7 +370,7 @@ Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
   UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!out.valid()) return ErrnoStatus("create " + to, errno);
   for (uint64_t off = 0;;) {
-    Result<std::string> data = internal::ReadAt(in->get(), off, 1 << 20, from);
+    Result<std::string> data = ReadAtMost(in->get(), off, 1 << 20, from);
     if (!data.ok()) return data.status();
     if (data->empty()) break;
     TRAINQ_RETURN_IF_ERROR(internal::WriteAt(out.get(), off, *data, to));
@@ -389,7 +390,7 @@ bool ContentMatches(const std::string& path, const std::vector<ChunkRef>& chunks
   if (!fd.ok()) return false;
   uint64_t offset = 0;
   for (const ChunkRef& c : chunks) {
-    Result<std::string> bytes = internal::ReadAt(fd->get(), offset, c.size, path);
+    Result<std::string> bytes = ReadAtMost(fd->get(), offset, c.size, path);
     if (!bytes.ok()) return false;
     Sha256 h;
     h.Add(*bytes);
@@ -578,7 +579,7 @@ struct ChunkCache::Impl {
     }
     Result<UniqueFd> fd = internal::OpenRegular(FilePath(at.name));
     if (!fd.ok()) return std::nullopt;  // evicted meanwhile
-    return Checked(internal::ReadAt(fd->get(), at.offset, c.size, FilePath(at.name)), c);
+    return Checked(ReadAtMost(fd->get(), at.offset, c.size, FilePath(at.name)), c);
   }
 
   Result<CachedFile> Assemble(const std::string& name, const ManifestEntry& e, const Fetch& fetch,

@@ -81,8 +81,9 @@ class ChunkCacheTest : public ::testing::Test {
     EXPECT_TRUE(MakeDirs(root).ok());
     for (const auto& [path, data] : files) {
       size_t slash = path.rfind('/');
-      if (slash != std::string::npos)
+      if (slash != std::string::npos) {
         EXPECT_TRUE(MakeDirs(root + "/" + path.substr(0, slash)).ok());
+      }
       Write(root + "/" + path, data, path.ends_with(".sh") ? 0755 : 0644);
     }
     Result<Manifest> m = MakeManifest(root, nullptr, kSmall);

@@ -22,8 +22,6 @@ Result<UniqueFd> OpenRegular(const std::string& path);
 // ChunkFile, refusing with kPermission a file (as opened) not owned by `owner` if given.
 Result<std::vector<ChunkRef>> ChunkFileOwnedBy(const std::string& path, ChunkLimits limits,
                                                std::optional<uid_t> owner);
-// `size` bytes at `offset`, fewer at the end of the file.
-Result<std::string> ReadAt(int fd, uint64_t offset, uint64_t size, const std::string& path);
 Status WriteAt(int fd, uint64_t offset, std::string_view data, const std::string& path);
 
 bool IsHash(std::string_view s);  // 64 lowercase hex digits

@@ -55,7 +55,9 @@ TEST(ChunkerTest, ChunksAreNamedByTheirBytesAndStayWithinTheLimits) {
   for (size_t i = 0; i < chunks.size(); ++i) {
     EXPECT_EQ(chunks[i].hash, Sha256Hex(std::string_view(data).substr(at, chunks[i].size)));
     EXPECT_LE(chunks[i].size, kSmall.max);
-    if (i + 1 < chunks.size()) EXPECT_GE(chunks[i].size, kSmall.min);
+    if (i + 1 < chunks.size()) {
+      EXPECT_GE(chunks[i].size, kSmall.min);
+    }
     at += chunks[i].size;
   }
   EXPECT_EQ(at, data.size());
@@ -451,8 +453,8 @@ TEST(ManifestTest, ReportsEveryProblemAtOnceAndCountsFilesItself) {
 }
 
 TEST(ManifestTest, FileIdIsTheContentOnly) {
-  ManifestEntry a{.path = "a", .kind = 'f', .size = 3, .chunks = {{kHash, 3}}};
-  ManifestEntry b{.path = "b/c", .kind = 'x', .size = 3, .chunks = {{kHash, 3}}};
+  ManifestEntry a{.path = "a", .kind = 'f', .target = "", .size = 3, .chunks = {{kHash, 3}}};
+  ManifestEntry b{.path = "b/c", .kind = 'x', .target = "", .size = 3, .chunks = {{kHash, 3}}};
   EXPECT_EQ(FileId(a), FileId(b));
   EXPECT_EQ(FileId(a).size(), 64u);
   b.chunks.push_back({kHash, 1});

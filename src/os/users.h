@@ -74,7 +74,9 @@ Status CheckMayEnter(const std::string& dir, const UserInfo& user, std::string_v
 Status JudgeMayRead(const DirFacts& target, const UserInfo& user, std::string_view field);
 
 // CheckMayEnter on the directories above `path` (as written and resolved), then
-// JudgeMayRead on `path` itself (links followed). `path` must be absolute.
+// JudgeMayRead on `path` itself (links followed). `path` must be absolute. Stats only, never
+// opens: it names what is in the way, while opening as the user (OpenUserFile,
+// src/os/user_file.h) is the final word.
 Status CheckMayRead(const std::string& path, const UserInfo& user, std::string_view field);
 
 // "drwxr-x---" for a directory with mode 0750.

@@ -117,27 +117,53 @@ class ClusterStore : public Store {
   // subscription ends when the returned object is destroyed.
   virtual std::unique_ptr<EventSubscription> Subscribe(
       std::function<void(const std::string& event)> on_event) = 0;
+  // Another handle on the same store with a connection of its own (made at its first call),
+  // for another thread: a node's liveness thread heartbeats through it while the event loop
+  // is busy. Thread: may be called from any thread; the handle is then that thread's.
+  virtual std::unique_ptr<ClusterStore> Another() const = 0;
   // Publishes an event that no write carries ("node NAME" for a GPU change without a
   // heartbeat, say).
   virtual Status Publish(const std::string& event) = 0;
 };
 
-// Where a cluster's store is and how to reach it: `store = "redis://..."` in config.toml.
-struct RedisTarget {
+// One server's address: a Redis or a Sentinel.
+struct RedisAddress {
   std::string host;
+  int port = 0;
+};
+
+// Where a cluster's store is and how to reach it: `store = "redis://..."` in config.toml, or
+// "redis+sentinel://..." for a Redis whose master Sentinel picks (docs/cluster.md, "Redis
+// with failover").
+struct RedisTarget {
+  std::string host;  // redis://: the server; redis+sentinel://: "" (the sentinels say)
   int port = 6379;
   std::string user;      // ACL user; "" the default user
   std::string password;  // "" none; also from store_password_file
   int db = 0;
   std::string prefix = "trainq:";  // every key under it
   int timeout_ms = 2000;           // connect and each command
+  // redis+sentinel://: asked in turn which server is the master named `master_name`, at
+  // every (re)connect. Empty for redis://.
+  std::vector<RedisAddress> sentinels;
+  std::string master_name;
+  // The sentinels' own password (store_sentinel_password_file), sent as AUTH USER PASSWORD
+  // with `user` (AUTH PASSWORD without one); "" when the sentinels ask for none.
+  std::string sentinel_password;
+  // Writes that tell a user something (a submit, a start, an end, a cancel) are followed by
+  // WAIT for this many replicas; fewer within wait_ms make the call kUnavailable. 0: none.
+  int min_replicas_acked = 0;
+  int wait_ms = 1000;  // below timeout_ms, so WAIT answers before the socket gives up
 };
 
-// Parses "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]"; kInvalid naming `store` and the
-// accepted form otherwise. Percent-escapes in USER and PASSWORD are decoded.
+// Parses "redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]" and
+// "redis+sentinel://[USER[:PASSWORD]@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]" (sentinels'
+// port 26379 by default); kInvalid naming `store` and the accepted form otherwise.
+// Percent-escapes in USER and PASSWORD are decoded.
 Result<RedisTarget> ParseRedisUrl(const std::string& url);
 
-// Connects (and authenticates) to Redis, loads the scripts, checks the server is 7.0 or
+// Connects (and authenticates) to Redis (with sentinels, to the master they name, checked
+// with ROLE), loads the scripts, checks the server is 7.0 or
 // later and, with its AOF on, that a restart would replay the store's writes
 // (src/store/redis/durability.h; kInvalid naming the fix otherwise). Logs a warning when the
 // AOF is off. kUnavailable naming host:port when it cannot be reached, kUnauthenticated when

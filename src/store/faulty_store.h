@@ -220,6 +220,7 @@ class FaultyClusterStore final : public Faulty<ClusterStore> {
     if (Status st = Take("Publish"); !st.ok()) return st;
     return inner_->Publish(event);
   }
+  std::unique_ptr<ClusterStore> Another() const override { return inner_->Another(); }
 };
 
 }  // namespace trainq

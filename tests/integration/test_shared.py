@@ -51,10 +51,13 @@ class Shared:
             f.write("".join(f"{k} = {json.dumps(v)}\n" for k, v in cfg.items()))
         self.daemon = None
 
-    def start(self, *flags):
+    def start(self, *flags, env=None):
+        """Starts the daemon; `env` adds to its environment."""
+        added = env or {}
         env = {"PATH": "/usr/bin:/bin", "TRAINQ_FAKE_GPUS": self.gpu_file,
                "TRAINQ_STATE_DIR": self.state_dir, "ROOTS_OWN_SECRET": "root-only",
                "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "detect_leaks=1")}
+        env.update(added)
         argv = [trainqd_binary(), "--shared", "--state-dir", self.state_dir, *flags]
         if self.socket != SHARED_SOCKET:
             argv += ["--socket", self.socket]

@@ -1,6 +1,7 @@
 #include "src/store/redis/redis_conn.h"
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/time.h>
 
 #include <vector>
@@ -41,7 +42,10 @@ Status ErrorReplyStatus(std::string_view where, std::string_view error) {
 }
 
 std::string Connection::Where() const {
-  return fmt::format("redis {}:{}", target_.host, target_.port);
+  if (server_.host.empty() && !target_.sentinels.empty()) {
+    return fmt::format("redis master {}", target_.master_name);
+  }
+  return fmt::format("redis {}:{}", server_.host, server_.port);
 }
 
 Status Connection::Lost(const char* what) {
@@ -51,12 +55,45 @@ Status Connection::Lost(const char* what) {
   return Status::Unavailable(message);
 }
 
+Result<Context> Dial(const RedisAddress& server, int timeout_ms, std::string_view where) {
+  Context ctx(redisConnectWithTimeout(server.host.c_str(), server.port, Timeval(timeout_ms)));
+  if (!ctx) return Status::Unavailable(fmt::format("store unreachable: {}: out of memory", where));
+  if (ctx->err || redisSetTimeout(ctx.get(), Timeval(timeout_ms)) != REDIS_OK) {
+    return Status::Unavailable(fmt::format("store unreachable: {}: {}", where,
+                                           ctx->errstr[0] ? ctx->errstr : "cannot connect"));
+  }
+  return ctx;
+}
+
+Result<Reply> SendOn(redisContext* c, std::span<const std::string> argv, std::string_view where) {
+  std::vector<const char*> args;
+  std::vector<size_t> lens;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  void* raw = redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data());
+  if (raw == nullptr) {
+    return Status::Unavailable(
+        fmt::format("store unreachable: {}: {}", where, c->errstr[0] ? c->errstr : "no reply"));
+  }
+  Reply reply(static_cast<redisReply*>(raw));
+  if (reply->type == REDIS_REPLY_ERROR) return ErrorReplyStatus(where, Text(reply.get()));
+  return reply;
+}
+
 Status Connection::Connect() {
   ctx_.reset();
-  ctx_.reset(
-      redisConnectWithTimeout(target_.host.c_str(), target_.port, Timeval(target_.timeout_ms)));
-  if (!ctx_) return Status::Unavailable("store unreachable: " + Where() + ": out of memory");
-  if (ctx_->err) return Lost("cannot connect");
+  if (!target_.sentinels.empty()) return ConnectViaSentinels();
+  return Open({target_.host, target_.port}, target_.timeout_ms);
+}
+
+Status Connection::Open(const RedisAddress& server, int timeout_ms) {
+  ctx_.reset();
+  server_ = server;
+  Result<Context> ctx = Dial(server, timeout_ms, Where());
+  if (!ctx.ok()) return ctx.status();
+  ctx_ = std::move(*ctx);
   if (redisSetTimeout(ctx_.get(), Timeval(target_.timeout_ms)) != REDIS_OK) {
     return Lost("cannot set the timeout");
   }
@@ -83,22 +120,42 @@ Status Connection::Connect() {
 }
 
 Result<Reply> Connection::Send(std::span<const std::string> argv) {
-  std::vector<const char*> args;
-  std::vector<size_t> lens;
-  for (const std::string& a : argv) {
-    args.push_back(a.data());
-    lens.push_back(a.size());
+  if (!ctx_) return Status::Unavailable("store unreachable: " + Where() + ": not connected");
+  Result<Reply> reply = SendOn(ctx_.get(), argv, Where());
+  if (!reply.ok() && reply.status().code() == Code::kUnavailable) {
+    // No reply (the connection broke) or READONLY (this master was demoted): either way the
+    // next command must find the master afresh.
+    ctx_.reset();
   }
-  void* raw = redisCommandArgv(ctx_.get(), static_cast<int>(args.size()), args.data(), lens.data());
-  if (raw == nullptr) return Lost("no reply");
-  Reply reply(static_cast<redisReply*>(raw));
-  if (reply->type == REDIS_REPLY_ERROR) return ErrorReplyStatus(Where(), Text(reply.get()));
   return reply;
 }
 
+// Redis sends nothing unasked on a connection that is not subscribed, so anything to read
+// (or a hang-up) on an idle one means the server closed it.
+bool Connection::ClosedWhileIdle() const {
+  pollfd p{ctx_->fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
 Result<Reply> Connection::Command(std::span<const std::string> argv) {
+  if (ctx_ && ClosedWhileIdle()) ctx_.reset();
   if (!ctx_) TRAINQ_RETURN_IF_ERROR(Connect());
   return Send(argv);
+}
+
+Status Connection::WaitForReplicas() {
+  int want = target_.min_replicas_acked;
+  if (want <= 0) return Status::Ok();
+  // Send, not Command: WAIT counts this connection's writes, and a fresh one has none.
+  Result<Reply> reply =
+      Send(std::vector<std::string>{"WAIT", std::to_string(want), std::to_string(target_.wait_ms)});
+  if (!reply.ok()) return reply.status();
+  long long got = (*reply)->type == REDIS_REPLY_INTEGER ? (*reply)->integer : 0;
+  if (got >= want) return Status::Ok();
+  return Status::Unavailable(fmt::format(
+      "store: the write reached {} of {} replicas in {} ms (store_min_replicas_acked); it is on "
+      "{} alone, which a failover now could lose",
+      got, want, target_.wait_ms, Where()));
 }
 
 Status Connection::Load(const LuaScript& script) {

@@ -61,7 +61,36 @@ Status RedisStore::Open() {
   }
   TRAINQ_RETURN_IF_ERROR(CheckAofReplay(conn_, facts));
   for (const LuaScript* script : AllScripts()) TRAINQ_RETURN_IF_ERROR(conn_.Load(*script));
+  return CheckReplicas();
+}
+
+// WAIT 0 0 answers at once and proves that the node's user may WAIT; ROLE lists the
+// replicas. Too few is logged, not refused: one may be resyncing, and writes say so meanwhile.
+Status RedisStore::CheckReplicas() {
+  int want = conn_.target().min_replicas_acked;
+  if (want <= 0) return Status::Ok();
+  Result<Reply> role = Command({"WAIT", "0", "0"});
+  if (role.ok()) role = Command({"ROLE"});
+  if (!role.ok()) {
+    return Status(role.status().code(), fmt::format("store_min_replicas_acked = {} needs WAIT "
+                                                    "and ROLE: {}",
+                                                    want, role.status().message()));
+  }
+  const redisReply* r = role->get();
+  size_t have = r->type == REDIS_REPLY_ARRAY && r->elements > 2 ? r->element[2]->elements : 0;
+  if (have < static_cast<size_t>(want)) {
+    spdlog::warn(
+        "store: {} has {} replicas and store_min_replicas_acked is {}: submits, starts and "
+        "ends are refused until enough replicas are connected (docs/cluster.md, \"Redis with "
+        "failover\")",
+        conn_.Where(), have, want);
+  }
   return Status::Ok();
+}
+
+Status RedisStore::Acked(Status written) {
+  if (!written.ok()) return written;
+  return conn_.WaitForReplicas();
 }
 
 Result<Reply> RedisStore::Run(const LuaScript& script, std::vector<std::string> args) {
@@ -89,7 +118,11 @@ Result<std::vector<JobId>> RedisStore::Submit(std::span<const JobSpec> specs, Un
   for (int i = 0; i < kSubmitTries; ++i) {
     Result<std::optional<std::vector<JobId>>> ids = TrySubmit(specs, now);
     if (!ids.ok()) return ids.status();
-    if (*ids) return std::move(**ids);
+    if (!*ids) continue;  // a dependency changed under it
+    // Not acked: stored but not replicated. The submit's Idempotency-Key is stored with the
+    // jobs, so the client's retry is answered with these ids rather than storing them again.
+    TRAINQ_RETURN_IF_ERROR(conn_.WaitForReplicas());
+    return std::move(**ids);
   }
   return Status::Unavailable("submit: the jobs it depends on kept changing; try again");
 }
@@ -275,13 +308,13 @@ Status RedisStore::StartAttempt(JobId id, int expected_attempt, const Placement&
     parts = doc.dump();
     part_nodes = fmt::format("{}", fmt::join(nodes, ","));
   }
-  return RunStatus(
+  return Acked(RunStatus(
       StartScript(),
       {fence_, Num(id), Num(expected_attempt), FromCsv(Move::kStart),
        StatesText(MoveFrom(Move::kStart)) + " with attempt " + Num(expected_attempt), p.node,
        fmt::format("{}", fmt::join(p.gpu_indices, ",")), EncodeStrings(p.gpu_uuids),
        std::to_string(p.reserved_bytes), Num(p.cpus), p.run_dir, p.log_path, Num(now),
-       Num(p.master_port), part_nodes, parts, p.master_addr});
+       Num(p.master_port), part_nodes, parts, p.master_addr}));
 }
 
 Status RedisStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_start_ticks,
@@ -293,15 +326,15 @@ Status RedisStore::MarkRunning(JobId id, int attempt, int64_t pid, uint64_t pid_
 
 Status RedisStore::FinishAttempt(JobId id, int attempt, const AttemptEnd& end) {
   TRAINQ_RETURN_IF_ERROR(CheckAttemptEnd(end));
-  return RunStatus(FinishScript(),
-                   {Num(id), Num(attempt), FromCsv(Move::kFinish),
-                    StatesText(MoveFrom(Move::kFinish)) + " with attempt " + Num(attempt),
-                    std::string(StateName(end.job_state)), end.job_reason, Num(end.not_before),
-                    Num(end.ended_at), std::string(StateName(end.attempt_state)),
-                    end.exit_code ? Num(*end.exit_code) : "", end.signal ? Num(*end.signal) : "",
-                    end.oom ? "1" : "0", end.end_reason, Num(end.part), Num(end.parts),
-                    end.exclude_node.empty() ? "" : EncodeStrings({end.exclude_node}),
-                    std::to_string(end.log_bytes)});
+  return Acked(RunStatus(
+      FinishScript(), {Num(id), Num(attempt), FromCsv(Move::kFinish),
+                       StatesText(MoveFrom(Move::kFinish)) + " with attempt " + Num(attempt),
+                       std::string(StateName(end.job_state)), end.job_reason, Num(end.not_before),
+                       Num(end.ended_at), std::string(StateName(end.attempt_state)),
+                       end.exit_code ? Num(*end.exit_code) : "", end.signal ? Num(*end.signal) : "",
+                       end.oom ? "1" : "0", end.end_reason, Num(end.part), Num(end.parts),
+                       end.exclude_node.empty() ? "" : EncodeStrings({end.exclude_node}),
+                       std::to_string(end.log_bytes)}));
 }
 
 Result<std::vector<JobId>> RedisStore::Forget(std::span<const JobId> ids,
@@ -370,8 +403,9 @@ Status RedisStore::AddUsage(JobId id, int attempt, const AttemptUsage& add) {
 }
 
 Status RedisStore::CancelWaiting(JobId id, const std::string& reason) {
-  return RunStatus(CancelWaitingScript(), {Num(id), FromCsv(Move::kCancelWaiting),
-                                           StatesText(MoveFrom(Move::kCancelWaiting)), reason});
+  return Acked(
+      RunStatus(CancelWaitingScript(), {Num(id), FromCsv(Move::kCancelWaiting),
+                                        StatesText(MoveFrom(Move::kCancelWaiting)), reason}));
 }
 
 Status RedisStore::Requeue(JobId id, const std::string& reason, UnixMs now) {

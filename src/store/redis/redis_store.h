@@ -1,7 +1,9 @@
 // The Redis implementation of ClusterStore (docs/cluster.md, "The Redis store"): jobs and
 // attempts as hashes under the target's prefix, one sorted set of ids per state, every
 // write one Lua script (src/store/redis/scripts.cc) doing its compare-and-set, its writes
-// and its event at once. Durability is Redis's own (appendonly, appendfsync).
+// and its event at once. Durability is Redis's own (appendonly, appendfsync), and with
+// store_min_replicas_acked a replica's: Submit, StartAttempt, FinishAttempt and
+// CancelWaiting answer Ok only once that many replicas hold the write (WAIT).
 #pragma once
 
 #include <memory>
@@ -73,6 +75,9 @@ class RedisStore final : public ClusterStore {
   std::unique_ptr<EventSubscription> Subscribe(
       std::function<void(const std::string& event)> on_event) override;
   Status Publish(const std::string& event) override;
+  std::unique_ptr<ClusterStore> Another() const override {
+    return std::make_unique<RedisStore>(conn_.target());
+  }
 
  private:
   // Runs a script; Ok with its reply when it answered "ok", else the refusal as a Status.
@@ -81,6 +86,10 @@ class RedisStore final : public ClusterStore {
     return Run(script, std::move(args)).status();
   }
   Result<Reply> Command(std::vector<std::string> argv) { return conn_.Command(argv); }
+  // `written`, or when it is Ok, whether enough replicas acked it (Connection's
+  // WaitForReplicas): for the writes a user is told about.
+  Status Acked(Status written);
+  Status CheckReplicas();
   std::string Key(std::string_view suffix) const {
     return conn_.target().prefix + std::string(suffix);
   }
