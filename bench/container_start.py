@@ -1,9 +1,10 @@
-"""What a container costs a job's start: `trainq run` of a command that exits at once, on the
-host and in a container (podman, an image of busybox-static made here, no registry; then the
+"""What a container costs a job's start: `trainq run` of a command that touches a file and
+exits, on the host and in a container (podman, an image of busybox-static made here, no registry; then the
 same image from a `podman save` archive), median and best of ROUNDS each, in one run on one
 machine; run as root, also on a shared daemon for a local user (rootless podman as that user).
-Real trainq and trainqd, no GPU. Usage: container_start.py
-BUILD/trainq [ROUNDS]"""
+Real trainq and trainqd, no GPU. "submit to command" is from just before `trainq run` to the
+file's mtime, written by the command's first act (the host's clock in both: the directory is
+mounted). Usage: container_start.py BUILD/trainq [ROUNDS]"""
 import datetime
 import json
 import os
@@ -24,7 +25,7 @@ def make_image(work):
     rootfs = os.path.join(work, "rootfs")
     os.makedirs(os.path.join(rootfs, "bin"))
     shutil.copy(shutil.which("busybox"), os.path.join(rootfs, "bin", "busybox"))
-    for tool in ("sh", "true"):
+    for tool in ("sh", "true", "touch"):
         os.symlink("busybox", os.path.join(rootfs, "bin", tool))
     tar = os.path.join(work, "rootfs.tar")
     subprocess.run(["tar", "-C", rootfs, "-cf", tar, "."], check=True)
@@ -40,18 +41,32 @@ def iso_ms(text):
 
 
 def timed_run(trainq, env, cwd, *opts, **as_user):
-    """The wall time of `trainq run` (what the user waits, in the CLI's polling steps) and the
-    attempt's own time from its start to its end (what the container adds, to the ms)."""
+    """The wall time of `trainq run` (what the user waits, in the CLI's polling steps), the
+    attempt's own time from its start to its end, from submit to its end, and from submit to
+    the command running."""
+    marker = os.path.join(cwd, f"started-{uuid.uuid4().hex[:8]}")
+    submitted = time.time()
     start = time.monotonic()
-    p = subprocess.run([trainq, "run", "--gpus", "0", *opts, "--", "true"], env=env, cwd=cwd,
+    p = subprocess.run([trainq, "run", "--gpus", "0", *opts, "--", "touch",
+                        os.path.basename(marker)], env=env, cwd=cwd,
                        check=True, capture_output=True, text=True, **as_user)
     wall = (time.monotonic() - start) * 1000
+    ran = (os.stat(marker).st_mtime - submitted) * 1000
+    os.unlink(marker)
     job = p.stderr.split("job ")[1].split()[0]
     shown = json.loads(subprocess.run([trainq, "show", job, "--json"], env=env, check=True,
                                       capture_output=True, text=True, **as_user).stdout)
     a = shown["attempts"][-1]
     return wall, iso_ms(a["ended_at"]) - iso_ms(a["started_at"]), \
-        iso_ms(a["ended_at"]) - iso_ms(shown["submitted_at"])
+        iso_ms(a["ended_at"]) - iso_ms(shown["submitted_at"]), ran
+
+
+def row(label, runs):
+    """label, then the medians of the wall time, submit to end and submit to command; the
+    attempt's median and best."""
+    return (label, statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs),
+            min(r[1] for r in runs), statistics.median(r[2] for r in runs),
+            statistics.median(r[3] for r in runs))
 
 
 def shared_rows(trainq, archive, work, rounds):
@@ -93,9 +108,7 @@ def shared_rows(trainq, archive, work, rounds):
                              ("--image", mine))):
             as_user(*opts)
             runs = [as_user(*opts) for _ in range(rounds)]
-            rows.append((label, statistics.median(w for w, _, _ in runs),
-                         statistics.median(a for _, a, _ in runs), min(a for _, a, _ in runs),
-                         statistics.median(e for _, _, e in runs)))
+            rows.append(row(label, runs))
         return rows
     finally:
         if daemon:
@@ -124,24 +137,22 @@ def main():
                             ("container (from the archive)", ("--image", archive))):
             timed_run(trainq, env, work, *opts)  # warm: the first start loads what it needs
             runs = [timed_run(trainq, env, work, *opts) for _ in range(rounds)]
-            rows.append((label, statistics.median(w for w, _, _ in runs),
-                         statistics.median(a for _, a, _ in runs), min(a for _, a, _ in runs),
-                         statistics.median(e for _, _, e in runs)))
+            rows.append(row(label, runs))
         subprocess.run([trainq, "daemon", "stop"], env=env, capture_output=True)
         if os.geteuid() == 0:
             rows += shared_rows(trainq, archive, work, rounds)
         podman = subprocess.run(["podman", "--version"], capture_output=True, text=True).stdout
-        print(f"`trainq run --gpus 0 -- true`, {rounds} rounds each; machine: {os.cpu_count()} "
+        print(f"`trainq run --gpus 0 -- touch FILE`, {rounds} rounds each; machine: {os.cpu_count()} "
               f"cores; {podman.strip()}; trainq: {trainq}")
-        print("| job | `trainq run`, median ms | submit to end, median ms | attempt start to "
-              "end, median ms | best ms | submit to end over the host's |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        host = rows[0][4]
-        for label, wall, median, best, whole in rows:
+        print("| job | submit to command, median ms | over the host's | `trainq run`, median "
+              "ms | submit to end, median ms | attempt start to end, median ms | best ms |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        host = rows[0][5]
+        for label, wall, median, best, whole, ran in rows:
             if label.startswith("shared daemon: host"):
-                host = whole  # the shared rows against the shared daemon's host job
-            print(f"| {label} | {wall:.0f} | {whole:.0f} | {median:.0f} | {best:.0f} | "
-                  f"{whole - host:+.0f} ms |")
+                host = ran  # the shared rows against the shared daemon's host job
+            print(f"| {label} | {ran:.0f} | {ran - host:+.0f} ms | {wall:.0f} | {whole:.0f} | "
+                  f"{median:.0f} | {best:.0f} |")
     finally:
         if name:
             subprocess.run(["podman", "rmi", "--force", name], capture_output=True)

@@ -186,9 +186,15 @@ struct CallOptions {
   std::string idempotency_key;  // non-empty: sent as the Idempotency-Key header
   std::string bearer_token;     // non-empty: sent as "Authorization: Bearer TOKEN"
   std::string authorization;    // non-empty: the whole Authorization header (a node's signature)
-  // https: a PEM file of the CA certificates to trust instead of the system's (TRAINQ_CA).
+  // https: a PEM file of the CA certificates to trust instead of the system's, and where it
+  // was named, for the messages that say to set it.
   std::string ca_file;
+  std::string ca_name = "TRAINQ_CA";
 };
+
+// Whether `path` is a PEM file of CA certificates a call can trust (`name`: where it was
+// named, tls_ca or TRAINQ_CA). kInvalid naming both and what is wrong.
+Status CheckCaFile(const std::string& path, const std::string& name);
 
 // One request on a new connection to `endpoint`. kUnavailable only when nothing was sent:
 // nobody listens there, the connection or the TLS handshake failed or timed out. kPermission

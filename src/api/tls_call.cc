@@ -4,9 +4,14 @@
 // other command loads OpenSSL (docs/benchmarks.md, "Start-up").
 #include "src/api/tls_call.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <fmt/format.h>
 #include <boost/asio/ssl.hpp>
 
 #include "src/api/http_call.h"
@@ -31,7 +36,8 @@ void ExpectServerName(SSL* ssl_handle, const std::string& host) {
   SSL_set_tlsext_host_name(ssl_handle, host.c_str());
 }
 
-Result<std::unique_ptr<ssl::context>> ClientTlsContext(const std::string& ca_file) {
+Result<std::unique_ptr<ssl::context>> ClientTlsContext(const std::string& ca_file,
+                                                       const std::string& ca_name) {
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
   SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
   beast::error_code ec;
@@ -41,8 +47,8 @@ Result<std::unique_ptr<ssl::context>> ClientTlsContext(const std::string& ca_fil
   if (!ca_file.empty()) {
     ctx->load_verify_file(ca_file, ec);
     if (ec) {
-      return Status::Invalid("the CA certificate file " + ca_file +
-                             " (TRAINQ_CA) cannot be used: " + ec.message());
+      return Status::Invalid(fmt::format("{}: the CA certificate file {} cannot be used: {}",
+                                         ca_name, ca_file, ec.message()));
     }
   }
   ctx->set_verify_mode(ssl::verify_peer);
@@ -50,14 +56,14 @@ Result<std::unique_ptr<ssl::context>> ClientTlsContext(const std::string& ca_fil
 }
 
 Status HandshakeFailed(const Endpoint& endpoint, SSL* ssl_handle, const beast::error_code& ec,
-                       bool expired) {
+                       bool expired, const std::string& ca_name) {
   long verdict = SSL_get_verify_result(ssl_handle);
   if (verdict != X509_V_OK) {
     return Status::Permission(
         "the TLS certificate of " + endpoint.Describe() + " does not verify (" +
         X509_verify_cert_error_string(verdict) +
-        "); nothing was sent. If the server's certificate is signed by your own CA, set "
-        "TRAINQ_CA to the CA certificate file");
+        "); nothing was sent. If the server's certificate is signed by your own CA, set " +
+        ca_name + " to the CA certificate file");
   }
   return Status::Unavailable("TLS handshake with " + endpoint.Describe() +
                              " failed: " + (expired ? std::string("timed out") : ec.message()) +
@@ -71,7 +77,7 @@ Result<HttpResponse> TlsCall(const Endpoint& endpoint, std::string_view method,
                              const CallOptions& options, std::string_view host) {
   Call call(options.timeout_ms);
   Request req = MakeRequest(method, target, body, options, host);
-  Result<std::unique_ptr<ssl::context>> ctx = ClientTlsContext(options.ca_file);
+  Result<std::unique_ptr<ssl::context>> ctx = ClientTlsContext(options.ca_file, options.ca_name);
   if (!ctx.ok()) return ctx.status();
   ssl::stream<Tcp::socket> stream(call.io(), **ctx);
   call.Arm(stream.next_layer());
@@ -80,7 +86,8 @@ Result<HttpResponse> TlsCall(const Endpoint& endpoint, std::string_view method,
       ConnectTcp(endpoint, stream.next_layer(), call, options.connect_timeout_ms));
   beast::error_code ec = call.Await(
       [&](auto handler) { stream.async_handshake(ssl::stream_base::client, std::move(handler)); });
-  if (ec) return HandshakeFailed(endpoint, stream.native_handle(), ec, call.expired());
+  if (ec)
+    return HandshakeFailed(endpoint, stream.native_handle(), ec, call.expired(), options.ca_name);
   // No close_notify after the answer: it is complete, and the connection closes with us.
   return Exchange(call, stream, req);
 }
@@ -96,5 +103,16 @@ extern "C" __attribute__((visibility("default"))) void trainq_tls_call_v1(
   }
 }
 #endif
+
+Status CheckCaFile(const std::string& path, const std::string& name) {
+  // OpenSSL says only "asio.ssl error" of a file it cannot open: the file is opened first.
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    std::fclose(f);
+  } else {
+    return Status::Invalid(fmt::format("{}: the CA certificate file {} cannot be read: {}", name,
+                                       path, std::strerror(errno)));
+  }
+  return ClientTlsContext(path, name).status();
+}
 
 }  // namespace trainq

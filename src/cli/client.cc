@@ -54,6 +54,9 @@ Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
   ServerChoice choice;
   choice.paths = ResolveStatePaths(state_dir_flag);
   choice.ca_file = GetEnv("TRAINQ_CA");
+  choice.state_dir_origin = !state_dir_flag.empty()               ? "--state-dir"
+                            : !GetEnv("TRAINQ_STATE_DIR").empty() ? "TRAINQ_STATE_DIR"
+                                                                  : "";
   std::string url = server_flag;
   choice.origin = "--server";
   if (url.empty()) {

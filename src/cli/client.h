@@ -26,6 +26,7 @@ struct ServerChoice {
   std::string origin;             // where `fixed` came from: "--server", "TRAINQ_SERVER", ...
   std::string token;              // sent over TCP only (TRAINQ_TOKEN, ~/.config/trainq/token)
   std::string ca_file;            // TRAINQ_CA
+  std::string state_dir_origin;   // "--state-dir" or "TRAINQ_STATE_DIR" when one names it
 };
 // kInvalid naming --server or TRAINQ_SERVER for a bad URL; kPermission for a token file
 // others may read.
@@ -73,6 +74,8 @@ class Client {
   bool Fixed() const { return choice_.fixed.has_value(); }
   // "the daemon for STATE_DIR" or "the daemon at URL (ORIGIN)", for messages.
   std::string Describe() const;
+  // Where the state dir was named ("--state-dir", "TRAINQ_STATE_DIR"); "": the default.
+  const std::string& StateDirOrigin() const { return choice_.state_dir_origin; }
   // Whether a file of the daemon's machine (a log) can be this machine's: the Unix socket.
   bool Local() const { return !Fixed() || choice_.fixed->kind == Endpoint::Kind::kUnix; }
 

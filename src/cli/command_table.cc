@@ -178,7 +178,7 @@ Action SetupList(CLI::App& cmd) {
                  "show at most N jobs: the oldest, or with --newest the newest; 0: all (the "
                  "table shows 200 unless told, --json and -q all)")
       ->check(CLI::NonNegativeNumber);
-  cmd.add_flag("--newest", a->newest, "newest first");
+  cmd.add_flag("--newest", a->newest, "newest first, done jobs too");
   cmd.add_flag("--reverse,-r", a->reverse, "the listed jobs in the opposite order");
   cmd.add_flag("--quiet,-q", a->quiet, "only the ids, one per line");
   cmd.add_option("--user,-u", a->user, "only this user's jobs");
@@ -460,6 +460,12 @@ Action SetupNodeDrainOrResume(CLI::App& cmd, bool drain) {
 }
 
 Action SetupNodeDrain(CLI::App& cmd) { return SetupNodeDrainOrResume(cmd, true); }
+
+Action SetupNodeRemove(CLI::App& cmd) {
+  auto name = std::make_shared<std::string>();
+  cmd.add_option("name", *name, "the node, as `trainq nodes` names it")->required();
+  return [name](Invocation& inv) { return CmdNodeRemove(ClientOf(inv), *name); };
+}
 Action SetupNodeResume(CLI::App& cmd) { return SetupNodeDrainOrResume(cmd, false); }
 
 // In the order `trainq --help` lists them; a group before the commands below it.
@@ -527,9 +533,11 @@ constexpr CommandRow kCommands[] = {
     {"dashboard",
      "the web dashboard's URL with a fresh read token for you (opened where it can be)",
      SetupDashboard},
-    {"node", "drain or resume a cluster's node (admins)"},
+    {"node", "drain, resume or remove a cluster's node (admins)"},
     {"node drain", "start no new job there; running ones run on", SetupNodeDrain, kNoData},
     {"node resume", "let jobs start there again", SetupNodeResume, kNoData},
+    {"node remove", "forget a lost node, whose jobs were queued again; refused while it is up",
+     SetupNodeRemove, kNoData},
     {"sim", "simulate the placement policy on a trace, faster than real time (docs/scheduling.md)",
      nullptr},
     {"sim replay", "jobs arrive, run and leave on a virtual clock; queueing and JCT metrics",

@@ -416,7 +416,8 @@ int CmdList(Client& client, const ListArgs& args) {
   std::string target = api::JobsPath() + "?";
   if (!args.state.empty()) {
     target += "state=" + args.state + "&";
-  } else if (args.all) {
+  } else if (args.all || args.newest) {
+    // The newest jobs are the ones just finished as much as those waiting (pueue's status).
     target += "all=1&";
   }
   // A table is for people: a queue of 100,000 is shown a page at a time, so its listing costs
@@ -908,7 +909,35 @@ int CmdDaemonStart(Client& client) {
   return 0;
 }
 
+namespace {
+
+// Where --server or TRAINQ_SERVER and a state dir both name a daemon and the one that answers
+// serves another state dir: a message that names both; "" when they agree (or one is unnamed).
+std::string OtherDaemon(Client& client, const std::string& served) {
+  if (!client.Fixed() || client.StateDirOrigin().empty() || served.empty()) return "";
+  const std::string& named = client.paths().state_dir;
+  std::error_code ec;
+  if (served == named || std::filesystem::equivalent(served, named, ec)) return "";
+  return fmt::format("{} serves the state dir {}, not {} ({})", client.Describe(), served, named,
+                     client.StateDirOrigin());
+}
+
+}  // namespace
+
 int CmdDaemonStop(Client& client) {
+  if (client.Fixed() && !client.StateDirOrigin().empty() && client.DaemonRunning()) {
+    // `daemon stop` must not stop a daemon other than the one the user meant.
+    Result<json> status = client.CallRunning("GET", api::StatusPath());
+    std::string served = status.ok() ? Reply(*status).OptStr("state_dir").value_or("") : "";
+    if (std::string other = OtherDaemon(client, served); !other.empty()) {
+      return Fail(Status::Invalid(fmt::format(
+          "{}; say which daemon to stop: unset TRAINQ_SERVER (or drop --server) for the daemon "
+          "of {}, or {} for the one at the server",
+          other, client.paths().state_dir,
+          client.StateDirOrigin() == "--state-dir" ? "drop --state-dir"
+                                                   : "unset TRAINQ_STATE_DIR")));
+    }
+  }
   if (!client.DaemonRunning()) {
     if (RunsButSilent(client)) return Fail(Status::Unavailable(Silent(client)));
     std::printf("%s\n", NotRunning(client).c_str());
@@ -961,6 +990,9 @@ int CmdDaemonStatus(Client& client, bool as_json) {
       fmt::format("trainq daemon pid {} (version {}) for {}: node {}, {}, {} running attempt(s)\n",
                   pid, version, state_dir, node, probe, attempts);
   if (!reply.ok()) return Fail(reply.status());
+  if (std::string other = OtherDaemon(client, state_dir); !other.empty()) {
+    std::fprintf(stderr, "trainq: note: %s\n", other.c_str());
+  }
   if (version != TRAINQ_VERSION) {
     std::fprintf(stderr,
                  "trainq: warning: this client is %s but the daemon is %s; restart the daemon "

@@ -213,6 +213,7 @@ int CmdTokenRevoke(Client& client, const std::string& name);
 // node_commands.cc
 int CmdNodes(Client& client, bool json);
 int CmdNodeDrain(Client& client, const std::string& name, bool drain);
+int CmdNodeRemove(Client& client, const std::string& name);
 
 // A reply's "message" on stdout ("job 12 cancelled"), or the error: the exit code.
 // `trainq pause|resume [--gpus 0,1]` (config_commands.cc): the paused and paused_gpus

@@ -62,11 +62,23 @@ int CmdNodes(Client& client, bool as_json) {
   return 0;
 }
 
+namespace {
+
+Status CheckNodeName(const std::string& name) {
+  if (!name.empty() && name.find('/') == std::string::npos) return Status::Ok();
+  return Status::Invalid("node: expected a node's name as `trainq nodes` lists it");
+}
+
+}  // namespace
+
 int CmdNodeDrain(Client& client, const std::string& name, bool drain) {
-  if (name.empty() || name.find('/') != std::string::npos) {
-    return Fail(Status::Invalid("node: expected a node's name as `trainq nodes` lists it"));
-  }
+  if (Status st = CheckNodeName(name); !st.ok()) return Fail(st);
   return PrintReplyMessage(client.Call("POST", api::NodePath(name, drain ? "drain" : "resume")));
+}
+
+int CmdNodeRemove(Client& client, const std::string& name) {
+  if (Status st = CheckNodeName(name); !st.ok()) return Fail(st);
+  return PrintReplyMessage(client.Call("POST", api::NodePath(name, "remove")));
 }
 
 }  // namespace trainq

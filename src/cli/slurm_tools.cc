@@ -2,7 +2,8 @@
 // puts first (docs/workflow.md, "srun and scontrol"). srun starts a step's tasks on this node
 // itself and asks this node's daemon to have the job's other nodes start theirs: each of those
 // runs `srun --trainq-node-steps` as its part of the job, which takes the steps of its node
-// from the daemon, runs them and reports how they ended.
+// from the daemon, runs them, sends their tasks' output for srun to write as its own, and
+// reports how they ended.
 #include "src/cli/slurm_tools.h"
 
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <string>
 #include <thread>
@@ -70,20 +72,64 @@ std::vector<std::string> SplitList(const std::string& text, char sep = ',') {
 
 void Say(const std::string& line) { std::fprintf(stderr, "%s\n", TerminalSafe(line).c_str()); }
 
-// One task of this node: its process and, with --label, the pipes its output comes through.
+// The longest piece of a line kept waiting for its newline; a longer one goes on cut there.
+constexpr size_t kMaxPiece = 64 << 10;
+
+// Writes `text` (whole lines of task `rank`'s stream `fd`, or a last piece without a newline)
+// to this process's stdout or stderr, with --label "RANK: " before each line.
+void WriteLines(int rank, int fd, std::string_view text, bool label) {
+  FILE* to = fd == 1 ? stdout : stderr;
+  if (!label) {
+    std::fwrite(text.data(), 1, text.size(), to);
+  } else {
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t nl = text.find('\n', start);
+      size_t stop = nl == std::string_view::npos ? text.size() : nl;
+      std::fprintf(to, "%d: %.*s\n", rank, static_cast<int>(stop - start), text.data() + start);
+      start = stop + 1;
+    }
+  }
+  std::fflush(to);
+}
+
+// Where the output of tasks whose pipes srun reads goes.
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // Whole lines of task `rank`'s stream `fd` (1 or 2), or the stream's last bytes without a
+  // newline, or a line cut at kMaxPiece.
+  virtual void Lines(int rank, int fd, std::string_view text) = 0;
+  // Whether more may come now; while not, the pipes are not read and the tasks wait to write.
+  virtual bool Ready() const { return true; }
+};
+
+// srun's own stdout and stderr, with or without labels.
+class StdioSink : public OutputSink {
+ public:
+  explicit StdioSink(bool label) : label_(label) {}
+  void Lines(int rank, int fd, std::string_view text) override {
+    WriteLines(rank, fd, text, label_);
+  }
+
+ private:
+  bool label_;
+};
+
+// One task of this node: its process and, when its output is read, the pipes it comes through.
 struct Task {
   int rank = 0;
   pid_t pid = -1;
-  int fds[2] = {-1, -1};  // stdout, stderr (labelled)
+  int fds[2] = {-1, -1};  // stdout, stderr
   std::string pending[2];
   bool done = false;
   int status = 0;
 };
 
 pid_t StartTask(const std::vector<std::string>& argv, const EnvMap& env, const std::string& cwd,
-                Task& task, bool label) {
+                Task& task, bool capture) {
   int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (label && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) return -1;
+  if (capture && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) return -1;
   std::vector<std::string> entries;
   for (const auto& [key, value] : env) {
     if (key != "SLURM_TASK_PID") entries.push_back(key + "=" + value);
@@ -107,7 +153,7 @@ pid_t StartTask(const std::vector<std::string>& argv, const EnvMap& env, const s
   }
   pid_t pid = ::fork();
   if (pid != 0) {
-    if (label) {
+    if (capture) {
       ::close(out[1]);
       ::close(err[1]);
       task.fds[0] = out[0];
@@ -115,7 +161,7 @@ pid_t StartTask(const std::vector<std::string>& argv, const EnvMap& env, const s
     }
     return pid;
   }
-  if (label) {
+  if (capture) {
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
   }
@@ -138,35 +184,35 @@ pid_t StartTask(const std::vector<std::string>& argv, const EnvMap& env, const s
   ::_exit(found == ENOENT ? 127 : 126);
 }
 
-// Writes what a labelled task printed, "RANK: " before each whole line.
-void Pump(Task& t, int which, bool at_end) {
+// Reads what a task printed on stream `which` (0: stdout, 1: stderr) and hands `sink` its whole
+// lines; `at_end`: everything, to the end of the stream.
+void Pump(Task& t, int which, bool at_end, OutputSink& sink) {
   char buf[65536];
+  std::string& p = t.pending[which];
   for (;;) {
     ssize_t n = ::read(t.fds[which], buf, sizeof buf);
-    if (n > 0) {
-      t.pending[which].append(buf, static_cast<size_t>(n));
-      if (!at_end) break;
-      continue;
-    }
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0 || at_end) {
-      ::close(t.fds[which]);
-      t.fds[which] = -1;
+    if (n > 0) p.append(buf, static_cast<size_t>(n));
+    if (n <= 0 || !at_end) {
+      if (n == 0 || (n < 0 && at_end)) {
+        ::close(t.fds[which]);
+        t.fds[which] = -1;
+      }
+      break;
     }
-    break;
+    if (p.size() >= kMaxPiece) {
+      size_t nl = p.rfind('\n');
+      size_t cut = nl == std::string::npos ? p.size() : nl + 1;
+      sink.Lines(t.rank, which + 1, std::string_view(p).substr(0, cut));
+      p.erase(0, cut);
+    }
   }
-  FILE* to = which == 0 ? stdout : stderr;
-  std::string& p = t.pending[which];
-  size_t start = 0;
-  for (size_t nl; (nl = p.find('\n', start)) != std::string::npos; start = nl + 1) {
-    std::fprintf(to, "%d: %.*s\n", t.rank, static_cast<int>(nl - start), p.data() + start);
-  }
-  p.erase(0, start);
-  if (t.fds[which] < 0 && !p.empty()) {
-    std::fprintf(to, "%d: %s\n", t.rank, p.c_str());
-    p.clear();
-  }
-  std::fflush(to);
+  size_t nl = p.rfind('\n');
+  size_t cut = t.fds[which] < 0 || (nl == std::string::npos && p.size() >= kMaxPiece)
+                   ? p.size()
+                   : (nl == std::string::npos ? 0 : nl + 1);
+  if (cut > 0) sink.Lines(t.rank, which + 1, std::string_view(p).substr(0, cut));
+  p.erase(0, cut);
 }
 
 // How a task ended, in srun's words, and the exit code it gives srun.
@@ -182,9 +228,11 @@ std::string Ending(int status, int* code) {
 // The tasks of one node for one step: started, watched, stopped.
 class LocalTasks {
  public:
-  LocalTasks(const StepLayout& l, const SlurmAllocation& a, int node, int step, bool label,
+  // `sink`: where the tasks' output goes, read from their pipes; null: they write to srun's own
+  // stdout and stderr themselves.
+  LocalTasks(const StepLayout& l, const SlurmAllocation& a, int node, int step, OutputSink* sink,
              bool kill_on_bad_exit)
-      : layout_(l), alloc_(a), node_(node), step_(step), label_(label), kill_(kill_on_bad_exit) {}
+      : layout_(l), alloc_(a), node_(node), step_(step), sink_(sink), kill_(kill_on_bad_exit) {}
 
   Status Start(const std::vector<std::string>& argv, const EnvMap& base, const std::string& cwd) {
     std::vector<std::string> gpus;
@@ -205,7 +253,7 @@ class LocalTasks {
       EnvMap env = TaskEnv(base, layout_, alloc_, node_, local, step_, gpus);
       tasks_.push_back(t);
       Task& task = tasks_.back();
-      task.pid = StartTask(argv, env, cwd, task, label_);
+      task.pid = StartTask(argv, env, cwd, task, sink_ != nullptr);
       if (task.pid < 0)
         return Status::Io(fmt::format("srun: cannot start a task: {}", std::strerror(errno)));
     }
@@ -223,8 +271,9 @@ class LocalTasks {
   bool Step(int ms) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Task*, int>> owners;
+    bool ready = sink_ != nullptr && sink_->Ready();
     for (Task& t : tasks_) {
-      for (int w = 0; w < 2; ++w) {
+      for (int w = 0; w < 2 && ready; ++w) {
         if (t.fds[w] >= 0) {
           fds.push_back({t.fds[w], POLLIN, 0});
           owners.emplace_back(&t, w);
@@ -235,7 +284,7 @@ class LocalTasks {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 20)));
     } else if (::poll(fds.data(), fds.size(), std::min(ms, 20)) > 0) {
       for (size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) Pump(*owners[i].first, owners[i].second, false);
+        if (fds[i].revents != 0) Pump(*owners[i].first, owners[i].second, false, *sink_);
       }
     }
     bool failed = false;
@@ -247,7 +296,7 @@ class LocalTasks {
       t.done = true;
       t.status = status;
       for (int w = 0; w < 2; ++w) {
-        if (t.fds[w] >= 0) Pump(t, w, true);
+        if (t.fds[w] >= 0) Pump(t, w, true, *sink_);
       }
       int code = 0;
       std::string how = Ending(status, &code);
@@ -293,7 +342,8 @@ class LocalTasks {
   const StepLayout& layout_;
   const SlurmAllocation& alloc_;
   int node_, step_;
-  bool label_, kill_;
+  OutputSink* sink_;
+  bool kill_;
   std::vector<Task> tasks_;
   std::vector<std::string> failures_;
   int worst_ = 0;
@@ -301,16 +351,17 @@ class LocalTasks {
   std::optional<std::chrono::steady_clock::time_point> kill_at_;
 };
 
-// The parts of a step on the job's other nodes, as srun follows them through its daemon.
+// The parts of a step on the job's other nodes, as srun follows them through its daemon: how
+// they end, and their tasks' output, which srun writes as its own (labelled with --label).
 class RemoteParts {
  public:
-  RemoteParts(Client* daemon, int64_t job, int step, const StepLayout& l)
-      : daemon_(daemon), job_(job), step_(step) {
+  RemoteParts(Client* daemon, int64_t job, int step, const StepLayout& l, bool label)
+      : daemon_(daemon), job_(job), step_(step), label_(label) {
     for (size_t i = 1; i < l.tasks.size(); ++i) {
       if (l.tasks[i] > 0) waiting_.push_back(static_cast<int>(i));
     }
   }
-  bool Waiting() const { return !waiting_.empty(); }
+  bool Waiting() const { return !waiting_.empty() || more_; }
   int worst() const { return worst_; }
 
   // Stops the step on the other nodes (once).
@@ -321,23 +372,43 @@ class RemoteParts {
         "POST", api::JobPath(job_, "steps/cancel") + "?step=" + std::to_string(step_));
   }
 
-  // Reads how the other nodes' parts ended, every 200 ms at most; true when one failed now.
-  // A daemon that stops answering ends the step here (`local` is told to stop).
+  // Reads the other nodes' output and how their parts ended, every 200 ms at most (at once
+  // while more output is held); true when one failed now. A daemon that stops answering ends
+  // the step here (`local` is told to stop).
   bool Poll(LocalTasks* local) {
     auto now = std::chrono::steady_clock::now();
-    if (waiting_.empty() || now - last_ < std::chrono::milliseconds(200)) return false;
+    if (!Waiting() || (!more_ && now - last_ < std::chrono::milliseconds(200))) return false;
     last_ = now;
-    Result<json> r =
-        daemon_->CallRunning("GET", api::JobPath(job_, "steps") + "?step=" + std::to_string(step_));
+    Result<json> r = daemon_->CallRunning(
+        "GET", api::JobPath(job_, "steps") + fmt::format("?output={}&step={}", next_, step_));
     if (!r.ok()) {
       Say(fmt::format("srun: error: step {}.{}: this node's daemon does not answer: {}", job_,
                       step_, r.status().message()));
       local->Signal(SIGTERM);
       worst_ = std::max(worst_, 1);
       waiting_.clear();
+      more_ = false;
       return false;
     }
-    const json& done = (*r)["results"];
+    Write((*r)["output"]);
+    return Ends((*r)["results"]);
+  }
+
+ private:
+  // The pieces of output read, in the order the daemon took them.
+  void Write(const json& output) {
+    if (!output.is_object()) return;
+    for (const json& p : output.value("pieces", json::array())) {
+      if (p.is_object() && p["text"].is_string()) {
+        WriteLines(p.value("task", 0), p.value("fd", 1) == 2 ? 2 : 1,
+                   p["text"].get_ref<const std::string&>(), label_);
+      }
+    }
+    next_ = output.value("next", next_);
+    more_ = next_ < output.value("end", next_);
+  }
+
+  bool Ends(const json& done) {
     bool failed = false;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       std::string key = std::to_string(*it);
@@ -359,14 +430,127 @@ class RemoteParts {
     return failed;
   }
 
- private:
   Client* daemon_;
   int64_t job_;
   int step_;
+  bool label_;
   std::vector<int> waiting_;  // the nodes whose parts have not said how they ended
+  int64_t next_ = 0;          // the number of the next piece of output to read
+  bool more_ = false;         // the daemon holds output not read yet
   int worst_ = 0;
   bool cancelled_ = false;
   std::chrono::steady_clock::time_point last_{};
+};
+
+// A part's tasks' output on a node other than the first: written to the part's own stdout and
+// stderr (its node's part of the job's log, labelled as srun labels it) and sent through this
+// node's daemon to the step on the first node, where srun reads it. At most kPartWindow bytes
+// wait here to be sent; past that the tasks' pipes are not read, so they wait to write.
+class Forwarder : public OutputSink {
+ public:
+  Forwarder(Client& daemon, int64_t job, int step, int node, bool label, std::string node_name)
+      : daemon_(daemon),
+        job_(job),
+        step_(step),
+        node_(node),
+        label_(label),
+        node_name_(std::move(node_name)) {}
+
+  void Lines(int rank, int fd, std::string_view text) override {
+    WriteLines(rank, fd, text, label_);
+    if (!forward_) return;
+    if (queue_.empty()) progress_ = std::chrono::steady_clock::now();
+    // The first node's daemon takes pieces of up to kMaxPiece: longer text goes in several,
+    // cut after a line where one ends within it.
+    while (!text.empty()) {
+      size_t cut = text.size();
+      if (cut > kMaxPiece) {
+        size_t nl = text.rfind('\n', kMaxPiece - 1);
+        cut = nl == std::string_view::npos ? kMaxPiece : nl + 1;
+      }
+      queue_.push_back(
+          json{{"task", rank}, {"fd", fd}, {"text", std::string(text.substr(0, cut))}});
+      bytes_ += cut;
+      text.remove_prefix(cut);
+    }
+  }
+  bool Ready() const override { return bytes_ < kPartWindow; }
+
+  // Sends what waits: 250 ms after the last send (each send is a request the daemons pass on),
+  // 50 ms after it while a whole chunk waits and the last send was taken. Returns whether the
+  // step was cancelled, when an answer said so.
+  std::optional<bool> Send() {
+    auto now = std::chrono::steady_clock::now();
+    auto wait = bytes_ >= kChunk && progress_ >= last_ ? std::chrono::milliseconds(50)
+                                                       : std::chrono::milliseconds(250);
+    if (queue_.empty() || now - last_ < wait) return std::nullopt;
+    last_ = now;
+    json body = {{"output", json::array()}};
+    size_t size = 0;
+    for (const json& p : queue_) {
+      if (size > 0 && size + p["text"].get_ref<const std::string&>().size() > kChunk) break;
+      size += p["text"].get_ref<const std::string&>().size();
+      body["output"].push_back(p);
+    }
+    Result<json> r =
+        daemon_.CallRunning("POST",
+                            api::JobPath(job_, "steps/result") +
+                                fmt::format("?at={}&rank={}&step={}", sent_, node_, step_),
+                            DumpJson(body));
+    if (r.ok()) {
+      Taken(r->value("taken", sent_));
+    } else if (r.status().code() != Code::kUnavailable) {
+      GiveUp(r.status().message());  // the step is gone there (that daemon restarted)
+    }
+    if (!queue_.empty() && now - progress_ > std::chrono::seconds(60)) {
+      GiveUp("none of it was taken for a minute");
+    }
+    if (!r.ok()) return std::nullopt;
+    return r->value("cancelled", false);
+  }
+
+  // Sends everything that waits, before the part reports its end.
+  void Flush() {
+    while (!queue_.empty()) {
+      (void)Send();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+ private:
+  static constexpr size_t kPartWindow = 1 << 20;
+  static constexpr size_t kChunk = 256 << 10;  // the most text one request sends
+
+  void Taken(int64_t taken) {
+    if (taken > sent_) progress_ = std::chrono::steady_clock::now();
+    for (; sent_ < taken && !queue_.empty(); ++sent_) {
+      bytes_ -= queue_.front()["text"].get_ref<const std::string&>().size();
+      queue_.pop_front();
+    }
+  }
+
+  // What waits stays in this node's part of the log only; so does the rest of the step's.
+  void GiveUp(const std::string& why) {
+    Say(
+        fmt::format("srun: warning: {}: output of step {}.{} is not sent to the first node ({}); "
+                    "it is in this node's part of the job's log",
+                    node_name_, job_, step_, why));
+    forward_ = false;
+    queue_.clear();
+    bytes_ = 0;
+  }
+
+  Client& daemon_;
+  int64_t job_;
+  int step_, node_;
+  bool label_;
+  std::string node_name_;
+  bool forward_ = true;
+  std::deque<json> queue_;  // pieces not taken yet, {"task", "fd", "text"}
+  size_t bytes_ = 0;        // their text
+  int64_t sent_ = 0;        // the number of queue_'s first piece
+  std::chrono::steady_clock::time_point last_{};
+  std::chrono::steady_clock::time_point progress_{};  // when a piece was last taken
 };
 
 void CatchSignals() {
@@ -469,12 +653,15 @@ int Srun(const std::vector<std::string>& args) {
     }
   }
   CatchSignals();
-  LocalTasks local(*layout, *alloc, 0, step, opts->label, opts->kill_on_bad_exit);
+  StdioSink labelled(true);
+  LocalTasks local(*layout, *alloc, 0, step, opts->label ? &labelled : nullptr,
+                   opts->kill_on_bad_exit);
   if (Status st = local.Start(opts->command, env, cwd); !st.ok()) {
     Say(st.message());
     return 1;
   }
-  RemoteParts remote(daemon ? &*daemon : nullptr, std::stoll(alloc->job_id), step, *layout);
+  RemoteParts remote(daemon ? &*daemon : nullptr, std::stoll(alloc->job_id), step, *layout,
+                     opts->label);
   while (local.Running() || remote.Waiting()) {
     bool failed = local.Step(100);
     if (remote.Poll(&local)) failed = true;
@@ -557,8 +744,8 @@ int NodeSteps() {
     for (const auto& [key, value] : own) {
       if (NodeSpecificVar(key)) base[key] = value;
     }
-    LocalTasks tasks(l, *alloc, node, step, s.value("label", false),
-                     s.value("kill_on_bad_exit", false));
+    Forwarder output(daemon, job, step, node, s.value("label", false), alloc->nodes[node]);
+    LocalTasks tasks(l, *alloc, node, step, &output, s.value("kill_on_bad_exit", false));
     json result = json::object();
     int exit = 0;
     if (Status st = tasks.Start(s.value("argv", std::vector<std::string>{}), base,
@@ -568,7 +755,7 @@ int NodeSteps() {
       exit = 1;
       result["failures"] = {fmt::format("{} (node {})", st.message(), alloc->nodes[node])};
     } else {
-      auto last = std::chrono::steady_clock::now();
+      auto asked = std::chrono::steady_clock::now();
       while (tasks.Running()) {
         if (tasks.Step(100)) tasks.StopRest();
         tasks.Tick();
@@ -576,16 +763,25 @@ int NodeSteps() {
           tasks.Signal(g_signal);
           g_signal = 0;
         }
-        if (std::chrono::steady_clock::now() - last > std::chrono::milliseconds(500)) {
-          last = std::chrono::steady_clock::now();
+        // Each answer to sent output says whether the step was cancelled; without output to
+        // send, the step is asked every 500 ms.
+        std::optional<bool> cancelled = output.Send();
+        auto now = std::chrono::steady_clock::now();
+        if (cancelled) {
+          asked = now;
+        } else if (now - asked > std::chrono::milliseconds(500)) {
+          asked = now;
           Result<json> st = daemon.CallRunning(
               "GET", api::JobPath(job, "steps") + fmt::format("?step={}&rank={}", step, node));
-          if (st.ok() && st->value("cancelled", false)) tasks.Signal(SIGTERM);
+          if (st.ok()) cancelled = st->value("cancelled", false);
         }
+        if (cancelled.value_or(false)) tasks.Signal(SIGTERM);
       }
       exit = std::min(tasks.worst(), 255);
       result["failures"] = tasks.failures();
     }
+    // srun reads the output before the end: its lines come before srun's word of a failure.
+    output.Flush();
     std::string target = api::JobPath(job, "steps/result") +
                          fmt::format("?exit={}&rank={}&step={}", exit, node, step);
     for (int tries = 0;; ++tries) {

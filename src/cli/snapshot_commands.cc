@@ -36,7 +36,10 @@ namespace {
 std::string SnapshotStore(const Client& client) {
   if (!client.Fixed()) return client.paths().state_dir + "/snapshots";
   std::string data = GetEnv("XDG_DATA_HOME");
-  if (data.empty()) data = HomeDir(::getuid()) + "/.local/share";
+  if (data.empty()) {
+    std::string home = GetEnv("HOME");  // as XDG says, and as the token file is found
+    data = (home.empty() ? HomeDir(::getuid()) : home) + "/.local/share";
+  }
   return data + "/trainq/snapshots";
 }
 

@@ -283,3 +283,106 @@ GpuProbeVerdict JudgeGpuProbe(std::string_view output, int exit_code,
 }
 
 }  // namespace trainq
+
+namespace trainq {
+
+namespace {
+
+bool Alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+// CDI's rule for a device's name: letters and digits, and '_', '-', '.', ':' inside.
+bool CdiDeviceName(std::string_view name) {
+  if (name.empty() || !Alnum(name.front()) || !Alnum(name.back())) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return Alnum(c) || c == '_' || c == '-' || c == '.' || c == ':';
+  });
+}
+
+// No line breaks or control characters in what a one-line file holds.
+std::string OneLine(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return out;
+}
+
+json ReadOnlyMount(std::string host_path, std::string container_path) {
+  return {{"hostPath", std::move(host_path)},
+          {"containerPath", std::move(container_path)},
+          {"options", {"ro", "bind"}}};
+}
+
+// Reads each GPU file in its name's order: the host's order, numbered from 0 as nvidia-smi
+// numbers a container's GPUs. Any arguments: it knows only -L.
+constexpr std::string_view kNvidiaSmi =
+    "#!/bin/sh\n"
+    "# trainq's stand-in for nvidia-smi over simulated GPUs (docs/simulated-gpus.md)\n"
+    "i=0\n"
+    "for f in /run/trainq-gpus/*; do\n"
+    "  [ -f \"$f\" ] || continue\n"
+    "  read -r uuid name < \"$f\"\n"
+    "  echo \"GPU $i: $name (UUID: $uuid)\"\n"
+    "  i=$((i + 1))\n"
+    "done\n"
+    "[ \"$i\" -gt 0 ] || { echo \"No devices were found\" >&2; exit 6; }\n";
+
+}  // namespace
+
+std::string SimulatedCdiKind(std::string_view state_dir) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char c : state_dir) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return fmt::format("sim-{:012x}.trainq.dev/gpu", hash & 0xffffffffffffull);
+}
+
+std::string SimulatedGpuFileName(const SimulatedGpu& gpu) {
+  return fmt::format("{:04d}", gpu.index);
+}
+
+std::string SimulatedGpuFileText(const SimulatedGpu& gpu) {
+  return fmt::format("{} {}\n", gpu.uuid, OneLine(gpu.name.empty() ? "Simulated GPU" : gpu.name));
+}
+
+std::string_view SimulatedNvidiaSmi() { return kNvidiaSmi; }
+
+Result<std::string> SimulatedCdiSpec(std::string_view kind, const std::vector<SimulatedGpu>& gpus,
+                                     std::string_view files_dir) {
+  std::vector<std::string> problems;
+  if (!AbsolutePath(files_dir)) {
+    problems.push_back(fmt::format("files_dir: '{}' is not an absolute path", files_dir));
+  }
+  std::vector<std::string> seen;
+  json devices = json::array();
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const SimulatedGpu& g = gpus[i];
+    if (!CdiDeviceName(g.uuid)) {
+      problems.push_back(fmt::format(
+          "gpus[{}].uuid: '{}' cannot name a CDI device (letters, digits, and '-', '_', '.', "
+          "':' between them)",
+          i, g.uuid));
+    } else if (std::find(seen.begin(), seen.end(), g.uuid) != seen.end()) {
+      problems.push_back(fmt::format("gpus[{}].uuid: '{}' is given twice", i, g.uuid));
+    }
+    seen.push_back(g.uuid);
+    std::string file = SimulatedGpuFileName(g);
+    devices.push_back({{"name", g.uuid},
+                       {"containerEdits",
+                        {{"env", {fmt::format("TRAINQ_SIMULATED_GPU_{}={}", g.index, g.uuid)}},
+                         {"mounts",
+                          {ReadOnlyMount(fmt::format("{}/{}", files_dir, file),
+                                         fmt::format("{}/{}", kSimulatedGpusInside, file))}}}}});
+  }
+  if (!problems.empty()) return Status::Invalid(fmt::format("{}", fmt::join(problems, "; ")));
+  json spec = {
+      {"cdiVersion", "0.5.0"},
+      {"kind", std::string(kind)},
+      {"devices", std::move(devices)},
+      {"containerEdits",
+       {{"mounts",
+         {ReadOnlyMount(fmt::format("{}/nvidia-smi", files_dir), "/usr/bin/nvidia-smi")}}}}};
+  return spec.dump(2) + "\n";
+}
+
+}  // namespace trainq

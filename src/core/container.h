@@ -39,6 +39,9 @@ Status CheckImage(std::string_view image, std::string_view field);
 std::string ContainerToText(const ContainerSpec& c);
 Result<ContainerSpec> ContainerFromText(std::string_view text);
 
+// The NVIDIA Container Toolkit's CDI kind, config container_gpu_kind's default.
+inline constexpr const char* kNvidiaCdiKind = "nvidia.com/gpu";
+
 // The node's runtime and settings (config container_*), and what this attempt holds.
 struct ContainerHost {
   std::string runtime;  // absolute path of podman or docker
@@ -48,7 +51,7 @@ struct ContainerHost {
   uint64_t shm_bytes = 8ull << 30;
   // CDI device kind for GPUs ("nvidia.com/gpu": --device nvidia.com/gpu=UUID); "": set
   // NVIDIA_VISIBLE_DEVICES to the UUIDs for the runtime's NVIDIA hook instead.
-  std::string cdi_kind = "nvidia.com/gpu";
+  std::string cdi_kind = kNvidiaCdiKind;
   // The image as the runtime reads it: the name, or TRANSPORT:PATH for an archive
   // ("docker-archive:/x.tar", "oci-archive:/x.tar").
   std::string image_ref;
@@ -106,5 +109,40 @@ struct GpuProbeVerdict {
 };
 GpuProbeVerdict JudgeGpuProbe(std::string_view output, int exit_code,
                               const std::vector<std::string>& expected);
+
+// Simulated GPUs (docs/simulated-gpus.md) in containers: a daemon writes a CDI spec of its own
+// whose devices stand in for them, so `--device KIND=UUID` resolves, the container holds
+// exactly its GPUs, and the isolation probe runs for real (docs/containers.md, "Without a
+// GPU").
+struct SimulatedGpu {
+  int index = 0;     // the host's index
+  std::string uuid;  // the CDI device's name
+  std::string name;  // the model, as nvidia-smi -L prints it
+};
+
+// Inside a container, one file per simulated GPU it was given, named by the GPU's host index
+// (zero-padded, so a listing's order is the host's), holding "UUID NAME".
+inline constexpr std::string_view kSimulatedGpusInside = "/run/trainq-gpus";
+
+// The CDI kind of the simulated GPUs of the daemon whose state dir is `state_dir`: one kind
+// per daemon, since daemons on one machine may each simulate a GPU-sim-0, and CDI drops a
+// device that two specs of one directory name.
+std::string SimulatedCdiKind(std::string_view state_dir);
+
+// The file name of one GPU (in kSimulatedGpusInside and in the host's files dir), and its text.
+std::string SimulatedGpuFileName(const SimulatedGpu& gpu);
+std::string SimulatedGpuFileText(const SimulatedGpu& gpu);
+
+// The stand-in for nvidia-smi that every container given a simulated GPU gets at
+// /usr/bin/nvidia-smi: a /bin/sh script listing the container's GPUs as `nvidia-smi -L` does.
+std::string_view SimulatedNvidiaSmi();
+
+// The CDI spec (JSON) of `gpus` under `kind`: device UUID mounts `files_dir`/FILE (read-only)
+// at kSimulatedGpusInside/FILE and sets TRAINQ_SIMULATED_GPU_<index>=UUID; a container given
+// any of them gets `files_dir`/nvidia-smi at /usr/bin/nvidia-smi. kInvalid naming
+// `gpus[i].uuid` for a UUID CDI cannot name a device by (letters, digits, '-', '_', '.', ':'),
+// or one given twice, and `files_dir` when it is not an absolute path.
+Result<std::string> SimulatedCdiSpec(std::string_view kind, const std::vector<SimulatedGpu>& gpus,
+                                     std::string_view files_dir);
 
 }  // namespace trainq

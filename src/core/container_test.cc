@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 namespace trainq {
 namespace {
 
@@ -225,6 +227,57 @@ TEST(ContainerTextTest, RoundTripsAndRefusesWhatTrainqDoesNotWrite) {
         "{\"image\":\"x\",\"mounts\":[1]}", "{\"image\":\"x\",\"archive_names\":\"y\"}"}) {
     EXPECT_FALSE(ContainerFromText(bad).ok()) << bad;
   }
+}
+
+TEST(SimulatedCdiTest, OneKindPerDaemonInTheFormCdiAccepts) {
+  std::string a = SimulatedCdiKind("/var/lib/trainq");
+  EXPECT_EQ(a, SimulatedCdiKind("/var/lib/trainq"));
+  EXPECT_NE(a, SimulatedCdiKind("/tmp/tq-1/state"));
+  // vendor/class, the vendor starting with a letter: what --device KIND=NAME resolves.
+  EXPECT_TRUE(a.starts_with("sim-") && a.ends_with(".trainq.dev/gpu")) << a;
+  EXPECT_EQ(a.size(), std::string("sim-").size() + 12 + std::string(".trainq.dev/gpu").size());
+}
+
+TEST(SimulatedCdiTest, EachDeviceMountsItsOwnFileAndNamesItselfAndAllGetNvidiaSmi) {
+  std::vector<SimulatedGpu> gpus = {{0, "GPU-sim-0", "Simulated A100"},
+                                    {11, "GPU-sim-11", "Two\nlines"}};
+  Result<std::string> text = SimulatedCdiSpec("sim-1.trainq.dev/gpu", gpus, "/run/x/sim-1");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  nlohmann::json spec = nlohmann::json::parse(*text);
+  EXPECT_EQ(spec["kind"], "sim-1.trainq.dev/gpu");
+  ASSERT_EQ(spec["devices"].size(), 2u);
+  const nlohmann::json& second = spec["devices"][1];
+  EXPECT_EQ(second["name"], "GPU-sim-11");
+  EXPECT_EQ(second["containerEdits"]["env"],
+            nlohmann::json({"TRAINQ_SIMULATED_GPU_11=GPU-sim-11"}));
+  const nlohmann::json& mounts = second["containerEdits"]["mounts"];
+  ASSERT_EQ(mounts.size(), 1u);
+  EXPECT_EQ(mounts[0]["hostPath"], "/run/x/sim-1/0011");
+  EXPECT_EQ(mounts[0]["containerPath"], "/run/trainq-gpus/0011");
+  EXPECT_EQ(mounts[0]["options"], nlohmann::json({"ro", "bind"}));
+  EXPECT_EQ(spec["containerEdits"]["mounts"][0]["hostPath"], "/run/x/sim-1/nvidia-smi");
+  EXPECT_EQ(spec["containerEdits"]["mounts"][0]["containerPath"], "/usr/bin/nvidia-smi");
+  // The file's name sorts as the host's index does; its text is one line, read by nvidia-smi.
+  EXPECT_EQ(SimulatedGpuFileName(gpus[0]), "0000");
+  EXPECT_EQ(SimulatedGpuFileText({3, "GPU-sim-3", "A\nB\tC"}), "GPU-sim-3 A B C\n");
+  EXPECT_EQ(SimulatedGpuFileText({3, "GPU-sim-3", ""}), "GPU-sim-3 Simulated GPU\n");
+  EXPECT_THAT(SimulatedNvidiaSmi(), HasSubstr("(UUID: $uuid)"));
+}
+
+TEST(SimulatedCdiTest, RefusesWhatCdiCannotNameSayingWhichField) {
+  Result<std::string> bad = SimulatedCdiSpec(
+      "k.dev/gpu",
+      {{0, "GPU-sim-0", ""}, {1, "GPU sim/1", ""}, {2, "GPU-sim-0", ""}, {3, "-x", ""}},
+      "relative/dir");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalid);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("files_dir: 'relative/dir' is not an absolute path"));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("gpus[1].uuid: 'GPU sim/1' cannot name a CDI device"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("gpus[2].uuid: 'GPU-sim-0' is given twice"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("gpus[3].uuid: '-x'"));
+  EXPECT_THAT(bad.status().message(), Not(HasSubstr("gpus[0]")));
 }
 
 }  // namespace

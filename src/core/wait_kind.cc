@@ -34,8 +34,9 @@ std::string_view WaitKind(JobState state, std::string_view reason) {
   }
   if (Has(reason, {"CPU slot"})) return "cpu_slots";
   if (reason.starts_with("will preempt ") || reason.starts_with("preempting ")) return "gpus_busy";
-  if (Has(reason,
-          {"held for job", "exclusive", "in use", "max-jobs-per-gpu", "max_jobs_per_gpu"})) {
+  // "needs 1 whole GPU (no other job or process on it); none is free; taken: GPU 0 by job 5"
+  if (Has(reason, {"held for job", "exclusive", "in use", "max-jobs-per-gpu", "max_jobs_per_gpu",
+                   "(no other job or process on"})) {
     return "gpus_busy";
   }
   if (Has(reason, {"usable", "memory", "GiB", "MiB"})) return "gpu_memory";

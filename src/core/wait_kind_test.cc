@@ -30,6 +30,13 @@ TEST(WaitKindTest, EachReasonHasItsKind) {
        "gpu_memory"},
       {JobState::kQueued, "needs 1 GPU; GPU 0 held for job 3", "gpus_busy"},
       {JobState::kQueued,
+       "needs 1 whole GPU (no other job or process on it); none is free; taken: GPU 0 by job 5",
+       "gpus_busy"},
+      {JobState::kQueued,
+       "needs 2 whole A100s (no other job or process on them) on one node; only 1 is free on "
+       "gpu1; taken: gpu1 GPU 1 by job 7",
+       "gpus_busy"},
+      {JobState::kQueued,
        "will preempt job 12 (bob, priority 0) in 40s: its GPUs are held for this job", "gpus_busy"},
       {JobState::kQueued, "preempting job 12 (bob, priority 0): waiting for its processes to end",
        "gpus_busy"},

@@ -138,6 +138,11 @@ std::string Agent::GpuCheckFile(const std::string& user) const {
 void Agent::Stop() {
   stopping_ = true;
   launcher_->StopWatching();
+  // The CDI spec of its simulated GPUs (SimulatedGpusAsCdi) goes with the daemon.
+  const std::optional<GpuSnapshot>& gpus = sampler_.snapshot();
+  if (gpus && gpus->source == "simulated" && !options_.paths.state_dir.empty()) {
+    RemoveSimulatedGpuCdi(options_.paths.state_dir);
+  }
 }
 
 // A multi-GPU job whose port range is used up waits, queued, with a reason; the next exit
@@ -289,13 +294,13 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank, con
   spec.fence_file = fence_file_;
   spec.fence_after_ms = fence_after_ms_;
   spec.cgroup = AttemptCgroup(job, p.run_dir);
-  if (job.spec.container.on()) InContainer(job, p, spec);
   if (config_.shared) {
     spec.uid = runner.uid;
     spec.gid = runner.gid;
     spec.user = runner.name;
     spec.home = runner.home;
   }
+  if (job.spec.container.on()) InContainer(job, p, spec);
   return spec;
 }
 
@@ -319,6 +324,20 @@ std::vector<std::string> Agent::LoadNotice(const ContainerSpec& c,
                                     : fmt::format("none of {}", fmt::join(names, ", ")))};
 }
 
+// Simulated GPUs (docs/simulated-gpus.md) go in as CDI devices of the daemon's own spec, in
+// place of the NVIDIA toolkit's kind, which knows none of them (docs/containers.md, "Without
+// a GPU"). A kind set to another is the operator's, used as it is. "" when they do (or the
+// GPUs are real); else why they go as NVIDIA_VISIBLE_DEVICES only, with no isolation check.
+std::string Agent::SimulatedGpusAsCdi(ContainerHost& host) const {
+  const std::optional<GpuSnapshot>& snapshot = sampler_.snapshot();
+  if (host.cdi_kind != kNvidiaCdiKind || !snapshot || snapshot->source != "simulated") return "";
+  std::vector<SimulatedGpu> gpus;
+  for (const GpuInfo& g : snapshot->gpus) gpus.push_back({g.index, g.uuid, g.name});
+  Result<std::string> kind = WriteSimulatedGpuCdi(options_.paths.state_dir, gpus);
+  host.cdi_kind = kind.ok() ? *kind : "";
+  return kind.ok() ? "" : kind.status().message();
+}
+
 // A container job (docs/containers.md): the shim runs the runtime, which runs the command. A
 // node without a runtime or the archive runs what says so: the runtime's name, which the shim
 // cannot start ("cannot run 'podman': No such file or directory"), or a `false` after the
@@ -337,6 +356,7 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
   } else {
     host.runtime = config_.container_runtime.empty() ? "podman" : config_.container_runtime;
   }
+  std::string unchecked = p.gpu_uuids.empty() ? "" : SimulatedGpusAsCdi(host);
   const std::string& image = job.spec.container.image;
   auto refuse = [&spec](const std::string& problem) {
     spec.command = {"/bin/sh", "-c", "echo \"trainq: $1\" >&2; exit 125", "sh", problem};
@@ -346,7 +366,10 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
     // the runtime mounts only what the user may read. `unshare true` starts the user's
     // namespace holder (podman's pause process) outside the job, where it outlives it.
     if (!host.podman) return refuse(kSharedNeedsPodman);
-    spec.prepare = {host.runtime, "unshare", "true"};
+    // Once the holder lives, `unshare` has nothing to start: skipped, it saves a podman run.
+    if (!RootlessPauseAlive(static_cast<uid_t>(spec.uid))) {
+      spec.prepare = {host.runtime, "unshare", "true"};
+    }
   }
   if (IsImageArchive(image)) {
     Result<std::string> transport = ImageArchiveTransport(image);
@@ -359,7 +382,12 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
   if (std::optional<std::vector<std::string>> held = images_ ? images_->Listing() : std::nullopt) {
     spec.notices = LoadNotice(job.spec.container, *held, host);
   }
-  if (config_.container_gpu_check && !p.gpu_uuids.empty()) {
+  if (!unchecked.empty()) {
+    spec.notices.push_back(
+        "trainq: GPU isolation check skipped: the GPUs are simulated and go in as "
+        "NVIDIA_VISIBLE_DEVICES only: " +
+        unchecked);
+  } else if (config_.container_gpu_check && !p.gpu_uuids.empty()) {
     // The node's setup is probed once (docs/containers.md, "GPU isolation"): the first GPU
     // container start after the daemon's, or after the setup changed, runs the probe first.
     std::string key = fmt::format("{} {} kind={}", host.runtime, fmt::join(host.runtime_args, " "),
@@ -547,6 +575,7 @@ void Agent::OnShimExit(JobId id) {
   in.backoff_ms = config_.oom_backoff_ms;
   in.backoff_max_ms = config_.oom_backoff_max_ms;
   in.master_port = live.master_port;
+  in.cancelled_by = live.cancelled_by;
   in.now = clock_.Now();
   RecordEnd(id, DecideOutcome(in));
 }
@@ -707,13 +736,14 @@ void Agent::RecoverOne(const Job& job, const Attempt& a) {
   OnShimExit(job.id);
 }
 
-Status Agent::Cancel(JobId id, std::string* message) {
+Status Agent::Cancel(JobId id, const std::string& by, std::string* message) {
   auto it = live_.find(id);
   if (it == live_.end()) return Status::NotFound(fmt::format("job {} is not running here", id));
   LiveAttempt& live = it->second;
   if (live.stopping) {
     // Noted all the same: an attempt that would be queued again ends cancelled instead.
     live.cancel_requested = true;
+    live.cancelled_by = by;
     *message =
         fmt::format("job {}: its supervisor is gone and its processes are being stopped", id);
     return Status::Ok();
@@ -721,6 +751,7 @@ Status Agent::Cancel(JobId id, std::string* message) {
   // Noted before the signal: a shim it ends before the shim could record anything (or that
   // dies for another reason meanwhile) ends the attempt cancelled, not failed.
   live.cancel_requested = true;
+  live.cancelled_by = by;
   TRAINQ_RETURN_IF_ERROR(launcher_->Signal(live.shim, SIGTERM));
   *message = fmt::format("job {}: stopping its processes (SIGTERM, then SIGKILL after {})", id,
                          FormatDuration(config_.grace_ms));

@@ -74,6 +74,7 @@ struct LiveAttempt {
   int part = -1;        // a gang's part run here, of `parts`; -1: not a gang
   int parts = 0;
   bool cancel_requested = false;
+  std::string cancelled_by;  // who asked it, for the end's reason ("": not known)
   // Control (control.json): the last request's number, and a stop asked ("preempted",
   // "requeued"; "": none).
   int64_t control_seq = 0;
@@ -184,9 +185,10 @@ class Agent {
   Status StartPart(const Job& job, int n, const Placement& p, int rank,
                    const StagedPaths* staged = nullptr);
 
-  // Cancels the attempt running here: SIGTERM to its shim (or, for one whose shim is gone,
-  // noted so its end says cancelled). kNotFound when no attempt of the job runs here.
-  Status Cancel(JobId id, std::string* message);
+  // Cancels the attempt running here for the user `by` ("": not known): SIGTERM to its shim
+  // (or, for one whose shim is gone, noted so its end says cancelled, and by whom). kNotFound
+  // when no attempt of the job runs here.
+  Status Cancel(JobId id, const std::string& by, std::string* message);
   // Asks the shim of the attempt running here to act (control.json, then SIGUSR1): stop it
   // with a warning (a preemption, a requeue) or signal its processes. kNotFound when no attempt
   // of the job runs here, kConflict when it is being stopped already. `message` (may be null)
@@ -262,6 +264,7 @@ class Agent {
   std::string node_;
   std::string slurm_bin_dir_;
   void InContainer(const Job& job, const Placement& p, RunSpec& spec) const;
+  std::string SimulatedGpusAsCdi(ContainerHost& host) const;
   std::function<Status(JobId, const JobSpec&)> verify_;
   std::string fence_file_;
   const ImageCensus* images_;

@@ -221,9 +221,9 @@ TEST_F(AgentTest, ARequeuedEndTellsTheQueue) {
 TEST_F(AgentTest, CancelSignalsTheShimAndTheEndSaysCancelled) {
   Job job = Submit();
   std::string message;
-  EXPECT_EQ(agent_->Cancel(job.id, &message).code(), Code::kNotFound);
+  EXPECT_EQ(agent_->Cancel(job.id, "ada", &message).code(), Code::kNotFound);
   ASSERT_TRUE(agent_->StartLocal(job, On(job, {0})).ok());
-  ASSERT_TRUE(agent_->Cancel(job.id, &message).ok());
+  ASSERT_TRUE(agent_->Cancel(job.id, "ada", &message).ok());
   EXPECT_THAT(message, HasSubstr("SIGTERM"));
   EXPECT_THAT(shims_.Find(RunDir(job.id, 1))->signals, ElementsAre(SIGTERM));
   ASSERT_TRUE(shims_.Crash(RunDir(job.id, 1)));  // ended by the signal before it wrote anything

@@ -34,6 +34,21 @@ int64_t ClusterTickMs(const Config& c) {
   return std::max<int64_t>(50, std::min(c.heartbeat_interval_ms, c.leader_lease_ms / 3));
 }
 
+// The CAs a node verifies its peers by: tls_ca, else TRAINQ_CA in the daemon's environment
+// (as before tls_ca), else the system's.
+struct PeerCa {
+  std::string file, name;
+  explicit PeerCa(const Config& c)
+      : file(c.tls_ca.empty() ? GetEnv("TRAINQ_CA") : c.tls_ca),
+        name(!c.tls_ca.empty() ? "tls_ca"
+             : file.empty()    ? "tls_ca in the node's config.toml"
+                               : "TRAINQ_CA") {}
+  void Apply(CallOptions& options) const {
+    options.ca_file = file;
+    options.ca_name = name;
+  }
+};
+
 }  // namespace
 
 ClusterMode::ClusterMode(Parts parts)
@@ -59,15 +74,15 @@ Liveness::Parts ClusterMode::LivenessParts() {
   l.renew = [own = std::shared_ptr<ClusterStore>(store_.Another())](const NodeRecord& record) {
     return own->Heartbeat(record);
   };
-  l.ask = [key = p_.key, clock = p_.clock, node = p_.node](const Peer& peer,
-                                                           int64_t timeout_ms) -> Result<PeerView> {
+  l.ask = [key = p_.key, clock = p_.clock, node = p_.node, ca = PeerCa(config_)](
+              const Peer& peer, int64_t timeout_ms) -> Result<PeerView> {
     Result<Endpoint> at = ParseServerUrl(peer.api_url, "api_url");
     if (!at.ok()) return at.status();
     const std::string target = "/v1/cluster/store";
     CallOptions options;
     options.timeout_ms = static_cast<int>(timeout_ms);
     options.authorization = key->PeerAuthorization(node, clock->Now(), "GET", target);
-    options.ca_file = GetEnv("TRAINQ_CA");
+    ca.Apply(options);
     Result<HttpResponse> answer = HttpCall(*at, "GET", target, "", options);
     if (!answer.ok()) return answer.status();
     json doc = json::parse(answer->body, nullptr, false);
@@ -450,16 +465,20 @@ void ClusterMode::CollectPending() {
 
 Stager::PeerGet ClusterMode::PeerGetter(const std::string& to, const std::string& what) {
   Result<Endpoint> peer = PeerEndpoint(store_, to, what);
-  return [peer, key = p_.key, node = p_.node,
-          clock = p_.clock](const std::string& target) -> Result<std::string> {
+  return [peer, key = p_.key, node = p_.node, clock = p_.clock,
+          ca = PeerCa(config_)](const std::string& target) -> Result<std::string> {
     if (!peer.ok()) return peer.status();
     CallOptions options;
     options.timeout_ms = 15000;
     options.connect_timeout_ms = 5000;
     options.authorization = key->PeerAuthorization(node, clock->Now(), "GET", target);
-    options.ca_file = GetEnv("TRAINQ_CA");
+    ca.Apply(options);
     Result<HttpResponse> answer = HttpCall(*peer, "GET", target, "", options);
     if (!answer.ok()) {
+      // A certificate that does not verify, or a CA file that cannot be read, is the same at
+      // every try: the staging ends at once, saying which.
+      Code code = answer.status().code();
+      if (code == Code::kPermission || code == Code::kInvalid) return answer.status();
       // A GET may be sent again: a broken exchange is as good as no answer.
       return Status::Unavailable(answer.status().message());
     }
@@ -544,10 +563,10 @@ void ClusterMode::SyncAssigned() {
     }
     const LiveAttempt& live = it->second;
     if (live.cancel_requested || live.stopping) continue;
-    Result<bool> asked = store_.CancelRequested(job.id, a->n);
-    if (asked.ok() && *asked) {
+    Result<std::optional<std::string>> asked = store_.CancelRequested(job.id, a->n);
+    if (asked.ok() && asked->has_value()) {
       std::string message;
-      if (Status st = p_.agent->Cancel(job.id, &message); !st.ok()) {
+      if (Status st = p_.agent->Cancel(job.id, **asked, &message); !st.ok()) {
         spdlog::warn("job {}: {}", job.id, st.message());
       } else {
         spdlog::info("{} (cancel asked on another node)", message);
@@ -583,14 +602,14 @@ void ClusterMode::BeforeStore(std::vector<JobSpec>& specs) {
   for (JobSpec& s : specs) p_.key->Sign(s, p_.node);
 }
 
-Status ClusterMode::CancelElsewhere(const Job& job, std::string* message) {
+Status ClusterMode::CancelElsewhere(const Job& job, const std::string& by, std::string* message) {
   const Attempt* current = job.current();
   if (current == nullptr) {
     return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
   }
   // Its node stops it: it watches for the flag (an event, or its next heartbeat). That may
   // be this node, when the leader placed it here and it has not started yet.
-  TRAINQ_RETURN_IF_ERROR(store_.RequestCancel(job.id, job.attempt));
+  TRAINQ_RETURN_IF_ERROR(store_.RequestCancel(job.id, job.attempt, by));
   *message = fmt::format("job {}: asked node {} to stop it (SIGTERM, then SIGKILL after {})",
                          job.id, current->node, FormatDuration(config_.grace_ms));
   return Status::Ok();
@@ -641,6 +660,17 @@ void ClusterMode::DrainRoute(const std::string& name, bool drain, Responder& res
             {"drained", drain}}));
 }
 
+// A node gone for good leaves the listing: only once it is lost (a node whose daemon still
+// beats would come back at its next heartbeat) and none of its attempts is active.
+void ClusterMode::RemoveNodeRoute(const std::string& name, Responder& respond) {
+  if (Status st = store_.RemoveNode(name); !st.ok()) return respond(ErrorResponse(st));
+  spdlog::info("node {} removed", name);
+  respond(NodesJson(
+      200, {{"message", fmt::format("node {} removed; a daemon started there joins again", name)},
+            {"node", name},
+            {"removed", true}}));
+}
+
 }  // namespace trainq
 
 namespace trainq {
@@ -678,7 +708,7 @@ Result<HttpResponse> ClusterMode::AskNode(const std::string& node, const std::st
   CallOptions options;
   options.timeout_ms = 5000;
   options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), method, target);
-  options.ca_file = GetEnv("TRAINQ_CA");
+  PeerCa(config_).Apply(options);
   Result<HttpResponse> answer = HttpCall(*peer, method, target, body, options);
   if (!answer.ok()) {
     return Status::Unavailable(fmt::format("{} is on node {}, which does not answer: {}", what,

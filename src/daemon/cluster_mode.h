@@ -84,7 +84,7 @@ class ClusterMode final : public Mode {
   void Limits(SpecLimits& limits) override;
   void PinHere(JobSpec& spec) override { spec.nodes_allowed = {p_.node}; }
   // Its node stops it: it watches for the flag the store keeps.
-  Status CancelElsewhere(const Job& job, std::string* message) override;
+  Status CancelElsewhere(const Job& job, const std::string& by, std::string* message) override;
   bool LogElsewhere(const Attempt& attempt) const override { return attempt.node != p_.node; }
   bool Cluster() const override { return true; }
   std::string StartingReason(const Job& job) const override;
@@ -97,6 +97,7 @@ class ClusterMode final : public Mode {
                        Responder& respond) override;
   void NodesRoute(Responder& respond) override { leader_.NodesRoute(respond); }
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
+  void RemoveNodeRoute(const std::string& name, Responder& respond) override;
   // GET /v1/cluster/store: how long this node has had no store, for a peer telling an outage
   // of the store from its own partition (liveness.h).
   void StoreSeenRoute(Responder& respond) override;

@@ -764,6 +764,10 @@ const std::vector<Option>& Options() {
           String(&Config::tls_cert, "path")),
       Row("tls_key", "\"\"", false, "TLS private key (PEM) for `listen`",
           String(&Config::tls_key, "path")),
+      Row("tls_ca", "\"\"", false,
+          "CA certificates (PEM) a node verifies the other nodes' certificates against, in place "
+          "of the system's ([cluster.md](cluster.md#tls-between-nodes))",
+          String(&Config::tls_ca, "path")),
       Row("allow_plaintext", "false", false,
           "serve `listen` addresses other than loopback without TLS (tokens then cross the "
           "network in clear)",

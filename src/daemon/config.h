@@ -90,6 +90,8 @@ struct Config {
   std::vector<std::string> listen;  // "HOST:PORT"
   std::string tls_cert;
   std::string tls_key;
+  // The CAs a node trusts its peers' certificates by; "": TRAINQ_CA, else the system's.
+  std::string tls_ca;
   bool allow_plaintext = false;
   // A cluster (docs/cluster.md): the shared store and this node's part in it.
   std::string store;  // "": embedded SQLite

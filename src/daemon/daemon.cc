@@ -330,6 +330,7 @@ Status DaemonImpl::OpenSocketToUsers() {
 
 Status DaemonImpl::ListenTcp() {
   TRAINQ_RETURN_IF_ERROR(CheckListen(config_));
+  if (!config_.tls_ca.empty()) TRAINQ_RETURN_IF_ERROR(CheckCaFile(config_.tls_ca, "tls_ca"));
   TlsFiles tls{config_.tls_cert, config_.tls_key};
   for (const std::string& entry : config_.listen) {
     Result<ListenAddress> at = ParseListenAddress(entry, "listen");
@@ -548,6 +549,7 @@ int CheckDaemonConfig(const DaemonOptions& given) {
   if (st.ok() && !config->tls_cert.empty()) {
     st = CheckTlsFiles({config->tls_cert, config->tls_key});
   }
+  if (st.ok() && !config->tls_ca.empty()) st = CheckCaFile(config->tls_ca, "tls_ca");
   if (st.ok() && IsDirectory(paths.state_dir)) st = CheckStateDir(paths);
   if (st.ok()) st = ReadRuntimeSettings(paths.settings).status();
   if (st.ok()) st = CheckCluster(*config);
@@ -577,15 +579,17 @@ Status SecureStateDir(const StatePaths& paths) {
 }
 
 // The socket's directory: the user's alone for a personal daemon; for a shared one, root's
-// and open to all (0755), with the state dir closed to all but root (0700): jobs'
-// environments are kept there.
+// and open to all (0755). A shared state dir is 0711: users pass through it to the trees staged
+// for their jobs (staged/, collected/, each job's own 0700 and the user's), and every other
+// entry, jobs' environments among them, is root's alone.
 Status SecureSocketDir(const DaemonOptions& options) {
   const StatePaths& paths = options.paths;
   if (!options.shared) {
     if (paths.socket_dir.empty()) return Status::Ok();
     return MakePrivateDir(paths.socket_dir);
   }
-  TRAINQ_RETURN_IF_ERROR(ChangeMode(paths.state_dir, 0700));
+  TRAINQ_RETURN_IF_ERROR(CloseEntriesToOthers(paths.state_dir, {"staged", "collected"}));
+  TRAINQ_RETURN_IF_ERROR(ChangeMode(paths.state_dir, 0711));
   if (paths.socket_dir.empty()) {
     return Status::Invalid(
         "socket: a shared daemon's socket must be outside its state dir, which only root may "

@@ -543,9 +543,9 @@ TEST_F(DaemonClusterTest, CancelOnOneNodeStopsTheJobOnItsNode) {
   HttpResponse r = Call(a, "POST", "/v1/jobs/" + std::to_string(id) + "/cancel");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.body, HasSubstr("asked node node-b"));
-  Result<bool> flagged = observer_->CancelRequested(id, 1);
+  Result<std::optional<std::string>> flagged = observer_->CancelRequested(id, 1);
   ASSERT_TRUE(flagged.ok());
-  EXPECT_TRUE(*flagged);
+  EXPECT_TRUE(flagged->has_value());
   ASSERT_TRUE(Eventually([&] { return GotSigterm(b.Shim(id, 1)); }));
   EXPECT_EQ(a.shims.alive_count(), 0);
 

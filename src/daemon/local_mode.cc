@@ -122,7 +122,8 @@ RunningUses LocalMode::Running() {
   return running;
 }
 
-Status LocalMode::CancelElsewhere(const Job& job, std::string* message) {
+Status LocalMode::CancelElsewhere(const Job& job, const std::string& by, std::string* message) {
+  (void)by;
   (void)message;
   return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
 }
@@ -184,6 +185,13 @@ void LocalMode::DrainRoute(const std::string& name, bool drain, Responder& respo
   (void)drain;
   respond(ErrorResponse(Status::Invalid(
       "node: draining a node needs a cluster (store = \"redis://...\" in config.toml, "
+      "docs/cluster.md); this daemon is a single machine")));
+}
+
+void LocalMode::RemoveNodeRoute(const std::string& name, Responder& respond) {
+  (void)name;
+  respond(ErrorResponse(Status::Invalid(
+      "node: removing a node needs a cluster (store = \"redis://...\" in config.toml, "
       "docs/cluster.md); this daemon is a single machine")));
 }
 

@@ -38,7 +38,7 @@ class LocalMode final : public Mode, public Scheduler::Site {
   }
   bool ReadsLastAttempt() const override { return false; }
 
-  Status CancelElsewhere(const Job& job, std::string* message) override;
+  Status CancelElsewhere(const Job& job, const std::string& by, std::string* message) override;
   void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
                 const Job& job, const Attempt& attempt, Responder& respond) override;
   void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
@@ -48,6 +48,7 @@ class LocalMode final : public Mode, public Scheduler::Site {
                        Responder& respond) override;
   void NodesRoute(Responder& respond) override;
   void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
+  void RemoveNodeRoute(const std::string& name, Responder& respond) override;
   void StoreSeenRoute(Responder& respond) override;
 
  private:

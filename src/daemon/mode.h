@@ -61,8 +61,9 @@ class Mode {
   virtual void Limits(SpecLimits& limits) { (void)limits; }
   // A gate's job runs where its process is: here.
   virtual void PinHere(JobSpec& spec) { (void)spec; }
-  // Cancels a job that runs nowhere on this node (kConflict: it runs nowhere at all).
-  virtual Status CancelElsewhere(const Job& job, std::string* message) = 0;
+  // Cancels, for the user `by`, a job that runs nowhere on this node (kConflict: it runs
+  // nowhere at all).
+  virtual Status CancelElsewhere(const Job& job, const std::string& by, std::string* message) = 0;
   // Whether an attempt's log is on another node (then ProxyLog answers).
   virtual bool LogElsewhere(const Attempt& attempt) const {
     (void)attempt;
@@ -83,9 +84,10 @@ class Mode {
   virtual void ProxyGpuHistory(const std::string& node,
                                const std::map<std::string, std::string>& query,
                                Responder& respond) = 0;
-  // GET /v1/nodes and POST /v1/nodes/NAME/drain|resume.
+  // GET /v1/nodes and POST /v1/nodes/NAME/drain|resume|remove.
   virtual void NodesRoute(Responder& respond) = 0;
   virtual void DrainRoute(const std::string& name, bool drain, Responder& respond) = 0;
+  virtual void RemoveNodeRoute(const std::string& name, Responder& respond) = 0;
   // GET /v1/cluster/store: whether this node sees the cluster's store, for its peers.
   virtual void StoreSeenRoute(Responder& respond) = 0;
 };

@@ -205,7 +205,9 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     return end;
   }
   if (rec.cancelled) {
-    AttemptEnd end = Ended(JobState::kCancelled, ended, "cancelled");
+    AttemptEnd end =
+        Ended(JobState::kCancelled, ended,
+              in.cancelled_by.empty() ? "cancelled" : "cancelled by " + in.cancelled_by);
     end.exit_code = rec.exit_code;
     end.signal = rec.signal;
     return end;

@@ -23,6 +23,7 @@ struct OutcomeInput {
   UnixMs now = 0;
   int64_t time_limit_ms = 0;  // the job's --time, for the reason; 0: none
   int master_port = 0;        // the attempt's MASTER_PORT; 0: none
+  std::string cancelled_by;   // who cancelled it, when it was ("": not known)
   int port_retries_used = 0;  // earlier attempts ended by a taken rendezvous port
   // A container job (docs/containers.md): its runtime's exit codes 125 to 127 with the
   // runtime's error line in the log mean the container did not start; that line is the

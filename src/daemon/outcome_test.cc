@@ -149,6 +149,14 @@ TEST(OutcomeTest, CancelledWins) {
   AttemptEnd e = DecideOutcome(in);
   EXPECT_EQ(e.job_state, JobState::kCancelled);
   EXPECT_EQ(e.attempt_state, JobState::kCancelled);
+  EXPECT_EQ(e.end_reason, "cancelled");
+}
+
+TEST(OutcomeTest, ACancelSaysWhoAskedIt) {
+  OutcomeInput in = Exited(std::nullopt, 15);
+  in.record->cancelled = true;
+  in.cancelled_by = "carol";  // an admin, not the job's owner
+  EXPECT_EQ(DecideOutcome(in).end_reason, "cancelled by carol");
 }
 
 TEST(OutcomeTest, TimeLimitFailsNamingTheLimit) {

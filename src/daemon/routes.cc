@@ -263,10 +263,16 @@ std::vector<JobState> StatesFor(const HttpRequest& req, Status* error) {
 }
 
 // What only a job's owner and admins see (docs/operations.md, "Who can do what"): the values
-// of its --env (the names stay, as `diff` compares them) and where its end is reported.
+// of its --env (the names stay, as `diff` compares them), where its end is reported, and a
+// `trainq sbatch` job's script text, which the command carries as the wrapper's $1 and which
+// sets secrets as often as --env does (the script's path and arguments stay in the record).
 void HideSecrets(json& job) {
   constexpr const char* kHidden = "(hidden)";
   json& record = job["record"];
+  json& command = job["command"];
+  if (record.is_object() && record.contains("sbatch") && command.is_array() && command.size() > 4) {
+    command[4] = kHidden;
+  }
   if (record.is_object() && record.contains("env_overrides") &&
       record["env_overrides"].is_array()) {
     for (json& item : record["env_overrides"]) {
@@ -334,10 +340,10 @@ void CancelledWaiting(ApiParts& d, const Job& job, std::string* message) {
   d.scheduler->RequestSchedule();
 }
 
-// Cancels a job: one waiting here, or its attempt, here or on its node.
-Status CancelOne(ApiParts& d, const Job& job, std::string* message) {
+// Cancels a job for the user `by`: one waiting here, or its attempt, here or on its node.
+Status CancelOne(ApiParts& d, const Job& job, const std::string& by, std::string* message) {
   if (IsWaiting(job.state)) {
-    TRAINQ_RETURN_IF_ERROR(d.store->CancelWaiting(job.id, "cancelled by " + job.spec.user));
+    TRAINQ_RETURN_IF_ERROR(d.store->CancelWaiting(job.id, "cancelled by " + by));
     CancelledWaiting(d, job, message);
     return Status::Ok();
   }
@@ -350,8 +356,8 @@ Status CancelOne(ApiParts& d, const Job& job, std::string* message) {
     return Status::Conflict(fmt::format("job {} already ended ({}); recording its end waits: {}",
                                         job.id, u->end.end_reason, u->problem));
   }
-  if (!live) return d.mode->CancelElsewhere(job, message);
-  return d.agent->Cancel(job.id, message);
+  if (!live) return d.mode->CancelElsewhere(job, by, message);
+  return d.agent->Cancel(job.id, by, message);
 }
 
 }  // namespace
@@ -446,6 +452,9 @@ class Routes {
   }
   static void ResumeNode(RouteContext& c) {
     c.d.mode->DrainRoute(std::string(c.segment), false, c.respond);
+  }
+  static void RemoveNode(RouteContext& c) {
+    c.d.mode->RemoveNodeRoute(std::string(c.segment), c.respond);
   }
   static void StoreSeen(RouteContext& c) { c.d.mode->StoreSeenRoute(c.respond); }
 
@@ -1346,7 +1355,7 @@ void Routes::AnswerChange(RouteContext& c, const Status& st, const std::string& 
 
 void Routes::CancelJob(RouteContext& c) {
   std::string message;
-  Status st = CancelOne(c.d, *c.job, &message);
+  Status st = CancelOne(c.d, *c.job, c.caller.user, &message);
   AnswerChange(c, st, message);
 }
 
@@ -1521,8 +1530,8 @@ void Routes::ActOnMany(RouteContext& c, std::string_view verb) {
   for (size_t i = 0; i < ids->size(); ++i) {
     if (!results[i].is_null()) continue;
     std::string message;
-    Status st =
-        verb == "cancel" ? CancelOne(c.d, *jobs[i], &message) : Retry(c, *jobs[i], &message);
+    Status st = verb == "cancel" ? CancelOne(c.d, *jobs[i], c.caller.user, &message)
+                                 : Retry(c, *jobs[i], &message);
     if (!st.ok()) {
       results[i] = Refused((*ids)[i], st);
       continue;
@@ -1545,7 +1554,7 @@ void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Jo
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (!jobs[i] || !IsWaiting(jobs[i]->state)) continue;
     at.push_back(i);
-    cancels.emplace_back(jobs[i]->id, "cancelled by " + jobs[i]->spec.user);
+    cancels.emplace_back(jobs[i]->id, "cancelled by " + c.caller.user);
   }
   if (cancels.empty()) return;
   Result<std::vector<Status>> done = c.d.store->CancelWaitingMany(cancels);
@@ -1594,7 +1603,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/jobs/{id}/requeue", Action::kChangeJob, "requeue", Routes::RequeueJob},
     {"POST", "/v1/jobs/{id}/signal", Action::kChangeJob, "signal", Routes::SignalJob},
     {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
-    {"POST", "/v1/jobs/{id}/update", Action::kChangeJob, "update", Routes::UpdateJob},
+    {"POST", "/v1/jobs/{id}/update", Action::kChangeJob, "update, hold or release",
+     Routes::UpdateJob},
     {"POST", "/v1/jobs/{id}/steps", Action::kStep, "start a step of", Routes::AddStep},
     {"GET", "/v1/jobs/{id}/steps", Action::kStep, "read the steps of", Routes::ReadSteps},
     {"POST", "/v1/jobs/{id}/steps/result", Action::kStep, "end a step of", Routes::FinishStep},
@@ -1619,6 +1629,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/nodes", Action::kRead, "list nodes", Routes::Nodes},
     {"POST", "/v1/nodes/{name}/drain", Action::kAdmin, "drain a node", Routes::DrainNode},
     {"POST", "/v1/nodes/{name}/resume", Action::kAdmin, "resume a node", Routes::ResumeNode},
+    {"POST", "/v1/nodes/{name}/remove", Action::kAdmin, "remove a node", Routes::RemoveNode},
     {"GET", "/v1/cluster/store", Action::kRead, "ask whether the store is seen", Routes::StoreSeen},
 };
 
@@ -1686,8 +1697,8 @@ void Routes::NoRoute(RouteContext& c) {
       return c.respond(Json(200, Shown(c.d, *job, c.caller)));
     }
   } else if (method == "POST" && c.req.path.starts_with("/v1/nodes/")) {
-    return c.respond(ErrorResponse(
-        Status::NotFound("no route POST " + c.req.path + "; use /v1/nodes/NAME/drain or /resume")));
+    return c.respond(ErrorResponse(Status::NotFound(
+        "no route POST " + c.req.path + "; use /v1/nodes/NAME/drain, /resume or /remove")));
   } else if (method == "DELETE" && c.req.path.starts_with("/v1/tokens/")) {
     return RevokeToken(c);
   }

@@ -81,12 +81,13 @@ TEST_F(RoutesDispatchTest, AJobsIdIsCheckedBeforeItsAction) {
   EXPECT_EQ(json::parse(slash.body)["id"], id);
 }
 
-TEST_F(RoutesDispatchTest, ANodeActionIsDrainOrResume) {
+TEST_F(RoutesDispatchTest, ANodeActionIsDrainResumeOrRemove) {
   for (const std::string path : {"/v1/nodes/node-a/bogus", "/v1/nodes/node-a/drain/",
                                  "/v1/nodes/node-a", "/v1/nodes/node-a/"}) {
     HttpResponse r = Call("POST", path);
     EXPECT_EQ(r.status, 404) << path;
-    EXPECT_EQ(Message(r), "no route POST " + path + "; use /v1/nodes/NAME/drain or /resume");
+    EXPECT_EQ(Message(r),
+              "no route POST " + path + "; use /v1/nodes/NAME/drain, /resume or /remove");
   }
 }
 

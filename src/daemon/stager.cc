@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "src/core/duration.h"
 #include "src/core/transfers.h"
 #include "src/daemon/cluster_key.h"
 #include "src/os/crypto/token_crypto.h"
@@ -254,16 +255,25 @@ void Stager::Loop(std::stop_token stop) {
 }
 
 // `w.get`, sent again while the holder does not answer (a refusal is final), after a wait that
-// doubles up to 20 times the first and then stays, until the stager stops or the staging is
-// abandoned (its holder judged lost): the job waits, its reason saying so.
+// doubles up to 20 times the first and then stays, until the stager stops, the staging is
+// abandoned (its holder judged lost) or the holder has not answered for give_up_ms: the job
+// waits meanwhile, its reason saying so.
 Result<std::string> Stager::GetWithRetry(Work& w, const std::string& target) {
   int wait = p_.first_retry_ms;
+  auto since = std::chrono::steady_clock::now();
   for (int tries = 1;; ++tries) {
     Result<std::string> got = w.get(target);
     std::unique_lock lock(mu_);
     if (got.ok() || got.status().code() != Code::kUnavailable) {
       w.waiting.clear();
       return got;
+    }
+    auto silent = std::chrono::steady_clock::now() - since;
+    if (silent >= std::chrono::milliseconds(p_.give_up_ms)) {
+      w.waiting.clear();
+      return Status::Unavailable(fmt::format(
+          "node {}, which holds it, did not answer for {} ({} tries): {}", w.job.spec.signed_by,
+          FormatDuration(p_.give_up_ms), tries, got.status().message()));
     }
     w.waiting = fmt::format("node {}, which holds it, does not answer ({} tries): {}",
                             w.job.spec.signed_by, tries, got.status().message());

@@ -35,8 +35,10 @@ class Stager {
     bool shared = false;  // copies belong to the job's user
     // Runs `fn` on the event loop (the stager's results go there).
     std::function<void(std::function<void()>)> post;
-    // A holder that does not answer is asked again after this, doubling up to 20 times it.
+    // A holder that does not answer is asked again after this, doubling up to 20 times it,
+    // until it has not answered for give_up_ms (its daemon restarting takes seconds).
     int first_retry_ms = 500;
+    int give_up_ms = 60000;
   };
   // GET of `target` from the holder, signed as this node: the body, or why not. Called on
   // the stager's thread.

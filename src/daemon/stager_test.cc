@@ -62,7 +62,7 @@ class StagerTest : public ::testing::Test {
   }
 
   std::unique_ptr<Stager> MakeStager(const std::string& node, uint64_t cap_bytes = 0,
-                                     bool shared = false) {
+                                     bool shared = false, int give_up_ms = 60000) {
     Stager::Parts p;
     p.node = node;
     p.cache_cap_bytes = cap_bytes;
@@ -71,6 +71,7 @@ class StagerTest : public ::testing::Test {
     p.cache_dir = dir_ / (node + "/cache");
     p.post = [](std::function<void()> fn) { fn(); };
     p.first_retry_ms = 1;
+    p.give_up_ms = give_up_ms;
     return std::make_unique<Stager>(std::move(p));
   }
 
@@ -294,6 +295,39 @@ TEST_F(StagerTest, AHolderThatDoesNotAnswerIsWaitedForUntilAbandoned) {
   std::string failure;
   ASSERT_EQ(StateAfter(job, &paths, &failure), Stager::State::kFailed);
   EXPECT_EQ(failure, "node n1 is lost");
+}
+
+TEST_F(StagerTest, AHolderSilentPastTheLimitEndsTheStaging) {
+  runner_ = MakeStager("n2", 0, false, /*give_up_ms=*/30);
+  Job job = StagingJob("data");
+  down_ = true;
+  std::promise<void> woken;
+  StartStaging(job, woken);
+  woken.get_future().wait();
+  StagedPaths paths;
+  std::string failure;
+  ASSERT_EQ(StateAfter(job, &paths, &failure), Stager::State::kFailed);
+  EXPECT_THAT(failure, HasSubstr("node n1, which holds it, did not answer for"));
+  EXPECT_THAT(failure, HasSubstr("connection refused"));
+  EXPECT_GT(gets_, 1);  // asked again before it gave up
+}
+
+TEST_F(StagerTest, ACertificateRefusedEndsTheStagingAtTheFirstTry) {
+  Job job = StagingJob("data");
+  std::promise<void> woken;
+  StagedPaths paths;
+  std::string failure;
+  auto refused = [this](const std::string&) -> Result<std::string> {
+    ++gets_;
+    return Status::Permission("the TLS certificate of n1 does not verify");
+  };
+  ASSERT_EQ(runner_->Stage(
+                job, refused, [&woken] { woken.set_value(); }, &paths, &failure),
+            Stager::State::kStaging);
+  woken.get_future().wait();
+  ASSERT_EQ(StateAfter(job, &paths, &failure), Stager::State::kFailed);
+  EXPECT_THAT(failure, HasSubstr("does not verify"));
+  EXPECT_EQ(gets_, 1);
 }
 
 TEST_F(StagerTest, AHolderBackAfterAPauseServesTheRest) {

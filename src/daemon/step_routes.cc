@@ -29,29 +29,35 @@ bool Active(const Attempt* a) {
   return a != nullptr && (a->state == JobState::kStarting || a->state == JobState::kRunning);
 }
 
-// The numbers a step request names: rank, after, step (each absent when not given).
+// The numbers a step request names: rank, after, step, exit, and the piece numbers of output
+// (`at`: a part's first piece in its body; `output`: srun's first piece to read); each absent
+// when not given.
 struct StepQuery {
   std::optional<int> rank, after, step, exit;
+  std::optional<int64_t> at, output;
 };
 
 Result<StepQuery> ReadQuery(const HttpRequest& req, const Attempt& a) {
   StepQuery q;
   for (const auto& [key, value] : req.query) {
-    int n = 0;
+    int64_t n = 0;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
     bool number = ec == std::errc() && ptr == value.data() + value.size() && !value.empty();
-    if (key == "rank" && number && n >= 0 && n < Parts(a)) {
-      q.rank = n;
-    } else if (key == "after" && number && n >= -1) {
-      q.after = n;
-    } else if (key == "step" && number && n >= 0) {
-      q.step = n;
+    bool small = number && n >= -1 && n <= 1'000'000'000;
+    if (key == "rank" && small && n >= 0 && n < Parts(a)) {
+      q.rank = static_cast<int>(n);
+    } else if (key == "after" && small) {
+      q.after = static_cast<int>(n);
+    } else if (key == "step" && small && n >= 0) {
+      q.step = static_cast<int>(n);
     } else if (key == "exit" && number && n >= 0 && n <= 255) {
-      q.exit = n;
+      q.exit = static_cast<int>(n);
+    } else if ((key == "at" || key == "output") && number && n >= 0) {
+      (key == "at" ? q.at : q.output) = n;
     } else {
       return Status::Invalid(fmt::format(
           "{}: '{}' is not accepted; expected rank (0 to {}), after (-1 or more), step (0 or "
-          "more) and exit (0 to 255)",
+          "more), exit (0 to 255), at and output (0 or more)",
           key, value.substr(0, 64), Parts(a) - 1));
     }
   }
@@ -76,6 +82,8 @@ std::map<std::string, std::string> QueryOf(const StepQuery& q) {
   if (q.after) out["after"] = std::to_string(*q.after);
   if (q.step) out["step"] = std::to_string(*q.step);
   if (q.exit) out["exit"] = std::to_string(*q.exit);
+  if (q.at) out["at"] = std::to_string(*q.at);
+  if (q.output) out["output"] = std::to_string(*q.output);
   return out;
 }
 
@@ -123,9 +131,18 @@ void StepRoutes::Read(const HttpRequest& req, const Caller& caller, const Job& j
                            respond);
   }
   bool here = BatchRunsHere(job.id, a->n);
+  if (q->output && (peer || !q->step)) {
+    // Reading output drops what came before it: srun's alone, on this node.
+    return respond(ErrorResponse(Status::Invalid("output=N is srun's, with step=K")));
+  }
   if (q->step) {
     Result<json> state = board_.State(job.id, a->n, *q->step);
     if (!state.ok()) return respond(ErrorResponse(state.status()));
+    if (q->output) {
+      Result<json> output = board_.ReadOutput(job.id, a->n, *q->step, *q->output);
+      if (!output.ok()) return respond(ErrorResponse(output.status()));
+      (*state)["output"] = std::move(*output);
+    }
     return respond(Json(200, *state));
   }
   if (!q->after || rank < 0) {
@@ -153,8 +170,9 @@ void StepRoutes::Finish(const HttpRequest& req, const Caller& caller, const Job&
   if (!Active(a)) return respond(Json(200, json{{"ended", true}}));
   Result<StepQuery> q = ReadQuery(req, *a);
   if (!q.ok()) return respond(ErrorResponse(q.status()));
-  if (!q->step || !q->rank || !q->exit) {
-    return respond(ErrorResponse(Status::Invalid("give step=K, rank=R and exit=CODE")));
+  if (!q->step || !q->rank || q->exit.has_value() == q->at.has_value()) {
+    return respond(ErrorResponse(Status::Invalid(
+        "give step=K, rank=R and exit=CODE (the part's end), or at=N (its tasks' output)")));
   }
   bool peer = !caller.node.empty();
   if (Status st = PeerMayAsk(caller, job, *a, *q->rank); !st.ok()) {
@@ -164,6 +182,11 @@ void StepRoutes::Finish(const HttpRequest& req, const Caller& caller, const Job&
     if (peer) return respond(ErrorResponse(Status::Conflict("ask the job's first node")));
     return mode_.ProxyStep(FirstNode(*a), "POST", req.path, QueryOf(*q), req.body, job, a->n,
                            *q->rank, respond);
+  }
+  if (q->at) {
+    Result<json> taken = board_.Append(job.id, a->n, *q->step, *q->rank, *q->at, req.body);
+    if (!taken.ok()) return respond(ErrorResponse(taken.status()));
+    return respond(Json(200, *taken));
   }
   // The body: what srun prints of each failed task, for srun to print on the first node.
   std::vector<std::string> failures;

@@ -1,8 +1,10 @@
 // The step API of `trainq sbatch` jobs (docs/api.md, "Steps"): srun on the job's first node
 // adds a step (POST /v1/jobs/ID/steps) and reads how it goes (GET ?step=K); the job's part on
-// every other node asks its own daemon for its next step (GET ?rank=R&after=K), reports its
-// end (POST /v1/jobs/ID/steps/result) and is told when the batch script ended. A node that
-// is not the first sends those requests on to the first, signed with the cluster key.
+// every other node asks its own daemon for its next step (GET ?rank=R&after=K), sends its
+// tasks' output (POST /v1/jobs/ID/steps/result?at=N, which srun reads with GET
+// ?step=K&output=N), reports its end (POST /v1/jobs/ID/steps/result?exit=N) and is told when
+// the batch script ended. A node that is not the first sends those requests on to the first,
+// signed with the cluster key.
 #pragma once
 
 #include <map>
@@ -29,6 +31,8 @@ class StepRoutes {
 
   void Add(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
   void Read(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
+  // A part's end (exit=N), or its tasks' output (at=N): both come to the same route, so a
+  // node's signed request for its part's output needs nothing a report of its end does not.
   void Finish(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
   void Cancel(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
   // The batch script ended (its wrapper says so): the other nodes' parts end.

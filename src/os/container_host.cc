@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "src/os/fd.h"
+#include "src/os/run_dir.h"
 #include "src/os/system.h"
 #include "src/os/user_file.h"
 
@@ -220,6 +223,121 @@ std::vector<std::string> ImageCensus::Names() const {
 std::optional<std::vector<std::string>> ImageCensus::Listing() const {
   std::lock_guard lock(mu_);
   return names_;
+}
+
+}  // namespace trainq
+
+namespace trainq {
+
+namespace {
+
+// The spec's and the GPU files' names for `state_dir`'s daemon: its kind's vendor.
+std::string SimulatedCdiId(const std::string& state_dir) {
+  std::string kind = SimulatedCdiKind(state_dir);
+  return kind.substr(0, kind.find('.'));
+}
+
+Status CannotWrite(const std::string& path, int err) {
+  return Status::Unavailable(
+      fmt::format("simulated GPUs in containers: cannot write {}: {} (podman reads CDI specs from "
+                  "/etc/cdi and /var/run/cdi, which only root may write)",
+                  path, std::strerror(err)));
+}
+
+// mkdir -p whose new directories every user may enter (their rootless podman mounts files
+// below them), whatever the daemon's umask.
+Status MakeOpenDirs(const std::string& path) {
+  for (size_t at = 1; at <= path.size(); ++at) {
+    if (at != path.size() && path[at] != '/') continue;
+    std::string dir = path.substr(0, at);
+    if (::mkdir(dir.c_str(), 0755) == 0) {
+      if (::chmod(dir.c_str(), 0755) < 0) return CannotWrite(dir, errno);
+    } else if (errno != EEXIST) {
+      return CannotWrite(dir, errno);
+    }
+  }
+  return Status::Ok();
+}
+
+// `text` at `path` with `mode`, replaced atomically; nothing written when it is there already.
+Status WriteIfChanged(const std::string& path, const std::string& text, mode_t mode) {
+  struct stat st = {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == mode) {
+    if (Result<std::string> now = ReadFile(path); now.ok() && *now == text) return Status::Ok();
+  }
+  std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd.valid()) return CannotWrite(tmp, errno);
+  bool ok = ::fchmod(fd.get(), mode) == 0 &&
+            ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  int err = errno;
+  fd.Reset();
+  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return Status::Ok();
+  err = ok ? errno : err;
+  ::unlink(tmp.c_str());
+  return CannotWrite(path, err);
+}
+
+}  // namespace
+
+Result<std::string> WriteSimulatedGpuCdi(const std::string& state_dir,
+                                         const std::vector<SimulatedGpu>& gpus,
+                                         const SimulatedCdiPlaces& places) {
+  std::string kind = SimulatedCdiKind(state_dir);
+  std::string files = places.files_root + "/" + SimulatedCdiId(state_dir);
+  Result<std::string> spec = SimulatedCdiSpec(kind, gpus, files);
+  if (!spec.ok()) return spec.status();
+  TRAINQ_RETURN_IF_ERROR(MakeOpenDirs(files));
+  TRAINQ_RETURN_IF_ERROR(
+      WriteIfChanged(files + "/nvidia-smi", std::string(SimulatedNvidiaSmi()), 0755));
+  std::vector<std::string> keep = {"nvidia-smi"};
+  for (const SimulatedGpu& g : gpus) {
+    keep.push_back(SimulatedGpuFileName(g));
+    TRAINQ_RETURN_IF_ERROR(
+        WriteIfChanged(files + "/" + keep.back(), SimulatedGpuFileText(g), 0644));
+  }
+  // A GPU the file no longer lists is no longer given.
+  if (Result<std::vector<std::string>> there = ListFiles(files); there.ok()) {
+    for (const std::string& name : *there) {
+      if (std::find(keep.begin(), keep.end(), name) == keep.end())
+        (void)RemoveFile(files + "/" + name);
+    }
+  }
+  // The spec last: a container resolves a device only once its files are in place.
+  TRAINQ_RETURN_IF_ERROR(MakeOpenDirs(places.spec_dir));
+  TRAINQ_RETURN_IF_ERROR(WriteIfChanged(
+      places.spec_dir + "/trainq-" + SimulatedCdiId(state_dir) + ".json", *spec, 0644));
+  return kind;
+}
+
+void RemoveSimulatedGpuCdi(const std::string& state_dir, const SimulatedCdiPlaces& places) {
+  std::string id = SimulatedCdiId(state_dir);
+  (void)RemoveFile(places.spec_dir + "/trainq-" + id + ".json");
+  std::string files = places.files_root + "/" + id;
+  if (Result<std::vector<std::string>> there = ListFiles(files); there.ok()) {
+    for (const std::string& name : *there) (void)RemoveFile(files + "/" + name);
+  }
+  ::rmdir(files.c_str());
+}
+
+bool RootlessPauseAlive(uid_t uid, const std::string& root) {
+  std::string user_run = fmt::format("{}/run/user/{}", root, uid);
+  struct stat st = {};
+  bool own_run = ::stat(user_run.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+                 (st.st_mode & 0700) == 0700;
+  std::string runtime_dir = own_run ? user_run : fmt::format("{}/tmp/podman-run-{}", root, uid);
+  Result<std::string> text =
+      ReadUserFile(runtime_dir + "/libpod/tmp/pause.pid", 32, /*as=*/nullptr);
+  if (!text.ok()) return false;
+  char* end = nullptr;
+  long pid = std::strtol(text->c_str(), &end, 10);
+  if (pid <= 0 || end == text->c_str()) return false;
+  // Alive, the user's, and a pause process, not a pid since reused by another program.
+  std::string proc = fmt::format("/proc/{}", pid);
+  if (::stat(proc.c_str(), &st) != 0 || st.st_uid != uid) return false;
+  Result<std::string> comm = ReadFile(proc + "/comm");
+  return comm.ok() && (*comm == "catatonit\n" || *comm == "podman\n" || *comm == "podman pause\n");
 }
 
 }  // namespace trainq

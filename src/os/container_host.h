@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/core/container.h"
 #include "src/os/users.h"
 #include "trainq/status.h"
 
@@ -65,5 +66,33 @@ class ImageCensus {
 
 // What `RUNTIME images` lists, one "REPOSITORY:TAG" a line, less untagged images.
 std::vector<std::string> ParseImageList(std::string_view text);
+
+// Where WriteSimulatedGpuCdi writes. podman reads CDI specs from /etc/cdi and /var/run/cdi (the
+// latter for specs made at run time; podman before 4.7 knows no other), and each user's
+// rootless podman mounts the GPU files, so they lie outside any daemon's private state dir.
+struct SimulatedCdiPlaces {
+  std::string spec_dir = "/var/run/cdi";
+  std::string files_root = "/var/run/trainq-simulated-gpus";
+};
+
+// Writes the CDI spec of the simulated GPUs `gpus` of the daemon whose state dir is
+// `state_dir` (src/core/container.h, SimulatedCdiSpec) and the files it mounts, readable by
+// every user. What is already there as it should be is left alone, so a job's start costs a
+// few reads. Returns the spec's kind (SimulatedCdiKind(state_dir)); kInvalid as
+// SimulatedCdiSpec; kUnavailable naming the path when it cannot be written (a daemon that is
+// not root may not write /var/run/cdi).
+Result<std::string> WriteSimulatedGpuCdi(const std::string& state_dir,
+                                         const std::vector<SimulatedGpu>& gpus,
+                                         const SimulatedCdiPlaces& places = {});
+// Removes what WriteSimulatedGpuCdi wrote for `state_dir` (a daemon's clean stop).
+void RemoveSimulatedGpuCdi(const std::string& state_dir, const SimulatedCdiPlaces& places = {});
+
+// Whether `uid`'s rootless podman already has its user-namespace holder: its pause process,
+// whose pid podman keeps in RUNTIME_DIR/libpod/tmp/pause.pid, RUNTIME_DIR being /run/user/UID
+// when that is the user's, else /tmp/podman-run-UID (a job's podman has no XDG_RUNTIME_DIR or
+// TMPDIR: ContainerDropsVar). Then `podman unshare true` before a job has nothing to start and
+// is skipped (docs/containers.md, "On a shared server"). `root` replaces "/" in both, for
+// tests. Reads a few bytes, never blocks on what the user put there.
+bool RootlessPauseAlive(uid_t uid, const std::string& root = "");
 
 }  // namespace trainq

@@ -2,7 +2,9 @@
 #include "src/os/container_host.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -18,12 +20,14 @@
 #include "src/os/fd.h"
 #include "src/os/proc_test_util.h"
 #include "src/os/run_dir.h"
+#include "src/os/system.h"
 
 namespace trainq {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::TempDir;
 using testing::WaitUntil;
 
@@ -158,6 +162,87 @@ TEST(ImageCensusTest, ListsTheStoresNamedImagesInTheBackground) {
       WaitUntil([&] { return census.Names() == std::vector<std::string>{"localhost/env:3"}; }));
   ASSERT_TRUE(WriteFileAtomic(dir / "list", "localhost/env:3\nlocalhost/env:4\n").ok());
   EXPECT_TRUE(WaitUntil([&] { return census.Names().size() == 2; }));
+}
+
+TEST(SimulatedCdiTest, WritesTheSpecAndItsFilesForEveryUserAndOnlyWhatChanged) {
+  TempDir dir;
+  SimulatedCdiPlaces places{dir / "run/cdi", dir / "run/sims"};
+  std::vector<SimulatedGpu> gpus = {{0, "GPU-sim-0", "Sim"}, {1, "GPU-sim-1", "Sim"}};
+  Result<std::string> kind = WriteSimulatedGpuCdi("/state/a", gpus, places);
+  ASSERT_TRUE(kind.ok()) << kind.status().ToString();
+  EXPECT_EQ(*kind, SimulatedCdiKind("/state/a"));
+  std::string id = kind->substr(0, kind->find('.'));
+  std::string spec = places.spec_dir + "/trainq-" + id + ".json";
+  std::string files = places.files_root + "/" + id;
+  auto mode = [](const std::string& path) {
+    struct stat st = {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return st.st_mode & 07777;
+  };
+  // Read by each user's rootless podman, whatever the daemon's umask.
+  EXPECT_EQ(mode(spec), 0644u);
+  EXPECT_EQ(mode(files), 0755u);
+  EXPECT_EQ(mode(files + "/nvidia-smi"), 0755u);
+  EXPECT_EQ(mode(files + "/0001"), 0644u);
+  EXPECT_EQ(*ReadFile(files + "/0001"), "GPU-sim-1 Sim\n");
+  EXPECT_EQ(*ReadFile(spec), *SimulatedCdiSpec(*kind, gpus, files));
+  // A second job's start rewrites nothing; a GPU gone from the file goes from the spec.
+  struct stat before = {}, after = {};
+  ASSERT_EQ(::stat(spec.c_str(), &before), 0);
+  ASSERT_TRUE(WriteSimulatedGpuCdi("/state/a", gpus, places).ok());
+  ASSERT_EQ(::stat(spec.c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);
+  ASSERT_TRUE(WriteSimulatedGpuCdi("/state/a", {gpus[0]}, places).ok());
+  EXPECT_THAT(*ListFiles(files), ElementsAre("0000", "nvidia-smi"));
+  EXPECT_THAT(*ReadFile(spec), Not(HasSubstr("GPU-sim-1")));
+  RemoveSimulatedGpuCdi("/state/a", places);
+  EXPECT_FALSE(FileExists(spec));
+  EXPECT_FALSE(FileExists(files + "/0000"));
+}
+
+TEST(SimulatedCdiTest, SaysWhatItCannotWrite) {
+  TempDir dir;
+  ASSERT_TRUE(WriteFileAtomic(dir / "file", "").ok());
+  SimulatedCdiPlaces places{dir / "file/cdi", dir / "sims"};
+  Result<std::string> kind = WriteSimulatedGpuCdi("/state/a", {{0, "GPU-sim-0", ""}}, places);
+  ASSERT_FALSE(kind.ok());
+  EXPECT_EQ(kind.status().code(), Code::kUnavailable);
+  EXPECT_THAT(kind.status().message(), HasSubstr("cannot write " + dir / "file/cdi"));
+  kind = WriteSimulatedGpuCdi("/state/a", {{0, "GPU sim", ""}}, places);
+  EXPECT_THAT(kind.status().message(), HasSubstr("gpus[0].uuid"));
+}
+
+TEST(RootlessPauseTest, AliveOnlyWhenThePidFileNamesTheUsersLivePauseProcess) {
+  TempDir dir;
+  uid_t me = ::getuid();
+  std::string pid_dir = dir / fmt::format("tmp/podman-run-{}/libpod/tmp", me);
+  ASSERT_TRUE(MakeDirs(pid_dir).ok());
+  EXPECT_FALSE(RootlessPauseAlive(me, dir.path()));  // no pid file yet
+  // A pause process: a program named catatonit, as podman's is.
+  std::string catatonit = dir / "catatonit";
+  ASSERT_EQ(::symlink("/bin/sleep", catatonit.c_str()), 0);
+  pid_t pause = ::fork();
+  if (pause == 0) {
+    ::execl(catatonit.c_str(), "catatonit", "30", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pause, 0);
+  ASSERT_TRUE(
+      WaitUntil([&] { return *ReadFile(fmt::format("/proc/{}/comm", pause)) == "catatonit\n"; }));
+  ASSERT_TRUE(WriteFileAtomic(pid_dir + "/pause.pid", std::to_string(pause)).ok());
+  EXPECT_TRUE(RootlessPauseAlive(me, dir.path()));
+  EXPECT_FALSE(RootlessPauseAlive(me + 1, dir.path()));  // another user's pid file
+  // A pid that is not a pause process (this test), or one that is gone.
+  ASSERT_TRUE(WriteFileAtomic(pid_dir + "/pause.pid", std::to_string(::getpid())).ok());
+  EXPECT_FALSE(RootlessPauseAlive(me, dir.path()));
+  ASSERT_TRUE(WriteFileAtomic(pid_dir + "/pause.pid", std::to_string(pause)).ok());
+  ::kill(pause, SIGKILL);
+  ::waitpid(pause, nullptr, 0);
+  EXPECT_FALSE(RootlessPauseAlive(me, dir.path()));
+  // A FIFO where the pid file should be holds nothing up.
+  ASSERT_TRUE(RemoveFile(pid_dir + "/pause.pid").ok());
+  ASSERT_EQ(::mkfifo((pid_dir + "/pause.pid").c_str(), 0600), 0);
+  EXPECT_FALSE(RootlessPauseAlive(me, dir.path()));
 }
 
 }  // namespace

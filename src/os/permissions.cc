@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -117,6 +119,20 @@ Status TightenStateFiles(const std::vector<std::string>& files) {
     if (!f.exists || f.symlink || (f.mode & 077) == 0) continue;
     if (::fchmodat(AT_FDCWD, file.c_str(), 0600, 0) < 0) return ErrnoStatus("chmod " + file, errno);
   }
+  return Status::Ok();
+}
+
+Status CloseEntriesToOthers(const std::string& dir, const std::vector<std::string>& open) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (std::find(open.begin(), open.end(), name) != open.end()) continue;
+    PathFacts f = LstatFacts(it->path().string());
+    if (!f.exists || f.symlink || (f.mode & 077) == 0) continue;
+    TRAINQ_RETURN_IF_ERROR(ChangeMode(it->path().string(), f.mode & 07700));
+  }
+  if (ec) return Status::Internal(fmt::format("listing {}: {}", dir, ec.message()));
   return Status::Ok();
 }
 

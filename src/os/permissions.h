@@ -48,6 +48,11 @@ std::vector<std::string> StateFiles(const StatePaths& paths);
 // trainq, or SQLite under another umask). Never follows a link.
 Status TightenStateFiles(const std::vector<std::string>& files);
 
+// Takes the group and other bits off every entry of `dir` but those named in `open` (links
+// are left alone: chmod would follow them). A shared daemon's state dir lets users pass
+// through (0711) to the trees staged for them: every other entry must then be root's alone.
+Status CloseEntriesToOthers(const std::string& dir, const std::vector<std::string>& open);
+
 // chmod `path` to `mode`; the error names both ("chmod 0755 PATH").
 Status ChangeMode(const std::string& path, mode_t mode);
 // Gives `path` to the group `gid`, its owner unchanged (a shared daemon's socket_group).

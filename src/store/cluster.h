@@ -96,12 +96,12 @@ class ClusterStore : public Store {
   // what that node's agent must run or watch.
   virtual Result<std::vector<Job>> ActiveOn(const std::string& node) = 0;
 
-  // Asks the node running attempt `attempt` of job `id` to stop it (a cancel made on another
-  // node): sets the attempt's cancel flag and publishes "cancel NODE JOB". kConflict when the
-  // attempt is not current and active.
-  virtual Status RequestCancel(JobId id, int attempt) = 0;
-  // Whether a cancel was requested for that attempt.
-  virtual Result<bool> CancelRequested(JobId id, int attempt) = 0;
+  // Asks the node running attempt `attempt` of job `id` to stop it (a cancel the user `by`
+  // made on another node): keeps `by` as the attempt's cancel and publishes "cancel NODE JOB".
+  // kConflict when the attempt is not current and active.
+  virtual Status RequestCancel(JobId id, int attempt, const std::string& by) = 0;
+  // Who asked to cancel that attempt ("" when not known); nullopt: no cancel was asked.
+  virtual Result<std::optional<std::string>> CancelRequested(JobId id, int attempt) = 0;
   // Asks the node running that attempt to stop it with a warning (a preemption the leader
   // decided): keeps `stop` (the node's ShimControl as JSON, src/os/run_dir.h) with the attempt
   // and publishes "cancel NODE JOB", as RequestCancel does. kConflict as RequestCancel.

@@ -196,11 +196,11 @@ class FaultyClusterStore final : public Faulty<ClusterStore> {
     if (Status st = Take("ActiveOn"); !st.ok()) return st;
     return inner_->ActiveOn(node);
   }
-  Status RequestCancel(JobId id, int attempt) override {
+  Status RequestCancel(JobId id, int attempt, const std::string& by) override {
     if (Status st = Take("RequestCancel"); !st.ok()) return st;
-    return inner_->RequestCancel(id, attempt);
+    return inner_->RequestCancel(id, attempt, by);
   }
-  Result<bool> CancelRequested(JobId id, int attempt) override {
+  Result<std::optional<std::string>> CancelRequested(JobId id, int attempt) override {
     if (Status st = Take("CancelRequested"); !st.ok()) return st;
     return inner_->CancelRequested(id, attempt);
   }

@@ -4,9 +4,10 @@ docs' config.toml — the node user and its password file, `listen` with the nod
 certificate, the cluster key — read from the docs and changed only in addresses and paths.
 Users act through their own CLI (real local users from the `people` fixture).
 
-The nodes trust each other's certificates through TRAINQ_CA in their environment (a bundle
-of every node's certificate)."""
+The nodes trust each other's certificates through `tls_ca` (a bundle of every node's
+self-signed certificate, made with the docs' command), as "TLS between nodes" says."""
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -25,11 +26,17 @@ FAST = {"heartbeat_interval": "200ms", "node_timeout": "10s", "leader_lease": "1
 
 
 def make_cert(root, name):
+    """The node's self-signed certificate, made by docs/cluster.md's command ("TLS between
+    nodes") with the node's name, address and paths."""
+    lines = block_after("A self-signed certificate per node", "console")
+    command = " ".join(line.rstrip("\\").strip() for line in lines)
+    assert command.startswith("# openssl req -x509 "), command
     cert, key = os.path.join(root, f"{name}.pem"), os.path.join(root, f"{name}.key")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", f"/CN={name}",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
-                   check=True, capture_output=True)
+    for old, new in [("/CN=gpu1", f"/CN={name}"), ("IP:10.0.0.1", "IP:127.0.0.1"),
+                     ("/etc/trainq/gpu1.key", key), ("/etc/trainq/gpu1.pem", cert)]:
+        assert old in command, f"docs/cluster.md's certificate command no longer has {old}"
+        command = command.replace(old, new)
+    subprocess.run(shlex.split(command[2:]), check=True, capture_output=True)
     return cert, key
 
 
@@ -47,6 +54,7 @@ class DocNode(Shared):
         self.extra.update(extra)
         self.write_config()
         self.extra_env = {}
+        self.wrap = ()
 
     def write_config(self):
         text = "\n".join(block_after("2. **Each node**", "toml")) + "\n"
@@ -55,9 +63,12 @@ class DocNode(Shared):
                          ('node_name = "gpu1"', f'node_name = "{self.name}"'),
                          ("10.0.0.1:7070", f"127.0.0.1:{self.port}"),
                          ('"10.0.0.1"', '"127.0.0.1"'),
-                         ("/etc/trainq/gpu1.pem", self.cert), ("/etc/trainq/gpu1.key", self.key)]:
+                         ("/etc/trainq/gpu1.pem", self.cert), ("/etc/trainq/gpu1.key", self.key),
+                         ("/etc/trainq/nodes-ca.pem", self.ca_file)]:
             assert old in text, f"docs/cluster.md's node config no longer has {old}"
             text = text.replace(old, new)
+        if not self.ca_file:  # a node told no CA: the line goes
+            text = "\n".join(l for l in text.splitlines() if not l.startswith("tls_ca ")) + "\n"
         lines = [f"cluster_key_file = \"{self.key_file}\"", "cpu_slots = 16",
                  'sample_interval = "100ms"', f'admin_group = "{self.people["admins"]}"']
         lines += [f"{k} = \"{v}\"" for k, v in self.extra.items()]
@@ -65,9 +76,15 @@ class DocNode(Shared):
             f.write(text + "\n".join(lines) + "\n")
 
     def start(self, *flags):
-        env = {"TRAINQ_CA": self.ca_file}
-        env.update(self.extra_env)
-        super().start(*flags, env=env)
+        super().start(*flags, env=dict(self.extra_env), wrap=self.wrap)
+
+    def own_host_name(self, hosts_file):
+        """As "Two nodes on one machine" says: the daemon (and its jobs) in a UTS namespace
+        whose host name is the node's, seeing `hosts_file` as /etc/hosts (a test does not
+        edit the machine's)."""
+        self.wrap = ("unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
+                     f'mount --bind {hosts_file} /etc/hosts && hostname {self.name} && exec "$@"',
+                     "sh")
 
     def point_store_at(self, port):
         """Points the node at another Redis address (a proxy) before it starts."""

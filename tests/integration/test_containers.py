@@ -254,6 +254,45 @@ def test_a_jobs_gpus_are_its_only_ones_by_uuid_through_cdi(make_trainq, image, c
     t.run("cancel", str(blocker))
 
 
+def test_simulated_gpus_go_into_a_container_through_trainqs_own_cdi_spec(ctq, image):
+    """docs/containers.md, "Without a GPU": on simulated GPUs, with the default
+    container_gpu_kind, the daemon writes a CDI spec of its own, so the job's GPU resolves, the
+    container holds it and no other, and the isolation check runs for real and passes."""
+    name, _ = image
+    t = ctq
+    blocker = t.submit("--gpus", "1", cmd=["sleep", "300"])  # takes GPU-sim-0 on the host
+    t.wait_state(blocker, "running", timeout=30)
+    job = t.submit("--gpus", "1", "--image", name,
+                   cmd=["sh", "-c", "/usr/bin/nvidia-smi -L; ls /run/trainq-gpus; "
+                                    "env | sort | grep ^TRAINQ_SIMULATED_GPU_; "
+                                    "echo cuda=$CUDA_VISIBLE_DEVICES"])
+    done = t.wait_state(job, ("succeeded", "failed"), timeout=60)
+    log = log_of(t, job)
+    assert done["state"] == "succeeded", (done, log)
+    uuids = done["attempts"][0]["gpu_uuids"]
+    assert uuids == ["GPU-sim-1"], uuids
+    lines = log.splitlines()
+    # Exactly its GPU, as nvidia-smi lists it, its one file and its one variable.
+    assert [x for x in lines if x.startswith("GPU ")] == [
+        "GPU 0: Simulated A100 80GB (UUID: GPU-sim-1)"], log
+    assert "0001" in lines and "0000" not in lines, log
+    assert [x for x in lines if x.startswith("TRAINQ_SIMULATED_GPU_")] == [
+        "TRAINQ_SIMULATED_GPU_1=GPU-sim-1"], log
+    assert "cuda=0" in lines, log
+    # The check ran before it, in a container given the same device, and passed.
+    assert probe_ran(t, job)
+    probe = open(os.path.join(t.show(job)["attempts"][0]["run_dir"], "gpu_probe.out")).read()
+    assert "(UUID: GPU-sim-1)" in probe and "GPU-sim-0" not in probe, probe
+    check = json.load(open(os.path.join(t.state_dir, "container_gpu_check.json")))
+    assert check["ok"] is True and ".trainq.dev/gpu" in check["key"], check
+    kind = check["key"].split("kind=")[1]
+    spec = f"/var/run/cdi/trainq-{kind.split('.')[0]}.json"
+    assert json.load(open(spec))["kind"] == kind
+    t.run("cancel", str(blocker))
+    t.run("daemon", "stop")
+    wait_for(lambda: not os.path.exists(spec), timeout=30, what="the daemon to remove its spec")
+
+
 def test_a_setup_that_does_not_isolate_gpus_is_refused_with_the_reason(make_trainq, image,
                                                                        cdi_gpus):
     name, _ = image

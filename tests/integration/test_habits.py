@@ -117,6 +117,8 @@ def test_logs_tail_and_ls_ordering_with_priorities(make_trainq):
     ids = [j["id"] for j in tq.ls("--all", "--newest", "--limit", "2")]
     assert ids == [high, low]
     assert [j["id"] for j in tq.ls("--all", "--newest", "--limit", "2", "--reverse")] == [low, high]
+    # The newest are the newest whatever their state, done ones too (as pueue's status).
+    assert [j["id"] for j in tq.ls("--newest", "--limit", "3")] == [high, low, job_id]
     assert [j["id"] for j in tq.ls("--all", "--reverse")] == [high, low, job_id]
     lines = tq.run("ls").stdout.splitlines()
     header = lines[0].split()
@@ -208,3 +210,21 @@ def test_the_man_page_is_made_from_the_help():
     r = subprocess.run(["man", "-l", page], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "80"})
     assert r.returncode == 0 and "trainq submit" in r.stdout, r.stderr
+
+
+def test_daemon_stop_refuses_when_server_and_state_dir_name_two_daemons(make_trainq):
+    a, b = make_trainq(), make_trainq()
+    a.run("daemon", "start")
+    b.run("daemon", "start")
+    both = dict(a.env, TRAINQ_SERVER="unix:" + b.socket_path)
+    stop = a.run("daemon", "stop", env=both, check=False)
+    assert stop.returncode == 2, stop
+    assert b.state_dir in stop.stderr and a.state_dir in stop.stderr, stop.stderr
+    assert "unset TRAINQ_STATE_DIR" in stop.stderr, stop.stderr
+    # Neither was stopped; status says which one answers.
+    status = a.run("daemon", "status", env=both)
+    assert f"serves the state dir {b.state_dir}, not {a.state_dir}" in status.stderr, status
+    assert a.run("daemon", "status").returncode == 0
+    # Where they agree, the stop goes ahead.
+    same = dict(b.env, TRAINQ_SERVER="unix:" + b.socket_path)
+    assert b.run("daemon", "stop", env=same).returncode == 0

@@ -87,7 +87,7 @@ def test_units_start_the_installed_daemon_and_never_kill_jobs(prefix, kind):
     assert not any("@PREFIX@" in line for line in lines), lines
     if kind == "system":
         for want in ("RuntimeDirectory=trainq", "RuntimeDirectoryMode=0755",
-                     "StateDirectory=trainq", "StateDirectoryMode=0700"):
+                     "StateDirectory=trainq", "StateDirectoryMode=0711"):
             assert want in lines, (want, lines)
 
 

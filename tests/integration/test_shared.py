@@ -51,8 +51,8 @@ class Shared:
             f.write("".join(f"{k} = {json.dumps(v)}\n" for k, v in cfg.items()))
         self.daemon = None
 
-    def start(self, *flags, env=None):
-        """Starts the daemon; `env` adds to its environment."""
+    def start(self, *flags, env=None, wrap=()):
+        """Starts the daemon; `env` adds to its environment, `wrap` goes before its argv."""
         added = env or {}
         env = {"PATH": "/usr/bin:/bin", "TRAINQ_FAKE_GPUS": self.gpu_file,
                "TRAINQ_STATE_DIR": self.state_dir, "ROOTS_OWN_SECRET": "root-only",
@@ -62,7 +62,8 @@ class Shared:
         if self.socket != SHARED_SOCKET:
             argv += ["--socket", self.socket]
         self.log = open(os.path.join(self.root, "trainqd.log"), "w")
-        self.daemon = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.daemon = subprocess.Popen([*wrap, *argv], env=env, stdout=self.log,
+                                       stderr=subprocess.STDOUT)
         wait_for(lambda: self.answers() or self.daemon.poll() is not None,
                  what="the shared daemon to answer")
         assert self.daemon.poll() is None, self.daemon_log()
@@ -142,7 +143,8 @@ def test_a_job_runs_as_its_submitter_with_nothing_of_roots(shared, people):
     s = shared()
     s.start()
     assert stat.S_IMODE(os.stat(s.socket).st_mode) == 0o666
-    assert stat.S_IMODE(os.stat(s.state_dir).st_mode) == 0o700
+    # Users pass through to the trees staged for their jobs; nothing else there is theirs.
+    assert stat.S_IMODE(os.stat(s.state_dir).st_mode) == 0o711
     ada = people["ada"]
     script = 'id -u; id -g; id -G; echo "$HOME $USER $LOGNAME ${ROOTS_OWN_SECRET:-absent}"; pwd'
     job = s.submit_as("ada", "--gpus", "0", cmd=["sh", "-c", script])

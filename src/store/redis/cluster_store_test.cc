@@ -400,14 +400,14 @@ TEST_F(ClusterStoreTest, ALostNodeThatBeatsAgainRejoins) {
 
 TEST_F(ClusterStoreTest, RequestCancelFlagsTheCurrentActiveAttemptOnly) {
   JobId id = Submit();
-  EXPECT_TRUE(HasCode(store_->RequestCancel(id, 0), Code::kConflict));
+  EXPECT_TRUE(HasCode(store_->RequestCancel(id, 0, "ada"), Code::kConflict));
   RunOn(id, "gpu07");
-  EXPECT_FALSE(*store_->CancelRequested(id, 1));
-  EXPECT_TRUE(HasCode(store_->RequestCancel(id, 2), Code::kConflict));
-  ASSERT_TRUE(IsOk(store_->RequestCancel(id, 1)));
-  EXPECT_TRUE(*store_->CancelRequested(id, 1));
-  EXPECT_FALSE(*store_->CancelRequested(id, 2));
-  EXPECT_TRUE(HasCode(store_->RequestCancel(id + 100, 1), Code::kNotFound));
+  EXPECT_EQ(*store_->CancelRequested(id, 1), std::nullopt);
+  EXPECT_TRUE(HasCode(store_->RequestCancel(id, 2, "ada"), Code::kConflict));
+  ASSERT_TRUE(IsOk(store_->RequestCancel(id, 1, "carol")));
+  EXPECT_EQ(*store_->CancelRequested(id, 1), std::optional<std::string>("carol"));  // who asked
+  EXPECT_EQ(*store_->CancelRequested(id, 2), std::nullopt);
+  EXPECT_TRUE(HasCode(store_->RequestCancel(id + 100, 1, "ada"), Code::kNotFound));
 }
 
 // A preemption the leader decided: the stop rides with the attempt, apart from a cancel.
@@ -419,7 +419,7 @@ TEST_F(ClusterStoreTest, RequestStopKeepsTheStopWithTheCurrentActiveAttempt) {
   std::string stop = R"js({"reason":"preempted by job 9 (priority 100)","stop_in_ms":60000})js";
   ASSERT_TRUE(IsOk(store_->RequestStop(id, 1, stop)));
   EXPECT_EQ(*store_->StopRequested(id, 1), stop);
-  EXPECT_FALSE(*store_->CancelRequested(id, 1));  // a stop is no cancel
+  EXPECT_EQ(*store_->CancelRequested(id, 1), std::nullopt);  // a stop is no cancel
   EXPECT_TRUE(HasCode(store_->RequestStop(id, 2, stop), Code::kConflict));
 }
 
@@ -434,7 +434,7 @@ TEST_F(ClusterStoreTest, WritesPublishTheirEvents) {
   EXPECT_TRUE(log.WaitFor("submit " + std::to_string(id)));  // the ids: the leader reads just those
   RunOn(id, "gpu07");
   EXPECT_TRUE(log.WaitFor("placed gpu07"));
-  ASSERT_TRUE(IsOk(store_->RequestCancel(id, 1)));
+  ASSERT_TRUE(IsOk(store_->RequestCancel(id, 1, "ada")));
   EXPECT_TRUE(log.WaitFor("cancel gpu07 " + std::to_string(id)));
   AttemptEnd end;
   end.attempt_state = JobState::kCancelled;

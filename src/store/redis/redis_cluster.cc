@@ -111,8 +111,8 @@ Result<std::vector<Job>> RedisStore::ActiveOn(const std::string& node) {
   return jobs;
 }
 
-Status RedisStore::RequestCancel(JobId id, int attempt) {
-  return RunStatus(RequestCancelScript(), {Num(id), Num(attempt)});
+Status RedisStore::RequestCancel(JobId id, int attempt, const std::string& by) {
+  return RunStatus(RequestCancelScript(), {Num(id), Num(attempt), "", by});
 }
 
 Status RedisStore::RequestStop(JobId id, int attempt, const std::string& stop) {
@@ -125,10 +125,13 @@ Result<std::string> RedisStore::StopRequested(JobId id, int attempt) {
   return std::string(Text(r->get()));
 }
 
-Result<bool> RedisStore::CancelRequested(JobId id, int attempt) {
+Result<std::optional<std::string>> RedisStore::CancelRequested(JobId id, int attempt) {
   Result<Reply> r = Command({"HGET", Key(fmt::format("att:{}:{}", id, attempt)), "cancel"});
   if (!r.ok()) return r.status();
-  return Text(r->get()) == "1";
+  if (r->get()->type == REDIS_REPLY_NIL) return std::optional<std::string>();
+  // "1": asked by a daemon that did not say who.
+  std::string by(Text(r->get()));
+  return std::optional<std::string>(by == "1" ? "" : by);
 }
 
 Status RedisStore::Publish(const std::string& event) {

@@ -68,8 +68,8 @@ class RedisStore final : public ClusterStore {
   Result<std::vector<JobId>> MarkNodeLost(const std::string& node, UnixMs lapsed_before,
                                           int max_node_failures, int64_t wait_ms) override;
   Result<std::vector<Job>> ActiveOn(const std::string& node) override;
-  Status RequestCancel(JobId id, int attempt) override;
-  Result<bool> CancelRequested(JobId id, int attempt) override;
+  Status RequestCancel(JobId id, int attempt, const std::string& by) override;
+  Result<std::optional<std::string>> CancelRequested(JobId id, int attempt) override;
   Status RequestStop(JobId id, int attempt, const std::string& stop) override;
   Result<std::string> StopRequested(JobId id, int attempt) override;
   std::unique_ptr<EventSubscription> Subscribe(

@@ -155,7 +155,7 @@ TEST(RedisStoreTest, TheDocumentedNodeAclAllowsEverythingTheStoreDoesAndNoOtherK
   ASSERT_TRUE(IsOk(store.MarkRunning(id, 1, 1, 1, 1)));
   ASSERT_TRUE(IsOk(store.RecordPeak(id, 1, 5)));
   ASSERT_TRUE(IsOk(store.ActiveOn("gpu01")));
-  ASSERT_TRUE(IsOk(store.RequestCancel(id, 1)));
+  ASSERT_TRUE(IsOk(store.RequestCancel(id, 1, "ada")));
   ASSERT_TRUE(IsOk(store.CancelRequested(id, 1)));
   AttemptEnd end;
   end.attempt_state = JobState::kSucceeded;

@@ -424,10 +424,12 @@ local name = ARGV[1]
 local nk = P .. 'node:' .. name
 if redis.call('EXISTS', nk) == 0 then return {'notfound', 'no node ' .. name} end
 if redis.call('HGET', nk, 'lost') ~= '1' then
-  return {'conflict', 'node ' .. name .. ' is up; only a lost node can be removed'}
+  return {'conflict', 'node ' .. name .. ' is up; only a lost node can be removed: stop its ' ..
+          'daemon, and remove it once trainq nodes says lost'}
 end
 if redis.call('ZCARD', P .. 'active:' .. name) > 0 then
-  return {'conflict', 'node ' .. name .. ' still has active attempts'}
+  return {'conflict', 'node ' .. name .. ' still has jobs running there; cancel them, or ' ..
+          'wait for them to be queued again'}
 end
 redis.call('DEL', nk)
 redis.call('SREM', P .. 'nodes', name)
@@ -562,15 +564,20 @@ end
 return {'ok', waiting, tonumber(redis.call('HGET', P .. 'bytes', user) or '0')}
 )lua";
 
-// ARGV: id, attempt
+// ARGV: id, attempt, stop, by
 constexpr char kRequestCancel[] = R"lua(
 local id, n = ARGV[1], ARGV[2]
 local err = cas(id, {starting = true, running = true}, n,
                 'starting or running with attempt ' .. n)
 if err then return err end
 local a = ak(id, n)
--- ARGV[3]: a warned stop (a preemption) rather than a cancel.
-if ARGV[3] then redis.call('HSET', a, 'stop', ARGV[3]) else redis.call('HSET', a, 'cancel', 1) end
+-- ARGV[3]: a warned stop (a preemption) rather than a cancel; else ARGV[4]: who cancels.
+if ARGV[3] and ARGV[3] ~= '' then
+  redis.call('HSET', a, 'stop', ARGV[3])
+else
+  local by = ARGV[4] or ''
+  redis.call('HSET', a, 'cancel', by == '' and '1' or by)
+end
 event('cancel ' .. redis.call('HGET', a, 'node') .. ' ' .. id)
 return {'ok'}
 )lua";
