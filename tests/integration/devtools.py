@@ -1,6 +1,7 @@
 """A headless Chromium (Debian's `chromium`) driven over the DevTools protocol, for the
-dashboard's tests and scripts: `--dump-dom` never returns while a page holds an event stream,
-so the page is asked through Runtime.evaluate instead."""
+dashboard's tests and scripts: `--dump-dom` returns at the page's load event (or once a
+`--virtual-time-budget` is spent), so a test that waits for a particular state of the page
+asks it through Runtime.evaluate instead."""
 import base64
 import json
 import os

@@ -1,20 +1,27 @@
 """The dashboard in a real headless Chromium (Debian's `chromium`), driven over the DevTools
-protocol: `--dump-dom` never returns while the page holds its event stream. The page shows
-the jobs, the waiting reason, the GPU names and a chart; without a token it shows no job; a
-read token sees no cancel button and a cancel it forges is refused 403; a submit token's
-cancel button cancels. A screenshot of each page is kept as a test artefact."""
+protocol to wait for what each step needs. The page shows the jobs, the waiting reason, the
+GPU names and a chart; without a token it shows no job; a read token sees no cancel button and
+a cancel it forges is refused 403; a submit token's cancel button cancels. The one-shot
+screenshot command of docs/dashboard.md, run as written, shows the queue; at the load event the
+page says it is loading, never "disconnected". A screenshot of each page is kept as a test
+artefact."""
 import os
+import re
+import shutil
+import subprocess
 import tempfile
 import time
+from html.parser import HTMLParser
 
 import pytest
 
-from conftest import wait_for
+from conftest import trainq_binary, wait_for
 from devtools import Browser
 from test_dashboard import served  # noqa: F401 (a fixture: a daemon listening on TCP)
 
 ARTEFACTS = os.environ.get("TRAINQ_TEST_ARTEFACTS",
                            os.path.join(tempfile.gettempdir(), "trainq-test-artefacts"))
+DOC = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "dashboard.md")
 
 
 @pytest.fixture
@@ -106,3 +113,88 @@ def test_a_read_token_gets_no_cancel_button_and_its_forged_cancel_is_refused(ser
     browser.eval(f"window.confirm = () => true; {button}.click(); true")
     tq.wait_state(job, "cancelled")
     assert browser.errors == [], browser.errors
+
+
+class Texts(HTMLParser):
+    """The text inside each element that has an id, from a page's HTML."""
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+            "source", "track", "wbr"}
+
+    def __init__(self, html):
+        super().__init__()
+        self.ids, self.of = [], {}
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.ids.append(dict(attrs).get("id"))
+
+    def handle_endtag(self, tag):
+        if tag not in self.VOID and self.ids:
+            self.ids.pop()
+
+    def handle_data(self, data):
+        for i in filter(None, self.ids):
+            self.of[i] = self.of.get(i, "") + data
+
+    def __getitem__(self, element_id):
+        return " ".join(self.of.get(element_id, "").split())
+
+
+def shoot(tq, where, command):
+    """Runs a documented shell line as a user would, with this test's `trainq` and Chromium on
+    PATH; Chromium gets its own profile, `--no-sandbox` as root (it refuses to start
+    otherwise), and `--dump-dom`, which prints the page as the picture was taken."""
+    bin_dir = os.path.join(where, "bin")
+    os.makedirs(bin_dir)
+    os.symlink(trainq_binary(), os.path.join(bin_dir, "trainq"))
+    extra = "--no-sandbox " if os.geteuid() == 0 else ""
+    with open(os.path.join(bin_dir, "chromium"), "w") as f:
+        f.write(f'#!/bin/sh\nexec {shutil.which("chromium")} {extra}--disable-gpu '
+                f'--user-data-dir={where}/profile --dump-dom "$@"\n')
+    os.chmod(os.path.join(bin_dir, "chromium"), 0o755)
+    env = dict(tq.env, PATH=bin_dir + os.pathsep + os.environ["PATH"])
+    run = subprocess.run(["bash", "-c", command], cwd=where, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return Texts(run.stdout)
+
+
+def test_the_documented_screenshot_shows_the_queue_and_never_disconnected_at_load(served,
+                                                                                tmp_path):
+    tq, port = served
+    running = tq.submit("--gpus", "1", "--mem", "60GiB", "--name", "resnet-big",
+                        cmd=["sleep", "600"])
+    tq.wait_state(running, "running")
+    waiting = tq.submit("--gpus", "2", "--mem", "70GiB", "--name", "llama-ft",
+                        cmd=["sleep", "600"])
+    wait_for(lambda: tq.show(waiting)["reason"], what="the waiting job's reason")
+    with open(DOC) as f:
+        lines = [m.group(1) for m in re.finditer(r"^\$ (chromium .*)$", f.read(), re.M)]
+    assert len(lines) == 1, f"one headless Chromium command in docs/dashboard.md: {lines}"
+    command = lines[0]
+    picture = re.search(r"--screenshot=(\S+)", command).group(1)
+
+    page = shoot(tq, str(tmp_path / "documented"), command)
+    png = tmp_path / "documented" / picture
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    os.makedirs(ARTEFACTS, exist_ok=True)
+    shutil.copy(png, os.path.join(ARTEFACTS, "dashboard-documented.png"))
+    assert page["live"] == "live", page["live"]
+    queue = page["queue-tables"]
+    assert "llama-ft" in queue and "resnet-big" in queue, queue
+    assert page["queue-count"] == "1 waiting · 1 running"
+    assert "Simulated A100 80GB" in page["gpu-nodes"]
+    for panel in ("gpu-nodes", "queue-tables", "history-body"):
+        assert "loading" not in page[panel], (panel, page[panel])
+
+    # At the load event (the same line without the page's time): no panel is empty, and
+    # nothing says "disconnected" before a request has failed.
+    early = re.sub(r" --virtual-time-budget=\S+", "", command)
+    assert early != command
+    page = shoot(tq, str(tmp_path / "at-load"), early)
+    assert page["live"] in ("connecting…", "live"), page["live"]
+    for panel in ("gpu-nodes", "queue-tables", "history-body"):
+        assert page[panel], f"#{panel} is empty at the load event"
+    assert "disconnected" not in page["top"]
+    tq.run("cancel", str(running), str(waiting))

@@ -25,6 +25,7 @@ const S = {
   acct: null,
   charts: new Map(), waitChart: null, showAll: false, timers: [], ctl: null, streamed: false,
   job: null,
+  listed: false,   // the job list was read once: before, a partial queue would look like the queue
 };
 
 // ---------- formatting ----------
@@ -125,11 +126,24 @@ async function api(path, opt = {}) {
   }
   return opt.raw ? r : r.json();
 }
-// Runs a loader; a failure shows its message instead of stopping the page.
-async function guard(fn) {
+// Runs a loader; a failure shows its message instead of stopping the page, and in its panel
+// if that panel has had no answer yet.
+async function guard(fn, panel) {
   try { return await fn(); } catch (e) {
-    if (e.status !== 401 && e.name !== 'AbortError') showError(e.message);
+    if (e.status === 401 || e.name === 'AbortError') return;
+    showError(e.message);
+    if (panel) notLoaded(panel, e.message);
   }
+}
+// Until its first answer a panel says it is loading: an empty panel would read as "no jobs".
+const PANELS = ['#gpu-nodes', '#queue-tables', '#history-body'];
+function showLoading() {
+  for (const id of PANELS) $(id).innerHTML = '<p class="note loading">loading…</p>';
+  $('#queue-count').textContent = '';
+}
+function notLoaded(panel, msg) {
+  const p = $(panel).querySelector('.loading');
+  if (p) { p.textContent = 'not loaded: ' + msg + '; asking again'; p.classList.add('err'); }
 }
 function showError(msg) { $('#error-text').textContent = msg; $('#error').hidden = false; }
 let toastTimer = 0;
@@ -169,7 +183,7 @@ function stopAll() {
 function signOut(msg) {
   stopAll();
   sessionStorage.removeItem(TOKEN_KEY);
-  S.token = null; S.status = null; S.role = null; S.jobs.clear(); S.users.clear(); S.acctEnd.clear(); S.hiId = 0;
+  S.token = null; S.status = null; S.role = null; S.jobs.clear(); S.users.clear(); S.acctEnd.clear(); S.hiId = 0; S.listed = false;
   S.nodes = []; S.hists.clear(); S.histNotes.clear(); S.here = ''; S.histNoProxy = false; S.acct = null; S.streamed = false;
   for (const c of S.charts.values()) c.u.destroy();
   S.charts.clear();
@@ -181,11 +195,17 @@ function signOut(msg) {
 async function start() {
   const gen = ++S.gen;
   $('#login').hidden = true; $('#main').hidden = false; $('#logout').hidden = false; $('#live').hidden = false;
+  // "disconnected" is said only once a request has failed; until then the page is connecting.
+  setLive('wait');
+  S.listed = false;
+  showLoading();
   try {
     S.status = await api('/v1/status');
   } catch (e) {
     if (e.status === 401 || gen !== S.gen) return;
     showError(e.message);
+    setLive('off');
+    for (const id of PANELS) notLoaded(id, e.message);
     setTimeout(() => { if (gen === S.gen) start(); }, 5000);
     return;
   }
@@ -198,16 +218,16 @@ async function start() {
   loadAll();
   stream();
   S.timers.push(setInterval(tick, SEC));
-  S.timers.push(setInterval(() => guard(loadGpus), 10 * SEC));
+  S.timers.push(setInterval(() => guard(loadGpus, '#gpu-nodes'), 10 * SEC));
   S.timers.push(setInterval(scheduleRefresh, 30 * SEC));   // reasons change without events
-  S.timers.push(setInterval(() => guard(loadHistoryData), 60 * SEC));
+  S.timers.push(setInterval(() => guard(loadHistoryData, '#history-body'), 60 * SEC));
   S.timers.push(setInterval(pollOthers, 30 * SEC));   // other nodes' GPU history: not on this stream
 }
 
 // ---------- loading ----------
 async function loadAll() {
-  await Promise.all([guard(loadHistoryData), guard(loadGpus), guard(loadHistory)]);
-  await guard(loadJobs);
+  await Promise.all([guard(loadHistoryData, '#history-body'), guard(loadGpus, '#gpu-nodes'), guard(loadHistory)]);
+  await guard(loadJobs, '#queue-tables');
 }
 
 async function loadJobs() {
@@ -230,6 +250,7 @@ async function loadJobs() {
   S.jobs = next;
   for (const j of next.values()) { S.users.add(j.user); S.hiId = Math.max(S.hiId, j.id); }
   pruneEnded();
+  S.listed = true;
   renderQueue();
   // A job that left the active list with an old id: ask for it by itself (few at a time).
   for (const id of vanished.slice(0, 20)) {
@@ -254,7 +275,7 @@ function scheduleRefresh() {
     if (gen !== S.gen) return;
     if (refreshing) { scheduleRefresh(); return; }
     refreshing = true; lastRefresh = Date.now();
-    try { await guard(loadJobs); await guard(loadGpus); } finally { refreshing = false; }
+    try { await guard(loadJobs, '#queue-tables'); await guard(loadGpus, '#gpu-nodes'); } finally { refreshing = false; }
   }, Math.max(300, lastRefresh + REFRESH_GAP - Date.now()));
 }
 
@@ -415,7 +436,7 @@ async function loadHistoryData() {
 function setLive(mode) {
   const l = $('#live');
   l.className = mode;
-  l.textContent = { on: 'live', off: 'disconnected', poll: 'polling' }[mode];
+  l.textContent = { wait: 'connecting…', on: 'live', off: 'disconnected', poll: 'polling' }[mode];
 }
 async function stream() {
   const gen = S.gen, ctl = new AbortController();
@@ -472,7 +493,7 @@ async function stream() {
 function startPolling() {
   setLive('poll');
   S.timers.push(setInterval(() => {
-    guard(loadJobs); guard(loadGpus); if (!S.histMissing) guard(pollHistory);
+    guard(loadJobs, '#queue-tables'); guard(loadGpus, '#gpu-nodes'); if (!S.histMissing) guard(pollHistory);
   }, 5 * SEC));
 }
 function onEvent(type, text) {
@@ -744,7 +765,7 @@ function byLine(a, b) {
   return (a.state === 'blocked') - (b.state === 'blocked') || (req(b).priority || 0) - (req(a).priority || 0) || a.id - b.id;
 }
 function renderQueue() {
-  if ($('#dash').hidden) return;
+  if ($('#dash').hidden || !S.listed) return;
   fillUsers();
   const fu = $('#filter-user').value, fs = $('#filter-state').value, now = Date.now();
   const all = [...S.jobs.values()];
@@ -831,7 +852,7 @@ function quantile(sorted, q) {
 const last7 = () => { const out = []; for (let k = 6; k >= 0; k--) out.push(dayKey(Date.now() - k * DAY)); return out; };
 function renderHistory() {
   const body = $('#history-body');
-  if (!S.acct) { body.innerHTML = ''; return; }
+  if (!S.acct) return;   // its loading note stays
   const days = last7(), jobs = S.acct.jobs || [];
   // Wait: jobs that started, by the day their wait ended.
   const waits = new Map(days.map((d) => [d, []]));
