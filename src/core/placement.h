@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -90,7 +91,8 @@ struct PendingJob {
   // A job whose node was judged lost waits until not_before for that node to report how
   // its attempt ended (lost_node_wait): the node's name; "" for an OOM backoff.
   std::string lost_node;
-  std::string user;  // fair share is between users
+  std::string held_by;  // a held job (not_before kHeldNotBefore): who held it; "": not known
+  std::string user;     // fair share is between users
   uint64_t host_mem_bytes = 0;
   // Where it may go, by NodeState::name: only these when not empty (--node), never these
   // (--exclude-node).
@@ -316,5 +318,11 @@ Explanation Explain(JobId job, std::span<const PendingJob> jobs, std::span<const
 // wakes the loop.
 UnixMs NextPassDue(std::span<const PendingJob* const> waiting, std::span<const NodeState> nodes,
                    const PolicyConfig& config, UnixMs now);
+
+// A held job's reason, naming who held it ("": not known): "held by carol: no pass starts it
+// until trainq release 12". HeldBy reads the name back from a reason ("" for none), so the
+// passes that write the reason again keep it.
+std::string HeldReason(int64_t job, const std::string& by);
+std::string HeldBy(std::string_view reason);
 
 }  // namespace trainq

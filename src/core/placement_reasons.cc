@@ -228,9 +228,7 @@ std::string AllowlistText(const PolicyConfig& config) {
 // Reasons that need no look at the GPUs' state; "" when there is none.
 std::string RequestReason(const PendingJob& job, const Pass& p) {
   if (p.config.paused) return "paused: no job starts until trainq resume (running jobs go on)";
-  if (job.not_before >= kHeldNotBefore) {
-    return fmt::format("held: no pass starts it until trainq release {}", job.id);
-  }
+  if (job.not_before >= kHeldNotBefore) return HeldReason(job.id, job.held_by);
   if (job.not_before > p.now) {
     uint64_t ms = ElapsedMs(job.not_before, p.now);
     uint64_t secs = ms / 1000 + (ms % 1000 != 0 ? 1 : 0);
@@ -622,3 +620,20 @@ std::string HeldNote(const Pass& p, JobId job) {
 }
 
 }  // namespace trainq::placement_internal
+
+namespace trainq {
+
+std::string HeldReason(int64_t job, const std::string& by) {
+  return fmt::format("held{}: no pass starts it until trainq release {}",
+                     by.empty() ? "" : " by " + by, job);
+}
+
+std::string HeldBy(std::string_view reason) {
+  constexpr std::string_view kPrefix = "held by ";
+  if (!reason.starts_with(kPrefix)) return "";
+  reason.remove_prefix(kPrefix.size());
+  size_t colon = reason.find(':');
+  return colon == std::string_view::npos ? "" : std::string(reason.substr(0, colon));
+}
+
+}  // namespace trainq

@@ -18,9 +18,9 @@ bool Has(std::string_view text, std::initializer_list<std::string_view> words) {
 // The placement policy's reasons are sentences (placement_reasons.cc); the first kind whose
 // words a reason holds is its kind, the more specific kinds first.
 std::string_view WaitKind(JobState state, std::string_view reason) {
-  if (state == JobState::kBlocked) {
-    return reason.starts_with("held") ? "held" : "dependency";
-  }
+  // A held job is queued (or blocked, held before its dependencies were met).
+  if (reason.starts_with("held: ") || reason.starts_with("held by ")) return "held";
+  if (state == JobState::kBlocked) return "dependency";
   if (Has(reason, {"trying again every"})) return "storage";
   if (Has(reason, {"OOM", "out of memory", "backoff"})) return "oom_backoff";
   if (Has(reason, {"max_gpus_per_user", "max_jobs_per_user"})) return "user_limit";

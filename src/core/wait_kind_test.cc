@@ -16,6 +16,7 @@ TEST(WaitKindTest, EachReasonHasItsKind) {
   const Case cases[] = {
       {JobState::kBlocked, "dependency 12 is running", "dependency"},
       {JobState::kBlocked, "held: no pass starts it until trainq release 4", "held"},
+      {JobState::kQueued, "held by carol: no pass starts it until trainq release 4", "held"},
       {JobState::kQueued, "out of memory (CUDA out of memory) on attempt 1: retry 1 of 3 after 30s",
        "oom_backoff"},
       {JobState::kQueued, "alice has 1 GPU in use; max_gpus_per_user = 1", "user_limit"},

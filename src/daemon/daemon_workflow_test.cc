@@ -278,6 +278,26 @@ TEST_F(WorkflowTest, GpuTypesAndFeaturesChooseTheGpu) {
   EXPECT_EQ(nodes["nodes"][0]["gpus"][1]["label"], "lab-big");
 }
 
+// A job held while blocked stays held once its dependencies are met, its reason naming who
+// held it.
+TEST_F(WorkflowTest, AJobHeldWhileBlockedStaysHeldWhenItsDependencyEnds) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId first = Submit({{"gpus", 1}});
+  JobId held = Submit({{"gpus", 1}, {"after_any", {first}}});
+  ASSERT_EQ(Get(held).state, JobState::kBlocked);
+  ASSERT_EQ(
+      Call("POST", "/v1/jobs/" + std::to_string(held) + "/update", R"({"hold": true})").status,
+      200);
+  ASSERT_TRUE(shims_.Exit(RunDir(first, 1), Exited(0)));
+  Loop();
+  Loop();
+  EXPECT_EQ(Get(held).state, JobState::kQueued);  // the GPU is free; it is held
+  EXPECT_EQ(Get(held).attempts.size(), 0u);
+  EXPECT_THAT(Get(held).reason,
+              ::testing::MatchesRegex("held by [^:]+: no pass starts it until trainq release .*"));
+}
+
 // `trainq hold` keeps a job from starting, with its reason, until `trainq release`; changed
 // dependencies are judged at once.
 TEST_F(WorkflowTest, AHeldJobWaitsUntilReleasedAndNewDependenciesAreJudgedAtOnce) {
@@ -292,7 +312,9 @@ TEST_F(WorkflowTest, AHeldJobWaitsUntilReleasedAndNewDependenciesAreJudgedAtOnce
   ASSERT_TRUE(shims_.Exit(RunDir(blocker, 1), Exited(0)));
   Loop();
   EXPECT_EQ(Get(held).state, JobState::kQueued);  // the GPU is free; it is held
-  EXPECT_THAT(Get(held).reason, HasSubstr("held: no pass starts it until trainq release"));
+  // Who held it stays in the reason the passes write.
+  EXPECT_THAT(Get(held).reason,
+              ::testing::MatchesRegex("held by [^:]+: no pass starts it until trainq release .*"));
   EXPECT_EQ(daemon_->NextWakeup(), 0);  // nothing to wake up for
   JobId failed = Submit({{"gpus", 1}});
   ASSERT_TRUE(shims_.Exit(RunDir(failed, 1), Exited(3)));

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/core/deps.h"
+#include "src/core/placement.h"
 
 namespace trainq {
 
@@ -50,7 +51,10 @@ void Dependencies::ResolveDependents(JobId id) {
         continue;
       }
       UnixMs now = clock_.Now();
-      Status st = store_.MoveWaiting(job.id, JobState::kBlocked, d.state, d.reason, now);
+      // A held job keeps saying so (and who held it) once its dependencies are met.
+      bool held = d.state == JobState::kQueued && job.not_before >= kHeldNotBefore;
+      std::string reason = held ? HeldReason(job.id, HeldBy(job.reason)) : d.reason;
+      Status st = store_.MoveWaiting(job.id, JobState::kBlocked, d.state, reason, now);
       if (!st.ok()) {
         // kConflict: resolved already (a cancel, an earlier pass); nothing left to do.
         if (st.code() != Code::kConflict) spdlog::error("job {}: {}", job.id, st.message());
@@ -59,7 +63,9 @@ void Dependencies::ResolveDependents(JobId id) {
       spdlog::info("job {}: dependencies resolved: {}{}", job.id, StateName(d.state),
                    d.reason.empty() ? "" : " (" + d.reason + ")");
       if (d.state == JobState::kQueued) {
-        hooks_.queued(job, now);
+        Job queued = job;
+        queued.reason = reason;
+        hooks_.queued(queued, now);
       } else {
         ended.push_back(job.id);  // cancelled: its own dependents follow
         hooks_.ended(job.id);

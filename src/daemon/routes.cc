@@ -878,7 +878,8 @@ void Routes::UpdateJob(RouteContext& c) {
   bool held = job.not_before >= kHeldNotBefore;
   bool hold = u->hold.value_or(held);
   UnixMs not_before = hold ? kHeldNotBefore : (held ? 0 : job.not_before);
-  std::string reason = hold ? fmt::format("held: no pass starts it until trainq release {}", job.id)
+  // Who held it is kept in its reason, which the passes write again (HeldBy).
+  std::string reason = hold ? (held ? job.reason : HeldReason(job.id, c.caller.user))
                             : (held ? std::string() : job.reason);
   Status st = c.d.store->UpdateJob(job.id, u->spec, not_before, reason, u->running);
   if (!st.ok()) return c.respond(ErrorResponse(st));

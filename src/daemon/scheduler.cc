@@ -120,6 +120,7 @@ Status Scheduler::RefreshWaiting() {
     for (const Job& job : *page) {
       reasons_[job.id].written = ReasonDigest(job.reason);  // the store's, whoever wrote it
       PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before);
+      if (job.not_before >= kHeldNotBefore) p.held_by = HeldBy(job.reason);
       const Attempt* last = job.current();
       if (last && job.not_before > 0 && last->end_reason == "node " + last->node + " lost") {
         p.lost_node = last->node;
@@ -159,7 +160,10 @@ void Scheduler::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, U
 }
 
 void Scheduler::Queued(const Job& job, UnixMs now) {
-  AddWaiting(job.id, job.spec, job.submitted_at, now);
+  // A job held while it was blocked stays held once its dependencies are met.
+  PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, now, job.not_before);
+  if (job.not_before >= kHeldNotBefore) p.held_by = HeldBy(job.reason);
+  waiting_.emplace(job.id, std::move(p));
   RequestSchedule();
 }
 
@@ -181,7 +185,9 @@ void Scheduler::NoteWaiting(JobId id) {
   }
   waiting_.erase(id);  // a requeued job comes back with its new queued_at and backoff
   if (job->state != JobState::kQueued) return;
-  AddWaiting(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
+  PendingJob p = PendingOf(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
+  if (job->not_before >= kHeldNotBefore) p.held_by = HeldBy(job->reason);
+  waiting_.emplace(id, std::move(p));
 }
 
 void Scheduler::Reload() {

@@ -220,10 +220,19 @@ def test_hold_of_another_users_job_is_refused_naming_hold(doc_cluster):
     c.start()
     gpu1 = c.nodes["gpu1"]
     first = gpu1.submit_as("ada", "--gpus", "0", cmd=["sleep", "30"])
-    job_id = gpu1.submit_as("ada", "--gpus", "0", "--after", str(first), cmd=["true"])
+    job_id = gpu1.submit_as("ada", "--gpus", "0", "--after-any", str(first), cmd=["true"])
     refused = gpu1.trainq_as("bob", "hold", str(job_id))
     assert refused.returncode != 0, refused
     assert "may update, hold or release it" in refused.stderr, refused.stderr
+    # An admin's hold names the admin, and keeps doing so once the job waits to start.
+    gpu1.trainq_as("carol", "hold", str(job_id), check=0)
+    gpu1.trainq_as("ada", "cancel", str(first), check=0)
+    carol = gpu1.people["carol"].pw_name
+    wait_for(lambda: gpu1.show(job_id)["state"] == "queued", what="the job to wait to start")
+    time.sleep(1)  # a few passes
+    reason = gpu1.show(job_id)["reason"]
+    assert reason.startswith(f"held by {carol}: no pass starts it"), \
+        reason
 
 
 def test_a_lost_node_is_removed_by_an_admin_and_not_while_up(doc_cluster):

@@ -1,6 +1,8 @@
 """`trainq update`, `hold` and `release` as a user types them, on one machine's SQLite and on a
 cluster's Redis (docs/workflow.md, "Managing the queue")."""
 import json
+import os
+import pwd
 
 from conftest import gpu, wait_for
 
@@ -26,11 +28,12 @@ def held_flow(t, other=None):
     assert t.run("hold", str(job)).stdout.strip() == f"job {job} held"
     assert other.show(job)["held"] is True
     t.run("cancel", str(blocker))
-    wait_for(lambda: "held: no pass starts it until trainq release" in other.show(job)["reason"],
-             timeout=20, what="the held reason")
+    who = pwd.getpwuid(os.geteuid()).pw_name
+    wait_for(lambda: f"held by {who}: no pass starts it until trainq release"
+             in other.show(job)["reason"], timeout=20, what="the held reason")
     assert other.state(job) == "queued"
     table = other.run("ls").stdout
-    assert "held: no pass starts it" in table, table
+    assert f"held by {who}" in table, table
     t.run("release", str(job))
     other.wait_state(job, "succeeded", timeout=30)
     # An ended job changes no more.
