@@ -679,6 +679,77 @@ int Srun(const std::vector<std::string>& args) {
   return std::max(remote.worst(), local.worst());
 }
 
+// Step `s` (as the first node's daemon gave it) on this node, part `node` of the job: its
+// tasks run, their output forwarded to srun, and how they ended reported.
+void RunNodeStep(Client& daemon, const SlurmAllocation& alloc, const EnvMap& own, const json& s,
+                 int64_t job, int node) {
+  int step = s.value("step", 0);
+  StepLayout l;
+  l.tasks = s.value("tasks", std::vector<int>{});
+  l.first = s.value("first", std::vector<int>{});
+  l.ntasks = s.value("ntasks", 0);
+  l.gpus_per_task = s.value("gpus_per_task", 0);
+  if (s.contains("cpus_per_task")) l.cpus_per_task = s.value("cpus_per_task", 1);
+  if (l.tasks.size() != alloc.nodes.size() || l.first.size() != l.tasks.size()) return;
+  for (size_t i = 0; i < l.tasks.size(); ++i) {
+    if (l.tasks[i] > 0) l.step_nodes.push_back(alloc.nodes[i]);
+  }
+  // srun's environment, with what belongs to this node taken from this node's part.
+  EnvMap base;
+  json given = s.value("env", json::object());
+  for (const auto& [key, value] : given.items()) {
+    if (value.is_string() && !NodeSpecificVar(key)) base[key] = value.get<std::string>();
+  }
+  for (const auto& [key, value] : own) {
+    if (NodeSpecificVar(key)) base[key] = value;
+  }
+  Forwarder output(daemon, job, step, node, s.value("label", false), alloc.nodes[node]);
+  LocalTasks tasks(l, alloc, node, step, &output, s.value("kill_on_bad_exit", false));
+  json result = json::object();
+  int exit = 0;
+  if (Status st = tasks.Start(s.value("argv", std::vector<std::string>{}), base,
+                              s.value("cwd", std::string()));
+      !st.ok()) {
+    Say(st.message());
+    exit = 1;
+    result["failures"] = {fmt::format("{} (node {})", st.message(), alloc.nodes[node])};
+  } else {
+    auto asked = std::chrono::steady_clock::now();
+    while (tasks.Running()) {
+      if (tasks.Step(100)) tasks.StopRest();
+      tasks.Tick();
+      if (g_signal != 0) {
+        tasks.Signal(g_signal);
+        g_signal = 0;
+      }
+      // Each answer to sent output says whether the step was cancelled; without output to
+      // send, the step is asked every 500 ms.
+      std::optional<bool> cancelled = output.Send();
+      auto now = std::chrono::steady_clock::now();
+      if (cancelled) {
+        asked = now;
+      } else if (now - asked > std::chrono::milliseconds(500)) {
+        asked = now;
+        Result<json> st = daemon.CallRunning(
+            "GET", api::JobPath(job, "steps") + fmt::format("?step={}&rank={}", step, node));
+        if (st.ok()) cancelled = st->value("cancelled", false);
+      }
+      if (cancelled.value_or(false)) tasks.Signal(SIGTERM);
+    }
+    exit = std::min(tasks.worst(), 255);
+    result["failures"] = tasks.failures();
+  }
+  // srun reads the output before the end: its lines come before srun's word of a failure.
+  output.Flush();
+  std::string target =
+      api::JobPath(job, "steps/result") + fmt::format("?exit={}&rank={}&step={}", exit, node, step);
+  for (int tries = 0;; ++tries) {
+    Result<json> sent = daemon.CallRunning("POST", target, DumpJson(result));
+    if (sent.ok() || tries == 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 // A part of the job on a node other than the first: runs the steps that give this node tasks
 // until the batch script ends.
 int NodeSteps() {
@@ -723,72 +794,8 @@ int NodeSteps() {
       continue;
     }
     const json& s = (*r)["step"];
-    int step = s.value("step", 0);
-    after = step;
-    StepLayout l;
-    l.tasks = s.value("tasks", std::vector<int>{});
-    l.first = s.value("first", std::vector<int>{});
-    l.ntasks = s.value("ntasks", 0);
-    l.gpus_per_task = s.value("gpus_per_task", 0);
-    if (s.contains("cpus_per_task")) l.cpus_per_task = s.value("cpus_per_task", 1);
-    if (l.tasks.size() != alloc->nodes.size() || l.first.size() != l.tasks.size()) continue;
-    for (size_t i = 0; i < l.tasks.size(); ++i) {
-      if (l.tasks[i] > 0) l.step_nodes.push_back(alloc->nodes[i]);
-    }
-    // srun's environment, with what belongs to this node taken from this node's part.
-    EnvMap base;
-    json given = s.value("env", json::object());
-    for (const auto& [key, value] : given.items()) {
-      if (value.is_string() && !NodeSpecificVar(key)) base[key] = value.get<std::string>();
-    }
-    for (const auto& [key, value] : own) {
-      if (NodeSpecificVar(key)) base[key] = value;
-    }
-    Forwarder output(daemon, job, step, node, s.value("label", false), alloc->nodes[node]);
-    LocalTasks tasks(l, *alloc, node, step, &output, s.value("kill_on_bad_exit", false));
-    json result = json::object();
-    int exit = 0;
-    if (Status st = tasks.Start(s.value("argv", std::vector<std::string>{}), base,
-                                s.value("cwd", std::string()));
-        !st.ok()) {
-      Say(st.message());
-      exit = 1;
-      result["failures"] = {fmt::format("{} (node {})", st.message(), alloc->nodes[node])};
-    } else {
-      auto asked = std::chrono::steady_clock::now();
-      while (tasks.Running()) {
-        if (tasks.Step(100)) tasks.StopRest();
-        tasks.Tick();
-        if (g_signal != 0) {
-          tasks.Signal(g_signal);
-          g_signal = 0;
-        }
-        // Each answer to sent output says whether the step was cancelled; without output to
-        // send, the step is asked every 500 ms.
-        std::optional<bool> cancelled = output.Send();
-        auto now = std::chrono::steady_clock::now();
-        if (cancelled) {
-          asked = now;
-        } else if (now - asked > std::chrono::milliseconds(500)) {
-          asked = now;
-          Result<json> st = daemon.CallRunning(
-              "GET", api::JobPath(job, "steps") + fmt::format("?step={}&rank={}", step, node));
-          if (st.ok()) cancelled = st->value("cancelled", false);
-        }
-        if (cancelled.value_or(false)) tasks.Signal(SIGTERM);
-      }
-      exit = std::min(tasks.worst(), 255);
-      result["failures"] = tasks.failures();
-    }
-    // srun reads the output before the end: its lines come before srun's word of a failure.
-    output.Flush();
-    std::string target = api::JobPath(job, "steps/result") +
-                         fmt::format("?exit={}&rank={}&step={}", exit, node, step);
-    for (int tries = 0;; ++tries) {
-      Result<json> sent = daemon.CallRunning("POST", target, DumpJson(result));
-      if (sent.ok() || tries == 20) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    }
+    after = s.value("step", 0);
+    RunNodeStep(daemon, *alloc, own, s, job, node);
   }
 }
 

@@ -284,12 +284,18 @@ TEST_F(WorkflowTest, AJobHeldWhileBlockedStaysHeldWhenItsDependencyEnds) {
   SetGpus({Gpu(0, 80)});
   Start();
   JobId first = Submit({{"gpus", 1}});
-  JobId held = Submit({{"gpus", 1}, {"after_any", {first}}});
+  JobId second = Submit({{"gpus", 1}});
+  JobId held = Submit({{"gpus", 1}, {"after_any", {first, second}}});
   ASSERT_EQ(Get(held).state, JobState::kBlocked);
   ASSERT_EQ(
       Call("POST", "/v1/jobs/" + std::to_string(held) + "/update", R"({"hold": true})").status,
       200);
-  ASSERT_TRUE(shims_.Exit(RunDir(first, 1), Exited(0)));
+  ASSERT_TRUE(shims_.Exit(RunDir(first, 1), Exited(0)));  // one dependency met, one to go
+  Loop();
+  EXPECT_EQ(Get(held).state, JobState::kBlocked);
+  EXPECT_THAT(Get(held).reason, ::testing::StartsWith("held by "));
+  Loop();
+  ASSERT_TRUE(shims_.Exit(RunDir(second, 1), Exited(0)));
   Loop();
   Loop();
   EXPECT_EQ(Get(held).state, JobState::kQueued);  // the GPU is free; it is held

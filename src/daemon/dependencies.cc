@@ -41,8 +41,10 @@ void Dependencies::ResolveDependents(JobId id) {
     }
     for (const Job& job : *dependents) {
       DepDecision d = DecideDeps(job.spec, ReadDeps(store_, job.spec));
+      // A held job's reason says it is held, and by whom, until its release.
+      bool held = job.not_before >= kHeldNotBefore;
       if (d.state == JobState::kBlocked) {
-        if (d.reason != job.reason) {
+        if (d.reason != job.reason && !held) {
           std::pair<JobId, std::string> reason{job.id, d.reason};
           if (Status st = store_.SetReasons(std::span(&reason, 1)); !st.ok()) {
             spdlog::warn("job {}: {}", job.id, st.message());
@@ -51,9 +53,8 @@ void Dependencies::ResolveDependents(JobId id) {
         continue;
       }
       UnixMs now = clock_.Now();
-      // A held job keeps saying so (and who held it) once its dependencies are met.
-      bool held = d.state == JobState::kQueued && job.not_before >= kHeldNotBefore;
-      std::string reason = held ? HeldReason(job.id, HeldBy(job.reason)) : d.reason;
+      std::string reason =
+          held && d.state == JobState::kQueued ? HeldReason(job.id, HeldBy(job.reason)) : d.reason;
       Status st = store_.MoveWaiting(job.id, JobState::kBlocked, d.state, reason, now);
       if (!st.ok()) {
         // kConflict: resolved already (a cancel, an earlier pass); nothing left to do.
