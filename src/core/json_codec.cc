@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/gpu_select.h"
+#include "src/core/job_fields.h"
 #include "src/core/spec.h"
 #include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
@@ -107,13 +108,8 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (ContainerField(key, v)) return;
   if (WorkflowField(key, v)) return;
   if (StopField(key, v)) return;
-  errors_.push_back(fmt::format(
-      "{}: unknown field; expected command, cwd, env, name, gpus, mem, cpus, priority, retries, "
-      "after, after_any, time, mem_limit, max_procs, nodes, exclude_nodes, num_nodes, gpu_type, "
-      "constraints, transfers, collect, collect_to, image, mounts, shm_size, container_workdir, "
-      "group, group_limit, "
-      "array_index, record, notify, mail, slurm, gate, signal, requeue, preemptible, checkpoint",
-      key));
+  // Every key of the table has a reader above (JobFieldsTest.EveryRequestKeyOfTheTableIsRead).
+  errors_.push_back(fmt::format("{}: unknown field; expected {}", key, RequestKeys()));
 }
 
 void SpecReader::Int(const std::string& key, const json& v, int& out) {
@@ -593,6 +589,36 @@ json JobToJson(const Job& job) {
       {"preemptible", s.stop.preemptible ? json(*s.stop.preemptible) : json(nullptr)},
       {"checkpoint", s.stop.checkpoint.empty() ? json(nullptr) : json(s.stop.checkpoint)},
       {"attempts", std::move(attempts)}};
+}
+
+void HideFromOthers(json& job) {
+  constexpr const char* kHidden = "(hidden)";
+  for (const JobFieldInfo& f : JobFieldInfos()) {
+    if (f.readers != Readers::kOwner) continue;
+    std::string_view keys = f.shown;
+    while (!keys.empty()) {
+      size_t space = keys.find(' ');
+      std::string key(keys.substr(0, space));
+      keys = space == std::string_view::npos ? std::string_view() : keys.substr(space + 1);
+      if (job.contains(key) && !job[key].is_null()) job[key] = kHidden;
+    }
+  }
+  // The fields others see in part (Readers::kOwnerParts): a `trainq sbatch` job's script
+  // text, which its command carries as the wrapper's $1 and which sets secrets as often as
+  // --env does (the script's path and arguments stay), and the values of the record's --env
+  // overrides (the names stay, as `diff` compares them).
+  json& record = job["record"];
+  json& command = job["command"];
+  if (record.is_object() && record.contains("sbatch") && command.is_array() && command.size() > 4) {
+    command[4] = kHidden;
+  }
+  if (record.is_object() && record.contains("env_overrides") &&
+      record["env_overrides"].is_array()) {
+    for (json& item : record["env_overrides"]) {
+      std::string text = item.is_string() ? item.get<std::string>() : "";
+      item = text.substr(0, text.find('=')) + "=" + kHidden;
+    }
+  }
 }
 
 Result<JobSpec> SpecFromJson(const json& request) {

@@ -30,6 +30,10 @@ nlohmann::json AttemptUsageJson(const AttemptUsage& usage);
 // nodes and exclude_nodes arrays of node names (empty: no constraint). The environment is left out:
 // it is large and holds secrets.
 nlohmann::json JobToJson(const Job& job);
+// What only a job's owner and admins see, replaced by "(hidden)" in JobToJson's form: the
+// fields kJobFields (src/core/job_fields.h) gives Readers::kOwner, and the secret parts of
+// those it gives Readers::kOwnerParts.
+void HideFromOthers(nlohmann::json& job);
 
 // A submit request: {"command": [str, ...] (required), "cwd": str, "env": {str: str},
 // "name": str, "gpus": int, "mem": str | null, "cpus": int, "priority": int,

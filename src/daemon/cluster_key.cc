@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "src/core/auth.h"
+#include "src/core/job_field_text.h"
 #include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 #include "src/os/crypto/token_crypto.h"
@@ -34,6 +35,24 @@ constexpr std::string_view kMakeOne = "trainqd --new-cluster-key FILE";
 }  // namespace
 
 std::string SignedJobText(const JobSpec& spec, const std::string& node) {
+  std::string out = "trainq job v2\n";
+  Field(out, node);
+  // Every row kJobFields signs, named, in table order: a field added to the table is signed
+  // unless its row says why not.
+  ForEachJobField([&](const auto& field) {
+    if (!field.info.signed_ || field.info.codec == FieldCodec::kInCollect) return;
+    Field(out, field.info.name);
+    std::optional<std::string> text = FieldText(field, spec);
+    if (text) {
+      Field(out, *text);
+    } else {
+      out += '~';  // unset; no length starts with '~'
+    }
+  });
+  return out;
+}
+
+std::string SignedJobTextV1(const JobSpec& spec, const std::string& node) {
   std::string out = "trainq job v1\n";
   Field(out, node);
   Field(out, spec.user);
@@ -146,7 +165,13 @@ Status ClusterKey::Verify(JobId id, const JobSpec& spec) const {
         "it (was it written into Redis by something other than trainq?)",
         id));
   }
-  if (!SameDigest(spec.signature, HmacSha256Hex(secret_, SignedJobText(spec, spec.signed_by)))) {
+  // A job an earlier trainq signed (v1) still runs after an upgrade, unless it names a
+  // container image: v1 did not cover the container, so Redis could have added one.
+  bool v1 =
+      !spec.container.on() &&
+      SameDigest(spec.signature, HmacSha256Hex(secret_, SignedJobTextV1(spec, spec.signed_by)));
+  if (!v1 &&
+      !SameDigest(spec.signature, HmacSha256Hex(secret_, SignedJobText(spec, spec.signed_by)))) {
     return Status::Permission(fmt::format(
         "job {}: its record in the store does not match the signature node '{}' made when it "
         "was submitted (its user, command, environment or cwd were changed in the store, or "

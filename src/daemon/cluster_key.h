@@ -67,9 +67,13 @@ class ClusterKey {
 std::string CanonicalTarget(const std::string& path,
                             const std::map<std::string, std::string>& query);
 
-// The text a job's signature covers: who runs it and what runs (user, command, environment,
-// cwd, the gate's process, where its output is sent, its host limits), the signing node;
-// each field length-prefixed so no two different specs read the same.
+// The text a job's signature covers: the signing node and every field kJobFields signs
+// (src/core/job_fields.h: all but those `trainq update` changes in place, the group id the
+// store gives and the signature itself), each named and length-prefixed so no two different
+// specs read the same.
 std::string SignedJobText(const JobSpec& spec, const std::string& node);
+// What an earlier trainq signed (user, command, environment, cwd, notify, mail, slurm, gate,
+// host limits, transfers, collect, stop): still accepted for a job without a container.
+std::string SignedJobTextV1(const JobSpec& spec, const std::string& node);
 
 }  // namespace trainq

@@ -10,6 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "src/core/job_fields_test_util.h"
+#include "src/os/crypto/token_crypto.h"
 #include "src/store/store.h"
 
 namespace trainq {
@@ -66,6 +68,44 @@ TEST(ClusterKeyTest, EveryIdentityFieldChangedInTheStoreIsRefused) {
     EXPECT_THAT(st.message(), HasSubstr("job 12")) << what;
     EXPECT_THAT(st.message(), HasSubstr("refused to run it")) << what;
   }
+}
+
+// The signature covers every row kJobFields signs and no other: each field changed alone
+// in the store is refused exactly when its row says it is signed.
+TEST(ClusterKeyTest, EachFieldOfTheTableIsSignedExactlyAsItsRowSays) {
+  const JobSpec full = FullSpec(11, 12);
+  int signed_rows = 0;
+  ForEachJobField([&](const auto& field) {
+    if (field.info.name == "signature" || field.info.name == "signed_by") return;
+    SCOPED_TRACE(std::string(field.info.name));
+    JobSpec s = AdasJob();
+    s.collect = {"out"};  // collect_to is kept only with something to collect
+    kKey.Sign(s, "gpu1");
+    field.Of(s) = field.Of(full);
+    Status st = kKey.Verify(12, s);
+    if (field.info.signed_) {
+      ++signed_rows;
+      EXPECT_EQ(st.code(), Code::kPermission);
+    } else {
+      EXPECT_TRUE(st.ok()) << st.ToString();
+    }
+  });
+  EXPECT_GE(signed_rows, 20);
+}
+
+// A job an earlier trainq signed still runs after an upgrade, unless Redis gave it a
+// container, which the old signature did not cover.
+TEST(ClusterKeyTest, AnEarlierSignatureHoldsForAJobWithoutAContainer) {
+  const std::string secret(64, 'k');
+  JobSpec s = AdasJob();
+  s.signed_by = "gpu1";
+  s.signature = HmacSha256Hex(secret, SignedJobTextV1(s, "gpu1"));
+  EXPECT_TRUE(kKey.Verify(4, s).ok());
+  s.container.image = "docker.io/evil:1";
+  EXPECT_EQ(kKey.Verify(4, s).code(), Code::kPermission);
+  s.container = {};
+  s.command.push_back("--evil");
+  EXPECT_EQ(kKey.Verify(4, s).code(), Code::kPermission);
 }
 
 TEST(ClusterKeyTest, AnUnsignedOrOtherKeysJobIsRefused) {

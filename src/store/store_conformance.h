@@ -4,8 +4,8 @@
 // in its own test file with a factory that makes a fresh, empty store on each call:
 //
 //   INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformance,
-//                            ::testing::Values(StoreBackend{"sqlite", &MakeSqliteStore}),
-//                            StoreBackendName);
+//                            ::testing::Values(StoreBackend{"sqlite", &MakeSqliteStore,
+//                            &JobFieldInfo::sql}), StoreBackendName);
 //
 // The factory reports its own failures (ADD_FAILURE) and returns null; the test then
 // stops. Times in the suite are fixed values, never the clock.
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "src/core/job_fields.h"
 #include "src/store/store.h"
 
 namespace trainq {
@@ -27,6 +28,8 @@ namespace trainq {
 struct StoreBackend {
   std::string name;  // test name suffix: letters, digits and '_' only
   std::function<std::unique_ptr<Store>()> make;
+  // Where kJobFields names this store's place for a field ("": it keeps none).
+  std::string_view JobFieldInfo::*column = nullptr;
 };
 
 inline void PrintTo(const StoreBackend& backend, std::ostream* os) { *os << backend.name; }

@@ -5,10 +5,13 @@
 #include <charconv>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
 #include "src/core/container.h"
+#include "src/core/job_field_text.h"
 #include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 
@@ -96,22 +99,9 @@ class Reader {
   Status status_;
 };
 
-template <class T>
-std::string Joined(const std::vector<T>& values) {
-  return fmt::format("{}", fmt::join(values, ","));
-}
-
 }  // namespace
 
-std::string EncodeStrings(const std::vector<std::string>& values) {
-  std::string out;
-  for (const std::string& v : values) {
-    out += std::to_string(v.size());
-    out += ':';
-    out += v;
-  }
-  return out;
-}
+std::string EncodeStrings(const std::vector<std::string>& values) { return LengthPrefixed(values); }
 
 Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::string_view field) {
   std::vector<std::string> out;
@@ -129,72 +119,77 @@ Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::strin
   return out;
 }
 
-Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::string& reason) {
-  std::vector<std::string> env;
-  for (const auto& [name, value] : spec.env) {
-    env.push_back(name);
-    env.push_back(value);
+namespace {
+
+// Reads a field that is there (an absent one keeps JobSpec's default: a job an earlier
+// trainq stored lacks the fields added since).
+template <class T>
+Status FromRedis(Reader& r, std::string_view f, T& out) {
+  using V = std::remove_cvref_t<T>;
+  if constexpr (std::is_same_v<V, std::string>) {
+    out = r.Str(f);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    out = r.Str(f) == "1";
+  } else if constexpr (std::is_integral_v<V>) {
+    out = r.Num<V>(f);
+  } else if constexpr (std::is_same_v<V, std::optional<uint64_t>>) {
+    out = r.Num<uint64_t>(f);
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    out = r.Double(f);
+  } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
+    out = r.Strings(f);
+  } else if constexpr (std::is_same_v<V, std::vector<JobId>>) {
+    out = r.Nums<JobId>(f);
+  } else if constexpr (std::is_same_v<V, EnvVars>) {
+    std::vector<std::string> flat = r.Strings(f);
+    EnvVars::List env;
+    for (size_t i = 0; i + 1 < flat.size(); i += 2) env.emplace_back(flat[i], flat[i + 1]);
+    out = std::move(env);
+  } else if constexpr (std::is_same_v<V, ContainerSpec>) {
+    Result<ContainerSpec> c = ContainerFromText(r.Str(f));
+    if (!c.ok()) return c.status();
+    out = std::move(*c);
+  } else if constexpr (std::is_same_v<V, std::vector<Transfer>>) {
+    Result<std::vector<Transfer>> t = TransfersFromText(r.Str(f));
+    if (!t.ok()) return t.status();
+    out = std::move(*t);
+  } else {
+    static_assert(std::is_same_v<V, StopSpec>, "a JobSpec member type with no Redis form");
+    return StopFromText(r.Str(f), out);
   }
+  return Status::Ok();
+}
+
+bool Changeable(const JobFieldInfo& f, bool running) {
+  return running ? f.change == Change::kAlways : f.change != Change::kNever;
+}
+
+}  // namespace
+
+Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::string& reason) {
   Fields f = {{"state", std::string(StateName(state))},
-              {"name", spec.name},
-              {"command", EncodeStrings(spec.command)},
-              {"cwd", spec.cwd},
-              {"env", EncodeStrings(env)},
-              {"gpus", std::to_string(spec.gpus)},
-              {"cpus", std::to_string(spec.cpus)},
-              {"priority", std::to_string(spec.priority)},
-              {"retries", std::to_string(spec.retries)},
-              {"user", spec.user},
               {"submitted_at", std::to_string(now)},
               {"queued_at", std::to_string(now)},
               {"reason", reason},
               {"attempt", "0"},
               {"not_before", "0"},
-              {"node_failures", "0"},
-              {"after", Joined(spec.after)},
-              {"after_any", Joined(spec.after_any)},
-              {"time_limit_ms", std::to_string(spec.time_limit_ms)},
-              {"mem_limit_bytes", std::to_string(spec.mem_limit_bytes)},
-              {"max_procs", std::to_string(spec.max_procs)},
-              {"submit_key", spec.submit_key},
-              {"nodes_allowed", EncodeStrings(spec.nodes_allowed)},
-              {"nodes_excluded", EncodeStrings(spec.nodes_excluded)},
-              {"num_nodes", std::to_string(spec.num_nodes)},
-              {"gpu_type", spec.gpu_type},
-              {"constraints", EncodeStrings(spec.constraints)},
-              {"container", ContainerToText(spec.container)},
-              {"transfers", TransfersToText(spec.transfers)},
-              {"collect", CollectToText(spec)},
-              {"stop", StopToText(spec.stop)},
-              {"group", std::to_string(spec.group)},
-              {"group_limit", std::to_string(spec.group_limit)},
-              {"array_index", std::to_string(spec.array_index)},
-              {"record", spec.record},
-              {"notify_url", spec.notify_url},
-              {"mail", spec.mail},
-              {"slurm_env", spec.slurm_env ? "1" : "0"},
-              {"gate_pid", std::to_string(spec.gate_pid)},
-              {"gate_ticks", std::to_string(spec.gate_ticks)},
-              {"signed_by", spec.signed_by},
-              {"signature", spec.signature}};
-  if (spec.mem_bytes) f.emplace_back("mem_bytes", std::to_string(*spec.mem_bytes));
-  // The shortest text that reads back as the same double.
-  if (spec.mem_percent) f.emplace_back("mem_percent", fmt::format("{}", *spec.mem_percent));
+              {"node_failures", "0"}};
+  ForEachJobField([&](const auto& field) {
+    if (field.info.codec == FieldCodec::kInCollect) return;
+    if (std::optional<std::string> value = FieldText(field, spec)) {
+      f.emplace_back(field.info.redis, std::move(*value));
+    }
+  });
   return f;
 }
 
-Fields ChangeableFields(const JobSpec& spec) {
-  return {{"name", spec.name},
-          {"gpus", std::to_string(spec.gpus)},
-          {"cpus", std::to_string(spec.cpus)},
-          {"priority", std::to_string(spec.priority)},
-          {"time_limit_ms", std::to_string(spec.time_limit_ms)},
-          {"after", Joined(spec.after)},
-          {"after_any", Joined(spec.after_any)},
-          {"gpu_type", spec.gpu_type},
-          {"constraints", EncodeStrings(spec.constraints)},
-          {"mem_bytes", spec.mem_bytes ? std::to_string(*spec.mem_bytes) : ""},
-          {"mem_percent", spec.mem_percent ? fmt::format("{}", *spec.mem_percent) : ""}};
+Fields ChangeableFields(const JobSpec& spec, bool running) {
+  Fields f;
+  ForEachJobField([&](const auto& field) {
+    if (!Changeable(field.info, running)) return;
+    f.emplace_back(field.info.redis, FieldText(field, spec).value_or(""));
+  });
+  return f;
 }
 
 Result<Job> ReadJob(const redisReply* hash) {
@@ -202,56 +197,17 @@ Result<Job> ReadJob(const redisReply* hash) {
   Job job;
   job.id = r.Num<JobId>("id");
   job.state = r.State("state");
-  job.spec.name = r.Str("name");
-  job.spec.command = r.Strings("command");
-  job.spec.cwd = r.Str("cwd");
-  std::vector<std::string> env = r.Strings("env");
-  for (size_t i = 0; i + 1 < env.size(); i += 2) job.spec.env.emplace_back(env[i], env[i + 1]);
-  job.spec.gpus = r.Num<int>("gpus");
-  if (r.Has("mem_bytes")) job.spec.mem_bytes = r.Num<uint64_t>("mem_bytes");
-  if (r.Has("mem_percent")) job.spec.mem_percent = r.Double("mem_percent");
-  job.spec.cpus = r.Num<int>("cpus");
-  job.spec.priority = r.Num<int>("priority");
-  job.spec.retries = r.Num<int>("retries");
-  job.spec.user = r.Str("user");
-  job.spec.after = r.Nums<JobId>("after");
-  job.spec.after_any = r.Nums<JobId>("after_any");
-  job.spec.time_limit_ms = r.Num<int64_t>("time_limit_ms");
-  // Absent from a job an earlier trainq stored: the daemon's defaults.
-  if (r.Has("mem_limit_bytes")) job.spec.mem_limit_bytes = r.Num<uint64_t>("mem_limit_bytes");
-  if (r.Has("max_procs")) job.spec.max_procs = r.Num<int64_t>("max_procs");
-  job.spec.submit_key = r.Str("submit_key");
-  job.spec.nodes_allowed = r.Strings("nodes_allowed");
-  job.spec.nodes_excluded = r.Strings("nodes_excluded");
-  job.spec.num_nodes = r.Has("num_nodes") ? r.Num<int>("num_nodes") : 1;
-  job.spec.gpu_type = r.Str("gpu_type");  // "" in a job an earlier trainq stored
-  if (r.Has("constraints")) job.spec.constraints = r.Strings("constraints");
-  if (Result<ContainerSpec> c = ContainerFromText(r.Str("container")); c.ok()) {
-    job.spec.container = std::move(*c);
-  } else {
-    return c.status();
-  }
-  TRAINQ_RETURN_IF_ERROR(CollectFromText(r.Str("collect"), job.spec));
-  TRAINQ_RETURN_IF_ERROR(StopFromText(r.Str("stop"), job.spec.stop));
-  if (Result<std::vector<Transfer>> t = TransfersFromText(r.Str("transfers")); t.ok()) {
-    job.spec.transfers = std::move(*t);
-  } else {
-    return t.status();
-  }
-  // Fields a job stored by an earlier trainq lacks keep their defaults.
-  if (r.Has("group")) {
-    job.spec.group = r.Num<JobId>("group");
-    job.spec.group_limit = r.Num<int>("group_limit");
-    job.spec.array_index = r.Num<int>("array_index");
-    job.spec.record = r.Str("record");
-    job.spec.notify_url = r.Str("notify_url");
-    job.spec.mail = r.Str("mail");
-    job.spec.slurm_env = r.Str("slurm_env") == "1";
-    job.spec.gate_pid = r.Num<int64_t>("gate_pid");
-    job.spec.gate_ticks = r.Num<uint64_t>("gate_ticks");
-  }
-  job.spec.signed_by = r.Str("signed_by");
-  job.spec.signature = r.Str("signature");
+  Status status;
+  ForEachJobField([&](const auto& field) {
+    const JobFieldInfo& f = field.info;
+    if (!status.ok() || f.codec == FieldCodec::kInCollect || !r.Has(f.redis)) return;
+    if (f.codec == FieldCodec::kCollectPair) {
+      status = CollectFromText(r.Str(f.redis), job.spec);
+    } else {
+      status = FromRedis(r, f.redis, std::remove_cvref_t<decltype(field)>::Of(job.spec));
+    }
+  });
+  if (!status.ok()) return status;
   job.submitted_at = r.Num<UnixMs>("submitted_at");
   job.queued_at = r.Num<UnixMs>("queued_at");
   job.reason = r.Str("reason");

@@ -20,9 +20,10 @@ Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::strin
 
 // The fields of a new job (everything but its id) in state `state` with `reason`.
 Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::string& reason);
-// What `trainq update` may change of a waiting job (Store::UpdateJob), as NewJobFields writes
-// it; mem_bytes and mem_percent are "" when unset (the field is then removed).
-Fields ChangeableFields(const JobSpec& spec);
+// What `trainq update` may change (Store::UpdateJob; kJobFields's `change`) of a waiting job,
+// or of a running one (`running`), as NewJobFields writes it; "" for a field NewJobFields
+// leaves out (the field is then removed, and reads back as its default).
+Fields ChangeableFields(const JobSpec& spec, bool running);
 
 // From HGETALL's reply (an array of field, value, ...). kInternal naming the field when a
 // stored value cannot be read.

@@ -426,7 +426,7 @@ Status RedisStore::MoveWaiting(JobId id, JobState from, JobState to, const std::
 Status RedisStore::UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before,
                              const std::string& reason, bool running) {
   std::vector<std::string> args = {Num(id), running ? "1" : "0", Num(not_before), reason};
-  for (auto& [field, value] : ChangeableFields(spec)) {
+  for (auto& [field, value] : ChangeableFields(spec, running)) {
     args.push_back(field);
     args.push_back(value);
   }

@@ -46,7 +46,8 @@ std::unique_ptr<Store> MakeRedisStore() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, StoreConformance,
-                         ::testing::Values(StoreBackend{"redis", &MakeRedisStore}),
+                         ::testing::Values(StoreBackend{"redis", &MakeRedisStore,
+                                                        &JobFieldInfo::redis}),
                          StoreBackendName);
 
 // --- Redis specifics ---

@@ -323,8 +323,9 @@ end
 return {'ok'}
 )lua";
 
-// ARGV: id, running ('1': name and priority of a starting or running job), not_before,
-// reason, then (field, value)...; an empty mem_bytes or mem_percent removes it.
+// ARGV: id, running ('1': a starting or running job), not_before, reason, then
+// (field, value)... as ChangeableFields lists them for that state; an empty value removes the
+// field (it then reads back as its default).
 constexpr char kUpdateJob[] = R"lua(
 local id, running = ARGV[1], ARGV[2] == '1'
 local states = running and {starting = true, running = true} or {queued = true, blocked = true}
@@ -332,12 +333,10 @@ local err = cas(id, states, nil, running and 'starting or running' or 'queued or
 if err then return err end
 for k = 5, #ARGV, 2 do
   local f, v = ARGV[k], ARGV[k + 1]
-  if not running or f == 'name' or f == 'priority' then
-    if v == '' and (f == 'mem_bytes' or f == 'mem_percent') then
-      redis.call('HDEL', jk(id), f)
-    else
-      redis.call('HSET', jk(id), f, v)
-    end
+  if v == '' then
+    redis.call('HDEL', jk(id), f)
+  else
+    redis.call('HSET', jk(id), f, v)
   end
 end
 if not running then

@@ -1,8 +1,12 @@
 #include "src/store/sqlite/rows.h"
 
+#include <variant>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "src/core/container.h"
+#include "src/core/job_fields.h"
 #include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
 #include "src/store/sqlite/json_text.h"
@@ -116,11 +120,173 @@ Result<std::string> EncodeInts(std::span<const int> values) {
   return json(std::vector<int>(values.begin(), values.end())).dump();
 }
 
+namespace {
+
+// A value as SQLite keeps it: NULL, an integer, a real or a text.
+using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string>;
+
+template <class T>
+Result<SqlValue> ToSql(const T& value, std::string_view column) {
+  using V = std::remove_cvref_t<T>;
+  if constexpr (std::is_same_v<V, std::string>) {
+    return SqlValue(value);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    return SqlValue(int64_t{value ? 1 : 0});
+  } else if constexpr (std::is_integral_v<V>) {
+    return SqlValue(static_cast<int64_t>(value));
+  } else if constexpr (std::is_same_v<V, std::optional<uint64_t>>) {
+    return value ? SqlValue(static_cast<int64_t>(*value)) : SqlValue(nullptr);
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    return value ? SqlValue(*value) : SqlValue(nullptr);
+  } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
+    Result<std::string> text = EncodeStrings(value, column);
+    if (!text.ok()) return text.status();
+    return SqlValue(std::move(text).value());
+  } else if constexpr (std::is_same_v<V, std::vector<JobId>>) {
+    return SqlValue(json(value).dump());
+  } else if constexpr (std::is_same_v<V, ContainerSpec>) {
+    return SqlValue(ContainerToText(value));
+  } else if constexpr (std::is_same_v<V, std::vector<Transfer>>) {
+    return SqlValue(TransfersToText(value));
+  } else if constexpr (std::is_same_v<V, EnvVars>) {
+    Result<std::string> text = EncodeEnv(value.list());
+    if (!text.ok()) return text.status();
+    return SqlValue(std::move(text).value());
+  } else {
+    static_assert(std::is_same_v<V, StopSpec>, "a JobSpec member type with no SQLite form");
+    return SqlValue(StopToText(value));
+  }
+}
+
+template <class T>
+Status FromSql(const Query& q, int col, std::string_view column, T& out) {
+  using V = std::remove_cvref_t<T>;
+  if constexpr (std::is_same_v<V, std::string>) {
+    out = q.Text(col);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    out = q.Int64(col) != 0;
+  } else if constexpr (std::is_integral_v<V>) {
+    out = static_cast<V>(q.Int64(col));
+  } else if constexpr (std::is_same_v<V, std::optional<uint64_t>>) {
+    out = q.IsNull(col) ? std::nullopt : std::optional<uint64_t>(q.Uint64(col));
+  } else if constexpr (std::is_same_v<V, std::optional<double>>) {
+    out = q.OptDouble(col);
+  } else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
+    return Take(DecodeStrings(q.Text(col), column), out);
+  } else if constexpr (std::is_same_v<V, std::vector<JobId>>) {
+    return Take(DecodeIds(q.Text(col), column), out);
+  } else if constexpr (std::is_same_v<V, ContainerSpec>) {
+    return Take(ContainerFromText(q.Text(col)), out);
+  } else if constexpr (std::is_same_v<V, std::vector<Transfer>>) {
+    return Take(TransfersFromText(q.Text(col)), out);
+  } else if constexpr (std::is_same_v<V, EnvVars>) {
+    EnvVars::List env;
+    TRAINQ_RETURN_IF_ERROR(Take(DecodeEnv(q.Text(col)), env));
+    out = std::move(env);
+  } else {
+    static_assert(std::is_same_v<V, StopSpec>, "a JobSpec member type with no SQLite form");
+    return StopFromText(q.Text(col), out);
+  }
+  return Status::Ok();
+}
+
+void BindValue(Query& q, int index, const SqlValue& v) {
+  if (std::holds_alternative<std::nullptr_t>(v)) {
+    q.BindNull(index);
+  } else if (const auto* n = std::get_if<int64_t>(&v)) {
+    q.Bind(index, *n);
+  } else if (const auto* d = std::get_if<double>(&v)) {
+    q.Bind(index, *d);
+  } else {
+    q.Bind(index, std::get<std::string>(v));
+  }
+}
+
+// As SQL text, for the placement listing's constants.
+std::string Literal(const SqlValue& v) {
+  if (std::holds_alternative<std::nullptr_t>(v)) return "NULL";
+  if (const auto* n = std::get_if<int64_t>(&v)) return std::to_string(*n);
+  if (const auto* d = std::get_if<double>(&v)) return fmt::format("{}", *d);
+  std::string out = "'";
+  for (char c : std::get<std::string>(v)) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// Whether the field has a column of its own (collect_to shares collect's; signed_by and
+// signature have none: one machine signs nothing).
+bool HasColumn(const JobFieldInfo& f) {
+  return !f.sql.empty() && f.codec != FieldCodec::kInCollect;
+}
+
+// The field's value as its column holds it.
+template <class Field>
+Result<SqlValue> ColumnValue(const Field& field, const JobSpec& spec) {
+  if (field.info.codec == FieldCodec::kCollectPair) return SqlValue(CollectToText(spec));
+  return ToSql(Field::Of(spec), field.info.sql);
+}
+
+template <class Field>
+Status ReadColumn(const Field& field, const Query& q, int col, JobSpec& spec) {
+  if (field.info.codec == FieldCodec::kCollectPair) return CollectFromText(q.Text(col), spec);
+  return FromSql(q, col, field.info.sql, Field::Of(spec));
+}
+
+// The job's own columns, before the table's.
+constexpr std::string_view kJobStateColumns =
+    "id, state, submitted_at, reason, attempt, not_before, queued_at";
+constexpr int kFirstFieldColumn = 7;
+
+constexpr std::string_view kEnvColumn =
+    "CASE env_id WHEN 0 THEN env ELSE (SELECT body FROM envs WHERE envs.id = jobs.env_id) END";
+
+std::string BuildJobColumns(bool with_env, bool placement_only) {
+  std::string out(kJobStateColumns);
+  const JobSpec defaults;
+  ForEachJobField([&](const auto& field) {
+    const JobFieldInfo& f = field.info;
+    if (!HasColumn(f)) return;
+    out += ", ";
+    if (f.codec == FieldCodec::kEnv) {
+      out += with_env && !placement_only ? kEnvColumn : "''";
+    } else if (placement_only && !f.placement) {
+      Result<SqlValue> value = ColumnValue(field, defaults);
+      out += value.ok() ? Literal(*value) : "NULL";
+    } else {
+      out += f.sql;
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+std::string JobColumns(bool with_env, bool placement_only) {
+  static const std::string all = BuildJobColumns(true, false);
+  static const std::string no_env = BuildJobColumns(false, false);
+  static const std::string placement = BuildJobColumns(false, true);
+  return placement_only ? placement : with_env ? all : no_env;
+}
+
+const std::string& InsertJobSql() {
+  static const std::string sql = [] {
+    // ?3 is both times: a new job was queued when it was submitted.
+    std::string columns = "state, reason, submitted_at, queued_at, env_id, stored_bytes";
+    int n = 5;
+    ForEachJobField([&](const auto& field) {
+      if (!HasColumn(field.info)) return;
+      columns += ", ";
+      columns += field.info.sql;
+      ++n;
+    });
+    std::string values = "?1, ?2, ?3, ?3";
+    for (int i = 4; i <= n; ++i) values += fmt::format(", ?{}", i);
+    return fmt::format("INSERT INTO jobs ({}) VALUES ({})", columns, values);
+  }();
+  return sql;
+}
+
 std::string ListJobsSql(bool by_state, bool with_env, bool placement_only) {
-  const char* columns = placement_only ? kPlacementColumns
-                        : with_env     ? kJobColumns
-                                       : kJobColumnsNoEnv;
-  std::string sql = std::string("SELECT ") + columns + " FROM jobs WHERE id > ?1";
+  std::string sql = "SELECT " + JobColumns(with_env, placement_only) + " FROM jobs WHERE id > ?1";
   if (by_state) sql += " AND state = ?3";
   sql += " AND (?10 = '' OR user = ?10) AND (?11 = 0 OR grp = ?11)";
   sql += " AND (?12 = 0 OR EXISTS (SELECT 1 FROM attempts WHERE attempts.job_id = jobs.id))";
@@ -137,14 +303,12 @@ std::string AttemptsOfJobSql() {
 }
 
 std::string DependentsSql() {
-  return std::string("SELECT ") + kJobColumns +
+  return "SELECT " + JobColumns() +
          " FROM jobs WHERE state = 'blocked' AND (?1 IN (SELECT value FROM json_each(after)) "
          "OR ?1 IN (SELECT value FROM json_each(after_any))) ORDER BY id";
 }
 
-std::string GetJobSql() {
-  return std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?1";
-}
+std::string GetJobSql() { return "SELECT " + JobColumns() + " FROM jobs WHERE id = ?1"; }
 
 std::string_view StateText(JobState state) { return StateName(state); }
 
@@ -156,96 +320,92 @@ Result<JobState> DecodeState(std::string_view text) {
 
 Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobState state,
                   const std::string& reason, const NewJobEnv& env) {
-  Result<std::string> command = EncodeStrings(spec.command, "command");
-  if (!command.ok()) return command.status();
-  query.BindAll(spec.name, *command, spec.cwd, env.text, spec.gpus, spec.mem_bytes,
-                spec.mem_percent, spec.cpus, spec.priority, spec.retries, spec.user, submitted_at,
-                json(spec.after).dump(), json(spec.after_any).dump(), spec.time_limit_ms,
-                StateText(state), reason);
-  // After ?12 (queued_at = submitted_at) the next bare parameter is ?18.
-  if (spec.submit_key.empty()) {
-    query.BindNull(18);
-  } else {
-    query.Bind(18, spec.submit_key);
+  query.BindAll(StateText(state), reason, submitted_at);
+  query.Bind(4, env.env_id);
+  query.Bind(5, static_cast<int64_t>(env.stored_bytes));
+  int index = 6;
+  Status status;
+  ForEachJobField([&](const auto& field) {
+    const JobFieldInfo& f = field.info;
+    if (!status.ok() || !HasColumn(f)) return;
+    if (f.codec == FieldCodec::kEnv) {
+      query.Bind(index++, env.text);
+      return;
+    }
+    Result<SqlValue> value = ColumnValue(field, spec);
+    if (!value.ok()) {
+      status = value.status();
+      return;
+    }
+    // The unique index on (user, submit_key) takes NULL as "no key".
+    if (f.name == "submit_key" && spec.submit_key.empty()) *value = nullptr;
+    BindValue(query, index++, *value);
+  });
+  return status;
+}
+
+std::string UpdateJobSql(bool running) {
+  std::string sets;
+  int n = 1;
+  ForEachJobField([&](const auto& field) {
+    const JobFieldInfo& f = field.info;
+    if (f.change == Change::kNever || (running && f.change != Change::kAlways)) return;
+    if (!sets.empty()) sets += ", ";
+    sets += fmt::format("{} = ?{}", f.sql, ++n);
+  });
+  if (running) {
+    return fmt::format("UPDATE jobs SET {} WHERE id = ?1 AND state IN ('starting', 'running')",
+                       sets);
   }
-  Result<std::string> nodes = EncodeStrings(spec.nodes_allowed, "nodes");
-  if (!nodes.ok()) return nodes.status();
-  Result<std::string> exclude = EncodeStrings(spec.nodes_excluded, "exclude_nodes");
-  if (!exclude.ok()) return exclude.status();
-  query.Bind(19, *nodes);
-  query.Bind(20, *exclude);
-  query.Bind(21, spec.num_nodes);
-  query.Bind(22, spec.group);
-  query.Bind(23, spec.group_limit);
-  query.Bind(24, spec.array_index);
-  query.Bind(25, spec.record);
-  query.Bind(26, spec.notify_url);
-  query.Bind(27, spec.mail);
-  query.Bind(28, spec.slurm_env ? 1 : 0);
-  query.Bind(29, spec.gate_pid);
-  query.Bind(30, static_cast<int64_t>(spec.gate_ticks));
-  query.Bind(31, static_cast<int64_t>(spec.mem_limit_bytes));
-  query.Bind(32, spec.max_procs);
-  query.Bind(33, env.env_id);
-  query.Bind(34, static_cast<int64_t>(env.stored_bytes));
-  Result<std::string> constraints = EncodeStrings(spec.constraints, "constraints");
-  if (!constraints.ok()) return constraints.status();
-  query.Bind(35, spec.gpu_type);
-  query.Bind(36, *constraints);
-  query.Bind(37, ContainerToText(spec.container));
-  query.Bind(38, TransfersToText(spec.transfers));
-  query.Bind(39, CollectToText(spec));
-  query.Bind(40, StopToText(spec.stop));
-  return Status::Ok();
+  return fmt::format(
+      "UPDATE jobs SET {}, not_before = ?{}, reason = ?{} WHERE id = ?1 AND state IN ('queued', "
+      "'blocked')",
+      sets, n + 1, n + 2);
+}
+
+Status BindUpdate(Query& query, JobId id, const JobSpec& spec, UnixMs not_before,
+                  const std::string& reason, bool running) {
+  query.Bind(1, id);
+  int index = 2;
+  Status status;
+  ForEachJobField([&](const auto& field) {
+    const JobFieldInfo& f = field.info;
+    if (!status.ok() || f.change == Change::kNever || (running && f.change != Change::kAlways)) {
+      return;
+    }
+    Result<SqlValue> value = ColumnValue(field, spec);
+    if (!value.ok()) {
+      status = value.status();
+      return;
+    }
+    BindValue(query, index++, *value);
+  });
+  if (!running) {
+    query.Bind(index++, not_before);
+    query.Bind(index, reason);
+  }
+  return status;
 }
 
 Result<Job> ReadJob(const Query& q, bool with_env) {
   Job job;
   job.id = q.Int64(0);
   TRAINQ_RETURN_IF_ERROR(Take(DecodeState(q.Text(1)), job.state));
-  job.spec.name = q.Text(2);
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(3), "command"), job.spec.command));
-  job.spec.cwd = q.Text(4);
-  if (with_env) {
-    EnvVars::List env;
-    TRAINQ_RETURN_IF_ERROR(Take(DecodeEnv(q.Text(5)), env));
-    job.spec.env = std::move(env);
-  }
-  job.spec.gpus = q.Int(6);
-  if (!q.IsNull(7)) job.spec.mem_bytes = q.Uint64(7);
-  job.spec.mem_percent = q.OptDouble(8);
-  job.spec.cpus = q.Int(9);
-  job.spec.priority = q.Int(10);
-  job.spec.retries = q.Int(11);
-  job.spec.user = q.Text(12);
-  job.submitted_at = q.Int64(13);
-  job.reason = q.Text(14);
-  job.attempt = q.Int(15);
-  job.not_before = q.Int64(16);
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeIds(q.Text(17), "after"), job.spec.after));
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeIds(q.Text(18), "after_any"), job.spec.after_any));
-  job.spec.time_limit_ms = q.Int64(19);
-  job.queued_at = q.Int64(20);
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(21), "nodes"), job.spec.nodes_allowed));
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(22), "exclude_nodes"), job.spec.nodes_excluded));
-  job.spec.num_nodes = q.Int(23);
-  job.spec.group = q.Int64(24);
-  job.spec.group_limit = q.Int(25);
-  job.spec.array_index = q.Int(26);
-  job.spec.record = q.Text(27);
-  job.spec.notify_url = q.Text(28);
-  job.spec.mail = q.Text(29);
-  job.spec.slurm_env = q.Int(30) != 0;
-  job.spec.gate_pid = q.Int64(31);
-  job.spec.gate_ticks = q.Uint64(32);
-  job.spec.mem_limit_bytes = q.Uint64(33);
-  job.spec.max_procs = q.Int64(34);
-  job.spec.gpu_type = q.Text(35);
-  TRAINQ_RETURN_IF_ERROR(Take(DecodeStrings(q.Text(36), "constraints"), job.spec.constraints));
-  TRAINQ_RETURN_IF_ERROR(Take(ContainerFromText(q.Text(37)), job.spec.container));
-  TRAINQ_RETURN_IF_ERROR(Take(TransfersFromText(q.Text(38)), job.spec.transfers));
-  TRAINQ_RETURN_IF_ERROR(CollectFromText(q.Text(39), job.spec));
-  TRAINQ_RETURN_IF_ERROR(StopFromText(q.Text(40), job.spec.stop));
+  job.submitted_at = q.Int64(2);
+  job.reason = q.Text(3);
+  job.attempt = q.Int(4);
+  job.not_before = q.Int64(5);
+  job.queued_at = q.Int64(6);
+  int col = kFirstFieldColumn;
+  Status status;
+  ForEachJobField([&](const auto& field) {
+    const JobFieldInfo& f = field.info;
+    if (!status.ok() || !HasColumn(f)) return;
+    int at = col++;
+    if (f.codec == FieldCodec::kEnv && !with_env) return;
+    status = ReadColumn(field, q, at, job.spec);
+  });
+  if (!status.ok()) return status;
   return job;
 }
 

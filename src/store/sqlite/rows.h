@@ -14,52 +14,35 @@
 
 namespace trainq::sqlite {
 
-// SELECT lists; ReadJob/ReadAttempt expect exactly these columns in this order.
-#define TRAINQ_JOB_COLUMNS(ENV)                                                                 \
-  "id, state, name, command, cwd, " ENV                                                         \
-  ", gpus, mem_bytes, mem_percent, cpus, priority, "                                            \
-  "retries, user, submitted_at, reason, attempt, not_before, after, after_any, time_limit_ms, " \
-  "queued_at, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, record, "         \
-  "notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs, gpu_type, "   \
-  "constraints, container, transfers, collect, stop"
-inline constexpr char kJobColumns[] = TRAINQ_JOB_COLUMNS(
-    "CASE env_id WHEN 0 THEN env ELSE (SELECT body FROM envs WHERE envs.id = jobs.env_id) END");
-// The same without the environment (''): SQLite computes every result column of a row, so
-// a listing that reads no environment would still look each job's up in `envs` (a third of
-// reading a million queued jobs at a restart).
-inline constexpr char kJobColumnsNoEnv[] = TRAINQ_JOB_COLUMNS("''");
-#undef TRAINQ_JOB_COLUMNS
-// What the scheduler places by (ListQuery::placement_only), in ReadJob's order: the columns
-// placement never reads are constants (an empty text, an empty list, 0), so no row's text,
-// JSON or environment is read for them.
-inline constexpr char kPlacementColumns[] =
-    "id, state, '', '[]', '', '', gpus, mem_bytes, mem_percent, cpus, priority, 0, user, "
-    "submitted_at, reason, attempt, not_before, '[]', '[]', 0, queued_at, nodes, "
-    "exclude_nodes, num_nodes, grp, group_limit, -1, '', '', '', 0, 0, 0, 0, 0, gpu_type, "
-    "constraints, container, transfers, collect, stop";
+// The job's columns: its own (id, state, times, reason, attempt) and one per row of
+// kJobFields (src/core/job_fields.h) in table order; ReadJob reads them in that order.
+// `with_env` false: the environment is '' (SQLite computes every result column of a row, so a
+// listing that reads no environment would still look each job's up in `envs`, a third of
+// reading a million queued jobs at a restart). `placement_only`: what the scheduler places
+// by (ListQuery::placement_only); the columns placement never reads are their defaults as
+// constants, so no row's text, JSON or environment is read for them.
+std::string JobColumns(bool with_env = true, bool placement_only = false);
 inline constexpr char kAttemptColumns[] =
     "job_id, n, state, node, gpu_indices, gpu_uuids, reserved_bytes, cpus, run_dir, "
     "log_path, pid, pid_start_ticks, started_at, ended_at, exit_code, signal, oom, "
     "peak_mem_bytes, end_reason, master_port, held_gpu_ms, util_known_ms, busy_gpu_ms, "
     "mem_byte_s";
 
-// The INSERT for a new job; bind with BindNewJob (its state and reason are bound last).
-inline constexpr char kInsertJobSql[] =
-    "INSERT INTO jobs (name, command, cwd, env, gpus, mem_bytes, mem_percent, cpus, "
-    "priority, retries, user, submitted_at, after, after_any, time_limit_ms, state, reason, "
-    "queued_at, submit_key, nodes, exclude_nodes, num_nodes, grp, group_limit, array_index, "
-    "record, notify_url, mail, slurm_env, gate_pid, gate_ticks, mem_limit_bytes, max_procs, "
-    "env_id, stored_bytes, gpu_type, constraints, container, transfers, collect, stop) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?12, ?18, ?19, ?20, ?21, ?22, ?23, "
-    "?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40)";
+// The INSERT for a new job, derived from kJobFields; bind with BindNewJob.
+const std::string& InsertJobSql();
+// `trainq update` of job ?1: the fields kJobFields lets change (those that change while it
+// runs, with `running`), then (waiting) not_before and reason; bind with BindUpdate. Changes
+// nothing unless the job is waiting (running: starting or running).
+std::string UpdateJobSql(bool running);
+Status BindUpdate(Query& query, JobId id, const JobSpec& spec, UnixMs not_before,
+                  const std::string& reason, bool running);
 
 // Jobs in id order after ?1, at most ?2 (-1: no limit). With `by_state`, only those in state
 // ?3, read in id order from the (state, id) index: an IN list of states made SQLite sort the
 // rows in a temporary b-tree, which for a million queued jobs spilled 1.1 million pages to a
 // temporary file on every restart. Several states are one query each, merged by id. ?10: only
 // this user's (''; all), ?11: only this group's (0: all), ?12: only jobs with an attempt (0: all).
-// `with_env` false: the environment column is '' (kJobColumnsNoEnv); `placement_only`:
-// kPlacementColumns.
+// `with_env`, `placement_only`: as JobColumns.
 std::string ListJobsSql(bool by_state, bool with_env = true, bool placement_only = false);
 // Attempts of the jobs whose ids are in the JSON array ?1, by job id then number.
 std::string AttemptsOfJobsSql();

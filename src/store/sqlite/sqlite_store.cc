@@ -163,7 +163,7 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
     }
     previous = &spec;
     if (!env.ok()) return env.status();
-    Result<Query> insert = db_.Prepare(sqlite::kInsertJobSql);
+    Result<Query> insert = db_.Prepare(sqlite::InsertJobSql());
     if (!insert.ok()) return insert.status();
     TRAINQ_RETURN_IF_ERROR(
         sqlite::BindNewJob(*insert, spec, now, start->state, start->reason, *env));
@@ -600,24 +600,12 @@ Status SqliteStore::UpdateJob(JobId id, const JobSpec& spec, UnixMs not_before,
                               const std::string& reason, bool running) {
   Result<Transaction> txn = BeginWrite();
   if (!txn.ok()) return txn.status();
-  if (running) {
-    TRAINQ_RETURN_IF_ERROR(
-        CheckCas(db_.Run("UPDATE jobs SET name = ?2, priority = ?3 WHERE id = ?1 AND state IN "
-                         "('starting', 'running')",
-                         id, spec.name, spec.priority),
-                 id, "starting or running"));
-    return txn->Commit();
-  }
-  TRAINQ_RETURN_IF_ERROR(CheckCas(
-      db_.Run("UPDATE jobs SET name = ?2, gpus = ?3, mem_bytes = ?4, mem_percent = ?5, cpus = ?6, "
-              "priority = ?7, time_limit_ms = ?8, after = ?9, after_any = ?10, not_before = ?11, "
-              "reason = ?12, gpu_type = ?13, constraints = ?14 WHERE id = ?1 AND state IN "
-              "('queued', 'blocked')",
-              id, spec.name, spec.gpus, spec.mem_bytes, spec.mem_percent, spec.cpus, spec.priority,
-              spec.time_limit_ms, nlohmann::json(spec.after).dump(),
-              nlohmann::json(spec.after_any).dump(), not_before, reason, spec.gpu_type,
-              nlohmann::json(spec.constraints).dump()),
-      id, "queued or blocked"));
+  Result<Query> update = db_.Prepare(sqlite::UpdateJobSql(running));
+  if (!update.ok()) return update.status();
+  TRAINQ_RETURN_IF_ERROR(sqlite::BindUpdate(*update, id, spec, not_before, reason, running));
+  TRAINQ_RETURN_IF_ERROR(update->Run());
+  TRAINQ_RETURN_IF_ERROR(CheckCas(Result<int64_t>(db_.Changes()), id,
+                                  running ? "starting or running" : "queued or blocked"));
   return txn->Commit();
 }
 

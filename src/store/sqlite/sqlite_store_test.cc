@@ -43,7 +43,8 @@ std::unique_ptr<Store> MakeSqliteStore() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformance,
-                         ::testing::Values(StoreBackend{"sqlite", &MakeSqliteStore}),
+                         ::testing::Values(StoreBackend{"sqlite", &MakeSqliteStore,
+                                                        &JobFieldInfo::sql}),
                          StoreBackendName);
 
 // --- SQLite specifics ---
