@@ -157,9 +157,35 @@ Status CheckConfigWithDaemon(const std::string& daemon_binary, const StatePaths&
   return Status(code, DaemonMessage(r->output));
 }
 
+namespace {
+
+// ScopedTestTransport's; empty (HttpCall) when none lives.
+Transport& DefaultTransport() {
+  static Transport transport;
+  return transport;
+}
+
+}  // namespace
+
+ScopedTestTransport::ScopedTestTransport(Transport transport) {
+  DefaultTransport() = std::move(transport);
+}
+
+ScopedTestTransport::~ScopedTestTransport() { DefaultTransport() = nullptr; }
+
+Client::Client(StatePaths paths) : transport_(DefaultTransport()) {
+  choice_.paths = std::move(paths);
+}
+
+Client::Client(ServerChoice choice) : choice_(std::move(choice)), transport_(DefaultTransport()) {}
+
 Result<HttpResponse> Client::Send(std::string_view method, std::string_view target,
                                   const std::string& body, int timeout_ms,
                                   std::string_view idempotency_key) const {
+  if (transport_) {
+    return transport_(ClientRequest{std::string(method), std::string(target), body, timeout_ms,
+                                    std::string(idempotency_key)});
+  }
   if (choice_.fixed) {
     CallOptions options;
     options.timeout_ms = timeout_ms;

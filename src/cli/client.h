@@ -2,6 +2,7 @@
 // calls to it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,10 +37,41 @@ Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
 // The Code an API error's "code" names ("not_found", ...); kInternal for a name it lacks.
 Code CodeFromName(const std::string& name);
 
+// One request as the Client sends it.
+struct ClientRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // the path and query: "/v1/jobs?all=1"
+  std::string body;
+  int timeout_ms = 30000;
+  std::string idempotency_key;  // "" for none
+};
+
+// Carries one request to the daemon and brings back its answer, under HttpCall's contract
+// (src/api/http.h): kUnavailable only when nothing was sent, kIo when the exchange broke after
+// the request went out. It exists for tests: by default the Client calls HttpCall itself, and
+// a test of the CLI's commands passes a fake daemon (src/cli/fake_daemon_test_util.h) that
+// scripts the answers (status and JSON body) and records what was sent.
+using Transport = std::function<Result<HttpResponse>(const ClientRequest&)>;
+
+// While one lives, every Client made without a transport uses `transport`: tests of whole
+// command lines (RunCli, and the Slurm tools that call it), whose Client is made inside. One
+// at a time, on the test's thread.
+class ScopedTestTransport {
+ public:
+  explicit ScopedTestTransport(Transport transport);
+  ~ScopedTestTransport();
+  ScopedTestTransport(const ScopedTestTransport&) = delete;
+  ScopedTestTransport& operator=(const ScopedTestTransport&) = delete;
+};
+
 class Client {
  public:
-  explicit Client(StatePaths paths) { choice_.paths = std::move(paths); }
-  explicit Client(ServerChoice choice) : choice_(std::move(choice)) {}
+  explicit Client(StatePaths paths);
+  explicit Client(ServerChoice choice);
+  // Requests go through `transport` instead of HTTP. A test gives a `choice` with `fixed` set
+  // (unix:/...), so that no daemon is ever started when the fake answers kUnavailable.
+  Client(ServerChoice choice, Transport transport)
+      : choice_(std::move(choice)), transport_(std::move(transport)) {}
 
   // Starts `trainqd` for this state dir unless a daemon answers; waits until one does. A
   // config trainqd would refuse is reported first, naming the option (kInvalid), and so is
@@ -87,6 +119,7 @@ class Client {
                             std::string_view idempotency_key = "") const;
 
   ServerChoice choice_;
+  Transport transport_;  // empty: HttpCall
 };
 
 // trainqd beside this executable, else the first on PATH.
