@@ -2,6 +2,7 @@
 // each user's totals, from GET /v1/acct.
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "src/cli/api_paths.h"
 #include "src/cli/commands.h"
 #include "src/cli/format.h"
+#include "src/cli/reply.h"
 #include "src/core/duration.h"
 #include "src/core/json_codec.h"
 #include "src/core/words.h"
@@ -20,17 +22,29 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Ms(const json& row, const char* key) {
-  int64_t ms = row.value(key, int64_t{0});
+std::string Ms(const Reply& row, const char* key) {
+  int64_t ms = row.OptInt(key).value_or(0);
   return FormatDuration(ms / 1000 * 1000);
+}
+
+std::string Num(const Reply& row, const char* key) {
+  return std::to_string(row.OptInt(key).value_or(0));
+}
+
+std::string Hours(const Reply& row, const char* key) {
+  return fmt::format("{:.2f}", row.OptNum(key).value_or(0.0));
+}
+
+std::string Word(const Reply& row, const char* key) {
+  return TerminalSafe(row.OptStr(key).value_or(""));
 }
 
 // GPU-hours weighted by utilisation, with the mean utilisation: "0.74 (62%)"; "-" when the
 // probe never knew it (no GPU, or GPUs whose utilisation is unknown).
-std::string Used(const json& row) {
-  const json& u = row.contains("utilization") ? row["utilization"] : json();
-  if (!u.is_number()) return "-";
-  return fmt::format("{:.2f} ({:.0f}%)", row.value("gpu_hours_used", 0.0), u.get<double>() * 100);
+std::string Used(const Reply& row) {
+  std::optional<double> u = row.OptNum("utilization");
+  if (!u) return "-";
+  return fmt::format("{:.2f} ({:.0f}%)", row.OptNum("gpu_hours_used").value_or(0.0), *u * 100);
 }
 
 std::string Time(int64_t ms) {
@@ -70,31 +84,30 @@ int CmdAcct(Client& client, const AcctArgs& args) {
     std::printf("%s\n", DumpJson(*r, 2).c_str());
     return 0;
   }
+  // Read through Reply: a field of another type (a daemon of another version) is reported,
+  // naming it, where nlohmann's value() would throw.
+  Reply reply(*r);
   std::vector<std::vector<std::string>> rows = {{"ID", "USER", "NAME", "STATE", "SUBMITTED", "WAIT",
                                                  "ELAPSED", "GPUS", "GPU-HOURS", "USED", "PEAK/GPU",
                                                  "ATTEMPTS", "END"}};
-  for (const json& j : r->value("jobs", json::array())) {
-    uint64_t peak = j.value("peak_bytes_per_gpu", uint64_t{0});
-    rows.push_back({std::to_string(j.value("id", int64_t{0})), TerminalSafe(j.value("user", "")),
-                    TerminalSafe(j.value("name", "")), j.value("state", ""),
-                    Time(j.value("submitted_at", int64_t{0})), Ms(j, "wait_ms"),
-                    Ms(j, "elapsed_ms"), std::to_string(j.value("gpus", 0)),
-                    fmt::format("{:.2f}", j.value("gpu_hours", 0.0)), Used(j),
-                    peak > 0 ? FormatBytes(peak) : "-", std::to_string(j.value("attempts", 0)),
-                    TerminalSafe(j.value("end", ""))});
+  for (const Reply& j : reply.ArrayOr("jobs")) {
+    uint64_t peak = j.OptUInt("peak_bytes_per_gpu").value_or(0);
+    rows.push_back({Num(j, "id"), Word(j, "user"), Word(j, "name"), Word(j, "state"),
+                    Time(j.OptInt("submitted_at").value_or(0)), Ms(j, "wait_ms"),
+                    Ms(j, "elapsed_ms"), Num(j, "gpus"), Hours(j, "gpu_hours"), Used(j),
+                    peak > 0 ? FormatBytes(peak) : "-", Num(j, "attempts"), Word(j, "end")});
   }
   std::string out = RenderTable(rows);
   std::vector<std::vector<std::string>> users = {{"USER", "JOBS", "SUCCEEDED", "FAILED",
                                                   "CANCELLED", "RUNNING", "GPU-HOURS", "USED",
                                                   "ELAPSED"}};
-  for (const json& u : r->value("users", json::array())) {
-    users.push_back({TerminalSafe(u.value("user", "")), std::to_string(u.value("jobs", 0)),
-                     std::to_string(u.value("succeeded", 0)), std::to_string(u.value("failed", 0)),
-                     std::to_string(u.value("cancelled", 0)), std::to_string(u.value("running", 0)),
-                     fmt::format("{:.2f}", u.value("gpu_hours", 0.0)),
-                     fmt::format("{:.2f}", u.value("gpu_hours_used", 0.0)), Ms(u, "elapsed_ms")});
+  for (const Reply& u : reply.ArrayOr("users")) {
+    users.push_back({Word(u, "user"), Num(u, "jobs"), Num(u, "succeeded"), Num(u, "failed"),
+                     Num(u, "cancelled"), Num(u, "running"), Hours(u, "gpu_hours"),
+                     Hours(u, "gpu_hours_used"), Ms(u, "elapsed_ms")});
   }
   out += "\n" + RenderTable(users);
+  if (!reply.ok()) return Fail(reply.status());
   std::fputs(out.c_str(), stdout);
   return 0;
 }

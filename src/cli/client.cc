@@ -7,10 +7,6 @@
 #include <iterator>
 #include <thread>
 
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +14,7 @@
 #include "src/cli/api_paths.h"
 #include "src/core/words.h"
 #include "src/os/permissions.h"
+#include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -33,7 +30,7 @@ constexpr const char* kSharedOrigin = "the shared daemon of this machine";
 Result<std::string> ReadTokenFile(const std::string& path) {
   PathFacts facts = LstatFacts(path);
   if (!facts.exists) return std::string();
-  if (facts.symlink || facts.uid != static_cast<int64_t>(::geteuid()) || (facts.mode & 077)) {
+  if (facts.symlink || facts.uid != EffectiveUid() || (facts.mode & 077)) {
     return Status::Permission(fmt::format(
         "{} must be a file of yours that only you may read (mode {:04o}); run 'chmod 600 {}'", path,
         facts.mode, path));
@@ -80,7 +77,7 @@ Result<ServerChoice> ChooseServer(const std::string& state_dir_flag,
       std::string config = GetEnv("XDG_CONFIG_HOME");
       if (config.empty()) {
         std::string home = GetEnv("HOME");
-        config = (home.empty() ? HomeDir(::geteuid()) : home) + "/.config";
+        config = (home.empty() ? HomeDir(EffectiveUid()) : home) + "/.config";
       }
       Result<std::string> token = ReadTokenFile(config + "/trainq/token");
       if (!token.ok()) return token.status();
@@ -231,16 +228,6 @@ std::string LastErrorLine(const std::string& log, uint64_t from) {
   return TerminalSafe(last.substr(0, 1000));
 }
 
-// Whether a process that is not our child has exited: gone, or a zombie its new parent (an
-// init that does not reap) has not collected.
-bool Exited(pid_t pid) {
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');  // the command name may hold spaces and parentheses
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
-}
-
 }  // namespace
 
 namespace {
@@ -284,9 +271,7 @@ Status Client::EnsureDaemon() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (int starts = 0; starts < 5 && std::chrono::steady_clock::now() < deadline; ++starts) {
-    struct stat log_stat {};
-    const uint64_t log_start =
-        ::stat(paths.log.c_str(), &log_stat) == 0 ? static_cast<uint64_t>(log_stat.st_size) : 0;
+    const uint64_t log_start = FileSize(paths.log).value_or(0);
     Result<pid_t> pid = StartDetached({*daemon, "--state-dir", paths.state_dir}, paths.log);
     if (!pid.ok()) return pid.status();
     std::string why;
@@ -294,7 +279,7 @@ Status Client::EnsureDaemon() {
     while (waiting && std::chrono::steady_clock::now() < deadline) {
       if (DaemonRunning()) return Status::Ok();
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (*pid > 0 && Exited(*pid)) {
+      if (*pid > 0 && ProcessExited(*pid)) {
         why = LastErrorLine(paths.log, log_start);
         // It lost the lock to a daemon another command started: that one will answer.
         if (why.find("already runs") == std::string::npos) waiting = false;

@@ -12,9 +12,6 @@
 #include <optional>
 #include <thread>
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -128,8 +125,7 @@ namespace {
 std::string ImageArgument(const std::string& image, const std::string& cwd) {
   if (image.starts_with('/')) return image;
   std::string path = std::filesystem::path(cwd + "/" + image).lexically_normal().string();
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? path : image;
+  return IsRegularFile(path) ? path : image;
 }
 
 }  // namespace
@@ -478,7 +474,7 @@ int CmdList(Client& client, const ListArgs& args) {
     for (const Reply& job : jobs) out += job.Text("id") + "\n";
   } else {
     out = as_json ? DumpJson(listed, 2) + "\n"
-                  : JobsTable(jobs, r->value("cluster", false), NowUnixMs());
+                  : JobsTable(jobs, reply.BoolOr("cluster", false), NowUnixMs());
   }
   if (!reply.ok()) return Fail(reply.status());
   std::fputs(out.c_str(), stdout);
@@ -634,7 +630,7 @@ class ApiLogSource : public LogSource {
 
 std::unique_ptr<LogFollower> AttemptFollower(Client& client, int64_t job, int64_t attempt,
                                              const std::string& log_path) {
-  if (client.Local() && ::access(log_path.c_str(), R_OK) == 0) {
+  if (client.Local() && IsReadable(log_path)) {
     return std::make_unique<LogFollower>(log_path);
   }
   if (client.Local() && !FileExists(log_path) && !client.Fixed()) {

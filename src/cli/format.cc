@@ -244,21 +244,6 @@ std::string RecordDetails(const Reply& job) {
                                   : "in the linked paths go to the work tree; the rest to the "
                                     "snapshot's tree");
   }
-  // What travels with it to another node (docs/cluster.md, "Code and data").
-  for (const Reply& t : job.ArrayOr("transfers")) {
-    if (t.Text("kind") != "stage") continue;
-    line("staged",
-         fmt::format("{} as {} ({} file{}, {})", t.Text("src"), t.Text("dst"), t.Text("files"),
-                     t.Text("files") == "1" ? "" : "s", FormatBytes(t.UInt("bytes"))));
-  }
-  std::vector<std::string> collect;
-  for (const Reply& g : job.ArrayOr("collect")) collect.push_back(g.AsText());
-  if (!collect.empty()) {
-    std::string to = job.Text("collect_to");
-    line("collect",
-         fmt::format("{} into {} when an attempt on another node ends", fmt::join(collect, " "),
-                     to == "-" || to.empty() ? "its directory here" : to));
-  }
   line("host", r.Text("host"));
   if (r.Has("gpu_models")) {
     std::vector<std::string> models;
@@ -331,8 +316,16 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
   if (std::optional<std::string> image = job.OptStr("image")) {
     std::vector<std::string> mounts;
     for (const Reply& m : job.ArrayOr("mounts")) mounts.push_back(TerminalSafe(m.AsStr()));
+    std::vector<std::string> extras;
+    if (!mounts.empty()) extras.push_back(fmt::format("mounts {}", fmt::join(mounts, ", ")));
+    if (std::optional<uint64_t> shm = job.OptUInt("shm_size_bytes")) {
+      extras.push_back(fmt::format("shm {}", FormatBytes(*shm)));
+    }
+    if (std::optional<std::string> dir = job.OptStr("container_workdir")) {
+      extras.push_back(fmt::format("workdir {}", TerminalSafe(*dir)));
+    }
     line("image", TerminalSafe(*image) +
-                      (mounts.empty() ? "" : fmt::format(" (mounts {})", fmt::join(mounts, ", "))));
+                      (extras.empty() ? "" : fmt::format(" ({})", fmt::join(extras, "; "))));
   }
   if (std::vector<Reply> features = job.ArrayOr("constraints"); !features.empty()) {
     std::vector<std::string> shown;
@@ -346,6 +339,32 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
     std::optional<int64_t> index = job.OptInt("array_index");
     line("group",
          fmt::format("{}{}", *group, index ? fmt::format(", array index {}", *index) : ""));
+  }
+  if (std::optional<int64_t> limit = job.OptInt("group_limit")) {
+    line("group limit", fmt::format("at most {} of the group at once", *limit));
+  }
+  // What travels with it to another node (docs/cluster.md, "Code and data").
+  for (const Reply& t : job.ArrayOr("transfers")) {
+    if (t.Text("kind") != "stage") continue;
+    line("staged",
+         fmt::format("{} as {} ({} file{}, {})", t.Text("src"), t.Text("dst"), t.Text("files"),
+                     t.Text("files") == "1" ? "" : "s", FormatBytes(t.UInt("bytes"))));
+  }
+  std::vector<std::string> collect;
+  for (const Reply& g : job.ArrayOr("collect")) collect.push_back(g.AsText());
+  if (!collect.empty()) {
+    std::string to = job.Text("collect_to");
+    line("collect",
+         fmt::format("{} into {} when an attempt on another node ends", fmt::join(collect, " "),
+                     to == "-" || to.empty() ? "its directory here" : to));
+  }
+  // Where its end is told: "(hidden)" to all but its owner and admins.
+  if (std::optional<std::string> url = job.OptStr("notify")) line("notify", TerminalSafe(*url));
+  if (std::optional<std::string> mail = job.OptStr("mail")) line("mail", TerminalSafe(*mail));
+  if (job.BoolOr("slurm", false))
+    line("sbatch", "started with Slurm's variables (SLURM_JOB_ID, ...)");
+  if (std::optional<int64_t> pid = job.OptInt("gate_pid")) {
+    line("gate", fmt::format("no command: process {} holds the GPUs once placed", *pid));
   }
   out += RecordDetails(job);
   for (const Reply& a : job.ArrayOr("attempts")) out += AttemptDetails(a, now_ms);

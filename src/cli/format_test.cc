@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "src/core/job_fields_test_util.h"
+#include "src/core/json_codec.h"
+
 namespace trainq {
 namespace {
 
@@ -34,6 +37,24 @@ TEST(FormatTest, TablesAndDetailsShowEscapesNotControlCharacters) {
   EXPECT_THAT(details, HasSubstr("waits\\x1b[2J"));
   EXPECT_THAT(details, HasSubstr("/tmp/\\u009b1m"));
   EXPECT_TRUE(job.ok()) << job.status().message();
+}
+
+// `trainq show` prints a line for each row of kJobFields that names one (src/core/job_fields.h).
+TEST(FormatTest, DetailsPrintTheLineOfEveryRowThatNamesOne) {
+  Job full;
+  full.id = 9;
+  full.spec = FullSpec(1, 2);
+  full.spec.transfers[0].kind = TransferKind::kStage;
+  json doc = JobToJson(full);
+  Reply job(doc);
+  std::string details = JobDetails(job, 0);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  for (const JobFieldInfo& f : JobFieldInfos()) {
+    if (f.show.empty()) continue;
+    EXPECT_THAT(details, HasSubstr("\n" + std::string(f.show) + ":"))
+        << f.name << " has no line in\n"
+        << details;
+  }
 }
 
 TEST(FormatTest, DetailsShowNodeListsAndGang) {

@@ -1,14 +1,11 @@
 #include "src/cli/log_follow.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "src/os/fd.h"
 #include "src/os/log_writer.h"
+#include "src/os/system.h"
 
 namespace trainq {
 namespace {
@@ -16,10 +13,10 @@ namespace {
 constexpr size_t kLastBytes = 256;
 
 // `length` bytes at `offset`, fewer at the end of the file.
-std::string ReadAt(int fd, uint64_t offset, size_t length) {
+std::string ReadBytes(int fd, uint64_t offset, size_t length) {
   std::string out(length, '\0');
-  ssize_t n = ::pread(fd, out.data(), length, static_cast<off_t>(offset));
-  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  Result<size_t> n = trainq::ReadAt(fd, offset, out);
+  out.resize(n.ok() ? *n : 0);
   return out;
 }
 
@@ -27,13 +24,12 @@ class File : public LogSource {
  public:
   explicit File(std::string path) : path_(std::move(path)) {}
   std::optional<uint64_t> Size() override {
-    fd_ = UniqueFd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
-    struct stat st = {};
-    if (!fd_.valid() || ::fstat(fd_.get(), &st) != 0) return std::nullopt;
-    return static_cast<uint64_t>(st.st_size);
+    Result<UniqueFd> fd = OpenToRead(path_);
+    fd_ = fd.ok() ? std::move(*fd) : UniqueFd();
+    return fd_.valid() ? FdSize(fd_.get()) : std::nullopt;
   }
   std::string ReadAt(uint64_t offset, size_t length) override {
-    return trainq::ReadAt(fd_.get(), offset, length);
+    return ReadBytes(fd_.get(), offset, length);
   }
 
  private:

@@ -137,6 +137,7 @@ Status CheckPolicyOptions(const SimArgs& a, sim::ReplayPolicy policy) {
   if (!trainq && a.preempt) misplaced.push_back("--preempt");
   if (!a.preempt && a.preempt_fair_share) misplaced.push_back("--preempt-fair-share");
   if (!a.preempt && a.preempt_aging) misplaced.push_back("--preempt-aging");
+  if (!a.preempt && a.preempt_priority_gap >= 0) misplaced.push_back("--preempt-priority-gap");
   if (!a.preempt && !a.min_runtime.empty()) misplaced.push_back("--min-runtime");
   if (!a.preempt && !a.preempt_spare.empty()) misplaced.push_back("--preempt-spare");
   bool stops = a.preempt || tiresias;
@@ -151,18 +152,20 @@ Status CheckPolicyOptions(const SimArgs& a, sim::ReplayPolicy policy) {
         "--restart-cost need one of them to preempt",
         fmt::join(misplaced, ", "), a.policy, trainq && !a.preempt ? " without --preempt" : ""));
   }
-  if (a.preempt && !a.preempt_fair_share && !a.preempt_aging) {
+  if (a.preempt && !a.preempt_fair_share && !a.preempt_aging && a.preempt_priority_gap != 0) {
     return Status::Invalid(
         "--preempt: no rule lets a job preempt another in a trace without priorities; add "
-        "--preempt-fair-share, --preempt-aging or both");
+        "--preempt-fair-share, --preempt-aging or both (or --preempt-priority-gap 0: every job "
+        "may preempt)");
   }
   return Status::Ok();
 }
 
 Status ReadPreemptOptions(const SimArgs& a, sim::ReplayOptions& o) {
   o.preempt = a.preempt;
-  o.preempt_fair_share = a.preempt_fair_share;
-  o.preempt_aging = a.preempt_aging;
+  o.preempt_for_fair_share = a.preempt_fair_share;
+  o.preempt_for_aging = a.preempt_aging;
+  if (a.preempt_priority_gap >= 0) o.preempt_priority_gap = a.preempt_priority_gap;
   for (Status st :
        {ReadDuration(a.min_runtime, "--min-runtime", &o.min_runtime_ms),
         ReadDuration(a.preempt_spare, "--preempt-spare", &o.preempt_spare_ms),
@@ -281,6 +284,11 @@ void AddPreemptOptions(CLI::App& cmd, SimArgs& a) {
   cmd.add_flag("--preempt-aging", a.preempt_aging,
                "trainq --preempt: a large job waiting past --aging may preempt other users' jobs "
                "(preempt_for_aging)");
+  cmd.add_option("--preempt-priority-gap", a.preempt_priority_gap,
+                 "trainq --preempt: the priority lead that lets a job preempt, as the daemon's "
+                 "preempt_priority_gap (default 1, which never fires: every job has priority 0; "
+                 "0: every job may preempt)")
+      ->check(CLI::Range(0, 100000));
   cmd.add_option("--min-runtime", a.min_runtime,
                  "trainq --preempt: an attempt that ran less is not preempted (default 10m)");
   cmd.add_option("--preempt-spare", a.preempt_spare,

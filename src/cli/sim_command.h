@@ -20,6 +20,7 @@ struct SimArgs {
   std::string warmup;  // "": none
   // Preemption (replay). Empty strings and 0: not given, the defaults of sim::ReplayOptions.
   bool preempt = false, preempt_fair_share = false, preempt_aging = false;
+  int preempt_priority_gap = -1;  // -1: not given
   std::string min_runtime, preempt_spare, stop_time, ckpt_interval, restart_cost;
   double las_threshold = 0;
   std::string seeds = "42-51";

@@ -6,17 +6,9 @@
 // reports how they ended.
 #include "src/cli/slurm_tools.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -35,9 +27,9 @@
 #include "src/core/json_codec.h"
 #include "src/core/srun.h"
 #include "src/core/words.h"
+#include "src/os/permissions.h"
+#include "src/os/process.h"
 #include "src/os/system.h"
-
-extern "C" char** environ;
 
 namespace trainq {
 
@@ -50,11 +42,7 @@ void OnSignal(int sig) { g_signal = sig; }
 
 EnvMap CurrentEnv() {
   EnvMap env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    size_t eq = kv.find('=');
-    if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
-  }
+  for (auto& [key, value] : CurrentEnvironment()) env.emplace(std::move(key), std::move(value));
   return env;
 }
 
@@ -119,69 +107,31 @@ class StdioSink : public OutputSink {
 // One task of this node: its process and, when its output is read, the pipes it comes through.
 struct Task {
   int rank = 0;
-  pid_t pid = -1;
-  int fds[2] = {-1, -1};  // stdout, stderr
+  Child child;  // its pid; child.out and child.err when captured
   std::string pending[2];
   bool done = false;
-  int status = 0;
+
+  UniqueFd& stream(int which) { return which == 0 ? child.out : child.err; }
 };
 
-pid_t StartTask(const std::vector<std::string>& argv, const EnvMap& env, const std::string& cwd,
-                Task& task, bool capture) {
-  int out[2] = {-1, -1}, err[2] = {-1, -1};
-  if (capture && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) return -1;
-  std::vector<std::string> entries;
-  for (const auto& [key, value] : env) {
-    if (key != "SLURM_TASK_PID") entries.push_back(key + "=" + value);
-  }
-  // SLURM_TASK_PID is the task's own pid: room for it now, the child writes it.
-  constexpr std::string_view kPid = "SLURM_TASK_PID=";
-  entries.push_back(std::string(kPid) + std::string(20, '\0'));
-  std::vector<char*> envp, args;
-  for (std::string& e : entries) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> words = argv;
-  for (std::string& w : words) args.push_back(w.data());
-  args.push_back(nullptr);
-  // The task's PATH finds its command, as a shell with that environment would.
-  std::string path = env.contains("PATH") ? env.at("PATH") : "/usr/local/bin:/usr/bin:/bin";
-  std::vector<std::string> candidates;
-  if (argv[0].find('/') != std::string::npos) {
-    candidates.push_back(argv[0]);
-  } else {
-    for (const std::string& dir : SplitList(path, ':')) candidates.push_back(dir + "/" + argv[0]);
-  }
-  pid_t pid = ::fork();
-  if (pid != 0) {
-    if (capture) {
-      ::close(out[1]);
-      ::close(err[1]);
-      task.fds[0] = out[0];
-      task.fds[1] = err[0];
-    }
-    return pid;
-  }
-  if (capture) {
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-  }
-  std::snprintf(entries.back().data() + kPid.size(), 20, "%d", static_cast<int>(::getpid()));
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
-  if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
-    std::string m = fmt::format("srun: error: task {}: chdir to {}: {}\n", task.rank, cwd,
-                                std::strerror(errno));
-    (void)!::write(2, m.data(), m.size());
-    ::_exit(1);
-  }
-  int found = ENOENT;
-  for (const std::string& c : candidates) {
-    ::execve(c.c_str(), args.data(), envp.data());
-    if (errno != ENOENT && errno != ENOTDIR) found = errno;
-  }
-  std::string m = fmt::format("srun: error: task {}: execve(): {}: {}\n", task.rank, argv[0],
-                              std::strerror(found));
-  (void)!::write(2, m.data(), m.size());
-  ::_exit(found == ENOENT ? 127 : 126);
+// Starts a task: the command found on its own PATH, as a shell with its environment would,
+// SLURM_TASK_PID its own pid, its output through pipes when `capture`.
+Status StartTask(const std::vector<std::string>& argv, const EnvMap& env, const std::string& cwd,
+                 Task& task, bool capture) {
+  ChildSpec spec;
+  spec.argv = argv;
+  spec.env.emplace();
+  for (const auto& [key, value] : env) spec.env->push_back(key + "=" + value);
+  spec.search_path = env.contains("PATH") ? env.at("PATH") : "/usr/local/bin:/usr/bin:/bin";
+  spec.cwd = cwd;
+  spec.out = spec.err = capture ? ChildIo::kPipe : ChildIo::kInherit;
+  spec.only_stdio = false;  // as Slurm's tasks, they get what srun was given
+  spec.pid_variable = "SLURM_TASK_PID";
+  spec.failure_prefix = fmt::format("srun: error: task {}", task.rank);
+  Result<Child> child = StartChild(spec);
+  if (!child.ok()) return child.status();
+  task.child = std::move(*child);
+  return Status::Ok();
 }
 
 // Reads what a task printed on stream `which` (0: stdout, 1: stderr) and hands `sink` its whole
@@ -189,15 +139,12 @@ pid_t StartTask(const std::vector<std::string>& argv, const EnvMap& env, const s
 void Pump(Task& t, int which, bool at_end, OutputSink& sink) {
   char buf[65536];
   std::string& p = t.pending[which];
+  UniqueFd& fd = t.stream(which);
   for (;;) {
-    ssize_t n = ::read(t.fds[which], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n > 0) p.append(buf, static_cast<size_t>(n));
-    if (n <= 0 || !at_end) {
-      if (n == 0 || (n < 0 && at_end)) {
-        ::close(t.fds[which]);
-        t.fds[which] = -1;
-      }
+    Result<size_t> n = ReadSome(fd.get(), buf);
+    if (n.ok() && *n > 0) p.append(buf, *n);
+    if (!n.ok() || *n == 0 || !at_end) {
+      if ((n.ok() && *n == 0) || (!n.ok() && at_end)) fd = UniqueFd();
       break;
     }
     if (p.size() >= kMaxPiece) {
@@ -208,21 +155,17 @@ void Pump(Task& t, int which, bool at_end, OutputSink& sink) {
     }
   }
   size_t nl = p.rfind('\n');
-  size_t cut = t.fds[which] < 0 || (nl == std::string::npos && p.size() >= kMaxPiece)
+  size_t cut = !fd.valid() || (nl == std::string::npos && p.size() >= kMaxPiece)
                    ? p.size()
                    : (nl == std::string::npos ? 0 : nl + 1);
   if (cut > 0) sink.Lines(t.rank, which + 1, std::string_view(p).substr(0, cut));
   p.erase(0, cut);
 }
 
-// How a task ended, in srun's words, and the exit code it gives srun.
-std::string Ending(int status, int* code) {
-  if (WIFSIGNALED(status)) {
-    *code = 128 + WTERMSIG(status);
-    return WTERMSIG(status) == SIGKILL ? "Killed" : ::strsignal(WTERMSIG(status));
-  }
-  *code = WEXITSTATUS(status);
-  return fmt::format("Exited with exit code {}", *code);
+// How a task ended, in srun's words.
+std::string Ending(const ChildEnd& end) {
+  if (end.signal != 0) return end.signal == SIGKILL ? "Killed" : ::strsignal(end.signal);
+  return fmt::format("Exited with exit code {}", end.exit_code);
 }
 
 // The tasks of one node for one step: started, watched, stopped.
@@ -251,55 +194,51 @@ class LocalTasks {
       Task t;
       t.rank = layout_.first[node_] + local;
       EnvMap env = TaskEnv(base, layout_, alloc_, node_, local, step_, gpus);
-      tasks_.push_back(t);
-      Task& task = tasks_.back();
-      task.pid = StartTask(argv, env, cwd, task, sink_ != nullptr);
-      if (task.pid < 0)
-        return Status::Io(fmt::format("srun: cannot start a task: {}", std::strerror(errno)));
+      tasks_.push_back(std::move(t));
+      Status st = StartTask(argv, env, cwd, tasks_.back(), sink_ != nullptr);
+      if (!st.ok()) return Status::Io("srun: cannot start a task: " + st.message());
     }
     return Status::Ok();
   }
 
   bool Running() const {
     for (const Task& t : tasks_) {
-      if (!t.done || t.fds[0] >= 0 || t.fds[1] >= 0) return true;
+      if (!t.done || t.child.out.valid() || t.child.err.valid()) return true;
     }
     return false;
   }
 
   // Waits up to `ms` for output or an end; true when a task failed just now.
   bool Step(int ms) {
-    std::vector<pollfd> fds;
+    std::vector<int> fds;
     std::vector<std::pair<Task*, int>> owners;
     bool ready = sink_ != nullptr && sink_->Ready();
     for (Task& t : tasks_) {
       for (int w = 0; w < 2 && ready; ++w) {
-        if (t.fds[w] >= 0) {
-          fds.push_back({t.fds[w], POLLIN, 0});
+        if (t.stream(w).valid()) {
+          fds.push_back(t.stream(w).get());
           owners.emplace_back(&t, w);
         }
       }
     }
     if (fds.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 20)));
-    } else if (::poll(fds.data(), fds.size(), std::min(ms, 20)) > 0) {
-      for (size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].revents != 0) Pump(*owners[i].first, owners[i].second, false, *sink_);
+    } else {
+      for (size_t i : WaitReadable(fds, std::min(ms, 20))) {
+        Pump(*owners[i].first, owners[i].second, false, *sink_);
       }
     }
     bool failed = false;
     for (Task& t : tasks_) {
       if (t.done) continue;
-      int status = 0;
-      pid_t r = ::waitpid(t.pid, &status, WNOHANG);
-      if (r != t.pid) continue;
+      std::optional<ChildEnd> end = ReapChild(t.child.pid, false);
+      if (!end) continue;
       t.done = true;
-      t.status = status;
       for (int w = 0; w < 2; ++w) {
-        if (t.fds[w] >= 0) Pump(t, w, true, *sink_);
+        if (t.stream(w).valid()) Pump(t, w, true, *sink_);
       }
-      int code = 0;
-      std::string how = Ending(status, &code);
+      int code = end->exit_code;
+      std::string how = Ending(*end);
       if (code != 0) {
         failures_.push_back(
             fmt::format("srun: error: {}: task {}: {}", alloc_.nodes[node_], t.rank, how));
@@ -313,7 +252,7 @@ class LocalTasks {
 
   void Signal(int sig) {
     for (const Task& t : tasks_) {
-      if (!t.done) ::kill(t.pid, sig);
+      if (!t.done) (void)SendSignal(t.child.pid, sig);
     }
   }
 
@@ -554,11 +493,8 @@ class Forwarder : public OutputSink {
 };
 
 void CatchSignals() {
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  ::sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
-    ::sigaction(sig, &sa, nullptr);
+  constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  trainq::CatchSignals(kSignals, OnSignal);
 }
 
 // The next step number of this job: a counter in the batch script's folder (TRAINQ_SLURM_DIR,
@@ -566,17 +502,8 @@ void CatchSignals() {
 int NextStep() {
   std::string dir = GetEnv("TRAINQ_SLURM_DIR");
   if (dir.empty()) return 0;
-  int fd = ::open((dir + "/steps").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return 0;
-  ::flock(fd, LOCK_EX);
-  char buf[32] = {};
-  ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  int step = n > 0 ? std::atoi(buf) : 0;
-  std::string next = std::to_string(step + 1);
-  (void)!::pwrite(fd, next.data(), next.size(), 0);
-  (void)!::ftruncate(fd, static_cast<off_t>(next.size()));
-  ::close(fd);
-  return step;
+  Result<int64_t> step = NextCounterValue(dir + "/steps");
+  return step.ok() ? static_cast<int>(*step) : 0;
 }
 
 Result<Client> LocalDaemon() {
@@ -630,8 +557,7 @@ int Srun(const std::vector<std::string>& args) {
   }
   if (!opts->job_name.empty()) env["SLURM_JOB_NAME"] = opts->job_name;
   std::string cwd = opts->chdir.empty() ? CurrentDirectory() : opts->chdir;
-  mode_t mask = ::umask(0);
-  ::umask(mask);
+  mode_t mask = CurrentUmask();
   env["SLURM_UMASK"] = fmt::format("{:04o}", static_cast<unsigned>(mask));
   int step = NextStep();
   bool elsewhere = false;  // tasks on other nodes: the step goes through this node's daemon
@@ -855,32 +781,42 @@ int Scancel(const std::vector<std::string>& args) {
 int Scontrol(const std::vector<std::string>& args) {
   auto usage = [] {
     Say("scontrol: trainq covers `scontrol show hostnames [LIST]`, `show hostname [LIST]`, "
-        "`show hostlist LIST` and `show hostlistsorted LIST`");
+        "`show hostlist LIST`, `show hostlistsorted LIST`, `requeue ID`, `hold ID` and "
+        "`release ID`");
     return 1;
   };
   if (args.empty()) return usage();
   const std::string& verb = args[0];
   // PyTorch Lightning's SLURMEnvironment runs `scontrol requeue $SLURM_JOB_ID` once it saved
   // its checkpoint: the running job stops and is queued again under its id.
-  if (verb == "requeue" || verb == "requeuehold") {
-    if (verb == "requeuehold") {
-      Say("scontrol: requeuehold is not covered; trainq requeue ID, then trainq hold ID");
-      return 1;
-    }
-    std::vector<std::string> words = {"trainq", "requeue"};
+  // `scontrol hold|uhold|release ID...`: trainq hold and trainq release (a user's hold and an
+  // admin's are one in trainq).
+  std::string command = verb == "requeue"                   ? "requeue"
+                        : verb == "hold" || verb == "uhold" ? "hold"
+                        : verb == "release"                 ? "release"
+                                                            : "";
+  if (verb == "requeuehold") {
+    Say("scontrol: requeuehold is not covered; trainq requeue ID, then trainq hold ID");
+    return 1;
+  }
+  if (!command.empty()) {
+    std::vector<std::string> words = {"trainq", command};
     for (size_t i = 1; i < args.size(); ++i) {
       if (args[i].starts_with("-")) continue;  // -v, --quiet: nothing to say differently
-      words.push_back(args[i]);                // ids and lists, as trainq requeue takes them
+      words.push_back(args[i]);                // ids and lists, as trainq takes them
+    }
+    if (words.size() == 2) {
+      Say(fmt::format("scontrol: {} needs a job id (scontrol {} ID...)", TerminalSafe(verb),
+                      TerminalSafe(verb)));
+      return 1;
     }
     return RunTrainq(words);
   }
   if (verb != "show") {
     std::string instead = verb == "update"
                               ? "trainq update ID (a waiting job's --priority, --gpus, --time, ...)"
-                          : verb == "hold" ? "trainq cancel ID; a job waits on others with --after"
-                          : verb == "release" ? "trainq submit ... --after to order jobs"
-                          : verb == "cancel"  ? "trainq cancel ID"
-                                              : "trainq --help";
+                          : verb == "cancel" ? "trainq cancel ID"
+                                             : "trainq --help";
     Say(fmt::format("scontrol: {} is not covered by trainq's scontrol; use {}", TerminalSafe(verb),
                     instead));
     return 1;

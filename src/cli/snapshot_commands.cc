@@ -5,8 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -38,7 +36,7 @@ std::string SnapshotStore(const Client& client) {
   std::string data = GetEnv("XDG_DATA_HOME");
   if (data.empty()) {
     std::string home = GetEnv("HOME");  // as XDG says, and as the token file is found
-    data = (home.empty() ? HomeDir(::getuid()) : home) + "/.local/share";
+    data = (home.empty() ? HomeDir(RealUid()) : home) + "/.local/share";
   }
   return data + "/trainq/snapshots";
 }

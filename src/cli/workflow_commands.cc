@@ -1,12 +1,11 @@
 // The researcher's workflow on the command line (docs/workflow.md): groups, `run`, `wait`
 // and `sbatch`. Each builds on the API the other commands use.
 #include <fnmatch.h>
-#include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -415,7 +414,12 @@ int ActEach(Client& client, const std::vector<int64_t>& ids, bool as_json,
     Result<json> r = client.Call("POST", target(id));
     if (!r.ok()) {
       rc = std::max(rc, Fail(r.status()));
-      if (as_json) results.push_back({{"id", id}, {"error", r.status().message()}});
+      if (as_json) {
+        results.push_back(
+            {{"id", id},
+             {"error",
+              {{"code", CodeName(r.status().code())}, {"message", r.status().message()}}}});
+      }
       continue;
     }
     if (as_json) {
@@ -565,12 +569,16 @@ int CmdWait(Client& client, const WaitArgs& args) {
       if (codes[i]) continue;
       Result<json> job = client.Call("GET", api::JobPath((*ids)[i]));
       if (!job.ok()) return Fail(job.status());
-      if (!Done(job->value("state", ""))) {
+      // Checked: a reply without a state (another version's) would be waited on forever.
+      Reply reply(*job);
+      std::string state = reply.Str("state");
+      if (!reply.ok()) return Fail(reply.status());
+      if (!Done(state)) {
         ++open;
         continue;
       }
       codes[i] = JobExitCode(*job);
-      states[i] = job->value("state", "");
+      states[i] = state;
       std::fprintf(stderr, "trainq: job %lld %s\n", static_cast<long long>((*ids)[i]),
                    states[i].c_str());
       if (args.any) {
@@ -604,7 +612,7 @@ void OnInterrupt(int) { g_interrupts.fetch_add(1); }
 // new line only when it changes elsewhere.
 class StatusLine {
  public:
-  StatusLine() : tty_(::isatty(STDERR_FILENO) == 1) {}
+  StatusLine() : tty_(IsTerminal(2)) {}
   void Show(const std::string& text) {
     if (text == last_) return;
     last_ = text;
@@ -741,11 +749,8 @@ int CmdRun(Client& client, const SubmitArgs& args) {
   if (!body.ok()) return Fail(body.status());
   if (Status st = ApplySnapshot(client, args, *body); !st.ok()) return Fail(st);
   // Installed before the submit, so a Ctrl-C while it is sent still cancels the job.
-  struct sigaction sa = {};
-  sa.sa_handler = OnInterrupt;
-  sa.sa_flags = SA_RESTART;  // the API calls in flight go on
-  ::sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGINT, &sa, nullptr);
+  constexpr int kInterrupt[] = {SIGINT};
+  CatchSignals(kInterrupt, OnInterrupt, /*restart_calls=*/true);  // API calls in flight go on
   Result<int64_t> id = SubmitOne(client, *body);
   if (!id.ok()) return Fail(id.status());
   std::fprintf(stderr, "trainq: job %lld submitted\n", static_cast<long long>(*id));

@@ -35,7 +35,8 @@ TEST(JobFieldsTest, EachRowSaysWhyWhenItIsNotSignedNotKeptOrNotTakenFromARequest
   for (const JobFieldInfo& f : JobFieldInfos()) {
     SCOPED_TRACE(std::string(f.name));
     EXPECT_FALSE(f.redis.empty());
-    bool needs_why = !f.signed_ || f.sql.empty() || f.request.empty() || f.shown.empty();
+    bool needs_why =
+        !f.signed_ || f.sql.empty() || f.request.empty() || f.shown.empty() || f.show.empty();
     if (needs_why) {
       EXPECT_FALSE(f.why.empty());
     }

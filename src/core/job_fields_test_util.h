@@ -53,7 +53,7 @@ inline JobSpec FullSpec(JobId dep_a, JobId dep_b) {
   s.group = dep_a;
   s.group_limit = 4;
   s.array_index = 7;
-  s.record = R"({"git":{"commit":"abc"}})";
+  s.record = R"({"git":{"commit":"abc","branch":"main"},"host":"ws1","trainq_version":"1.0"})";
   s.notify_url = "https://hooks.example/x";
   s.mail = "alice@example.org";
   s.slurm_env = true;

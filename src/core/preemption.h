@@ -48,7 +48,26 @@ struct PreemptConfig {
   // Thrash guard: a job whose latest two attempts or more ended preempted is spared this long
   // after the latest of them; <= 0: never spared.
   int64_t spare_ms = 60 * 60 * 1000;
+
+  bool operator==(const PreemptConfig&) const = default;
 };
+
+// The one way to build a PreemptConfig: from `settings`, any type with the fields named as
+// config.toml names its options (docs/scheduling.md): preempt_priority_gap,
+// preempt_for_fair_share, preempt_for_aging, min_runtime_ms, preempt_spare_ms. The daemon
+// passes its Config (Scheduler::PreemptSettings), the simulator its ReplayOptions
+// (Replayer::PreemptSettings), so a rule added here must be given to both or neither compiles,
+// and the simulator decides with every setting the daemon decides with.
+template <typename Settings>
+PreemptConfig PreemptConfigFrom(const Settings& settings) {
+  PreemptConfig c;
+  c.priority_gap = settings.preempt_priority_gap;
+  c.for_fair_share = settings.preempt_for_fair_share;
+  c.for_aging = settings.preempt_for_aging;
+  c.min_runtime_ms = settings.min_runtime_ms;
+  c.spare_ms = settings.preempt_spare_ms;
+  return c;
+}
 
 // One waiting job's decision to stop `victims` and start where their GPUs free up.
 struct Preemption {

@@ -640,5 +640,28 @@ TEST(PreemptTest, NothingRunningNothingPreempted) {
   EXPECT_THAT(ChoosePreemptions(waiting, nodes, {}, Policy(), Config(), {}, kNow), IsEmpty());
 }
 
+// The settings PreemptConfigFrom reads, named as the daemon's Config and the simulator's
+// ReplayOptions name them, each away from its default.
+struct AllPreemptSettings {
+  int preempt_priority_gap = 7;
+  bool preempt_for_fair_share = true;
+  bool preempt_for_aging = true;
+  int64_t min_runtime_ms = 123;
+  int64_t preempt_spare_ms = 456;
+};
+
+TEST(PreemptConfigFromTest, EverySettingReachesItsField) {
+  PreemptConfig c = PreemptConfigFrom(AllPreemptSettings{});
+  // Fails to compile when PreemptConfig gains a field: PreemptConfigFrom must read it too, and
+  // both the daemon's Config and the simulator's ReplayOptions must then carry its setting.
+  const auto& [priority_gap, for_fair_share, for_aging, min_runtime_ms, spare_ms] = c;
+  EXPECT_EQ(priority_gap, 7);
+  EXPECT_TRUE(for_fair_share);
+  EXPECT_TRUE(for_aging);
+  EXPECT_EQ(min_runtime_ms, 123);
+  EXPECT_EQ(spare_ms, 456);
+  EXPECT_NE(c, PreemptConfig{});
+}
+
 }  // namespace
 }  // namespace trainq

@@ -199,7 +199,9 @@ constexpr Unhonoured kUnhonoured[] = {
     {"open-mode", 0, false,
      "output files are truncated when the job starts; a requeued job's attempts append"},
     {"wait", 'W', true, "use trainq wait ID"},
-    {"hold", 'H', true, "trainq has no held jobs; use --dependency"},
+    {"hold", 'H', true,
+     "the job is submitted waiting, not held (a submit cannot hold yet); hold it with trainq "
+     "hold ID or scontrol hold ID"},
     {"begin", 'b', false, "trainq has no start times"},
     {"comment", 0, false, "trainq keeps no comments"},
     {"reservation", 0, false, "trainq has no reservations"},

@@ -97,6 +97,19 @@ TEST(SbatchTest, UnknownAndUnhonouredOptionsAreWarnedNeverDropped) {
   EXPECT_THAT(o.warnings[3], HasSubstr("--exclusive is not honoured"));
 }
 
+// trainq holds jobs (trainq hold, scontrol hold) but a submit cannot hold one yet: --hold
+// says so and names the way to hold it, never that trainq has no holds.
+TEST(SbatchTest, HoldSaysHowToHoldTheSubmittedJob) {
+  SbatchOptions o;
+  ASSERT_TRUE(ApplySbatchOptions({"-H"}, "the command line", o).ok());
+  ASSERT_TRUE(ApplySbatchOptions({"--hold"}, "#SBATCH line 2", o).ok());
+  ASSERT_EQ(o.warnings.size(), 2u);
+  for (const std::string& w : o.warnings) {
+    EXPECT_THAT(w, HasSubstr("is not honoured: the job is submitted waiting, not held"));
+    EXPECT_THAT(w, HasSubstr("trainq hold ID or scontrol hold ID"));
+  }
+}
+
 TEST(SbatchTest, GresFormsAndDependencies) {
   SbatchOptions o;
   ASSERT_TRUE(ApplySbatchOptions({"--gres=gpu:a100:3", "-d", "afterany:7,afterok:8"}, "x", o).ok());

@@ -1,8 +1,6 @@
 // The agent (agent.h): starts the attempts placed on this node, watches their shims through
 // pidfds, turns exits into ends, and re-adopts live shims after a restart (docs/architecture.md,
 // "The shim and re-adoption").
-#include <unistd.h>
-
 #include <algorithm>
 #include <csignal>
 
@@ -459,7 +457,7 @@ Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_s
   Result<ShimProcess> shim =
       !runner.ok() ? Result<ShimProcess>(runner.status())
       : gate       ? launcher_->WatchProcess(p.run_dir, {job.spec.gate_pid, job.spec.gate_ticks},
-                                       config_.shared ? runner->uid : ::geteuid(),
+                                       config_.shared ? runner->uid : EffectiveUid(),
                                              ExitHandlerFor(job.id, n))
                    : launcher_->Launch(p.run_dir, ExitHandlerFor(job.id, n));
   if (!shim.ok()) return EndUnstarted(job, n, runner.status(), shim.status());
@@ -501,7 +499,7 @@ ExitRecord Agent::GateEndRecord(const LiveAttempt& live) const {
 void Agent::RecoverGate(const Job& job, const Attempt& a, LiveAttempt live) {
   live.gate = true;
   Result<UserInfo> owner = config_.shared ? LookupUserByName(job.spec.user) : UserInfo{};
-  int64_t uid = !config_.shared ? ::geteuid() : owner.ok() ? owner->uid : -2;  // -2: nobody's
+  int64_t uid = !config_.shared ? EffectiveUid() : owner.ok() ? owner->uid : -2;  // -2: nobody's
   Result<ShimProcess> held = launcher_->WatchProcess(
       a.run_dir, {job.spec.gate_pid, job.spec.gate_ticks}, uid, ExitHandlerFor(job.id, a.n));
   live_.insert_or_assign(job.id, std::move(live));
@@ -707,25 +705,33 @@ void Agent::RecoverOne(const Job& job, const Attempt& a) {
     spdlog::warn("job {}: MASTER_PORT {} is outside master_port_range or held twice", job.id,
                  a.master_port);
   }
-  // Live shim first, exit record second: a shim writes exit.json before it lets go of its
-  // lock, so a shim found gone has written all it ever will.
-  Result<ShimProcess> shim = launcher_->Adopt(a.run_dir, ExitHandlerFor(job.id, a.n));
+  // Live from now on, with the shim the store recorded until Adopted hears from the launcher:
+  // at once, or a moment later for a shim that was just starting.
+  live_.insert_or_assign(job.id, std::move(live));
+  launcher_->Adopt(
+      a.run_dir, [this, job, a](Result<ShimProcess> shim) { Adopted(job, a, std::move(shim)); },
+      ExitHandlerFor(job.id, a.n));
+}
+
+void Agent::Adopted(const Job& job, const Attempt& a, Result<ShimProcess> shim) {
+  auto it = live_.find(job.id);
+  if (it == live_.end() || it->second.n != a.n) return;  // ended meanwhile
   if (shim.ok()) {
-    live.shim = *shim;
+    it->second.shim = *shim;
     if (job.state == JobState::kStarting) {
       Status st = store_.MarkRunning(job.id, a.n, shim->pid, shim->start_ticks, clock_.Now());
       if (!st.ok()) spdlog::warn("job {}: {}", job.id, st.message());
     }
-    live_.insert_or_assign(job.id, std::move(live));
     spdlog::info("job {} attempt {}: re-adopted shim pid {}", job.id, a.n, shim->pid);
     return;
   }
   if (shim.status().code() != Code::kNotFound) {
     spdlog::warn("job {} attempt {}: {}", job.id, a.n, shim.status().message());
   }
-  live_.insert_or_assign(job.id, std::move(live));
-  // Without its run dir (removed while the daemon was down) an attempt's shim cannot be
-  // adopted, though it and its job may run on: they are stopped before the job runs again.
+  // No live shim: a shim writes exit.json before it lets go of its lock, so one found gone
+  // has written all it ever will. Without its run dir (removed while the daemon was down) an
+  // attempt's shim cannot be adopted, though it and its job may run on: they are stopped before the
+  // job runs again.
   if (!IsDirectory(a.run_dir)) return EndUnrecorded(job.id, Unrecorded::kRunDirMissing);
   // The daemon died between recording the attempt and starting its shim: nothing should run,
   // and whatever does is stopped before the job is queued again.

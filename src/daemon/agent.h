@@ -242,6 +242,8 @@ class Agent {
   CgroupSpec AttemptCgroup(const Job& job, const std::string& run_dir) const;
   Status EndUnstarted(const Job& job, int n, const Status& runner, const Status& launch);
   void RecoverOne(const Job& job, const Attempt& a);
+  // What ShimLauncher::Adopt found for attempt `a` of `job`, recovered by RecoverOne.
+  void Adopted(const Job& job, const Attempt& a, Result<ShimProcess> shim);
   void RecoverGate(const Job& job, const Attempt& a, LiveAttempt live);
   ExitRecord GateEndRecord(const LiveAttempt& live) const;
   ShimLauncher::ExitHandler ExitHandlerFor(JobId job, int n);

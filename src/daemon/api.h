@@ -1,6 +1,7 @@
 // The HTTP API (docs/api.md): one table of routes (routes.cc), each a handler that calls the
-// daemon's roles through their public methods. The daemon hands it the roles once; the API
-// owns none of them and holds no state of its own.
+// daemon's roles through their public methods, and a rule saying who may call it (routes.h),
+// judged before the handler runs. The daemon hands it the roles once; the API owns none of
+// them and holds no state of its own.
 #pragma once
 
 #include "src/api/asio.h"

@@ -130,5 +130,38 @@ TEST_F(AuthenticatorTest, InAClusterOnlySignedTokensAndSignedPeersAreAccepted) {
   EXPECT_FALSE(single.Authenticate(peer).ok());
 }
 
+// PeerMay::kItsPart: a node asks about a part of the running attempt placed on it, named by
+// its rank; an attempt that ended has no part left to guard.
+TEST(PermissionRuleTest, ANodeAsksOnlyAboutAPartItRuns) {
+  Job job;
+  job.id = 7;
+  job.spec.user = "ada";
+  Attempt a;
+  a.n = 1;
+  a.state = JobState::kRunning;
+  a.parts = {{"node-a", {0}, {}, "", ""}, {"node-b", {0}, {}, "", ""}};
+  job.attempts = {a};
+  const Rule rule{Who::kJobOwner, PeerMay::kItsPart, "read the steps of"};
+  const Caller node_b{"", -1, Role::kRead, "", "node-b"};
+  HttpRequest req;
+  req.query = {{"rank", "1"}};
+  EXPECT_TRUE(Permit(rule, node_b, req, &job).ok());
+  for (const char* rank : {"0", "2", "-1", "1x", ""}) {
+    req.query = {{"rank", rank}};
+    Status st = Permit(rule, node_b, req, &job);
+    EXPECT_EQ(st.code(), Code::kPermission) << rank;
+    EXPECT_EQ(st.message(), "node node-b holds no part of job 7 attempt 1 with that rank");
+  }
+  req.query.clear();
+  EXPECT_EQ(Permit(rule, node_b, req, &job).code(), Code::kPermission);
+  job.attempts[0].state = JobState::kSucceeded;
+  EXPECT_TRUE(Permit(rule, node_b, req, &job).ok());
+  EXPECT_EQ(Permit({Who::kJobOwner, PeerMay::kNo, "cancel"}, node_b, req, &job).code(),
+            Code::kPermission);
+  // The rule's users are the job's owner and admins, never the node.
+  EXPECT_TRUE(Permit(rule, Caller{"ada", 1000, Role::kSubmit, "", ""}, req, &job).ok());
+  EXPECT_FALSE(OwnerOrAdmin(node_b, job));
+}
+
 }  // namespace
 }  // namespace trainq

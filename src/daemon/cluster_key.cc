@@ -1,13 +1,7 @@
 #include "src/daemon/cluster_key.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -17,6 +11,9 @@
 #include "src/core/transfers.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fd.h"
+#include "src/os/permissions.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
 #include "src/store/store.h"
 
 namespace trainq {
@@ -98,26 +95,25 @@ std::string CanonicalTarget(const std::string& path,
 }
 
 Result<ClusterKey> ClusterKey::Load(const std::string& path, std::string_view option) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!fd.valid()) {
-    int err = errno;
+  Result<UniqueFd> fd = OpenToRead(path, /*follow_links=*/false);
+  if (!fd.ok()) {
     return Status::Invalid(fmt::format(
         "{}: cannot read {} ({}); every node of a cluster needs the same key: make one with "
         "'{}' on one node and copy it to the others (docs/cluster.md)",
-        option, path, std::strerror(err), kMakeOne));
+        option, path, fd.status().message(), kMakeOne));
   }
-  struct stat st = {};
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus("stat " + path, errno);
-  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+  PathFacts st = FdFacts(fd->get());
+  if (!st.exists) return Status::Io(fmt::format("stat {}: cannot read what it is", path));
+  if (st.uid != EffectiveUid() || (st.mode & 077) != 0) {
     return Status::Invalid(fmt::format(
         "{}: {} must be owned by uid {} and readable by no one else (mode 0600); it is uid {} "
         "mode {:04o}",
-        option, path, ::geteuid(), st.st_uid, st.st_mode & 07777));
+        option, path, EffectiveUid(), st.uid, st.mode & 07777));
   }
   std::string secret(4096, '\0');
-  ssize_t n = ::read(fd.get(), secret.data(), secret.size());
-  if (n < 0) return ErrnoStatus("read " + path, errno);
-  secret.resize(static_cast<size_t>(n));
+  Result<size_t> n = ReadSome(fd->get(), secret);
+  if (!n.ok()) return n.status();
+  secret.resize(*n);
   while (!secret.empty() && std::isspace(static_cast<unsigned char>(secret.back()))) {
     secret.pop_back();
   }
@@ -132,25 +128,14 @@ Result<ClusterKey> ClusterKey::Load(const std::string& path, std::string_view op
 Status ClusterKey::Create(const std::string& path) {
   Result<std::string> hex = RandomHex(32);
   if (!hex.ok()) return hex.status();
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) {
-    int err = errno;
-    if (err == EEXIST) {
-      return Status::Conflict(fmt::format(
-          "{} exists; a cluster key is made once and copied to every node (remove it first "
-          "to make a new one, then copy the new one to every node)",
-          path));
-    }
-    return ErrnoStatus("create " + path, err);
+  Status st = CreateNewFile(path, *hex + "\n");
+  if (st.code() == Code::kConflict) {
+    return Status::Conflict(fmt::format(
+        "{} exists; a cluster key is made once and copied to every node (remove it first "
+        "to make a new one, then copy the new one to every node)",
+        path));
   }
-  std::string text = *hex + "\n";
-  if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      ::fsync(fd.get()) != 0) {
-    int err = errno;
-    ::unlink(path.c_str());
-    return ErrnoStatus("write " + path, err);
-  }
-  return Status::Ok();
+  return st;
 }
 
 void ClusterKey::Sign(JobSpec& spec, const std::string& node) const {

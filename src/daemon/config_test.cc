@@ -9,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "src/core/preemption.h"
+
 namespace trainq {
 namespace {
 
@@ -779,6 +781,24 @@ TEST(CheckListenTest, ReadFromTheConfigFile) {
       ParseConfig("listen = [\"0.0.0.0:7070\"]\nallow_plaintext = true\n", "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_TRUE(CheckListen(*c).ok());
+}
+
+// The preemption options reach the scheduler's PreemptConfig through PreemptConfigFrom, the
+// function the simulator builds its own with (src/sim/replay_preempt_test.cc checks its side:
+// the same defaults, every setting read).
+TEST(ConfigTest, PreemptionOptionsMakeThePreemptConfig) {
+  EXPECT_EQ(PreemptConfigFrom(*ParseConfig("", "config.toml")), PreemptConfig{});
+  Result<Config> c = ParseConfig(
+      "preempt_priority_gap = 0\npreempt_for_fair_share = true\npreempt_for_aging = true\n"
+      "min_runtime = \"5m\"\npreempt_spare = \"2h\"\n",
+      "config.toml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  PreemptConfig p = PreemptConfigFrom(*c);
+  EXPECT_EQ(p.priority_gap, 0);
+  EXPECT_TRUE(p.for_fair_share);
+  EXPECT_TRUE(p.for_aging);
+  EXPECT_EQ(p.min_runtime_ms, 5 * 60 * 1000);
+  EXPECT_EQ(p.spare_ms, 2 * 3600 * 1000);
 }
 
 }  // namespace

@@ -7,11 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -293,7 +288,7 @@ Status DaemonImpl::Serve() {
     ArmStallHook(std::strtoll(stall.c_str(), nullptr, 10));
   }
   ArmSampleTimer();
-  spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", ::getpid(),
+  spdlog::info("trainq daemon pid {} serving {} (node {}, {} CPU slots, {})", SelfPid(),
                options_.paths.socket, node_, cpu_slots_, sampler_.Describe());
   StartCluster();
   mode_->ArmTimer();
@@ -468,7 +463,7 @@ Status ResolveMode(DaemonOptions& options, Config& config) {
     config.socket = options.socket;
     config.from_outside["socket"] = "command line (--socket)";
   }
-  if (options.shared && ::geteuid() != 0) {
+  if (options.shared && EffectiveUid() != 0) {
     return Status::Permission(
         "shared: a shared daemon must run as root: it starts each job as the user who "
         "submitted it (install the systemd unit, docs/operations.md)");
@@ -476,10 +471,10 @@ Status ResolveMode(DaemonOptions& options, Config& config) {
   std::string socket = !options.socket.empty() ? options.socket : config.socket;
   if (socket.empty() && options.shared) socket = kSharedSocket;
   if (socket.empty()) return Status::Ok();  // the state dir's
-  if (socket[0] != '/' || socket.size() >= sizeof(sockaddr_un::sun_path) || socket.back() == '/') {
+  if (socket[0] != '/' || socket.size() > MaxSocketPathLength() || socket.back() == '/') {
     return Status::Invalid(fmt::format(
         "socket: '{}' is not a socket path; expected an absolute path of at most {} bytes", socket,
-        sizeof(sockaddr_un::sun_path) - 1));
+        MaxSocketPathLength()));
   }
   options.paths = WithSocket(options.paths, socket);
   return Status::Ok();
@@ -600,7 +595,7 @@ Status SecureSocketDir(const DaemonOptions& options) {
     TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.socket_dir));
     TRAINQ_RETURN_IF_ERROR(ChangeMode(paths.socket_dir, 0755));
   }
-  return JudgeStateDir(paths.socket_dir, StatFacts(paths.socket_dir), ::geteuid());
+  return JudgeStateDir(paths.socket_dir, StatFacts(paths.socket_dir), EffectiveUid());
 }
 
 // The store: a cluster's Redis when `store` names one, else the state dir's SQLite

@@ -107,15 +107,16 @@ class FakeShims {
       shim = Shim{{shims_.next_pid_++, 1}, true, {}, id_, std::move(on_exit)};
       return shim.process;
     }
-    Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) override {
+    // Answers at once, as the real one does when the shim's record is written.
+    void Adopt(const std::string& run_dir, AdoptHandler on_adopted, ExitHandler on_exit) override {
       auto it = shims_.shims_.find(run_dir);
       // As the real one: a shim is found through the lock file in its run dir.
       if (it == shims_.shims_.end() || !it->second.alive || !IsDirectory(run_dir)) {
-        return Status::NotFound("no shim holds " + run_dir);
+        return on_adopted(Status::NotFound("no shim holds " + run_dir));
       }
       it->second.owner = id_;
       it->second.on_exit = std::move(on_exit);
-      return it->second.process;
+      on_adopted(it->second.process);
     }
     Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& process,
                                      int64_t uid, ExitHandler on_exit) override {

@@ -1,13 +1,11 @@
 // The HTTP API (docs/api.md), one table of routes. Bodies are JSON; errors are
 // {"error": {"code", "message"}} with 400 for bad input, 404 for unknown jobs.
-#include <fcntl.h>
 #include <malloc.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <map>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -55,10 +53,7 @@ CwdKind CwdKindOf(const std::string& path) {
   return FileExists(path) ? CwdKind::kNotADirectory : CwdKind::kMissing;
 }
 
-size_t ArgMax() {
-  long n = ::sysconf(_SC_ARG_MAX);
-  return n > 0 ? static_cast<size_t>(n) : 0;
-}
+size_t ArgMax() { return ArgumentSpaceBytes(); }
 
 // An Idempotency-Key is an opaque token the client made (the CLI: 32 hex digits).
 Status CheckSubmitKey(const std::string& key) {
@@ -77,11 +72,12 @@ std::optional<JobId> ParseId(std::string_view text) {
   return id;
 }
 
+constexpr std::string_view kJobsPrefix = "/v1/jobs/";
+
 // "/v1/jobs/12/cancel" -> (12, "cancel"); "/v1/jobs/12" -> (12, "").
 std::optional<std::pair<std::string, std::string>> SplitJobPath(const std::string& path) {
-  static const std::string kPrefix = "/v1/jobs/";
-  if (path.rfind(kPrefix, 0) != 0) return std::nullopt;
-  std::string rest = path.substr(kPrefix.size());
+  if (!path.starts_with(kJobsPrefix)) return std::nullopt;
+  std::string rest = path.substr(kJobsPrefix.size());
   size_t slash = rest.find('/');
   if (slash == std::string::npos) return std::make_pair(rest, std::string());
   return std::make_pair(rest.substr(0, slash), rest.substr(slash + 1));
@@ -262,29 +258,6 @@ std::vector<JobState> StatesFor(const HttpRequest& req, Status* error) {
   return {JobState::kQueued, JobState::kBlocked, JobState::kStarting, JobState::kRunning};
 }
 
-// What only a job's owner and admins see (docs/operations.md, "Who can do what"): the values
-// of its --env (the names stay, as `diff` compares them), where its end is reported, and a
-// `trainq sbatch` job's script text, which the command carries as the wrapper's $1 and which
-// sets secrets as often as --env does (the script's path and arguments stay in the record).
-void HideSecrets(json& job) {
-  constexpr const char* kHidden = "(hidden)";
-  json& record = job["record"];
-  json& command = job["command"];
-  if (record.is_object() && record.contains("sbatch") && command.is_array() && command.size() > 4) {
-    command[4] = kHidden;
-  }
-  if (record.is_object() && record.contains("env_overrides") &&
-      record["env_overrides"].is_array()) {
-    for (json& item : record["env_overrides"]) {
-      std::string text = item.is_string() ? item.get<std::string>() : "";
-      item = text.substr(0, text.find('=')) + "=" + kHidden;
-    }
-  }
-  for (const char* key : {"notify", "mail"}) {
-    if (!job[key].is_null()) job[key] = kHidden;
-  }
-}
-
 json HoldJson(const Hold& h) {
   return {{"job", h.job}, {"node", h.node}, {"gpus", h.gpu_indices}, {"preempting", h.preempting}};
 }
@@ -373,24 +346,10 @@ struct RouteContext {
 
 // The handlers, one per route: each calls the roles of ApiParts through their public
 // methods.
+// No handler judges its caller: Dispatch has judged the row's rule before it runs.
 class Routes {
  public:
-  // One row of the route table: a method and a path pattern, who may call it, the handler.
-  struct Route {
-    const char* method;
-    // Literal segments and at most one placeholder, which matches one segment (any text
-    // without '/', empty too). {id} is a job's id: the job is found, or the request answered
-    // 400 or 404, before the check and the handler.
-    const char* pattern;
-    Action action;     // what the caller must be allowed to do
-    const char* what;  // the verb a refusal names; kByHandler: the handler checks `action`
-    void (*handle)(RouteContext&);
-  };
-  // For a route whose check depends on its body (clean) or is made job by job (cancel and
-  // retry of many), or is made by a handler outside this file (tokens).
-  static constexpr const char* kByHandler = nullptr;
-
-  // Checks the caller as `route` says (a job's route against the job's owner), then runs it.
+  // Judges the caller by `route`'s rule (a job's route against the job's owner), then runs it.
   static void Dispatch(RouteContext& c, const Route& route);
   static void NoRoute(RouteContext& c);
 
@@ -435,10 +394,12 @@ class Routes {
   static void Metrics(RouteContext& c) { c.d.watch->Metrics(c.req, c.respond); }
   static void CreateToken(RouteContext& c) { c.d.tokens->Create(c.req, c.caller, c.respond); }
   static void DashboardToken(RouteContext& c) {
-    c.d.tokens->CreateForDashboard(c.req, c.caller, c.respond);
+    c.d.tokens->CreateForDashboard(c.caller, c.respond);
   }
-  static void ListTokens(RouteContext& c) { c.d.tokens->List(c.caller, c.respond); }
-  static void RevokeToken(RouteContext& c) { c.d.tokens->Revoke(c.req, c.caller, c.respond); }
+  static void ListTokens(RouteContext& c) { c.d.tokens->List(c.respond); }
+  static void RevokeToken(RouteContext& c) {
+    c.d.tokens->Revoke(std::string(c.segment), c.caller, c.respond);
+  }
   static void UpdateJob(RouteContext& c);
   static void Acct(RouteContext& c);
   static void AddStep(RouteContext& c) { c.d.steps->Add(c.req, c.caller, *c.job, c.respond); }
@@ -469,7 +430,7 @@ class Routes {
         j["reason"] = staging;
       }
     }
-    if (!Authorize(caller, Action::kReadLog, job.spec.user).ok()) HideSecrets(j);
+    if (!OwnerOrAdmin(caller, job)) HideFromOthers(j);  // kJobFields says what
     const UnrecordedEnd* u = d.agent->UnrecordedEndOf(job.id);
     if (u != nullptr && u->n == job.attempt) {
       j["reason"] = fmt::format("attempt {} ended ({}); recording its end waits: {}", u->n,
@@ -481,14 +442,6 @@ class Routes {
   static const std::string* LiveReason(const ApiParts& d, const Job& job) {
     if (job.state != JobState::kQueued || d.scheduler == nullptr) return nullptr;
     return d.scheduler->LiveReason(job.id);
-  }
-  // Answers 403 and returns false when the caller may not.
-  static bool Allowed(RouteContext& c, Action action, std::string_view what,
-                      const std::string& owner = "", JobId job = 0) {
-    Status st = Authorize(c.caller, action, owner, what, job);
-    if (st.ok()) return true;
-    c.respond(ErrorResponse(st));
-    return false;
   }
   static Result<Job> FindJob(RouteContext& c, std::string_view id);
   static void AnswerChange(RouteContext& c, const Status& st, const std::string& message);
@@ -655,6 +608,9 @@ Status CheckTransfersHere(const UserInfo* as, const JobSpec& spec, FileMemo& mem
   return st;
 }
 
+// Only a node of a cluster ships files; a node's request reaches only a cluster's daemon.
+Status NotACluster() { return Status::Conflict("this daemon is not a cluster's node"); }
+
 bool NamesFiles(const JobSpec& spec) { return spec.container.on() || !spec.transfers.empty(); }
 
 // The checks of every file the jobs name (docs/architecture.md, "Paths users control"):
@@ -699,11 +655,7 @@ void CheckFilesThen(ApiParts& d, const std::string& user, std::vector<JobSpec> s
 // GET /v1/jobs/ID/transfer?i=N&manifest=1, or ?c=HASH,...&i=N: what job ID ships, for the node
 // that runs it (a peer's signed request only).
 void Routes::Transfer(RouteContext& c) {
-  if (c.caller.node.empty() || c.d.stager == nullptr) {
-    return c.respond(ErrorResponse(Status::Permission(
-        "only the nodes of a cluster read what a job ships, with requests signed by the "
-        "cluster key")));
-  }
+  if (c.d.stager == nullptr) return c.respond(ErrorResponse(NotACluster()));
   std::optional<size_t> index;
   bool manifest = false;
   std::string_view chunks;
@@ -737,11 +689,7 @@ void Routes::Transfer(RouteContext& c) {
 // on this node matching the job's --collect patterns, for the node that stored the job (a
 // peer's signed request only).
 void Routes::Outputs(RouteContext& c) {
-  if (c.caller.node.empty() || c.d.stager == nullptr) {
-    return c.respond(ErrorResponse(Status::Permission(
-        "only the nodes of a cluster read what a job left, with requests signed by the "
-        "cluster key")));
-  }
+  if (c.d.stager == nullptr) return c.respond(ErrorResponse(NotACluster()));
   const Job& job = *c.job;
   int attempt = 0;
   bool manifest = false;
@@ -1008,9 +956,9 @@ void Routes::Acct(RouteContext& c) {
 void Routes::Clean(RouteContext& c) {
   Result<CleanRequest> r = ParseClean(c.req.body);
   if (!r.ok()) return c.respond(ErrorResponse(r.status()));
-  if (r->all_users ? !Allowed(c, Action::kAdmin, "clean every user's jobs")
-                   : !Allowed(c, Action::kSubmit, "clean jobs")) {
-    return;
+  if (r->all_users) {
+    Status st = MayActOn(c.caller, nullptr, "clean every user's jobs");
+    if (!st.ok()) return c.respond(ErrorResponse(st));
   }
   ListQuery q;
   q.states = r->states;
@@ -1193,7 +1141,7 @@ void Routes::Gpus(RouteContext& c) {
 }
 
 void Routes::DaemonStatus(RouteContext& c) {
-  c.respond(Json(200, {{"pid", ::getpid()},
+  c.respond(Json(200, {{"pid", SelfPid()},
                        {"version", TRAINQ_VERSION},
                        {"node", c.d.node},
                        {"state_dir", c.d.options->paths.state_dir},
@@ -1235,7 +1183,7 @@ void Routes::Backup(RouteContext& c) {
 void Routes::Stop(RouteContext& c) {
   c.respond(
       Json(200, {{"message", fmt::format("daemon pid {} stopping; {} running job(s) keep running",
-                                         ::getpid(), c.d.agent->live().size())}}));
+                                         SelfPid(), c.d.agent->live().size())}}));
   boost::asio::post(*c.d.io, [&d = c.d] { d.stop(); });
 }
 
@@ -1333,16 +1281,15 @@ void Routes::Log(RouteContext& c) {
   // A log the shim made in the run dir: nothing but a regular file is read (or waited for).
   Result<UniqueFd> opened = OpenUserFile(attempt->log_path, FileWant::kRegular);
   UniqueFd fd = opened.ok() ? std::move(*opened) : UniqueFd();
-  struct stat st = {};
-  uint64_t size = fd.valid() && ::fstat(fd.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  uint64_t size = fd.valid() ? FdSize(fd.get()).value_or(0) : 0;
   if (size_only) {
     return c.respond(Json(200, {{"attempt", attempt->n}, {"size", size}, {"active", active}}));
   }
   std::string bytes;
   if (fd.valid() && offset < size) {
     bytes.resize(static_cast<size_t>(std::min<uint64_t>(length, size - offset)));
-    ssize_t n = ::pread(fd.get(), bytes.data(), bytes.size(), static_cast<off_t>(offset));
-    bytes.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    Result<size_t> n = ReadAt(fd.get(), offset, bytes);
+    bytes.resize(n.ok() ? *n : 0);
   }
   c.respond({200, std::move(bytes), "application/octet-stream"});
 }
@@ -1523,7 +1470,7 @@ void Routes::ActOnMany(RouteContext& c, std::string_view verb) {
     JobId id = (*ids)[i];
     Result<Job> job = c.d.store->Get(id);
     Status st = job.status();
-    if (st.ok()) st = Authorize(c.caller, Action::kChangeJob, job->spec.user, verb, id);
+    if (st.ok()) st = MayActOn(c.caller, &*job, verb);
     if (st.ok()) jobs[i] = std::move(*job);
     if (!st.ok()) results[i] = Refused(id, st);
   }
@@ -1583,56 +1530,64 @@ void Routes::CancelWaitingTogether(RouteContext& c, std::vector<std::optional<Jo
 
 namespace {
 
-using Route = Routes::Route;
-constexpr const char* kByHandler = Routes::kByHandler;
+using enum Who;
+using enum PeerMay;
 
-// Every route of the API (docs/api.md lists the same). No path matches two rows.
+// Every route of the API (docs/api.md lists the same): who may call it is its rule's, and
+// the caller is judged by nothing else.
+// clang-format off
 constexpr Route kRoutes[] = {
-    {"POST", "/v1/jobs", Action::kSubmit, "submit", Routes::Submit},
-    {"GET", "/v1/jobs", Action::kRead, "list jobs", Routes::ListJobs},
-    {"POST", "/v1/jobs/clean", Action::kSubmit, kByHandler, Routes::Clean},
-    {"POST", "/v1/jobs/cancel", Action::kChangeJob, kByHandler, Routes::CancelMany},
-    {"POST", "/v1/jobs/retry", Action::kChangeJob, kByHandler, Routes::RetryMany},
-    {"GET", "/v1/jobs/{id}", Action::kRead, "show", Routes::ShowJob},
-    {"GET", "/v1/jobs/{id}/explain", Action::kRead, "explain", Routes::Explain},
-    {"GET", "/v1/jobs/{id}/log", Action::kReadLog, "read the log of", Routes::Log},
-    {"GET", "/v1/jobs/{id}/transfer", Action::kReadLog, "read what is shipped of",
-     Routes::Transfer},
-    {"GET", "/v1/jobs/{id}/outputs", Action::kReadLog, "read the outputs of", Routes::Outputs},
-    {"POST", "/v1/jobs/{id}/cancel", Action::kChangeJob, "cancel", Routes::CancelJob},
-    {"POST", "/v1/jobs/{id}/retry", Action::kChangeJob, "retry", Routes::RetryJob},
-    {"POST", "/v1/jobs/{id}/requeue", Action::kChangeJob, "requeue", Routes::RequeueJob},
-    {"POST", "/v1/jobs/{id}/signal", Action::kChangeJob, "signal", Routes::SignalJob},
-    {"POST", "/v1/jobs/{id}/release", Action::kChangeJob, "release", Routes::ReleaseJob},
-    {"POST", "/v1/jobs/{id}/update", Action::kChangeJob, "update, hold or release",
+    {"POST", "/v1/jobs", {kSubmitter, kNo, "submit"}, Routes::Submit},
+    {"GET", "/v1/jobs", {kReader, kNo, "list jobs"}, Routes::ListJobs},
+    {"POST", "/v1/jobs/clean", {kOwnJobs, kNo, "clean"}, Routes::Clean},
+    {"POST", "/v1/jobs/cancel", {kOwnJobs, kNo, "cancel"}, Routes::CancelMany},
+    {"POST", "/v1/jobs/retry", {kOwnJobs, kNo, "retry"}, Routes::RetryMany},
+    {"GET", "/v1/jobs/{id}", {kReader, kNo, "show"}, Routes::ShowJob},
+    {"GET", "/v1/jobs/{id}/explain", {kReader, kNo, "explain"}, Routes::Explain},
+    {"GET", "/v1/jobs/{id}/log", {kJobReader, kYes, "read the log of"}, Routes::Log},
+    {"GET", "/v1/jobs/{id}/transfer", {kNoUser, kYes, "read what is shipped of"}, Routes::Transfer},
+    {"GET", "/v1/jobs/{id}/outputs", {kNoUser, kYes, "read the outputs of"}, Routes::Outputs},
+    {"POST", "/v1/jobs/{id}/cancel", {kJobOwner, kNo, "cancel"}, Routes::CancelJob},
+    {"POST", "/v1/jobs/{id}/retry", {kJobOwner, kNo, "retry"}, Routes::RetryJob},
+    {"POST", "/v1/jobs/{id}/requeue", {kJobOwner, kNo, "requeue"}, Routes::RequeueJob},
+    {"POST", "/v1/jobs/{id}/signal", {kJobOwner, kNo, "signal"}, Routes::SignalJob},
+    {"POST", "/v1/jobs/{id}/release", {kJobOwner, kNo, "release"}, Routes::ReleaseJob},
+    {"POST", "/v1/jobs/{id}/update", {kJobOwner, kNo, "update, hold or release"},
      Routes::UpdateJob},
-    {"POST", "/v1/jobs/{id}/steps", Action::kStep, "start a step of", Routes::AddStep},
-    {"GET", "/v1/jobs/{id}/steps", Action::kStep, "read the steps of", Routes::ReadSteps},
-    {"POST", "/v1/jobs/{id}/steps/result", Action::kStep, "end a step of", Routes::FinishStep},
-    {"POST", "/v1/jobs/{id}/steps/cancel", Action::kStep, "cancel a step of", Routes::CancelStep},
-    {"POST", "/v1/jobs/{id}/steps/done", Action::kStep, "end the steps of", Routes::StepsDone},
-    {"GET", "/v1/acct", Action::kRead, "read the accounting", Routes::Acct},
-    {"GET", "/v1/gpus", Action::kRead, "list GPUs", Routes::Gpus},
-    {"GET", "/v1/gpus/history", Action::kRead, "read the GPU history", Routes::GpuHistory},
-    {"GET", "/v1/events", Action::kRead, "follow the events", Routes::Events},
-    {"GET", "/metrics", Action::kRead, "read the metrics", Routes::Metrics},
-    {"GET", "/v1/status", Action::kRead, "read the status", Routes::DaemonStatus},
-    {"POST", "/v1/daemon/stop", Action::kAdmin, "stop the daemon", Routes::Stop},
-    {"POST", "/v1/daemon/backup", Action::kAdmin, "back up the database", Routes::Backup},
-    {"GET", "/v1/config", Action::kRead, "show the config", Routes::GetConfig},
-    {"PUT", "/v1/config", Action::kAdmin, "change the config", Routes::SetConfig},
-    {"POST", "/v1/config", Action::kAdmin, "change the config", Routes::SetConfig},
-    {"POST", "/v1/tokens", Action::kAdmin, kByHandler, Routes::CreateToken},
-    {"POST", "/v1/tokens/dashboard", Action::kRead, "make a dashboard token",
+    {"POST", "/v1/jobs/{id}/steps", {kJobOwner, kNo, "start a step of"}, Routes::AddStep},
+    {"GET", "/v1/jobs/{id}/steps", {kJobOwner, kItsPart, "read the steps of"}, Routes::ReadSteps},
+    {"POST", "/v1/jobs/{id}/steps/result", {kJobOwner, kItsPart, "end a step of"},
+     Routes::FinishStep},
+    {"POST", "/v1/jobs/{id}/steps/cancel", {kJobOwner, kNo, "cancel a step of"},
+     Routes::CancelStep},
+    {"POST", "/v1/jobs/{id}/steps/done", {kJobOwner, kNo, "end the steps of"}, Routes::StepsDone},
+    {"GET", "/v1/acct", {kReader, kNo, "read the accounting"}, Routes::Acct},
+    {"GET", "/v1/gpus", {kReader, kNo, "list GPUs"}, Routes::Gpus},
+    {"GET", "/v1/gpus/history", {kReader, kYes, "read the GPU history"}, Routes::GpuHistory},
+    {"GET", "/v1/events", {kReader, kNo, "follow the events"}, Routes::Events},
+    {"GET", "/metrics", {kReader, kNo, "read the metrics"}, Routes::Metrics},
+    {"GET", "/v1/status", {kReader, kNo, "read the status"}, Routes::DaemonStatus},
+    {"POST", "/v1/daemon/stop", {kAdmin, kNo, "stop the daemon"}, Routes::Stop},
+    {"POST", "/v1/daemon/backup", {kAdmin, kNo, "back up the database"}, Routes::Backup},
+    {"GET", "/v1/config", {kReader, kNo, "show the config"}, Routes::GetConfig},
+    {"PUT", "/v1/config", {kAdmin, kNo, "change the config"}, Routes::SetConfig},
+    {"POST", "/v1/config", {kAdmin, kNo, "change the config"}, Routes::SetConfig},
+    {"POST", "/v1/tokens", {kAdmin, kNo, "create tokens"}, Routes::CreateToken},
+    {"POST", "/v1/tokens/dashboard", {kSocketUser, kNo, "make a dashboard token"},
      Routes::DashboardToken},
-    {"GET", "/v1/tokens", Action::kAdmin, kByHandler, Routes::ListTokens},
-    {"DELETE", "/v1/tokens/{name}", Action::kAdmin, kByHandler, Routes::RevokeToken},
-    {"GET", "/v1/nodes", Action::kRead, "list nodes", Routes::Nodes},
-    {"POST", "/v1/nodes/{name}/drain", Action::kAdmin, "drain a node", Routes::DrainNode},
-    {"POST", "/v1/nodes/{name}/resume", Action::kAdmin, "resume a node", Routes::ResumeNode},
-    {"POST", "/v1/nodes/{name}/remove", Action::kAdmin, "remove a node", Routes::RemoveNode},
-    {"GET", "/v1/cluster/store", Action::kRead, "ask whether the store is seen", Routes::StoreSeen},
+    {"GET", "/v1/tokens", {kAdmin, kNo, "list tokens"}, Routes::ListTokens},
+    // The name is the rest of the path: one with a '/' is refused as a name, not as no route.
+    {"DELETE", "/v1/tokens/{name...}", {kAdmin, kNo, "revoke tokens"}, Routes::RevokeToken},
+    {"GET", "/v1/nodes", {kReader, kNo, "list nodes"}, Routes::Nodes},
+    {"POST", "/v1/nodes/{name}/drain", {kAdmin, kNo, "drain a node"}, Routes::DrainNode},
+    {"POST", "/v1/nodes/{name}/resume", {kAdmin, kNo, "resume a node"}, Routes::ResumeNode},
+    {"POST", "/v1/nodes/{name}/remove", {kAdmin, kNo, "remove a node"}, Routes::RemoveNode},
+    {"GET", "/v1/cluster/store", {kReader, kYes, "ask whether the store is seen"},
+     Routes::StoreSeen},
 };
+// clang-format on
+
+constexpr std::string_view kRest = "...}";
 
 // Whether `path` has the shape of `pattern`; *segment is then what its placeholder matched.
 bool Matches(std::string_view pattern, std::string_view path, std::string_view* segment) {
@@ -1640,24 +1595,41 @@ bool Matches(std::string_view pattern, std::string_view path, std::string_view* 
   if (open == std::string_view::npos) return path == pattern;
   if (path.substr(0, open) != pattern.substr(0, open)) return false;
   std::string_view rest = path.substr(open);
-  std::string_view value = rest.substr(0, rest.find('/'));
-  if (rest.substr(value.size()) != pattern.substr(pattern.find('}', open) + 1)) return false;
+  size_t close = pattern.find('}', open);
+  bool to_end = pattern.substr(0, close + 1).ends_with(kRest);
+  std::string_view value = to_end ? rest : rest.substr(0, rest.find('/'));
+  if (rest.substr(value.size()) != pattern.substr(close + 1)) return false;
   *segment = value;
   return true;
 }
 
-const Route* FindRoute(const HttpRequest& req, std::string_view* segment) {
+const Route* FindRoute(const std::string& method, const std::string& path,
+                       std::string_view* segment) {
   for (const Route& r : kRoutes) {
-    if (req.method == r.method && Matches(r.pattern, req.path, segment)) return &r;
+    if (method == r.method && Matches(r.pattern, path, segment)) return &r;
   }
   return nullptr;
 }
 
+// The row whose pattern is `pattern`, for a path it serves under another spelling.
+const Route& RowOf(std::string_view method, std::string_view pattern) {
+  for (const Route& r : kRoutes) {
+    if (method == r.method && pattern == r.pattern) return r;
+  }
+  std::abort();  // no such row: the table and its caller disagree
+}
+
 }  // namespace
+
+std::span<const Route> RouteTable() { return kRoutes; }
 
 std::vector<std::string> RouteNames() {
   std::vector<std::string> names;
-  for (const Route& r : kRoutes) names.push_back(std::string(r.method) + " " + r.pattern);
+  for (const Route& r : kRoutes) {
+    std::string pattern = r.pattern;
+    if (size_t at = pattern.find(kRest); at != std::string::npos) pattern.replace(at, 3, "");
+    names.push_back(std::string(r.method) + " " + pattern);
+  }
   return names;
 }
 
@@ -1677,31 +1649,27 @@ void Routes::Dispatch(RouteContext& c, const Route& route) {
     job = std::move(*found);
     c.job = &*job;
   }
-  if (route.what != kByHandler) {
-    std::string owner = job ? job->spec.user : "";
-    if (!Allowed(c, route.action, route.what, owner, job ? job->id : 0)) return;
-  }
+  Status st = Permit(route.rule, c.caller, c.req, c.job);
+  if (!st.ok()) return c.respond(ErrorResponse(st));
   route.handle(c);
 }
 
 // 404 naming the request, for one no row serves. Below /v1/jobs/ the id is checked and the job
-// found first, so a mistyped id or a job that is gone reads as such (and GET /v1/jobs/ID/ is
-// the job); below /v1/nodes/ the answer names the actions there; below /v1/tokens/ what
-// follows is a name with a '/', which DELETE checks and refuses as one.
+// found first, so a mistyped id or a job that is gone reads as such; GET /v1/jobs/ID/ is the
+// job, served by its row. Below /v1/nodes/ the answer names the actions there.
 void Routes::NoRoute(RouteContext& c) {
   const std::string& method = c.req.method;
   auto parts = SplitJobPath(c.req.path);
+  if (parts && method == "GET" && parts->second.empty()) {
+    c.segment = std::string_view(c.req.path).substr(kJobsPrefix.size(), parts->first.size());
+    return Dispatch(c, RowOf("GET", "/v1/jobs/{id}"));
+  }
   if (parts && (method == "GET" || method == "POST")) {
     Result<Job> job = FindJob(c, parts->first);
     if (!job.ok()) return c.respond(ErrorResponse(job.status()));
-    if (method == "GET" && parts->second.empty()) {
-      return c.respond(Json(200, Shown(c.d, *job, c.caller)));
-    }
   } else if (method == "POST" && c.req.path.starts_with("/v1/nodes/")) {
     return c.respond(ErrorResponse(Status::NotFound(
         "no route POST " + c.req.path + "; use /v1/nodes/NAME/drain, /resume or /remove")));
-  } else if (method == "DELETE" && c.req.path.starts_with("/v1/tokens/")) {
-    return RevokeToken(c);
   }
   c.respond(ErrorResponse(Status::NotFound("no route " + method + " " + c.req.path)));
 }
@@ -1740,20 +1708,7 @@ void Api::Handle(HttpRequest request, Responder respond) {
   Result<Caller> caller = d_.auth->Authenticate(request);
   if (!caller.ok()) return respond(ErrorResponse(caller.status()));
   std::string_view segment;
-  const Route* route = FindRoute(request, &segment);
-  // A peer's signed request serves a log, or the steps of a part it runs, the GPU history or
-  // whether the store is seen; nothing else.
-  bool peer_route = route != nullptr &&
-                    (route->handle == Routes::Log || route->handle == Routes::Transfer ||
-                     route->handle == Routes::Outputs || route->handle == Routes::ReadSteps ||
-                     route->handle == Routes::FinishStep || route->handle == Routes::GpuHistory ||
-                     route->handle == Routes::StoreSeen);
-  if (!caller->node.empty() && !peer_route) {
-    return respond(ErrorResponse(Status::Permission(fmt::format(
-        "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log), the "
-        "steps of a part it runs, the GPU history or whether the store is seen",
-        caller->node))));
-  }
+  const Route* route = FindRoute(request.method, request.path, &segment);
   // For the watchdog's log line (liveness.h) while a request holds the loop.
   SetLoopActivity(route ? route->method : "request", route ? route->pattern : "");
   RouteContext c{d_, request, respond, *caller, segment};

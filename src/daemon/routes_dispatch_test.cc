@@ -102,22 +102,42 @@ TEST_F(RoutesDispatchTest, ATokensNameIsTheRestOfThePath) {
   EXPECT_EQ(Call("DELETE", "/v1/tokens/viewer").status, 200);
 }
 
-// Routes that check the caller only after reading the body, or job by job.
-TEST_F(RoutesDispatchTest, SomeRoutesCheckTheCallerAfterTheBody) {
+// Every route judges its caller before it reads the body: a read-only caller is told so, not
+// that its request is malformed.
+TEST_F(RoutesDispatchTest, TheCallerIsJudgedBeforeTheBody) {
   std::string reader = ReadToken();
   JobId id = Submit({{"mem", "1GiB"}});
   HttpResponse clean = CallTcp(reader, "POST", "/v1/jobs/clean", "[]");
-  EXPECT_EQ(clean.status, 400) << clean.body;
-  EXPECT_EQ(CallTcp(reader, "POST", "/v1/jobs/clean", "{}").status, 403);
+  EXPECT_EQ(clean.status, 403) << clean.body;
+  EXPECT_THAT(Message(clean), HasSubstr("may only read; to clean jobs needs the role submit"));
   HttpResponse many = CallTcp(reader, "POST", "/v1/jobs/cancel", json{{"ids", {id}}}.dump());
-  ASSERT_EQ(many.status, 200) << many.body;
-  EXPECT_EQ(json::parse(many.body)["results"][0]["error"]["code"], "permission");
-  EXPECT_EQ(CallTcp(reader, "POST", "/v1/jobs/retry", "{}").status, 400);
+  EXPECT_EQ(many.status, 403) << many.body;
+  EXPECT_EQ(CallTcp(reader, "POST", "/v1/jobs/retry", "{}").status, 403);
   HttpResponse config = CallTcp(reader, "PUT", "/v1/config", "not json");
   EXPECT_EQ(config.status, 403);
   EXPECT_EQ(CallTcp(reader, "POST", "/v1/nodes/node-a/bogus").status, 404);
   EXPECT_EQ(CallTcp(reader, "POST", "/v1/nodes/node-a/drain").status, 403);
   EXPECT_EQ(CallTcp(reader, "GET", "/v1/jobs/" + std::to_string(id) + "/explain").status, 200);
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+}
+
+// A request for many jobs acts on those of the caller's own user (MayActOn): another's are
+// refused one by one, and an admin's reach every user's.
+TEST_F(RoutesDispatchTest, ManyJobsAreJudgedJobByJob) {
+  JobId id = Submit({{"mem", "1GiB"}});
+  HttpResponse made =
+      Call("POST", "/v1/tokens", R"({"name": "b", "role": "submit", "user": "bob"})");
+  ASSERT_EQ(made.status, 201) << made.body;
+  std::string bob = "Bearer " + json::parse(made.body)["token"].get<std::string>();
+  HttpResponse many = CallTcp(bob, "POST", "/v1/jobs/cancel", json{{"ids", {id}}}.dump());
+  ASSERT_EQ(many.status, 200) << many.body;
+  EXPECT_EQ(json::parse(many.body)["results"][0]["error"]["code"], "permission");
+  HttpResponse every = CallTcp(bob, "POST", "/v1/jobs/clean", R"({"all_users": true})");
+  EXPECT_EQ(every.status, 403) << every.body;
+  EXPECT_THAT(Message(every), HasSubstr("only an admin may clean every user's jobs"));
+  EXPECT_EQ(CallTcp(bob, "POST", "/v1/jobs/clean", "{}").status, 200);
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  EXPECT_EQ(Call("POST", "/v1/jobs/clean", R"({"all_users": true})").status, 200);
 }
 
 // Who may do what to a job is judged once the job is found, by its owner.

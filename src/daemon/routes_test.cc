@@ -67,7 +67,8 @@ TEST(RoutesTest, DocsApiListsExactlyTheTablesRoutes) {
       << "a route twice in the table";
 }
 
-// The table's matcher takes one placeholder per pattern, a whole segment.
+// The table's matcher takes one placeholder per pattern, a whole segment (or, as {name...},
+// the rest of the path, which RouteNames writes as {name}).
 TEST(RoutesTest, APatternHasAtMostOnePlaceholderASegmentLong) {
   for (const std::string& name : RouteNames()) {
     size_t open = name.find('{');

@@ -376,15 +376,7 @@ Result<Explanation> Scheduler::ExplainWaiting(JobId id) {
   return Explain(id, pending, nodes, Policy(), now, usage, holds_);
 }
 
-PreemptConfig Scheduler::PreemptSettings() const {
-  PreemptConfig c;
-  c.priority_gap = config_.preempt_priority_gap;
-  c.for_fair_share = config_.preempt_for_fair_share;
-  c.for_aging = config_.preempt_for_aging;
-  c.min_runtime_ms = config_.min_runtime_ms;
-  c.spare_ms = config_.preempt_spare_ms;
-  return c;
-}
+PreemptConfig Scheduler::PreemptSettings() const { return PreemptConfigFrom(config_); }
 
 std::vector<PendingJob> Scheduler::MayPreempt(const PlacementResult& result,
                                               std::span<const PendingJob* const> ordered,

@@ -5,7 +5,7 @@
 
 #include <chrono>
 #include <map>
-#include <thread>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -19,15 +19,10 @@ namespace {
 
 using Descriptor = boost::asio::posix::stream_descriptor;
 
-// Waits briefly for a shim that holds its lock but has not written shim.json yet.
-Result<ShimRecord> AwaitShimRecord(const std::string& run_dir) {
-  for (int i = 0; i < 200; ++i) {
-    Result<ShimRecord> rec = ReadShimRecord(run_dir);
-    if (rec.ok() || rec.status().code() != Code::kNotFound) return rec;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return Status::Unavailable("shim holds its lock but wrote no shim.json in " + run_dir);
-}
+// A shim that holds its lock but has not written shim.json yet is asked again this often, this
+// many times.
+constexpr auto kAdoptRetry = std::chrono::milliseconds(10);
+constexpr int kAdoptTries = 200;
 
 class ProcessShimLauncher final : public ShimLauncher {
  public:
@@ -46,18 +41,11 @@ class ProcessShimLauncher final : public ShimLauncher {
     return p;
   }
 
-  Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) override {
-    // Lock first, record second: a shim writes shim.json while it holds its lock.
-    if (!RunDirLocked(run_dir)) return Status::NotFound("no shim holds " + run_dir);
-    Result<ShimRecord> rec = AwaitShimRecord(run_dir);
-    if (!rec.ok()) return rec.status();
-    Result<UniqueFd> fd = OpenPidfd(rec->pid);
-    if (!fd.ok() || !ProcessAlive(rec->pid, rec->start_ticks)) {
-      return Status::NotFound("the shim of " + run_dir + " is gone");
-    }
-    ShimProcess p{rec->pid, rec->start_ticks};
-    Watch(p, std::move(*fd), std::move(on_exit), -1);
-    return p;
+  void Adopt(const std::string& run_dir, AdoptHandler on_adopted, ExitHandler on_exit) override {
+    uint64_t key = next_adoption_++;
+    adoptions_.emplace(key, Adoption{run_dir, std::move(on_adopted), std::move(on_exit),
+                                     std::make_unique<boost::asio::steady_timer>(io_)});
+    TryAdopt(key);
   }
 
   Result<ShimProcess> WatchProcess(const std::string& run_dir, const ShimProcess& p, int64_t uid,
@@ -132,9 +120,56 @@ class ProcessShimLauncher final : public ShimLauncher {
   void StopWatching() override {
     for (auto& [key, watch] : watches_) watch.fd->cancel();
     watches_.clear();
+    for (auto& [key, adoption] : adoptions_) adoption.timer->cancel();
+    adoptions_.clear();
   }
 
  private:
+  struct Adoption {
+    std::string run_dir;
+    AdoptHandler on_adopted;
+    ExitHandler on_exit;
+    std::unique_ptr<boost::asio::steady_timer> timer;
+    int tries = 0;
+  };
+
+  // Lock first, record second: a shim writes shim.json while it holds its lock. nullopt: it
+  // holds the lock and has not written the record yet.
+  std::optional<Result<ShimProcess>> LookForShim(Adoption& a) {
+    if (!RunDirLocked(a.run_dir)) return Status::NotFound("no shim holds " + a.run_dir);
+    Result<ShimRecord> rec = ReadShimRecord(a.run_dir);
+    if (!rec.ok() && rec.status().code() == Code::kNotFound) return std::nullopt;
+    if (!rec.ok()) return rec.status();
+    Result<UniqueFd> fd = OpenPidfd(rec->pid);
+    if (!fd.ok() || !ProcessAlive(rec->pid, rec->start_ticks)) {
+      return Status::NotFound("the shim of " + a.run_dir + " is gone");
+    }
+    ShimProcess p{rec->pid, rec->start_ticks};
+    Watch(p, std::move(*fd), std::move(a.on_exit), -1);
+    return p;
+  }
+
+  // One look; the answer goes to the adoption's handler, or a timer looks again.
+  void TryAdopt(uint64_t key) {
+    auto it = adoptions_.find(key);
+    if (it == adoptions_.end()) return;
+    Adoption& a = it->second;
+    std::optional<Result<ShimProcess>> found = LookForShim(a);
+    if (!found && ++a.tries >= kAdoptTries) {
+      found = Status::Unavailable("shim holds its lock but wrote no shim.json in " + a.run_dir);
+    }
+    if (!found) {
+      a.timer->expires_after(kAdoptRetry);
+      a.timer->async_wait([this, key](const boost::system::error_code& ec) {
+        if (!ec) TryAdopt(key);
+      });
+      return;
+    }
+    AdoptHandler on_adopted = std::move(a.on_adopted);
+    adoptions_.erase(it);
+    on_adopted(std::move(*found));
+  }
+
   struct Watched {
     ShimProcess shim;
     std::unique_ptr<Descriptor> fd;
@@ -181,6 +216,8 @@ class ProcessShimLauncher final : public ShimLauncher {
   CgroupHost cgroups_;
   std::map<uint64_t, Watched> watches_;
   uint64_t next_watch_ = 0;
+  std::map<uint64_t, Adoption> adoptions_;  // waiting for their shim's record
+  uint64_t next_adoption_ = 0;
 };
 
 }  // namespace

@@ -36,8 +36,16 @@ class ShimLauncher {
   // Starts the shim of `run_dir` (its spec.json written) in a new session; kConflict when
   // another shim holds the run dir, kIo when it could not be started.
   virtual Result<ShimProcess> Launch(const std::string& run_dir, ExitHandler on_exit) = 0;
-  // A shim started before this daemon did: kNotFound when none is alive for `run_dir`.
-  virtual Result<ShimProcess> Adopt(const std::string& run_dir, ExitHandler on_exit) = 0;
+  // Runs on the event loop with what an adoption found.
+  using AdoptHandler = std::function<void(Result<ShimProcess>)>;
+
+  // A shim started before this daemon did. Never waits: `on_adopted` gets the shim (watched
+  // from then on: `on_exit` runs once it has exited), or kNotFound when none is alive for
+  // `run_dir`. It runs before Adopt returns when the run dir tells at once; a shim that holds
+  // its lock but has not written shim.json yet (started a moment before) is asked again from
+  // a timer every 10 ms, for up to 2 s, then kUnavailable. StopWatching drops an adoption
+  // still waiting: neither handler runs.
+  virtual void Adopt(const std::string& run_dir, AdoptHandler on_adopted, ExitHandler on_exit) = 0;
   // A process trainq did not start (the Python gate's, named by pid and start time), watched
   // as the shim of `run_dir` is: `on_exit` runs once it has ended. kNotFound when it is gone,
   // kPermission when it does not run as `uid` (the job's user): a process of another user,

@@ -1,6 +1,6 @@
 // The real ShimLauncher's watches of processes it did not start (a Python gate's), with real
 // processes: a process of another uid is never watched, and two watches of one pid never
-// replace each other.
+// replace each other; and its adoptions, which never wait on the event loop.
 #include "src/daemon/shim_launcher.h"
 
 #include <signal.h>
@@ -8,11 +8,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "src/api/asio.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
 
 namespace trainq {
 namespace {
@@ -80,6 +84,73 @@ TEST_F(WatchTest, TwoWatchesOfOnePidBothSeeItsEndAndSignalsGoThroughThePidfd) {
   ::waitpid(child_, nullptr, 0);
   child_ = -1;
   EXPECT_EQ(launcher_->Signal(p, SIGTERM).code(), Code::kNotFound);
+}
+
+// A run dir whose lock the test holds, as a shim that has just started and not yet written
+// shim.json holds it.
+class AdoptTest : public WatchTest {
+ protected:
+  void SetUp() override {
+    WatchTest::SetUp();
+    char tmpl[] = "/tmp/trainq-adopt-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    run_dir_ = tmpl;
+    Result<UniqueFd> lock = LockFile(LockPath(run_dir_));
+    ASSERT_TRUE(lock.ok()) << lock.status().message();
+    lock_ = std::move(*lock);
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(run_dir_);
+    WatchTest::TearDown();
+  }
+  // Adopts run_dir_; the answer lands in `found_`.
+  void Adopt() {
+    launcher_->Adopt(
+        run_dir_, [this](Result<ShimProcess> r) { found_ = std::move(r); }, [this] { ++exits_; });
+  }
+
+  std::string run_dir_;
+  UniqueFd lock_;
+  std::optional<Result<ShimProcess>> found_;
+  int exits_ = 0;
+};
+
+TEST_F(AdoptTest, AStartingShimIsAdoptedFromATimerNotWaitedFor) {
+  auto before = std::chrono::steady_clock::now();
+  Adopt();
+  // Returned at once (the old Adopt slept up to 2 s here, on the event loop), with no answer.
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::milliseconds(500));
+  EXPECT_FALSE(found_.has_value());
+  ASSERT_TRUE(WriteShimRecord(run_dir_, {child_, stat_->start_ticks}).ok());
+  ASSERT_TRUE(RunUntil([&] { return found_.has_value(); }));
+  ASSERT_TRUE(found_->ok()) << found_->status().message();
+  EXPECT_EQ((*found_)->pid, child_);
+  ASSERT_TRUE(launcher_->Signal(**found_, SIGTERM).ok());
+  EXPECT_TRUE(RunUntil([&] { return exits_ == 1; }));  // watched once adopted
+  child_ = -1;                                         // reaped by the launcher
+}
+
+TEST_F(AdoptTest, AShimThatLetsGoOfItsLockUnrecordedIsNotFound) {
+  Adopt();
+  EXPECT_FALSE(found_.has_value());
+  lock_ = UniqueFd();
+  ASSERT_TRUE(RunUntil([&] { return found_.has_value(); }));
+  EXPECT_EQ(found_->status().code(), Code::kNotFound);
+}
+
+TEST_F(AdoptTest, StopWatchingDropsAnAdoptionStillWaiting) {
+  Adopt();
+  launcher_->StopWatching();
+  ASSERT_TRUE(WriteShimRecord(run_dir_, {child_, stat_->start_ticks}).ok());
+  io_.run_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(found_.has_value());
+}
+
+TEST_F(AdoptTest, NoShimAnswersBeforeAdoptReturns) {
+  lock_ = UniqueFd();
+  Adopt();
+  ASSERT_TRUE(found_.has_value());
+  EXPECT_EQ(found_->status().code(), Code::kNotFound);
 }
 
 }  // namespace

@@ -1,13 +1,7 @@
 #include "src/daemon/stager.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,6 +11,7 @@
 #include "src/daemon/cluster_key.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fd.h"
+#include "src/os/permissions.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -388,7 +383,7 @@ Status Stager::Run(Work& w) {
 // The job's copies in STATE/staged/JOB/INDEX, each made once (under a temporary name, then
 // renamed), owned by the job's user on a shared daemon.
 Result<RunAs> Stager::OwnerOf(const JobSpec& spec) const {
-  RunAs as{::geteuid(), ::getegid(), {}};
+  RunAs as{static_cast<uid_t>(EffectiveUid()), static_cast<gid_t>(EffectiveGid()), {}};
   if (!p_.shared) return as;
   Result<UserInfo> user = LookupUserByName(spec.user);
   if (!user.ok()) return user.status();
@@ -404,10 +399,10 @@ Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifest
   uid_t uid = owner.uid;
   gid_t gid = owner.gid;
   TRAINQ_RETURN_IF_ERROR(MakeDirs(p_.staged_dir));
-  ::chmod(p_.staged_dir.c_str(), 0711);
+  (void)ChangeMode(p_.staged_dir, 0711);
   std::string dir = fmt::format("{}/{}", p_.staged_dir, w.job.id);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir, errno);
-  if (::chown(dir.c_str(), uid, gid) != 0) return ErrnoStatus("chown " + dir, errno);
+  TRAINQ_RETURN_IF_ERROR(MakeDir(dir, 0700));
+  TRAINQ_RETURN_IF_ERROR(ChangeOwner(dir, uid, gid));
   StagedPaths out;
   for (size_t i = 0; i < manifests.size(); ++i) {
     const Transfer& t = spec.transfers[i];
@@ -420,7 +415,7 @@ Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifest
       std::string rel = spec.cwd.starts_with(t.src) ? spec.cwd.substr(t.src.size()) : "";
       out.cwd = copy + rel;
     }
-    if (::access(copy.c_str(), F_OK) == 0) continue;  // made for an earlier attempt
+    if (LstatFacts(copy).exists) continue;  // made for an earlier attempt
     Manifest m = manifests[i];
     if (t.kind == TransferKind::kTree) {
       // The links to the work tree it ships become links to their copies (the shim makes them).
@@ -434,7 +429,7 @@ Result<StagedPaths> Stager::Build(Work& w, const std::vector<Manifest>& manifest
     Result<std::string> temp = Building(fmt::format("{}-{}", w.job.id, i));
     if (!temp.ok()) return temp.status();
     TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, *temp, uid, gid));
-    if (::rename(temp->c_str(), copy.c_str()) != 0) return ErrnoStatus("rename " + *temp, errno);
+    TRAINQ_RETURN_IF_ERROR(RenameFile(*temp, copy));
   }
   for (const Transfer& t : spec.transfers) {
     if (t.kind == TransferKind::kStage) {
@@ -457,26 +452,6 @@ std::string Stager::SharedCopy(uid_t uid, const std::string& manifest) const {
   return fmt::format("{}/shared/{}/{}", p_.staged_dir, uid, manifest);
 }
 
-namespace {
-
-// Removes a copy whose directories may be read-only (a daemon not running as root needs them
-// writable to empty them).
-void RemoveCopy(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(fs::symlink_status(path, ec))) {
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->is_directory(ec) && !it->is_symlink(ec)) {
-        fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
-      }
-    }
-  }
-  fs::remove_all(path, ec);
-}
-
-}  // namespace
-
 // A --stage copy is made once per user and manifest on a node and shared by that user's jobs
 // that stage the same bytes (as Ray shares a working_dir package per node): a job whose data
 // is here already starts without linking each file again. It is read-only (directories 0555,
@@ -488,32 +463,27 @@ Status Stager::Share(const Manifest& m, const std::string& manifest, uid_t uid, 
   std::string base = p_.staged_dir + "/shared";
   std::string mine = fmt::format("{}/{}", base, uid);
   TRAINQ_RETURN_IF_ERROR(MakeDirs(mine));
-  ::chmod(base.c_str(), 0711);
-  if (::chmod(mine.c_str(), 0700) != 0 || ::chown(mine.c_str(), uid, gid) != 0) {
-    return ErrnoStatus("chown " + mine, errno);
-  }
+  (void)ChangeMode(base, 0711);
+  TRAINQ_RETURN_IF_ERROR(ChangeMode(mine, 0700));
+  TRAINQ_RETURN_IF_ERROR(ChangeOwner(mine, uid, gid));
   Result<std::string> temp = Building(fmt::format("shared-{}-{}", uid, manifest));
   if (!temp.ok()) return temp.status();
   TRAINQ_RETURN_IF_ERROR(cache_->Materialize(m, *temp, uid, gid));
   for (const ManifestEntry& e : m.entries) {
     if (e.kind != 'd') continue;
-    std::string dir = *temp + "/" + e.path;
-    if (::chmod(dir.c_str(), 0555) != 0) return ErrnoStatus("chmod " + dir, errno);
+    TRAINQ_RETURN_IF_ERROR(ChangeMode(*temp + "/" + e.path, 0555));
   }
-  if (IsDirectory(*temp) && ::chmod(temp->c_str(), 0555) != 0) {
-    return ErrnoStatus("chmod " + *temp, errno);
-  }
+  if (IsDirectory(*temp)) TRAINQ_RETURN_IF_ERROR(ChangeMode(*temp, 0555));
   // A running job reaches the copy by its path: the new one takes the place of the old at
   // once, and what the old linked is the same bytes (or what a rebuild replaced).
   std::string old = fmt::format("{}.old-{}", path, ++removed_);
-  bool had = ::rename(path.c_str(), old.c_str()) == 0;
-  if (!had && errno != ENOENT) return ErrnoStatus("rename " + path, errno);
-  if (::rename(temp->c_str(), path.c_str()) != 0) return ErrnoStatus("rename " + *temp, errno);
-  if (had) RemoveAsOwner(old, RunAs{uid, gid, {}});
-  struct stat st = {};
-  if (::lstat(path.c_str(), &st) == 0) {
+  Status moved = RenameFile(path, old);
+  if (!moved.ok() && moved.code() != Code::kNotFound) return moved;
+  TRAINQ_RETURN_IF_ERROR(RenameFile(*temp, path));
+  if (moved.ok()) RemoveAsOwner(old, RunAs{uid, gid, {}});
+  if (PathFacts made = LstatFacts(path); made.exists) {
     std::lock_guard lock(mu_);
-    made_[path] = CtimeNs(st);
+    made_[path] = made.ctime_ns;
   }
   return Status::Ok();
 }
@@ -530,11 +500,12 @@ bool Stager::Untouched(const Manifest& m, const std::string& path) const {
     if (it == made_.end()) return false;
     made = it->second;
   }
-  struct stat st = {};
-  if (::lstat(path.c_str(), &st) != 0 || CtimeNs(st) != made) return false;
+  PathFacts copy = LstatFacts(path);
+  if (!copy.exists || copy.ctime_ns != made) return false;
   for (const ManifestEntry& e : m.entries) {
     if (e.kind != 'd') continue;
-    if (::lstat((path + "/" + e.path).c_str(), &st) != 0 || CtimeNs(st) > made) return false;
+    PathFacts dir = LstatFacts(path + "/" + e.path);
+    if (!dir.exists || dir.ctime_ns > made) return false;
   }
   return true;
 }
@@ -542,14 +513,14 @@ bool Stager::Untouched(const Manifest& m, const std::string& path) const {
 Result<std::string> Stager::Building(const std::string& name) const {
   std::string area = p_.staged_dir + "/.new";
   TRAINQ_RETURN_IF_ERROR(MakeDirs(area));
-  if (::chmod(area.c_str(), 0700) != 0) return ErrnoStatus("chmod " + area, errno);
+  TRAINQ_RETURN_IF_ERROR(ChangeMode(area, 0700));
   std::string path = area + "/" + name;
-  RemoveCopy(path);  // a crash's leftover: no user ever reached it
+  RemoveTree(path);  // a crash's leftover: no user ever reached it
   return path;
 }
 
 void Stager::RemoveAsOwner(const std::string& path, const RunAs& owner) const {
-  if (!p_.shared || ::geteuid() != 0 || owner.uid == 0) return RemoveCopy(path);
+  if (!p_.shared || EffectiveUid() != 0 || owner.uid == 0) return RemoveTree(path);
   // What a user owns is removed by a process of that user: root walking a tree its owner
   // can change meanwhile (a directory swapped for a link) could be led anywhere.
   Status st =
@@ -586,18 +557,19 @@ void Stager::RemoveIdleSharedCopies() {
     used = active_copies_;
     for (const auto& [id, w] : work_) used.merge(SharedCopiesOf(w->job));
   }
-  namespace fs = std::filesystem;
+  auto entries = [](const std::string& dir) {
+    Result<std::vector<std::string>> names = ListEntries(dir);
+    return names.ok() ? std::move(*names) : std::vector<std::string>();
+  };
   std::vector<std::pair<std::string, RunAs>> idle;
-  std::error_code ec;
-  for (fs::directory_iterator users(p_.staged_dir + "/shared", ec), end; !ec && users != end;
-       users.increment(ec)) {
-    struct stat st = {};
-    if (::lstat(users->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-    std::error_code ec2;
-    for (fs::directory_iterator it(users->path(), ec2); !ec2 && it != end; it.increment(ec2)) {
-      if (used.count(it->path().string()) == 0) {
-        idle.emplace_back(it->path().string(), RunAs{st.st_uid, st.st_gid, {}});
-      }
+  std::string base = p_.staged_dir + "/shared";
+  for (const std::string& user : entries(base)) {
+    std::string dir = base + "/" + user;
+    PathFacts facts = LstatFacts(dir);
+    if (facts.symlink || !facts.directory) continue;
+    RunAs owner{static_cast<uid_t>(facts.uid), static_cast<gid_t>(facts.gid), {}};
+    for (const std::string& copy : entries(dir)) {
+      if (used.count(dir + "/" + copy) == 0) idle.emplace_back(dir + "/" + copy, owner);
     }
   }
   for (const auto& [path, owner] : idle) RemoveAsOwner(path, owner);
@@ -684,7 +656,7 @@ void Stager::ServeOutputs(const Job& job, int n, const std::string& cwd,
   // A root daemon offers only the files the job's user owns: what the job made, never what
   // a link swapped in meanwhile leads to.
   std::optional<uid_t> owner;
-  if (p_.shared && ::geteuid() == 0) {
+  if (p_.shared && EffectiveUid() == 0) {
     Result<RunAs> as = OwnerOf(job.spec);
     if (!as.ok()) return done(as.status());
     owner = as->uid;
@@ -777,10 +749,9 @@ Status Stager::RunCollect(Work& w) {
   std::string dir = fmt::format("{}/{}", CollectedDir(), w.job.id);
   std::string copy = fmt::format("{}/{}", dir, w.collect);
   TRAINQ_RETURN_IF_ERROR(MakeDirs(dir));
-  ::chmod(CollectedDir().c_str(), 0711);
-  if (::chmod(dir.c_str(), 0700) != 0 || ::chown(dir.c_str(), uid, gid) != 0) {
-    return ErrnoStatus("chown " + dir, errno);
-  }
+  (void)ChangeMode(CollectedDir(), 0711);
+  TRAINQ_RETURN_IF_ERROR(ChangeMode(dir, 0700));
+  TRAINQ_RETURN_IF_ERROR(ChangeOwner(dir, uid, gid));
   // Made where no user reaches, then moved into the user's directory: a tree is never built
   // as root inside a directory its user can change.
   Result<std::string> temp = Building(fmt::format("collect-{}-{}", w.job.id, w.collect));
@@ -788,9 +759,7 @@ Status Stager::RunCollect(Work& w) {
   Status made = cache_->Materialize(*m, *temp, uid, gid);
   cache_->Unpin(w.pin);
   if (!made.ok()) return made;
-  if (::rename(temp->c_str(), copy.c_str()) != 0) {
-    return ErrnoStatus("rename " + *temp + " to " + copy, errno);
-  }
+  TRAINQ_RETURN_IF_ERROR(RenameFile(*temp, copy));
   spdlog::info("job {} attempt {}: collecting {} file{} ({}) into {}", w.job.id, w.collect,
                m->files, m->files == 1 ? "" : "s", FormatBytes(m->bytes), to);
   return SpawnDetached(

@@ -64,18 +64,6 @@ Result<StepQuery> ReadQuery(const HttpRequest& req, const Attempt& a) {
   return q;
 }
 
-// A node's request only for the steps of a part the attempt places on it (never part 0's:
-// the first node answers those itself).
-Status PeerMayAsk(const Caller& caller, const Job& job, const Attempt& a, int rank) {
-  if (caller.node.empty()) return Status::Ok();
-  if (rank >= 1 && static_cast<size_t>(rank) < a.parts.size() &&
-      a.parts[rank].node == caller.node) {
-    return Status::Ok();
-  }
-  return Status::Permission(fmt::format("node {} holds no part of job {} attempt {} with that rank",
-                                        caller.node, job.id, a.n));
-}
-
 std::map<std::string, std::string> QueryOf(const StepQuery& q) {
   std::map<std::string, std::string> out;
   if (q.rank) out["rank"] = std::to_string(*q.rank);
@@ -124,7 +112,6 @@ void StepRoutes::Read(const HttpRequest& req, const Caller& caller, const Job& j
   if (!q.ok()) return respond(ErrorResponse(q.status()));
   bool peer = !caller.node.empty();
   int rank = q->rank.value_or(-1);
-  if (Status st = PeerMayAsk(caller, job, *a, rank); !st.ok()) return respond(ErrorResponse(st));
   if (FirstNode(*a) != node_) {
     if (peer) return respond(ErrorResponse(Status::Conflict("ask the job's first node")));
     return mode_.ProxyStep(FirstNode(*a), "GET", req.path, QueryOf(*q), "", job, a->n, rank,
@@ -175,9 +162,6 @@ void StepRoutes::Finish(const HttpRequest& req, const Caller& caller, const Job&
         "give step=K, rank=R and exit=CODE (the part's end), or at=N (its tasks' output)")));
   }
   bool peer = !caller.node.empty();
-  if (Status st = PeerMayAsk(caller, job, *a, *q->rank); !st.ok()) {
-    return respond(ErrorResponse(st));
-  }
   if (FirstNode(*a) != node_) {
     if (peer) return respond(ErrorResponse(Status::Conflict("ask the job's first node")));
     return mode_.ProxyStep(FirstNode(*a), "POST", req.path, QueryOf(*q), req.body, job, a->n,

@@ -4,7 +4,9 @@
 // tasks' output (POST /v1/jobs/ID/steps/result?at=N, which srun reads with GET
 // ?step=K&output=N), reports its end (POST /v1/jobs/ID/steps/result?exit=N) and is told when
 // the batch script ended. A node that is not the first sends those requests on to the first,
-// signed with the cluster key.
+// signed with the cluster key. Who may call each is the route table's rule, judged before
+// these run (routes.h): the job's owner or an admin, and a node only for a part it holds
+// (PeerMay::kItsPart); `caller` here only says whether a node asks.
 #pragma once
 
 #include <map>

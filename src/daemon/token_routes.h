@@ -1,6 +1,8 @@
-// The token API (docs/api.md, "Tokens"), for admins: POST /v1/tokens makes a token and shows
-// it once, GET /v1/tokens lists them without their hashes, DELETE /v1/tokens/NAME revokes
-// one. Only the token's SHA-256 is stored; nothing here logs or keeps the token itself.
+// The token API (docs/api.md, "Tokens"): POST /v1/tokens makes a token and shows it once, GET
+// /v1/tokens lists them without their hashes, DELETE /v1/tokens/NAME revokes one. Only the
+// token's SHA-256 is stored; nothing here logs or keeps the token itself. Who may call each
+// (admins; a user on the socket for the dashboard's) is the route table's rule, judged
+// before these run (routes.h).
 #pragma once
 
 #include "src/api/http.h"
@@ -20,14 +22,16 @@ class TokenRoutes {
   TokenRoutes(Store& store, const Clock& clock, const Config& config, const ClusterKey* cluster_key)
       : store_(store), clock_(clock), config_(config), cluster_key_(cluster_key) {}
 
+  // `caller` made it (created_by), and it acts as caller's user unless the body names one.
   void Create(const HttpRequest& req, const Caller& caller, Responder& respond);
   // `trainq dashboard`: a read token for the caller, valid kDashboardTokenMs, and the
-  // dashboard's URLs (one per `listen` address). Only on the Unix socket: a token's holder
-  // cannot make itself a new one.
-  void CreateForDashboard(const HttpRequest& req, const Caller& caller, Responder& respond);
+  // dashboard's URLs (one per `listen` address). Its route is for the Unix socket's callers
+  // only: a token's holder cannot make itself a new one.
+  void CreateForDashboard(const Caller& caller, Responder& respond);
   static constexpr int64_t kDashboardTokenMs = 24 * 3600 * 1000;
-  void List(const Caller& caller, Responder& respond);
-  void Revoke(const HttpRequest& req, const Caller& caller, Responder& respond);
+  void List(Responder& respond);
+  // `name`: what follows /v1/tokens/, checked as a name (a '/' in it is refused as one).
+  void Revoke(const std::string& name, const Caller& caller, Responder& respond);
 
  private:
   Store& store_;

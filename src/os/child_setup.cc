@@ -88,16 +88,16 @@ void ResetSignals(const sigset_t* blocked) {
   sigprocmask(SIG_SETMASK, blocked != nullptr ? blocked : &none, nullptr);
 }
 
-bool InstallFds(const int* fds, int count) {
+bool InstallFds(const int* fds, int count, bool cloexec_rest) {
   int high[4];
   for (int i = 0; i < count; ++i) {
-    high[i] = MoveHigh(fds[i]);
-    if (high[i] < 0) return false;
+    high[i] = fds[i] < 0 ? -1 : MoveHigh(fds[i]);
+    if (fds[i] >= 0 && high[i] < 0) return false;
   }
   for (int i = 0; i < count; ++i) {
-    if (::dup2(high[i], i) < 0) return false;  // dup2 clears close-on-exec on i
+    if (high[i] >= 0 && ::dup2(high[i], i) < 0) return false;  // dup2 clears close-on-exec on i
   }
-  return CloexecFrom(count);
+  return !cloexec_rest || CloexecFrom(count);
 }
 
 int LockExclusive(int fd) {

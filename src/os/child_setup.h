@@ -51,9 +51,10 @@ int MoveHigh(int fd);
 // Default dispositions (ignored signals would survive exec) and exactly `blocked` blocked
 // (nullptr: none). The mask is set first, so no signal of `blocked` is ever unblocked.
 void ResetSignals(const sigset_t* blocked = nullptr);
-// Makes fds[i] the child's fd i (not close-on-exec) and every fd >= count close-on-exec.
-// count <= 4. False on error (errno set).
-bool InstallFds(const int* fds, int count);
+// Makes fds[i] the child's fd i (not close-on-exec; a negative fds[i] leaves fd i as it is)
+// and, with `cloexec_rest`, every fd >= count close-on-exec. count <= 4. False on error (errno
+// set).
+bool InstallFds(const int* fds, int count, bool cloexec_rest = true);
 // flock(LOCK_EX|LOCK_NB), retried for ~100 ms: a probe (RunDirLocked) holds the lock only
 // for an instant, a live shim holds it for its whole life. 0 or the errno.
 int LockExclusive(int fd);

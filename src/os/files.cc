@@ -1,4 +1,5 @@
-// File helpers declared in run_dir.h: atomic replace, whole and tail reads, mkdir -p.
+// File helpers declared in run_dir.h: atomic replace, whole and tail reads, mkdir -p, rename,
+// removal of a tree.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,9 +9,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 
 #include "src/os/fd.h"
 #include "src/os/run_dir.h"
+#include "src/os/system.h"
 
 namespace trainq {
 namespace {
@@ -37,13 +40,6 @@ Status ReadUpTo(int fd, size_t limit, const std::string& path, std::string& out)
     out.append(buf, static_cast<size_t>(n));
   }
   return Status::Ok();
-}
-
-Result<UniqueFd> OpenForRead(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.valid()) return fd;
-  if (errno == ENOENT) return Status::NotFound(path + ": no such file");
-  return ErrnoStatus("open " + path, errno);
 }
 
 std::string DirOf(const std::string& path) {
@@ -84,7 +80,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, Durabil
 }
 
 Result<std::string> ReadFile(const std::string& path) {
-  auto fd = OpenForRead(path);
+  auto fd = OpenToRead(path);
   if (!fd.ok()) return fd.status();
   std::string out;
   TRAINQ_RETURN_IF_ERROR(ReadUpTo(fd->get(), std::string::npos, path, out));
@@ -92,7 +88,7 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 Result<std::string> ReadFileTail(const std::string& path, size_t max_bytes) {
-  auto fd = OpenForRead(path);
+  auto fd = OpenToRead(path);
   if (!fd.ok()) return fd.status();
   struct stat st = {};
   if (::fstat(fd->get(), &st) < 0) return ErrnoStatus("stat " + path, errno);
@@ -120,7 +116,9 @@ Status MakeDirs(const std::string& path) {
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> ListFiles(const std::string& dir) {
+namespace {
+
+Result<std::vector<std::string>> ListDir(const std::string& dir, bool files_only) {
   std::vector<std::string> names;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
@@ -128,12 +126,20 @@ Result<std::vector<std::string>> ListFiles(const std::string& dir) {
     return ErrnoStatus("open directory " + dir, errno);
   }
   while (const dirent* e = ::readdir(d)) {
-    if (e->d_type == DT_REG) names.emplace_back(e->d_name);
+    std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (!files_only || e->d_type == DT_REG) names.emplace_back(name);
   }
   ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
 }
+
+}  // namespace
+
+Result<std::vector<std::string>> ListFiles(const std::string& dir) { return ListDir(dir, true); }
+
+Result<std::vector<std::string>> ListEntries(const std::string& dir) { return ListDir(dir, false); }
 
 uint64_t DirBytes(const std::string& dir) {
   uint64_t bytes = 0;
@@ -146,9 +152,50 @@ uint64_t DirBytes(const std::string& dir) {
   return bytes;
 }
 
+Result<UniqueFd> OpenToRead(const std::string& path, bool follow_links) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | (follow_links ? 0 : O_NOFOLLOW)));
+  if (fd.valid()) return fd;
+  if (errno == ENOENT) return Status::NotFound(path + ": no such file");
+  return ErrnoStatus("open " + path, errno);
+}
+
 Status RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) == 0 || errno == ENOENT) return Status::Ok();
   return ErrnoStatus("remove " + path, errno);
+}
+
+Status CreateNewFile(const std::string& path, std::string_view data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) {
+    if (errno == EEXIST) return Status::Conflict(path + " exists");
+    return ErrnoStatus("create " + path, errno);
+  }
+  Status st = WriteAll(fd.get(), std::string(data), path);
+  if (st.ok() && ::fsync(fd.get()) != 0) st = ErrnoStatus("fsync " + path, errno);
+  if (!st.ok()) ::unlink(path.c_str());
+  return st;
+}
+
+Status RenameFile(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) == 0) return Status::Ok();
+  std::string what = "rename " + from + " to " + to;
+  if (errno == ENOENT) return Status::NotFound(what + ": no such file");
+  return ErrnoStatus(what, errno);
+}
+
+void RemoveTree(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // A daemon not running as root needs a read-only directory writable to empty it.
+  if (fs::is_directory(fs::symlink_status(path, ec))) {
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+    for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec)) {
+        fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+      }
+    }
+  }
+  fs::remove_all(path, ec);
 }
 
 }  // namespace trainq

@@ -23,7 +23,9 @@ PathFacts FactsOf(int rc, const struct stat& st) {
   f.symlink = S_ISLNK(st.st_mode);
   f.directory = S_ISDIR(st.st_mode);
   f.uid = st.st_uid;
+  f.gid = st.st_gid;
   f.mode = st.st_mode & 07777;
+  f.ctime_ns = CtimeNs(st);
   return f;
 }
 
@@ -63,6 +65,11 @@ PathFacts LstatFacts(const std::string& path) {
 PathFacts StatFacts(const std::string& path) {
   struct stat st = {};
   return FactsOf(::stat(path.c_str(), &st), st);
+}
+
+PathFacts FdFacts(int fd) {
+  struct stat st = {};
+  return FactsOf(::fstat(fd, &st), st);
 }
 
 Status JudgePrivateDir(const std::string& dir, const PathFacts& facts, int64_t euid) {
@@ -148,6 +155,27 @@ Status ChangeGroup(const std::string& path, int64_t gid) {
   return ErrnoStatus("chown " + path, errno);
 }
 
+Status ChangeOwner(const std::string& path, int64_t uid, int64_t gid) {
+  if (::chown(path.c_str(), static_cast<uid_t>(uid), static_cast<gid_t>(gid)) == 0) {
+    return Status::Ok();
+  }
+  return ErrnoStatus("chown " + path, errno);
+}
+
+Status MakeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return Status::Ok();
+  return ErrnoStatus("mkdir " + path, errno);
+}
+
 mode_t RestrictUmask() { return ::umask(077); }
+
+mode_t SetUmask(mode_t mask) { return ::umask(mask); }
+
+mode_t CurrentUmask() {
+  // umask(2) only reads by writing: put the same mask straight back.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
+}
 
 }  // namespace trainq

@@ -22,10 +22,13 @@ struct PathFacts {
   bool directory = false;
   int64_t uid = -1;
   mode_t mode = 0;  // permission bits only
+  int64_t gid = -1;
+  int64_t ctime_ns = 0;  // the inode's change time (a mode, an entry added or removed)
 };
 
 PathFacts LstatFacts(const std::string& path);
 PathFacts StatFacts(const std::string& path);
+PathFacts FdFacts(int fd);  // what fstat says of an open file
 
 // A directory only `euid` may enter (the socket's directory): it exists, is not a symbolic
 // link, is a directory owned by `euid` and has no group or other permission bits.
@@ -57,9 +60,17 @@ Status CloseEntriesToOthers(const std::string& dir, const std::vector<std::strin
 Status ChangeMode(const std::string& path, mode_t mode);
 // Gives `path` to the group `gid`, its owner unchanged (a shared daemon's socket_group).
 Status ChangeGroup(const std::string& path, int64_t gid);
+// Gives `path` (links followed) to `uid` and `gid`; the error names it ("chown PATH").
+Status ChangeOwner(const std::string& path, int64_t uid, int64_t gid);
+// Creates the directory `path` with `mode` (less the umask); one already there is Ok.
+Status MakeDir(const std::string& path, mode_t mode);
 
 // Sets the process's umask to 077 (every file trainqd creates is 0600, every directory
 // 0700) and returns the one it had, which jobs get back (RunSpec::umask).
 mode_t RestrictUmask();
+// Sets the process's umask to `mask` and returns the one it had, for the caller to put back.
+mode_t SetUmask(mode_t mask);
+// The process's umask, left as it is.
+mode_t CurrentUmask();
 
 }  // namespace trainq

@@ -115,6 +115,11 @@ bool ProcessAlive(int64_t pid, uint64_t start_ticks) {
   return st && IsLive(*st) && st->start_ticks == start_ticks;
 }
 
+bool ProcessExited(int64_t pid) {
+  std::optional<ProcStat> st = ReadProcStat(pid);
+  return !st || !IsLive(*st);
+}
+
 std::vector<ProcStat> ScanProcesses() {
   std::vector<ProcStat> out;
   DIR* dir = ::opendir("/proc");

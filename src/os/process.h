@@ -134,6 +134,63 @@ struct RunAs {
 Status SpawnDetached(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                      const std::optional<RunAs>& as);
 
+// --- Children the caller waits for: srun's tasks, RunCommand's commands ---
+
+// Where a child's stdin, stdout or stderr goes.
+enum class ChildIo {
+  kInherit,  // the caller's own
+  kNull,     // /dev/null
+  kPipe,     // a pipe whose other end the caller gets (Child::in, out, err), close-on-exec
+  kStdout,   // stderr only: wherever stdout goes
+};
+
+// What StartChild runs.
+struct ChildSpec {
+  std::vector<std::string> argv;
+  // KEY=VALUE, exactly; nullopt: the caller's environment.
+  std::optional<std::vector<std::string>> env;
+  // The directories (a colon list, as PATH) argv[0] is looked up in when it holds no '/', as a
+  // shell with that PATH would; "": argv[0] is run as given.
+  std::string search_path;
+  std::string cwd;  // "": the caller's
+  ChildIo in = ChildIo::kInherit, out = ChildIo::kInherit, err = ChildIo::kInherit;
+  // Only fds 0-2 reach the command (a daemon's sockets must not outlive it in a sendmail);
+  // false: every fd the caller left without close-on-exec too.
+  bool only_stdio = true;
+  // A variable the command finds set to its own pid (srun's SLURM_TASK_PID); "": none.
+  std::string pid_variable;
+  // How a chdir or exec that fails is told. "": StartChild returns it (kIo naming the
+  // directory or argv[0]) and no child is left. Else the child writes "PREFIX: chdir to DIR:
+  // WHY" or "PREFIX: execve(): ARGV0: WHY" on its stderr and exits 1 (chdir), 127 (no such
+  // program) or 126, as a shell does; StartChild returns once it forked.
+  std::string failure_prefix;
+};
+
+struct Child {
+  int64_t pid = -1;
+  UniqueFd in, out, err;  // the caller's ends of the pipes asked for; -1 otherwise
+};
+
+// The one way trainq starts a child it waits for (the shim's spawn and detached starts have
+// their own, with their own sessions): `spec` as the caller's child, in the caller's session,
+// every signal's disposition the default and none blocked. kIo when it cannot start (fork, a
+// pipe, or, without failure_prefix, the chdir or the exec).
+Result<Child> StartChild(const ChildSpec& spec);
+
+// How a child ended: its exit code, or the signal that killed it (then exit_code is
+// 128 + signal, as a shell reports it).
+struct ChildEnd {
+  int exit_code = 0;
+  int signal = 0;
+};
+// Reaps the caller's child `pid` once it has ended: nullopt while it runs (`block`: waits for
+// its end) or when it is not the caller's child.
+std::optional<ChildEnd> ReapChild(int64_t pid, bool block);
+
+// Whether a process that is not our child has exited: gone, or a zombie its new parent (an
+// init that does not reap) has not collected.
+bool ProcessExited(int64_t pid);
+
 // The shim's main (`trainq-shim RUN_DIR`, also `trainqd shim RUN_DIR`): reads spec.json, writes
 // shim.json, runs the command as a child subreaper, stops the whole tree on SIGTERM (SIGTERM,
 // grace, SIGKILL), writes exit.json. Returns the shim's exit code: 0 once exit.json is written

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -182,10 +183,24 @@ Result<std::string> ReadFileTail(const std::string& path, size_t max_bytes);
 Status MakeDirs(const std::string& path);
 // The names of the regular files in `dir`, sorted; empty when it does not exist.
 Result<std::vector<std::string>> ListFiles(const std::string& dir);
+// The names of every entry of `dir` (files, directories, links; not . and ..), sorted; empty
+// when it does not exist.
+Result<std::vector<std::string>> ListEntries(const std::string& dir);
 // What the regular files in `dir` take (a run dir: the log and the records); 0 when it cannot
 // be read.
 uint64_t DirBytes(const std::string& dir);
 // Removes a file; Ok when it is already gone.
 Status RemoveFile(const std::string& path);
+// Creates `path` holding `data`, mode 0600 whatever the umask, only if nothing is there (never
+// through a link), synced to disk: kConflict when something is; a failed write leaves no
+// file.
+Status CreateNewFile(const std::string& path, std::string_view data);
+// rename(2): `from` takes the place of `to` at once. kNotFound when `from` does not exist;
+// the error names both ("rename FROM to TO").
+Status RenameFile(const std::string& from, const std::string& to);
+// Removes `path` and everything below it, links not followed (a link is removed, never what
+// it points at), its directories made writable first so a read-only tree can be emptied. Best
+// effort: what cannot be removed stays.
+void RemoveTree(const std::string& path);
 
 }  // namespace trainq

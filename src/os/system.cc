@@ -1,6 +1,7 @@
 #include "src/os/system.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -8,10 +9,10 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <spawn.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +56,11 @@ std::string HostName() {
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
 }
+
+int64_t SelfPid() { return ::getpid(); }
+int64_t EffectiveUid() { return ::geteuid(); }
+int64_t EffectiveGid() { return ::getegid(); }
+int64_t RealUid() { return ::getuid(); }
 
 uint64_t PhysicalMemoryBytes() {
   long pages = ::sysconf(_SC_PHYS_PAGES);
@@ -102,6 +108,25 @@ bool IsDirectory(const std::string& path) {
 }
 
 bool FileExists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+bool IsReadable(const std::string& path) { return ::access(path.c_str(), R_OK) == 0; }
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::optional<uint64_t> FileSize(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.st_size);
+}
+
+std::optional<uint64_t> FdSize(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return static_cast<uint64_t>(st.st_size);
+}
 
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
@@ -234,6 +259,30 @@ Result<std::string> FindOnPath(const std::string& name) {
   return Status::NotFound(name + " is not on PATH");
 }
 
+size_t MaxSocketPathLength() { return sizeof(sockaddr_un::sun_path) - 1; }
+
+Result<PeerCredentials> PeerOf(int fd) {
+  struct ucred cred {};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return ErrnoStatus("SO_PEERCRED", errno);
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+size_t ArgumentSpaceBytes() {
+  long n = ::sysconf(_SC_ARG_MAX);
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+Result<void*> LoadSymbol(const std::string& library, const char* symbol) {
+  void* lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return Status::NotFound(::dlerror());
+  void* found = ::dlsym(lib, symbol);
+  if (found == nullptr) return Status::Invalid(library + " has no " + symbol);
+  return found;
+}
+
 bool TcpPortFree(int port) {
   // IPv6 with v4-mapped addresses covers both families where the host has IPv6; otherwise IPv4.
   UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -257,53 +306,6 @@ bool TcpPortFree(int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 ||
          errno != EADDRINUSE;
-}
-
-Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, std::string_view input) {
-  int fds[2], in_fds[2] = {-1, -1};
-  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-  UniqueFd read_end(fds[0]), write_end(fds[1]);
-  if (!input.empty() && ::pipe2(in_fds, O_CLOEXEC) != 0) return ErrnoStatus("pipe", errno);
-  UniqueFd in_read(in_fds[0]), in_write(in_fds[1]);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (input.empty()) {
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  } else {
-    posix_spawn_file_actions_adddup2(&actions, in_read.get(), 0);
-  }
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 2);
-  // Nothing else: the daemon's sockets (Asio opens them without close-on-exec) must not
-  // outlive it in a sendmail.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  std::vector<char*> args = ArgvPointers(argv);
-  pid_t pid = -1;
-  int err = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) return ErrnoStatus("cannot run " + argv[0], err);
-  write_end = UniqueFd();  // so the read below ends when the child does
-  in_read = UniqueFd();
-  for (size_t done = 0; done < input.size();) {
-    ssize_t n = ::write(in_write.get(), input.data() + done, input.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the command stopped reading: its exit code says why
-    done += static_cast<size_t>(n);
-  }
-  in_write = UniqueFd();
-  CommandOutput out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(read_end.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.output.append(buf, static_cast<size_t>(n));
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return out;
 }
 
 Status ExecReplace(const std::vector<std::string>& argv) {

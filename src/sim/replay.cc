@@ -175,7 +175,7 @@ void Replayer::Enqueue(size_t i, int64_t now) {
   auto at = std::lower_bound(waiting_.begin(), waiting_.end(), rank_[i],
                              [&](size_t row, size_t rank) { return rank_[row] < rank; });
   waiting_.insert(at, i);
-  if (options_.policy == ReplayPolicy::kTrainq && options_.preempt && options_.preempt_aging &&
+  if (options_.policy == ReplayPolicy::kTrainq && options_.preempt && options_.preempt_for_aging &&
       LargeForAging(i)) {
     WakeAt(now + options_.aging_ms + 1, now);  // aged is "waited more than aging_ms"
   }

@@ -37,10 +37,13 @@ struct ReplayOptions {
 
   // Policy trainq: after each pass, waiting jobs left for lack of GPUs may preempt running
   // ones through ChoosePreemptions (src/core/preemption.h). Every job is preemptible and has
-  // priority 0, so only these rules can fire (PreemptConfig's fields of the same names).
+  // priority 0. The rules are the daemon's options of the same names (config.toml), read by
+  // PreemptConfigFrom as the daemon's are: a gap of 0 lets equal priorities, so every job,
+  // preempt; the default 1 never fires at priority 0.
   bool preempt = false;
-  bool preempt_fair_share = false;
-  bool preempt_aging = false;
+  int preempt_priority_gap = 1;
+  bool preempt_for_fair_share = false;
+  bool preempt_for_aging = false;
   int64_t min_runtime_ms = 10 * 60 * 1000;
   int64_t preempt_spare_ms = 60 * 60 * 1000;  // PreemptConfig::spare_ms, the thrash guard
   // Policies that preempt: from the decision until a victim's GPUs are free (RunningJob::stop_ms:

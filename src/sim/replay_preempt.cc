@@ -9,14 +9,8 @@
 
 namespace trainq::sim::replay_internal {
 
-PreemptConfig Replayer::PreemptSettings() const {
-  PreemptConfig c;
-  c.for_fair_share = options_.preempt_fair_share;
-  c.for_aging = options_.preempt_aging;
-  c.min_runtime_ms = options_.min_runtime_ms;
-  c.spare_ms = options_.preempt_spare_ms;
-  return c;
-}
+// As the daemon builds it from its config: the same function, the same fields.
+PreemptConfig Replayer::PreemptSettings() const { return PreemptConfigFrom(options_); }
 
 // As ChoosePreemptions judges "large": at least half the GPUs of the largest node.
 bool Replayer::LargeForAging(size_t i) const {

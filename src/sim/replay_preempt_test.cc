@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "src/core/preemption.h"
 #include "src/sim/replay.h"
 
 namespace trainq::sim {
@@ -21,7 +22,7 @@ std::vector<TraceJob> Trace(const std::string& rows) {
 ReplayOptions FairShare() {
   ReplayOptions o;
   o.preempt = true;
-  o.preempt_fair_share = true;
+  o.preempt_for_fair_share = true;
   o.half_life_ms = 0;
   return o;
 }
@@ -53,6 +54,36 @@ TEST(ReplayPreempt, VictimLosesWorkSinceItsLastCheckpointAndPaysTheRestart) {
   EXPECT_DOUBLE_EQ(m.mean_first_queue_s, (0 + 70) / 2.0);
   EXPECT_DOUBLE_EQ(m.lost_gpu_hours, (70 + 60) / 3600.0);  // lost work + restart cost
   EXPECT_EQ(m.stuck, 0);
+}
+
+// The simulator's preemption settings are the daemon's (src/daemon/config_test.cc checks the
+// daemon's side): the same defaults, each read by the one PreemptConfigFrom.
+TEST(ReplayPreempt, SettingsAreTheDaemonsThroughPreemptConfigFrom) {
+  EXPECT_EQ(PreemptConfigFrom(ReplayOptions{}), PreemptConfig{});
+  ReplayOptions o;
+  o.preempt_priority_gap = 0;
+  o.preempt_for_fair_share = o.preempt_for_aging = true;
+  o.min_runtime_ms = 5;
+  o.preempt_spare_ms = 6;
+  PreemptConfig c = PreemptConfigFrom(o);
+  EXPECT_EQ(c.priority_gap, 0);
+  EXPECT_TRUE(c.for_fair_share && c.for_aging);
+  EXPECT_EQ(c.min_runtime_ms, 5);
+  EXPECT_EQ(c.spare_ms, 6);
+}
+
+// preempt_priority_gap reaches the replay: at 0, as in the daemon, equal priorities preempt one
+// another, so B takes A's GPU with no other rule on; at the default 1 nothing preempts.
+TEST(ReplayPreempt, APriorityGapOfZeroLetsEqualPrioritiesPreempt) {
+  ReplayOptions o;
+  o.preempt = true;
+  o.half_life_ms = 0;
+  o.preempt_priority_gap = 0;
+  ReplayMetrics m = Simulate(kOneVictim, "1x1", o);
+  EXPECT_EQ(Starts(m), (std::vector<double>{0, 3670}));
+  EXPECT_EQ(m.preemptions, 1);
+  o.preempt_priority_gap = 1;
+  EXPECT_EQ(Simulate(kOneVictim, "1x1", o).preemptions, 0);
 }
 
 struct CheckpointCase {
@@ -152,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(Config, ReplaySpare,
 TEST(ReplayPreempt, ALargeJobPastAgingPreemptsOtherUsers) {
   ReplayOptions o;
   o.preempt = true;
-  o.preempt_aging = true;  // no fair-share rule
+  o.preempt_for_aging = true;  // no fair-share rule
   o.aging_ms = 3600 * 1000;
   // Eight 1-GPU jobs of a fill the node; L (b, 4 GPUs: large on an 8-GPU node) arrives at
   // 600 s. Aged a millisecond past 4200 s it preempts four of them and starts after the stop.
@@ -223,7 +254,7 @@ TEST(ReplayPreempt, SameInputSameResult) {
                         1 << (i % 3), i % 5);
   }
   ReplayOptions both = FairShare();
-  both.preempt_aging = true;
+  both.preempt_for_aging = true;
   both.aging_ms = 1800 * 1000;
   for (const ReplayOptions& o : {both, Tiresias()}) {
     ReplayMetrics a = Simulate(rows, "2x4", o);

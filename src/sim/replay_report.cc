@@ -98,8 +98,9 @@ Json TrainqKnobs(const ReplayOptions& o) {
   knobs["max_holds"] = o.max_holds;
   knobs["preempt"] = o.preempt;
   if (o.preempt) {
-    knobs["preempt_fair_share"] = o.preempt_fair_share;
-    knobs["preempt_aging"] = o.preempt_aging;
+    knobs["preempt_fair_share"] = o.preempt_for_fair_share;
+    knobs["preempt_aging"] = o.preempt_for_aging;
+    knobs["preempt_priority_gap"] = o.preempt_priority_gap;
     knobs["min_runtime_s"] = double(o.min_runtime_ms) / 1000.0;
     knobs["preempt_spare_s"] = double(o.preempt_spare_ms) / 1000.0;
     AddPreemptKnobs(knobs, o);

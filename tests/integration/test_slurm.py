@@ -195,6 +195,29 @@ def test_scontrol_expands_and_compresses_node_lists_as_the_reference():
     assert plain.returncode == 1 and "use trainq cancel ID" in plain.stderr, plain.stderr
 
 
+def test_scontrol_holds_and_releases_as_trainq_hold_and_release(tq):
+    """`scontrol hold|uhold|release ID` are trainq hold and release (docs/workflow.md)."""
+    slurm = os.path.join(os.path.dirname(trainq_binary()), "slurm", "scontrol")
+
+    def scontrol(*args):
+        return subprocess.run([slurm, *args], capture_output=True, text=True, env=tq.env,
+                              cwd=tq.work, timeout=30)
+
+    first = tq.submit(cmd=["sleep", "60"])
+    second = tq.submit("--after", str(first), cmd=["true"])
+    p = scontrol("hold", str(second))
+    assert p.returncode == 0, p.stderr
+    assert tq.show(second)["held"] is True
+    p = scontrol("release", str(second))
+    assert p.returncode == 0, p.stderr
+    assert tq.show(second)["held"] is False
+    assert scontrol("uhold", str(second)).returncode == 0
+    assert tq.show(second)["held"] is True
+    missing = scontrol("hold")
+    assert missing.returncode == 1 and "needs a job id" in missing.stderr, missing.stderr
+    tq.run("cancel", str(first), str(second))
+
+
 # --- srun on one node ---
 
 G2 = """#!/bin/bash
