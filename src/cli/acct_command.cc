@@ -106,7 +106,8 @@ int CmdAcct(Client& client, const AcctArgs& args) {
                      Num(u, "cancelled"), Num(u, "running"), Hours(u, "gpu_hours"),
                      Hours(u, "gpu_hours_used"), Ms(u, "elapsed_ms")});
   }
-  out += "\n" + RenderTable(users);
+  out += '\n';  // not "\n" + ...: GCC 12 -O3 warns of a false overlap (-Wrestrict)
+  out += RenderTable(users);
   if (!reply.ok()) return Fail(reply.status());
   std::fputs(out.c_str(), stdout);
   return 0;
