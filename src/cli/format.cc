@@ -254,6 +254,38 @@ std::string RecordDetails(const Reply& job) {
   return out;
 }
 
+// What travels with a job to another node and back (docs/cluster.md, "Code and data"), and
+// who is told of its end.
+std::string ShippingAndNoticeDetails(const Reply& job) {
+  std::string out;
+  auto line = [&out](const std::string& k, const std::string& v) {
+    out += fmt::format("{:<12} {}\n", k + ":", v);
+  };
+  for (const Reply& t : job.ArrayOr("transfers")) {
+    if (t.Text("kind") != "stage") continue;
+    line("staged",
+         fmt::format("{} as {} ({} file{}, {})", t.Text("src"), t.Text("dst"), t.Text("files"),
+                     t.Text("files") == "1" ? "" : "s", FormatBytes(t.UInt("bytes"))));
+  }
+  std::vector<std::string> collect;
+  for (const Reply& g : job.ArrayOr("collect")) collect.push_back(g.AsText());
+  if (!collect.empty()) {
+    std::string to = job.Text("collect_to");
+    line("collect",
+         fmt::format("{} into {} when an attempt on another node ends", fmt::join(collect, " "),
+                     to == "-" || to.empty() ? "its directory here" : to));
+  }
+  // Where its end is told: "(hidden)" to all but its owner and admins.
+  if (std::optional<std::string> url = job.OptStr("notify")) line("notify", TerminalSafe(*url));
+  if (std::optional<std::string> mail = job.OptStr("mail")) line("mail", TerminalSafe(*mail));
+  if (job.BoolOr("slurm", false))
+    line("sbatch", "started with Slurm's variables (SLURM_JOB_ID, ...)");
+  if (std::optional<int64_t> pid = job.OptInt("gate_pid")) {
+    line("gate", fmt::format("no command: process {} holds the GPUs once placed", *pid));
+  }
+  return out;
+}
+
 std::string JobDetails(const Reply& job, int64_t now_ms) {
   std::string out;
   auto line = [&out](const std::string& k, const std::string& v) {
@@ -343,29 +375,7 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
   if (std::optional<int64_t> limit = job.OptInt("group_limit")) {
     line("group limit", fmt::format("at most {} of the group at once", *limit));
   }
-  // What travels with it to another node (docs/cluster.md, "Code and data").
-  for (const Reply& t : job.ArrayOr("transfers")) {
-    if (t.Text("kind") != "stage") continue;
-    line("staged",
-         fmt::format("{} as {} ({} file{}, {})", t.Text("src"), t.Text("dst"), t.Text("files"),
-                     t.Text("files") == "1" ? "" : "s", FormatBytes(t.UInt("bytes"))));
-  }
-  std::vector<std::string> collect;
-  for (const Reply& g : job.ArrayOr("collect")) collect.push_back(g.AsText());
-  if (!collect.empty()) {
-    std::string to = job.Text("collect_to");
-    line("collect",
-         fmt::format("{} into {} when an attempt on another node ends", fmt::join(collect, " "),
-                     to == "-" || to.empty() ? "its directory here" : to));
-  }
-  // Where its end is told: "(hidden)" to all but its owner and admins.
-  if (std::optional<std::string> url = job.OptStr("notify")) line("notify", TerminalSafe(*url));
-  if (std::optional<std::string> mail = job.OptStr("mail")) line("mail", TerminalSafe(*mail));
-  if (job.BoolOr("slurm", false))
-    line("sbatch", "started with Slurm's variables (SLURM_JOB_ID, ...)");
-  if (std::optional<int64_t> pid = job.OptInt("gate_pid")) {
-    line("gate", fmt::format("no command: process {} holds the GPUs once placed", *pid));
-  }
+  out += ShippingAndNoticeDetails(job);
   out += RecordDetails(job);
   for (const Reply& a : job.ArrayOr("attempts")) out += AttemptDetails(a, now_ms);
   return out;

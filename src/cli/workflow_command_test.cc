@@ -33,7 +33,8 @@ json Ended(int64_t id, const std::string& state, std::optional<int> exit_code,
   json job = JobJson(id, "j", state);
   json attempt = AttemptJson(1, state, "2026-01-02T10:01:05.000Z", exit_code);
   if (signal) attempt["signal"] = *signal;
-  job["attempts"] = json::array({attempt});  // {attempt} alone: a copy under clang, an array under GCC
+  // Not {attempt}: clang reads that as a copy of attempt, GCC as an array of it.
+  job["attempts"] = json::array({attempt});
   return job;
 }
 
