@@ -172,8 +172,10 @@ def test_every_acknowledged_submit_of_eight_clients_survives_kills(make_trainq):
         t.start()
     try:
         kills = 0
-        deadline = time.monotonic() + 60
-        while kills < 5 and time.monotonic() < deadline:
+        # Kills go on until 40 ids were given too: on a loaded machine five kills can come
+        # before the clients had that many answers, and the check is of many, not of speed.
+        deadline = time.monotonic() + 120
+        while (kills < 5 or len(acked) < 40) and time.monotonic() < deadline:
             time.sleep(0.4)
             if tq.daemon_pid():
                 try:
@@ -185,7 +187,7 @@ def test_every_acknowledged_submit_of_eight_clients_survives_kills(make_trainq):
         stop.set()
         for t in threads:
             t.join(timeout=120)
-    assert kills == 5, f"only {kills} kills landed"
+    assert kills >= 5, f"only {kills} kills landed"
     assert len(acked) >= 40, (len(acked), errors[-5:])
     assert len(set(acked)) == len(acked), "one id acknowledged twice"
     stored = {job["id"] for job in json.loads(tq.run("ls", "--all", "--json").stdout)}
