@@ -14,7 +14,14 @@ RELEASE := build/release
 # (Debug, -O0): -O1 compiled a daemon file 2.3 times slower, and what runs in this tree is
 # mostly in-process unit tests.
 CHECK := build/check
+# Line tables are what a sanitizer's stack trace needs; full debug information (-g) made the
+# tree's objects and links several times larger. A debugger wants a tree of its own.
+CHECK_DEBUG := -gline-tables-only
 CMAKE_FLAGS := -G Ninja
+# Both trees of `make test` parse the heavy library headers once per group of targets and
+# compile each target's files in batches (cmake/BuildSpeed.cmake): a clean release build
+# takes about half the CPU time.
+SPEED_FLAGS := -DTRAINQ_PCH=ON -DTRAINQ_UNITY=ON
 
 .PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-stage bench-dashboard dashboard-screenshot torch-image unit integration fuzz demo install clean format format-check
 
@@ -27,15 +34,16 @@ test-deps:
 	@scripts/deps.sh test
 
 release: deps
-	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Release -DTRAINQ_TESTS=OFF \
-	  $(RELEASE_WERROR) >/dev/null
+	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) $(SPEED_FLAGS) -DCMAKE_BUILD_TYPE=Release \
+	  -DTRAINQ_TESTS=OFF $(RELEASE_WERROR) >/dev/null
 	@cmake --build $(RELEASE) -j $(JOBS)
 
 # The integration tests run the release tree's binaries (TRAINQ_TEST_BINARIES) but for the
 # few CMakeLists.txt keeps sanitized; `make release` must have run first.
 check: test-deps
-	@CC=clang CXX=clang++ cmake -S . -B $(CHECK) $(CMAKE_FLAGS) -DCMAKE_BUILD_TYPE=Debug \
-	  -DTRAINQ_SANITIZE=ON -DTRAINQ_FUZZ=ON \
+	@CC=clang CXX=clang++ cmake -S . -B $(CHECK) $(CMAKE_FLAGS) $(SPEED_FLAGS) \
+	  -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=$(CHECK_DEBUG) \
+	  -DCMAKE_C_FLAGS_DEBUG=$(CHECK_DEBUG) -DTRAINQ_SANITIZE=ON -DTRAINQ_FUZZ=ON \
 	  -DTRAINQ_TEST_BINARIES=$(abspath $(RELEASE)) >/dev/null
 	@cmake --build $(CHECK) -j $(JOBS)
 
@@ -55,13 +63,18 @@ release-tests:
 
 SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Each test binary runs in a few shards (CMakeLists.txt, trainq_tests); then the 15 slowest
+# tests are printed with their times (cmake/slowest_tests.py).
 unit: check
+	@rm -rf $(CHECK)/unit
 	@cd $(CHECK) && $(SANITIZER_ENV) ctest --output-on-failure -j $(JOBS) -L unit
+	@python3 cmake/slowest_tests.py 15 $(CHECK)/unit/*.xml
 
 # Integration tests wait on processes more than they compute: two per core.
 integration: release check
 	@cd $(CHECK) && $(SANITIZER_ENV) ctest --output-on-failure -j $$(( $(JOBS) * 2 )) \
-	  --timeout 600 -L integration
+	  --timeout 600 -L integration --output-junit integration.xml
+	@python3 cmake/slowest_tests.py 15 $(CHECK)/integration.xml
 
 # The libFuzzer targets (fuzz/), built in the test tree, JOBS at a time. Each runs
 # FUZZ_SECONDS/5 seconds from its seeds (fuzz/NAME_seeds) and its corpus; a crash or a
