@@ -98,7 +98,7 @@ std::string StorageProblem(const Status& st, const std::string& state_dir) {
   return "";
 }
 
-Agent::Agent(Parts parts, Hooks hooks)
+Agent::Agent(Parts parts)
     : store_(*parts.store),
       clock_(*parts.clock),
       config_(*parts.config),
@@ -108,12 +108,11 @@ Agent::Agent(Parts parts, Hooks hooks)
       cgroups_(std::move(parts.cgroups)),
       node_(std::move(parts.node)),
       slurm_bin_dir_(std::move(parts.slurm_bin_dir)),
-      verify_(std::move(parts.verify)),
+      trust_(*parts.trust),
       fence_file_(std::move(parts.fence_file)),
       images_(parts.images),
       fence_after_ms_(parts.fence_after_ms),
       port_free_(parts.port_free ? std::move(parts.port_free) : TcpPortFree),
-      hooks_(std::move(hooks)),
       ports_(config_.master_port_first, config_.master_port_last) {
   // Each start checks container GPU isolation afresh (docs/containers.md, "GPU isolation"):
   // a setup fixed since a refusal is tried again.
@@ -432,7 +431,7 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
 Status Agent::RunPlaced(const Job& job, int n, const Placement& p, bool record_start, int rank,
                         const StagedPaths* staged) {
   // A cluster's record came through Redis: it runs only as a node signed it.
-  if (verify_) TRAINQ_RETURN_IF_ERROR(verify_(job.id, job.spec));
+  TRAINQ_RETURN_IF_ERROR(trust_.VerifyJob(job.id, job.spec));
   // A shared daemon runs each job as its submitter, looked up now: the user may be gone.
   Result<UserInfo> runner = UserInfo{};
   if (config_.shared) runner = LookupUserByName(job.spec.user);

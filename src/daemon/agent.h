@@ -27,6 +27,7 @@
 #include "src/daemon/gpu_sampler.h"
 #include "src/daemon/outcome.h"
 #include "src/daemon/shim_launcher.h"
+#include "src/daemon/trust.h"
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
 #include "src/os/run_dir.h"
@@ -140,9 +141,8 @@ class Agent {
     std::unique_ptr<ShimLauncher> launcher;
     CgroupHost cgroups{CgroupVersion::kNone, "", "no cgroup root"};
     std::string node;
-    // Checks a record before it runs (a cluster's store is written by many hands); null:
-    // the record is this daemon's own.
-    std::function<Status(JobId, const JobSpec&)> verify;
+    // Checks a record before it runs (a cluster's store is written by many hands; trust.h).
+    const Trust* trust = &OneMachineTrust();
     // A cluster's attempts stop themselves once this file's stamp is older than after_ms.
     std::string fence_file;
     int64_t fence_after_ms = 0;
@@ -155,9 +155,11 @@ class Agent {
     const ImageCensus* images = nullptr;
   };
 
-  Agent(Parts parts, Hooks hooks);
+  // Its hooks come later (SetHooks), once what they call is made; none runs before.
+  explicit Agent(Parts parts);
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
+  void SetHooks(Hooks hooks) { hooks_ = std::move(hooks); }
 
   // Says once, at start, whether attempts get cgroups and, if not, why.
   void LogCgroups() const;
@@ -267,7 +269,7 @@ class Agent {
   std::string slurm_bin_dir_;
   void InContainer(const Job& job, const Placement& p, RunSpec& spec) const;
   std::string SimulatedGpusAsCdi(ContainerHost& host) const;
-  std::function<Status(JobId, const JobSpec&)> verify_;
+  const Trust& trust_;
   std::string fence_file_;
   const ImageCensus* images_;
   static constexpr const char* kGpuCheckPrefix = "container_gpu_check";

@@ -10,6 +10,8 @@
 
 #include "src/core/oom.h"
 #include "src/daemon/agent_test_rig.h"
+#include "src/daemon/cluster_key.h"
+#include "src/daemon/trust.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 
@@ -34,7 +36,7 @@ class AgentTest : public ::testing::Test, protected AgentRig {
   }
 
   // An agent whose hooks note what the rest of the daemon would hear in events_.
-  std::unique_ptr<Agent> MakeAgent(std::function<Status(JobId, const JobSpec&)> verify = nullptr) {
+  std::unique_ptr<Agent> MakeAgent(const Trust& trust = OneMachineTrust()) {
     Agent::Hooks hooks;
     hooks.started = [this](JobId id) { events_.push_back("started " + std::to_string(id)); };
     hooks.done = [this](JobId id, bool stored) {
@@ -44,7 +46,7 @@ class AgentTest : public ::testing::Test, protected AgentRig {
       events_.push_back("requeued " + std::to_string(id) + (oom ? " oom" : ""));
     };
     hooks.freed = [this] { events_.push_back("freed"); };
-    return AgentRig::MakeAgent(std::move(hooks), std::move(verify));
+    return AgentRig::MakeAgent(std::move(hooks), trust);
   }
 
   Job Submit(int gpus = 1, int retries = 0) {
@@ -258,16 +260,18 @@ TEST_F(AgentTest, AClusterAttemptNotStartedYetIsLeftForItsStartAndARefusedRecord
   p.run_dir = RunDir(job.id, 1);
   p.log_path = LogPath(p.run_dir);
   ASSERT_TRUE(store_->StartAttempt(job.id, 0, p, kT0).ok());  // the leader placed it here
-  agent_ = MakeAgent([](JobId id, const JobSpec&) {
-    return Status::Invalid("job " + std::to_string(id) + ": its record does not match");
-  });
+  // The job was stored unsigned: a cluster's agent refuses it.
+  ClusterKey key(std::string(64, 'k'));
+  std::unique_ptr<Trust> trust = ClusterTrust(key);
+  agent_ = MakeAgent(*trust);
   agent_->RecoverAttempts(/*unstarted_wait=*/true);
   EXPECT_TRUE(agent_->live().empty());
   EXPECT_EQ(Get(job.id).state, JobState::kStarting);  // not ended: its start is still to come
   Status st = agent_->StartPart(Get(job.id), 1, p, -1);
-  EXPECT_THAT(st.message(), HasSubstr("does not match"));
+  EXPECT_THAT(st.message(), HasSubstr("carries no signature of a trainq node"));
   EXPECT_EQ(shims_.Find(p.run_dir), nullptr);  // nothing was launched
   EXPECT_FALSE(IsDirectory(p.run_dir));
+  agent_.reset();  // before the trust it holds
 }
 
 }  // namespace

@@ -46,8 +46,7 @@ class AgentRig {
   }
 
   // An agent on node-a over the rig's parts; every MASTER_PORT counts as free.
-  std::unique_ptr<Agent> MakeAgent(Agent::Hooks hooks,
-                                   std::function<Status(JobId, const JobSpec&)> verify = nullptr) {
+  std::unique_ptr<Agent> MakeAgent(Agent::Hooks hooks, const Trust& trust = OneMachineTrust()) {
     Agent::Parts parts;
     parts.store = store_.get();
     parts.clock = &clock_;
@@ -56,9 +55,11 @@ class AgentRig {
     parts.sampler = &sampler_;
     parts.launcher = shims_.Launcher();
     parts.node = "node-a";
-    parts.verify = std::move(verify);
+    parts.trust = &trust;
     parts.port_free = [](int) { return true; };
-    return std::make_unique<Agent>(std::move(parts), std::move(hooks));
+    auto agent = std::make_unique<Agent>(std::move(parts));
+    agent->SetHooks(std::move(hooks));
+    return agent;
   }
 
   sqlite::TempDir dir_;  // removed after the store closes

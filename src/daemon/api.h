@@ -47,8 +47,7 @@ struct ApiParts {
   SubmitBatcher* submits = nullptr;
   TokenRoutes* tokens = nullptr;
   StepRoutes* steps = nullptr;
-  Stager* stager = nullptr;  // a cluster node's: serves what its jobs ship to the others
-  Watch* watch = nullptr;    // the GPU history, the event stream, /metrics
+  Watch* watch = nullptr;  // the GPU history, the event stream, /metrics
   std::string node;
   std::function<int()> cpu_slots;
   // Job `id` reached a done state: its notifications go out.

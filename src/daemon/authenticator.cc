@@ -120,11 +120,9 @@ Result<Caller> Authenticator::Authenticate(const HttpRequest& req) const {
                     "TOKEN'{}",
                     kHowTo));
   }
-  if (cluster_key_ && req.authorization.rfind(ClusterKey::kPeerScheme, 0) == 0) {
-    Result<std::string> node = cluster_key_->VerifyPeer(req.authorization, clock_.Now(), req.method,
-                                                        CanonicalTarget(req.path, req.query));
-    if (!node.ok()) return node.status();
-    return Caller{"", -1, Role::kRead, "", *node};
+  if (std::optional<Result<std::string>> node = trust_.PeerOf(req, clock_.Now())) {
+    if (!node->ok()) return node->status();
+    return Caller{"", -1, Role::kRead, "", **node};
   }
   Result<std::string> token = ParseBearer(req.authorization);
   if (!token.ok()) return token.status();
@@ -137,7 +135,7 @@ Result<Caller> Authenticator::Authenticate(const HttpRequest& req) const {
   const TokenRecord& t = **found;
   // In a cluster a token is good only when a node made it: one written into Redis by another
   // hand acts as nobody.
-  if (cluster_key_ && !cluster_key_->VerifyToken(t)) {
+  if (!trust_.MadeByANode(t)) {
     return Status::Unauthenticated(
         fmt::format("token '{}' was not made by a node of this cluster (no valid signature){}",
                     t.name, kHowTo));

@@ -8,8 +8,8 @@
 
 #include "src/api/http.h"
 #include "src/core/auth.h"
-#include "src/daemon/cluster_key.h"
 #include "src/daemon/config.h"
+#include "src/daemon/trust.h"
 #include "src/os/clock.h"
 #include "src/store/store.h"
 #include "trainq/job.h"
@@ -63,12 +63,11 @@ Status MayActOn(const Caller& caller, const Job* job, std::string_view what);
 
 class Authenticator {
  public:
-  // `cluster_key`: the cluster's key where the store is a cluster's, else null (tokens are
-  // then not signed and no peer node calls). Everything given outlives the object; `config`
-  // is read at each call (run-time settings change it).
-  Authenticator(Store& store, const Clock& clock, const Config& config,
-                const ClusterKey* cluster_key)
-      : store_(store), clock_(clock), config_(config), cluster_key_(cluster_key) {}
+  // `trust`: whether tokens carry a node's signature and which peer nodes may call (trust.h).
+  // Everything given outlives the object; `config` is read at each call (run-time settings
+  // change it).
+  Authenticator(Store& store, const Clock& clock, const Config& config, const Trust& trust)
+      : store_(store), clock_(clock), config_(config), trust_(trust) {}
 
   // Over TCP, the bearer token's record, or a peer node (Caller::node) whose signature
   // holds: kUnauthenticated when it is missing, malformed, unknown, unsigned in a cluster,
@@ -84,7 +83,7 @@ class Authenticator {
   Store& store_;
   const Clock& clock_;
   const Config& config_;
-  const ClusterKey* cluster_key_;
+  const Trust& trust_;
 };
 
 }  // namespace trainq

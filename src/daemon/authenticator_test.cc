@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "src/daemon/cluster_key.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fake_clock.h"
 #include "src/os/users.h"
@@ -55,7 +56,7 @@ class AuthenticatorTest : public ::testing::Test {
 };
 
 TEST_F(AuthenticatorTest, ASocketPeerIsItsUidAndTheDaemonsOwnUserIsAnAdmin) {
-  Authenticator auth(*store_, clock_, config_, nullptr);
+  Authenticator auth(*store_, clock_, config_, OneMachineTrust());
   HttpRequest req;
   req.peer_uid = static_cast<int64_t>(::geteuid());
   Result<Caller> me = auth.Authenticate(req);
@@ -73,7 +74,7 @@ TEST_F(AuthenticatorTest, ASocketPeerIsItsUidAndTheDaemonsOwnUserIsAnAdmin) {
 }
 
 TEST_F(AuthenticatorTest, ATokenIsJudgedOnEachRequestAndNeverEchoed) {
-  Authenticator auth(*store_, clock_, config_, nullptr);
+  Authenticator auth(*store_, clock_, config_, OneMachineTrust());
   std::string token = AddToken("ci", Role::kSubmit, kT0 + 60'000);
   Result<Caller> ok = auth.Authenticate(Tcp("Bearer " + token));
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
@@ -108,7 +109,8 @@ TEST_F(AuthenticatorTest, InAClusterOnlySignedTokensAndSignedPeersAreAccepted) {
   Result<std::unique_ptr<ClusterStore>> redis = OpenRedisStore(server.Target("t:"));
   ASSERT_TRUE(redis.ok()) << redis.status().ToString();
   ClusterKey key(std::string(64, 'k'));
-  Authenticator auth(**redis, clock_, config_, &key);
+  std::unique_ptr<Trust> trust = ClusterTrust(key);
+  Authenticator auth(**redis, clock_, config_, *trust);
   std::string signed_token = AddToken("signed", Role::kAdmin, 0, &key, redis->get());
   // Written into the store by another hand: no node signed it.
   std::string forged = AddToken("forged", Role::kAdmin, 0, nullptr, redis->get());
@@ -126,7 +128,7 @@ TEST_F(AuthenticatorTest, InAClusterOnlySignedTokensAndSignedPeersAreAccepted) {
   EXPECT_FALSE(
       auth.Authenticate(Tcp(other.PeerAuthorization("node-b", kT0, "GET", "/v1/jobs"))).ok());
   // Without a cluster the node scheme means nothing.
-  Authenticator single(**redis, clock_, config_, nullptr);
+  Authenticator single(**redis, clock_, config_, OneMachineTrust());
   EXPECT_FALSE(single.Authenticate(peer).ok());
 }
 

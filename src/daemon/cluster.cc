@@ -186,10 +186,19 @@ void ClusterMode::OfferPeers() {
   liveness_->OfferPeers(std::move(peers));
 }
 
-void ClusterMode::StoreSeenRoute(Responder& respond) {
-  respond(Json(
-      200,
-      {{"node", p_.node}, {"no_store_ms", liveness_->NoStoreMs()}, {"nodes", liveness_->Nodes()}}));
+Result<json> ClusterMode::Nodes() { return leader_.Nodes(); }
+
+Result<json> ClusterMode::StoreSeen() {
+  return json{
+      {"node", p_.node}, {"no_store_ms", liveness_->NoStoreMs()}, {"nodes", liveness_->Nodes()}};
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> ClusterMode::NodeStates() {
+  Result<std::vector<NodeRecord>> nodes = store_.Nodes();
+  if (!nodes.ok()) return nodes.status();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const NodeRecord& n : *nodes) out.emplace_back(n.name, NodeStateName(n));
+  return out;
 }
 
 NodeRecord ClusterMode::OwnRecord() const {
@@ -598,10 +607,6 @@ void ClusterMode::SyncAssigned() {
   }
 }
 
-void ClusterMode::BeforeStore(std::vector<JobSpec>& specs) {
-  for (JobSpec& s : specs) p_.key->Sign(s, p_.node);
-}
-
 Status ClusterMode::CancelElsewhere(const Job& job, const std::string& by, std::string* message) {
   const Attempt* current = job.current();
   if (current == nullptr) {
@@ -645,40 +650,29 @@ void ClusterMode::Limits(SpecLimits& limits) {
   }
 }
 
-// POST /v1/nodes/NAME/drain and /resume (admins): nothing new is placed on a drained node;
-// what runs there runs on.
-void ClusterMode::DrainRoute(const std::string& name, bool drain, Responder& respond) {
-  if (Status st = store_.SetDrained(name, drain); !st.ok()) return respond(ErrorResponse(st));
+// Nothing new is placed on a drained node; what runs there runs on.
+Status ClusterMode::Drain(const std::string& name, bool drain) {
+  TRAINQ_RETURN_IF_ERROR(store_.SetDrained(name, drain));
   spdlog::info("node {} {}", name, drain ? "drained" : "resumed");
   (void)store_.Publish("node " + name);
-  respond(NodesJson(
-      200, {{"message", drain ? fmt::format("node {} drained: no new job starts there; running "
-                                            "ones run on",
-                                            name)
-                              : fmt::format("node {} resumed: jobs may start there again", name)},
-            {"node", name},
-            {"drained", drain}}));
+  return Status::Ok();
 }
 
 // A node gone for good leaves the listing: only once it is lost (a node whose daemon still
 // beats would come back at its next heartbeat) and none of its attempts is active.
-void ClusterMode::RemoveNodeRoute(const std::string& name, Responder& respond) {
-  if (Status st = store_.RemoveNode(name); !st.ok()) return respond(ErrorResponse(st));
+Status ClusterMode::RemoveNode(const std::string& name) {
+  TRAINQ_RETURN_IF_ERROR(store_.RemoveNode(name));
   spdlog::info("node {} removed", name);
-  respond(NodesJson(
-      200, {{"message", fmt::format("node {} removed; a daemon started there joins again", name)},
-            {"node", name},
-            {"removed", true}}));
+  return Status::Ok();
 }
 
 }  // namespace trainq
 
 namespace trainq {
 
-// GET /v1/jobs/ID/log of an attempt that ran on another node: asked of that node, which
-// holds the file. Synchronous and short (its own timeout): a log chunk is small.
-// The request is built from the numbers the route parsed (never from the caller's text) and
-// signed with the cluster key: the holder serves it as a node's log request and nothing else.
+// What another node holds (an attempt's log, its GPU history, a batch job's step) is asked of
+// it with the path and query the route parsed, signed with the cluster key: the holder serves
+// it as a node's request for that target and nothing else.
 namespace {
 
 // The API URL of `node` from the store's records; kUnavailable naming what to set when it
@@ -701,10 +695,12 @@ Result<Endpoint> PeerEndpoint(ClusterStore& store, const std::string& node, std:
 }  // namespace
 
 Result<HttpResponse> ClusterMode::AskNode(const std::string& node, const std::string& method,
-                                          const std::string& target, const std::string& body,
-                                          std::string_view what) {
+                                          const std::string& path,
+                                          const std::map<std::string, std::string>& query,
+                                          const std::string& body, std::string_view what) {
   Result<Endpoint> peer = PeerEndpoint(store_, node, what);
   if (!peer.ok()) return peer.status();
+  std::string target = CanonicalTarget(path, query);
   CallOptions options;
   options.timeout_ms = 5000;
   options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), method, target);
@@ -715,49 +711,6 @@ Result<HttpResponse> ClusterMode::AskNode(const std::string& node, const std::st
                                            node, answer.status().message()));
   }
   return answer;
-}
-
-void ClusterMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
-                           const Job& job, const Attempt& attempt, Responder& respond) {
-  Result<HttpResponse> answer =
-      AskNode(attempt.node, "GET", CanonicalTarget(path, query), "",
-              fmt::format("the log of job {} attempt {}", job.id, attempt.n));
-  respond(answer.ok() ? std::move(*answer) : ErrorResponse(answer.status()));
-}
-
-// Short and synchronous, as ProxyLog: the dashboard asks each node's hour once per load.
-void ClusterMode::ProxyGpuHistory(const std::string& node,
-                                  const std::map<std::string, std::string>& query,
-                                  Responder& respond) {
-  Result<HttpResponse> answer =
-      AskNode(node, "GET", CanonicalTarget("/v1/gpus/history", query), "", "the GPU history");
-  respond(answer.ok() ? std::move(*answer) : ErrorResponse(answer.status()));
-}
-
-// Short and synchronous, as ProxyLog: a step request is small, and the parts ask a few times a
-// second at most.
-void ClusterMode::ProxyStep(const std::string& node, const std::string& method,
-                            const std::string& path,
-                            const std::map<std::string, std::string>& query,
-                            const std::string& body, const Job& job, int attempt, int rank,
-                            Responder& respond) {
-  Result<HttpResponse> answer = AskNode(node, method, CanonicalTarget(path, query), body,
-                                        fmt::format("the batch script of job {}", job.id));
-  if (!answer.ok()) return respond(ErrorResponse(answer.status()));
-  if (method != "GET" || answer->status != 200) return respond(std::move(*answer));
-  json doc = json::parse(answer->body, nullptr, false);
-  if (!doc.is_object() || !doc.contains("step_text")) return respond(std::move(*answer));
-  // A step runs as the job's user here: only one the first node signed with the cluster key.
-  std::string text = doc.value("step_text", "");
-  if (!p_.key->VerifyStep(job.id, attempt, rank, text, doc.value("signature", ""))) {
-    spdlog::warn("job {}: a step from {} does not carry the cluster key's signature; refused",
-                 job.id, node);
-    return respond(ErrorResponse(Status::Permission(
-        fmt::format("job {}: the step node {} gave is not signed with the cluster key; refused",
-                    job.id, node))));
-  }
-  json step = json::parse(text, nullptr, false);
-  respond(Json(200, json{{"step", std::move(step)}}));
 }
 
 }  // namespace trainq

@@ -314,11 +314,11 @@ Status ClusterLeader::Place(const Job& job, const StartDecision& d) {
 
 // GET /v1/nodes: every node of the cluster, its GPUs with the memory a job could use there
 // now, and its attempts.
-void ClusterLeader::NodesRoute(Responder& respond) {
+Result<json> ClusterLeader::Nodes() {
   UnixMs now = p_.clock->Now();
   PolicyConfig policy = p_.scheduler->Policy();
   json nodes = json::array();
-  if (Status st = RefreshView(); !st.ok()) return respond(ErrorResponse(st));
+  TRAINQ_RETURN_IF_ERROR(RefreshView());
   Result<LeaderLease> lease = store_.AcquireLeader(p_.node, config_.leader_lease_ms);
   if (lease.ok()) {
     // The call may have taken or renewed the lease: the timer's next round sees it too.
@@ -351,10 +351,10 @@ void ClusterLeader::NodesRoute(Responder& respond) {
                      {"api_url", r.api_url},
                      {"version", r.version}});
   }
-  respond(NodesJson(200, {{"cluster", true},
-                          {"leader", lease.ok() ? json(lease->leader) : json(nullptr)},
-                          {"epoch", lease.ok() ? lease->epoch : 0},
-                          {"nodes", std::move(nodes)}}));
+  return json{{"cluster", true},
+              {"leader", lease.ok() ? json(lease->leader) : json(nullptr)},
+              {"epoch", lease.ok() ? lease->epoch : 0},
+              {"nodes", std::move(nodes)}};
 }
 
 void ClusterLeader::Resign() {

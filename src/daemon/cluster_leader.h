@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "src/api/http.h"
 #include "src/core/quorum.h"
 #include "src/daemon/config.h"
@@ -62,9 +64,9 @@ class ClusterLeader final : public Scheduler::Site {
   const std::vector<NodeRecord>& LastRecords() const { return records_; }
   // The daemon stops: another node need not wait for the lease to lapse.
   void Resign();
-  // GET /v1/nodes: every node, its GPUs with the memory a job could use there now, and its
-  // attempts (asking for the lease as it reads, as a round would).
-  void NodesRoute(Responder& respond);
+  // GET /v1/nodes's document: every node, its GPUs with the memory a job could use there now, and
+  // its attempts (asking for the lease as it reads, as a round would).
+  Result<nlohmann::json> Nodes();
 
  private:
   // The leader: marks the nodes whose heartbeat lapsed past node_timeout lost, while at least

@@ -75,8 +75,6 @@ class ClusterMode final : public Mode {
   void Report() override { Beat(); }
   void SetApiUrl(std::string url) override { api_url_ = std::move(url); }
 
-  // Each job is signed by the node that stores it, and checked before any node runs it.
-  void BeforeStore(std::vector<JobSpec>& specs) override;
   // Notes the jobs with --collect patterns (STATE/collect-pending/ID): what their attempts
   // on other nodes leave comes back even when this daemon missed their end.
   void Stored(const std::vector<JobSpec>& specs, const std::vector<JobId>& ids) override;
@@ -88,26 +86,24 @@ class ClusterMode final : public Mode {
   bool LogElsewhere(const Attempt& attempt) const override { return attempt.node != p_.node; }
   bool Cluster() const override { return true; }
   std::string StartingReason(const Job& job) const override;
-  void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
-                const Job& job, const Attempt& attempt, Responder& respond) override;
-  void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
-                 const std::map<std::string, std::string>& query, const std::string& body,
-                 const Job& job, int attempt, int rank, Responder& respond) override;
-  void ProxyGpuHistory(const std::string& node, const std::map<std::string, std::string>& query,
-                       Responder& respond) override;
-  void NodesRoute(Responder& respond) override { leader_.NodesRoute(respond); }
-  void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
-  void RemoveNodeRoute(const std::string& name, Responder& respond) override;
-  // GET /v1/cluster/store: how long this node has had no store, for a peer telling an outage
-  // of the store from its own partition (liveness.h).
-  void StoreSeenRoute(Responder& respond) override;
-
- private:
   // One request to node `node`'s API, signed with the cluster key as this node's; the node's
   // address is looked up for `what` (said when there is none). kUnavailable: it did not answer.
+  // Synchronous and short (its own timeout): a log chunk, an hour of GPU history and a step
+  // are small.
   Result<HttpResponse> AskNode(const std::string& node, const std::string& method,
-                               const std::string& target, const std::string& body,
-                               std::string_view what);
+                               const std::string& path,
+                               const std::map<std::string, std::string>& query,
+                               const std::string& body, std::string_view what) override;
+  Result<nlohmann::json> Nodes() override;
+  Result<std::vector<std::pair<std::string, std::string>>> NodeStates() override;
+  Status Drain(const std::string& name, bool drain) override;
+  Status RemoveNode(const std::string& name) override;
+  // How long this node has had no store, for a peer telling an outage of the store from its
+  // own partition (liveness.h).
+  Result<nlohmann::json> StoreSeen() override;
+  Shipping& shipping() override { return p_.stager ? *p_.stager : NoShipping(); }
+
+ private:
   // The attempts this node ran until it was judged lost while this daemon was away: their
   // ends are read and reported while the store still waits for them.
   void ReadoptLost();

@@ -5,7 +5,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -48,41 +47,28 @@ DaemonImpl::DaemonImpl(boost::asio::io_context& io, DaemonOptions options, Confi
   node_ = config_.node_name.empty() ? HostName() : config_.node_name;
   cpu_slots_ = config_.cpu_slots > 0 ? config_.cpu_slots : CpuCount();
   address_ = config_.node_address.empty() ? HostName() : config_.node_address;
-  // The one place the mode is chosen: a cluster's store makes this node a cluster member.
+  // The one place the mode is chosen: a cluster's store makes this node a cluster member,
+  // whose writing the cluster key signs and checks (trust.h).
   ClusterStore* cluster = dynamic_cast<ClusterStore*>(store_.get());
-  const ClusterKey* key = cluster ? &cluster_key_ : nullptr;
-  auth_ = std::make_unique<Authenticator>(*store_, clock_, config_, key);
-  tokens_ = std::make_unique<TokenRoutes>(*store_, clock_, config_, key);
+  if (cluster != nullptr) cluster_trust_ = ClusterTrust(cluster_key_);
+  trust_ = cluster != nullptr ? cluster_trust_.get() : &OneMachineTrust();
+  auth_ = std::make_unique<Authenticator>(*store_, clock_, config_, *trust_);
+  tokens_ = std::make_unique<TokenRoutes>(*store_, clock_, config_, *trust_);
+  // Each object is made from those made before it; the hooks by which the roles tell each
+  // other what happened come last (Wire), once everything they call exists.
   MakeRoles(seams, cluster != nullptr);
   mode_ = MakeMode(cluster);
   scheduler_->SetSite(&mode_->site());
-  MakeWatch(cluster);
+  MakeWatch();
+  steps_ = std::make_unique<StepRoutes>(*agent_, *mode_, clock_, *trust_, node_);
   api_ = MakeApi();
+  Wire();
 }
 
-// The roles that do not depend on the mode; their hooks reach the others through `this`,
-// so they may be made before them.
+// The roles that do not depend on the mode, without their hooks (Wire).
 void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
-  Dependencies::Hooks deps;
-  deps.queued = [this](const Job& job, UnixMs now) { scheduler_->Queued(job, now); };
-  deps.ended = [this](JobId id) { JobEnded(id); };
-  deps.unqueued = [this](JobId id) {
-    scheduler_->Left(id);
-    scheduler_->MarkStale();
-  };
-  deps_ = std::make_unique<Dependencies>(*store_, clock_, std::move(deps));
-  SubmitBatcher::Hooks hooks;
-  hooks.before = [this](std::vector<JobSpec>& specs) { mode_->BeforeStore(specs); };
-  hooks.stored = [this](const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
-                        UnixMs now) {
-    scheduler_->Submitted(specs, ids, now);
-    mode_->Stored(specs, ids);
-    DaemonCounters& counters = watch_->counters();
-    counters.submitted += ids.size();
-    for (const JobSpec& spec : specs) ++counters.submitted_by_user[spec.user];
-    watch_->Poke();
-  };
-  submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_, std::move(hooks));
+  deps_ = std::make_unique<Dependencies>(*store_, clock_);
+  submits_ = std::make_unique<SubmitBatcher>(io_, *store_, clock_, config_);
   Agent::Parts parts;
   parts.store = store_.get();
   parts.clock = &clock_;
@@ -93,9 +79,9 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
   parts.cgroups = std::move(seams.cgroups);
   parts.node = node_;
   parts.slurm_bin_dir = seams.slurm_bin_dir;
+  // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
+  parts.trust = trust_;
   if (cluster) {
-    // In a cluster every node checks, before it runs a job, that a node signed it as it reads.
-    parts.verify = [this](JobId id, const JobSpec& spec) { return cluster_key_.Verify(id, spec); };
     // Self-fencing (docs/cluster.md): a node's jobs stop themselves after half of
     // node_timeout without a renewed heartbeat, so they are gone before the leader judges
     // the node lost.
@@ -115,6 +101,37 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
     stage.post = [this](std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); };
     stager_ = std::make_unique<Stager>(std::move(stage));
   }
+  agent_ = std::make_unique<Agent>(std::move(parts));
+  scheduler_ =
+      std::make_unique<Scheduler>(io_, *store_, clock_, config_, *agent_, options_.paths.state_dir,
+                                  [this] { return sampler_.LargestGpuBytes(); });
+}
+
+// The roles' hooks: each calls objects the constructor made before this runs.
+void DaemonImpl::Wire() {
+  Dependencies::Hooks deps;
+  deps.queued = [this](const Job& job, UnixMs now) { scheduler_->Queued(job, now); };
+  deps.ended = [this](JobId id) { JobEnded(id); };
+  deps.unqueued = [this](JobId id) {
+    scheduler_->Left(id);
+    scheduler_->MarkStale();
+  };
+  deps_->SetHooks(std::move(deps));
+  SubmitBatcher::Hooks hooks;
+  // Each job is signed by the node that stores it, and checked before any node runs it.
+  hooks.before = [this](std::vector<JobSpec>& specs) {
+    for (JobSpec& spec : specs) trust_->SignJob(spec, node_);
+  };
+  hooks.stored = [this](const std::vector<JobSpec>& specs, const std::vector<JobId>& ids,
+                        UnixMs now) {
+    scheduler_->Submitted(specs, ids, now);
+    mode_->Stored(specs, ids);
+    DaemonCounters& counters = watch_->counters();
+    counters.submitted += ids.size();
+    for (const JobSpec& spec : specs) ++counters.submitted_by_user[spec.user];
+    watch_->Poke();
+  };
+  submits_->SetHooks(std::move(hooks));
   Agent::Hooks agent;
   // Dependents' reasons say what they wait for: now a running job.
   agent.started = [this](JobId id) {
@@ -137,10 +154,7 @@ void DaemonImpl::MakeRoles(DaemonSeams& seams, bool cluster) {
     mode_->Report();  // a cluster's leader places from this node's report
     RequestSchedule();
   };
-  agent_ = std::make_unique<Agent>(std::move(parts), std::move(agent));
-  scheduler_ =
-      std::make_unique<Scheduler>(io_, *store_, clock_, config_, *agent_, options_.paths.state_dir,
-                                  [this] { return sampler_.LargestGpuBytes(); });
+  agent_->SetHooks(std::move(agent));
 }
 
 std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
@@ -171,7 +185,7 @@ std::unique_ptr<Mode> DaemonImpl::MakeMode(ClusterStore* cluster) {
   return std::make_unique<ClusterMode>(std::move(m));
 }
 
-void DaemonImpl::MakeWatch(ClusterStore* cluster) {
+void DaemonImpl::MakeWatch() {
   Watch::Parts w;
   w.io = &io_;
   w.store = store_.get();
@@ -184,15 +198,7 @@ void DaemonImpl::MakeWatch(ClusterStore* cluster) {
                     NodeLabels{config_.node_features, config_.gpu_type});
   };
   w.policy = [this] { return scheduler_->Policy(); };
-  if (cluster != nullptr) {
-    w.node_states = [cluster]() -> Result<std::vector<std::pair<std::string, std::string>>> {
-      Result<std::vector<NodeRecord>> nodes = cluster->Nodes();
-      if (!nodes.ok()) return nodes.status();
-      std::vector<std::pair<std::string, std::string>> out;
-      for (const NodeRecord& n : *nodes) out.emplace_back(n.name, NodeStateName(n));
-      return out;
-    };
-  }
+  w.node_states = [this] { return mode_->NodeStates(); };
   w.connections = [this] { return server_ ? server_->Connections() : 0; };
   watch_ = std::make_unique<Watch>(std::move(w));
   scheduler_->SetCounters(&watch_->counters());
@@ -214,10 +220,7 @@ std::unique_ptr<Api> DaemonImpl::MakeApi() {
   api.deps = deps_.get();
   api.submits = submits_.get();
   api.tokens = tokens_.get();
-  steps_ = std::make_unique<StepRoutes>(*agent_, *mode_, clock_,
-                                        cluster_key_.empty() ? nullptr : &cluster_key_, node_);
   api.steps = steps_.get();
-  api.stager = stager_.get();
   api.watch = watch_.get();
   api.node = node_;
   api.cpu_slots = [this] { return cpu_slots_; };
@@ -421,9 +424,9 @@ Result<Config> LoadDaemonConfig(const StatePaths& paths) {
 // The highest job id among the run dirs (runs/<id>/...), 0 when there are none.
 JobId HighestRunDir(const std::string& runs) {
   JobId highest = 0;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(runs, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  Result<std::vector<std::string>> names = ListEntries(runs);
+  if (!names.ok()) return 0;
+  for (const std::string& name : *names) {
     JobId id = 0;
     auto [ptr, err] = std::from_chars(name.data(), name.data() + name.size(), id);
     if (err == std::errc() && ptr == name.data() + name.size()) highest = std::max(highest, id);

@@ -34,6 +34,7 @@
 #include "src/daemon/step_routes.h"
 #include "src/daemon/submit_batcher.h"
 #include "src/daemon/token_routes.h"
+#include "src/daemon/trust.h"
 #include "src/daemon/watch.h"
 #include "src/os/cgroup.h"
 #include "src/os/clock.h"
@@ -109,8 +110,9 @@ class DaemonImpl {
   // daemon.cc: the constructor's parts.
   void MakeRoles(DaemonSeams& seams, bool cluster);
   std::unique_ptr<Mode> MakeMode(ClusterStore* cluster);
-  void MakeWatch(ClusterStore* cluster);
+  void MakeWatch();
   std::unique_ptr<Api> MakeApi();
+  void Wire();
   // Returns whether the GPUs changed since the last sample, or sampling began to fail or
   // works again.
   bool SampleGpus();
@@ -137,6 +139,10 @@ class DaemonImpl {
   GpuSampler sampler_;  // the GPUs as last sampled
   std::string node_;
   int cpu_slots_ = 1;
+  // Declared before every role that signs or checks with it, so it outlives them.
+  ClusterKey cluster_key_;                // DaemonSeams::cluster_key
+  std::unique_ptr<Trust> cluster_trust_;  // a cluster's (trust.h), or null
+  const Trust* trust_ = nullptr;          // cluster_trust_, or OneMachineTrust()
 
   std::unique_ptr<HttpServer> server_;
   DeliverFn deliver_;
@@ -160,7 +166,6 @@ class DaemonImpl {
   // One machine or a cluster, chosen once at start (mode.h).
   std::unique_ptr<Mode> mode_;
   std::string address_;                  // node_address, or the host name
-  ClusterKey cluster_key_;               // DaemonSeams::cluster_key
   std::unique_ptr<Authenticator> auth_;  // who sent a request (after what it reads)
   std::unique_ptr<TokenRoutes> tokens_;  // the token API
   std::unique_ptr<StepRoutes> steps_;    // `trainq sbatch` jobs' steps

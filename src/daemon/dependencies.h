@@ -24,9 +24,10 @@ class Dependencies {
     std::function<void(JobId id)> unqueued;
   };
 
-  // `store` and `clock` outlive the object.
-  Dependencies(Store& store, const Clock& clock, Hooks hooks)
-      : store_(store), clock_(clock), hooks_(std::move(hooks)) {}
+  // `store` and `clock` outlive the object. Its hooks come later (SetHooks), once what they
+  // call is made.
+  Dependencies(Store& store, const Clock& clock) : store_(store), clock_(clock) {}
+  void SetHooks(Hooks hooks) { hooks_ = std::move(hooks); }
 
   // Job `id` ended or started: its blocked dependents are judged again, and theirs in turn
   // when one is cancelled.

@@ -29,7 +29,8 @@ class DependenciesTest : public ::testing::Test {
     };
     hooks.ended = [this](JobId id) { ended_.push_back(id); };
     hooks.unqueued = [this](JobId id) { unqueued_.push_back(id); };
-    deps_.emplace(*store_, clock_, std::move(hooks));
+    deps_.emplace(*store_, clock_);
+    deps_->SetHooks(std::move(hooks));
   }
   void TearDown() override {
     deps_.reset();

@@ -128,35 +128,17 @@ Status LocalMode::CancelElsewhere(const Job& job, const std::string& by, std::st
   return Status::Conflict(fmt::format("job {} is not running on this node", job.id));
 }
 
-void LocalMode::ProxyGpuHistory(const std::string& node,
-                                const std::map<std::string, std::string>& query,
-                                Responder& respond) {
-  (void)query;
-  respond(ErrorResponse(Status::NotFound(
-      fmt::format("node: no node '{}'; this machine is node {}, the only one", node, p_.node))));
-}
-
-void LocalMode::ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
-                         const Job& job, const Attempt& attempt, Responder& respond) {
-  (void)path;
-  (void)query;
-  respond(ErrorResponse(Status::Internal(
-      fmt::format("the log of job {} attempt {} is on node {}; a single machine has no other node",
-                  job.id, attempt.n, attempt.node))));
-}
-
-void LocalMode::ProxyStep(const std::string& node, const std::string& method,
-                          const std::string& path, const std::map<std::string, std::string>& query,
-                          const std::string& body, const Job& job, int attempt, int rank,
-                          Responder& respond) {
-  (void)method, (void)path, (void)query, (void)body, (void)attempt, (void)rank;
-  respond(ErrorResponse(Status::Conflict(
-      fmt::format("job {}: its batch script runs on node {}; a single machine has no other node",
-                  job.id, node))));
+Result<HttpResponse> LocalMode::AskNode(const std::string& node, const std::string& method,
+                                        const std::string& path,
+                                        const std::map<std::string, std::string>& query,
+                                        const std::string& body, std::string_view what) {
+  (void)method, (void)path, (void)query, (void)body;
+  return Status::NotFound(fmt::format(
+      "node: {} is on node '{}'; this machine is node {}, the only one", what, node, p_.node));
 }
 
 // GET /v1/nodes: this node alone.
-void LocalMode::NodesRoute(Responder& respond) {
+Result<json> LocalMode::Nodes() {
   UnixMs now = p_.clock->Now();
   NodeState local = Node();
   json jobs = json::array();
@@ -176,28 +158,48 @@ void LocalMode::NodesRoute(Responder& respond) {
       {"heartbeat_at", FormatTime(now)},
       {"heartbeat_age_ms", 0},
       {"version", TRAINQ_VERSION}};
-  respond(
-      NodesJson(200, {{"cluster", false}, {"leader", p_.node}, {"nodes", json::array({node})}}));
+  return json{{"cluster", false}, {"leader", p_.node}, {"nodes", json::array({node})}};
 }
 
-void LocalMode::DrainRoute(const std::string& name, bool drain, Responder& respond) {
+Status LocalMode::Drain(const std::string& name, bool drain) {
   (void)name;
   (void)drain;
-  respond(ErrorResponse(Status::Invalid(
+  return Status::Invalid(
       "node: draining a node needs a cluster (store = \"redis://...\" in config.toml, "
-      "docs/cluster.md); this daemon is a single machine")));
+      "docs/cluster.md); this daemon is a single machine");
 }
 
-void LocalMode::RemoveNodeRoute(const std::string& name, Responder& respond) {
+Status LocalMode::RemoveNode(const std::string& name) {
   (void)name;
-  respond(ErrorResponse(Status::Invalid(
+  return Status::Invalid(
       "node: removing a node needs a cluster (store = \"redis://...\" in config.toml, "
-      "docs/cluster.md); this daemon is a single machine")));
+      "docs/cluster.md); this daemon is a single machine");
 }
 
-void LocalMode::StoreSeenRoute(Responder& respond) {
-  respond(ErrorResponse(Status::NotFound(
-      "cluster: this daemon is a single machine; its store is its own (docs/cluster.md)")));
+Result<json> LocalMode::StoreSeen() {
+  return Status::NotFound(
+      "cluster: this daemon is a single machine; its store is its own (docs/cluster.md)");
+}
+
+namespace {
+
+class NoPeers final : public Shipping {
+ public:
+  Result<std::string> ServeManifest(const Job&, size_t) override { return Refused(); }
+  void ServeChunks(const Job&, size_t, std::string, Answer done) override { done(Refused()); }
+  void ServeOutputs(const Job&, int, const std::string&, Answer done) override { done(Refused()); }
+  void ServeOutputChunks(JobId, int, std::string, Answer done) override { done(Refused()); }
+  void Forget(const Job&) override {}
+
+ private:
+  static Status Refused() { return Status::Conflict("this daemon is not a cluster's node"); }
+};
+
+}  // namespace
+
+Shipping& NoShipping() {
+  static NoPeers none;
+  return none;
 }
 
 }  // namespace trainq

@@ -39,17 +39,19 @@ class LocalMode final : public Mode, public Scheduler::Site {
   bool ReadsLastAttempt() const override { return false; }
 
   Status CancelElsewhere(const Job& job, const std::string& by, std::string* message) override;
-  void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
-                const Job& job, const Attempt& attempt, Responder& respond) override;
-  void ProxyStep(const std::string& node, const std::string& method, const std::string& path,
-                 const std::map<std::string, std::string>& query, const std::string& body,
-                 const Job& job, int attempt, int rank, Responder& respond) override;
-  void ProxyGpuHistory(const std::string& node, const std::map<std::string, std::string>& query,
-                       Responder& respond) override;
-  void NodesRoute(Responder& respond) override;
-  void DrainRoute(const std::string& name, bool drain, Responder& respond) override;
-  void RemoveNodeRoute(const std::string& name, Responder& respond) override;
-  void StoreSeenRoute(Responder& respond) override;
+  Result<HttpResponse> AskNode(const std::string& node, const std::string& method,
+                               const std::string& path,
+                               const std::map<std::string, std::string>& query,
+                               const std::string& body, std::string_view what) override;
+  Result<nlohmann::json> Nodes() override;
+  // This node, always up.
+  Result<std::vector<std::pair<std::string, std::string>>> NodeStates() override {
+    return std::vector<std::pair<std::string, std::string>>{{p_.node, "up"}};
+  }
+  Status Drain(const std::string& name, bool drain) override;
+  Status RemoveNode(const std::string& name) override;
+  Result<nlohmann::json> StoreSeen() override;
+  Shipping& shipping() override { return NoShipping(); }
 
  private:
   NodeState Node() const {

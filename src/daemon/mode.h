@@ -1,6 +1,8 @@
 // One machine or a cluster: where a job is placed, where node facts come from, and who
 // decides. The daemon chooses a Mode once, at start, from its store (a cluster's store is
-// Redis; docs/cluster.md), and no other part asks which it is: they call the mode.
+// Redis; docs/cluster.md), with the Trust that goes with it (trust.h), and no other part asks
+// which it is: they call the mode, or what it hands out (its Site, its Shipping). The mode
+// answers in data; the HTTP answers are the routes' (routes.cc).
 //
 // LocalMode (local_mode.cc): this node alone; the scheduler always places, the agent starts.
 // ClusterMode (cluster.cc): nodes that share one store; the node holding the leader lease
@@ -9,13 +11,18 @@
 
 #include <map>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "src/api/http.h"
 #include "src/core/spec.h"
 #include "src/daemon/agent.h"
 #include "src/daemon/gpu_sampler.h"
 #include "src/daemon/scheduler.h"
+#include "src/daemon/shipping.h"
 
 namespace trainq {
 
@@ -64,32 +71,30 @@ class Mode {
   // Cancels, for the user `by`, a job that runs nowhere on this node (kConflict: it runs
   // nowhere at all).
   virtual Status CancelElsewhere(const Job& job, const std::string& by, std::string* message) = 0;
-  // Whether an attempt's log is on another node (then ProxyLog answers).
+  // Whether an attempt's log is on another node (then AskNode fetches it).
   virtual bool LogElsewhere(const Attempt& attempt) const {
     (void)attempt;
     return false;
   }
-  virtual void ProxyLog(const std::string& path, const std::map<std::string, std::string>& query,
-                        const Job& job, const Attempt& attempt, Responder& respond) = 0;
-  // A `trainq sbatch` job's step request (GET or POST below /v1/jobs/ID/steps) made on a node
-  // where its batch script does not run: sent to `node`, the one where it runs, as this node's
-  // signed request. A step that node gives part `rank` is checked against the cluster key
-  // before it is answered. One machine has no other node.
-  virtual void ProxyStep(const std::string& node, const std::string& method,
-                         const std::string& path, const std::map<std::string, std::string>& query,
-                         const std::string& body, const Job& job, int attempt, int rank,
-                         Responder& respond) = 0;
-  // GET /v1/gpus/history?node=NODE for another node: asked of it, as this node's signed
-  // request (`query` without node). One machine has no other node: 404 naming it.
-  virtual void ProxyGpuHistory(const std::string& node,
-                               const std::map<std::string, std::string>& query,
-                               Responder& respond) = 0;
-  // GET /v1/nodes and POST /v1/nodes/NAME/drain|resume|remove.
-  virtual void NodesRoute(Responder& respond) = 0;
-  virtual void DrainRoute(const std::string& name, bool drain, Responder& respond) = 0;
-  virtual void RemoveNodeRoute(const std::string& name, Responder& respond) = 0;
-  // GET /v1/cluster/store: whether this node sees the cluster's store, for its peers.
-  virtual void StoreSeenRoute(Responder& respond) = 0;
+  // GET `path`?`query` (or POST `body`) of node `node`'s API, as this node's signed request:
+  // another node's log, GPU history or batch-job step. `what` names what is asked for in the
+  // errors ("the log of job 12 attempt 2"). One machine has no other node: kNotFound.
+  virtual Result<HttpResponse> AskNode(const std::string& node, const std::string& method,
+                                       const std::string& path,
+                                       const std::map<std::string, std::string>& query,
+                                       const std::string& body, std::string_view what) = 0;
+  // The nodes as GET /v1/nodes shows them: this one alone, or every node of the cluster.
+  virtual Result<nlohmann::json> Nodes() = 0;
+  // Every node's name and state (up, lost, drained), for the event stream.
+  virtual Result<std::vector<std::pair<std::string, std::string>>> NodeStates() = 0;
+  // Stops placing on node `name` (or places there again), or removes a node gone for good.
+  // One machine has no node to drain: kInvalid saying what a cluster needs.
+  virtual Status Drain(const std::string& name, bool drain) = 0;
+  virtual Status RemoveNode(const std::string& name) = 0;
+  // Whether this node sees the cluster's store, for its peers (GET /v1/cluster/store).
+  virtual Result<nlohmann::json> StoreSeen() = 0;
+  // What this node serves its peers of what jobs ship and leave (shipping.h).
+  virtual Shipping& shipping() = 0;
 };
 
 // What --constraint and --gpu-type select this node by, besides its GPUs' model names (config

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -30,6 +29,8 @@
 #include "src/daemon/gpu_history.h"
 #include "src/daemon/json_response.h"
 #include "src/daemon/liveness.h"
+#include "src/daemon/mode.h"
+#include "src/daemon/node_view.h"
 #include "src/daemon/routes.h"
 #include "src/daemon/stager.h"
 #include "src/daemon/step_routes.h"
@@ -388,7 +389,9 @@ class Routes {
     }
     std::map<std::string, std::string> query = c.req.query;
     query.erase("node");
-    c.d.mode->ProxyGpuHistory(node->second, query, c.respond);
+    Result<HttpResponse> answer =
+        c.d.mode->AskNode(node->second, "GET", "/v1/gpus/history", query, "", "the GPU history");
+    c.respond(answer.ok() ? std::move(*answer) : ErrorResponse(answer.status()));
   }
   static void Events(RouteContext& c) { c.d.watch->Events(c.req, c.respond); }
   static void Metrics(RouteContext& c) { c.d.watch->Metrics(c.req, c.respond); }
@@ -407,17 +410,17 @@ class Routes {
   static void FinishStep(RouteContext& c) { c.d.steps->Finish(c.req, c.caller, *c.job, c.respond); }
   static void CancelStep(RouteContext& c) { c.d.steps->Cancel(c.req, c.caller, *c.job, c.respond); }
   static void StepsDone(RouteContext& c) { c.d.steps->Done(c.req, c.caller, *c.job, c.respond); }
-  static void Nodes(RouteContext& c) { c.d.mode->NodesRoute(c.respond); }
-  static void DrainNode(RouteContext& c) {
-    c.d.mode->DrainRoute(std::string(c.segment), true, c.respond);
+  static void Nodes(RouteContext& c) {
+    Result<json> nodes = c.d.mode->Nodes();
+    c.respond(nodes.ok() ? NodesJson(200, *nodes) : ErrorResponse(nodes.status()));
   }
-  static void ResumeNode(RouteContext& c) {
-    c.d.mode->DrainRoute(std::string(c.segment), false, c.respond);
+  static void DrainNode(RouteContext& c) { Drain(c, true); }
+  static void ResumeNode(RouteContext& c) { Drain(c, false); }
+  static void RemoveNode(RouteContext& c);
+  static void StoreSeen(RouteContext& c) {
+    Result<json> seen = c.d.mode->StoreSeen();
+    c.respond(seen.ok() ? Json(200, *seen) : ErrorResponse(seen.status()));
   }
-  static void RemoveNode(RouteContext& c) {
-    c.d.mode->RemoveNodeRoute(std::string(c.segment), c.respond);
-  }
-  static void StoreSeen(RouteContext& c) { c.d.mode->StoreSeenRoute(c.respond); }
 
  private:
   // A job as the API shows it: one whose end the state dir refused still reads `running`
@@ -444,6 +447,7 @@ class Routes {
     return d.scheduler->LiveReason(job.id);
   }
   static Result<Job> FindJob(RouteContext& c, std::string_view id);
+  static void Drain(RouteContext& c, bool drain);
   static void AnswerChange(RouteContext& c, const Status& st, const std::string& message);
   static Status Retry(RouteContext& c, const Job& job, std::string* message);
   static void ActOnMany(RouteContext& c, std::string_view verb);
@@ -609,8 +613,6 @@ Status CheckTransfersHere(const UserInfo* as, const JobSpec& spec, FileMemo& mem
 }
 
 // Only a node of a cluster ships files; a node's request reaches only a cluster's daemon.
-Status NotACluster() { return Status::Conflict("this daemon is not a cluster's node"); }
-
 bool NamesFiles(const JobSpec& spec) { return spec.container.on() || !spec.transfers.empty(); }
 
 // The checks of every file the jobs name (docs/architecture.md, "Paths users control"):
@@ -652,10 +654,33 @@ void CheckFilesThen(ApiParts& d, const std::string& user, std::vector<JobSpec> s
 
 }  // namespace
 
+// POST /v1/nodes/NAME/drain and /resume (admins): nothing new is placed on a drained node;
+// what runs there runs on.
+void Routes::Drain(RouteContext& c, bool drain) {
+  std::string name(c.segment);
+  if (Status st = c.d.mode->Drain(name, drain); !st.ok()) return c.respond(ErrorResponse(st));
+  c.respond(NodesJson(
+      200, {{"message", drain ? fmt::format("node {} drained: no new job starts there; running "
+                                            "ones run on",
+                                            name)
+                              : fmt::format("node {} resumed: jobs may start there again", name)},
+            {"node", name},
+            {"drained", drain}}));
+}
+
+// POST /v1/nodes/NAME/remove (admins): a node gone for good leaves the listing.
+void Routes::RemoveNode(RouteContext& c) {
+  std::string name(c.segment);
+  if (Status st = c.d.mode->RemoveNode(name); !st.ok()) return c.respond(ErrorResponse(st));
+  c.respond(NodesJson(
+      200, {{"message", fmt::format("node {} removed; a daemon started there joins again", name)},
+            {"node", name},
+            {"removed", true}}));
+}
+
 // GET /v1/jobs/ID/transfer?i=N&manifest=1, or ?c=HASH,...&i=N: what job ID ships, for the node
 // that runs it (a peer's signed request only).
 void Routes::Transfer(RouteContext& c) {
-  if (c.d.stager == nullptr) return c.respond(ErrorResponse(NotACluster()));
   std::optional<size_t> index;
   bool manifest = false;
   std::string_view chunks;
@@ -681,15 +706,15 @@ void Routes::Transfer(RouteContext& c) {
     if (!body.ok()) return respond(ErrorResponse(body.status()));
     respond({200, std::move(*body), "application/octet-stream"});
   };
-  if (manifest) return answer(c.d.stager->ServeManifest(*c.job, *index));
-  c.d.stager->ServeChunks(*c.job, *index, std::string(chunks), answer);
+  Shipping& shipping = c.d.mode->shipping();
+  if (manifest) return answer(shipping.ServeManifest(*c.job, *index));
+  shipping.ServeChunks(*c.job, *index, std::string(chunks), answer);
 }
 
 // GET /v1/jobs/ID/outputs?attempt=N&manifest=1, or ?attempt=N&c=HASH,...: what attempt N left
 // on this node matching the job's --collect patterns, for the node that stored the job (a
 // peer's signed request only).
 void Routes::Outputs(RouteContext& c) {
-  if (c.d.stager == nullptr) return c.respond(ErrorResponse(NotACluster()));
   const Job& job = *c.job;
   int attempt = 0;
   bool manifest = false;
@@ -718,7 +743,8 @@ void Routes::Outputs(RouteContext& c) {
     if (!body.ok()) return respond(ErrorResponse(body.status()));
     respond({200, std::move(*body), "application/octet-stream"});
   };
-  if (!manifest) return c.d.stager->ServeOutputChunks(job.id, attempt, std::string(chunks), answer);
+  Shipping& shipping = c.d.mode->shipping();
+  if (!manifest) return shipping.ServeOutputChunks(job.id, attempt, std::string(chunks), answer);
   std::optional<AttemptPart> part = job.attempts[attempt - 1].PartOn(c.d.node);
   if (!part) {
     return c.respond(ErrorResponse(Status::NotFound(
@@ -726,7 +752,7 @@ void Routes::Outputs(RouteContext& c) {
   }
   Result<RunSpec> ran = ReadRunSpec(part->run_dir);
   if (!ran.ok()) return c.respond(ErrorResponse(ran.status()));
-  c.d.stager->ServeOutputs(job, attempt, ran->cwd, answer);
+  shipping.ServeOutputs(job, attempt, ran->cwd, answer);
 }
 
 namespace {
@@ -981,16 +1007,15 @@ void Routes::Clean(RouteContext& c) {
   size_t logs = 0;
   if (!r->keep_logs) {
     for (JobId id : *gone) {
-      std::error_code ec;
-      std::string dir = c.d.options->paths.runs + "/" + std::to_string(id);
-      if (std::filesystem::remove_all(dir, ec) > 0) ++logs;
-      if (ec) spdlog::warn("clean: job {}: removing {}: {}", id, dir, ec.message());
+      Result<bool> removed = RemoveTreeSaying(c.d.options->paths.runs + "/" + std::to_string(id));
+      if (removed.ok() && *removed) ++logs;
+      if (!removed.ok()) spdlog::warn("clean: job {}: {}", id, removed.status().message());
     }
     // Its copies of what was shipped here, and of what came back from it before the copy into
     // its collect_to (shared --stage copies stay).
     std::set<JobId> forgotten(gone->begin(), gone->end());
     for (const Job& job : *jobs) {
-      if (c.d.stager != nullptr && forgotten.count(job.id) != 0) c.d.stager->Forget(job);
+      if (forgotten.count(job.id) != 0) c.d.mode->shipping().Forget(job);
     }
   }
   spdlog::info("{} cleaned {} job(s)", c.caller.user, gone->size());
@@ -1275,7 +1300,10 @@ void Routes::Log(RouteContext& c) {
                                                 {"length", std::to_string(length)}};
     if (size_only) query["size"] = "1";
     if (part && *part > 0) query["part"] = std::to_string(*part);
-    return c.d.mode->ProxyLog(c.req.path, query, job, *attempt, c.respond);
+    Result<HttpResponse> answer =
+        c.d.mode->AskNode(attempt->node, "GET", c.req.path, query, "",
+                          fmt::format("the log of job {} attempt {}", job.id, attempt->n));
+    return c.respond(answer.ok() ? std::move(*answer) : ErrorResponse(answer.status()));
   }
   bool active = attempt->state == JobState::kStarting || attempt->state == JobState::kRunning;
   // A log the shim made in the run dir: nothing but a regular file is read (or waited for).

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "src/daemon/agent.h"
+#include "src/daemon/shipping.h"
 #include "src/os/process.h"
 #include "src/os/transfer.h"
 #include "src/os/users.h"
@@ -25,7 +26,7 @@
 
 namespace trainq {
 
-class Stager {
+class Stager final : public Shipping {
  public:
   struct Parts {
     std::string node;
@@ -67,7 +68,7 @@ class Stager {
   void Retain(const std::vector<Job>& active);
   // `trainq clean` forgot `job`: its copies here (STATE/staged/JOB, STATE/collected/JOB) go,
   // removed by a process of its user on a shared daemon.
-  void Forget(const Job& job);
+  void Forget(const Job& job) override;
   // Ends the staging of `id` (if in progress) with `why`: its holder is gone for good.
   void Abandon(JobId id, const std::string& why);
   // The holder of every job being staged.
@@ -82,9 +83,8 @@ class Stager {
   // chunks named by `hashes` (comma-separated, at most kMaxChunksPerGet), concatenated and
   // each checked against its name, read on a thread of their own and given to `done` on the
   // loop. kNotFound / kConflict / kInvalid saying why not.
-  Result<std::string> ServeManifest(const Job& job, size_t index);
-  void ServeChunks(const Job& job, size_t index, std::string hashes,
-                   std::function<void(Result<std::string>)> done);
+  Result<std::string> ServeManifest(const Job& job, size_t index) override;
+  void ServeChunks(const Job& job, size_t index, std::string hashes, Answer done) override;
   static constexpr size_t kMaxChunksPerGet = 32;
 
   // --collect, the holder's side: copies back what attempt `n` of `job`, which ran on another
@@ -94,10 +94,8 @@ class Stager {
   // --collect, the side of the node it ran on: the manifest of what attempt `n` of `job` left
   // matching its patterns in `cwd` (where it ran here), made on a thread of its own and given
   // to `done` on the loop; then the bytes of its chunks.
-  void ServeOutputs(const Job& job, int n, const std::string& cwd,
-                    std::function<void(Result<std::string>)> done);
-  void ServeOutputChunks(JobId id, int n, std::string hashes,
-                         std::function<void(Result<std::string>)> done);
+  void ServeOutputs(const Job& job, int n, const std::string& cwd, Answer done) override;
+  void ServeOutputChunks(JobId id, int n, std::string hashes, Answer done) override;
 
   // Whether what attempt `n` of job `id` left elsewhere came back here (or nothing matched).
   bool Collected(JobId id, int n) const;

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "src/daemon/agent.h"
-#include "src/daemon/cluster_key.h"
 #include "src/daemon/json_response.h"
 #include "src/daemon/mode.h"
+#include "src/daemon/trust.h"
 
 namespace trainq {
 
@@ -90,6 +90,23 @@ bool StepRoutes::BatchRunsHere(JobId job, int n) {
   return true;
 }
 
+// Short and synchronous, as a proxied log: a step request is small, and the parts ask a few
+// times a second at most.
+void StepRoutes::Proxy(const std::string& node, const std::string& method, const HttpRequest& req,
+                       const std::map<std::string, std::string>& query, const Job& job, int attempt,
+                       int rank, Responder& respond) {
+  Result<HttpResponse> answer =
+      mode_.AskNode(node, method, req.path, query, method == "POST" ? req.body : "",
+                    fmt::format("the batch script of job {}", job.id));
+  if (!answer.ok()) return respond(ErrorResponse(answer.status()));
+  if (method != "GET" || answer->status != 200) return respond(std::move(*answer));
+  json doc = json::parse(answer->body, nullptr, false);
+  if (!doc.is_object()) return respond(std::move(*answer));
+  Result<json> step = trust_.StepFromPeer(job.id, attempt, rank, doc, node);
+  if (!step.ok()) return respond(ErrorResponse(step.status()));
+  respond(Json(200, *step));
+}
+
 void StepRoutes::Add(const HttpRequest& req, const Caller& caller, const Job& job,
                      Responder& respond) {
   (void)caller;
@@ -114,8 +131,7 @@ void StepRoutes::Read(const HttpRequest& req, const Caller& caller, const Job& j
   int rank = q->rank.value_or(-1);
   if (FirstNode(*a) != node_) {
     if (peer) return respond(ErrorResponse(Status::Conflict("ask the job's first node")));
-    return mode_.ProxyStep(FirstNode(*a), "GET", req.path, QueryOf(*q), "", job, a->n, rank,
-                           respond);
+    return Proxy(FirstNode(*a), "GET", req, QueryOf(*q), job, a->n, rank, respond);
   }
   bool here = BatchRunsHere(job.id, a->n);
   if (q->output && (peer || !q->step)) {
@@ -137,10 +153,7 @@ void StepRoutes::Read(const HttpRequest& req, const Caller& caller, const Job& j
   }
   std::string text = board_.Next(job.id, a->n, rank, *q->after);
   if (!text.empty()) {
-    if (peer && key_ != nullptr) {
-      return respond(Json(
-          200, json{{"step_text", text}, {"signature", key_->SignStep(job.id, a->n, rank, text)}}));
-    }
+    if (peer) return respond(Json(200, trust_.StepForPeer(job.id, a->n, rank, text)));
     return respond(Json(200, json{{"step", json::parse(text, nullptr, false)}}));
   }
   auto seen = seen_.find(job.id);
@@ -164,8 +177,7 @@ void StepRoutes::Finish(const HttpRequest& req, const Caller& caller, const Job&
   bool peer = !caller.node.empty();
   if (FirstNode(*a) != node_) {
     if (peer) return respond(ErrorResponse(Status::Conflict("ask the job's first node")));
-    return mode_.ProxyStep(FirstNode(*a), "POST", req.path, QueryOf(*q), req.body, job, a->n,
-                           *q->rank, respond);
+    return Proxy(FirstNode(*a), "POST", req, QueryOf(*q), job, a->n, *q->rank, respond);
   }
   if (q->at) {
     Result<json> taken = board_.Append(job.id, a->n, *q->step, *q->rank, *q->at, req.body);

@@ -21,15 +21,15 @@
 namespace trainq {
 
 class Agent;
-class ClusterKey;
+class Trust;
 class Mode;
 
 class StepRoutes {
  public:
   // Everything given outlives the object; `key` is null on one machine.
-  StepRoutes(const Agent& agent, Mode& mode, const Clock& clock, const ClusterKey* key,
+  StepRoutes(const Agent& agent, Mode& mode, const Clock& clock, const Trust& trust,
              std::string node)
-      : agent_(agent), mode_(mode), clock_(clock), key_(key), node_(std::move(node)) {}
+      : agent_(agent), mode_(mode), clock_(clock), trust_(trust), node_(std::move(node)) {}
 
   void Add(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
   void Read(const HttpRequest& req, const Caller& caller, const Job& job, Responder& respond);
@@ -44,11 +44,17 @@ class StepRoutes {
   // Whether the batch script of attempt `n` of `job` runs on this node now; remembers the
   // attempts it saw so, so their end is told apart from a start still to come.
   bool BatchRunsHere(JobId job, int n);
+  // A step request made where the batch script of attempt `attempt` does not run: sent to
+  // `node`, the one where it runs, as this node's signed request (Mode::AskNode); a step
+  // that node gives part `rank` is checked (Trust::StepFromPeer) before it is answered.
+  void Proxy(const std::string& node, const std::string& method, const HttpRequest& req,
+             const std::map<std::string, std::string>& query, const Job& job, int attempt, int rank,
+             Responder& respond);
 
   const Agent& agent_;
   Mode& mode_;
   const Clock& clock_;
-  const ClusterKey* key_;
+  const Trust& trust_;
   std::string node_;
   StepBoard board_;
   std::map<JobId, int> seen_;  // job -> attempt whose batch script was seen running here

@@ -31,10 +31,11 @@ class SubmitBatcher {
         stored;
   };
 
-  // Everything given outlives the object; `config` is read at each batch.
-  SubmitBatcher(boost::asio::io_context& io, Store& store, const Clock& clock, const Config& config,
-                Hooks hooks)
-      : io_(io), store_(store), clock_(clock), config_(config), hooks_(std::move(hooks)) {}
+  // Everything given outlives the object; `config` is read at each batch. The hooks come
+  // later (SetHooks), once what they call is made; no batch is stored before.
+  SubmitBatcher(boost::asio::io_context& io, Store& store, const Clock& clock, const Config& config)
+      : io_(io), store_(store), clock_(clock), config_(config) {}
+  void SetHooks(Hooks hooks) { hooks_ = std::move(hooks); }
 
   // The waiting-jobs cap for a request on its own, before its jobs are checked one by one
   // (a 100,000-job array is refused before that work).

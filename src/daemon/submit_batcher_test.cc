@@ -37,7 +37,8 @@ class SubmitBatcherTest : public ::testing::Test {
       EXPECT_EQ(now, kT0);
       for (size_t i = 0; i < ids.size(); ++i) stored_.emplace_back(ids[i], specs[i].group);
     };
-    batcher_.emplace(io_, *store_, clock_, config_, std::move(hooks));
+    batcher_.emplace(io_, *store_, clock_, config_);
+    batcher_->SetHooks(std::move(hooks));
   }
   void TearDown() override {
     batcher_.reset();

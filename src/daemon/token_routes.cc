@@ -93,9 +93,9 @@ Result<TokenRequest> ParseTokenRequest(const std::string& body, const std::strin
   return r;
 }
 
-std::string TokenState(const TokenRecord& t, UnixMs now, const ClusterKey* key) {
+std::string TokenState(const TokenRecord& t, UnixMs now, const Trust& trust) {
   if (t.revoked_at != 0) return "revoked";
-  if (key && !key->VerifyToken(t)) return "unsigned";  // written into Redis by another hand
+  if (!trust.MadeByANode(t)) return "unsigned";  // written into Redis by another hand
   if (t.expires_at != 0 && now >= t.expires_at) return "expired";
   return "active";
 }
@@ -115,7 +115,7 @@ void TokenRoutes::Create(const HttpRequest& req, const Caller& caller, Responder
   TokenRecord record{
       r->name, Sha256Hex(*token), r->role, r->user, now, r->expires_ms ? now + r->expires_ms : 0,
       0,       caller.user,       ""};
-  if (cluster_key_) record.signature = cluster_key_->SignToken(record);
+  record.signature = trust_.SignToken(record);
   if (Status st = store_.AddToken(record); !st.ok()) return respond(ErrorResponse(st));
   spdlog::info("token '{}' created for user {} with role {} by {}{}", record.name, record.user,
                RoleName(record.role), caller.user,
@@ -171,7 +171,7 @@ void TokenRoutes::CreateForDashboard(const Caller& caller, Responder& respond) {
                      0,
                      caller.user,
                      ""};
-  if (cluster_key_) record.signature = cluster_key_->SignToken(record);
+  record.signature = trust_.SignToken(record);
   if (Status st = store_.AddToken(record); !st.ok()) return respond(ErrorResponse(st));
   spdlog::info("token '{}' created for user {}'s dashboard, expires in {}", record.name,
                record.user, FormatDuration(kDashboardTokenMs));
@@ -196,7 +196,7 @@ void TokenRoutes::List(Responder& respond) {
                    {"created_by", t.created_by},
                    {"expires_at", TimeOrNull(t.expires_at)},
                    {"revoked_at", TimeOrNull(t.revoked_at)},
-                   {"state", TokenState(t, now, cluster_key_)}});
+                   {"state", TokenState(t, now, trust_)}});
   }
   respond(Json(200, {{"tokens", std::move(out)}}));
 }

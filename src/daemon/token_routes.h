@@ -7,8 +7,8 @@
 
 #include "src/api/http.h"
 #include "src/core/auth.h"
-#include "src/daemon/cluster_key.h"
 #include "src/daemon/config.h"
+#include "src/daemon/trust.h"
 #include "src/os/clock.h"
 #include "src/store/store.h"
 
@@ -16,11 +16,10 @@ namespace trainq {
 
 class TokenRoutes {
  public:
-  // `cluster_key`: the cluster's key where the store is a cluster's (tokens are then signed,
-  // and one without a valid signature is listed "unsigned"), else null. Everything given
-  // outlives the object.
-  TokenRoutes(Store& store, const Clock& clock, const Config& config, const ClusterKey* cluster_key)
-      : store_(store), clock_(clock), config_(config), cluster_key_(cluster_key) {}
+  // `trust` signs new tokens where a node's signature is asked (a cluster's), and a stored
+  // token no node made is listed "unsigned". Everything given outlives the object.
+  TokenRoutes(Store& store, const Clock& clock, const Config& config, const Trust& trust)
+      : store_(store), clock_(clock), config_(config), trust_(trust) {}
 
   // `caller` made it (created_by), and it acts as caller's user unless the body names one.
   void Create(const HttpRequest& req, const Caller& caller, Responder& respond);
@@ -37,7 +36,7 @@ class TokenRoutes {
   Store& store_;
   const Clock& clock_;
   const Config& config_;
-  const ClusterKey* cluster_key_;
+  const Trust& trust_;
 };
 
 }  // namespace trainq

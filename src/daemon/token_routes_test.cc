@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "src/daemon/cluster_key.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/fake_clock.h"
 #include "src/store/redis/redis_test_util.h"
@@ -51,7 +52,7 @@ class TokenRoutesTest : public ::testing::Test {
 };
 
 TEST_F(TokenRoutesTest, AnAdminMakesListsAndRevokesATokenThatIsStoredOnlyAsItsHash) {
-  TokenRoutes tokens(*store_, clock_, config_, nullptr);
+  TokenRoutes tokens(*store_, clock_, config_, OneMachineTrust());
   HttpRequest create =
       Request("/v1/tokens", R"({"name": "ci", "role": "submit", "user": "ada", "expires": "1d"})");
   HttpResponse made = Answer([&](Responder& r) { tokens.Create(create, admin_, r); });
@@ -77,7 +78,7 @@ TEST_F(TokenRoutesTest, AnAdminMakesListsAndRevokesATokenThatIsStoredOnlyAsItsHa
 // Only admins reach these (the routes' rule, route_permissions_test.cc); what they send is
 // checked whole.
 TEST_F(TokenRoutesTest, OnlyWellFormedRequests) {
-  TokenRoutes tokens(*store_, clock_, config_, nullptr);
+  TokenRoutes tokens(*store_, clock_, config_, OneMachineTrust());
   HttpRequest bad = Request("/v1/tokens", R"({"name": "x", "role": "root"})");
   HttpResponse refused = Answer([&](Responder& r) { tokens.Create(bad, admin_, r); });
   EXPECT_EQ(refused.status, 400);
@@ -100,7 +101,8 @@ TEST_F(TokenRoutesTest, InAClusterATokenIsSignedByTheNodeThatMadeIt) {
   Result<std::unique_ptr<ClusterStore>> redis = OpenRedisStore(server.Target("t:"));
   ASSERT_TRUE(redis.ok()) << redis.status().ToString();
   ClusterKey key(std::string(64, 'k'));
-  TokenRoutes tokens(**redis, clock_, config_, &key);
+  std::unique_ptr<Trust> trust = ClusterTrust(key);
+  TokenRoutes tokens(**redis, clock_, config_, *trust);
   HttpRequest create = Request("/v1/tokens", R"({"name": "n", "role": "read"})");
   HttpResponse made = Answer([&](Responder& r) { tokens.Create(create, admin_, r); });
   ASSERT_EQ(made.status, 201) << made.body;
@@ -108,7 +110,8 @@ TEST_F(TokenRoutesTest, InAClusterATokenIsSignedByTheNodeThatMadeIt) {
   EXPECT_THAT(listed.body, HasSubstr(R"("state":"active")"));
   // Judged with another cluster's key, no node of it made the token.
   ClusterKey other(std::string(64, 'o'));
-  TokenRoutes elsewhere(**redis, clock_, config_, &other);
+  std::unique_ptr<Trust> other_trust = ClusterTrust(other);
+  TokenRoutes elsewhere(**redis, clock_, config_, *other_trust);
   listed = Answer([&](Responder& r) { elsewhere.List(r); });
   EXPECT_THAT(listed.body, HasSubstr(R"("state":"unsigned")"));
 }

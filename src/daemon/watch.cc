@@ -221,10 +221,8 @@ Status Watch::Prime() {
   for (const Job& j : *live) active_[j.id] = {j.state, j.attempt};
   last_id_ = *last;
   nodes_.clear();
-  if (p_.node_states) {
-    if (auto states = p_.node_states(); states.ok()) {
-      for (auto& [name, state] : *states) nodes_[name] = state;
-    }
+  if (auto states = p_.node_states(); states.ok()) {
+    for (auto& [name, state] : *states) nodes_[name] = state;
   }
   primed_ = true;
   return Status::Ok();
@@ -295,7 +293,6 @@ void Watch::Look() {
 }
 
 void Watch::LookNodes() {
-  if (!p_.node_states) return;
   Result<std::vector<std::pair<std::string, std::string>>> states = p_.node_states();
   if (!states.ok()) return;
   for (auto& [name, state] : *states) {

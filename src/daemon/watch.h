@@ -42,7 +42,7 @@ class Watch {
     // This node's GPUs as placement sees them (holdings included), and the policy in force.
     std::function<NodeState()> this_node;
     std::function<PolicyConfig()> policy;
-    // A cluster's nodes and their state (up, lost, drained); null on one machine.
+    // Every node and its state (up, lost, drained): Mode::NodeStates.
     std::function<Result<std::vector<std::pair<std::string, std::string>>>()> node_states{};
     // Open API connections (HttpServer::Connections); null: none counted.
     std::function<size_t()> connections{};

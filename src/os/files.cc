@@ -183,7 +183,9 @@ Status RenameFile(const std::string& from, const std::string& to) {
   return ErrnoStatus(what, errno);
 }
 
-void RemoveTree(const std::string& path) {
+void RemoveTree(const std::string& path) { (void)RemoveTreeSaying(path); }
+
+Result<bool> RemoveTreeSaying(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   // A daemon not running as root needs a read-only directory writable to empty it.
@@ -195,7 +197,10 @@ void RemoveTree(const std::string& path) {
       }
     }
   }
-  fs::remove_all(path, ec);
+  ec.clear();
+  std::uintmax_t removed = fs::remove_all(path, ec);
+  if (ec) return Status::Internal("removing " + path + ": " + ec.message());
+  return removed > 0;
 }
 
 }  // namespace trainq

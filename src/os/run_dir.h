@@ -202,5 +202,8 @@ Status RenameFile(const std::string& from, const std::string& to);
 // it points at), its directories made writable first so a read-only tree can be emptied. Best
 // effort: what cannot be removed stays.
 void RemoveTree(const std::string& path);
+// RemoveTree, saying whether anything was there to remove, or why what was there could not
+// all be removed.
+Result<bool> RemoveTreeSaying(const std::string& path);
 
 }  // namespace trainq
