@@ -14,13 +14,13 @@ def submit_mix(tq, marker):
         kind = i % 4
         if kind == 0:
             opts, args = ["--mem", "25GiB"], ["--mem-gib", "20", "--alloc-after", "0.2",
-                                              "--duration", "0.3"]
+                                              "--duration", "1"]
         elif kind == 1:
-            opts, args = ["--gpus", "0"], ["--duration", "0.2"]
+            opts, args = ["--gpus", "0"], ["--duration", "1"]
         elif kind == 2:
             opts, args = ["--mem", "10GiB"], ["--oom-on-attempts", "1"]
         else:
-            opts, args = ["--gpus", "2", "--mem", "5GiB"], ["--mem-gib", "5", "--duration", "0.2"]
+            opts, args = ["--gpus", "2", "--mem", "5GiB"], ["--mem-gib", "5", "--duration", "1"]
         ids.append(tq.submit(*opts, cmd=tq.fake_job("--marker", marker, *args)))
     return ids
 
@@ -37,7 +37,9 @@ def test_mixed_workload_drains_through_daemon_kills(make_trainq):
     ids = submit_mix(tq, marker)
     tq.kill_daemon()  # while the first jobs start
     killed_again = False
-    deadline = time.monotonic() + 50
+    # The jobs last a second each so the drain outlasts a few listings on a loaded machine:
+    # the second kill must land while jobs are still left.
+    deadline = time.monotonic() + 120
     while True:
         jobs = tq.ls("--all")
         done = sum(j["state"] in ("succeeded", "failed", "cancelled") for j in jobs)
