@@ -161,7 +161,10 @@ struct JobSpec {
   int cpus = 1;                       // host CPU slots held
   int priority = 0;                   // higher first
   int retries = 3;                    // OOM retries allowed
-  std::string user;                   // who submitted (from the socket's peer credentials)
+  // --hold: stored held (not_before kHeldNotBefore), as `trainq hold` leaves a job, until
+  // `trainq release`; Slurm's `sbatch --hold`.
+  bool hold = false;
+  std::string user;  // who submitted (from the socket's peer credentials)
   // Dependencies (--after, --after-any): ids of jobs that existed when this one was
   // submitted. `after`: start once all succeeded; one failing or cancelled cancels this
   // job. `after_any`: start once all ended, whatever the outcome.

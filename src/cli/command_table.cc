@@ -25,6 +25,7 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option("--name", a.name, "a name (default: the command)");
   s->add_option("--priority", a.priority, "higher runs first");
   s->add_option("--retries", a.retries, "retries after GPU out-of-memory");
+  s->add_flag("--hold", a.hold, "store it held: it waits until trainq release");
   s->add_option("--cwd", a.cwd, "working directory (default: the current one)");
   // One value per --env: a vector option would otherwise also take the words after it and
   // swallow the `--` that ends the options, so the command's own flags would be refused.

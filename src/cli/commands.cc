@@ -189,6 +189,7 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   if (!a.mail.empty()) body["mail"] = a.mail;
   if (!a.signal.empty()) body["signal"] = a.signal;
   if (a.requeue) body["requeue"] = true;
+  if (a.hold) body["hold"] = true;
   if (a.preemptible) body["preemptible"] = *a.preemptible;
   if (!a.checkpoint.empty()) body["checkpoint"] = a.checkpoint;
   return body;

@@ -45,6 +45,7 @@ struct SubmitArgs {
   std::string collect_to;                  // --collect-to DIR (made absolute)
   std::string signal;                      // --signal [B:]SIG[@T]: checked by the daemon
   bool requeue = false;                    // --requeue
+  bool hold = false;                       // --hold
   std::optional<bool> preemptible;         // --preemptible / --no-preemptible; unset: config
   std::string checkpoint;                  // --checkpoint GLOB
   bool json = false;

@@ -305,6 +305,10 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
   line("retries", job.Text("retries") + " (out-of-memory retries allowed)");
   line("user", job.Text("user"));
   line("submitted", job.Text("submitted_at"));
+  if (job.BoolOr("submitted_held", false)) {
+    line("held at submit", job.BoolOr("held", false) ? "yes (--hold); trainq release starts it"
+                                                     : "yes (--hold), since released");
+  }
   if (job.Has("not_before")) line("not before", job.Text("not_before"));
   if (std::vector<Reply> after = job.ArrayOr("after"); !after.empty()) {
     line("after", JoinInts(after));

@@ -932,6 +932,7 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!o.mail_user.empty()) (*body)["mail"] = o.mail_user;
   if (!o.signal.empty()) (*body)["signal"] = o.signal;
   if (o.requeue) (*body)["requeue"] = *o.requeue;
+  if (o.hold) (*body)["hold"] = true;
   Result<json> after = DependencyIds(client, o.after_ok);
   if (!after.ok()) return after.status();
   Result<json> after_any = DependencyIds(client, o.after_any);

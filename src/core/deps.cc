@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "src/core/placement.h"
+
 namespace trainq {
 
 namespace {
@@ -53,6 +55,13 @@ DepDecision DecideDeps(const JobSpec& spec, std::span<const DepState> deps) {
   for (JobId id : spec.after_any) note_open(id);
   if (open.empty()) return {JobState::kQueued, ""};
   return {JobState::kBlocked, fmt::format("waiting for job {}", fmt::join(open, ", "))};
+}
+
+DepDecision SubmitStart(const JobSpec& spec, DepDecision deps) {
+  if (!spec.hold || deps.state == JobState::kCancelled) return deps;
+  deps.not_before = kHeldNotBefore;
+  if (deps.state == JobState::kQueued) deps.reason = HeldReason(0, spec.user);
+  return deps;
 }
 
 }  // namespace trainq

@@ -23,6 +23,7 @@ struct DepDecision {
   // dependency failed or was cancelled ("dependency 12 failed").
   JobState state = JobState::kQueued;
   std::string reason;
+  UnixMs not_before = 0;  // kHeldNotBefore: held (SubmitStart)
 };
 
 // `deps` holds the state of every id in spec.after and spec.after_any (order free; an id
@@ -31,5 +32,10 @@ struct DepDecision {
 // when that one was itself cancelled by a dependency, the root cause of the chain:
 // "dependency 13 was cancelled (dependency 12 failed)".
 DepDecision DecideDeps(const JobSpec& spec, std::span<const DepState> deps);
+
+// A new job as the store keeps it: its dependencies' decision (DecideDeps; queued without
+// any), held on top when it was submitted with --hold: not_before kHeldNotBefore, and a
+// queued job's reason saying who holds it (the passes add its id, HeldReason).
+DepDecision SubmitStart(const JobSpec& spec, DepDecision deps);
 
 }  // namespace trainq

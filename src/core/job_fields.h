@@ -100,6 +100,8 @@ inline constexpr auto kJobFields = std::make_tuple(
         .change = Change::kAlways, .placement = true}},
     JobField<&JobSpec::retries>{{.name = "retries", .sql = "retries", .redis = "retries",
         .request = "retries", .shown = "retries", .show = "retries"}},
+    JobField<&JobSpec::hold>{{.name = "hold", .sql = "hold", .redis = "hold", .request = "hold",
+        .shown = "submitted_held", .show = "held at submit"}},
     JobField<&JobSpec::user>{{.name = "user", .sql = "user", .redis = "user", .shown = "user", .show = "user",
         .why = "never from a request: the caller's identity", .placement = true}},
     JobField<&JobSpec::after>{{.name = "after", .sql = "after", .redis = "after",

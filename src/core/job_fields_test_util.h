@@ -23,6 +23,7 @@ inline JobSpec FullSpec(JobId dep_a, JobId dep_b) {
   s.cpus = 3;
   s.priority = -4;
   s.retries = 1;
+  s.hold = true;
   s.user = "alice";
   s.after = {dep_a};
   s.after_any = {dep_b};

@@ -89,6 +89,7 @@ void SpecReader::Field(const std::string& key, const json& v) {
   }
   if (key == "priority") return Int(key, v, spec_.priority);
   if (key == "retries") return Int(key, v, spec_.retries);
+  if (key == "hold") return Bool(key, v, spec_.hold);
   if (key == "after") return Ids(key, v, spec_.after);
   if (key == "after_any") return Ids(key, v, spec_.after_any);
   if (key == "time") return Time(v);
@@ -552,6 +553,7 @@ json JobToJson(const Job& job) {
       {"cpus", s.cpus},
       {"priority", s.priority},
       {"retries", s.retries},
+      {"submitted_held", s.hold},
       {"user", s.user},
       {"submitted_at", FormatTime(job.submitted_at)},
       {"reason", job.reason},
@@ -684,6 +686,7 @@ json SpecToJson(const JobSpec& spec) {
   if (spec.stop.signal > 0) out["signal"] = FormatSignalOption(spec.stop);
   if (spec.stop.requeue) out["requeue"] = true;
   if (spec.stop.preemptible) out["preemptible"] = *spec.stop.preemptible;
+  if (spec.hold) out["hold"] = true;
   if (!spec.stop.checkpoint.empty()) out["checkpoint"] = spec.stop.checkpoint;
   return out;
 }

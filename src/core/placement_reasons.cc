@@ -624,8 +624,8 @@ std::string HeldNote(const Pass& p, JobId job) {
 namespace trainq {
 
 std::string HeldReason(int64_t job, const std::string& by) {
-  return fmt::format("held{}: no pass starts it until trainq release {}",
-                     by.empty() ? "" : " by " + by, job);
+  return fmt::format("held{}: no pass starts it until trainq release{}",
+                     by.empty() ? "" : " by " + by, job > 0 ? fmt::format(" {}", job) : "");
 }
 
 std::string HeldBy(std::string_view reason) {

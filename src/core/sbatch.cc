@@ -199,9 +199,6 @@ constexpr Unhonoured kUnhonoured[] = {
     {"open-mode", 0, false,
      "output files are truncated when the job starts; a requeued job's attempts append"},
     {"wait", 'W', true, "use trainq wait ID"},
-    {"hold", 'H', true,
-     "the job is submitted waiting, not held (a submit cannot hold yet); hold it with trainq "
-     "hold ID or scontrol hold ID"},
     {"begin", 'b', false, "trainq has no start times"},
     {"comment", 0, false, "trainq keeps no comments"},
     {"reservation", 0, false, "trainq has no reservations"},
@@ -289,6 +286,12 @@ const std::vector<OptionRow>& Rows() {
       {"no-requeue", 0,
        [](const std::string&, SbatchOptions& out) {
          out.requeue = false;
+         return std::string();
+       },
+       true},
+      {"hold", 'H',
+       [](const std::string&, SbatchOptions& out) {
+         out.hold = true;
          return std::string();
        },
        true},

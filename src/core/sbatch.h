@@ -44,6 +44,7 @@ struct SbatchOptions {
   std::string mail_user;                 // --mail-user
   std::string signal;                    // --signal, as ParseSignalOption takes it
   std::optional<bool> requeue;           // --requeue, --no-requeue
+  bool hold = false;                     // --hold, -H: submitted held (scontrol release)
   // trainq's own lines, "#TRAINQ --stage SRC[:DST]", "#TRAINQ --collect PATTERN",
   // "#TRAINQ --collect-to DIR" (docs/cluster.md): what travels with the job.
   std::vector<std::string> stage;

@@ -97,16 +97,16 @@ TEST(SbatchTest, UnknownAndUnhonouredOptionsAreWarnedNeverDropped) {
   EXPECT_THAT(o.warnings[3], HasSubstr("--exclusive is not honoured"));
 }
 
-// trainq holds jobs (trainq hold, scontrol hold) but a submit cannot hold one yet: --hold
-// says so and names the way to hold it, never that trainq has no holds.
-TEST(SbatchTest, HoldSaysHowToHoldTheSubmittedJob) {
-  SbatchOptions o;
-  ASSERT_TRUE(ApplySbatchOptions({"-H"}, "the command line", o).ok());
-  ASSERT_TRUE(ApplySbatchOptions({"--hold"}, "#SBATCH line 2", o).ok());
-  ASSERT_EQ(o.warnings.size(), 2u);
-  for (const std::string& w : o.warnings) {
-    EXPECT_THAT(w, HasSubstr("is not honoured: the job is submitted waiting, not held"));
-    EXPECT_THAT(w, HasSubstr("trainq hold ID or scontrol hold ID"));
+// --hold and -H submit the job held, as Slurm's do (scontrol release starts it).
+TEST(SbatchTest, HoldSubmitsTheJobHeld) {
+  SbatchOptions plain;
+  ASSERT_TRUE(ApplySbatchOptions({"--job-name=x"}, "the command line", plain).ok());
+  EXPECT_FALSE(plain.hold);
+  for (const char* form : {"-H", "--hold"}) {
+    SbatchOptions o;
+    ASSERT_TRUE(ApplySbatchOptions({form}, "#SBATCH line 2", o).ok());
+    EXPECT_TRUE(o.hold) << form;
+    EXPECT_TRUE(o.warnings.empty()) << form << ": " << o.warnings[0];
   }
 }
 

@@ -387,6 +387,34 @@ TEST_F(DaemonTest, AnEndTheStoreRefusesIsKeptAndRecordedOnceItCanBe) {
   EXPECT_EQ(job.attempts[0].exit_code, 0);
 }
 
+// --hold: the job is stored held and the pass that follows its submit leaves it, the GPU
+// free; a release starts it.
+TEST_F(DaemonTest, AHeldSubmitWaitsForItsRelease) {
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId id = Submit({{"gpus", 1}, {"hold", true}});
+  Loop();
+  Job held = Get(id);
+  EXPECT_EQ(held.state, JobState::kQueued);
+  EXPECT_EQ(held.not_before, kHeldNotBefore);
+  HttpResponse shown = Call("GET", "/v1/jobs/" + std::to_string(id));
+  json doc = json::parse(shown.body);
+  EXPECT_EQ(doc["held"], true);
+  EXPECT_EQ(doc["submitted_held"], true);
+  EXPECT_THAT(doc["reason"].get<std::string>(),
+              HasSubstr("no pass starts it until trainq release " + std::to_string(id)));
+  JobId other = Submit({{"gpus", 1}});
+  EXPECT_EQ(Get(other).state, JobState::kRunning);  // the held one takes no GPU
+  ASSERT_TRUE(shims_.Exit(RunDir(other, 1), Exited(0)));
+  Loop();
+  EXPECT_EQ(Get(id).state, JobState::kQueued);  // a pass ran again, and left it
+  HttpResponse released =
+      Call("POST", "/v1/jobs/" + std::to_string(id) + "/update", json{{"hold", false}}.dump());
+  EXPECT_EQ(released.status, 200) << released.body;
+  Loop();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+}
+
 // Reasons are written to the store only when their text changed: in a long queue most
 // passes change few, and each write rewrites a row in SQLite.
 TEST_F(DaemonTest, APassWritesOnlyTheReasonsThatChanged) {

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/core/container.h"
+#include "src/core/deps.h"
 #include "src/core/duration.h"
 #include "src/os/system.h"
 
@@ -148,7 +149,11 @@ void Scheduler::Submitted(const std::vector<JobSpec>& specs, const std::vector<J
     if (specs[i].has_deps()) {
       waiting_stale_ = true;
     } else {
-      AddWaiting(ids[i], specs[i], now, now);
+      // As the store keeps it (SubmitStart): a --hold job is held.
+      DepDecision start = SubmitStart(specs[i], DepDecision{});
+      PendingJob p = PendingOf(ids[i], specs[i], now, now, start.not_before);
+      if (start.not_before >= kHeldNotBefore) p.held_by = HeldBy(start.reason);
+      waiting_.emplace(ids[i], std::move(p));
     }
   }
   RequestSchedule();

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 
 #include "src/core/job_fields_test_util.h"
+#include "src/core/placement.h"
 
 namespace trainq {
 namespace {
@@ -88,6 +89,28 @@ TEST_P(StoreConformance, SubmitRoundTripsEveryFieldOfTheTable) {
   });
   EXPECT_THAT(DifferingFields(job.spec, expected), ::testing::IsEmpty());
   EXPECT_EQ(job.state, JobState::kBlocked);  // it waits on a and b
+}
+
+// --hold: stored held in the same write as the job (no pass anywhere can start it first); a
+// held job that waits on a dependency keeps its dependency's reason until it is queued.
+TEST_P(StoreConformance, AHeldSubmitIsStoredHeld) {
+  JobSpec held = Spec("held");
+  held.hold = true;
+  Job job = Fetch(SubmitOne(held));
+  EXPECT_TRUE(job.spec.hold);
+  EXPECT_EQ(job.state, JobState::kQueued);
+  EXPECT_EQ(job.not_before, kHeldNotBefore);
+  EXPECT_EQ(HeldBy(job.reason), held.user) << job.reason;
+  JobSpec blocked = Spec("blocked");
+  blocked.hold = true;
+  blocked.after = {job.id};
+  Job waiting = Fetch(SubmitOne(blocked));
+  EXPECT_EQ(waiting.state, JobState::kBlocked);
+  EXPECT_EQ(waiting.not_before, kHeldNotBefore);
+  EXPECT_THAT(waiting.reason, ::testing::HasSubstr(std::to_string(job.id)));
+  Job plain = Fetch(SubmitOne(Spec("plain")));
+  EXPECT_EQ(plain.not_before, 0);
+  EXPECT_FALSE(plain.spec.hold);
 }
 
 // `trainq update` changes exactly the rows kJobFields lets it change: all of them while the

@@ -218,6 +218,39 @@ def test_scontrol_holds_and_releases_as_trainq_hold_and_release(tq):
     tq.run("cancel", str(first), str(second))
 
 
+def test_a_held_submit_waits_until_released_and_then_runs(tq):
+    """`sbatch --hold` and `trainq submit --hold` store the job held, as `trainq hold` leaves
+    one: no pass starts it, even with the GPUs free, until `scontrol release` or `trainq
+    release`."""
+    with open(tq.path("held.sbatch"), "w") as f:
+        f.write("#!/bin/bash\n#SBATCH --hold\necho ran > held.out\n")
+    p = tq.run("sbatch", "--parsable", "held.sbatch")
+    assert "not honoured" not in p.stderr, p.stderr
+    batch = int(p.stdout)
+    plain = tq.submit("--hold", cmd=["sh", "-c", "echo ran > plain.out"])
+    other = tq.submit(cmd=["true"])
+    tq.wait_state(other, "succeeded")  # a pass ran, and started what it could
+    for job_id in (batch, plain):
+        job = tq.show(job_id)
+        assert job["state"] == "queued" and job["held"] is True, job
+        assert job["submitted_held"] is True
+        assert job["reason"].startswith("held by "), job["reason"]
+        assert f"trainq release {job_id}" in job["reason"], job["reason"]
+        assert "held at submit: yes (--hold); trainq release starts it" in \
+            tq.run("show", str(job_id)).stdout
+    assert not os.path.exists(tq.path("held.out"))
+    slurm = os.path.join(os.path.dirname(trainq_binary()), "slurm", "scontrol")
+    r = subprocess.run([slurm, "release", str(batch)], capture_output=True, text=True,
+                       env=tq.env, cwd=tq.work, timeout=30)
+    assert r.returncode == 0, r.stderr
+    tq.run("release", str(plain))
+    for job_id in (batch, plain):
+        assert tq.wait_state(job_id, "succeeded")["submitted_held"] is True
+    assert open(tq.path("held.out")).read() == "ran\n"
+    assert open(tq.path("plain.out")).read() == "ran\n"
+    assert "held at submit: yes (--hold), since released" in tq.run("show", str(plain)).stdout
+
+
 # --- srun on one node ---
 
 G2 = """#!/bin/bash

@@ -166,13 +166,13 @@ bool Changeable(const JobFieldInfo& f, bool running) {
 
 }  // namespace
 
-Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::string& reason) {
-  Fields f = {{"state", std::string(StateName(state))},
+Fields NewJobFields(const JobSpec& spec, UnixMs now, const DepDecision& start) {
+  Fields f = {{"state", std::string(StateName(start.state))},
               {"submitted_at", std::to_string(now)},
               {"queued_at", std::to_string(now)},
-              {"reason", reason},
+              {"reason", start.reason},
               {"attempt", "0"},
-              {"not_before", "0"},
+              {"not_before", std::to_string(start.not_before)},
               {"node_failures", "0"}};
   ForEachJobField([&](const auto& field) {
     if (field.info.codec == FieldCodec::kInCollect) return;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/deps.h"
 #include "src/store/cluster.h"
 #include "src/store/redis/redis_conn.h"
 
@@ -19,7 +20,7 @@ std::string EncodeStrings(const std::vector<std::string>& values);
 Result<std::vector<std::string>> DecodeStrings(std::string_view text, std::string_view field);
 
 // The fields of a new job (everything but its id) in state `state` with `reason`.
-Fields NewJobFields(const JobSpec& spec, UnixMs now, JobState state, const std::string& reason);
+Fields NewJobFields(const JobSpec& spec, UnixMs now, const DepDecision& start);
 // What `trainq update` may change (Store::UpdateJob; kJobFields's `change`) of a waiting job,
 // or of a running one (`running`), as NewJobFields writes it; "" for a field NewJobFields
 // leaves out (the field is then removed, and reads back as its default).

@@ -178,7 +178,7 @@ Result<std::optional<std::vector<JobId>>> RedisStore::TrySubmit(std::span<const 
       for (JobId id : spec.after_any) TRAINQ_RETURN_IF_ERROR(read(id, "after_any"));
       start = DecideDeps(spec, deps);
     }
-    Fields fields = NewJobFields(spec, now, start.state, start.reason);
+    Fields fields = NewJobFields(spec, now, SubmitStart(spec, start));
     ShareEnv(spec, fields, shared_envs, env_bodies);
     jobs.push_back(Num(static_cast<int64_t>(fields.size())));
     for (auto& [name, value] : fields) {

@@ -270,8 +270,9 @@ std::string JobColumns(bool with_env, bool placement_only) {
 const std::string& InsertJobSql() {
   static const std::string sql = [] {
     // ?3 is both times: a new job was queued when it was submitted.
-    std::string columns = "state, reason, submitted_at, queued_at, env_id, stored_bytes";
-    int n = 5;
+    std::string columns =
+        "state, reason, submitted_at, queued_at, env_id, stored_bytes, not_before";
+    int n = 6;
     ForEachJobField([&](const auto& field) {
       if (!HasColumn(field.info)) return;
       columns += ", ";
@@ -318,12 +319,13 @@ Result<JobState> DecodeState(std::string_view text) {
   return *state;
 }
 
-Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobState state,
-                  const std::string& reason, const NewJobEnv& env) {
-  query.BindAll(StateText(state), reason, submitted_at);
+Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, const DepDecision& start,
+                  const NewJobEnv& env) {
+  query.BindAll(StateText(start.state), start.reason, submitted_at);
   query.Bind(4, env.env_id);
   query.Bind(5, static_cast<int64_t>(env.stored_bytes));
-  int index = 6;
+  query.Bind(6, start.not_before);
+  int index = 7;
   Status status;
   ForEachJobField([&](const auto& field) {
     const JobFieldInfo& f = field.info;

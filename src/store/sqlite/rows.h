@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/deps.h"
 #include "src/store/sqlite/sqlite_db.h"
 #include "trainq/job.h"
 #include "trainq/status.h"
@@ -60,8 +61,8 @@ struct NewJobEnv {
 };
 // kInvalid naming the field when a string is not valid UTF-8 (JSON cannot hold it, and
 // every API speaks JSON, so such a value could not be shown or sent anyway).
-Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, JobState state,
-                  const std::string& reason, const NewJobEnv& env);
+Status BindNewJob(Query& query, const JobSpec& spec, UnixMs submitted_at, const DepDecision& start,
+                  const NewJobEnv& env);
 Result<std::string> EncodeEnv(const std::vector<std::pair<std::string, std::string>>& env);
 // The blocked jobs that list job ?1 in after or after_any, in id order.
 std::string DependentsSql();

@@ -198,10 +198,16 @@ constexpr char kSchemaV15[] = R"sql(
 ALTER TABLE jobs ADD COLUMN stop TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 16: whether a job was submitted held (--hold; JobSpec::hold).
+constexpr char kSchemaV16[] = R"sql(
+ALTER TABLE jobs ADD COLUMN hold INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
-    {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
-    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
+    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
+    {5, kSchemaV5},   {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
+    {9, kSchemaV9},   {10, kSchemaV10}, {11, kSchemaV11}, {12, kSchemaV12},
+    {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15}, {16, kSchemaV16},
 };
 
 Status ApplyStep(Db& db, const Migration& step) {

@@ -165,8 +165,7 @@ Result<std::vector<JobId>> SqliteStore::Submit(std::span<const JobSpec> specs, U
     if (!env.ok()) return env.status();
     Result<Query> insert = db_.Prepare(sqlite::InsertJobSql());
     if (!insert.ok()) return insert.status();
-    TRAINQ_RETURN_IF_ERROR(
-        sqlite::BindNewJob(*insert, spec, now, start->state, start->reason, *env));
+    TRAINQ_RETURN_IF_ERROR(sqlite::BindNewJob(*insert, spec, now, SubmitStart(spec, *start), *env));
     TRAINQ_RETURN_IF_ERROR(insert->Run());
     ids.push_back(db_.LastInsertRowid());
   }
