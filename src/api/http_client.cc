@@ -1,14 +1,8 @@
 #include "src/api/http_call.h"
 
-#include <pwd.h>
-#include <sys/socket.h>
-#include <unistd.h>
-#ifdef TRAINQ_TLS_MODULE
-#include <dlfcn.h>
-#include <limits.h>
-#endif
-
 #include "src/api/tls_call.h"
+#include "src/os/system.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -17,23 +11,16 @@ using Local = asio::local::stream_protocol;
 
 namespace {
 
-std::string UserNameOf(uid_t uid) {
-  struct passwd pw {};
-  struct passwd* found = nullptr;
-  char buf[4096];
-  if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found) return found->pw_name;
-  return "";
-}
-
 // Before anything is sent: who listens there?
 Status CheckListener(int fd, const std::string& socket_path) {
-  struct ucred cred {};
-  socklen_t len = sizeof(cred);
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+  Result<PeerCredentials> peer = PeerOf(fd);
+  if (!peer.ok()) {
     return Status::Permission("cannot tell who listens on " + socket_path +
                               " (SO_PEERCRED failed); nothing was sent");
   }
-  return JudgeListener(socket_path, cred.uid, UserNameOf(cred.uid), ::geteuid());
+  std::string name = UserName(peer->uid);  // its number when the databases do not know it
+  if (name == std::to_string(peer->uid)) name.clear();
+  return JudgeListener(socket_path, peer->uid, name, EffectiveUid());
 }
 
 }  // namespace
@@ -77,21 +64,19 @@ using TlsEntry = void (*)(const Endpoint&, const TlsCallArgs&, Result<HttpRespon
 
 // The module beside the binary (a build tree), else in ../lib/trainq (an installed tree).
 Result<TlsEntry> LoadTlsModule() {
-  char self[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  Result<std::string> self = SelfExecutable();
+  std::string dir = self.ok() ? *self : std::string();
   dir = dir.substr(0, dir.rfind('/') + 1);
   std::string tried;
   for (const std::string& path : {dir + "trainq-tls.so", dir + "../lib/trainq/trainq-tls.so"}) {
-    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      tried += (tried.empty() ? "" : "; ") + std::string(::dlerror());
-      continue;
+    Result<void*> entry = LoadSymbol(path, "trainq_tls_call_v1");
+    if (entry.ok()) return reinterpret_cast<TlsEntry>(*entry);
+    if (entry.status().code() == Code::kInvalid) {
+      return Status::Internal(path +
+                              " is not this trainq's TLS module (no trainq_tls_call_v1); "
+                              "reinstall trainq; nothing was sent");
     }
-    if (void* entry = ::dlsym(lib, "trainq_tls_call_v1")) return reinterpret_cast<TlsEntry>(entry);
-    return Status::Internal(path +
-                            " is not this trainq's TLS module (no trainq_tls_call_v1); "
-                            "reinstall trainq; nothing was sent");
+    tried += (tried.empty() ? "" : "; ") + entry.status().message();
   }
   // Not kUnavailable: that reads as "no daemon answers" and is tried again.
   return Status::Internal(

@@ -1,11 +1,6 @@
 // Beast lives in this file and http_client.cc only: it is slow to compile.
 #include "src/api/asio.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -26,6 +21,9 @@
 #include "src/api/growing_body.h"
 #include "src/api/http.h"
 #include "src/core/json_codec.h"
+#include "src/os/permissions.h"
+#include "src/os/run_dir.h"
+#include "src/os/system.h"
 
 namespace trainq {
 
@@ -65,16 +63,12 @@ struct PeerCred {
 };
 
 // Whether bytes (or the end of the stream) wait to be read on `fd`, without waiting.
-bool Readable(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
-}
+bool Readable(int fd) { return !WaitReadable(std::span<const int>(&fd, 1), 0).empty(); }
 
 PeerCred ReadPeerCred(int fd) {
-  struct ucred cred {};
-  socklen_t len = sizeof(cred);
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return {};
-  return {cred.uid, cred.pid};
+  Result<PeerCredentials> peer = PeerOf(fd);
+  if (!peer.ok()) return {};
+  return {peer->uid, peer->pid};
 }
 
 }  // namespace
@@ -722,9 +716,9 @@ Status Acceptor<Protocol>::Listen(const Endpoint& at, const std::string& what, b
   if (!ec && reuse_address) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) {
     if constexpr (std::is_same_v<Protocol, Local>) {
-      mode_t old = ::umask(0177);  // the socket is born 0600: no window for other users
+      mode_t old = SetUmask(0177);  // the socket is born 0600: no window for other users
       acceptor_.bind(at, ec);
-      ::umask(old);
+      SetUmask(old);
     } else {
       acceptor_.bind(at, ec);
     }
@@ -868,7 +862,8 @@ Status HttpServer::ListenUnix(const std::string& path) {
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     return Status::Invalid("socket path is too long for a Unix socket: " + path);
   }
-  ::unlink(path.c_str());  // a stale socket of a dead daemon; the daemon lock guards live ones
+  // A stale socket of a dead daemon; the daemon lock guards live ones.
+  (void)RemoveFile(path);
   auto acceptor = std::make_shared<Acceptor<Local>>(impl_->io, impl_->registry, nullptr);
   TRAINQ_RETURN_IF_ERROR(acceptor->Listen(Local::endpoint(path), path, false));
   acceptor->Start();

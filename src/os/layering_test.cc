@@ -1,7 +1,5 @@
 // Only src/os touches the OS (STYLE.md, rule 1; docs/architecture.md, "Layers"): no production
-// file outside it includes a header of the POSIX or Linux system interface. What still does is
-// listed below with the reason; a listed file that no longer needs its entry fails too, so the
-// list only shrinks.
+// file outside it includes a header of the POSIX or Linux system interface, with no exception.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -24,24 +22,6 @@ bool IsOsHeader(const std::string& header) {
                                                     "dirent.h", "spawn.h",  "sched.h"};
   return header.starts_with("sys/") || header.starts_with("linux/") ||
          std::find(kHeaders.begin(), kHeaders.end(), header) != kHeaders.end();
-}
-
-// The files outside src/os that still include OS headers, and why. Paths from the repository
-// root.
-const std::map<std::string, std::string>& AllowList() {
-  static const std::map<std::string, std::string> allowed = {
-      // Layers below os (src/core/layers_test.cc: store and api may use core only, and their
-      // libraries do not link trainq_os). Once they may, they call PeerOf, UserName,
-      // EffectiveUid, SelfExecutable, LoadSymbol, WaitReadable, SetUmask, RemoveFile,
-      // CreateNewFile, RenameFile and FileExists instead.
-      {"src/api/http_client.cc", "SO_PEERCRED, getpwuid_r, the TLS module's dlopen"},
-      {"src/api/http_server.cc", "SO_PEERCRED, a poll, the socket's umask and unlink"},
-      {"src/store/redis/redis_conn.cc", "a poll of hiredis's fd, hiredis's timeval"},
-      {"src/store/redis/subscription.cc", "a poll of hiredis's fd"},
-      {"src/store/sqlite/sqlite_db.cc", "the database created 0600, a backup's umask and rename"},
-      {"src/store/sqlite/sqlite_store.cc", "access(2) before a check"},
-  };
-  return allowed;
 }
 
 // Tests, their helpers and fakes set the world up (children, modes, sockets) to test against.
@@ -81,19 +61,11 @@ std::map<std::string, std::vector<std::string>> OsIncludesOutsideOs() {
 TEST(LayeringTest, OnlySrcOsIncludesOsHeaders) {
   ASSERT_TRUE(fs::is_directory(fs::path(TRAINQ_SOURCE_DIR) / "src/os"));
   for (const auto& [file, headers] : OsIncludesOutsideOs()) {
-    if (AllowList().count(file)) continue;
     for (const std::string& h : headers) {
       ADD_FAILURE() << file << " includes <" << h
                     << ">: move the call into a src/os function (docs/architecture.md, \"The OS "
                        "layer\")";
     }
-  }
-}
-
-TEST(LayeringTest, TheAllowListHoldsOnlyFilesThatStillNeedIt) {
-  std::map<std::string, std::vector<std::string>> found = OsIncludesOutsideOs();
-  for (const auto& [file, why] : AllowList()) {
-    EXPECT_TRUE(found.count(file)) << file << " includes no OS header now: take it off the list";
   }
 }
 

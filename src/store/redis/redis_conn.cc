@@ -1,10 +1,11 @@
 #include "src/store/redis/redis_conn.h"
 
 #include <fmt/format.h>
-#include <poll.h>
-#include <sys/time.h>
 
+#include <span>
 #include <vector>
+
+#include "src/os/system.h"
 
 namespace trainq::redis {
 
@@ -133,8 +134,8 @@ Result<Reply> Connection::Send(std::span<const std::string> argv) {
 // Redis sends nothing unasked on a connection that is not subscribed, so anything to read
 // (or a hang-up) on an idle one means the server closed it.
 bool Connection::ClosedWhileIdle() const {
-  pollfd p{ctx_->fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) != 0;
+  int fd = ctx_->fd;
+  return !WaitReadable(std::span<const int>(&fd, 1), 0).empty();
 }
 
 Result<Reply> Connection::Command(std::span<const std::string> argv) {

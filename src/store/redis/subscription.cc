@@ -1,15 +1,16 @@
 // Subscribe: a thread with its own connection in SUBSCRIBE mode. It polls the socket in
 // short slices so that destroying the subscription stops it within one slice, and
 // reconnects with backoff when the connection breaks.
-#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <span>
 #include <thread>
 
+#include "src/os/system.h"
 #include "src/store/redis/redis_store.h"
 
 namespace trainq::redis {
@@ -69,10 +70,8 @@ class Subscription final : public EventSubscription {
     Clock::time_point last = Clock::now();
     bool pinged = false;
     while (!stopping()) {
-      pollfd p{c->fd, POLLIN, 0};
-      int ready = ::poll(&p, 1, kSliceMs);
-      if (ready < 0 && errno != EINTR) return Status::Unavailable("poll failed");
-      if (ready > 0) {
+      int fd = c->fd;
+      if (!WaitReadable(std::span<const int>(&fd, 1), kSliceMs).empty()) {
         if (redisBufferRead(c) != REDIS_OK) return Lost(conn, c);
         last = Clock::now();
         pinged = false;

@@ -1,15 +1,14 @@
 #include "src/store/sqlite/sqlite_db.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "src/os/permissions.h"
+#include "src/os/run_dir.h"
 
 namespace trainq::sqlite {
 
@@ -147,8 +146,7 @@ Result<Db> Db::Open(const std::string& path, const std::string& vfs, bool read_o
   if (!read_only && vfs.empty() && !path.empty() && path[0] != ':' && path.rfind("file:", 0)) {
     // Created 0600 whatever the umask: the file holds jobs' environments and token digests,
     // and SQLite gives its WAL and shared-memory files the database file's mode.
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) ::close(fd);
+    (void)CreateNewFile(path, "");  // kConflict: it is there already
   }
   sqlite3* raw = nullptr;
   // NOMUTEX: the Store is used from one thread at a time, so SQLite's own locks are waste.
@@ -213,11 +211,11 @@ Status QuickCheck(Db& db, const std::string& path) {
 
 Status BackupTo(Db& db, const std::string& dest) {
   std::string tmp = dest + ".tmp";
-  ::unlink(tmp.c_str());
-  mode_t old_mask = ::umask(077);  // the copy holds every job's environment
+  (void)RemoveFile(tmp);
+  mode_t old_mask = SetUmask(077);  // the copy holds every job's environment
   sqlite3* out = nullptr;
   int rc = sqlite3_open_v2(tmp.c_str(), &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  ::umask(old_mask);
+  SetUmask(old_mask);
   std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)> close(out, &sqlite3_close_v2);
   if (rc != SQLITE_OK)
     return Status::Io(fmt::format("backup: cannot create {}: {}", tmp,
@@ -229,16 +227,14 @@ Status BackupTo(Db& db, const std::string& dest) {
   rc = sqlite3_backup_step(backup, -1);  // all pages in one step: the daemon's loop waits
   sqlite3_backup_finish(backup);
   if (rc != SQLITE_DONE) {
-    ::unlink(tmp.c_str());
+    (void)RemoveFile(tmp);
     return SqliteStatus(out, rc, "backup to " + tmp);
   }
   // The copy is a plain rollback-journal database with synchronous=FULL: close syncs it.
   close.reset();
-  if (::rename(tmp.c_str(), dest.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::Io(
-        fmt::format("backup: cannot rename {} to {}: {}", tmp, dest, std::strerror(err)));
+  if (Status renamed = RenameFile(tmp, dest); !renamed.ok()) {
+    (void)RemoveFile(tmp);
+    return Status::Io("backup: " + renamed.message());
   }
   return Status::Ok();
 }

@@ -1,6 +1,5 @@
 #include "src/store/sqlite/sqlite_store.h"
 
-#include <unistd.h>
 #include <map>
 #include <set>
 
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/state_machine.h"
+#include "src/os/system.h"
 #include "src/store/sqlite/rows.h"
 #include "src/store/sqlite/schema.h"
 
@@ -103,7 +103,7 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
 }
 
 Status CheckSqliteFile(const std::string& path) {
-  if (::access(path.c_str(), F_OK) != 0) return Status::Ok();
+  if (!FileExists(path)) return Status::Ok();
   Result<Db> db = Db::Open(path, "", /*read_only=*/true);
   if (!db.ok()) return db.status();
   sqlite3_busy_timeout(db->handle(), 2000);
