@@ -74,7 +74,7 @@ Status SqliteStore::AddToken(const TokenRecord& token) {
 }
 
 Result<std::vector<TokenRecord>> SqliteStore::ListTokens() {
-  Result<Query> select = db_.Prepare(std::string(kTokenColumns) + "ORDER BY created_at, rowid");
+  Result<Query> select = db_.Prepare(fmt::format("{}ORDER BY created_at, rowid", kTokenColumns));
   if (!select.ok()) return select.status();
   return ReadTokens(*select);
 }
@@ -95,7 +95,7 @@ Status SqliteStore::RevokeToken(const std::string& name, UnixMs now) {
 }
 
 Result<std::optional<TokenRecord>> SqliteStore::FindTokenByHash(const std::string& hash) {
-  Result<Query> select = db_.Prepare(std::string(kTokenColumns) + "WHERE hash = ?1");
+  Result<Query> select = db_.Prepare(fmt::format("{}WHERE hash = ?1", kTokenColumns));
   if (!select.ok()) return select.status();
   Result<std::vector<TokenRecord>> found = ReadTokens(select->BindAll(hash));
   if (!found.ok()) return found.status();
