@@ -89,8 +89,10 @@ Status RedisStore::CheckReplicas() {
 }
 
 Status RedisStore::Acked(Status written) {
-  if (!written.ok()) return written;
-  return conn_.WaitForReplicas();
+  if (written.ok()) return conn_.WaitForReplicas();
+  if (written.code() != Code::kConflict) return written;
+  Status replicated = conn_.WaitForReplicas();
+  return replicated.ok() ? written : replicated;
 }
 
 Result<Reply> RedisStore::Run(const LuaScript& script, std::vector<std::string> args) {

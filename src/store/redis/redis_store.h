@@ -87,7 +87,10 @@ class RedisStore final : public ClusterStore {
   }
   Result<Reply> Command(std::vector<std::string> argv) { return conn_.Command(argv); }
   // `written`, or when it is Ok, whether enough replicas acked it (Connection's
-  // WaitForReplicas): for the writes a user is told about.
+  // WaitForReplicas): for the writes a user is told about. A kConflict is a verdict on what
+  // the master holds, which may be this connection's own earlier write that no replica has
+  // yet (its WAIT failed, the caller tries again): it stands only once that write is
+  // replicated too, else a failover could take away what the verdict was about.
   Status Acked(Status written);
   Status CheckReplicas();
   std::string Key(std::string_view suffix) const {
