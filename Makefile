@@ -9,6 +9,11 @@ FUZZ_SECONDS ?= 50
 WERROR ?=
 RELEASE_WERROR = $(if $(WERROR),-DTRAINQ_WERROR=$(WERROR),$(if $(wildcard $(RELEASE)/CMakeCache.txt),,-DTRAINQ_WERROR=OFF))
 RELEASE := build/release
+# The version the binaries report and the package has; empty: the project's (CMakeLists.txt).
+# Only the command line sets it (`make deb VERSION=X`): an environment's VERSION is not ours.
+ifneq ($(origin VERSION),command line)
+VERSION :=
+endif
 # The test tree: clang with AddressSanitizer + UBSan and the fuzzers' coverage, so one build
 # serves the unit tests, the fuzzers and the sanitized daemon of the crash tests. Unoptimised
 # (Debug, -O0): -O1 compiled a daemon file 2.3 times slower, and what runs in this tree is
@@ -23,7 +28,7 @@ CMAKE_FLAGS := -G Ninja
 # takes about half the CPU time.
 SPEED_FLAGS := -DTRAINQ_PCH=ON -DTRAINQ_UNITY=ON
 
-.PHONY: all deps test-deps release check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-stage bench-dashboard dashboard-screenshot torch-image unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps package-deps release deb wheel package-test check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-stage bench-dashboard dashboard-screenshot torch-image unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -33,10 +38,33 @@ deps:
 test-deps:
 	@scripts/deps.sh test
 
+package-deps:
+	@scripts/deps.sh package
+
 release: deps
 	@cmake -S . -B $(RELEASE) $(CMAKE_FLAGS) $(SPEED_FLAGS) -DCMAKE_BUILD_TYPE=Release \
-	  -DTRAINQ_TESTS=OFF $(RELEASE_WERROR) >/dev/null
+	  -DTRAINQ_TESTS=OFF -DTRAINQ_VERSION=$(VERSION) $(RELEASE_WERROR) >/dev/null
 	@cmake --build $(RELEASE) -j $(JOBS)
+
+# The Debian package of the release tree (cmake/Package.cmake, docs/operations.md):
+# build/deb/trainq_VERSION_ARCH.deb. `make deb VERSION=X` packs version X (the version is one
+# generated file, so this recompiles one file and relinks); a later `make` goes back.
+deb: release package-deps
+	@cd $(RELEASE) && cpack -B $(abspath build/deb) >/dev/null
+	@ls build/deb/trainq_*.deb
+
+# A wheel of the Python client (python/, docs/python.md) in build/wheel, built from a copy so
+# the source tree gets no build folders; no network: Debian's python3, setuptools and wheel.
+wheel: package-deps
+	@rm -rf build/wheel && mkdir -p build/wheel && cp -r python build/wheel/src
+	@/usr/bin/python3 -m pip wheel -q --no-deps --no-build-isolation --no-index -w build/wheel build/wheel/src
+	@rm -rf build/wheel/src && ls build/wheel/*.whl
+
+# The package's own test (tests/integration/test_package.py): it builds the package twice,
+# installs it with apt-get on this machine, upgrades it under a running job and purges it,
+# so it runs alone, after the other integration tests (which use the release tree).
+package-test: release check
+	@cd $(CHECK) && ctest --output-on-failure --timeout 900 -L package
 
 # The integration tests run the release tree's binaries (TRAINQ_TEST_BINARIES) but for the
 # few CMakeLists.txt keeps sanitized; `make release` must have run first.

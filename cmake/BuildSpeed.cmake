@@ -90,8 +90,12 @@ function(trainq_apply_build_speed)
     # them all. trainq-shim (trainq_os and core only, nothing but libc loaded) would then need
     # snapshot.cc's SHA-256 from trainq_crypto; the os library is compiled file by file.
     set_target_properties(trainq_os PROPERTIES UNITY_BUILD OFF)
+    # trainq-man links the client's library and the daemon's, so both builds of the HTTP
+    # client: file by file, it takes http_client.cc from one and tls_call.cc from the other;
+    # as one batch, the two definitions of http_client.cc's functions would meet.
+    set_target_properties(trainq_api_client PROPERTIES UNITY_BUILD OFF)
     # The tests' files share helper names too often (kT0, Job, Gpu...) to be batched.
-    foreach(t core_tests os_tests store_tests sim_tests daemon_tests cli_tests)
+    foreach(t core_tests os_tests store_tests sim_tests daemon_tests cli_tests man_tests)
       if(TARGET ${t})
         set_target_properties(${t} PROPERTIES UNITY_BUILD OFF)
       endif()

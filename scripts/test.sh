@@ -25,6 +25,7 @@ phases=(
   "unit tests (sanitized):make -s unit"
   "fuzzers:make -s fuzz"
   "integration tests:make -s integration"
+  "package (deb, lintian, upgrade, wheel):make -s package-test"
   "benchmark smoke (printed, not judged):make -s bench-smoke"
 )
 report=()

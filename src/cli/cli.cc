@@ -11,6 +11,7 @@
 
 #include "src/cli/commands.h"
 #include "src/cli/suggest.h"
+#include "src/core/version.h"
 
 namespace trainq {
 
@@ -121,7 +122,7 @@ CommandLine::CommandLine(std::span<const CommandRow> rows)
     : rows_(rows),
       app_(std::make_unique<CLI::App>("trainq: a GPU-aware queue for deep-learning training jobs",
                                       "trainq")) {
-  app_->set_version_flag("--version", "trainq " TRAINQ_VERSION);
+  app_->set_version_flag("--version", fmt::format("trainq {}", kVersion));
   app_->require_subcommand(1, 1);
   app_->fallthrough();
   for (const GlobalOptionRow& option : GlobalOptionTable()) {

@@ -1,6 +1,6 @@
 // The CLI's commands, one row each. Parsing (CLI11), dispatch, shell completion, "did you
-// mean" and `trainq --help` (hence the man page, made from it by help2man) all come from this
-// table, so a new command is one row and the function its action calls.
+// mean", `trainq --help` and trainq(1) (src/man, from the parser) all come from this table, so
+// a new command is one row and the function its action calls.
 #pragma once
 
 #include <functional>

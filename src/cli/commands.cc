@@ -21,6 +21,7 @@
 #include "src/core/json_codec.h"
 #include "src/core/spec.h"
 #include "src/core/sweep.h"
+#include "src/core/version.h"
 #include "src/core/words.h"
 #include "src/os/system.h"
 
@@ -990,12 +991,12 @@ int CmdDaemonStatus(Client& client, bool as_json) {
   if (std::string other = OtherDaemon(client, state_dir); !other.empty()) {
     std::fprintf(stderr, "trainq: note: %s\n", other.c_str());
   }
-  if (version != TRAINQ_VERSION) {
+  if (version != kVersion) {
     std::fprintf(stderr,
                  "trainq: warning: this client is %s but the daemon is %s; restart the daemon "
                  "to run the installed version (a personal one: trainq daemon stop, then any "
                  "command; a shared one: systemctl restart trainqd)\n",
-                 TRAINQ_VERSION, version.c_str());
+                 kVersion, version.c_str());
   }
   (*r)["running"] = true;
   return PrintChecked(reply, as_json ? DumpJson(*r, 2) + "\n" : text);

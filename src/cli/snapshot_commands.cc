@@ -14,6 +14,7 @@
 #include "src/cli/reply.h"
 #include "src/core/json_codec.h"
 #include "src/core/transfers.h"
+#include "src/core/version.h"
 #include "src/core/words.h"
 #include "src/os/crypto/token_crypto.h"
 #include "src/os/run_dir.h"
@@ -228,7 +229,7 @@ Status ApplySnapshot(Client& client, const SubmitArgs& args, json& body) {
   Result<SnapshotSettings> wanted =
       SnapshotWanted(client, args.snapshot, body["cwd"].get<std::string>());
   if (!wanted.ok()) return wanted.status();
-  json record = {{"host", HostName()}, {"trainq_version", TRAINQ_VERSION}};
+  json record = {{"host", HostName()}, {"trainq_version", kVersion}};
   if (!args.env.empty()) record["env_overrides"] = args.env;
   std::string store = SnapshotStore(client);
   ChunkMemo memo(store + "/chunk_memo.json");

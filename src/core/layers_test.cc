@@ -36,7 +36,10 @@ const std::map<std::string, Layer>& Rules() {
       {"cli",
        {{"trainq/", "src/core/", "src/os/", "src/os/crypto/", "src/api/", "src/sim/", "src/cli/"},
         {"src/os/gpu/", "src/store/", "src/daemon/", "<spdlog", "<sqlite3", "<hiredis"}}},
-      {"daemon", {{"trainq/", "src/"}, {"src/cli/", "src/sim/"}}},
+      {"daemon", {{"trainq/", "src/"}, {"src/cli/", "src/sim/", "src/man/"}}},
+      {"man",
+       {{"trainq/", "src/core/", "src/os/", "src/cli/", "src/daemon/", "src/man/"},
+        {"<spdlog", "<sqlite3", "<hiredis"}}},
   };
   return rules;
 }
@@ -117,6 +120,8 @@ TEST(LayersTest, TheRulesRefuseWhatTheDocsForbid) {
   EXPECT_FALSE(Allowed(Rules().at("store"), "src/store/redis/records.h"));
   EXPECT_TRUE(Allowed(Rules().at("cli"), "src/os/crypto/sha256.h"));
   EXPECT_TRUE(Allowed(Rules().at("daemon"), "src/store/redis/redis_store.h"));
+  EXPECT_FALSE(Allowed(Rules().at("daemon"), "src/man/man_pages.h"));
+  EXPECT_TRUE(Allowed(Rules().at("man"), "src/daemon/config.h"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "src/core/duration.h"
 #include "src/core/endpoint.h"
 #include "src/core/spec.h"
+#include "src/core/version.h"
 #include "src/daemon/cluster_mode.h"
 #include "src/daemon/json_response.h"
 #include "src/daemon/node_view.h"
@@ -212,7 +213,7 @@ NodeRecord ClusterMode::OwnRecord() const {
   r.info = NodeInfo(p_.cpu_slots(), *p_.agent, *p_.sampler,
                     NodeLabels{p_.config->node_features, p_.config->gpu_type,
                                p_.images ? p_.images->Names() : std::vector<std::string>{}});
-  r.version = TRAINQ_VERSION;
+  r.version = kVersion;
   if (std::vector<std::string> held =
           p_.stager ? p_.stager->HeldManifests() : std::vector<std::string>{};
       !held.empty()) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "src/core/version.h"
 #include "src/daemon/node_view.h"
 
 namespace trainq {
@@ -157,7 +158,7 @@ Result<json> LocalMode::Nodes() {
       {"jobs", std::move(jobs)},
       {"heartbeat_at", FormatTime(now)},
       {"heartbeat_age_ms", 0},
-      {"version", TRAINQ_VERSION}};
+      {"version", kVersion}};
   return json{{"cluster", false}, {"leader", p_.node}, {"nodes", json::array({node})}};
 }
 

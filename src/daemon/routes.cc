@@ -25,6 +25,7 @@
 #include "src/core/spec.h"
 #include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
+#include "src/core/version.h"
 #include "src/daemon/api.h"
 #include "src/daemon/gpu_history.h"
 #include "src/daemon/json_response.h"
@@ -1167,7 +1168,7 @@ void Routes::Gpus(RouteContext& c) {
 
 void Routes::DaemonStatus(RouteContext& c) {
   c.respond(Json(200, {{"pid", SelfPid()},
-                       {"version", TRAINQ_VERSION},
+                       {"version", kVersion},
                        {"node", c.d.node},
                        {"state_dir", c.d.options->paths.state_dir},
                        {"probe", c.d.sampler->Describe()},

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/json_codec.h"
+#include "src/core/version.h"
 #include "src/core/wait_kind.h"
 #include "src/daemon/json_response.h"
 #include "src/os/permissions.h"
@@ -366,7 +367,7 @@ void Watch::History(const HttpRequest& req, Responder& respond) {
 void Watch::Metrics(const HttpRequest& req, Responder& respond) {
   (void)req;
   MetricsFacts f;
-  f.version = TRAINQ_VERSION;
+  f.version = kVersion;
   f.node = p_.node;
   f.hostname = HostName();
   const std::optional<GpuSnapshot>& snap = p_.sampler->snapshot();

@@ -2,6 +2,10 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
+#include "src/core/version.h"
+
 namespace trainq::sqlite {
 
 namespace {
@@ -203,12 +207,37 @@ constexpr char kSchemaV16[] = R"sql(
 ALTER TABLE jobs ADD COLUMN hold INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 17: the trainq version that last migrated the schema, so an older trainq that
+// refuses the database can say which version to install.
+constexpr char kSchemaV17[] = R"sql(
+CREATE TABLE schema_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+)sql";
+
+constexpr char kWriterKey[] = "written_by";
+
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},
-    {5, kSchemaV5},   {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},
-    {9, kSchemaV9},   {10, kSchemaV10}, {11, kSchemaV11}, {12, kSchemaV12},
-    {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15}, {16, kSchemaV16},
+    {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
+    {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
+    {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
+    {16, kSchemaV16}, {17, kSchemaV17},
 };
+
+bool HasSchemaInfo(Db& db) {
+  Result<int64_t> n = db.QueryInt(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_info'");
+  return n.ok() && *n > 0;
+}
+
+// "trainq 0.2.0", or "a newer trainq" for a database that does not say.
+std::string SchemaWriter(Db& db) {
+  if (!HasSchemaInfo(db)) return "a newer trainq";
+  Result<Query> query = db.Prepare("SELECT value FROM schema_info WHERE key = ?");
+  if (!query.ok()) return "a newer trainq";
+  query->Bind(1, kWriterKey);
+  Result<bool> row = query->Step();
+  if (!row.ok() || !*row) return "a newer trainq";
+  return fmt::format("trainq {}", query->Text(0));
+}
 
 Status ApplyStep(Db& db, const Migration& step) {
   Result<Transaction> txn = Transaction::Begin(db, Transaction::Kind::kWrite);
@@ -224,6 +253,13 @@ Status ApplyStep(Db& db, const Migration& step) {
   // user_version lives in the database header, so it commits or rolls back with the step.
   std::string set_version = "PRAGMA user_version = " + std::to_string(step.version);
   TRAINQ_RETURN_IF_ERROR(db.Exec(set_version.c_str()));
+  if (HasSchemaInfo(db)) {
+    Result<int64_t> written = db.Run(
+        "INSERT INTO schema_info (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        kWriterKey, kVersion);
+    if (!written.ok()) return written.status();
+  }
   return txn->Commit();
 }
 
@@ -236,9 +272,12 @@ Status Migrate(Db& db, std::span<const Migration> steps) {
   Result<int64_t> version = db.QueryInt("PRAGMA user_version");
   if (!version.ok()) return version.status();
   if (*version > latest) {
-    return Status::Unavailable("the database has schema version " + std::to_string(*version) +
-                               " but this trainq knows versions up to " + std::to_string(latest) +
-                               "; upgrade trainq to open it");
+    std::string writer = SchemaWriter(db);
+    return Status::Unavailable(fmt::format(
+        "the database has schema version {}, written by {}, but this trainq ({}) knows "
+        "versions up to {}; upgrade trainq to open it{}",
+        *version, writer, kVersion, latest,
+        writer.starts_with("trainq ") ? fmt::format(" ({} or newer)", writer.substr(7)) : ""));
   }
   for (const Migration& step : steps) {
     if (step.version <= *version) continue;

@@ -19,7 +19,8 @@ struct Migration {
 std::span<const Migration> SchemaMigrations();
 
 // Applies the steps of `steps` (ordered, versions 1..N) the database does not have yet.
-// kUnavailable, with a message to upgrade trainq, if the database is newer than N.
+// kUnavailable if the database is newer than N, naming its schema and the trainq version
+// that wrote it (from version 17 on, each step records it) beside this one's.
 // Safe against another process migrating at the same time: each step re-reads the
 // version under the write lock.
 Status Migrate(Db& db, std::span<const Migration> steps);

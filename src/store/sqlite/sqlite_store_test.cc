@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "src/core/version.h"
 #include "src/store/sqlite/rows.h"
 #include "src/store/sqlite/schema.h"
 #include "src/store/sqlite/sqlite_test_util.h"
@@ -333,10 +334,23 @@ TEST_F(SqliteStoreTest, DatabaseFromANewerTrainqIsRefused) {
   RawDb raw(path_);
   int future = sqlite::SchemaMigrations().back().version + 1;
   ASSERT_TRUE(raw.Exec("PRAGMA user_version = " + std::to_string(future)));
+  // What the newer trainq's migration records beside its schema.
+  ASSERT_TRUE(raw.Exec("UPDATE schema_info SET value = '9.8.7' WHERE key = 'written_by'"));
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(path_);
   EXPECT_TRUE(HasCode(store, Code::kUnavailable));
-  EXPECT_THAT(store.status().message(), HasSubstr("upgrade trainq"));
-  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  const std::string& message = store.status().message();
+  EXPECT_THAT(message, HasSubstr("upgrade trainq"));
+  EXPECT_THAT(message, HasSubstr(path_));
+  EXPECT_THAT(message, HasSubstr("schema version " + std::to_string(future)));
+  EXPECT_THAT(message, HasSubstr("written by trainq 9.8.7"));
+  EXPECT_THAT(message, HasSubstr(std::string("this trainq (") + kVersion + ")"));
+  EXPECT_THAT(message, HasSubstr("9.8.7 or newer"));
+}
+
+TEST_F(SqliteStoreTest, TheSchemaRecordsTheTrainqThatMigratedIt) {
+  ASSERT_NE(Open(), nullptr);
+  RawDb raw(path_);
+  EXPECT_EQ(raw.Text("SELECT value FROM schema_info WHERE key = 'written_by'"), kVersion);
 }
 
 TEST_F(SqliteStoreTest, WriterHeldElsewhereIsUnavailableAndLeavesNothingBehind) {
