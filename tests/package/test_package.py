@@ -119,6 +119,12 @@ def test_the_package_has_every_file_and_only_runtime_dependencies(debs):
                  "Depends", "Installed-Size").stdout
     print(control)
     print("package size:", os.path.getsize(debs["first"]), "bytes")
+    # What apt says the package will use: the files as installed, links as links.
+    installed_kib = int(re.search(r"^Installed-Size: (\d+)$", control, re.M).group(1))
+    with tempfile.TemporaryDirectory() as x:
+        sh("dpkg-deb", "-x", debs["first"], x)
+        on_disk = int(sh("du", "-sk", "--apparent-size", x).stdout.split()[0])
+    assert abs(installed_kib - on_disk) <= on_disk // 20, (installed_kib, on_disk)
     depends = re.search(r"^Depends: (.*)$", control, re.M).group(1)
     assert "libc6" in depends and "libsqlite3-0" in depends, depends
     for dep in re.split(r",\s*", depends):
