@@ -160,8 +160,14 @@ int CmdCompletion(CLI::App& app, const std::set<std::string>& job_id_commands,
   if (shell == "bash") {
     std::fputs(Bash(commands, job_id_commands).c_str(), stdout);
   } else if (shell == "zsh") {
-    std::fputs("autoload -U +X bashcompinit && bashcompinit\n", stdout);
+    // Sourced (`source <(trainq completion zsh)`), or autoloaded as _trainq from a folder of
+    // $fpath, where the package installs it: zsh then runs the file as _trainq's body the
+    // first time trainq is completed, and that call completes too.
+    std::fputs("#compdef trainq\nautoload -U +X bashcompinit && bashcompinit\n", stdout);
     std::fputs(Bash(commands, job_id_commands).c_str(), stdout);
+    std::fputs(
+        "if [[ ${funcstack[1]-} == _trainq ]]; then _bash_complete -o default -F _trainq; fi\n",
+        stdout);
   } else if (shell == "fish") {
     std::fputs(Fish(commands, job_id_commands).c_str(), stdout);
   } else {

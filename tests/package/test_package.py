@@ -221,6 +221,22 @@ class Installed:
         raise AssertionError(f"timed out waiting for {what}")
 
 
+def zsh_completes(typed):
+    """What an interactive zsh (compinit from its default $fpath, as a user's .zshrc runs it)
+    shows after `typed` and a Tab, driven through zsh's own pseudo-terminal module."""
+    script = (
+        "zmodload zsh/zpty\n"
+        "zpty z 'PATH=/usr/bin:/bin zsh -f -i'\n"
+        "zpty -w z 'autoload -U compinit; compinit -u -D'\n"
+        "sleep 0.5\n"
+        f"zpty -w -n z $'{typed}\\t'\n"
+        "sleep 2\n"
+        "out=''; while zpty -r -t z chunk; do out+=$chunk; done\n"
+        "print -r -- \"$out\"; zpty -d z\n")
+    out = sh("zsh", "-f", "-c", script, timeout=60).stdout
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out)
+
+
 def apt_install(deb, *extra):
     sh("apt-get", "install", "-y", "-q", "--no-install-recommends", *extra, deb, env=APT_ENV,
        timeout=600)
@@ -238,6 +254,10 @@ def test_install_upgrade_under_a_running_job_downgrade_and_purge(debs):
     loaded = sh("bash", "-c", "source /usr/share/bash-completion/bash_completion; "
                 "_completion_loader trainq; complete -p trainq").stdout
     assert "trainq" in loaded, loaded
+    # fish and zsh find theirs in their vendor folders: a completion typed in each.
+    fish = sh("fish", "-c", "complete -C'trainq subm'").stdout
+    assert fish.startswith("submit\t"), fish
+    assert "trainq submit" in zsh_completes("trainq subm"), "zsh did not complete"
     if shutil.which("systemd-analyze"):
         for unit in (SYSTEMD_UNIT, "/usr/lib/systemd/user/trainqd.service"):
             proc = sh("systemd-analyze", "verify", unit, check=False)
