@@ -60,9 +60,9 @@ wheel: package-deps
 	@/usr/bin/python3 -m pip wheel -q --no-deps --no-build-isolation --no-index -w build/wheel build/wheel/src
 	@rm -rf build/wheel/src && ls build/wheel/*.whl
 
-# The package's own test (tests/integration/test_package.py): it builds the package twice,
-# installs it with apt-get on this machine, upgrades it under a running job and purges it,
-# so it runs alone, after the other integration tests (which use the release tree).
+# The package's own tests (tests/package): they build the package twice,
+# install it with apt-get on this machine, upgrade it under a running job and purge it,
+# so they run alone, after the other integration tests (which use the release tree).
 package-test: release check
 	@cd $(CHECK) && ctest --output-on-failure --timeout 900 -L package
 

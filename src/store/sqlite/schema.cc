@@ -1,5 +1,6 @@
 #include "src/store/sqlite/schema.h"
 
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -228,15 +229,16 @@ bool HasSchemaInfo(Db& db) {
   return n.ok() && *n > 0;
 }
 
-// "trainq 0.2.0", or "a newer trainq" for a database that does not say.
-std::string SchemaWriter(Db& db) {
-  if (!HasSchemaInfo(db)) return "a newer trainq";
+// The version of the trainq that last migrated the schema; nullopt where the database does
+// not say (older than schema 17, or the row missing).
+std::optional<std::string> SchemaWriter(Db& db) {
+  if (!HasSchemaInfo(db)) return std::nullopt;
   Result<Query> query = db.Prepare("SELECT value FROM schema_info WHERE key = ?");
-  if (!query.ok()) return "a newer trainq";
+  if (!query.ok()) return std::nullopt;
   query->Bind(1, kWriterKey);
   Result<bool> row = query->Step();
-  if (!row.ok() || !*row) return "a newer trainq";
-  return fmt::format("trainq {}", query->Text(0));
+  if (!row.ok() || !*row) return std::nullopt;
+  return query->Text(0);
 }
 
 Status ApplyStep(Db& db, const Migration& step) {
@@ -272,12 +274,12 @@ Status Migrate(Db& db, std::span<const Migration> steps) {
   Result<int64_t> version = db.QueryInt("PRAGMA user_version");
   if (!version.ok()) return version.status();
   if (*version > latest) {
-    std::string writer = SchemaWriter(db);
-    return Status::Unavailable(fmt::format(
-        "the database has schema version {}, written by {}, but this trainq ({}) knows "
-        "versions up to {}; upgrade trainq to open it{}",
-        *version, writer, kVersion, latest,
-        writer.starts_with("trainq ") ? fmt::format(" ({} or newer)", writer.substr(7)) : ""));
+    std::optional<std::string> writer = SchemaWriter(db);
+    return Status::Unavailable(
+        fmt::format("the database has schema version {}, written by {}, but this trainq ({}) knows "
+                    "versions up to {}; upgrade trainq to open it{}",
+                    *version, writer ? fmt::format("trainq {}", *writer) : "a newer trainq",
+                    kVersion, latest, writer ? fmt::format(" ({} or newer)", *writer) : ""));
   }
   for (const Migration& step : steps) {
     if (step.version <= *version) continue;
