@@ -107,7 +107,7 @@ integration: release check
 # The libFuzzer targets (fuzz/), built in the test tree, JOBS at a time. Each runs
 # FUZZ_SECONDS/5 seconds from its seeds (fuzz/NAME_seeds) and its corpus; a crash or a
 # broken invariant fails with the log's tail.
-FUZZERS := spec_fuzz trace_fuzz placement_fuzz config_fuzz records_fuzz auth_fuzz endpoint_fuzz redis_url_fuzz sbatch_fuzz manifest_fuzz
+FUZZERS := spec_fuzz trace_fuzz placement_fuzz config_fuzz records_fuzz auth_fuzz endpoint_fuzz redis_url_fuzz sbatch_fuzz manifest_fuzz session_fuzz
 FUZZ_EACH = $(shell echo $$(( ($(FUZZ_SECONDS) + 4) / 5 )))
 fuzz: check
 	@$(MAKE) -s -j $(JOBS) $(addprefix run-,$(FUZZERS))

@@ -221,6 +221,13 @@ struct JobSpec {
   // it releases them or ends. 0: an ordinary job.
   int64_t gate_pid = 0;
   uint64_t gate_ticks = 0;
+  // An interactive session (`trainq shell`; docs/workflow.md, "Interactive sessions"): the
+  // command runs on a pseudo-terminal (or pipes) that the client connects to through the
+  // shim's session socket; the shim starts it only once a client has connected, and a
+  // client that goes away hangs it up. no_log: the transcript is not kept (only trainq's own
+  // lines reach the log); only with `interactive`.
+  bool interactive = false;
+  bool no_log = false;
   // In a cluster: the node that stored it and that node's HMAC, under the cluster key, of
   // the fields that decide who runs what (src/daemon/cluster_key.h). A node runs only a
   // record whose signature holds. Never taken from a request.

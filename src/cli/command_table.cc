@@ -142,6 +142,14 @@ Action SetupRun(CLI::App& cmd) {
   return [a](Invocation& inv) { return CmdRun(ClientOf(inv), *a); };
 }
 
+Action SetupShell(CLI::App& cmd) {
+  auto a = std::make_shared<ShellArgs>();
+  AddSubmitOptions(&cmd, a->submit);
+  cmd.add_flag("--no-log", a->no_log,
+               "keep no transcript: the program's output is not written to the job's log");
+  return [a](Invocation& inv) { return CmdShell(ClientOf(inv), *a); };
+}
+
 Action SetupWait(CLI::App& cmd) {
   auto a = std::make_shared<WaitArgs>();
   cmd.add_option("ids", a->ids, "job ids");
@@ -476,6 +484,10 @@ constexpr CommandRow kCommands[] = {
      "submit, wait in line, stream the output and exit with the job's exit code; Ctrl-C "
      "cancels it (twice: detach)",
      SetupRun, kNoData},
+    {"shell",
+     "an interactive session on queued GPUs: waits in line, then runs COMMAND (default: your "
+     "shell) on a terminal joined to yours, as srun --pty; trainq shell [opts] [-- CMD...]",
+     SetupShell, kNoData},
     {"wait", "block until the jobs end; exit 0 if all succeeded, else the first failed one's code",
      SetupWait, kJobIds},
     {"sbatch",

@@ -164,6 +164,13 @@ int CmdRetry(Client& client, const JobSelection& selection);
 int CmdRequeue(Client& client, const RequeueArgs& args);
 int CmdWait(Client& client, const WaitArgs& args);
 int CmdRun(Client& client, const SubmitArgs& args);
+
+// `trainq shell`: an interactive session (docs/workflow.md, "Interactive sessions").
+struct ShellArgs {
+  SubmitArgs submit;
+  bool no_log = false;  // --no-log: the transcript is not kept
+};
+int CmdShell(Client& client, const ShellArgs& args);
 int CmdSbatch(Client& client, const SbatchArgs& args);
 // The request body `trainq submit` sends for `args` (the caller's environment, cwd, ...);
 // kInvalid naming the option at fault.

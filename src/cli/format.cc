@@ -140,6 +140,7 @@ std::string JobsTable(const std::vector<Reply>& jobs, bool cluster, int64_t now_
         if (state != "succeeded" && !why.empty() && why != "-") info += ", " + why;
       }
     }
+    if (job.BoolOr("interactive", false)) info = "session: " + info;  // trainq shell
     std::vector<std::string> row = {job.Text("id"),
                                     job.Text("name"),
                                     state,
@@ -282,6 +283,11 @@ std::string ShippingAndNoticeDetails(const Reply& job) {
     line("sbatch", "started with Slurm's variables (SLURM_JOB_ID, ...)");
   if (std::optional<int64_t> pid = job.OptInt("gate_pid")) {
     line("gate", fmt::format("no command: process {} holds the GPUs once placed", *pid));
+  }
+  if (job.BoolOr("interactive", false)) {
+    line("session", job.BoolOr("no_log", false)
+                        ? "interactive (trainq shell), transcript not kept (--no-log)"
+                        : "interactive (trainq shell), transcript in the log");
   }
   return out;
 }

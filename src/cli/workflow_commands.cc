@@ -29,6 +29,8 @@
 #include "src/core/words.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
+#include "src/os/terminal_session.h"
+#include "src/os/users.h"
 
 namespace trainq {
 
@@ -755,6 +757,88 @@ int CmdRun(Client& client, const SubmitArgs& args) {
   if (!id.ok()) return Fail(id.status());
   std::fprintf(stderr, "trainq: job %lld submitted\n", static_cast<long long>(*id));
   return Attach(client, *id);
+}
+
+// --- shell ---
+
+namespace {
+
+// What `trainq shell` runs without a command: the shell the user works in, as salloc does.
+std::string LoginShell() {
+  if (const char* shell = std::getenv("SHELL"); shell != nullptr && shell[0] == '/') return shell;
+  if (Result<UserInfo> me = LookupUserById(RealUid()); me.ok() && !me->shell.empty()) {
+    return me->shell;
+  }
+  return "/bin/sh";
+}
+
+// "job 12 on node gpu1, GPU 0,1": the line a session starts with.
+std::string StartedText(int64_t id, const json& job) {
+  Reply reply(job);
+  std::vector<Reply> attempts = reply.ArrayOr("attempts");
+  if (attempts.empty()) return fmt::format("trainq: job {} started", id);
+  const Reply& a = attempts.back();
+  std::vector<std::string> gpus;
+  for (const Reply& g : a.ArrayOr("gpu_indices")) gpus.push_back(g.AsText());
+  std::string node = a.OptStr("node").value_or("");
+  return fmt::format(
+      "trainq: job {} on {}{}", id, node.empty() ? "this machine" : "node " + TerminalSafe(node),
+      gpus.empty() ? std::string(", no GPU") : fmt::format(", GPU {}", fmt::join(gpus, ",")));
+}
+
+}  // namespace
+
+int CmdShell(Client& client, const ShellArgs& args) {
+  SubmitArgs a = args.submit;
+  if (a.command.empty()) a.command = {LoginShell()};
+  Result<json> body = SubmitBody(a);
+  if (!body.ok()) return Fail(body.status());
+  (*body)["interactive"] = true;
+  if (args.no_log) (*body)["no_log"] = true;
+  if (Status st = ApplySnapshot(client, a, *body); !st.ok()) return Fail(st);
+  constexpr int kInterrupt[] = {SIGINT};
+  CatchSignals(kInterrupt, OnInterrupt, /*restart_calls=*/true);
+  Result<int64_t> id = SubmitOne(client, *body);
+  if (!id.ok()) return Fail(id.status());
+  StatusLine status;
+  int seen = 0;
+  for (;;) {
+    // Ctrl-C while it waits gives the place in line up, as srun's does.
+    if (g_interrupts.load() != seen) {
+      seen = g_interrupts.load();
+      status.Clear();
+      Result<json> r = client.Call("POST", api::JobPath(*id, "cancel"));
+      if (!r.ok() && r.status().code() != Code::kConflict) return Fail(r.status());
+      std::fprintf(stderr, "trainq: job %lld cancelled\n", static_cast<long long>(*id));
+      return 130;
+    }
+    Result<json> job = client.Call("GET", api::JobPath(*id));
+    if (!job.ok() && g_interrupts.load() != seen) continue;
+    if (!job.ok()) return Fail(job.status());
+    std::string state = job->value("state", "");
+    if (Done(state)) {
+      status.Clear();
+      std::fprintf(stderr, "trainq: job %lld %s: %s\n", static_cast<long long>(*id), state.c_str(),
+                   TerminalSafe(job->value("reason", "")).c_str());
+      return JobExitCode(*job);
+    }
+    Result<json> session = state == "running" ? client.Call("GET", api::JobPath(*id, "session"))
+                                              : Result<json>(Status::Conflict("waiting"));
+    if (!session.ok() && session.status().code() != Code::kConflict) {
+      status.Clear();
+      return Fail(session.status());
+    }
+    if (!session.ok()) {
+      status.Show(WaitingText(client, *id, *job));
+      Sleep(state == "running" ? 100 : 500);
+      continue;
+    }
+    status.Clear();
+    Result<int> fd = ConnectSession(Reply(*session).Str("socket"), 10000);
+    if (!fd.ok()) return Fail(fd.status());
+    std::fprintf(stderr, "%s\n", StartedText(*id, *job).c_str());
+    return RelaySession(*fd);
+  }
 }
 
 // --- sbatch ---

@@ -173,6 +173,10 @@ inline constexpr auto kJobFields = std::make_tuple(
     JobField<&JobSpec::gate_ticks>{{.name = "gate_ticks", .sql = "gate_ticks",
         .redis = "gate_ticks", .request = "gate",
         .why = "read from /proc at submit with gate_pid; not shown: it only names that process"}},
+    JobField<&JobSpec::interactive>{{.name = "interactive", .sql = "interactive",
+        .redis = "interactive", .request = "interactive", .shown = "interactive", .show = "session"}},
+    JobField<&JobSpec::no_log>{{.name = "no_log", .sql = "no_log", .redis = "no_log",
+        .request = "no_log", .shown = "no_log", .show = "session"}},
     JobField<&JobSpec::signed_by>{{.name = "signed_by", .sql = "", .redis = "signed_by",
         .signed_ = false,
         .why = "the signature's own fields, set by the node that stores the job in a cluster "

@@ -59,6 +59,8 @@ inline JobSpec FullSpec(JobId dep_a, JobId dep_b) {
   s.mail = "alice@example.org";
   s.slurm_env = true;
   s.gate_pid = 4242;
+  s.interactive = true;
+  s.no_log = true;
   s.gate_ticks = 99;
   s.signed_by = "node1";
   s.signature = "0123abcd";

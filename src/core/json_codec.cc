@@ -90,6 +90,8 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "priority") return Int(key, v, spec_.priority);
   if (key == "retries") return Int(key, v, spec_.retries);
   if (key == "hold") return Bool(key, v, spec_.hold);
+  if (key == "interactive") return Bool(key, v, spec_.interactive);
+  if (key == "no_log") return Bool(key, v, spec_.no_log);
   if (key == "after") return Ids(key, v, spec_.after);
   if (key == "after_any") return Ids(key, v, spec_.after_any);
   if (key == "time") return Time(v);
@@ -585,6 +587,8 @@ json JobToJson(const Job& job) {
       {"notify", s.notify_url.empty() ? json(nullptr) : json(s.notify_url)},
       {"mail", s.mail.empty() ? json(nullptr) : json(s.mail)},
       {"slurm", s.slurm_env},
+      {"interactive", s.interactive},
+      {"no_log", s.no_log},
       {"gate_pid", s.gate_pid > 0 ? json(s.gate_pid) : json(nullptr)},
       {"signal", s.stop.signal > 0 ? json(FormatSignalOption(s.stop)) : json(nullptr)},
       {"requeue", s.stop.requeue},
@@ -687,6 +691,8 @@ json SpecToJson(const JobSpec& spec) {
   if (spec.stop.requeue) out["requeue"] = true;
   if (spec.stop.preemptible) out["preemptible"] = *spec.stop.preemptible;
   if (spec.hold) out["hold"] = true;
+  if (spec.interactive) out["interactive"] = true;
+  if (spec.no_log) out["no_log"] = true;
   if (!spec.stop.checkpoint.empty()) out["checkpoint"] = spec.stop.checkpoint;
   return out;
 }

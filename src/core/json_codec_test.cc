@@ -174,7 +174,8 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
           "notify",     "mail",          "slurm",          "gate_pid",       "mem_limit_bytes",
           "max_procs",  "gpu_type",      "constraints",    "transfers",      "collect",
           "collect_to", "image",         "mounts",         "shm_size_bytes", "container_workdir",
-          "signal",     "requeue",       "preemptible",    "checkpoint"}));
+          "signal",     "requeue",       "preemptible",    "checkpoint",     "interactive",
+          "no_log"}));
   EXPECT_EQ(j["id"], 42);
   EXPECT_EQ(j["name"], "train.py");
   EXPECT_EQ(j["state"], "queued");

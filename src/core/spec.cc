@@ -441,6 +441,20 @@ void CheckWorkflow(const JobSpec& spec, std::vector<FieldError>& out) {
   }
 }
 
+// A session is one program on one terminal: one node, a command to run, no gate.
+void CheckSession(const JobSpec& spec, std::vector<FieldError>& out) {
+  if (spec.no_log && !spec.interactive) {
+    out.push_back({"no_log", "only for an interactive session (trainq shell --no-log)"});
+  }
+  if (!spec.interactive) return;
+  if (spec.num_nodes > 1) {
+    out.push_back({"--nodes", fmt::format("{}: an interactive session runs on one node; use "
+                                          "--nodes 1, or submit a batch job for a gang",
+                                          spec.num_nodes)});
+  }
+  if (spec.gate_pid != 0) out.push_back({"gate", "a gate runs no command: it cannot be a session"});
+}
+
 // The per-worker variables torchrun (torch.distributed.run) sets for each rank.
 constexpr std::array<std::string_view, 8> kWorkerVars = {
     "WORLD_SIZE",       "RANK",       "LOCAL_RANK",      "LOCAL_WORLD_SIZE",
@@ -534,6 +548,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const SpecLimits& limi
   CheckTransfers(spec, errors);
   CheckCollect(spec, errors);
   CheckWorkflow(spec, errors);
+  CheckSession(spec, errors);
   if (!spec.stop.checkpoint.empty()) {
     if (std::string problem = CheckpointGlobProblem(spec.stop.checkpoint); !problem.empty()) {
       errors.push_back({"--checkpoint", problem});

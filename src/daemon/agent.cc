@@ -297,6 +297,10 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank, con
     spec.user = runner.name;
     spec.home = runner.home;
   }
+  if (job.spec.interactive) {
+    spec.session_socket = SessionSocketPath(options_.paths, job.id, n);
+    spec.session_no_log = job.spec.no_log;
+  }
   if (job.spec.container.on()) InContainer(job, p, spec);
   return spec;
 }

@@ -573,6 +573,7 @@ Status SecureStateDir(const StatePaths& paths) {
   TRAINQ_RETURN_IF_ERROR(CheckStateDir(paths));
   TRAINQ_RETURN_IF_ERROR(TightenStateFiles(StateFiles(paths)));
   TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.runs));
+  TRAINQ_RETURN_IF_ERROR(MakeDirs(paths.sessions));
   return Status::Ok();
 }
 
@@ -586,8 +587,10 @@ Status SecureSocketDir(const DaemonOptions& options) {
     if (paths.socket_dir.empty()) return Status::Ok();
     return MakePrivateDir(paths.socket_dir);
   }
-  TRAINQ_RETURN_IF_ERROR(CloseEntriesToOthers(paths.state_dir, {"staged", "collected"}));
+  TRAINQ_RETURN_IF_ERROR(
+      CloseEntriesToOthers(paths.state_dir, {"staged", "collected", "sessions"}));
   TRAINQ_RETURN_IF_ERROR(ChangeMode(paths.state_dir, 0711));
+  TRAINQ_RETURN_IF_ERROR(ChangeMode(paths.sessions, 0711));
   if (paths.socket_dir.empty()) {
     return Status::Invalid(
         "socket: a shared daemon's socket must be outside its state dir, which only root may "

@@ -212,6 +212,13 @@ AttemptEnd DecideOutcome(const OutcomeInput& in) {
     end.signal = rec.signal;
     return end;
   }
+  // A session hung up (its terminal went away): cancelled, as closing an ssh window is.
+  if (!rec.hangup.empty()) {
+    AttemptEnd end = Ended(JobState::kCancelled, ended, rec.hangup);
+    end.exit_code = rec.exit_code;
+    end.signal = rec.signal;
+    return end;
+  }
   if (!rec.stop.empty()) return Stopped(in, rec, ended);
   if (rec.fenced) return SelfFenced(rec, ended);
   if (rec.time_limit) {

@@ -63,6 +63,17 @@ TEST(OutcomeTest, AContainerThatCannotStartEndsWithTheRuntimesError) {
   EXPECT_EQ(DecideOutcome(in).end_reason, "exit code 125");
 }
 
+// A session whose terminal went away ends cancelled, its why as the reason, whatever the
+// program's own end (killed by the hangup, or an exit of its own after it).
+TEST(OutcomeTest, AHungUpSessionIsCancelledWithTheReason) {
+  OutcomeInput in = Exited(std::nullopt, 1);
+  in.record->hangup = "the terminal disconnected";
+  AttemptEnd e = DecideOutcome(in);
+  EXPECT_EQ(e.job_state, JobState::kCancelled);
+  EXPECT_EQ(e.job_reason, "the terminal disconnected");
+  EXPECT_EQ(e.signal, 1);
+}
+
 TEST(OutcomeTest, NonZeroExitFails) {
   AttemptEnd e = DecideOutcome(Exited(3));
   EXPECT_EQ(e.job_state, JobState::kFailed);

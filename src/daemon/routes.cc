@@ -14,6 +14,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,7 @@
 #include "src/os/container_host.h"
 #include "src/os/fd.h"
 #include "src/os/run_dir.h"
+#include "src/os/state_paths.h"
 #include "src/os/system.h"
 #include "src/os/user_file.h"
 #include "src/os/users.h"
@@ -177,6 +179,21 @@ Result<GateRelease> ParseRelease(const std::string& body) {
     }
   }
   return r;
+}
+
+// A session runs on the node its client reaches: the terminal's bytes go from the client's
+// machine to that node's shim (docs/workflow.md, "Interactive sessions"). --node may name it.
+Status PinSession(Mode& mode, JobSpec& spec) {
+  std::vector<std::string> asked = spec.nodes_allowed;
+  mode.PinHere(spec);
+  if (asked.empty() || spec.nodes_allowed.empty() ||
+      std::find(asked.begin(), asked.end(), spec.nodes_allowed[0]) != asked.end()) {
+    return Status::Ok();
+  }
+  return Status::Invalid(fmt::format(
+      "--node: an interactive session runs on the node whose daemon you reach ({}), not on {}; "
+      "run trainq shell on that node",
+      spec.nodes_allowed[0], fmt::join(asked, ",")));
 }
 
 // A gate (`trainq.gpu()`) is held by the process that asks: the caller on this machine's
@@ -371,6 +388,7 @@ class Routes {
   static void ShowJob(RouteContext& c) { c.respond(Json(200, Shown(c.d, *c.job, c.caller))); }
   static void Explain(RouteContext& c);
   static void Log(RouteContext& c);
+  static void Session(RouteContext& c);
   static void Transfer(RouteContext& c);
   static void Outputs(RouteContext& c);
   static void CancelJob(RouteContext& c);
@@ -804,6 +822,7 @@ void Routes::Submit(RouteContext& c) {
     Status st = FillGate(c.req, spec);
     // A gate's GPUs must be where its process is.
     if (st.ok() && spec.gate_pid > 0) c.d.mode->PinHere(spec);
+    if (st.ok() && spec.interactive) st = PinSession(*c.d.mode, spec);
     if (st.ok()) st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store, spec, known);
     // Admins too: the mail goes out through the daemon's sendmail with the job's output.
@@ -1245,6 +1264,31 @@ void Routes::Explain(RouteContext& c) {
   c.respond(Json(200, doc));
 }
 
+// GET /v1/jobs/ID/session: where the client of interactive job ID connects, once it runs:
+// {"socket", "node", "attempt"} (docs/api.md). 409 while it waits or once it ended.
+void Routes::Session(RouteContext& c) {
+  const Job& job = *c.job;
+  if (!job.spec.interactive) {
+    return c.respond(ErrorResponse(Status::Invalid(
+        fmt::format("job {} is a batch job, not an interactive session; `trainq shell` starts one, "
+                    "`trainq logs -f {}` follows this one",
+                    job.id, job.id))));
+  }
+  const Attempt* attempt = job.current();
+  if (attempt == nullptr || IsDone(job.state) || IsDone(attempt->state)) {
+    const std::string* live = LiveReason(c.d, job);
+    return c.respond(ErrorResponse(Status::Conflict(
+        fmt::format("job {} is {}: {}", job.id, StateName(job.state), live ? *live : job.reason))));
+  }
+  if (c.d.mode->LogElsewhere(*attempt)) {
+    return c.respond(ErrorResponse(Status::Conflict(fmt::format(
+        "job {} runs on node {}: its terminal is reached from there", job.id, attempt->node))));
+  }
+  c.respond(Json(200, json{{"socket", SessionSocketPath(c.d.options->paths, job.id, attempt->n)},
+                           {"node", attempt->node},
+                           {"attempt", attempt->n}}));
+}
+
 // GET /v1/jobs/ID/log?attempt=N&offset=B&length=L: bytes of an attempt's log, as stored
 // (application/octet-stream; fewer or none at its end). With `size`: {"attempt", "size",
 // "active"}. The daemon reads it for the caller: on a shared server the run dirs are root's.
@@ -1574,6 +1618,8 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/jobs/{id}", {kReader, kNo, "show"}, Routes::ShowJob},
     {"GET", "/v1/jobs/{id}/explain", {kReader, kNo, "explain"}, Routes::Explain},
     {"GET", "/v1/jobs/{id}/log", {kJobReader, kYes, "read the log of"}, Routes::Log},
+    {"GET", "/v1/jobs/{id}/session", {kJobOwner, kNo, "connect to the session of"},
+     Routes::Session},
     {"GET", "/v1/jobs/{id}/transfer", {kNoUser, kYes, "read what is shipped of"}, Routes::Transfer},
     {"GET", "/v1/jobs/{id}/outputs", {kNoUser, kYes, "read the outputs of"}, Routes::Outputs},
     {"POST", "/v1/jobs/{id}/cancel", {kJobOwner, kNo, "cancel"}, Routes::CancelJob},

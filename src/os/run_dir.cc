@@ -209,6 +209,11 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
     j["gpu_check_file"] = spec.gpu_check_file;
     j["gpu_check_key"] = spec.gpu_check_key;
   }
+  if (!spec.session_socket.empty()) {
+    j["session_socket"] = spec.session_socket;
+    j["session_wait_ms"] = spec.session_wait_ms;
+    j["session_no_log"] = spec.session_no_log;
+  }
   if (!spec.fence_file.empty()) {
     j["fence_file"] = spec.fence_file;
     j["fence_after_ms"] = spec.fence_after_ms;
@@ -258,6 +263,9 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.String("gpu_check_key", spec.gpu_check_key);
   f.String("fence_file", spec.fence_file);
   f.Int("fence_after_ms", spec.fence_after_ms);
+  f.String("session_socket", spec.session_socket);
+  f.Int("session_wait_ms", spec.session_wait_ms);
+  f.Bool("session_no_log", spec.session_no_log);
   f.Int("uid", spec.uid);
   f.Int("gid", spec.gid);
   f.String("user", spec.user);
@@ -314,6 +322,7 @@ Status WriteExitRecord(const std::string& run_dir, const ExitRecord& rec) {
     j["stop"] = rec.stop;
     j["stop_reason"] = rec.stop_reason;
   }
+  if (!rec.hangup.empty()) j["hangup"] = rec.hangup;
   if (rec.warned_at > 0) j["warned_at"] = rec.warned_at;
   if (!rec.checkpoint.empty()) j["checkpoint"] = rec.checkpoint;
   if (rec.exit_code) j["exit_code"] = *rec.exit_code;
@@ -336,6 +345,7 @@ Result<ExitRecord> ReadExitRecord(const std::string& run_dir) {
   f.Int("mem_limit_hit", rec.mem_limit_hit);
   f.String("stop", rec.stop);
   f.String("stop_reason", rec.stop_reason);
+  f.String("hangup", rec.hangup);
   f.Int("warned_at", rec.warned_at);
   f.String("checkpoint", rec.checkpoint);
   f.String("error", rec.error);

@@ -94,6 +94,15 @@ struct RunSpec {
   std::vector<std::string> gpu_probe_expect;
   std::string gpu_check_file;
   std::string gpu_check_key;
+  // An interactive session (JobSpec::interactive; docs/architecture.md, "Interactive
+  // sessions"): the shim listens on this Unix socket (owned by the job's user, 0600), waits up
+  // to session_wait_ms for the client's hello, then runs the command on a pseudo-terminal
+  // (or pipes, for a client without a terminal) and relays it over the connection. The
+  // client's going away hangs the session up. session_no_log: the program's output is not
+  // copied into the log. "": a batch job.
+  std::string session_socket;
+  int64_t session_wait_ms = 60000;
+  bool session_no_log = false;
 };
 
 // A node's GPU isolation verdict for one container setup (RunSpec::gpu_check_file).
@@ -124,6 +133,8 @@ struct ExitRecord {
   // wrote them; "": none.
   std::string stop;
   std::string stop_reason;
+  // An interactive session the shim hung up, and why ("the terminal disconnected"); "": none.
+  std::string hangup;
   // When the warning signal (RunSpec::warn_signal) was sent, 0: never; and with a checkpoint
   // glob, the newest matching file (relative to cwd) modified after it ("": none was).
   UnixMs warned_at = 0;

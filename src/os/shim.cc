@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -35,6 +36,7 @@
 #include "src/os/log_writer.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
+#include "src/os/session_link.h"
 #include "src/os/users.h"
 #include "trainq/size.h"
 
@@ -55,6 +57,12 @@ constexpr int kSpawnFailedExit = 127;
 constexpr int kNotExecutableExit = 126;
 // Output moved into the log per wake-up: a chatty job cannot keep the shim from its signals.
 constexpr size_t kReadBudget = 1 << 20;
+// A session's pending input beyond which the client is not read until the program takes it.
+constexpr size_t kMaxPendingInput = 1 << 20;
+// How long the last output and the exit frame may take to reach a slow client.
+constexpr milliseconds kSessionFlush{2000};
+// A session's time limit is announced this long before it (half the limit when shorter).
+constexpr milliseconds kSessionWarning{60000};
 // The last read once the tree is gone: a pipe holds far less; this only bounds a writer
 // outside the tree that someone handed the pipe to.
 constexpr size_t kDrainLimit = 16 << 20;
@@ -247,8 +255,17 @@ int ExecSearch(const PreparedCommand& c) {
 }
 
 // `shim` is the parent's pid, taken before fork.
+// The command's stdio: input_fd -1 reads /dev/null. A session's pseudo-terminal is all three
+// and becomes the controlling terminal of a new session (login(1)'s way): ^C and ^Z reach
+// the foreground job, and a hangup its session.
+struct CommandStdio {
+  int input_fd = -1;
+  int output_fd = -1;
+  bool terminal = false;
+};
+
 [[noreturn]] void CommandChild(const PreparedCommand& c, const CgroupJoin& cgroup, pid_t shim,
-                               int output_fd, int report_fd) {
+                               const CommandStdio& stdio, int report_fd) {
   // A job must not outlive its supervisor unnoticed: killed with it (kill -9 included). The
   // daemon finds and stops what the command started itself (process.h, AttemptProcesses).
   // Checked after the prctl: a shim that died before it would never send the signal.
@@ -261,11 +278,17 @@ int ExecSearch(const PreparedCommand& c) {
     if (::write(cgroup.fds[i], "0", 1) != 1)
       child::Fail(report, kStepCgroup, errno, kSpawnFailedExit);
   }
-  ::setpgid(0, 0);
+  if (stdio.terminal) {
+    if (::setsid() < 0 || ::ioctl(stdio.output_fd, TIOCSCTTY, 0) < 0) {
+      child::Fail(report, kStepStdio, errno, kSpawnFailedExit);
+    }
+  } else {
+    ::setpgid(0, 0);
+  }
   child::ResetSignals();
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int fds[] = {devnull, output_fd, output_fd};
-  if (devnull < 0 || !child::InstallFds(fds, 3)) {
+  int input = stdio.input_fd >= 0 ? stdio.input_fd : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int fds[] = {input, stdio.output_fd, stdio.output_fd};
+  if (input < 0 || !child::InstallFds(fds, 3)) {
     child::Fail(report, kStepStdio, errno, kSpawnFailedExit);
   }
   if (c.identity) {
@@ -306,6 +329,10 @@ class Shim {
   Status BlockSignals();
   Status Prepare();
   Status StartCommand();
+  Status OpenTerminal(CommandStdio& stdio, UniqueFd& child_end);
+  void AwaitClient();
+  void PumpSession();
+  void EndSession();
   void Supervise();
   void RunCleanup();
   int RunAside(std::vector<std::string>& argv, const char* stuck,
@@ -369,6 +396,17 @@ class Shim {
   std::optional<Steady::time_point> next_fence_check_;  // set while fencing applies
   ExitRecord rec_;
   std::string gpu_problem_;  // what the GPU isolation probe found wrong (ProbeGpus)
+  // An interactive session (RunSpec::session_socket): its client, the program's input (a
+  // pipe's write end; on a terminal output_, the master, takes it), what the client typed
+  // that the program has not read yet, and the warning of the time limit.
+  std::optional<SessionLink> session_;
+  UniqueFd input_;
+  bool terminal_ = false;
+  std::string pending_input_;
+  bool hangup_requested_ = false;
+  bool eof_pending_ = false;  // the client's input ended: close the pipe once it is written
+  std::optional<Steady::time_point> session_warn_at_;
+  bool session_warned_ = false;
 };
 
 int Shim::Run() {
@@ -385,13 +423,15 @@ int Shim::Run() {
   rec_.cancelled = cancel_requested_;
   // A node already fenced does not start what another node may be about to run.
   if (st.ok() && !rec_.cancelled && !spec_.fence_file.empty()) rec_.fenced = FenceLapsed();
-  if (st.ok() && !rec_.cancelled && !rec_.fenced) st = StartCommand();
+  if (st.ok() && !rec_.cancelled && !rec_.fenced && session_) AwaitClient();
+  if (st.ok() && !rec_.cancelled && !rec_.fenced && rec_.hangup.empty()) st = StartCommand();
   if (!st.ok()) {
     rec_.spawn_failed = true;
     rec_.error = st.message();
     LogLine("trainq: " + st.message());
   }
   if (main_pid_ > 0) Supervise();
+  EndSession();
   RunCleanup();
   EndCgroup();
   return Finish();
@@ -520,6 +560,13 @@ Status Shim::Prepare() {
   // The log first, so that it says why the command could not be prepared.
   if (!opened.ok()) return opened;
   if (!command.ok()) return command.status();
+  if (!spec_.session_socket.empty()) {
+    const std::optional<Identity>& user = command_->identity;
+    Result<SessionLink> link = SessionLink::Listen(
+        spec_.session_socket, user ? int64_t{user->uid} : -1, user ? int64_t{user->gid} : -1);
+    if (!link.ok()) return link.status();
+    session_.emplace(std::move(*link));
+  }
   for (const std::string& line : spec_.notices) LogLine(line);
   // Before the shim is a subreaper: what these leave running is not the job's.
   if (!spec_.prepare.empty()) RunAside(spec_.prepare, "did not finish preparing");
@@ -534,10 +581,30 @@ Status Shim::StartCommand() {
   auto report = MakeCloexecPipe();
   if (!report.ok()) return report.status();
   // Both ends close-on-exec: the child installs the write end as fds 1 and 2 (dup2 clears
-  // the flag there), so the read end never reaches the command.
-  auto output = MakeCloexecPipe();
-  if (!output.ok()) return output.status();
-  if (::fcntl(output->read.get(), F_SETFL, O_NONBLOCK) < 0) {
+  // the flag there), so the read end never reaches the command. A session's terminal instead.
+  CommandStdio stdio;
+  UniqueFd child_end;  // the parent's copy of what the child installs, closed after fork
+  UniqueFd child_input;
+  if (session_ && session_->hello_value().tty) {
+    TRAINQ_RETURN_IF_ERROR(OpenTerminal(stdio, child_end));
+  } else {
+    auto output = MakeCloexecPipe();
+    if (!output.ok()) return output.status();
+    output_ = std::move(output->read);
+    child_end = std::move(output->write);
+    stdio.output_fd = child_end.get();
+    if (session_) {
+      auto input = MakeCloexecPipe();
+      if (!input.ok()) return input.status();
+      input_ = std::move(input->write);
+      child_input = std::move(input->read);
+      stdio.input_fd = child_input.get();
+      if (::fcntl(input_.get(), F_SETFL, O_NONBLOCK) < 0) {
+        return ErrnoStatus("fcntl O_NONBLOCK", errno);
+      }
+    }
+  }
+  if (::fcntl(output_.get(), F_SETFL, O_NONBLOCK) < 0) {
     return ErrnoStatus("fcntl O_NONBLOCK", errno);
   }
   rec_.started_at = SystemClock().Now();
@@ -546,6 +613,10 @@ Status Shim::StartCommand() {
     // A lead longer than the limit warns at the start, as Slurm does.
     if (spec_.warn_signal > 0) {
       warn_at_ = *deadline_ - milliseconds(std::min(spec_.warn_lead_ms, spec_.time_limit_ms));
+    }
+    if (session_) {
+      session_warn_at_ =
+          *deadline_ - std::min(kSessionWarning, milliseconds(spec_.time_limit_ms / 2));
     }
   }
   if (!spec_.fence_file.empty()) next_fence_check_ = Steady::now();
@@ -556,11 +627,13 @@ Status Shim::StartCommand() {
   pid_t self = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus("fork", errno);
-  if (pid == 0) CommandChild(command, join, self, output->write.get(), report->write.get());
+  if (pid == 0) CommandChild(command, join, self, stdio, report->write.get());
   main_pid_ = pid;
-  output->write.Reset();  // else the pipe never reaches EOF
-  output_ = std::move(output->read);
-  ::setpgid(pid, pid);  // the child does it too; whichever runs first wins
+  child_end.Reset();  // else the pipe never reaches EOF (the terminal never hangs up)
+  child_input.Reset();
+  // The child does it too; whichever runs first wins. Not for a terminal's child: setsid
+  // fails in a process that already leads a group.
+  if (!stdio.terminal) ::setpgid(pid, pid);
   report->write.Reset();
   if (auto failure = ReadChildReport(report->read.get())) {
     rec_.spawn_failed = true;
@@ -568,6 +641,114 @@ Status Shim::StartCommand() {
     LogLine("trainq: " + rec_.error);
   }
   return Status::Ok();
+}
+
+// A pseudo-terminal of the client's size, its slave the user's (as login(1) leaves a tty):
+// the master becomes output_, through which the program's input goes too.
+Status Shim::OpenTerminal(CommandStdio& stdio, UniqueFd& child_end) {
+  UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master.valid()) return ErrnoStatus("posix_openpt", errno);
+  if (::grantpt(master.get()) < 0 || ::unlockpt(master.get()) < 0) {
+    return ErrnoStatus("unlockpt", errno);
+  }
+  char name[128];
+  if (::ptsname_r(master.get(), name, sizeof(name)) != 0) return ErrnoStatus("ptsname", errno);
+  child_end.Reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!child_end.valid()) return ErrnoStatus(fmt::format("open {}", name), errno);
+  if (const std::optional<Identity>& user = command_->identity) {
+    if (::fchown(child_end.get(), user->uid, static_cast<gid_t>(-1)) < 0) {
+      return ErrnoStatus(fmt::format("chown {}", name), errno);
+    }
+  }
+  WindowSize size = session_->hello_value().size;
+  struct winsize ws = {};
+  ws.ws_row = size.rows;
+  ws.ws_col = size.cols;
+  if (::ioctl(master.get(), TIOCSWINSZ, &ws) < 0) return ErrnoStatus("TIOCSWINSZ", errno);
+  terminal_ = true;
+  output_ = std::move(master);
+  stdio.input_fd = child_end.get();
+  stdio.output_fd = child_end.get();
+  stdio.terminal = true;
+  return Status::Ok();
+}
+
+// Before the command starts: the client's hello, which says whether the program gets a
+// terminal and of what size, so nothing it prints is lost or drawn at a wrong width. A stop
+// request, or no client in session_wait_ms, ends the attempt unstarted.
+void Shim::AwaitClient() {
+  auto give_up = Steady::now() + milliseconds(spec_.session_wait_ms);
+  while (!session_->hello() && !cancel_requested_) {
+    if (session_->gone()) {
+      rec_.hangup = session_->why_gone() + " before the session started";
+      return LogLine("trainq: " + rec_.hangup);
+    }
+    auto left = std::chrono::ceil<milliseconds>(give_up - Steady::now());
+    if (left.count() <= 0) {
+      rec_.hangup =
+          fmt::format("no terminal connected within {}", FormatDuration(spec_.session_wait_ms));
+      return LogLine("trainq: " + rec_.hangup + "; the session did not start");
+    }
+    WaitSignals(std::min(left, milliseconds(1000)));
+  }
+  if (cancel_requested_) {
+    rec_.cancelled = true;
+    LogLine("trainq: the session was cancelled before it started");
+  }
+}
+
+// After each wake-up: what the client sent goes to the program; its going away is a hangup.
+void Shim::PumpSession() {
+  if (!session_) return;
+  pending_input_ += session_->TakeInput();
+  int input = terminal_ ? output_.get() : input_.get();
+  // A resize before the terminal exists waits in the link for it (the latest one counts).
+  if (std::optional<WindowSize> size = terminal_ ? session_->TakeResize() : std::nullopt) {
+    struct winsize ws = {};
+    ws.ws_row = size->rows;
+    ws.ws_col = size->cols;
+    (void)::ioctl(output_.get(), TIOCSWINSZ, &ws);  // the kernel tells the foreground job
+  }
+  if (session_->TakeEof()) {
+    if (terminal_) {
+      pending_input_ += '\x04';  // ^D: the terminal's end of input
+    } else {
+      eof_pending_ = true;
+    }
+  }
+  while (input >= 0 && !pending_input_.empty()) {
+    ssize_t n = ::write(input, pending_input_.data(), pending_input_.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n < 0) {  // the program closed its input, or the terminal hung up
+      pending_input_.clear();
+      break;
+    }
+    pending_input_.erase(0, static_cast<size_t>(n));
+  }
+  if (eof_pending_ && pending_input_.empty()) input_.Reset();
+  session_->set_reading(pending_input_.size() < kMaxPendingInput);
+  if (session_->gone() && main_pid_ > 0 && !main_reaped_) hangup_requested_ = true;
+}
+
+// The exit frame, after the program's last output: `trainq shell` exits with its status.
+void Shim::EndSession() {
+  if (!session_) return;
+  SessionExit exit;
+  if (rec_.exit_code) {
+    exit.status = *rec_.exit_code;
+    if (!rec_.hangup.empty() || rec_.cancelled || rec_.time_limit) exit.how = "the session ended";
+  } else if (rec_.signal) {
+    exit.status = 128 + *rec_.signal;
+    exit.how = fmt::format("killed by SIG{}", sigabbrev_np(*rec_.signal));
+  } else {
+    exit.status = 255;  // ssh's own failure status: the program never ran
+    exit.how = !rec_.error.empty()    ? rec_.error
+               : !rec_.hangup.empty() ? rec_.hangup
+                                      : "the session did not start";
+  }
+  session_->SendExit(exit);
+  session_->Finish(kSessionFlush);
 }
 
 std::string Shim::FailureMessage(const ChildFailure& f) const {
@@ -602,19 +783,33 @@ std::string Shim::FailureMessage(const ChildFailure& f) const {
 }
 
 void Shim::Supervise() {
+  PumpSession();  // what the client sent before the start: input typed ahead, its end
   while (!main_reaped_) {
     WaitSignals(UntilNextCheck());
     Reap();
     if (control_pending_) TakeControl();
-    if (rec_.cancelled || rec_.time_limit || rec_.fenced || !rec_.stop.empty() || main_reaped_) {
+    if (rec_.cancelled || rec_.time_limit || rec_.fenced || !rec_.stop.empty() ||
+        !rec_.hangup.empty() || main_reaped_) {
       continue;
     }
     if (warn_at_ && !warned_ && Steady::now() >= *warn_at_) {
       Warn(fmt::format("the time limit ({}) is {} away", FormatDuration(spec_.time_limit_ms),
                        FormatDuration(std::min(spec_.warn_lead_ms, spec_.time_limit_ms))));
     }
+    if (session_warn_at_ && !session_warned_ && Steady::now() >= *session_warn_at_) {
+      session_warned_ = true;
+      auto left = std::chrono::ceil<std::chrono::seconds>(*deadline_ - Steady::now());
+      LogLine(fmt::format("trainq: this session ends in {} (its time limit, --time {})",
+                          FormatDuration(std::chrono::duration_cast<milliseconds>(left).count()),
+                          FormatDuration(spec_.time_limit_ms)));
+    }
     if (cancel_requested_) {
       rec_.cancelled = true;
+      if (session_) LogLine("trainq: the session was cancelled; hanging up");
+      StopTree(milliseconds(spec_.grace_ms));
+    } else if (hangup_requested_) {
+      rec_.hangup = session_->why_gone();
+      LogLine("trainq: " + rec_.hangup + "; hanging up the session");
       StopTree(milliseconds(spec_.grace_ms));
     } else if (PastDeadline()) {
       rec_.time_limit = true;
@@ -760,7 +955,8 @@ bool Shim::PastDeadline() const { return deadline_ && Steady::now() >= *deadline
 milliseconds Shim::UntilNextCheck() const {
   if (control_pending_) return milliseconds(0);  // read before the command started
   milliseconds wait = UntilDeadline();
-  for (const auto& at : {warned_ ? std::nullopt : warn_at_, stop_at_}) {
+  for (const auto& at : {warned_ ? std::nullopt : warn_at_, stop_at_,
+                         session_warned_ ? std::nullopt : session_warn_at_}) {
     if (!at) continue;
     auto left = std::max(std::chrono::ceil<milliseconds>(*at - Steady::now()), milliseconds(0));
     wait = wait < milliseconds(0) ? left : std::min(wait, left);
@@ -796,12 +992,23 @@ bool Shim::FenceLapsed() {
 
 void Shim::StopTree(milliseconds grace) {
   if (TreeGone()) return;
-  SignalTree(SIGTERM);
-  auto deadline = Steady::now() + grace;
-  while (!TreeGone() && Steady::now() < deadline) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - Steady::now());
-    WaitSignals(std::clamp(left, milliseconds(0), kPoll));
+  auto wait_gone = [this](milliseconds within) {
+    auto deadline = Steady::now() + within;
+    while (!TreeGone() && Steady::now() < deadline) {
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - Steady::now());
+      WaitSignals(std::clamp(left, milliseconds(0), kPoll));
+    }
+  };
+  // A session is hung up first, as a closed terminal would be, and given the grace to leave
+  // (an interactive shell ignores SIGTERM but leaves on SIGHUP, hanging up its own jobs);
+  // then the usual stop.
+  if (session_) {
+    SignalTree(SIGHUP);
+    wait_gone(grace);
+    if (TreeGone()) return;
   }
+  SignalTree(SIGTERM);
+  wait_gone(grace);
   auto give_up = Steady::now() + kKillPatience;
   while (!TreeGone()) {  // rescan: processes may fork while we kill
     if (main_reaped_ && Steady::now() > give_up) {
@@ -890,13 +1097,27 @@ void Shim::EndCgroup() {
 // Every wait also reads the command's output: a job blocked on a full pipe would never end,
 // not even while it is being stopped. Returns early when output arrives.
 void Shim::WaitSignals(milliseconds timeout) {
-  struct pollfd p[2] = {{signal_fd_.get(), POLLIN, 0}, {output_.get(), POLLIN, 0}};
-  int nfds = output_.valid() ? 2 : 1;
+  // signals, output, and a session's listener, client and the program's input.
+  struct pollfd p[5] = {{signal_fd_.get(), POLLIN, 0}, {output_.get(), POLLIN, 0}};
+  // A session's client that does not read holds the program's output, not the shim's memory.
+  if (!output_.valid() || (session_ && session_->room() == 0)) p[1].fd = -1;
+  int nfds = 2;
+  if (session_) {
+    session_->PollFds(p[2], p[3]);
+    int input = terminal_ ? output_.get() : input_.get();
+    p[4] = {pending_input_.empty() ? -1 : input, POLLOUT, 0};
+    nfds = 5;
+  }
   // Without a signalfd (its setup failed) this is still a wait, never a spin: poll skips a
   // negative fd.
   if (!signal_fd_.valid()) p[0].fd = -1;
-  if (::poll(p, nfds, static_cast<int>(timeout.count())) <= 0) return;
-  if (nfds == 2 && p[1].revents != 0) ReadOutput(kReadBudget);
+  int ready = ::poll(p, static_cast<nfds_t>(nfds), static_cast<int>(timeout.count()));
+  if (ready > 0 && p[1].fd >= 0 && p[1].revents != 0) ReadOutput(kReadBudget);
+  if (session_) {
+    if (ready > 0) session_->Handle(p[2], p[3]);
+    PumpSession();
+  }
+  if (ready <= 0) return;
   if (!signal_fd_.valid() || (p[0].revents & POLLIN) == 0) return;
   struct signalfd_siginfo info;
   while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
@@ -913,14 +1134,20 @@ void Shim::WaitSignals(milliseconds timeout) {
 // never blocks on it.
 void Shim::ReadOutput(size_t budget) {
   while (output_.valid() && budget > 0) {
-    ssize_t n = ::read(output_.get(), buffer_.data(), std::min(buffer_.size(), budget));
+    size_t chunk = std::min(buffer_.size(), budget);
+    if (session_) chunk = std::min(chunk, session_->room());
+    if (chunk == 0) return;  // the client reads slowly: the program waits, as on a terminal
+    ssize_t n = ::read(output_.get(), buffer_.data(), chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
+    // EIO: a terminal's master once no process holds its slave, a pipe's EOF.
     if (n <= 0) {
       output_.Reset();
       return;
     }
-    if (log_) (void)log_->Append(std::string_view(buffer_.data(), static_cast<size_t>(n)));
+    std::string_view bytes(buffer_.data(), static_cast<size_t>(n));
+    if (log_ && !spec_.session_no_log) (void)log_->Append(bytes);
+    if (session_) session_->SendOutput(bytes);
     budget -= static_cast<size_t>(n);
   }
 }
@@ -940,8 +1167,10 @@ void Shim::Reap() {
 }
 
 void Shim::LogLine(const std::string& line) {
-  if (!log_) return;
   ReadOutput(kReadBudget);  // what the command wrote before this, first
+  // A session's user sees trainq's lines on the terminal as well.
+  if (session_) session_->SendNotice(line);
+  if (!log_) return;
   (void)log_->Append(line + "\n");
 }
 

@@ -12,6 +12,10 @@
 
 namespace trainq {
 
+std::string SessionSocketPath(const StatePaths& paths, int64_t job, int n) {
+  return fmt::format("{}/{}.{}.sock", paths.sessions, job, n);
+}
+
 std::string DefaultStateDir() {
   std::string xdg = GetEnv("XDG_STATE_HOME");
   if (!xdg.empty()) return xdg + "/trainq";
@@ -33,6 +37,7 @@ StatePaths ResolveStatePaths(const std::string& flag) {
   p.state_dir = dir;
   p.db = dir + "/trainq.db";
   p.runs = dir + "/runs";
+  p.sessions = dir + "/sessions";
   p.lock = dir + "/daemon.lock";
   p.log = dir + "/daemon.log";
   p.config = dir + "/config.toml";

@@ -2,14 +2,18 @@
 // TRAINQ_STATE_DIR, then $XDG_STATE_HOME/trainq, then ~/.local/state/trainq.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace trainq {
 
 struct StatePaths {
   std::string state_dir;
-  std::string db;      // trainq.db
-  std::string runs;    // runs/<job>/<attempt>/
+  std::string db;    // trainq.db
+  std::string runs;  // runs/<job>/<attempt>/
+  // sessions/<job>.<attempt>.sock: interactive sessions' sockets, each its user's (0600); a
+  // shared daemon's users pass through the directory (0711) to theirs.
+  std::string sessions;
   std::string socket;  // trainq.sock, or <hash>.sock in socket_dir when the path is too long
   // Empty when the socket is in the state dir. Otherwise the directory only its user may
   // enter that holds the socket: $XDG_RUNTIME_DIR/trainq, else /tmp/trainq-<euid>. Whoever
@@ -22,6 +26,9 @@ struct StatePaths {
 };
 
 std::string DefaultStateDir();
+
+// The socket of attempt `n` of interactive job `job` (RunSpec::session_socket).
+std::string SessionSocketPath(const StatePaths& paths, int64_t job, int n);
 
 // A shared daemon's defaults (docs/operations.md, "A shared server"): root's state, and the
 // socket every user's client looks for before it starts a personal daemon.

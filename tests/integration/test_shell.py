@@ -1,0 +1,266 @@
+"""Interactive sessions (`trainq shell`, docs/workflow.md "Interactive sessions"), driven from
+a real pseudo-terminal as a user's terminal emulator would: the session waits its turn, runs
+on a terminal joined to the user's, and ends with its program's status, its client, its time
+limit or a cancel.
+"""
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import termios
+import time
+
+import pytest
+
+from conftest import check_no_sanitizer_report, process_gone, trainq_binary, wait_for
+from test_shared import Shared  # noqa: F401  (its fixture's class)
+from test_shared import shared  # noqa: F401
+
+PROMPT = "tq$ "
+SHELL = ["bash", "--norc", "--noprofile", "-i"]
+
+
+def set_size(fd, rows, cols):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+class Terminal:
+    """`trainq ARGS` on a new pseudo-terminal of 24x80, its controlling terminal."""
+
+    def __init__(self, argv, env, cwd, user=None):
+        self.master, slave = pty.openpty()
+        set_size(slave, 24, 80)
+        self.modes = termios.tcgetattr(slave)
+        kw = {}
+        if user is not None:
+            kw = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+            os.fchown(slave, user.pw_uid, user.pw_gid)
+
+        def become_session_leader():
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                                     cwd=cwd, preexec_fn=become_session_leader, **kw)
+        self.slave = slave  # kept open: the terminal's modes are read after the client ends
+        self.seen = b""
+
+    def text(self):
+        return self.seen.decode(errors="replace")
+
+    def expect(self, pattern, timeout=30):
+        """Reads until `pattern` (a regex) appears after what earlier calls consumed."""
+        regex = re.compile(pattern.encode())
+        deadline = time.monotonic() + timeout
+        while True:
+            m = regex.search(self.seen, self._mark if hasattr(self, "_mark") else 0)
+            if m:
+                self._mark = m.end()
+                return m
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.master], [], [], max(left, 0))
+            if not ready:
+                raise AssertionError(f"no {pattern!r} within {timeout}s; the terminal shows:\n"
+                                     f"{self.text()[-2000:]}")
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"the terminal closed before {pattern!r}:\n"
+                                     f"{self.text()[-2000:]}")
+            self.seen += chunk
+
+    def type(self, keys):
+        os.write(self.master, keys.encode())
+
+    def resize(self, rows, cols):
+        set_size(self.master, rows, cols)  # the kernel sends the client SIGWINCH
+
+    def wait(self, timeout=30):
+        rc = self.proc.wait(timeout=timeout)
+        # What it printed last (its exit line) is still in the terminal.
+        while select.select([self.master], [], [], 0.2)[0]:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.seen += chunk
+        check_no_sanitizer_report(self.text(), "trainq shell")
+        return rc
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self.master)
+        os.close(self.slave)
+
+
+@pytest.fixture
+def terminals():
+    made = []
+
+    def open_terminal(argv, env, cwd, user=None):
+        made.append(Terminal(argv, env, cwd, user))
+        return made[-1]
+
+    yield open_terminal
+    for t in made:
+        t.close()
+
+
+def shell_env(tq):
+    return dict(tq.env, PS1=PROMPT, TERM="xterm")
+
+
+def session_pids(term):
+    """The shell's pid and a background child's, as the session itself reports them."""
+    term.type("sleep 300 & echo pids=$$,$!\r")
+    m = term.expect(r"pids=(\d+),(\d+)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_a_session_waits_its_turn_then_runs_on_a_terminal_joined_to_yours(tq, terminals):
+    tq.start_daemon()
+    blocker = tq.submit("--gpus", "1", cmd=["sleep", "300"])
+    tq.wait_state(blocker, "running")
+    term = terminals([trainq_binary(), "shell", "--gpus", "1", "--", *SHELL], shell_env(tq),
+                     tq.work)
+    # It waits in line like any job, saying why.
+    term.expect(r"job 2 queued, 1st in line")
+    tq.run("cancel", str(blocker))
+    term.expect(r"trainq: job 2 on (this machine|node \S+), GPU 0\r\n")
+    term.expect(re.escape(PROMPT))
+    term.type("echo gpus=$CUDA_VISIBLE_DEVICES job=$TRAINQ_JOB_ID\r")
+    term.expect(r"gpus=0 job=2\r\n")
+    # The terminal is a real one of the user's size, and follows a resize.
+    term.type("tty; stty size\r")
+    term.expect(r"/dev/pts/\d+\r\n24 80\r\n")
+    term.resize(40, 132)
+    # The client reads the SIGWINCH before the keys typed after it: no sleep needed.
+    term.type("stty size\r")
+    term.expect(r"40 132\r\n")
+    # Ctrl-C reaches the foreground program, not trainq: the shell survives it.
+    term.type("sleep 100\r")
+    time.sleep(0.5)
+    term.type("\x03")
+    term.type("echo still-here\r")
+    term.expect(r"still-here\r\n")
+    job = tq.show(2)
+    assert job["state"] == "running" and job["interactive"] is True
+    assert "session: running" in tq.run("ls").stdout
+    term.type("exit 3\r")
+    assert term.wait() == 3, term.text()
+    # The user's terminal is as it was: cooked, echoing.
+    assert termios.tcgetattr(term.slave) == term.modes
+    job = tq.wait_state(2, "failed")
+    assert job["attempts"][-1]["exit_code"] == 3
+    # The transcript: what the program printed, never what was typed unechoed.
+    log = tq.run("logs", "2").stdout
+    assert "gpus=0 job=2" in log and "still-here" in log
+
+
+def test_killing_the_client_hangs_the_session_up_and_ends_the_job(tq, terminals):
+    tq.start_daemon()
+    term = terminals([trainq_binary(), "shell", "--", *SHELL], shell_env(tq), tq.work)
+    term.expect(re.escape(PROMPT))
+    shell_pid, child_pid = session_pids(term)
+    term.proc.kill()  # kill -9: no goodbye from the client
+    term.proc.wait()
+    job = tq.wait_state(1, "cancelled")
+    assert "the terminal disconnected" in job["reason"], job
+    wait_for(lambda: process_gone(shell_pid) and process_gone(child_pid),
+             what="the session's processes to be gone")
+    log = tq.run("logs", "1").stdout
+    assert "trainq: the terminal disconnected; hanging up the session" in log
+
+
+def test_the_time_limit_warns_in_the_terminal_then_hangs_up(tq, terminals):
+    tq.start_daemon()
+    term = terminals([trainq_binary(), "shell", "--time", "4s", "--", *SHELL], shell_env(tq),
+                     tq.work)
+    term.expect(re.escape(PROMPT))
+    # Half the limit before it when the limit is under two minutes; a minute before otherwise.
+    term.expect(r"trainq: this session ends in 2s \(its time limit, --time 4s\)\r\n")
+    term.expect(r"trainq: time limit \(4s\) reached; stopping the job")
+    assert term.wait() == 128 + signal.SIGHUP
+    assert "trainq: killed by SIGHUP" in term.text()
+    job = tq.wait_state(1, "failed")
+    assert job["reason"].startswith("time limit (4s)"), job
+
+
+def test_cancel_ends_the_session_with_a_message_in_the_terminal(tq, terminals):
+    tq.start_daemon()
+    term = terminals([trainq_binary(), "shell", "--", *SHELL], shell_env(tq), tq.work)
+    term.expect(re.escape(PROMPT))
+    tq.run("cancel", "1")
+    term.expect(r"trainq: the session was cancelled; hanging up")
+    assert term.wait() == 128 + signal.SIGHUP
+    assert tq.wait_state(1, "cancelled")
+
+
+def test_without_a_terminal_the_program_gets_pipes(tq):
+    tq.start_daemon()
+    proc = tq.run("shell", "--gpus", "0", "--", "sh", "-c",
+                  "read line; echo got:$line; tty || true; exit 5", input="hello\n",
+                  check=False)
+    assert proc.returncode == 5, proc
+    assert "got:hello" in proc.stdout and "not a tty" in proc.stdout, proc
+    assert re.search(r"trainq: job 1 on .*, no GPU", proc.stderr), proc.stderr
+
+
+def test_no_log_keeps_no_transcript(tq):
+    tq.start_daemon()
+    proc = tq.run("shell", "--no-log", "--gpus", "0", "--", "echo", "private-output",
+                  input="", check=False)
+    assert proc.returncode == 0 and "private-output" in proc.stdout, proc
+    tq.wait_state(1, "succeeded")
+    assert "private-output" not in tq.run("logs", "1").stdout
+    assert "transcript not kept (--no-log)" in tq.run("show", "1").stdout
+
+
+def test_what_a_session_cannot_be_is_refused_and_nothing_stored(tq):
+    tq.start_daemon()
+    proc = tq.run("shell", "--nodes", "2", "--", "true", check=False)
+    assert proc.returncode == 2, proc
+    assert "--nodes: 2: an interactive session runs on one node" in proc.stderr
+    answer = tq.api("POST", "/v1/jobs", {"command": ["true"], "no_log": True})
+    assert answer.status == 400
+    assert "no_log: only for an interactive session" in answer.body["error"]["message"]
+    batch = tq.submit("--gpus", "0", cmd=["sleep", "30"])
+    answer = tq.api("GET", f"/v1/jobs/{batch}/session")
+    assert answer.status == 400 and "not an interactive session" in answer.body["error"]["message"]
+    assert [j["id"] for j in tq.ls()] == [batch]
+
+
+def test_a_users_session_on_a_shared_server_is_theirs_alone(shared, terminals, people):
+    s = shared()
+    s.start()
+    ada = people["ada"]
+    env = dict(s.env_of(ada), PS1=PROMPT, TERM="xterm")
+    term = terminals([trainq_binary(), "shell", "--", *SHELL], env, s.work, user=ada)
+    term.expect(re.escape(PROMPT))
+    term.type("echo me=$(id -un) tty=$(stat -c %U $(tty))\r")
+    term.expect(rf"me={ada.pw_name} tty={ada.pw_name}\r\n")
+    assert json.loads(s.trainq_as("ada", "show", "--json", "1", check=0).stdout)["interactive"]
+    sock = os.path.join(s.state_dir, "sessions", "1.1.sock")
+    st = os.stat(sock)
+    assert (st.st_uid, st.st_mode & 0o777) == (ada.pw_uid, 0o600)
+    # Another user cannot reach it: the socket is ada's alone (and the shim would refuse a
+    # stranger's connection by its credentials even if it were not).
+    probe = subprocess.run(
+        ["runuser", "-u", people["bob"].pw_name, "--", "python3", "-c",
+         "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])", sock],
+        capture_output=True, text=True, timeout=30)
+    assert probe.returncode != 0 and "PermissionError" in probe.stderr, probe
+    term.type("exit 0\r")
+    assert term.wait() == 0
+
