@@ -6,7 +6,8 @@ namespace trainq {
 namespace {
 
 void PutU32(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 uint32_t GetU32(std::string_view in) {
@@ -91,8 +92,8 @@ Result<WindowSize> DecodeResize(std::string_view payload) {
 
 Result<SessionExit> DecodeExit(std::string_view payload) {
   if (payload.size() < 4) {
-    return Status::Invalid(fmt::format(
-        "session exit: {} bytes; expected a 4-byte status and a text", payload.size()));
+    return Status::Invalid(
+        fmt::format("session exit: {} bytes; expected a 4-byte status and a text", payload.size()));
   }
   uint32_t status = GetU32(payload);
   if (status > 255) {
@@ -111,8 +112,8 @@ Result<std::optional<Frame>> FrameReader::Next() {
   if (rest.size() < 5) return std::optional<Frame>();
   uint32_t length = GetU32(rest.substr(1));
   if (length > kMaxFramePayload) {
-    return Status::Invalid(fmt::format("session: a frame of {} bytes; at most {}", length,
-                                       kMaxFramePayload));
+    return Status::Invalid(
+        fmt::format("session: a frame of {} bytes; at most {}", length, kMaxFramePayload));
   }
   if (rest.size() < 5 + size_t{length}) return std::optional<Frame>();
   Frame f{static_cast<FrameType>(rest[0]), std::string(rest.substr(5, length))};

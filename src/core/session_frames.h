@@ -37,7 +37,7 @@ struct WindowSize {
 };
 
 struct Hello {
-  WindowSize size;  // 0x0 without a terminal
+  WindowSize size;   // 0x0 without a terminal
   bool tty = false;  // the client has a terminal: the program gets a pseudo-terminal
 };
 

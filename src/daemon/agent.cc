@@ -14,6 +14,7 @@
 #include "src/daemon/agent.h"
 #include "src/daemon/outcome.h"
 #include "src/os/container_host.h"
+#include "src/os/fence.h"
 #include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
@@ -25,6 +26,7 @@ namespace {
 
 LiveAttempt FromAttempt(const Job& job, const Attempt& a) {
   LiveAttempt live;
+  live.session = job.spec.interactive;
   live.job = job.id;
   live.n = a.n;
   live.user = job.spec.user;
@@ -300,6 +302,8 @@ RunSpec Agent::ShimSpec(const Job& job, int n, const Placement& p, int rank, con
   if (job.spec.interactive) {
     spec.session_socket = SessionSocketPath(options_.paths, job.id, n);
     spec.session_no_log = job.spec.no_log;
+    spec.session_idle_ms = config_.interactive_idle_ms;
+    spec.session_activity_file = SessionActivityPath(p.run_dir);
   }
   if (job.spec.container.on()) InContainer(job, p, spec);
   return spec;
@@ -877,6 +881,7 @@ void Agent::AttributeUsage() {
   UnixMs t = sampler_.sampled_at();
   for (auto& [id, live] : live_) {
     CountUsage(live, t, utilization);
+    if (live.session) StampActivity(live, t, utilization);
     if (t - live.usage_written_at >= kUsageWriteMs) WriteUsage(id, live, t);
     // Per GPU, as --mem and the reservation are: a 4-GPU job's sum would read as 4x its ask.
     uint64_t most = 0;
@@ -913,6 +918,22 @@ void Agent::CountUsage(LiveAttempt& live, UnixMs t, const std::map<int, int>& ut
       u.mem_byte_s += used->second * static_cast<uint64_t>(dt) / 1000;
     }
   }
+}
+
+// A session's GPUs in use keep it open (RunSpec::session_idle_ms): its shim reads the stamp.
+// Written at most every 5 s (a quarter of a shorter timeout).
+void Agent::StampActivity(LiveAttempt& live, UnixMs t, const std::map<int, int>& utilization) {
+  // Often enough that a session in use is never judged idle between two stamps.
+  int64_t every = std::min<int64_t>(5000, config_.interactive_idle_ms / 4);
+  if (t - live.activity_stamped_at < every) return;
+  bool busy = std::any_of(live.gpu_indices.begin(), live.gpu_indices.end(), [&](int gpu) {
+    auto util = utilization.find(gpu);
+    return util != utilization.end() && util->second > 0;
+  });
+  if (!busy) return;
+  Status st = WriteFenceStamp(SessionActivityPath(live.run_dir), BootClockMs());
+  if (!st.ok()) spdlog::warn("job {}: stamping its session's GPU use: {}", live.job, st.message());
+  live.activity_stamped_at = t;
 }
 
 void Agent::WriteUsage(JobId id, LiveAttempt& live, UnixMs now) {

@@ -81,6 +81,8 @@ struct LiveAttempt {
   int64_t control_seq = 0;
   std::string stop_requested;
   bool gate = false;                    // the "shim" is a trainq.gpu gate's own process
+  bool session = false;                 // an interactive session (JobSpec::interactive)
+  UnixMs activity_stamped_at = 0;       // its GPUs' use last told its shim (StampActivity)
   std::map<int, uint64_t> used_by_gpu;  // latest sample: bytes its processes hold per GPU
   bool usage_known = false;
   uint64_t peak_bytes = 0;
@@ -230,6 +232,7 @@ class Agent {
   // Adds the GPU time from the last sample to `t` to the attempt's unwritten usage.
   void CountUsage(LiveAttempt& live, UnixMs t, const std::map<int, int>& utilization);
   // Writes what is unwritten; kept for the next try when the store refuses.
+  void StampActivity(LiveAttempt& live, UnixMs t, const std::map<int, int>& utilization);
   void WriteUsage(JobId id, LiveAttempt& live, UnixMs now);
   static constexpr int64_t kPortRetryMs = 2000;
 

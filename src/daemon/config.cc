@@ -573,6 +573,10 @@ const std::vector<Option>& Options() {
           Duration(&Config::oom_backoff_max_ms)),
       Row("grace_period", "10s", false, "time between SIGTERM and SIGKILL when a job is stopped",
           Duration(&Config::grace_ms)),
+      Row("interactive_idle_timeout", "1h", false,
+          "an interactive session (`trainq shell`) with no input from its terminal and no use of "
+          "its GPUs for this long is hung up; 0 = never",
+          Duration(&Config::interactive_idle_ms)),
       Row("sample_interval", "1s", false, "how often the GPUs are sampled; at least 100ms",
           Duration(&Config::sample_interval_ms, kMinSampleIntervalMs)),
       Row("ramp_up", "60s", false,

@@ -27,9 +27,10 @@ struct Config {
   // max_gpus_per_user, max_jobs_per_user, aging_limit (aging_ms), max_holds, placement (pack:
   // "spread" or "pack"). `workload` is no option: the scheduler fills in what it learns.
   PolicyConfig policy;
-  int64_t oom_backoff_ms = 30000;        // oom_backoff
-  int64_t oom_backoff_max_ms = 3600000;  // oom_backoff_max
-  int64_t grace_ms = 10000;              // grace_period
+  int64_t oom_backoff_ms = 30000;         // oom_backoff
+  int64_t oom_backoff_max_ms = 3600000;   // oom_backoff_max
+  int64_t grace_ms = 10000;               // grace_period
+  int64_t interactive_idle_ms = 3600000;  // interactive_idle_timeout; 0: never
   // Preemption (docs/scheduling.md, "Preemption"): whether a job is preemptible when its submit
   // does not say (preemptible), the priority lead that lets a waiting job stop running ones
   // (preempt_priority_gap), the other rules (preempt_for_fair_share, preempt_for_aging), the

@@ -213,6 +213,8 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
     j["session_socket"] = spec.session_socket;
     j["session_wait_ms"] = spec.session_wait_ms;
     j["session_no_log"] = spec.session_no_log;
+    j["session_idle_ms"] = spec.session_idle_ms;
+    j["session_activity_file"] = spec.session_activity_file;
   }
   if (!spec.fence_file.empty()) {
     j["fence_file"] = spec.fence_file;
@@ -266,6 +268,8 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.String("session_socket", spec.session_socket);
   f.Int("session_wait_ms", spec.session_wait_ms);
   f.Bool("session_no_log", spec.session_no_log);
+  f.Int("session_idle_ms", spec.session_idle_ms);
+  f.String("session_activity_file", spec.session_activity_file);
   f.Int("uid", spec.uid);
   f.Int("gid", spec.gid);
   f.String("user", spec.user);

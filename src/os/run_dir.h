@@ -6,6 +6,8 @@
 //   shim.json  written by the shim once it runs: its pid and start time
 //   output.log stdout and stderr of the command, kept within log_max_bytes by the shim
 //   exit.json  written by the shim after the command ended
+//   gpu_activity written by the daemon while an interactive session's GPUs are busy
+//              (RunSpec::session_activity_file)
 //   control.json written by the daemon, then SIGUSR1 to the shim: stop the job with a warning
 //              (a preemption, a requeue) or send its processes a signal (ShimControl)
 #pragma once
@@ -103,6 +105,11 @@ struct RunSpec {
   std::string session_socket;
   int64_t session_wait_ms = 60000;
   bool session_no_log = false;
+  // A session with no input and no GPU use for session_idle_ms is hung up (0: never). GPU use
+  // is the daemon's to see: it stamps session_activity_file (BootClockMs, as a fence stamp,
+  // src/os/fence.h) while the attempt's GPUs are busy.
+  int64_t session_idle_ms = 0;
+  std::string session_activity_file;
 };
 
 // A node's GPU isolation verdict for one container setup (RunSpec::gpu_check_file).
@@ -113,6 +120,11 @@ struct GpuCheck {
 };
 Status WriteGpuCheck(const std::string& path, const GpuCheck& check);
 Result<GpuCheck> ReadGpuCheck(const std::string& path);
+
+// Where the daemon stamps a session's GPU use (RunSpec::session_activity_file).
+inline std::string SessionActivityPath(const std::string& run_dir) {
+  return run_dir + "/gpu_activity";
+}
 
 struct ShimRecord {
   int64_t pid = 0;

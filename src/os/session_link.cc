@@ -108,9 +108,7 @@ void SessionLink::ReadClient() {
     ssize_t n = ::read(client_.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
-    if (n <= 0) return Lost(n == 0 ? "the terminal disconnected"
-                                   : fmt::format("the terminal's connection failed: {}",
-                                                 std::strerror(errno)));
+    if (n <= 0) return Lost(n == 0 ? 0 : errno);
     reader_.Feed(std::string_view(buf, static_cast<size_t>(n)));
     if (static_cast<size_t>(n) < sizeof(buf)) break;
   }
@@ -152,9 +150,16 @@ void SessionLink::WriteClient() {
     ssize_t n = ::send(client_.get(), out_.data(), out_.size(), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
-    if (n < 0) return Lost(fmt::format("the terminal's connection failed: {}", std::strerror(errno)));
+    if (n < 0) return Lost(errno);
     out_.erase(0, static_cast<size_t>(n));
   }
+}
+
+// A client that closed, or died and left the kernel to reset its end, simply disconnected.
+void SessionLink::Lost(int err) {
+  bool gone = err == 0 || err == EPIPE || err == ECONNRESET;
+  Lost(gone ? std::string("the terminal disconnected")
+            : fmt::format("the terminal's connection failed: {}", std::strerror(err)));
 }
 
 void SessionLink::Lost(std::string why) {

@@ -68,6 +68,7 @@ class SessionLink {
   void ReadClient();
   void WriteClient();
   void Lost(std::string why);
+  void Lost(int err);  // the connection ended (0) or failed with errno `err`
 
   std::string path_;
   UniqueFd listener_;

@@ -347,6 +347,7 @@ class Shim {
   pid_t BatchShell();
   void CheckCheckpoint();
   milliseconds UntilNextCheck() const;
+  bool SessionIdle();
   bool FenceDue();
   bool FenceLapsed();
   void StopTree(milliseconds grace);
@@ -405,6 +406,10 @@ class Shim {
   std::string pending_input_;
   bool hangup_requested_ = false;
   bool eof_pending_ = false;  // the client's input ended: close the pipe once it is written
+  // The idle timeout (RunSpec::session_idle_ms): the last input, in BootClockMs, and when the
+  // daemon's stamp of GPU use is read next.
+  int64_t last_input_ms_ = 0;
+  std::optional<Steady::time_point> next_idle_check_;
   std::optional<Steady::time_point> session_warn_at_;
   bool session_warned_ = false;
 };
@@ -620,6 +625,10 @@ Status Shim::StartCommand() {
     }
   }
   if (!spec_.fence_file.empty()) next_fence_check_ = Steady::now();
+  if (session_ && spec_.session_idle_ms > 0) {
+    last_input_ms_ = BootClockMs();
+    next_idle_check_ = Steady::now() + milliseconds(spec_.session_idle_ms);
+  }
   auto cgroup_fds = OpenCgroup();
   if (!cgroup_fds.ok()) return cgroup_fds.status();
   CgroupJoin join;
@@ -700,7 +709,9 @@ void Shim::AwaitClient() {
 // After each wake-up: what the client sent goes to the program; its going away is a hangup.
 void Shim::PumpSession() {
   if (!session_) return;
-  pending_input_ += session_->TakeInput();
+  std::string typed = session_->TakeInput();
+  if (!typed.empty()) last_input_ms_ = BootClockMs();
+  pending_input_ += typed;
   int input = terminal_ ? output_.get() : input_.get();
   // A resize before the terminal exists waits in the link for it (the latest one counts).
   if (std::optional<WindowSize> size = terminal_ ? session_->TakeResize() : std::nullopt) {
@@ -806,6 +817,11 @@ void Shim::Supervise() {
     if (cancel_requested_) {
       rec_.cancelled = true;
       if (session_) LogLine("trainq: the session was cancelled; hanging up");
+      StopTree(milliseconds(spec_.grace_ms));
+    } else if (SessionIdle()) {
+      rec_.hangup = fmt::format("idle for {}: no input and no GPU use (interactive_idle_timeout)",
+                                FormatDuration(spec_.session_idle_ms));
+      LogLine("trainq: " + rec_.hangup + "; hanging up the session");
       StopTree(milliseconds(spec_.grace_ms));
     } else if (hangup_requested_) {
       rec_.hangup = session_->why_gone();
@@ -956,7 +972,7 @@ milliseconds Shim::UntilNextCheck() const {
   if (control_pending_) return milliseconds(0);  // read before the command started
   milliseconds wait = UntilDeadline();
   for (const auto& at : {warned_ ? std::nullopt : warn_at_, stop_at_,
-                         session_warned_ ? std::nullopt : session_warn_at_}) {
+                         session_warned_ ? std::nullopt : session_warn_at_, next_idle_check_}) {
     if (!at) continue;
     auto left = std::max(std::chrono::ceil<milliseconds>(*at - Steady::now()), milliseconds(0));
     wait = wait < milliseconds(0) ? left : std::min(wait, left);
@@ -965,6 +981,20 @@ milliseconds Shim::UntilNextCheck() const {
   auto fence = std::chrono::ceil<milliseconds>(*next_fence_check_ - Steady::now());
   fence = std::max(fence, milliseconds(0));
   return wait < milliseconds(0) ? fence : std::min(wait, fence);
+}
+
+// Whether a session has had neither input nor GPU use for session_idle_ms; when not, the next
+// check is due when it could first be, from the latest of the two.
+bool Shim::SessionIdle() {
+  if (!next_idle_check_ || Steady::now() < *next_idle_check_) return false;
+  int64_t active = last_input_ms_;
+  if (Result<int64_t> gpu = ReadFenceStamp(spec_.session_activity_file); gpu.ok()) {
+    active = std::max(active, *gpu);
+  }
+  int64_t left = spec_.session_idle_ms - (BootClockMs() - active);
+  if (left <= 0) return true;
+  next_idle_check_ = Steady::now() + milliseconds(left);
+  return false;
 }
 
 // Output wakes the loop too: the file is read on schedule, not on every chunk of output.

@@ -12,8 +12,8 @@
 
 #include "src/core/session_frames.h"
 #include "src/os/fd.h"
-#include "src/os/process.h"
 #include "src/os/proc_test_util.h"
+#include "src/os/process.h"
 #include "src/os/run_dir.h"
 #include "src/os/system.h"
 #include "src/os/terminal_session.h"
@@ -98,7 +98,7 @@ TEST(ShimSessionTest, PipesCarryInputOutputAndTheExitStatus) {
   ASSERT_TRUE(rec.ok()) << rec.status().ToString();
   EXPECT_EQ(rec->exit_code, 4);
   EXPECT_THAT(ReadAll(LogPath(dir.path())), HasSubstr("got:hi"));  // the transcript
-  EXPECT_FALSE(FileExists(spec.session_socket));  // removed at the end
+  EXPECT_FALSE(FileExists(spec.session_socket));                   // removed at the end
 }
 
 TEST(ShimSessionTest, ATerminalHasTheClientsSizeAndFollowsResizes) {

@@ -232,9 +232,9 @@ Result<int> ConnectSession(const std::string& socket, int patience_ms) {
       socklen_t len = sizeof(cred);
       if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
           (cred.uid != 0 && cred.uid != ::getuid())) {
-        return Status::Permission(fmt::format(
-            "session socket {}: served by uid {}, neither root nor you; not connecting", socket,
-            cred.uid));
+        return Status::Permission(
+            fmt::format("session socket {}: served by uid {}, neither root nor you; not connecting",
+                        socket, cred.uid));
       }
       return fd.Release();
     }

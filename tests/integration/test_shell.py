@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import check_no_sanitizer_report, process_gone, trainq_binary, wait_for
+from conftest import check_no_sanitizer_report, gpu, process_gone, trainq_binary, wait_for
 from test_shared import Shared  # noqa: F401  (its fixture's class)
 from test_shared import shared  # noqa: F401
 
@@ -189,7 +189,7 @@ def test_the_time_limit_warns_in_the_terminal_then_hangs_up(tq, terminals):
                      tq.work)
     term.expect(re.escape(PROMPT))
     # Half the limit before it when the limit is under two minutes; a minute before otherwise.
-    term.expect(r"trainq: this session ends in 2s \(its time limit, --time 4s\)\r\n")
+    term.expect(r"trainq: this session ends in [12]s \(its time limit, --time 4s\)\r\n")
     term.expect(r"trainq: time limit \(4s\) reached; stopping the job")
     assert term.wait() == 128 + signal.SIGHUP
     assert "trainq: killed by SIGHUP" in term.text()
@@ -264,3 +264,24 @@ def test_a_users_session_on_a_shared_server_is_theirs_alone(shared, terminals, p
     term.type("exit 0\r")
     assert term.wait() == 0
 
+
+def test_an_idle_session_is_hung_up_but_typing_or_a_busy_gpu_keeps_it(make_trainq, terminals):
+    tq = make_trainq(interactive_idle_timeout="3s")
+    tq.start_daemon()
+    term = terminals([trainq_binary(), "shell", "--", *SHELL], shell_env(tq), tq.work)
+    term.expect(re.escape(PROMPT))
+    # Keys count as use: typed every half second for twice the timeout, it stays.
+    for i in range(12):
+        term.type(f"# {i}\r")
+        time.sleep(0.5)
+    # So does a GPU in use (the simulated GPU's utilisation), with no key at all.
+    tq.set_gpus([gpu(0, utilization=60)])
+    time.sleep(6)
+    assert tq.state(1) == "running"
+    # Neither: hung up, with the reason in the terminal and on the job.
+    tq.set_gpus([gpu(0)])
+    term.expect(r"trainq: idle for 3s: no input and no GPU use \(interactive_idle_timeout\)"
+                r"; hanging up the session", timeout=30)
+    assert term.wait() == 128 + signal.SIGHUP
+    job = tq.wait_state(1, "cancelled")
+    assert job["reason"].startswith("idle for 3s"), job
