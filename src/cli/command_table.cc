@@ -8,6 +8,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/completion.h"
 #include "src/cli/sim_command.h"
+#include "src/cli/slurm_tools.h"
 
 namespace trainq {
 
@@ -164,6 +165,20 @@ Action SetupSbatch(CLI::App&) {
     SbatchArgs args;
     args.words.assign(inv.raw_words.begin(), inv.raw_words.end());
     return CmdSbatch(ClientOf(inv), args);
+  };
+}
+
+Action SetupSalloc(CLI::App&) {
+  return [](Invocation& inv) {
+    SbatchArgs args;
+    args.words.assign(inv.raw_words.begin(), inv.raw_words.end());
+    return CmdSalloc(ClientOf(inv), args);
+  };
+}
+
+Action SetupSrun(CLI::App&) {
+  return [](Invocation& inv) {
+    return RunSrun(std::vector<std::string>(inv.raw_words.begin(), inv.raw_words.end()));
   };
 }
 
@@ -494,6 +509,14 @@ constexpr CommandRow kCommands[] = {
      "run a Slurm batch script: its #SBATCH lines become trainq's options; "
      "trainq sbatch [SBATCH OPTIONS] SCRIPT [ARGS]",
      SetupSbatch, kRawWords | kNoData},
+    {"salloc",
+     "Slurm's salloc: sbatch's options, then COMMAND (default: your shell) as a session with "
+     "the SLURM_* variables; srun inside runs steps on it; trainq salloc [OPTIONS] [COMMAND]",
+     SetupSalloc, kRawWords | kNoData},
+    {"srun",
+     "Slurm's srun: inside a job, a step on its allocation; outside one, srun --pty [OPTIONS] "
+     "COMMAND is trainq salloc (a session)",
+     SetupSrun, kRawWords | kNoData},
     {"diff", "what differs between two runs: commit, uncommitted changes, command, env", SetupDiff,
      kJobIds},
     {"ls", "waiting and running jobs", SetupList},

@@ -172,6 +172,7 @@ struct ShellArgs {
 };
 int CmdShell(Client& client, const ShellArgs& args);
 int CmdSbatch(Client& client, const SbatchArgs& args);
+int CmdSalloc(Client& client, const SbatchArgs& args);
 // The request body `trainq submit` sends for `args` (the caller's environment, cwd, ...);
 // kInvalid naming the option at fault.
 Result<nlohmann::json> SubmitBody(const SubmitArgs& args);

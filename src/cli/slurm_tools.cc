@@ -861,14 +861,37 @@ int Scontrol(const std::vector<std::string>& args) {
 
 }  // namespace
 
+int RunSrun(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "--trainq-node-steps") return NodeSteps();
+  if (!args.empty() && args[0] == "--trainq-steps-done") return StepsDone();
+  auto pty = std::find(args.begin(), args.end(), "--pty");
+  // Only srun's own options count: a --pty after the command is the command's.
+  bool own = pty != args.end() &&
+             std::none_of(args.begin(), pty, [](const std::string& a) { return a == "--"; });
+  if (own && GetEnv("SLURM_JOB_ID").empty()) {
+    std::vector<std::string> words = {"trainq", "salloc"};
+    for (auto it = args.begin(); it != args.end(); ++it) {
+      if (it != pty) words.push_back(*it);
+    }
+    return RunTrainq(words);
+  }
+  if (own) {
+    Say("srun: error: --pty inside a job (an interactive step) is not supported by trainq's "
+        "srun; the allocation's own shell already runs on its node: run the command there");
+    return 1;
+  }
+  return Srun(args);
+}
+
 std::optional<int> RunSlurmTool(int argc, char** argv) {
   std::string_view self = argc > 0 ? argv[0] : "";
   self = self.substr(self.rfind('/') + 1);
   std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
-  if (self == "srun") {
-    if (!args.empty() && args[0] == "--trainq-node-steps") return NodeSteps();
-    if (!args.empty() && args[0] == "--trainq-steps-done") return StepsDone();
-    return Srun(args);
+  if (self == "srun") return RunSrun(args);
+  if (self == "salloc") {
+    std::vector<std::string> words = {"trainq", "salloc"};
+    words.insert(words.end(), args.begin(), args.end());
+    return RunTrainq(words);
   }
   if (self == "scontrol") return Scontrol(args);
   if (self == "sbatch") {

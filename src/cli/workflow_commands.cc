@@ -24,6 +24,7 @@
 #include "src/core/hostlist.h"
 #include "src/core/json_codec.h"
 #include "src/core/sbatch.h"
+#include "src/core/spec.h"
 #include "src/core/stop_spec.h"
 #include "src/core/sweep.h"
 #include "src/core/words.h"
@@ -786,6 +787,8 @@ std::string StartedText(int64_t id, const json& job) {
       gpus.empty() ? std::string(", no GPU") : fmt::format(", GPU {}", fmt::join(gpus, ",")));
 }
 
+int RunSession(Client& client, const json& body);
+
 }  // namespace
 
 int CmdShell(Client& client, const ShellArgs& args) {
@@ -796,9 +799,16 @@ int CmdShell(Client& client, const ShellArgs& args) {
   (*body)["interactive"] = true;
   if (args.no_log) (*body)["no_log"] = true;
   if (Status st = ApplySnapshot(client, a, *body); !st.ok()) return Fail(st);
+  return RunSession(client, *body);
+}
+
+namespace {
+
+// Submits session `body`, waits for its place, then joins this terminal to it.
+int RunSession(Client& client, const json& body) {
   constexpr int kInterrupt[] = {SIGINT};
   CatchSignals(kInterrupt, OnInterrupt, /*restart_calls=*/true);
-  Result<int64_t> id = SubmitOne(client, *body);
+  Result<int64_t> id = SubmitOne(client, body);
   if (!id.ok()) return Fail(id.status());
   StatusLine status;
   int seen = 0;
@@ -840,6 +850,8 @@ int CmdShell(Client& client, const ShellArgs& args) {
     return RelaySession(*fd);
   }
 }
+
+}  // namespace
 
 // --- sbatch ---
 
@@ -964,8 +976,9 @@ Status CheckOutputFolder(const SbatchOptions& o, std::string_view option,
 }
 
 // The submit request for the script: one job, or one per array index in a new group.
-Result<json> SbatchBody(Client& client, const SbatchInput& in) {
-  const SbatchOptions& o = in.options;
+// The submit request sbatch's (and salloc's) options ask for, all but the command: named
+// `name`, with the SLURM_* variables Slurm fixes at submit.
+Result<json> SlurmBody(Client& client, const SbatchOptions& o, const std::string& name) {
   TRAINQ_RETURN_IF_ERROR(CheckOutputFolder(o, "output", o.output));
   TRAINQ_RETURN_IF_ERROR(CheckOutputFolder(o, "error", o.error));
   SubmitArgs a;
@@ -979,8 +992,6 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!body.ok()) return body.status();
   // #TRAINQ --stage: the manifests made here, as `trainq submit --stage` makes them.
   TRAINQ_RETURN_IF_ERROR(ApplySnapshot(client, a, *body));
-  std::string name = o.job_name;
-  if (name.empty()) name = in.script_path.substr(in.script_path.rfind('/') + 1);
   Result<SbatchAllocation> alloc = AllocationOf(o);
   if (!alloc.ok()) return alloc.status();
   json& env = (*body)["env"];
@@ -1025,6 +1036,16 @@ Result<json> SbatchBody(Client& client, const SbatchInput& in) {
   if (!after_any->empty()) (*body)["after_any"] = std::move(*after_any);
   (*body)["slurm"] = true;
   env["SLURM_JOB_NAME"] = name;  // an array's tasks are NAME[INDEX] in trainq, NAME in Slurm
+  return body;
+}
+
+Result<json> SbatchBody(Client& client, const SbatchInput& in) {
+  const SbatchOptions& o = in.options;
+  std::string name = o.job_name;
+  if (name.empty()) name = in.script_path.substr(in.script_path.rfind('/') + 1);
+  Result<json> body = SlurmBody(client, o, name);
+  if (!body.ok()) return body.status();
+  json& env = (*body)["env"];
   // What `show` prints for the command: the script and its arguments, not the wrapper.
   json& record = (*body)["record"];
   if (!record.is_object()) record = json::object();
@@ -1113,6 +1134,31 @@ int CmdSbatch(Client& client, const SbatchArgs& args) {
     std::printf("Submitted batch job %lld\n", static_cast<long long>(id));
   }
   return 0;
+}
+
+// `trainq salloc [OPTIONS] [COMMAND]`: an allocation as Slurm's salloc gives it, sbatch's
+// options, COMMAND (default: the user's shell) run in it as a session, with the SLURM_*
+// variables, so that srun inside runs steps on it and `exit` gives it back.
+int CmdSalloc(Client& client, const SbatchArgs& args) {
+  SbatchOptions o;
+  Result<size_t> at = ApplySbatchCommandLine(args.words, "the command line", o);
+  if (!at.ok()) return Fail(at.status());
+  for (const std::string& w : o.warnings) {
+    std::fprintf(stderr, "trainq salloc: warning: %s\n", TerminalSafe(w).c_str());
+  }
+  if (!o.array.empty()) {
+    return Fail(Status::Invalid(
+        "--array: an allocation is one session; for one job per index use trainq sbatch --array"));
+  }
+  std::vector<std::string> command(args.words.begin() + static_cast<std::ptrdiff_t>(*at),
+                                   args.words.end());
+  if (command.empty()) command = {LoginShell()};
+  std::string name = o.job_name.empty() ? DefaultJobName(command) : o.job_name;
+  Result<json> body = SlurmBody(client, o, name);
+  if (!body.ok()) return Fail(AgainstTheScript(body.status(), o));
+  (*body)["interactive"] = true;
+  (*body)["command"] = command;
+  return RunSession(client, *body);
 }
 
 }  // namespace trainq

@@ -9,11 +9,14 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import struct
 import subprocess
+import sys
 import termios
 import time
+import urllib.request
 
 import pytest
 
@@ -285,3 +288,67 @@ def test_an_idle_session_is_hung_up_but_typing_or_a_busy_gpu_keeps_it(make_train
     assert term.wait() == 128 + signal.SIGHUP
     job = tq.wait_state(1, "cancelled")
     assert job["reason"].startswith("idle for 3s"), job
+
+
+def test_salloc_gives_an_allocation_that_srun_runs_steps_on(tq, terminals):
+    tq.start_daemon()
+    term = terminals([trainq_binary(), "salloc", "-n", "2", "--gres=gpu:1", "-t", "10", *SHELL],
+                     shell_env(tq), tq.work)
+    term.expect(re.escape(PROMPT))
+    term.type("echo job=$SLURM_JOB_ID gpus=$CUDA_VISIBLE_DEVICES; srun -l hostname\r")
+    term.expect(r"job=1 gpus=0\r\n")
+    host = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
+    term.expect(rf"0: {re.escape(host)}\r\n")
+    term.expect(rf"1: {re.escape(host)}\r\n")
+    job = tq.show(1)
+    assert job["interactive"] and job["slurm"] and job["time_limit_ms"] == 600000, job
+    term.type("exit\r")
+    assert term.wait() == 0
+    tq.wait_state(1, "succeeded")
+
+
+def test_srun_pty_outside_a_job_is_a_session(tq, terminals):
+    tq.start_daemon()
+    srun = os.path.join(os.path.dirname(trainq_binary()), "slurm", "srun")
+    term = terminals([srun, "--gres=gpu:1", "--pty", *SHELL], shell_env(tq), tq.work)
+    term.expect(re.escape(PROMPT))
+    term.type("echo gpus=$CUDA_VISIBLE_DEVICES; exit 2\r")
+    term.expect(r"gpus=0\r\n")
+    assert term.wait() == 2
+    assert tq.show(1)["interactive"]
+
+
+def documented_notebook_command():
+    """The `trainq shell ... jupyter lab ...` line of docs/workflow.md, as words."""
+    docs = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "workflow.md")
+    for line in open(docs):
+        if "trainq shell" in line and "jupyter lab" in line:
+            words = line.split()
+            return words[words.index("trainq"):]
+    raise AssertionError("docs/workflow.md shows no `trainq shell ... jupyter lab` command")
+
+
+def test_the_documented_notebook_recipe_serves_a_notebook_from_a_queued_gpu(tq, terminals,
+                                                                           tmp_path):
+    tq.start_daemon()
+    env = shell_env(tq)
+    if shutil.which("jupyter") is None:
+        stand_in = tmp_path / "bin"
+        stand_in.mkdir()
+        target = os.path.join(os.path.dirname(__file__), "data", "jupyter_stand_in.py")
+        (stand_in / "jupyter").write_text(f"#!/bin/sh\nexec {sys.executable} {target} \"$@\"\n")
+        (stand_in / "jupyter").chmod(0o755)
+        env["PATH"] = f"{stand_in}:{env['PATH']}"
+    words = documented_notebook_command()
+    term = terminals([trainq_binary(), *words[1:]], env, tq.work)
+    term.expect(r"trainq: job 1 on .*, GPU 0\r\n")
+    url = term.expect(r"(http://127\.0\.0\.1:\d+/lab\?token=\w+)").group(1).decode()
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        assert answer.status == 200
+    job = tq.show(1)
+    assert job["state"] == "running" and job["time_limit_ms"] == 4 * 3600 * 1000
+    term.type("\x03")
+    time.sleep(0.3)
+    term.type("\x03")  # Jupyter asks for a second one
+    assert term.wait() in (0, 130), term.text()
+    assert tq.wait_state(1, ["succeeded", "failed"])

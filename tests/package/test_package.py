@@ -104,7 +104,7 @@ def test_the_package_has_every_file_and_only_runtime_dependencies(debs):
     missing = [f for f in expected if f not in files]
     assert not missing, (missing, sorted(files))
     # The Slurm look-alikes where docs/workflow.md puts them: links to the client.
-    for tool in ("srun", "sbatch", "squeue", "scancel", "scontrol", "sinfo", "sacct"):
+    for tool in ("srun", "sbatch", "salloc", "squeue", "scancel", "scontrol", "sinfo", "sacct"):
         mode, target = files[f"/usr/lib/trainq/slurm/{tool}"]
         assert mode.startswith("l") and target == "../../../bin/trainq", (tool, mode, target)
     # The copyright file carries the dashboard's licence notice (uPlot's, MIT).
