@@ -28,7 +28,7 @@ CMAKE_FLAGS := -G Ninja
 # takes about half the CPU time.
 SPEED_FLAGS := -DTRAINQ_PCH=ON -DTRAINQ_UNITY=ON
 
-.PHONY: all deps test-deps package-deps release deb wheel package-test check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-stage bench-dashboard dashboard-screenshot torch-image unit integration fuzz demo install clean format format-check
+.PHONY: all deps test-deps package-deps release deb wheel package-test check test test-gpu release-tests bench bench-smoke bench-scale bench-transport bench-sched bench-cluster bench-snapshot bench-container bench-typing bench-stage bench-dashboard dashboard-screenshot torch-image unit integration fuzz demo install clean format format-check
 
 all: release
 
@@ -158,6 +158,10 @@ bench-snapshot: release test-deps
 # from the image store and from an archive (bench/container_start.py; needs podman).
 bench-container: release test-deps
 	@python3 bench/container_start.py $(RELEASE)/trainq
+
+# Typing latency of `trainq shell`: key to echo, beside a local terminal and script(1).
+bench-typing: release test-deps
+	@python3 bench/typing.py $(RELEASE)/trainq
 
 # Code and data shipped to another node (docs/cluster.md): the first copy beside rsync, the
 # bytes a 1 % change sends, what a cached dataset adds to a start. MIB=256 for a quick run.

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -861,6 +862,69 @@ int Scontrol(const std::vector<std::string>& args) {
 
 }  // namespace
 
+namespace {
+
+// srun --pty inside an allocation (a session's shell, salloc's): an interactive step. Its one
+// task is this process, on this terminal, with the step's variables, as Slurm's runs on the
+// allocation's first node; more tasks, or a node other than this one, cannot share a terminal.
+int PtyStep(const std::vector<std::string>& args) {
+  Result<SrunOptions> opts = ParseSrun(args);
+  if (!opts.ok()) {
+    Say(opts.status().message());
+    return 2;
+  }
+  if (opts->ntasks.value_or(1) != 1 || opts->nodes.value_or(1) != 1 ||
+      opts->ntasks_per_node.value_or(1) != 1) {
+    Say("srun: error: --pty runs one task on one terminal: drop -n, -N and --ntasks-per-node, or "
+        "run the step without --pty");
+    return 1;
+  }
+  EnvMap env = CurrentEnv();
+  Result<SlurmAllocation> alloc = AllocationFromEnv(env);
+  if (!alloc.ok()) {
+    Say(alloc.status().message());
+    return 1;
+  }
+  SrunOptions one = *opts;
+  one.ntasks = 1;
+  Result<StepLayout> layout = LayOutStep(one, *alloc);
+  if (!layout.ok()) {
+    Say(layout.status().message());
+    return 1;
+  }
+  if (alloc->node_id != 0 || layout->tasks.empty() || layout->tasks[0] != 1) {
+    Say("srun: error: --pty runs its task here, on the allocation's first node; -w or -x moved "
+        "it elsewhere");
+    return 1;
+  }
+  auto gpus = env.find("CUDA_VISIBLE_DEVICES");
+  std::vector<std::string> node_gpus =
+      gpus == env.end() ? std::vector<std::string>{} : SplitList(gpus->second);
+  EnvMap task = TaskEnv(env, *layout, *alloc, 0, 0, NextStep(), node_gpus);
+  if (!opts->job_name.empty()) task["SLURM_JOB_NAME"] = opts->job_name;
+  for (const auto& [k, v] : task) ::setenv(k.c_str(), v.c_str(), 1);
+  if (!opts->chdir.empty()) {
+    std::error_code err;
+    std::filesystem::current_path(opts->chdir, err);
+    if (err) {
+      Say(fmt::format("srun: error: --chdir {}: {}", opts->chdir, err.message()));
+      return 1;
+    }
+  }
+  Result<std::string> path = FindOnPath(opts->command[0]);
+  if (!path.ok()) {
+    Say(fmt::format("srun: error: {}: {}", opts->command[0], path.status().message()));
+    return 127;
+  }
+  std::vector<std::string> argv = opts->command;
+  argv[0] = *path;
+  Status st = ExecReplace(argv);
+  Say("srun: error: " + st.message());
+  return 126;
+}
+
+}  // namespace
+
 int RunSrun(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "--trainq-node-steps") return NodeSteps();
   if (!args.empty() && args[0] == "--trainq-steps-done") return StepsDone();
@@ -876,9 +940,9 @@ int RunSrun(const std::vector<std::string>& args) {
     return RunTrainq(words);
   }
   if (own) {
-    Say("srun: error: --pty inside a job (an interactive step) is not supported by trainq's "
-        "srun; the allocation's own shell already runs on its node: run the command there");
-    return 1;
+    std::vector<std::string> rest(args.begin(), pty);
+    rest.insert(rest.end(), pty + 1, args.end());
+    return PtyStep(rest);
   }
   return Srun(args);
 }

@@ -807,7 +807,8 @@ namespace {
 // Submits session `body`, waits for its place, then joins this terminal to it.
 int RunSession(Client& client, const json& body) {
   constexpr int kInterrupt[] = {SIGINT};
-  CatchSignals(kInterrupt, OnInterrupt, /*restart_calls=*/true);
+  // Qualified: slurm_tools.cc has a CatchSignals of its own, and unity builds join the two.
+  trainq::CatchSignals(kInterrupt, OnInterrupt, /*restart_calls=*/true);
   Result<int64_t> id = SubmitOne(client, body);
   if (!id.ok()) return Fail(id.status());
   StatusLine status;

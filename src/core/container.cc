@@ -187,6 +187,10 @@ ContainerRun BuildContainerRun(const JobSpec& spec, const std::vector<std::strin
   std::vector<std::string>& cmd = run.command;
   cmd = {host.runtime, "run",  "--rm",    "--name", host.name, "--init",
          "--network",  "host", "--quiet", "--pull", host.pull};
+  if (spec.interactive) {
+    cmd.insert(cmd.begin() + 2, "--interactive");
+    run.tty_flag_at = 2;
+  }
   uint64_t shm = c.shm_bytes > 0 ? c.shm_bytes : host.shm_bytes;
   cmd.insert(cmd.end(), {"--shm-size", fmt::format("{}b", shm)});
   cmd.insert(cmd.end(), {"--volume", spec.cwd + ":" + spec.cwd});

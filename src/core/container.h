@@ -76,6 +76,10 @@ struct ContainerRun {
   std::vector<std::string> command;                      // the runtime's `run` line
   std::vector<std::pair<std::string, std::string>> env;  // the runtime client's environment
   std::vector<std::string> cleanup;                      // removes the container, if left
+  // An interactive session's container keeps stdin open (--interactive); its shim inserts
+  // "--tty" at this index of `command` when the client has a terminal (RunSpec's
+  // session_tty_flag), as `podman run -it` gives one. -1: not a session.
+  int64_t tty_flag_at = -1;
 };
 
 // What an attempt of `spec` runs: the runtime with the job's cwd mounted at the same path (and

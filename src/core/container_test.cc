@@ -66,6 +66,20 @@ TEST(ContainerRunTest, RunsTheCommandInItsDirectoryOnTheHostNetworkWithAnInit) {
                                        "0", "trainq-12-1-abcd"));
 }
 
+// A session's container keeps stdin open; where --tty goes (when the client has a terminal)
+// is the shim's to fill: the index is right after `run`. A batch job's has neither.
+TEST(ContainerRunTest, ASessionKeepsStdinOpenAndSaysWhereTheTtyFlagGoes) {
+  JobSpec s = Spec();
+  s.interactive = true;
+  ContainerRun run = BuildContainerRun(s, {}, {}, Host());
+  ASSERT_GE(run.command.size(), 3u);
+  EXPECT_EQ(run.command[2], "--interactive");
+  EXPECT_EQ(run.tty_flag_at, 2);
+  ContainerRun batch = BuildContainerRun(Spec(), {}, {}, Host());
+  EXPECT_THAT(batch.command, Not(Contains("--interactive")));
+  EXPECT_EQ(batch.tty_flag_at, -1);
+}
+
 TEST(ContainerRunTest, MountsShmAndWorkdirAsAsked) {
   JobSpec s = Spec();
   s.container.mounts = {"/data/imagenet:/data:ro", "/scratch:/scratch"};

@@ -421,7 +421,12 @@ void Agent::InContainer(const Job& job, const Placement& p, RunSpec& spec) const
     in.container.mounts.push_back(target + ":" + target + ":ro");
   ContainerRun run = BuildContainerRun(in, p.gpu_uuids, spec.env, host);
   spec.cleanup = std::move(run.cleanup);
-  if (job.spec.slurm_env) {
+  if (run.tty_flag_at >= 0) {
+    spec.session_tty_flag = "--tty";
+    spec.session_tty_flag_at = run.tty_flag_at;
+  }
+  // A session (salloc's too) runs its command in the container itself.
+  if (job.spec.slurm_env && !job.spec.interactive) {
     // A batch script's wrapper runs on the host (its output files, srun's step folder) and
     // runs the script in the container: the run line up to the image, one word a line, in
     // the file TRAINQ_CONTAINER_RUN names (docs/containers.md, "sbatch").

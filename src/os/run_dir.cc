@@ -215,6 +215,10 @@ Status WriteRunSpec(const std::string& run_dir, const RunSpec& spec) {
     j["session_no_log"] = spec.session_no_log;
     j["session_idle_ms"] = spec.session_idle_ms;
     j["session_activity_file"] = spec.session_activity_file;
+    if (!spec.session_tty_flag.empty()) {
+      j["session_tty_flag"] = spec.session_tty_flag;
+      j["session_tty_flag_at"] = spec.session_tty_flag_at;
+    }
   }
   if (!spec.fence_file.empty()) {
     j["fence_file"] = spec.fence_file;
@@ -270,6 +274,8 @@ Result<RunSpec> ReadRunSpec(const std::string& run_dir) {
   f.Bool("session_no_log", spec.session_no_log);
   f.Int("session_idle_ms", spec.session_idle_ms);
   f.String("session_activity_file", spec.session_activity_file);
+  f.String("session_tty_flag", spec.session_tty_flag);
+  f.Int("session_tty_flag_at", spec.session_tty_flag_at);
   f.Int("uid", spec.uid);
   f.Int("gid", spec.gid);
   f.String("user", spec.user);

@@ -110,6 +110,10 @@ struct RunSpec {
   // src/os/fence.h) while the attempt's GPUs are busy.
   int64_t session_idle_ms = 0;
   std::string session_activity_file;
+  // A word the command gets at index session_tty_flag_at when the client has a terminal (a
+  // container session's "--tty"); "": none.
+  std::string session_tty_flag;
+  int64_t session_tty_flag_at = -1;
 };
 
 // A node's GPU isolation verdict for one container setup (RunSpec::gpu_check_file).

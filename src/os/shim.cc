@@ -703,6 +703,13 @@ void Shim::AwaitClient() {
   if (cancel_requested_) {
     rec_.cancelled = true;
     LogLine("trainq: the session was cancelled before it started");
+    return;
+  }
+  int64_t at = spec_.session_tty_flag_at;
+  if (session_->hello() && session_->hello_value().tty && !spec_.session_tty_flag.empty() &&
+      at >= 0 && at <= static_cast<int64_t>(spec_.command.size())) {
+    spec_.command.insert(spec_.command.begin() + at, spec_.session_tty_flag);
+    command_->argv = CStringArray(spec_.command);
   }
 }
 

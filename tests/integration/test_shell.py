@@ -21,6 +21,7 @@ import urllib.request
 import pytest
 
 from conftest import check_no_sanitizer_report, gpu, process_gone, trainq_binary, wait_for
+from test_containers import RUNTIME_ARGS, containers_of, image  # noqa: F401
 from test_shared import Shared  # noqa: F401  (its fixture's class)
 from test_shared import shared  # noqa: F401
 
@@ -300,9 +301,14 @@ def test_salloc_gives_an_allocation_that_srun_runs_steps_on(tq, terminals):
     host = subprocess.run(["hostname"], capture_output=True, text=True).stdout.strip()
     term.expect(rf"0: {re.escape(host)}\r\n")
     term.expect(rf"1: {re.escape(host)}\r\n")
+    # An interactive step: its one task on this terminal, with the step's variables.
+    term.type("srun --pty sh -c 'echo step=$SLURM_STEP_ID procid=$SLURM_PROCID; tty'\r")
+    term.expect(r"step=\d+ procid=0\r\n/dev/pts/\d+\r\n")
+    term.type("srun --pty -n 2 true\r")
+    term.expect(r"srun: error: --pty runs one task on one terminal")
     job = tq.show(1)
     assert job["interactive"] and job["slurm"] and job["time_limit_ms"] == 600000, job
-    term.type("exit\r")
+    term.type("exit 0\r")
     assert term.wait() == 0
     tq.wait_state(1, "succeeded")
 
@@ -352,3 +358,19 @@ def test_the_documented_notebook_recipe_serves_a_notebook_from_a_queued_gpu(tq, 
     term.type("\x03")  # Jupyter asks for a second one
     assert term.wait() in (0, 130), term.text()
     assert tq.wait_state(1, ["succeeded", "failed"])
+
+
+def test_a_session_with_an_image_runs_inside_its_container(make_trainq, terminals, image):
+    tq = make_trainq(container_runtime="podman", container_runtime_args=RUNTIME_ARGS)
+    tq.start_daemon()
+    name, _ = image
+    term = terminals([trainq_binary(), "shell", "--image", name, "--", "sh", "-i"],
+                     shell_env(tq), tq.work)
+    term.expect(re.escape(PROMPT), timeout=60)
+    # Inside: the image's busybox, its own terminal (podman run -it), the job's GPU as 0.
+    term.type("echo in=$CUDA_VISIBLE_DEVICES; readlink /proc/self/fd/0; ls /bin/busybox\r")
+    term.expect(r"in=0\r\n/dev/pts/\d+\r\n/bin/busybox\r\n")
+    term.type("exit 4\r")
+    assert term.wait(timeout=60) == 4, term.text()
+    tq.wait_state(1, "failed", timeout=60)
+    assert containers_of(1) == []
