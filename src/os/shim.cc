@@ -461,9 +461,7 @@ int Shim::RunAside(std::vector<std::string>& argv, const char* stuck, millisecon
   pid_t pid = ::fork();
   if (pid < 0) return -1;
   if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    child::ResetSignals();
     int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
       ::dup2(null, 0);
@@ -530,6 +528,9 @@ Status Shim::TakeLock() {
 // blocking them again covers a shim started by hand.
 Status Shim::BlockSignals() {
   ::signal(SIGCHLD, SIG_DFL);  // SIG_IGN inherited from a careless parent would auto-reap
+  // A session's program that exits with input unread: the write fails with EPIPE instead of
+  // killing the shim. What the shim starts gets every disposition back (child::ResetSignals).
+  ::signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
   for (int sig : kShimSignals) sigaddset(&set, sig);

@@ -1,6 +1,7 @@
 // The shim's side of an interactive session (RunSpec::session_socket), driven through its
 // socket frame by frame as `trainq shell` would.
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -99,6 +100,31 @@ TEST(ShimSessionTest, PipesCarryInputOutputAndTheExitStatus) {
   EXPECT_EQ(rec->exit_code, 4);
   EXPECT_THAT(ReadAll(LogPath(dir.path())), HasSubstr("got:hi"));  // the transcript
   EXPECT_FALSE(FileExists(spec.session_socket));                   // removed at the end
+}
+
+// A program that ends with input unread: the shim's write fails (EPIPE), and the shim lives
+// on to report the program's own end.
+TEST(ShimSessionTest, InputLeftUnreadDoesNotKillTheShim) {
+  TempDir dir;
+  RunSpec spec = SessionSpec({"sh", "-c", "exit 3"}, dir);
+  ASSERT_TRUE(WriteRunSpec(dir.path(), spec).ok());
+  // As SpawnShim starts it: SIGPIPE's default disposition, whatever the test binary's.
+  pid_t shim = ForkRun([&] {
+    ::signal(SIGPIPE, SIG_DFL);
+    return RunShim(dir.path());
+  });
+  Result<int> fd = ConnectSession(spec.session_socket, 10000);
+  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+  UniqueFd sock(*fd);
+  Send(sock.get(), EncodeHello({{}, false}));
+  std::string chunk = EncodeFrame(FrameType::kData, std::string(256 * 1024, 'x'));
+  for (int i = 0; i < 4; ++i) (void)::send(sock.get(), chunk.data(), chunk.size(), MSG_NOSIGNAL);
+  Received got = ReadUntilExit(sock.get());
+  ASSERT_TRUE(got.exit);
+  EXPECT_EQ(got.exit->status, 3);
+  Result<ExitRecord> rec = Finish(shim, dir.path());
+  ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+  EXPECT_EQ(rec->exit_code, 3);
 }
 
 TEST(ShimSessionTest, ATerminalHasTheClientsSizeAndFollowsResizes) {
