@@ -806,6 +806,13 @@ namespace {
 
 // Submits session `body`, waits for its place, then joins this terminal to it.
 int RunSession(Client& client, const json& body) {
+  // The terminal's bytes go to the shim's socket on the daemon's machine.
+  if (!client.Local()) {
+    return Fail(Status::Invalid(fmt::format(
+        "a session's terminal is reached on the daemon's own machine, and {} is reached over "
+        "the network; run the command there (ssh -t HOST trainq shell ...)",
+        client.Describe())));
+  }
   constexpr int kInterrupt[] = {SIGINT};
   // Qualified: slurm_tools.cc has a CatchSignals of its own, and unity builds join the two.
   trainq::CatchSignals(kInterrupt, OnInterrupt, /*restart_calls=*/true);

@@ -236,6 +236,11 @@ def test_what_a_session_cannot_be_is_refused_and_nothing_stored(tq):
     proc = tq.run("shell", "--nodes", "2", "--", "true", check=False)
     assert proc.returncode == 2, proc
     assert "--nodes: 2: an interactive session runs on one node" in proc.stderr
+    # A daemon over the network: its shims' sockets are on its machine, not this one.
+    remote = tq.run("shell", "--", "true", check=False,
+                    env=dict(tq.env, TRAINQ_SERVER="https://127.0.0.1:9"))
+    assert remote.returncode == 2, remote
+    assert "a session's terminal is reached on the daemon's own machine" in remote.stderr
     answer = tq.api("POST", "/v1/jobs", {"command": ["true"], "no_log": True})
     assert answer.status == 400
     assert "no_log: only for an interactive session" in answer.body["error"]["message"]
