@@ -499,12 +499,12 @@ constexpr CommandRow kCommands[] = {
      "submit, wait in line, stream the output and exit with the job's exit code; Ctrl-C "
      "cancels it (twice: detach)",
      SetupRun, kNoData},
+    {"wait", "block until the jobs end; exit 0 if all succeeded, else the first failed one's code",
+     SetupWait, kJobIds},
     {"shell",
      "an interactive session on queued GPUs: waits in line, then runs COMMAND (default: your "
      "shell) on a terminal joined to yours, as srun --pty; trainq shell [opts] [-- CMD...]",
      SetupShell, kNoData},
-    {"wait", "block until the jobs end; exit 0 if all succeeded, else the first failed one's code",
-     SetupWait, kJobIds},
     {"sbatch",
      "run a Slurm batch script: its #SBATCH lines become trainq's options; "
      "trainq sbatch [SBATCH OPTIONS] SCRIPT [ARGS]",
