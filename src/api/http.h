@@ -32,7 +32,12 @@ struct HttpRequest {
   bool tcp = false;             // came over TCP (plain or TLS), not the Unix socket
   std::string remote;           // TCP: the peer's "ip:port" ("[ip6]:port"); "" on Unix
   std::string if_none_match{};  // the If-None-Match header; "" when absent
+  // The protocol the client asks to switch to (Upgrade, with Connection naming upgrade); ""
+  // for a plain request.
+  std::string upgrade{};
 };
+
+struct TunnelTarget;
 
 // A response body that goes on after the head (Server-Sent Events): whoever answered keeps it
 // and writes to it, on the event loop's thread, as things happen; the session sends what was
@@ -90,6 +95,10 @@ struct HttpResponse {
   // Set: the body is `body` and then what the stream gets, sent without a length until the
   // stream ends or the client goes; the connection is not kept alive.
   std::shared_ptr<StreamBody> stream{};
+  // Set: the connection is switched to the protocol the request asked for (101) and its
+  // bytes go both ways between the client and this target, untouched, until either side
+  // closes; where the target cannot be opened, the client gets that answer instead.
+  std::shared_ptr<const TunnelTarget> tunnel{};
 };
 
 // Routes answer through the Responder, now or later (a batched submit answers after its
@@ -191,6 +200,34 @@ struct CallOptions {
   std::string ca_file;
   std::string ca_name = "TRAINQ_CA";
 };
+
+// Where a switched connection's bytes go (HttpResponse::tunnel): a Unix socket on this machine,
+// or another server asked the same switch. The bytes are only copied: the protocol is the two
+// ends' own.
+struct TunnelTarget {
+  std::string protocol;  // the Upgrade value, to the client and to another server
+  std::string what;      // what is reached, for errors: "the terminal of job 12"
+  // A Unix socket on this machine; a listener not there yet (ENOENT, ECONNREFUSED) is tried
+  // again until `options.timeout_ms`.
+  std::string unix_path;
+  // Else GET `target` of this http(s) endpoint, with `options`'s Authorization and CA.
+  Endpoint endpoint;
+  std::string target;
+  CallOptions options;  // timeout_ms bounds the opening, not the tunnel
+};
+
+// A connection switched by HttpUpgrade.
+struct Upgraded {
+  int fd = -1;          // the connection's socket (the caller's to close); -1: not switched
+  std::string early;    // bytes that came right after the 101, before any read
+  HttpResponse answer;  // the daemon's answer when it did not switch
+};
+
+// GET `target` on the Unix socket at `socket_path` asking to switch to `protocol`; the listener
+// is judged as HttpCall judges it. A 101 gives the socket; any other answer is returned as the
+// daemon gave it. kUnavailable when nothing was sent, kIo when the exchange broke after.
+Result<Upgraded> HttpUpgrade(const std::string& socket_path, std::string_view target,
+                             std::string_view protocol, int timeout_ms);
 
 // Whether `path` is a PEM file of CA certificates a call can trust (`name`: where it was
 // named, tls_ca or TRAINQ_CA). kInvalid naming both and what is wrong.

@@ -153,4 +153,49 @@ Result<HttpResponse> HttpCall(const std::string& socket_path, std::string_view m
   return HttpCall(endpoint, method, target, body, options);
 }
 
+Result<Upgraded> HttpUpgrade(const std::string& socket_path, std::string_view target,
+                             std::string_view protocol, int timeout_ms) {
+  CallOptions options;
+  options.timeout_ms = timeout_ms;
+  TRAINQ_RETURN_IF_ERROR(CheckRequestText("GET", target, options));
+  if (protocol.empty() ||
+      protocol.find_first_of(std::string_view(" \t\r\n\0", 5)) != std::string_view::npos) {
+    return Status::Invalid("Upgrade: expected a protocol token");
+  }
+  Call call(timeout_ms);
+  Request req = MakeRequest("GET", target, "", options, "trainq");
+  req.set(http::field::connection, "Upgrade");
+  req.set(http::field::upgrade, beast::string_view(protocol.data(), protocol.size()));
+  Local::socket socket(call.io());
+  call.Arm(socket);
+  beast::error_code ec = call.Await([&](auto handler) {
+    socket.async_connect(Local::endpoint(socket_path), std::move(handler));
+  });
+  if (ec) return Unreachable(socket_path, ec);
+  TRAINQ_RETURN_IF_ERROR(CheckListener(socket.native_handle(), socket_path));
+  ec = call.Await([&](auto handler) { http::async_write(socket, req, std::move(handler)); });
+  if (ec) return Status::Io("sending to the trainq daemon failed: " + ec.message());
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64u << 20);
+  ec = call.Await(
+      [&](auto handler) { http::async_read_header(socket, buffer, parser, std::move(handler)); });
+  if (!ec && parser.get().result() != http::status::switching_protocols && !parser.is_done()) {
+    ec = call.Await(
+        [&](auto handler) { http::async_read(socket, buffer, parser, std::move(handler)); });
+  }
+  if (ec) return Status::Io("reading the trainq daemon's answer failed: " + ec.message());
+  const http::response<http::string_body>& res = parser.get();
+  Upgraded out;
+  if (res.result() != http::status::switching_protocols) {
+    out.answer = HttpResponse{static_cast<int>(res.result_int()), res.body(),
+                              std::string(res[http::field::content_type])};
+    return out;
+  }
+  out.early.assign(static_cast<const char*>(buffer.data().data()), buffer.size());
+  out.fd = socket.release(ec);
+  if (ec) return Status::Io("taking the switched connection failed: " + ec.message());
+  return out;
+}
+
 }  // namespace trainq

@@ -20,6 +20,7 @@
 
 #include "src/api/growing_body.h"
 #include "src/api/http.h"
+#include "src/api/tunnel.h"
 #include "src/core/json_codec.h"
 #include "src/os/permissions.h"
 #include "src/os/run_dir.h"
@@ -357,6 +358,12 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void SendStream(std::string data);
   // While a stream is sent: a client that closes its end ends the stream.
   void WatchForClose();
+  // A switched connection (HttpResponse::tunnel): the far end opened, then 101 and the bytes
+  // copied both ways, one buffer in flight each way (the slower side holds the other back).
+  void Tunnel(std::shared_ptr<const TunnelTarget> target);
+  void OnFarEnd(tunnel::Opened opened, const std::string& protocol);
+  void ClientToFar();
+  void FarToClient();
   void Linger();
   void DropInput();
   // Closes the connection unless re-armed or cancelled by `at`.
@@ -381,6 +388,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   std::list<SessionBase*>::iterator pos_;
   std::list<SessionBase*>::iterator refusal_pos_;
   std::shared_ptr<StreamBody> stream_body_;
+  std::shared_ptr<tunnel::FarEnd> far_;
+  std::vector<char> from_client_, to_client_;
+  bool client_ended_ = false, far_ended_ = false;  // each side's end, passed on to the other
 };
 
 // Until a TLS client's first byte its connection is idle: one that never speaks holds no
@@ -510,6 +520,9 @@ HttpRequest Session<Stream>::ToRequest(http::request<GrowingBody>& req) {
   if (auto tag = req.find(http::field::if_none_match); tag != req.end()) {
     out.if_none_match = std::string(tag->value());
   }
+  if (http::token_list(req[http::field::connection]).exists("upgrade")) {
+    out.upgrade = std::string(req[http::field::upgrade]);
+  }
   if constexpr (std::is_same_v<Stream, Local::socket>) {
     out.peer_uid = peer_.cred.uid;
     out.peer_pid = peer_.cred.pid;
@@ -524,6 +537,7 @@ template <class Stream>
 void Session<Stream>::Write(HttpResponse r) {
   if (closed_) return;
   if (r.stream) return WriteStream(std::move(r));
+  if (r.tunnel) return Tunnel(std::move(r.tunnel));
   auto res =
       std::make_shared<http::response<http::string_body>>(static_cast<http::status>(r.status), 11);
   res->set(http::field::server, "trainq");
@@ -600,6 +614,97 @@ void Session<Stream>::WatchForClose() {
                           });
 }
 
+// The end of a stream, plain or TLS (a peer's end without close_notify is one too).
+inline bool EndOfStream(const beast::error_code& ec) {
+  return ec == asio::error::eof || ec == ssl::error::stream_truncated;
+}
+
+// Opening the far end is bounded by its own timeout; the client has none once switched (a
+// terminal may be silent for hours), and either side closing closes both.
+template <class Stream>
+void Session<Stream>::Tunnel(std::shared_ptr<const TunnelTarget> target) {
+  keep_alive_ = false;
+  ++deadline_;  // no deadline of the client's applies from here
+  timer_.cancel();
+  std::string protocol = target->protocol;
+  tunnel::Open(stream_.get_executor(), std::move(target),
+               [self = this->shared_from_this(), protocol](tunnel::Opened opened) {
+                 self->OnFarEnd(std::move(opened), protocol);
+               });
+}
+
+template <class Stream>
+void Session<Stream>::OnFarEnd(tunnel::Opened opened, const std::string& protocol) {
+  if (closed_) {
+    if (opened.far) opened.far->Close();
+    return;
+  }
+  if (!opened.far) return Write(std::move(opened.refusal));
+  far_ = std::move(opened.far);
+  auto head = std::make_shared<std::string>(
+      "HTTP/1.1 101 Switching Protocols\r\nServer: trainq\r\nConnection: Upgrade\r\nUpgrade: " +
+      protocol + "\r\n\r\n" + std::exchange(far_->early, std::string()));
+  asio::async_write(
+      stream_, asio::buffer(*head),
+      [self = this->shared_from_this(), head](beast::error_code ec, size_t) {
+        if (ec || self->closed_) return self->Close();
+        self->from_client_.resize(64 * 1024);
+        self->to_client_.resize(64 * 1024);
+        self->FarToClient();
+        // What the client sent after its request, before the switch, goes first.
+        if (self->buffer_.size() == 0) return self->ClientToFar();
+        auto early = std::make_shared<std::string>(
+            static_cast<const char*>(self->buffer_.data().data()), self->buffer_.size());
+        self->buffer_.consume(self->buffer_.size());
+        self->far_->WriteAll(asio::buffer(*early), [self, early](beast::error_code write_ec) {
+          if (write_ec) return self->Close();
+          self->ClientToFar();
+        });
+      });
+}
+
+template <class Stream>
+void Session<Stream>::ClientToFar() {
+  auto self = this->shared_from_this();
+  stream_.async_read_some(asio::buffer(from_client_), [self](beast::error_code ec, size_t n) {
+    if (self->closed_) return;
+    if (EndOfStream(ec)) {
+      self->client_ended_ = true;
+      if (self->far_ended_) return self->Close();
+      return self->far_->ShutdownSend();
+    }
+    if (ec) return self->Close();
+    self->far_->WriteAll(asio::buffer(self->from_client_.data(), n),
+                         [self](beast::error_code write_ec) {
+                           if (write_ec || self->closed_) return self->Close();
+                           self->ClientToFar();
+                         });
+  });
+}
+
+template <class Stream>
+void Session<Stream>::FarToClient() {
+  auto self = this->shared_from_this();
+  far_->ReadSome(asio::buffer(to_client_), [self](beast::error_code ec, size_t n) {
+    if (self->closed_) return;
+    if (EndOfStream(ec)) {
+      // The far end said all it had: the client is told so, and closing the connection is
+      // left to it (closing with its bytes unread would reset what it has not read yet).
+      self->far_ended_ = true;
+      if (self->client_ended_) return self->Close();
+      beast::error_code ignored;
+      self->socket().shutdown(asio::socket_base::shutdown_send, ignored);
+      return self->Deadline(After(self->registry_->limits().header_timeout_ms));
+    }
+    if (ec) return self->Close();
+    asio::async_write(self->stream_, asio::buffer(self->to_client_.data(), n),
+                      [self](beast::error_code write_ec, size_t) {
+                        if (write_ec || self->closed_) return self->Close();
+                        self->FarToClient();
+                      });
+  });
+}
+
 // A refused client may not have sent its request yet, or not all of it: closing with its
 // bytes unread, or before they come, would reset the connection, and its answer with it
 // (the client's write fails with EPIPE first). So the rest is read and dropped until the
@@ -644,6 +749,7 @@ void Session<Stream>::Close() {
   if (refusing_) registry_->EndRefusal(refusal_pos_);
   refusing_ = false;
   if (stream_body_) stream_body_->Close();
+  if (far_) far_->Close();
   timer_.cancel();
   beast::error_code ignored;
   socket().shutdown(asio::socket_base::shutdown_both, ignored);

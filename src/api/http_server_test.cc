@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -120,12 +121,18 @@ class HttpServerTest : public ::testing::Test {
           }
           std::string body =
               "{\"path\":\"" + r.path + "\",\"bytes\":" + std::to_string(r.body.size()) + "}";
+          std::shared_ptr<const TunnelTarget> tunnel;
+          if (auto t = tunnels_.find(r.path); t != tunnels_.end() && r.upgrade == "tq-test") {
+            tunnel = t->second;
+          }
           {
             // Kept before the answer leaves: a client that has its answer finds it in Requests().
             std::lock_guard lock(mu_);
             requests_.push_back(std::move(r));
           }
-          respond({200, std::move(body)});
+          HttpResponse answer{200, std::move(body)};
+          answer.tunnel = std::move(tunnel);
+          respond(std::move(answer));
         },
         limits_);
     ASSERT_TRUE(server_->ListenUnix(path_).ok());
@@ -133,6 +140,7 @@ class HttpServerTest : public ::testing::Test {
     Result<int> port = server_->ListenTcp("127.0.0.1", 0, tls_);
     ASSERT_TRUE(port.ok()) << port.status().message();
     port_ = *port;
+    for (auto& [path, target] : tunnels_) target->endpoint.port = port_;
   }
 
   // For clients that block (HttpCall): the server's loop runs on its own thread until
@@ -210,6 +218,9 @@ class HttpServerTest : public ::testing::Test {
   std::mutex mu_;
   std::vector<HttpRequest> requests_;
   std::vector<std::shared_ptr<StreamBody>> streams_;  // of requests for /events
+  // Paths whose upgrade to "tq-test" is switched to a target; set before Listen().
+  // The port of an https target is set once listening (PortTunnels).
+  std::map<std::string, std::shared_ptr<TunnelTarget>> tunnels_;
 };
 
 constexpr const char* kGet = "GET /v1/status HTTP/1.1\r\nHost: trainq\r\n\r\n";
@@ -862,6 +873,154 @@ TEST(StreamBodyTest, AWriteThatWouldPassTheBoundIsRefusedWhole) {
   s.Close();
   EXPECT_TRUE(s.closed());
   EXPECT_FALSE(s.Write("x"));
+}
+
+// A Unix socket that answers each connection's bytes upper-cased until the client's end:
+// what a session's shim is to a switched connection.
+class UpperServer {
+ public:
+  explicit UpperServer(std::string path) : path_(std::move(path)) {
+    ::unlink(path_.c_str());
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    path_.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 4), 0);
+    thread_ = std::thread([this] {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(c, buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; ++i) buf[i] = static_cast<char>(std::toupper(buf[i]));
+        (void)::send(c, buf, static_cast<size_t>(n), MSG_NOSIGNAL);
+      }
+      ::close(c);
+    });
+  }
+  ~UpperServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::thread thread_;
+};
+
+// Reads from `fd` until `want` bytes came or the connection ended; what came.
+std::string ReadBytes(int fd, size_t want) {
+  std::string out;
+  char buf[4096];
+  while (out.size() < want) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) break;
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// A session on another node: the client's daemon switches the connection and asks the other
+// node (over TLS, verified, with its Authorization) to switch too, which joins it to the
+// shim's socket. Here one server is both daemons.
+TEST_F(TlsTest, ASwitchedConnectionCarriesBytesThroughAnotherServerOverTls) {
+  std::string shim = dir_ + "/shim.sock";
+  auto to_shim = std::make_shared<TunnelTarget>();
+  to_shim->protocol = "tq-test";
+  to_shim->what = "the terminal of job 7";
+  to_shim->unix_path = shim;
+  to_shim->options.timeout_ms = 5000;
+  tunnels_["/there"] = to_shim;
+  auto to_node = std::make_shared<TunnelTarget>();
+  to_node->protocol = "tq-test";
+  to_node->what = "the terminal of job 7";
+  to_node->endpoint = At(Endpoint::Kind::kHttps, "localhost");
+  to_node->target = "/there?attempt=1";
+  to_node->options = Trusting();
+  to_node->options.bearer_token.clear();
+  to_node->options.authorization = "TrainqNode gpu1 1 abc";
+  tunnels_["/here"] = to_node;
+  Listen();
+  ServeInBackground();
+  // The shim binds its socket after the client asked: the far end is tried until it is there.
+  std::unique_ptr<UpperServer> upper;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    upper = std::make_unique<UpperServer>(shim);
+  });
+  Result<Upgraded> up = HttpUpgrade(path_, "/here", "tq-test", 10000);
+  late.join();
+  ASSERT_TRUE(up.ok()) << up.status().message();
+  ASSERT_GE(up->fd, 0) << up->answer.status << " " << up->answer.body;
+  EXPECT_EQ(up->early, "");
+  std::string text(200000, 'a');  // more than one buffer each way
+  std::thread writer([&] {
+    ASSERT_EQ(::send(up->fd, text.data(), text.size(), MSG_NOSIGNAL), ssize_t(text.size()));
+    ::shutdown(up->fd, SHUT_WR);
+  });
+  std::string back = ReadBytes(up->fd, text.size() + 1);
+  writer.join();
+  EXPECT_EQ(back.size(), text.size());  // all of it, then the end
+  EXPECT_EQ(back.find_first_not_of('A'), std::string::npos);
+  ::close(up->fd);
+  std::vector<HttpRequest> seen = Requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].path, "/here");
+  EXPECT_FALSE(seen[0].tcp);
+  EXPECT_EQ(seen[1].path, "/there");
+  EXPECT_TRUE(seen[1].tcp);
+  EXPECT_EQ(seen[1].upgrade, "tq-test");
+  EXPECT_EQ(seen[1].authorization, "TrainqNode gpu1 1 abc");
+  EXPECT_EQ(seen[1].query.at("attempt"), "1");
+}
+
+// What cannot be reached is the client's answer, named, and the connection is not switched:
+// a socket nobody binds (503 after the target's timeout), another server's own refusal (as
+// it gave it), a server whose certificate does not verify, and a request that asks no switch.
+TEST_F(TlsTest, AFarEndThatCannotBeOpenedIsTheClientsAnswer) {
+  auto nobody = std::make_shared<TunnelTarget>();
+  nobody->protocol = "tq-test";
+  nobody->what = "the terminal of job 8";
+  nobody->unix_path = dir_ + "/nobody.sock";
+  nobody->options.timeout_ms = 300;
+  tunnels_["/nobody"] = nobody;
+  auto refusing = std::make_shared<TunnelTarget>();
+  refusing->protocol = "tq-test";
+  refusing->what = "the terminal of job 9";
+  refusing->endpoint = At(Endpoint::Kind::kHttps, "localhost");
+  refusing->target = "/plain";  // answers 200 JSON, no switch
+  refusing->options = Trusting();
+  tunnels_["/refusing"] = refusing;
+  auto untrusted = std::make_shared<TunnelTarget>(*refusing);
+  untrusted->options.ca_file.clear();  // the system's CAs know no self-signed certificate
+  tunnels_["/untrusted"] = untrusted;
+  Listen();
+  ServeInBackground();
+  Result<Upgraded> r = HttpUpgrade(path_, "/nobody", "tq-test", 10000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->fd, -1);
+  EXPECT_EQ(r->answer.status, 503);
+  EXPECT_THAT(r->answer.body,
+              HasSubstr("the terminal of job 8 cannot be reached at " + dir_ + "/nobody.sock"));
+  r = HttpUpgrade(path_, "/refusing", "tq-test", 10000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->fd, -1);
+  EXPECT_EQ(r->answer.status, 200);
+  EXPECT_THAT(r->answer.body, HasSubstr("\"path\":\"/plain\""));
+  r = HttpUpgrade(path_, "/untrusted", "tq-test", 10000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->answer.status, 403);
+  EXPECT_THAT(r->answer.body, HasSubstr("does not verify"));
+  r = HttpUpgrade(path_, "/plain", "tq-test", 10000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->fd, -1);
+  EXPECT_EQ(r->answer.status, 200);
 }
 
 }  // namespace

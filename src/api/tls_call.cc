@@ -15,10 +15,9 @@
 #include <boost/asio/ssl.hpp>
 
 #include "src/api/http_call.h"
+#include "src/api/tls_client.h"
 
 namespace trainq {
-
-namespace {
 
 using namespace http_call;  // NOLINT: this file is the rest of http_client.cc
 namespace ssl = asio::ssl;
@@ -69,8 +68,6 @@ Status HandshakeFailed(const Endpoint& endpoint, SSL* ssl_handle, const beast::e
                              " failed: " + (expired ? std::string("timed out") : ec.message()) +
                              "; is it serving https?");
 }
-
-}  // namespace
 
 Result<HttpResponse> TlsCall(const Endpoint& endpoint, std::string_view method,
                              std::string_view target, const std::string& body,

@@ -348,6 +348,29 @@ Result<std::string> Client::CallBytes(const std::string& method, const std::stri
                     : error.status();
 }
 
+Result<Upgraded> Client::Upgrade(const std::string& target, std::string_view protocol) {
+  if (transport_) return Status::Internal("a test transport cannot switch a connection");
+  std::string socket = choice_.paths.socket;
+  if (choice_.fixed && choice_.fixed->kind != Endpoint::Kind::kUnix) {
+    return Status::Invalid(Describe() +
+                           " is reached over the network: a switched connection "
+                           "needs the daemon's Unix socket");
+  }
+  if (choice_.fixed) {
+    socket = choice_.fixed->path;
+  } else if (!choice_.paths.socket_dir.empty() && LstatFacts(choice_.paths.socket_dir).exists) {
+    TRAINQ_RETURN_IF_ERROR(CheckPrivateDir(choice_.paths.socket_dir));
+  }
+  // The daemon opens the far end before it answers: the shim (10 s), or another node (5 s)
+  // and its shim.
+  Result<Upgraded> up = HttpUpgrade(socket, target, protocol, 30000);
+  if (!up.ok() || up->fd >= 0) return up;
+  int code = up->answer.status;
+  Result<json> error = Decode(std::move(up->answer));
+  if (!error.ok()) return error.status();
+  return Status::Internal(fmt::format("the daemon answered HTTP {}, not 101, to {}", code, target));
+}
+
 Result<json> Client::Call(const std::string& method, const std::string& target,
                           const std::string& body) {
   Result<HttpResponse> r = Send(method, target, body);

@@ -101,6 +101,10 @@ class Client {
   // The same without starting a daemon: kUnavailable when none listens.
   Result<nlohmann::json> CallRunning(const std::string& method, const std::string& target,
                                      const std::string& body = "");
+  // GET `target` asking the daemon to switch the connection to `protocol` (an interactive
+  // session's terminal); the daemon must be on this machine's Unix socket. Its refusal
+  // becomes the Status it sent, as Call's do.
+  Result<Upgraded> Upgrade(const std::string& target, std::string_view protocol);
   const StatePaths& paths() const { return choice_.paths; }
   // The daemon is one trainq does not start (--server, TRAINQ_SERVER, the shared one).
   bool Fixed() const { return choice_.fixed.has_value(); }

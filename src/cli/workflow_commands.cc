@@ -24,6 +24,7 @@
 #include "src/core/hostlist.h"
 #include "src/core/json_codec.h"
 #include "src/core/sbatch.h"
+#include "src/core/session_frames.h"
 #include "src/core/spec.h"
 #include "src/core/stop_spec.h"
 #include "src/core/sweep.h"
@@ -852,10 +853,20 @@ int RunSession(Client& client, const json& body) {
       continue;
     }
     status.Clear();
-    Result<int> fd = ConnectSession(Reply(*session).Str("socket"), 10000);
-    if (!fd.ok()) return Fail(fd.status());
+    // The shim on this machine is reached directly; on another node, through the daemon,
+    // which carries the bytes to that node.
+    Upgraded link;
+    if (session->contains("socket")) {
+      Result<int> fd = ConnectSession(Reply(*session).Str("socket"), 10000);
+      if (!fd.ok()) return Fail(fd.status());
+      link.fd = *fd;
+    } else {
+      Result<Upgraded> up = client.Upgrade(api::JobPath(*id, "session"), kSessionProtocol);
+      if (!up.ok()) return Fail(up.status());
+      link = std::move(*up);
+    }
     std::fprintf(stderr, "%s\n", StartedText(*id, *job).c_str());
-    return RelaySession(*fd);
+    return RelaySession(link.fd, link.early);
   }
 }
 

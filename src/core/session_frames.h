@@ -14,6 +14,10 @@
 
 namespace trainq {
 
+// What a connection to the daemon's session route switches to (HTTP Upgrade) when it is to
+// carry these frames through the daemon.
+inline constexpr std::string_view kSessionProtocol = "trainq-session";
+
 enum class FrameType : char {
   kHello = 'H',   // client: the first frame; the terminal's size and whether there is one
   kData = 'D',    // either way: the program's input, or its output

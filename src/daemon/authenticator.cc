@@ -74,7 +74,8 @@ Status NodeMay(PeerMay peer, const Caller& caller, const HttpRequest& req, const
   if (peer == PeerMay::kNo) {
     return Status::Permission(fmt::format(
         "node {}: a node's request may only read a job's log (GET /v1/jobs/ID/log), the "
-        "steps of a part it runs, the GPU history or whether the store is seen",
+        "steps of a part it runs, the GPU history or whether the store is seen, or reach a "
+        "session's terminal",
         caller.node));
   }
   const Attempt* a = job ? job->current() : nullptr;

@@ -695,18 +695,38 @@ Result<Endpoint> PeerEndpoint(ClusterStore& store, const std::string& node, std:
 
 }  // namespace
 
+Result<TunnelTarget> ClusterMode::PeerRequest(const std::string& node, const std::string& method,
+                                              const std::string& path,
+                                              const std::map<std::string, std::string>& query,
+                                              std::string_view what) {
+  Result<Endpoint> peer = PeerEndpoint(store_, node, what);
+  if (!peer.ok()) return peer.status();
+  TunnelTarget out;
+  out.what = std::string(what);
+  out.endpoint = *peer;
+  out.target = CanonicalTarget(path, query);
+  out.options.timeout_ms = 5000;
+  out.options.authorization =
+      p_.key->PeerAuthorization(p_.node, p_.clock->Now(), method, out.target);
+  PeerCa(config_).Apply(out.options);
+  return out;
+}
+
+Result<TunnelTarget> ClusterMode::NodeTunnel(const std::string& node, const std::string& path,
+                                             const std::map<std::string, std::string>& query,
+                                             const std::string& protocol, std::string_view what) {
+  Result<TunnelTarget> out = PeerRequest(node, "GET", path, query, what);
+  if (out.ok()) out->protocol = protocol;
+  return out;
+}
+
 Result<HttpResponse> ClusterMode::AskNode(const std::string& node, const std::string& method,
                                           const std::string& path,
                                           const std::map<std::string, std::string>& query,
                                           const std::string& body, std::string_view what) {
-  Result<Endpoint> peer = PeerEndpoint(store_, node, what);
+  Result<TunnelTarget> peer = PeerRequest(node, method, path, query, what);
   if (!peer.ok()) return peer.status();
-  std::string target = CanonicalTarget(path, query);
-  CallOptions options;
-  options.timeout_ms = 5000;
-  options.authorization = p_.key->PeerAuthorization(p_.node, p_.clock->Now(), method, target);
-  PeerCa(config_).Apply(options);
-  Result<HttpResponse> answer = HttpCall(*peer, method, target, body, options);
+  Result<HttpResponse> answer = HttpCall(peer->endpoint, method, peer->target, body, peer->options);
   if (!answer.ok()) {
     return Status::Unavailable(fmt::format("{} is on node {}, which does not answer: {}", what,
                                            node, answer.status().message()));

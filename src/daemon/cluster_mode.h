@@ -94,6 +94,9 @@ class ClusterMode final : public Mode {
                                const std::string& path,
                                const std::map<std::string, std::string>& query,
                                const std::string& body, std::string_view what) override;
+  Result<TunnelTarget> NodeTunnel(const std::string& node, const std::string& path,
+                                  const std::map<std::string, std::string>& query,
+                                  const std::string& protocol, std::string_view what) override;
   Result<nlohmann::json> Nodes() override;
   Result<std::vector<std::pair<std::string, std::string>>> NodeStates() override;
   Status Drain(const std::string& name, bool drain) override;
@@ -104,6 +107,12 @@ class ClusterMode final : public Mode {
   Shipping& shipping() override { return p_.stager ? *p_.stager : NoShipping(); }
 
  private:
+  // A signed request of this node's for `path`?`query` of node `node`: its endpoint, target
+  // and options (5 s, the Authorization, the peers' CA).
+  Result<TunnelTarget> PeerRequest(const std::string& node, const std::string& method,
+                                   const std::string& path,
+                                   const std::map<std::string, std::string>& query,
+                                   std::string_view what);
   // The attempts this node ran until it was judged lost while this daemon was away: their
   // ends are read and reported while the store still waits for them.
   void ReadoptLost();

@@ -83,6 +83,16 @@ class Mode {
                                        const std::string& path,
                                        const std::map<std::string, std::string>& query,
                                        const std::string& body, std::string_view what) = 0;
+  // Where a switched connection to `path`?`query` of node `node` goes (an interactive
+  // session's terminal on another node): that node's API asked the same switch, as this
+  // node's signed request. One machine has no other node: kNotFound.
+  virtual Result<TunnelTarget> NodeTunnel(const std::string& node, const std::string& path,
+                                          const std::map<std::string, std::string>& query,
+                                          const std::string& protocol, std::string_view what) {
+    (void)path, (void)query, (void)protocol;
+    return Status::NotFound("node: " + std::string(what) + " is on node '" + node +
+                            "', and this machine has no other");
+  }
   // The nodes as GET /v1/nodes shows them: this one alone, or every node of the cluster.
   virtual Result<nlohmann::json> Nodes() = 0;
   // Every node's name and state (up, lost, drained), for the event stream.

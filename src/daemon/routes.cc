@@ -23,6 +23,7 @@
 #include "src/core/job_update.h"
 #include "src/core/json_codec.h"
 #include "src/core/placement.h"
+#include "src/core/session_frames.h"
 #include "src/core/spec.h"
 #include "src/core/stop_spec.h"
 #include "src/core/transfers.h"
@@ -179,21 +180,6 @@ Result<GateRelease> ParseRelease(const std::string& body) {
     }
   }
   return r;
-}
-
-// A session runs on the node its client reaches: the terminal's bytes go from the client's
-// machine to that node's shim (docs/workflow.md, "Interactive sessions"). --node may name it.
-Status PinSession(Mode& mode, JobSpec& spec) {
-  std::vector<std::string> asked = spec.nodes_allowed;
-  mode.PinHere(spec);
-  if (asked.empty() || spec.nodes_allowed.empty() ||
-      std::find(asked.begin(), asked.end(), spec.nodes_allowed[0]) != asked.end()) {
-    return Status::Ok();
-  }
-  return Status::Invalid(fmt::format(
-      "--node: an interactive session runs on the node whose daemon you reach ({}), not on {}; "
-      "run trainq shell on that node",
-      spec.nodes_allowed[0], fmt::join(asked, ",")));
 }
 
 // A gate (`trainq.gpu()`) is held by the process that asks: the caller on this machine's
@@ -822,7 +808,6 @@ void Routes::Submit(RouteContext& c) {
     Status st = FillGate(c.req, spec);
     // A gate's GPUs must be where its process is.
     if (st.ok() && spec.gate_pid > 0) c.d.mode->PinHere(spec);
-    if (st.ok() && spec.interactive) st = PinSession(*c.d.mode, spec);
     if (st.ok()) st = ToStatus(ValidateSpec(spec, limits, CwdKindOf(spec.cwd)));
     if (st.ok()) st = CheckDepsExist(*c.d.store, spec, known);
     // Admins too: the mail goes out through the daemon's sendmail with the job's output.
@@ -1264,8 +1249,12 @@ void Routes::Explain(RouteContext& c) {
   c.respond(Json(200, doc));
 }
 
-// GET /v1/jobs/ID/session: where the client of interactive job ID connects, once it runs:
-// {"socket", "node", "attempt"} (docs/api.md). 409 while it waits or once it ended.
+// GET /v1/jobs/ID/session: where the client of interactive job ID connects, once it runs
+// (docs/api.md): {"socket", "node", "attempt"} when its shim is on this node, {"node",
+// "attempt", "relay": true} when it is on another. With `Upgrade: trainq-session` the
+// connection itself becomes the terminal's: the bytes go to the shim's socket here, or to the
+// node that runs it, asked the same over the peers' signed API. 409 while it waits or once it
+// ended.
 void Routes::Session(RouteContext& c) {
   const Job& job = *c.job;
   if (!job.spec.interactive) {
@@ -1280,13 +1269,52 @@ void Routes::Session(RouteContext& c) {
     return c.respond(ErrorResponse(Status::Conflict(
         fmt::format("job {} is {}: {}", job.id, StateName(job.state), live ? *live : job.reason))));
   }
-  if (c.d.mode->LogElsewhere(*attempt)) {
-    return c.respond(ErrorResponse(Status::Conflict(fmt::format(
-        "job {} runs on node {}: its terminal is reached from there", job.id, attempt->node))));
+  for (const auto& [key, value] : c.req.query) {
+    // A node asks for the attempt it was told of: a later one is not that session.
+    if (key == "attempt" && value == std::to_string(attempt->n)) continue;
+    if (key == "attempt") {
+      return c.respond(ErrorResponse(
+          Status::Conflict(fmt::format("job {} attempt {} is not running (attempt {} is)", job.id,
+                                       value.substr(0, 32), attempt->n))));
+    }
+    return c.respond(ErrorResponse(Status::Invalid(fmt::format(
+        "{}: not accepted; the session route takes only attempt (a number)", key.substr(0, 64)))));
   }
-  c.respond(Json(200, json{{"socket", SessionSocketPath(c.d.options->paths, job.id, attempt->n)},
-                           {"node", attempt->node},
-                           {"attempt", attempt->n}}));
+  bool elsewhere = c.d.mode->LogElsewhere(*attempt);
+  std::string socket = SessionSocketPath(c.d.options->paths, job.id, attempt->n);
+  if (c.req.upgrade.empty()) {
+    json where = {{"node", attempt->node}, {"attempt", attempt->n}};
+    if (elsewhere) where["relay"] = true;
+    if (!elsewhere) where["socket"] = socket;
+    return c.respond(Json(200, where));
+  }
+  if (c.req.upgrade != kSessionProtocol) {
+    return c.respond(ErrorResponse(Status::Invalid(
+        fmt::format("Upgrade: '{}' is not offered; the session route switches to {}",
+                    c.req.upgrade.substr(0, 64), kSessionProtocol))));
+  }
+  std::string what = fmt::format("the terminal of job {}", job.id);
+  if (!elsewhere) {
+    auto target = std::make_shared<TunnelTarget>();
+    target->protocol = kSessionProtocol;
+    target->what = what;
+    target->unix_path = socket;
+    target->options.timeout_ms = 10000;  // the shim binds it as it starts
+    HttpResponse r;
+    r.tunnel = std::move(target);
+    return c.respond(std::move(r));
+  }
+  if (!c.caller.node.empty()) {  // a node's request is not passed on again
+    return c.respond(ErrorResponse(Status::Conflict(
+        fmt::format("job {} runs on node {}, not on this one", job.id, attempt->node))));
+  }
+  Result<TunnelTarget> target =
+      c.d.mode->NodeTunnel(attempt->node, c.req.path, {{"attempt", std::to_string(attempt->n)}},
+                           std::string(kSessionProtocol), what);
+  if (!target.ok()) return c.respond(ErrorResponse(target.status()));
+  HttpResponse r;
+  r.tunnel = std::make_shared<TunnelTarget>(std::move(*target));
+  c.respond(std::move(r));
 }
 
 // GET /v1/jobs/ID/log?attempt=N&offset=B&length=L: bytes of an attempt's log, as stored
@@ -1618,7 +1646,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/jobs/{id}", {kReader, kNo, "show"}, Routes::ShowJob},
     {"GET", "/v1/jobs/{id}/explain", {kReader, kNo, "explain"}, Routes::Explain},
     {"GET", "/v1/jobs/{id}/log", {kJobReader, kYes, "read the log of"}, Routes::Log},
-    {"GET", "/v1/jobs/{id}/session", {kJobOwner, kNo, "connect to the session of"},
+    {"GET", "/v1/jobs/{id}/session", {kJobOwner, kYes, "connect to the session of"},
      Routes::Session},
     {"GET", "/v1/jobs/{id}/transfer", {kNoUser, kYes, "read what is shipped of"}, Routes::Transfer},
     {"GET", "/v1/jobs/{id}/outputs", {kNoUser, kYes, "read the outputs of"}, Routes::Outputs},

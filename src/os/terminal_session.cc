@@ -72,7 +72,7 @@ bool WriteAll(int fd, std::string_view bytes) {
 class Relay {
  public:
   explicit Relay(int fd) : sock_(fd), tty_(::isatty(0) == 1) {}
-  int Run();
+  int Run(std::string_view early);
 
  private:
   bool SendPending();
@@ -89,7 +89,8 @@ class Relay {
   std::string lost_;
 };
 
-int Relay::Run() {
+int Relay::Run(std::string_view early) {
+  reader_.Feed(early);
   sigset_t set;
   sigemptyset(&set);
   for (int sig : {SIGWINCH, SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGPIPE}) sigaddset(&set, sig);
@@ -248,6 +249,6 @@ Result<int> ConnectSession(const std::string& socket, int patience_ms) {
   }
 }
 
-int RelaySession(int fd) { return Relay(fd).Run(); }
+int RelaySession(int fd, std::string_view early) { return Relay(fd).Run(early); }
 
 }  // namespace trainq

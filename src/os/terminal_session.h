@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "trainq/status.h"
 
@@ -13,11 +14,12 @@ namespace trainq {
 // is waited for up to `patience_ms`. The server must run as root or as this user.
 Result<int> ConnectSession(const std::string& socket, int patience_ms);
 
-// Relays the session on `fd` (closed at the end) until the program ends: stdin in raw mode
+// Relays the session on `fd` (closed at the end; `early`: bytes already read from it) until
+// the program ends: stdin in raw mode
 // when it is a terminal (restored however this ends), its size at the start and on every
 // SIGWINCH; trainq's notices on stderr. Returns the program's exit status (128 + a signal), or
 // 255 with the reason on stderr when the connection ended first. SIGTERM and SIGHUP end the
 // relay (the session is hung up) with 128 + the signal.
-int RelaySession(int fd);
+int RelaySession(int fd, std::string_view early = "");
 
 }  // namespace trainq

@@ -24,6 +24,7 @@ from conftest import check_no_sanitizer_report, gpu, process_gone, trainq_binary
 from test_containers import RUNTIME_ARGS, containers_of, image  # noqa: F401
 from test_shared import Shared  # noqa: F401  (its fixture's class)
 from test_shared import shared  # noqa: F401
+from doc_cluster import doc_cluster  # noqa: F401 (the fixture)
 
 PROMPT = "tq$ "
 SHELL = ["bash", "--norc", "--noprofile", "-i"]
@@ -272,6 +273,64 @@ def test_a_users_session_on_a_shared_server_is_theirs_alone(shared, terminals, p
     assert probe.returncode != 0 and "PermissionError" in probe.stderr, probe
     term.type("exit 0\r")
     assert term.wait() == 0
+
+
+def test_a_session_on_another_node_reaches_the_terminal_through_the_daemons(doc_cluster,
+                                                                          terminals):
+    """The cluster as docs/cluster.md sets it up (shared TLS nodes, the cluster key, the
+    docs' ACL): ada on gpu1 asks for a shell on gpu2. Her terminal's bytes go to gpu1's
+    daemon, over the nodes' signed TLS API to gpu2's, and to the shim there."""
+    c = doc_cluster()
+    c.start()
+    gpu1, gpu2 = c.nodes["gpu1"], c.nodes["gpu2"]
+    ada = gpu1.people["ada"]
+    env = dict(gpu1.env_of(ada), PS1=PROMPT, TERM="xterm")
+    term = terminals([trainq_binary(), "shell", "--node", "gpu2", "--", *SHELL], env, gpu1.work,
+                     user=ada)
+    # The one difference the user sees: the node in the first line.
+    term.expect(r"trainq: job 1 on node gpu2, GPU 0\r\n")
+    term.expect(re.escape(PROMPT))
+    term.type("echo me=$(id -un) job=$TRAINQ_JOB_ID tty=$(stat -c %U $(tty)); stty size\r")
+    term.expect(rf"me={ada.pw_name} job=1 tty={ada.pw_name}\r\n24 80\r\n")
+    term.resize(40, 132)
+    term.type("stty size\r")
+    term.expect(r"40 132\r\n")
+    term.type("sleep 100\r")
+    time.sleep(0.5)
+    term.type("\x03")
+    term.type("echo still-here\r")
+    term.expect(r"still-here\r\n")
+    # It runs on gpu2: the shim's socket is in gpu2's state dir, and gpu1 sends the client
+    # through itself rather than to a socket of gpu2's.
+    job = json.loads(gpu1.trainq_as("ada", "show", "--json", "1", check=0).stdout)
+    assert job["attempts"][-1]["node"] == "gpu2" and job["interactive"], job
+    assert os.path.exists(os.path.join(gpu2.state_dir, "sessions", "1.1.sock"))
+    assert not os.path.exists(os.path.join(gpu1.state_dir, "sessions", "1.1.sock"))
+    where = subprocess.run(
+        ["curl", "-s", "--unix-socket", gpu1.socket,
+         "http://trainq/v1/jobs/1/session"], capture_output=True, text=True, timeout=30,
+        user=ada.pw_uid, group=ada.pw_gid)
+    assert json.loads(where.stdout) == {"node": "gpu2", "attempt": 1, "relay": True}, where
+    other = subprocess.run(
+        ["curl", "-s", "-w", "%{http_code}", "--unix-socket", gpu1.socket, "-H",
+         "Connection: Upgrade", "-H", "Upgrade: websocket", "http://trainq/v1/jobs/1/session"],
+        capture_output=True, text=True, timeout=30, user=ada.pw_uid, group=ada.pw_gid)
+    assert other.stdout.endswith("400") and "switches to trainq-session" in other.stdout, other
+    term.type("exit 3\r")
+    assert term.wait() == 3, term.text()
+    assert termios.tcgetattr(term.slave) == term.modes
+    job = gpu1.wait_state(1, ("failed",))
+    assert job["attempts"][-1]["exit_code"] == 3
+    assert "still-here" in gpu1.trainq_as("ada", "logs", "1", check=0).stdout
+    # A client that goes away hangs the session up across the nodes too.
+    term = terminals([trainq_binary(), "shell", "--node", "gpu2", "--", *SHELL], env, gpu1.work,
+                     user=ada)
+    term.expect(re.escape(PROMPT))
+    shell, child = session_pids(term)
+    term.proc.kill()
+    job = gpu1.wait_state(2, ("cancelled",))
+    assert "the terminal disconnected" in job["reason"], job
+    wait_for(lambda: process_gone(shell) and process_gone(child), what="the session's processes")
 
 
 def test_an_idle_session_is_hung_up_but_typing_or_a_busy_gpu_keeps_it(make_trainq, terminals):
