@@ -6,13 +6,13 @@
 #include <optional>
 #include <utility>
 
+#include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
 
 #include "src/api/tls_client.h"
 
@@ -158,13 +158,13 @@ class PeerOpener : public std::enable_shared_from_this<PeerOpener<Stream>> {
  private:
   void Handshake() {
     if constexpr (kTls) {
-      end_->stream().async_handshake(
-          ssl::stream_base::client, [self = this->shared_from_this()](boost::system::error_code ec) {
-            if (!ec) return self->Send();
-            self->Finish({nullptr, ErrorResponse(HandshakeFailed(
-                                       self->target_->endpoint, self->end_->stream().native_handle(),
-                                       ec, self->expired_, self->target_->options.ca_name))});
-          });
+      end_->stream().async_handshake(ssl::stream_base::client, [self = this->shared_from_this()](
+                                                                   boost::system::error_code ec) {
+        if (!ec) return self->Send();
+        self->Finish({nullptr, ErrorResponse(HandshakeFailed(
+                                   self->target_->endpoint, self->end_->stream().native_handle(),
+                                   ec, self->expired_, self->target_->options.ca_name))});
+      });
     } else {
       Send();
     }
@@ -189,21 +189,20 @@ class PeerOpener : public std::enable_shared_from_this<PeerOpener<Stream>> {
     }
     // Its refusal is the client's answer: the other server knows best why.
     auto self = this->shared_from_this();
-    http::async_read(end_->stream(), buffer_, parser_,
-                     [self](boost::system::error_code body_ec, size_t) {
-                       if (body_ec) return self->Fail(body_ec);
-                       const auto& res = self->parser_.get();
-                       self->end_->Close();
-                       self->Finish({nullptr, HttpResponse{static_cast<int>(res.result_int()),
-                                                           res.body(),
-                                                           std::string(res[http::field::content_type])}});
-                     });
+    http::async_read(
+        end_->stream(), buffer_, parser_, [self](boost::system::error_code body_ec, size_t) {
+          if (body_ec) return self->Fail(body_ec);
+          const auto& res = self->parser_.get();
+          self->end_->Close();
+          self->Finish({nullptr, HttpResponse{static_cast<int>(res.result_int()), res.body(),
+                                              std::string(res[http::field::content_type])}});
+        });
   }
 
   void Fail(boost::system::error_code ec) {
     end_->Close();
-    Finish(Unreachable(*target_, target_->endpoint.Describe(),
-                       expired_ ? "timed out" : ec.message()));
+    Finish(
+        Unreachable(*target_, target_->endpoint.Describe(), expired_ ? "timed out" : ec.message()));
   }
 
   void Finish(Opened opened) {
@@ -230,13 +229,13 @@ class PeerOpener : public std::enable_shared_from_this<PeerOpener<Stream>> {
 void Open(asio::any_io_executor executor, std::shared_ptr<const TunnelTarget> target,
           std::function<void(Opened)> done) {
   if (!target->unix_path.empty()) {
-    auto opener = std::make_shared<UnixOpener>(std::move(executor), std::move(target),
-                                               std::move(done));
+    auto opener =
+        std::make_shared<UnixOpener>(std::move(executor), std::move(target), std::move(done));
     return opener->Try();
   }
   if (target->endpoint.kind == Endpoint::Kind::kHttp) {
     auto opener = std::make_shared<PeerOpener<Tcp::socket>>(std::move(executor), std::move(target),
-                                                           std::move(done), nullptr);
+                                                            std::move(done), nullptr);
     return opener->Start();
   }
   // `done` is called from the loop, never from within Open.
