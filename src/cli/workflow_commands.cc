@@ -766,12 +766,18 @@ int CmdRun(Client& client, const SubmitArgs& args) {
 namespace {
 
 // What `trainq shell` runs without a command: the shell the user works in, as salloc does.
-std::string LoginShell() {
-  if (const char* shell = std::getenv("SHELL"); shell != nullptr && shell[0] == '/') return shell;
-  if (Result<UserInfo> me = LookupUserById(RealUid()); me.ok() && !me->shell.empty()) {
-    return me->shell;
+// In a container this machine's shell may not exist: the image's bash, else its sh.
+std::vector<std::string> SessionShell(bool in_image) {
+  if (in_image) {
+    return {"/bin/sh", "-c", "if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh"};
   }
-  return "/bin/sh";
+  if (const char* shell = std::getenv("SHELL"); shell != nullptr && shell[0] == '/') {
+    return {shell};
+  }
+  if (Result<UserInfo> me = LookupUserById(RealUid()); me.ok() && !me->shell.empty()) {
+    return {me->shell};
+  }
+  return {"/bin/sh"};
 }
 
 // "job 12 on node gpu1, GPU 0,1": the line a session starts with.
@@ -794,7 +800,7 @@ int RunSession(Client& client, const json& body);
 
 int CmdShell(Client& client, const ShellArgs& args) {
   SubmitArgs a = args.submit;
-  if (a.command.empty()) a.command = {LoginShell()};
+  if (a.command.empty()) a.command = SessionShell(!a.image.empty());
   Result<json> body = SubmitBody(a);
   if (!body.ok()) return Fail(body.status());
   (*body)["interactive"] = true;
@@ -1171,7 +1177,7 @@ int CmdSalloc(Client& client, const SbatchArgs& args) {
   }
   std::vector<std::string> command(args.words.begin() + static_cast<std::ptrdiff_t>(*at),
                                    args.words.end());
-  if (command.empty()) command = {LoginShell()};
+  if (command.empty()) command = SessionShell(!o.container_image.empty());
   std::string name = o.job_name.empty() ? DefaultJobName(command) : o.job_name;
   Result<json> body = SlurmBody(client, o, name);
   if (!body.ok()) return Fail(AgainstTheScript(body.status(), o));

@@ -102,16 +102,20 @@ void SessionLink::Refuse(int fd, const std::string& why) {
   ::close(fd);
 }
 
-void SessionLink::ReadClient() {
+int ReadFrames(int fd, FrameReader& reader) {
   char buf[kReadChunk];
   for (;;) {
-    ssize_t n = ::read(client_.get(), buf, sizeof(buf));
+    ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
-    if (n <= 0) return Lost(n == 0 ? 0 : errno);
-    reader_.Feed(std::string_view(buf, static_cast<size_t>(n)));
-    if (static_cast<size_t>(n) < sizeof(buf)) break;
+    if (n < 0 && errno == EAGAIN) return 0;
+    if (n <= 0) return n == 0 ? -1 : errno;
+    reader.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    if (static_cast<size_t>(n) < sizeof(buf)) return 0;
   }
+}
+
+void SessionLink::ReadClient() {
+  if (int end = ReadFrames(client_.get(), reader_); end != 0) return Lost(end < 0 ? 0 : end);
   for (;;) {
     Result<std::optional<Frame>> f = reader_.Next();
     if (!f.ok()) return Lost("the client broke the session protocol: " + f.status().message());

@@ -19,6 +19,10 @@
 
 namespace trainq {
 
+// Reads what non-blocking `fd` holds now into `reader`: 0 while the connection stays open,
+// -1 at its end, else the errno it failed with. Shared by the two ends of a session.
+int ReadFrames(int fd, FrameReader& reader);
+
 class SessionLink {
  public:
   // Binds `path` (a socket left there by an earlier shim is replaced; anything else is an

@@ -403,6 +403,8 @@ class Shim {
   std::optional<SessionLink> session_;
   UniqueFd input_;
   bool terminal_ = false;
+  // Where typed input goes: the terminal's master (the output's fd too), or the stdin pipe.
+  int ProgramInput() const { return terminal_ ? output_.get() : input_.get(); }
   std::string pending_input_;
   bool hangup_requested_ = false;
   bool eof_pending_ = false;  // the client's input ended: close the pipe once it is written
@@ -720,7 +722,7 @@ void Shim::PumpSession() {
   std::string typed = session_->TakeInput();
   if (!typed.empty()) last_input_ms_ = BootClockMs();
   pending_input_ += typed;
-  int input = terminal_ ? output_.get() : input_.get();
+  int input = ProgramInput();
   // A resize before the terminal exists waits in the link for it (the latest one counts).
   if (std::optional<WindowSize> size = terminal_ ? session_->TakeResize() : std::nullopt) {
     struct winsize ws = {};
@@ -1142,7 +1144,7 @@ void Shim::WaitSignals(milliseconds timeout) {
   int nfds = 2;
   if (session_) {
     session_->PollFds(p[2], p[3]);
-    int input = terminal_ ? output_.get() : input_.get();
+    int input = ProgramInput();
     p[4] = {pending_input_.empty() ? -1 : input, POLLOUT, 0};
     nfds = 5;
   }

@@ -20,6 +20,7 @@
 
 #include "src/core/session_frames.h"
 #include "src/os/fd.h"
+#include "src/os/session_link.h"
 
 namespace trainq {
 namespace {
@@ -166,18 +167,9 @@ void Relay::ReadStdin() {
 }
 
 bool Relay::ReadSocket() {
-  char buf[kChunk];
-  for (;;) {
-    ssize_t n = ::read(sock_.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
-    if (n <= 0) {
-      lost_ = n == 0 ? "the session's connection ended before the program did"
-                     : fmt::format("the session's connection failed: {}", std::strerror(errno));
-      break;
-    }
-    reader_.Feed(std::string_view(buf, static_cast<size_t>(n)));
-    if (static_cast<size_t>(n) < sizeof(buf)) break;
+  if (int end = ReadFrames(sock_.get(), reader_); end != 0) {
+    lost_ = end < 0 ? "the session's connection ended before the program did"
+                    : fmt::format("the session's connection failed: {}", std::strerror(end));
   }
   // Frames already received count, even when the connection ended after them.
   for (;;) {

@@ -428,8 +428,9 @@ def test_a_session_with_an_image_runs_inside_its_container(make_trainq, terminal
     tq = make_trainq(container_runtime="podman", container_runtime_args=RUNTIME_ARGS)
     tq.start_daemon()
     name, _ = image
-    term = terminals([trainq_binary(), "shell", "--image", name, "--", "sh", "-i"],
-                     shell_env(tq), tq.work)
+    # No command: the image's shell (busybox has no bash), not this machine's $SHELL.
+    term = terminals([trainq_binary(), "shell", "--image", name], dict(shell_env(tq),
+                     SHELL="/usr/bin/zsh-not-in-the-image"), tq.work)
     term.expect(re.escape(PROMPT), timeout=60)
     # Inside: the image's busybox, its own terminal (podman run -it), the job's GPU as 0.
     term.type("echo in=$CUDA_VISIBLE_DEVICES; readlink /proc/self/fd/0; ls /bin/busybox\r")
