@@ -140,6 +140,10 @@ Status CheckPolicyOptions(const SimArgs& a, sim::ReplayPolicy policy) {
   if (!a.preempt && a.preempt_priority_gap >= 0) misplaced.push_back("--preempt-priority-gap");
   if (!a.preempt && !a.min_runtime.empty()) misplaced.push_back("--min-runtime");
   if (!a.preempt && !a.preempt_spare.empty()) misplaced.push_back("--preempt-spare");
+  if (!a.preempt && a.preempt_attained_service) {
+    misplaced.push_back("--preempt-attained-service");
+  }
+  if (!trainq && !a.attained_service.empty()) misplaced.push_back("--attained-service");
   bool stops = a.preempt || tiresias;
   if (!stops && !a.stop_time.empty()) misplaced.push_back("--stop-time");
   if (!stops && !a.ckpt_interval.empty()) misplaced.push_back("--ckpt-interval");
@@ -152,7 +156,13 @@ Status CheckPolicyOptions(const SimArgs& a, sim::ReplayPolicy policy) {
         "--restart-cost need one of them to preempt",
         fmt::join(misplaced, ", "), a.policy, trainq && !a.preempt ? " without --preempt" : ""));
   }
-  if (a.preempt && !a.preempt_fair_share && !a.preempt_aging && a.preempt_priority_gap != 0) {
+  if (a.preempt_attained_service && a.attained_service.empty()) {
+    return Status::Invalid(
+        "--preempt-attained-service: needs --attained-service DURATION, the GPU time past which "
+        "a running job may be preempted by one that has had less");
+  }
+  if (a.preempt && !a.preempt_fair_share && !a.preempt_aging && !a.preempt_attained_service &&
+      a.preempt_priority_gap != 0) {
     return Status::Invalid(
         "--preempt: no rule lets a job preempt another in a trace without priorities; add "
         "--preempt-fair-share, --preempt-aging or both (or --preempt-priority-gap 0: every job "
@@ -165,10 +175,12 @@ Status ReadPreemptOptions(const SimArgs& a, sim::ReplayOptions& o) {
   o.preempt = a.preempt;
   o.preempt_for_fair_share = a.preempt_fair_share;
   o.preempt_for_aging = a.preempt_aging;
+  o.preempt_for_attained_service = a.preempt_attained_service;
   if (a.preempt_priority_gap >= 0) o.preempt_priority_gap = a.preempt_priority_gap;
   for (Status st :
        {ReadDuration(a.min_runtime, "--min-runtime", &o.min_runtime_ms),
         ReadDuration(a.preempt_spare, "--preempt-spare", &o.preempt_spare_ms),
+        ReadDuration(a.attained_service, "--attained-service", &o.attained_service_ms),
         ReadDuration(a.stop_time, "--stop-time", &o.stop_ms),
         ReadDuration(a.ckpt_interval, "--ckpt-interval", &o.checkpoint.interval_ms),
         ReadDuration(a.restart_cost, "--restart-cost", &o.checkpoint.restart_cost_ms)}) {
@@ -289,6 +301,12 @@ void AddPreemptOptions(CLI::App& cmd, SimArgs& a) {
                  "preempt_priority_gap (default 1, which never fires: every job has priority 0; "
                  "0: every job may preempt)")
       ->check(CLI::Range(0, 100000));
+  cmd.add_flag("--preempt-attained-service", a.preempt_attained_service,
+               "trainq --preempt: a job that has had less GPU time than --attained-service may "
+               "preempt one past it (preempt_for_attained_service)");
+  cmd.add_option("--attained-service", a.attained_service,
+                 "trainq: jobs that have had less GPU time than this go first at equal priority "
+                 "(attained_service; e.g. 1h: one GPU-hour; default: off)");
   cmd.add_option("--min-runtime", a.min_runtime,
                  "trainq --preempt: an attempt that ran less is not preempted (default 10m)");
   cmd.add_option("--preempt-spare", a.preempt_spare,

@@ -23,6 +23,8 @@ struct SimArgs {
   int preempt_priority_gap = -1;  // -1: not given
   std::string min_runtime, preempt_spare, stop_time, ckpt_interval, restart_cost;
   double las_threshold = 0;
+  std::string attained_service;  // "": off
+  bool preempt_attained_service = false;
   std::string seeds = "42-51";
   double inflate = 1.3;
   double default_gpu_mem_gib = 16.0;

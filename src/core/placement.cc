@@ -198,6 +198,7 @@ std::vector<GpuExplanation> GpusFor(const PendingJob& job, const Pass& p) {
 
 bool PlacedBefore(const PendingJob& a, const PendingJob& b, const UsageByUser& usage) {
   if (a.priority != b.priority) return a.priority > b.priority;
+  if (a.service_band != b.service_band) return a.service_band < b.service_band;
   if (a.user != b.user) {
     double ua = UsageOf(usage, a.user), ub = UsageOf(usage, b.user);
     if (ua != ub) return ua < ub;

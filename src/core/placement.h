@@ -117,6 +117,10 @@ struct PendingJob {
   // more of them come first.
   std::vector<std::pair<std::string, uint64_t>> shipped{};
   std::string shipped_from{};
+  // The attained-service order (docs/scheduling.md, "Order"): 0 while the GPU-time its
+  // earlier attempts received is below the threshold (or the order is off), 1 once past it.
+  // Jobs of band 0 go before band 1 at equal priority, as 2D-LAS serves its first queue first.
+  int service_band = 0;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   // GPUs over all its nodes: what max_gpus_per_user counts.

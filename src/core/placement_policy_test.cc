@@ -413,6 +413,7 @@ TEST(WaitingQueueTest, OrderedMatchesPlacedBeforeAndFollowsErases) {
     PendingJob j = Shared(id, 1, 1, users[(id * 7) % 4]);
     j.priority = static_cast<int>(id % 3) - 1;
     j.submitted_at = kNow + (id * 37) % 50;  // many equal times: id breaks ties
+    j.service_band = id % 5 == 0;            // a few have had their attained-service share
     all.push_back(j);
     EXPECT_TRUE(q.emplace(id, j));
   }
@@ -445,6 +446,27 @@ TEST(WaitingQueueTest, OrderedMatchesPlacedBeforeAndFollowsErases) {
   ASSERT_EQ(a.starts.size(), b.starts.size());
   for (size_t i = 0; i < a.starts.size(); ++i) EXPECT_EQ(a.starts[i].job, b.starts[i].job);
   EXPECT_EQ(a.Reasons(), b.Reasons());
+}
+
+// The attained-service order: at equal priority a job that has had less GPU time goes first,
+// whatever its user's standing; priority still comes first.
+TEST(WaitingQueueTest, AJobThatHadLessGoesFirstAtEqualPriority) {
+  WaitingQueue q;
+  PendingJob served = Shared(1, 1, 1, "light");  // submitted first, its user used little
+  served.service_band = 1;
+  PendingJob fresh = Shared(2, 1, 1, "heavy");
+  fresh.submitted_at = kNow + 1;
+  PendingJob urgent = Shared(3, 1, 1, "light");
+  urgent.service_band = 1;
+  urgent.priority = 5;
+  for (const PendingJob& j : {served, fresh, urgent}) q.emplace(j.id, j);
+  UsageByUser usage = {{"light", 0.0}, {"heavy", 100.0}};
+  std::vector<JobId> order;
+  for (const PendingJob* j : q.Ordered(usage)) order.push_back(j->id);
+  EXPECT_EQ(order, (std::vector<JobId>{3, 2, 1}));
+  EXPECT_TRUE(PlacedBefore(fresh, served, usage));
+  served.service_band = 0;  // the order off: fair share decides
+  EXPECT_TRUE(PlacedBefore(served, fresh, usage));
 }
 
 // A level of -INT_MIN used to be narrowed to int: the merge loop never advanced and a pass

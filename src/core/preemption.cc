@@ -56,7 +56,7 @@ UnixMs WaitingSince(const PendingJob& job) {
 
 // ---- The rules. ----
 
-enum class Rule { kNone, kPriority, kFairShare, kAging };
+enum class Rule { kNone, kPriority, kFairShare, kAging, kAttainedService };
 
 // What every judgment of one call shares.
 struct Context {
@@ -122,6 +122,22 @@ bool PriorityAllows(const PendingJob& w, const RunningJob& v, const Context& c) 
   return int64_t{w.priority} >= int64_t{v.priority} + c.config.priority_gap;
 }
 
+int GpusOf(const RunningJob& v) {
+  int gpus = 0;
+  for (const NodeGpus& part : v.parts) gpus += static_cast<int>(part.gpu_indices.size());
+  return gpus;
+}
+
+// GPU-time received: its earlier attempts' and this one's so far.
+double ServiceMs(const RunningJob& v, const Context& c) {
+  return v.attained_gpu_ms + double(GpusOf(v)) * double(RanMs(v, c.now));
+}
+
+bool AttainedServiceAllows(const PendingJob& w, const RunningJob& v, const Context& c) {
+  return c.config.for_attained_service && c.config.attained_service_ms > 0 && w.service_band == 0 &&
+         ServiceMs(v, c) >= double(c.config.attained_service_ms);
+}
+
 bool FairShareAllows(const PendingJob& w, const RunningJob& v, const Context& c) {
   return HoursOf(c, w.user) < c.fair_hours && HoursOf(c, v.user) > c.fair_hours;
 }
@@ -130,6 +146,7 @@ bool FairShareAllows(const PendingJob& w, const RunningJob& v, const Context& c)
 Rule RuleFor(const PendingJob& w, const RunningJob& v, const Context& c) {
   if (v.job == w.id || v.priority > w.priority) return Rule::kNone;
   if (PriorityAllows(w, v, c)) return Rule::kPriority;
+  if (AttainedServiceAllows(w, v, c)) return Rule::kAttainedService;
   if (v.user == w.user) return Rule::kNone;
   if (c.config.for_fair_share && FairShareAllows(w, v, c)) return Rule::kFairShare;
   if (c.config.for_aging && Large(w, c) && AgedEnough(w, c)) return Rule::kAging;
@@ -161,6 +178,14 @@ std::string NoRuleText(const PendingJob& w, const RunningJob& v, const Context& 
   }
   std::string text = fmt::format("priority {} is within preempt_priority_gap {} of {}", v.priority,
                                  c.config.priority_gap, w.priority);
+  if (c.config.for_attained_service) {
+    text += w.service_band != 0
+                ? fmt::format("; attained service: this job has had {} of GPU time already",
+                              FormatDuration(c.config.attained_service_ms))
+                : fmt::format("; attained service: job {} has had {} of {} GPU time", v.job,
+                              FormatDuration(int64_t(ServiceMs(v, c))),
+                              FormatDuration(c.config.attained_service_ms));
+  }
   if (c.config.for_fair_share) text += fmt::format("; {}", FairShareMiss(w, v, c));
   if (c.config.for_aging) text += fmt::format("; {}", AgingMiss(w, v, c));
   return text;
@@ -192,6 +217,9 @@ std::string EligibleText(const PendingJob& w, const RunningJob& v, const Context
       rule = fmt::format("priority {}, for a large job waiting {}", v.priority,
                          FormatDuration(WaitedMs(w, c)));
       break;
+    case Rule::kAttainedService:
+      rule = fmt::format("it had {} of GPU time", FormatDuration(int64_t(ServiceMs(v, c))));
+      break;
     default:
       rule = fmt::format("priority {}", v.priority);
   }
@@ -206,6 +234,9 @@ std::string VictimReason(const PendingJob& w, const RunningJob& v, const Context
     case Rule::kAging:
       return fmt::format("preempted by job {} ({}, a large job waiting {})", w.id, w.user,
                          FormatDuration(WaitedMs(w, c)));
+    case Rule::kAttainedService:
+      return fmt::format("preempted by job {} ({}; this job had {} of GPU time)", w.id, w.user,
+                         FormatDuration(int64_t(ServiceMs(v, c))));
     default:
       return fmt::format("preempted by job {} (priority {})", w.id, w.priority);
   }
@@ -246,11 +277,23 @@ void LowerUse(std::map<std::string, UserUse>& use, const std::string& user, int 
   if (it->second.gpus == 0 && it->second.jobs == 0) use.erase(it);
 }
 
-int GpusOf(const RunningJob& v) {
-  int gpus = 0;
-  for (const NodeGpus& part : v.parts) gpus += static_cast<int>(part.gpu_indices.size());
-  return gpus;
+}  // namespace
+
+double AttainedGpuMs(const Job& job) {
+  double total = 0;
+  for (const Attempt& a : job.attempts) {
+    if (!a.ended_at || a.started_at <= 0 || *a.ended_at <= a.started_at) continue;
+    size_t gpus = a.gpu_indices.size();
+    if (!a.parts.empty()) {
+      gpus = 0;
+      for (const AttemptPart& p : a.parts) gpus += p.gpu_indices.size();
+    }
+    total += double(gpus) * double(*a.ended_at - a.started_at);
+  }
+  return total;
 }
+
+namespace {
 
 // Takes `v`'s share off `node`, one of its nodes: its holdings (their memory back to free, as
 // the probe will see it once the job exits), CPU slots, host memory and its user's use (a gang

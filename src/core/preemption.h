@@ -19,8 +19,11 @@ struct RunningJob {
   JobId job = 0;
   std::string user;
   int priority = 0;
-  bool preemptible = false;      // its submitter let it be stopped for others (--preemptible)
-  UnixMs started_at = 0;         // this attempt's start: the work a preemption loses
+  bool preemptible = false;  // its submitter let it be stopped for others (--preemptible)
+  UnixMs started_at = 0;     // this attempt's start: the work a preemption loses
+  // GPU-time its earlier attempts received, for the attained-service rule; this attempt's
+  // is added as it runs (its GPUs x how long it ran).
+  double attained_gpu_ms = 0;
   int preempted_in_a_row = 0;    // how many of its latest attempts in a row ended preempted
   UnixMs last_preempted_at = 0;  // when the latest of those ended
   // How long its stop may take: its --signal lead plus the grace period.
@@ -48,6 +51,11 @@ struct PreemptConfig {
   // Thrash guard: a job whose latest two attempts or more ended preempted is spared this long
   // after the latest of them; <= 0: never spared.
   int64_t spare_ms = 60 * 60 * 1000;
+  // Attained service (2D-LAS): a waiting job of service band 0 may preempt a job of no higher
+  // priority that has received at least `attained_service_ms` GPU-time (earlier attempts and
+  // this one), whoever's it is. The same threshold makes the bands of the order; 0: off.
+  bool for_attained_service = false;
+  int64_t attained_service_ms = 0;
 
   bool operator==(const PreemptConfig&) const = default;
 };
@@ -66,7 +74,19 @@ PreemptConfig PreemptConfigFrom(const Settings& settings) {
   c.for_aging = settings.preempt_for_aging;
   c.min_runtime_ms = settings.min_runtime_ms;
   c.spare_ms = settings.preempt_spare_ms;
+  c.for_attained_service = settings.preempt_for_attained_service;
+  c.attained_service_ms = settings.attained_service_ms;
   return c;
+}
+
+// GPU-time `job`'s ended attempts received: each attempt's GPUs (every node's) x how long it
+// ran. The attained-service order's measure (PendingJob::service_band).
+double AttainedGpuMs(const Job& job);
+
+// PendingJob::service_band of a job that has had `attained_gpu_ms` under `threshold_ms`
+// (PreemptConfig::attained_service_ms; 0: the order is off, every job band 0).
+inline int ServiceBand(double attained_gpu_ms, int64_t threshold_ms) {
+  return threshold_ms > 0 && attained_gpu_ms >= double(threshold_ms) ? 1 : 0;
 }
 
 // One waiting job's decision to stop `victims` and start where their GPUs free up.

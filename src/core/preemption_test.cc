@@ -152,6 +152,24 @@ struct Case {
   PolicyConfig policy = Policy();
 };
 
+// A job that has had `ms` of GPU time in earlier attempts.
+RunningJob Served(RunningJob r, int64_t ms) {
+  r.attained_gpu_ms = double(ms);
+  return r;
+}
+
+PendingJob Band(PendingJob w, int band) {
+  w.service_band = band;
+  return w;
+}
+
+PreemptConfig Las(int64_t threshold_ms = 2 * kHour) {
+  PreemptConfig c = Config();
+  c.for_attained_service = true;
+  c.attained_service_ms = threshold_ms;
+  return c;
+}
+
 std::vector<Case> Cases() {
   PreemptConfig fair = Config();
   fair.for_fair_share = true;
@@ -372,6 +390,50 @@ std::vector<Case> Cases() {
        {},
        aging},
 
+      // ---- Attained service. ----
+      {"attained service: a job that has had none preempts one past the threshold, the "
+       "same user's too",
+       {Node("a", 2)},
+       {Ran(Running(10, "alice", "a", {0}), 3 * kHour), Ran(Running(11, "bob", "a", {1}), kHour)},
+       {Waiting(1, 1)},
+       {{1, {10}, {{"a", {0}}}}},
+       Las()},
+      {"attained service: a 2-GPU hour counts two GPU-hours",
+       {Node("a", 3)},
+       {Ran(Running(10, "bob", "a", {0, 1}), kHour), Ran(Running(11, "bob", "a", {2}), kHour)},
+       {Waiting(1, 2)},
+       {{1, {10}, {{"a", {0, 1}}}}},
+       Las()},
+      {"attained service: earlier attempts count",
+       {Node("a", 1)},
+       {Served(Ran(Running(10, "bob", "a", {0}), kHour), 90 * kMin)},
+       {Waiting(1, 1)},
+       {{1, {10}, {{"a", {0}}}}},
+       Las()},
+      {"attained service: none past the threshold, none preempted",
+       {Node("a", 2)},
+       {Ran(Running(10, "bob", "a", {0}), 90 * kMin), Ran(Running(11, "bob", "a", {1}), kHour)},
+       {Waiting(1, 1)},
+       {},
+       Las()},
+      {"attained service: a waiting job past it preempts nobody by that rule",
+       {Node("a", 1)},
+       {Ran(Running(10, "bob", "a", {0}), 3 * kHour)},
+       {Band(Waiting(1, 1), 1)},
+       {},
+       Las()},
+      {"attained service: off, the same jobs wait",
+       {Node("a", 1)},
+       {Ran(Running(10, "bob", "a", {0}), 3 * kHour)},
+       {Waiting(1, 1)},
+       {}},
+      {"attained service: not a job of higher priority",
+       {Node("a", 1)},
+       {Prio(Ran(Running(10, "bob", "a", {0}), 3 * kHour), 1)},
+       {Waiting(1, 1)},
+       {},
+       Las()},
+
       // ---- Gangs. ----
       {"a gang preempts on two nodes, not on the node whose job is kept",
        {Node("a", 1), Node("b", 1), Node("c", 1)},
@@ -502,6 +564,12 @@ TEST(PreemptTest, Reasons) {
        "will preempt job 12 (bob, priority 0) in 30s",
        {"preempted by job 31 (alice, a large job waiting 3h00m)"},
        aging},
+      {"attained service",
+       {Ran(Running(12, "bob", "a", {0, 1}), 2 * kHour)},
+       Waiting(31, 2),
+       "will preempt job 12 (bob, priority 0) in 30s",
+       {"preempted by job 31 (alice; this job had 4h00m of GPU time)"},
+       Las()},
   };
   for (const TextCase& c : cases) {
     SCOPED_TRACE(c.what);
@@ -648,18 +716,23 @@ struct AllPreemptSettings {
   bool preempt_for_aging = true;
   int64_t min_runtime_ms = 123;
   int64_t preempt_spare_ms = 456;
+  bool preempt_for_attained_service = true;
+  int64_t attained_service_ms = 789;
 };
 
 TEST(PreemptConfigFromTest, EverySettingReachesItsField) {
   PreemptConfig c = PreemptConfigFrom(AllPreemptSettings{});
   // Fails to compile when PreemptConfig gains a field: PreemptConfigFrom must read it too, and
   // both the daemon's Config and the simulator's ReplayOptions must then carry its setting.
-  const auto& [priority_gap, for_fair_share, for_aging, min_runtime_ms, spare_ms] = c;
+  const auto& [priority_gap, for_fair_share, for_aging, min_runtime_ms, spare_ms,
+               for_attained_service, attained_service_ms] = c;
   EXPECT_EQ(priority_gap, 7);
   EXPECT_TRUE(for_fair_share);
   EXPECT_TRUE(for_aging);
   EXPECT_EQ(min_runtime_ms, 123);
   EXPECT_EQ(spare_ms, 456);
+  EXPECT_TRUE(for_attained_service);
+  EXPECT_EQ(attained_service_ms, 789);
   EXPECT_NE(c, PreemptConfig{});
 }
 

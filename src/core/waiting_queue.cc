@@ -7,7 +7,8 @@ namespace trainq {
 
 namespace {
 
-int64_t KeyPriority(int priority) { return -int64_t{priority}; }
+// Higher priority first, then the attained-service band (PendingJob::service_band).
+int64_t KeyLevel(const PendingJob& j) { return -int64_t{j.priority} * 2 + (j.service_band > 0); }
 
 }  // namespace
 
@@ -15,7 +16,7 @@ bool WaitingQueue::emplace(JobId id, PendingJob job) {
   auto [it, added] = by_id_.emplace(id, std::move(job));
   if (!added) return false;
   const PendingJob& j = it->second;
-  Queue& q = queues_[{KeyPriority(j.priority), j.user}];
+  Queue& q = queues_[{KeyLevel(j), j.user}];
   Entry e{j.submitted_at, id, &j};
   // New submissions are the newest: almost always an append.
   if (q.entries.empty() || q.entries.back() < e) {
@@ -31,7 +32,7 @@ size_t WaitingQueue::erase(JobId id) {
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return 0;
   const PendingJob& j = it->second;
-  auto q = queues_.find({KeyPriority(j.priority), j.user});
+  auto q = queues_.find({KeyLevel(j), j.user});
   Entry e{j.submitted_at, id, &j};
   auto at = std::lower_bound(q->second.entries.begin(), q->second.entries.end(), e);
   at->job = nullptr;
@@ -82,7 +83,7 @@ std::vector<const PendingJob*> WaitingQueue::Ordered(const UsageByUser& usage) c
   out.reserve(by_id_.size());
   auto it = queues_.begin();
   while (it != queues_.end()) {
-    // One priority level: its users by standing.
+    // One level (a priority, a band): its users by standing.
     std::vector<std::pair<double, const Queue*>> users;
     int64_t level = it->first.first;
     for (; it != queues_.end() && it->first.first == level; ++it) {

@@ -729,6 +729,14 @@ const std::vector<Option>& Options() {
       Row("preempt_spare", "1h", false,
           "a job preempted twice in a row is not preempted again for this long",
           Duration(&Config::preempt_spare_ms)),
+      Row("attained_service", "0s", false,
+          "GPU time (GPUs x time run, over a job's attempts): at equal priority, jobs that have "
+          "had less go first, as Tiresias's 2D-LAS serves its first queue first; 0s = off",
+          Duration(&Config::attained_service_ms)),
+      Row("preempt_for_attained_service", "false", false,
+          "a waiting job that has had less than `attained_service` may also preempt "
+          "preemptible jobs of no higher priority that have had more",
+          Bool(&Config::preempt_for_attained_service)),
       Row("fair_share_half_life", "7d", false,
           "half-life of the GPU-hours that order users by fair share",
           Duration(&Config::fair_share_half_life_ms)),

@@ -42,6 +42,8 @@ struct Config {
   bool preempt_for_aging = false;
   int64_t min_runtime_ms = 10 * 60 * 1000;
   int64_t preempt_spare_ms = 60 * 60 * 1000;
+  int64_t attained_service_ms = 0;  // attained_service: the order's bands; 0: off
+  bool preempt_for_attained_service = false;
   int64_t sample_interval_ms = 1000;  // sample_interval
   int cpu_slots = 0;                  // 0: the machine's cores
 

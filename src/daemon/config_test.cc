@@ -790,7 +790,8 @@ TEST(ConfigTest, PreemptionOptionsMakeThePreemptConfig) {
   EXPECT_EQ(PreemptConfigFrom(*ParseConfig("", "config.toml")), PreemptConfig{});
   Result<Config> c = ParseConfig(
       "preempt_priority_gap = 0\npreempt_for_fair_share = true\npreempt_for_aging = true\n"
-      "min_runtime = \"5m\"\npreempt_spare = \"2h\"\n",
+      "min_runtime = \"5m\"\npreempt_spare = \"2h\"\nattained_service = \"1h\"\n"
+      "preempt_for_attained_service = true\n",
       "config.toml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   PreemptConfig p = PreemptConfigFrom(*c);
@@ -799,6 +800,8 @@ TEST(ConfigTest, PreemptionOptionsMakeThePreemptConfig) {
   EXPECT_TRUE(p.for_aging);
   EXPECT_EQ(p.min_runtime_ms, 5 * 60 * 1000);
   EXPECT_EQ(p.spare_ms, 2 * 3600 * 1000);
+  EXPECT_TRUE(p.for_attained_service);
+  EXPECT_EQ(p.attained_service_ms, 3600 * 1000);
 }
 
 }  // namespace

@@ -159,5 +159,35 @@ TEST_F(PreemptTest, AJobPreemptedTwiceInARowIsSparedForAWhile) {
   EXPECT_TRUE(Asked(victim, 3));
 }
 
+// The attained-service order and rule (attained_service, preempt_for_attained_service): a new
+// job preempts one that has had the threshold's GPU time, whoever's it is, and not before (the
+// daemon wakes when it passes it); the victim, requeued, waits behind a job submitted after
+// it that has had less.
+TEST_F(PreemptTest, AJobThatHadLessGpuTimePreemptsOneThatHadMoreAndGoesFirst) {
+  config_.attained_service_ms = 30 * kMinute;
+  config_.preempt_for_attained_service = true;
+  SetGpus({Gpu(0, 80)});
+  Start();
+  JobId served = Submit({{"gpus", 1}, {"preemptible", true}, {"requeue", true}});
+  clock_.Set(kT0 + 15 * kMinute);
+  JobId fresh = Submit({{"gpus", 1}});
+  EXPECT_FALSE(Asked(served, 1));  // 15 of its 30 GPU-minutes
+  HttpResponse r = Call("GET", "/v1/jobs/" + std::to_string(fresh) + "/explain");
+  EXPECT_THAT(r.body, HasSubstr(fmt::format("attained service: job {} has had 15m", served)));
+  WakeUp();
+  EXPECT_GE(clock_.Now(), kT0 + 30 * kMinute);
+  EXPECT_LE(clock_.Now(), kT0 + 30 * kMinute + 1000);
+  ASSERT_TRUE(Asked(served, 1));
+  EXPECT_THAT(ReadShimControl(RunDir(served, 1))->reason,
+              StartsWith(fmt::format("preempted by job {} (", fresh)));
+  EndStopped(served, 1);
+  EXPECT_EQ(Get(fresh).state, JobState::kRunning);
+  EXPECT_EQ(Get(served).state, JobState::kQueued);
+  JobId later = Submit({{"gpus", 1}});
+  Finish(fresh, 1);
+  EXPECT_EQ(Get(later).state, JobState::kRunning);
+  EXPECT_EQ(Get(served).state, JobState::kQueued);
+}
+
 }  // namespace
 }  // namespace trainq

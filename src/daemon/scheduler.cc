@@ -104,7 +104,9 @@ Status Scheduler::RefreshWaiting() {
   query.states = {JobState::kQueued};
   query.with_env = false;  // the policy needs the requests; a started job is read in full
   query.placement_only = true;
-  query.with_attempts = site_->ReadsLastAttempt();  // whether it waits for a lost node's word
+  // Whether it waits for a lost node's word, and what its attempts received (the
+  // attained-service order).
+  query.with_attempts = site_->ReadsLastAttempt() || config_.attained_service_ms > 0;
   // A page at a time: a million jobs read whole took 700 MB at once (a Job is large), most
   // of a restart's time spent faulting that memory in. The loop thread is the store's only
   // writer here, so no job changes between two pages.
@@ -122,6 +124,7 @@ Status Scheduler::RefreshWaiting() {
       reasons_[job.id].written = ReasonDigest(job.reason);  // the store's, whoever wrote it
       PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, job.not_before);
       if (job.not_before >= kHeldNotBefore) p.held_by = HeldBy(job.reason);
+      p.service_band = ServiceBand(AttainedGpuMs(job), config_.attained_service_ms);
       const Attempt* last = job.current();
       if (last && job.not_before > 0 && last->end_reason == "node " + last->node + " lost") {
         p.lost_node = last->node;
@@ -168,6 +171,7 @@ void Scheduler::Queued(const Job& job, UnixMs now) {
   // A job held while it was blocked stays held once its dependencies are met.
   PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, now, job.not_before);
   if (job.not_before >= kHeldNotBefore) p.held_by = HeldBy(job.reason);
+  p.service_band = ServiceBand(AttainedGpuMs(job), config_.attained_service_ms);
   waiting_.emplace(job.id, std::move(p));
   RequestSchedule();
 }
@@ -192,6 +196,7 @@ void Scheduler::NoteWaiting(JobId id) {
   if (job->state != JobState::kQueued) return;
   PendingJob p = PendingOf(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
   if (job->not_before >= kHeldNotBefore) p.held_by = HeldBy(job->reason);
+  p.service_band = ServiceBand(AttainedGpuMs(*job), config_.attained_service_ms);
   waiting_.emplace(id, std::move(p));
 }
 
@@ -428,6 +433,7 @@ std::vector<RunningJob> Scheduler::RunningForPreemption(std::map<JobId, Job>* jo
     r.preemptible = job.spec.stop.preemptible.value_or(config_.preemptible) &&
                     job.spec.gate_pid == 0;  // a gate has no processes to warn
     r.started_at = a->started_at > 0 ? a->started_at : now;
+    r.attained_gpu_ms = AttainedGpuMs(job);  // the ended attempts'; this one's runs on
     for (auto e = job.attempts.rbegin() + 1; e < job.attempts.rend(); ++e) {
       if (!e->end_reason.starts_with("preempted by job ")) break;
       ++r.preempted_in_a_row;
@@ -487,6 +493,13 @@ void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
       if (!r.preemptible || r.stopping) continue;
       due(r.started_at + config_.min_runtime_ms);
       if (r.preempted_in_a_row >= 2) due(r.last_preempted_at + config_.preempt_spare_ms);
+      // When it passes the attained-service threshold, that rule may take it.
+      size_t gpus = 0;
+      for (const NodeGpus& part : r.parts) gpus += part.gpu_indices.size();
+      double need = double(config_.attained_service_ms) - r.attained_gpu_ms;
+      if (config_.preempt_for_attained_service && gpus > 0 && need > 0) {
+        due(r.started_at + static_cast<int64_t>(need / double(gpus)) + 1);
+      }
     }
   }
   for (const Preemption& d : decisions) {

@@ -49,9 +49,13 @@ std::vector<const PendingJob*> WorthAsking(std::span<const PendingJob* const> re
   // of a candidate.
   std::set<std::string> with_victims, above;
   int lowest_priority = 0;
-  bool any = false;
+  bool any = false, served = false;  // served: a candidate past the attained-service threshold
   for (const RunningJob& v : running) {
     if (!Candidate(v, config, now)) continue;
+    size_t gpus = 0;
+    for (const NodeGpus& p : v.parts) gpus += p.gpu_indices.size();
+    served = served || v.attained_gpu_ms + double(gpus) * double(now - v.started_at) >=
+                           double(config.attained_service_ms);
     lowest_priority = any ? std::min(lowest_priority, v.priority) : v.priority;
     any = true;
     with_victims.insert(v.user);
@@ -68,7 +72,9 @@ std::vector<const PendingJob*> WorthAsking(std::span<const PendingJob* const> re
     bool others = with_victims.size() > 1 || !with_victims.count(w->user);
     bool by_share = config.for_fair_share && HoursOf(usage, w->user) < fair && !above.empty();
     bool by_aging = config.for_aging && others && LargeAndAged(*w, largest, policy, now);
-    if (first || by_priority || by_share || by_aging) out.push_back(w);
+    bool by_service = config.for_attained_service && config.attained_service_ms > 0 && served &&
+                      w->service_band == 0;
+    if (first || by_priority || by_share || by_aging || by_service) out.push_back(w);
   }
   return out;
 }

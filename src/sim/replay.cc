@@ -172,6 +172,7 @@ void Replayer::Enqueue(size_t i, int64_t now) {
   r.state = RunState::kWaiting;
   r.queued_since_ms = now;
   pending_[i].queued_at = now;
+  pending_[i].service_band = ServiceBand(r.attained_gpu_ms, options_.attained_service_ms);
   auto at = std::lower_bound(waiting_.begin(), waiting_.end(), rank_[i],
                              [&](size_t row, size_t rank) { return rank_[row] < rank; });
   waiting_.insert(at, i);
@@ -201,6 +202,12 @@ void Replayer::Start(size_t i, Placement where, int64_t now) {
   started_.push_back(i);
   if (options_.policy == ReplayPolicy::kTrainq && options_.preempt) {
     WakeAt(now + options_.min_runtime_ms, now);  // it may be a victim from then on
+    // ... and once past the attained-service threshold, by that rule.
+    if (options_.preempt_for_attained_service && options_.attained_service_ms > 0 &&
+        trace_[i].gpus > 0) {
+      double need = double(options_.attained_service_ms) - r.attained_gpu_ms;
+      if (need > 0) WakeAt(now + int64_t(need / trace_[i].gpus) + 1, now);
+    }
   }
   if (options_.policy == ReplayPolicy::kTiresias) WakeForDemotion(i, now);
 }
@@ -212,6 +219,9 @@ void Replayer::Release(size_t i, int64_t now) {
   running_gpus_[trace_[i].user] -= GpuShare(i);
   runs_[i].gpu_ms += GpuShare(i) * double(now - runs_[i].attempt_start_ms);
   if (options_.policy == ReplayPolicy::kTiresias) AccrueService(i, now);
+  if (options_.policy == ReplayPolicy::kTrainq) {
+    runs_[i].attained_gpu_ms += double(trace_[i].gpus) * double(now - runs_[i].attempt_start_ms);
+  }
   running_.erase(i);
 }
 

@@ -46,6 +46,10 @@ struct ReplayOptions {
   bool preempt_for_aging = false;
   int64_t min_runtime_ms = 10 * 60 * 1000;
   int64_t preempt_spare_ms = 60 * 60 * 1000;  // PreemptConfig::spare_ms, the thrash guard
+  // The attained-service order and rule (PreemptConfig::attained_service_ms, GPU-time; 0:
+  // off): jobs that received less go first, and may preempt those past it.
+  int64_t attained_service_ms = 0;
+  bool preempt_for_attained_service = false;
   // Policies that preempt: from the decision until a victim's GPUs are free (RunningJob::stop_ms:
   // the daemon's default --signal lead, 60 s, plus its grace_period, 10 s). The victim runs on
   // until then.

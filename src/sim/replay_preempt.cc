@@ -85,6 +85,7 @@ std::vector<RunningJob> Replayer::RunningJobs() const {
     v.user = trace_[i].user;
     v.preemptible = true;
     v.started_at = r.attempt_start_ms;
+    v.attained_gpu_ms = r.attained_gpu_ms;
     v.preempted_in_a_row = r.preemptions;  // every earlier attempt of a job ended preempted
     v.last_preempted_at = r.last_preempted_ms;
     v.stop_ms = options_.stop_ms;

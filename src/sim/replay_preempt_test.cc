@@ -65,11 +65,15 @@ TEST(ReplayPreempt, SettingsAreTheDaemonsThroughPreemptConfigFrom) {
   o.preempt_for_fair_share = o.preempt_for_aging = true;
   o.min_runtime_ms = 5;
   o.preempt_spare_ms = 6;
+  o.preempt_for_attained_service = true;
+  o.attained_service_ms = 7;
   PreemptConfig c = PreemptConfigFrom(o);
   EXPECT_EQ(c.priority_gap, 0);
   EXPECT_TRUE(c.for_fair_share && c.for_aging);
   EXPECT_EQ(c.min_runtime_ms, 5);
   EXPECT_EQ(c.spare_ms, 6);
+  EXPECT_TRUE(c.for_attained_service);
+  EXPECT_EQ(c.attained_service_ms, 7);
 }
 
 // preempt_priority_gap reaches the replay: at 0, as in the daemon, equal priorities preempt one
@@ -193,6 +197,26 @@ TEST(ReplayPreempt, ALargeJobPastAgingPreemptsOtherUsers) {
   ReplayMetrics m = Simulate(rows, "1x8", o);
   EXPECT_DOUBLE_EQ(Starts(m).back(), 4200.001 + 70);
   EXPECT_EQ(m.preemptions, 4);
+}
+
+// The attained-service rule: B, which has had nothing, preempts A once A has had its hour
+// (the same user's: the rule does not ask whose), and A, requeued with its hour, waits behind
+// C, submitted after it. Without the rule B waits for A's end.
+TEST(ReplayPreempt, AJobThatHadLessPreemptsOneThatHadItsHourAndGoesFirst) {
+  ReplayOptions o;
+  o.preempt = true;
+  o.preempt_for_attained_service = true;
+  o.attained_service_ms = 3600 * 1000;
+  const char* rows = "A,0,36000,1,1,,a\nB,600,600,1,1,,a\nC,3700,600,1,1,,a\n";
+  ReplayMetrics m = Simulate(rows, "1x1", o);
+  // A passes 1 GPU-hour at 3600 s (a pass is due a millisecond later), stops after 70 s.
+  EXPECT_EQ(Starts(m), (std::vector<double>{0, 3670.001, 4270.001}));
+  EXPECT_EQ(m.preemptions, 1);
+  o.preempt_for_attained_service = false;
+  o.preempt_priority_gap = 0;  // every job may preempt, but A is never past min_runtime first
+  o.min_runtime_ms = 100 * 3600 * 1000;
+  m = Simulate(rows, "1x1", o);
+  EXPECT_EQ(Starts(m), (std::vector<double>{0, 36000, 36600}));
 }
 
 TEST(ReplayWarmUp, EarlierRowsLoadTheClusterButAreNotMeasured) {

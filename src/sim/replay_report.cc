@@ -97,7 +97,10 @@ Json TrainqKnobs(const ReplayOptions& o) {
   knobs["half_life_s"] = double(o.half_life_ms) / 1000.0;
   knobs["max_holds"] = o.max_holds;
   knobs["preempt"] = o.preempt;
+  if (o.attained_service_ms > 0)
+    knobs["attained_service_s"] = double(o.attained_service_ms) / 1000.0;
   if (o.preempt) {
+    knobs["preempt_attained_service"] = o.preempt_for_attained_service;
     knobs["preempt_fair_share"] = o.preempt_for_fair_share;
     knobs["preempt_aging"] = o.preempt_for_aging;
     knobs["preempt_priority_gap"] = o.preempt_priority_gap;

@@ -47,7 +47,10 @@ def test_mixed_workload_drains_through_daemon_kills(make_trainq):
             break
         assert time.monotonic() < deadline, [(j["id"], j["state"], j["reason"]) for j in jobs]
         assert_not_oversubscribed(tq)
-        if not killed_again and done >= len(jobs) // 3:
+        # At the first listing that finds some done and some left: a later threshold (a
+        # third done) was passed between two listings on a loaded machine, and the second
+        # kill never came.
+        if not killed_again and done > 0:
             tq.kill_daemon()  # in the middle of the drain
             killed_again = True
     assert killed_again
