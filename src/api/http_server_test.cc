@@ -912,6 +912,21 @@ class UpperServer {
   std::thread thread_;
 };
 
+// A target switched to "tq-test": a Unix socket when `unix_path` is set, else the https
+// `endpoint`'s `target`.
+std::shared_ptr<TunnelTarget> TestTarget(const std::string& what, const std::string& unix_path,
+                                         Endpoint endpoint = {}, const std::string& target = "",
+                                         CallOptions options = {}) {
+  auto t = std::make_shared<TunnelTarget>();
+  t->protocol = "tq-test";
+  t->what = what;
+  t->unix_path = unix_path;
+  t->endpoint = std::move(endpoint);
+  t->target = target;
+  t->options = std::move(options);
+  return t;
+}
+
 // Reads from `fd` until `want` bytes came or the connection ended; what came.
 std::string ReadBytes(int fd, size_t want) {
   std::string out;
@@ -931,21 +946,14 @@ std::string ReadBytes(int fd, size_t want) {
 // shim's socket. Here one server is both daemons.
 TEST_F(TlsTest, ASwitchedConnectionCarriesBytesThroughAnotherServerOverTls) {
   std::string shim = dir_ + "/shim.sock";
-  auto to_shim = std::make_shared<TunnelTarget>();
-  to_shim->protocol = "tq-test";
-  to_shim->what = "the terminal of job 7";
-  to_shim->unix_path = shim;
-  to_shim->options.timeout_ms = 5000;
-  tunnels_["/there"] = to_shim;
-  auto to_node = std::make_shared<TunnelTarget>();
-  to_node->protocol = "tq-test";
-  to_node->what = "the terminal of job 7";
-  to_node->endpoint = At(Endpoint::Kind::kHttps, "localhost");
-  to_node->target = "/there?attempt=1";
-  to_node->options = Trusting();
-  to_node->options.bearer_token.clear();
-  to_node->options.authorization = "TrainqNode gpu1 1 abc";
-  tunnels_["/here"] = to_node;
+  CallOptions quick;
+  quick.timeout_ms = 5000;
+  tunnels_["/there"] = TestTarget("the terminal of job 7", shim, {}, "", quick);
+  CallOptions signed_call = Trusting();
+  signed_call.bearer_token.clear();
+  signed_call.authorization = "TrainqNode gpu1 1 abc";
+  tunnels_["/here"] = TestTarget("the terminal of job 7", "", At(Endpoint::Kind::kHttps),
+                                 "/there?attempt=1", signed_call);
   Listen();
   ServeInBackground();
   // The shim binds its socket after the client asked: the far end is tried until it is there.
@@ -984,22 +992,16 @@ TEST_F(TlsTest, ASwitchedConnectionCarriesBytesThroughAnotherServerOverTls) {
 // a socket nobody binds (503 after the target's timeout), another server's own refusal (as
 // it gave it), a server whose certificate does not verify, and a request that asks no switch.
 TEST_F(TlsTest, AFarEndThatCannotBeOpenedIsTheClientsAnswer) {
-  auto nobody = std::make_shared<TunnelTarget>();
-  nobody->protocol = "tq-test";
-  nobody->what = "the terminal of job 8";
-  nobody->unix_path = dir_ + "/nobody.sock";
-  nobody->options.timeout_ms = 300;
-  tunnels_["/nobody"] = nobody;
-  auto refusing = std::make_shared<TunnelTarget>();
-  refusing->protocol = "tq-test";
-  refusing->what = "the terminal of job 9";
-  refusing->endpoint = At(Endpoint::Kind::kHttps, "localhost");
-  refusing->target = "/plain";  // answers 200 JSON, no switch
-  refusing->options = Trusting();
-  tunnels_["/refusing"] = refusing;
-  auto untrusted = std::make_shared<TunnelTarget>(*refusing);
-  untrusted->options.ca_file.clear();  // the system's CAs know no self-signed certificate
-  tunnels_["/untrusted"] = untrusted;
+  CallOptions brief;
+  brief.timeout_ms = 300;
+  tunnels_["/nobody"] = TestTarget("the terminal of job 8", dir_ + "/nobody.sock", {}, "", brief);
+  // "/plain" answers 200 JSON, no switch.
+  tunnels_["/refusing"] =
+      TestTarget("the terminal of job 9", "", At(Endpoint::Kind::kHttps), "/plain", Trusting());
+  CallOptions system_cas = Trusting();
+  system_cas.ca_file.clear();  // the system's CAs know no self-signed certificate
+  tunnels_["/untrusted"] =
+      TestTarget("the terminal of job 9", "", At(Endpoint::Kind::kHttps), "/plain", system_cas);
   Listen();
   ServeInBackground();
   Result<Upgraded> r = HttpUpgrade(path_, "/nobody", "tq-test", 10000);
