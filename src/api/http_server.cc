@@ -620,7 +620,8 @@ inline bool EndOfStream(const beast::error_code& ec) {
 }
 
 // Opening the far end is bounded by its own timeout; the client has none once switched (a
-// terminal may be silent for hours), and either side closing closes both.
+// terminal may be silent for hours). Each side's end is passed on to the other as a
+// half-close; both ended, or an error on either, closes the connection.
 template <class Stream>
 void Session<Stream>::Tunnel(std::shared_ptr<const TunnelTarget> target) {
   keep_alive_ = false;
