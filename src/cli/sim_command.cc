@@ -138,23 +138,31 @@ Status CheckPolicyOptions(const SimArgs& a, sim::ReplayPolicy policy) {
   if (!a.preempt && a.preempt_fair_share) misplaced.push_back("--preempt-fair-share");
   if (!a.preempt && a.preempt_aging) misplaced.push_back("--preempt-aging");
   if (!a.preempt && a.preempt_priority_gap >= 0) misplaced.push_back("--preempt-priority-gap");
-  if (!a.preempt && !a.min_runtime.empty()) misplaced.push_back("--min-runtime");
+  bool elastic = a.elastic_fraction > 0;
+  if (!trainq && a.elastic_fraction >= 0) misplaced.push_back("--elastic-fraction");
+  if (!a.preempt && !elastic && !a.min_runtime.empty()) misplaced.push_back("--min-runtime");
   if (!a.preempt && !a.preempt_spare.empty()) misplaced.push_back("--preempt-spare");
   if (!a.preempt && a.preempt_attained_service) {
     misplaced.push_back("--preempt-attained-service");
   }
   if (!trainq && !a.attained_service.empty()) misplaced.push_back("--attained-service");
-  bool stops = a.preempt || tiresias;
+  bool stops = a.preempt || tiresias || elastic;
   if (!stops && !a.stop_time.empty()) misplaced.push_back("--stop-time");
   if (!stops && !a.ckpt_interval.empty()) misplaced.push_back("--ckpt-interval");
   if (!stops && !a.restart_cost.empty()) misplaced.push_back("--restart-cost");
   if (!tiresias && a.las_threshold != 0) misplaced.push_back("--las-threshold");
   if (!misplaced.empty()) {
     return Status::Invalid(fmt::format(
-        "{}: not read by --policy {}{}; --preempt and its options need --policy trainq, "
+        "{}: not read by --policy {}{}; --preempt, --elastic-fraction and the preemption "
+        "options need --policy trainq (--min-runtime: --preempt or --elastic-fraction), "
         "--las-threshold needs --policy tiresias, and --stop-time, --ckpt-interval and "
-        "--restart-cost need one of them to preempt",
+        "--restart-cost need one of them to stop jobs",
         fmt::join(misplaced, ", "), a.policy, trainq && !a.preempt ? " without --preempt" : ""));
+  }
+  if (!elastic && (a.seed >= 0 || a.scaling_exponent >= 0)) {
+    return Status::Invalid(fmt::format(
+        "{}: needs --elastic-fraction F (0 < F <= 1), the share of the trace's jobs made elastic",
+        a.seed >= 0 ? "--seed" : "--scaling-exponent"));
   }
   if (a.preempt_attained_service && a.attained_service.empty()) {
     return Status::Invalid(
@@ -185,6 +193,25 @@ Status ReadPreemptOptions(const SimArgs& a, sim::ReplayOptions& o) {
         ReadDuration(a.ckpt_interval, "--ckpt-interval", &o.checkpoint.interval_ms),
         ReadDuration(a.restart_cost, "--restart-cost", &o.checkpoint.restart_cost_ms)}) {
     if (!st.ok()) return st;
+  }
+  if (a.elastic_fraction >= 0) {
+    if (!(a.elastic_fraction > 0 && a.elastic_fraction <= 1)) {
+      return Status::Invalid(fmt::format(
+          "--elastic-fraction: {} is not valid; expected the share of the trace's jobs made "
+          "elastic, a number > 0 and <= 1 (e.g. 0.5)",
+          a.elastic_fraction));
+    }
+    o.elastic_fraction = a.elastic_fraction;
+  }
+  if (a.seed >= 0) o.elastic_seed = uint64_t(a.seed);
+  if (a.scaling_exponent >= 0) {
+    if (!(a.scaling_exponent > 0 && a.scaling_exponent <= 1)) {
+      return Status::Invalid(fmt::format(
+          "--scaling-exponent: {} is not valid; expected A in throughput = (GPUs / requested) "
+          "^ A, a number > 0 and <= 1 (e.g. 0.8)",
+          a.scaling_exponent));
+    }
+    o.scaling_exponent = a.scaling_exponent;
   }
   if (a.las_threshold != 0) {
     if (!(a.las_threshold > 0 && a.las_threshold <= 1e12)) {
@@ -308,7 +335,8 @@ void AddPreemptOptions(CLI::App& cmd, SimArgs& a) {
                  "trainq: jobs that have had less GPU time than this go first at equal priority "
                  "(attained_service; e.g. 1h: one GPU-hour; default: off)");
   cmd.add_option("--min-runtime", a.min_runtime,
-                 "trainq --preempt: an attempt that ran less is not preempted (default 10m)");
+                 "trainq --preempt: an attempt that ran less is not preempted (default 10m); "
+                 "with --elastic-fraction, nor resized");
   cmd.add_option("--preempt-spare", a.preempt_spare,
                  "trainq --preempt: a job preempted twice in a row is spared this long "
                  "(default 1h)");
@@ -321,6 +349,14 @@ void AddPreemptOptions(CLI::App& cmd, SimArgs& a) {
   cmd.add_option("--restart-cost", a.restart_cost,
                  "preempting policies: what a preempted job spends restoring its checkpoint "
                  "when it runs again (default 60s)");
+  cmd.add_option("--elastic-fraction", a.elastic_fraction,
+                 "trainq: make this share of the whole-GPU single-node jobs elastic, from 1 GPU "
+                 "to twice their request (e.g. 0.5; default: none)");
+  cmd.add_option("--seed", a.seed, "with --elastic-fraction: which jobs are drawn (default 1)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  cmd.add_option("--scaling-exponent", a.scaling_exponent,
+                 "with --elastic-fraction: a job on g GPUs runs (g / requested) ^ A as fast as "
+                 "on its request (default 0.8)");
   cmd.add_option("--las-threshold", a.las_threshold,
                  "tiresias: GPU-seconds of attained service that move a job to the second "
                  "queue (default 3250)");

@@ -25,6 +25,9 @@ struct SimArgs {
   double las_threshold = 0;
   std::string attained_service;  // "": off
   bool preempt_attained_service = false;
+  // Elastic jobs (replay). -1: not given.
+  double elastic_fraction = -1, scaling_exponent = -1;
+  int64_t seed = -1;
   std::string seeds = "42-51";
   double inflate = 1.3;
   double default_gpu_mem_gib = 16.0;

@@ -29,14 +29,15 @@ AttemptCut CutAttempt(int64_t ran_ms, int64_t overhead_ms, const CheckpointModel
 // A job's work across its attempts: the trace's duration at first; each cut keeps the
 // progress checkpointed, and every later attempt pays the restart cost first.
 struct JobWork {
-  int64_t left_ms = 0;      // useful work still to do
+  int64_t left_ms = 0;      // useful work still to do, in run time at the job's request
   int64_t overhead_ms = 0;  // what the next (or current) attempt spends before progressing
 
-  // How long an attempt started now runs if nothing stops it.
-  int64_t AttemptMs() const { return overhead_ms + left_ms; }
-  // The attempt was cut after `ran_ms`: keeps what was checkpointed, and from now on every
-  // attempt pays the restart cost. Returns the cut.
-  AttemptCut Cut(int64_t ran_ms, const CheckpointModel& model);
+  // How long an attempt started now runs if nothing stops it, at `speed` times the pace of
+  // its request (an elastic job on other than its requested GPUs: ReplayOptions::scaling_exponent).
+  int64_t AttemptMs(double speed = 1.0) const;
+  // The attempt, run at `speed`, was cut after `ran_ms`: keeps what was checkpointed, and
+  // from now on every attempt pays the restart cost. Returns the cut, in run time.
+  AttemptCut Cut(int64_t ran_ms, const CheckpointModel& model, double speed = 1.0);
 };
 
 }  // namespace trainq::sim

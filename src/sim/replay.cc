@@ -117,6 +117,7 @@ void Replayer::Admit() {
   std::stable_sort(arrivals_.begin(), arrivals_.end(),
                    [&](size_t a, size_t b) { return trace_[a].submit_ms < trace_[b].submit_ms; });
   for (size_t k = 0; k < arrivals_.size(); ++k) rank_[arrivals_[k]] = k;
+  ChooseElastic();
 }
 
 // Drops end events of attempts that ended otherwise or moved (a stop brought forward).
@@ -150,6 +151,10 @@ void Replayer::EndAttemptsAt(int64_t now) {
     ends_.pop();
     const JobRun& r = runs_[i];
     if (r.state == RunState::kStopping && now < r.attempt_start_ms + r.attempt_ms) {
+      if (r.resize_to) {
+        EndResize(i, now);
+        continue;
+      }
       Cut(i, now);
     } else {
       Complete(i, now);
@@ -193,20 +198,24 @@ void Replayer::Start(size_t i, Placement where, int64_t now) {
   JobRun& r = runs_[i];
   r.waited_ms += now - r.queued_since_ms;
   r.state = RunState::kRunning;
+  r.gpus_now = 0;
+  for (const auto& [node, gpus] : placed_[i]) r.gpus_now += int(gpus.size());
+  r.speed = SpeedAt(i, r.gpus_now);
   r.attempt_start_ms = now;
-  r.attempt_ms = r.work.AttemptMs();
+  r.attempt_ms = r.work.AttemptMs(r.speed);
   r.attempt_end_ms = now + r.attempt_ms;
   ends_.push({r.attempt_end_ms, i, ++r.epoch});
-  running_gpus_[trace_[i].user] += GpuShare(i);
+  running_gpus_[trace_[i].user] += HeldShare(i);
+  if (Elastic(i)) WakeAt(now + options_.min_runtime_ms, now);  // it may resize from then on
   running_.insert(i);
   started_.push_back(i);
   if (options_.policy == ReplayPolicy::kTrainq && options_.preempt) {
     WakeAt(now + options_.min_runtime_ms, now);  // it may be a victim from then on
     // ... and once past the attained-service threshold, by that rule.
     if (options_.preempt_for_attained_service && options_.attained_service_ms > 0 &&
-        trace_[i].gpus > 0) {
+        r.gpus_now > 0) {
       double need = double(options_.attained_service_ms) - r.attained_gpu_ms;
-      if (need > 0) WakeAt(now + int64_t(need / trace_[i].gpus) + 1, now);
+      if (need > 0) WakeAt(now + int64_t(need / r.gpus_now) + 1, now);
     }
   }
   if (options_.policy == ReplayPolicy::kTiresias) WakeForDemotion(i, now);
@@ -216,11 +225,12 @@ void Replayer::Start(size_t i, Placement where, int64_t now) {
 void Replayer::Release(size_t i, int64_t now) {
   for (const auto& [node, gpus] : placed_[i]) cluster_.Finish(pending_[i], node, gpus);
   placed_[i].clear();
-  running_gpus_[trace_[i].user] -= GpuShare(i);
-  runs_[i].gpu_ms += GpuShare(i) * double(now - runs_[i].attempt_start_ms);
+  DropReserved(i);
+  running_gpus_[trace_[i].user] -= HeldShare(i);
+  runs_[i].gpu_ms += HeldShare(i) * double(now - runs_[i].attempt_start_ms);
   if (options_.policy == ReplayPolicy::kTiresias) AccrueService(i, now);
   if (options_.policy == ReplayPolicy::kTrainq) {
-    runs_[i].attained_gpu_ms += double(trace_[i].gpus) * double(now - runs_[i].attempt_start_ms);
+    runs_[i].attained_gpu_ms += double(runs_[i].gpus_now) * double(now - runs_[i].attempt_start_ms);
   }
   running_.erase(i);
 }
@@ -235,7 +245,7 @@ void Replayer::Complete(size_t i, int64_t now) {
 // A preempted attempt ends: the job keeps its checkpointed progress and queues again.
 void Replayer::Cut(size_t i, int64_t now) {
   JobRun& r = runs_[i];
-  r.work.Cut(now - r.attempt_start_ms, options_.checkpoint);
+  r.work.Cut(now - r.attempt_start_ms, options_.checkpoint, r.speed);
   Release(i, now);
   ++r.preemptions;
   ++metrics_.preemptions;
@@ -276,9 +286,12 @@ bool Replayer::Futile() const {
 }
 
 void Replayer::Pass(int64_t now) {
-  if (waiting_.empty()) return;
+  if (waiting_.empty()) {
+    if (Resizes()) GrowStep(now);  // idle GPUs nobody waits for
+    return;
+  }
   bool futile = Futile();
-  if (futile && !Preempts()) return;
+  if (futile && !Preempts() && !Resizes()) return;
   ++metrics_.passes;
   switch (options_.policy) {
     case ReplayPolicy::kTrainq:
@@ -388,7 +401,8 @@ void Replayer::TrainqPass(int64_t now) {
   PlacementResult r = Place(jobs, PassNodes(storage), config_, now, usage_, holds_);
   holds_ = std::move(r.holds);
   ApplyStarts(r.starts, now);
-  if (options_.preempt) PreemptStep(&r, now);
+  if (options_.preempt || Resizes()) PreemptStep(&r, now);
+  if (Resizes()) GrowStep(now);
 }
 
 void Replayer::ApplyStarts(const std::vector<StartDecision>& starts, int64_t now) {

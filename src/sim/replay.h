@@ -55,6 +55,15 @@ struct ReplayOptions {
   // until then.
   int64_t stop_ms = 70 * 1000;
   CheckpointModel checkpoint;
+  // Elastic jobs (policy trainq): this fraction of the single-node whole-GPU jobs, drawn by
+  // `elastic_seed`, runs on 1 to twice its requested GPUs (at most a node's). On g GPUs a job
+  // progresses (g / requested) ^ scaling_exponent times as fast as on its request. Grows and
+  // shrinks are chosen by ChooseGrowth and ChooseShrinks (src/core/elastic.h) with
+  // min_runtime_ms as the rate limit; a resize is a stop (stop_ms), then a restart at the new
+  // size costing restart_cost_ms plus the work since the last checkpoint.
+  double elastic_fraction = 0;
+  uint64_t elastic_seed = 1;
+  double scaling_exponent = 0.8;
   // Policy tiresias: the service (GPUs x seconds) at which a job moves to the second queue.
   double las_threshold_gpu_s = 3250;
 
@@ -85,7 +94,10 @@ struct ReplayMetrics {
   // Jobs asking for at least a whole node's GPUs: the ones a stream of small jobs starves.
   int big_jobs = 0;
   double big_mean_queue_s = 0, big_max_queue_s = 0;
-  int preemptions = 0;     // attempts cut short
+  int elastic_jobs = 0;    // replayed jobs that were elastic
+  int grows = 0;           // resizes to more GPUs (not counting growth at a job's start)
+  int shrinks = 0;         // resizes to fewer GPUs, each for a waiting job
+  int preemptions = 0;     // attempts cut short (resizes not counted)
   int preempted_jobs = 0;  // jobs cut short at least once
   // GPU-time held beyond what the jobs asked for: work lost since the last checkpoint, the
   // stop window and restart costs.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "src/core/elastic.h"
 #include "src/core/placement.h"
 #include "src/core/preemption.h"
 #include "src/sim/cluster.h"
@@ -43,6 +44,14 @@ struct JobRun {
   double attained_gpu_ms = 0;
   int las_queue = 0;
   int64_t las_entered_ms = 0;  // when it reached queue 1
+  // Elastic jobs: the range of GPUs (0: a rigid job), the size and pace of the attempt, and a
+  // resize under way (the attempt stops, then runs on `resize_to` at once; a grow holds the
+  // GPUs it adds in `reserved` until then).
+  int min_gpus = 0, max_gpus = 0;
+  int gpus_now = 0;
+  double speed = 1.0;
+  std::optional<Placement> resize_to;
+  Placement reserved;
 };
 
 struct EndEvent {
@@ -72,7 +81,9 @@ class Replayer {
  private:
   // ---- replay.cc ----
   bool IsGang(size_t i) const { return trace_[i].gpus > cluster_.max_gpus_per_node(); }
+  // What the trace row asks for, and what its attempt holds (an elastic job's size).
   double GpuShare(size_t i) const { return trace_[i].gpus * (trace_[i].gpu_milli / 1000.0); }
+  double HeldShare(size_t i) const { return runs_[i].gpus_now * (trace_[i].gpu_milli / 1000.0); }
   bool Preempts() const;  // whether this policy may stop running jobs
   bool Measured(size_t i) const {
     return !options_.measure_from_ms || trace_[i].submit_ms >= *options_.measure_from_ms;
@@ -104,6 +115,19 @@ class Replayer {
   void NaivePass(int64_t now);
   bool NaiveStart(size_t i, int64_t now);
   void CountOvercommit(size_t i, size_t n, const std::vector<int>& gpus);
+
+  // ---- replay_elastic.cc ----
+  bool Elastic(size_t i) const { return runs_[i].max_gpus > 0; }
+  bool Resizes() const { return options_.policy == ReplayPolicy::kTrainq && elastic_jobs_ > 0; }
+  void ChooseElastic();
+  double SpeedAt(size_t i, int gpus) const;
+  std::vector<ElasticRun> ElasticRuns(int64_t now) const;
+  std::vector<const PendingJob*> ShrinkFor(std::vector<const PendingJob*> ready, int64_t now);
+  void GrowStep(int64_t now);
+  void GrowAtStart(size_t i, const Resize& d, int64_t now);
+  void BeginResize(size_t i, const Resize& d, int64_t now);
+  void EndResize(size_t i, int64_t now);
+  void DropReserved(size_t i);
 
   // ---- replay_preempt.cc ----
   PreemptConfig PreemptSettings() const;
@@ -149,6 +173,7 @@ class Replayer {
   std::optional<size_t> reserved_for_;
   std::vector<size_t> reserved_nodes_;
   std::optional<FairnessMeter> fairness_;
+  int elastic_jobs_ = 0;
   ReplayMetrics metrics_;
 };
 

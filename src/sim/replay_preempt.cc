@@ -20,7 +20,9 @@ bool Replayer::LargeForAging(size_t i) const {
 void Replayer::PreemptStep(const PlacementResult* result, int64_t now) {
   ExpirePreemptions(now);
   std::vector<const PendingJob*> ready = result ? LeftForGpus(*result) : AllWaitingInOrder();
-  if (ready.empty()) return;
+  // Elastic jobs shrink first: a resize keeps the job running, a preemption does not.
+  if (Resizes()) ready = ShrinkFor(std::move(ready), now);
+  if (ready.empty() || !options_.preempt) return;
   std::vector<RunningJob> running = RunningJobs();
   std::vector<NodeState> storage;
   std::span<const NodeState> nodes = PassNodes(storage);

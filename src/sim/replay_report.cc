@@ -99,6 +99,15 @@ Json TrainqKnobs(const ReplayOptions& o) {
   knobs["preempt"] = o.preempt;
   if (o.attained_service_ms > 0)
     knobs["attained_service_s"] = double(o.attained_service_ms) / 1000.0;
+  if (o.elastic_fraction > 0) {
+    knobs["elastic_fraction"] = o.elastic_fraction;
+    knobs["seed"] = o.elastic_seed;
+    knobs["scaling_exponent"] = o.scaling_exponent;
+    if (!o.preempt) {
+      knobs["min_runtime_s"] = double(o.min_runtime_ms) / 1000.0;
+      AddPreemptKnobs(knobs, o);
+    }
+  }
   if (o.preempt) {
     knobs["preempt_attained_service"] = o.preempt_for_attained_service;
     knobs["preempt_fair_share"] = o.preempt_for_fair_share;
@@ -165,6 +174,11 @@ std::string ReplayJson(const ReplayMetrics& m, const ReplayOptions& options) {
   j["big_mean_queue_s"] = m.big_mean_queue_s;
   j["big_max_queue_s"] = m.big_max_queue_s;
   j["preemptions"] = m.preemptions;
+  if (options.elastic_fraction > 0) {
+    j["elastic_jobs"] = m.elastic_jobs;
+    j["grows"] = m.grows;
+    j["shrinks"] = m.shrinks;
+  }
   j["preempted_jobs"] = m.preempted_jobs;
   j["lost_gpu_hours"] = m.lost_gpu_hours;
   AddFairness(j, m.fairness);

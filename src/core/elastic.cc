@@ -1,0 +1,250 @@
+// Elastic jobs' resize decisions: growth into idle GPUs after a pass, shrinks before preemption.
+// Whether a waiting job fits once GPUs are given up is judged by Place itself, as preemption
+// judges it.
+#include "src/core/elastic.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "src/core/duration.h"
+#include "src/core/placement_internal.h"
+
+namespace trainq {
+
+namespace {
+
+// A running job grows only to this many times its size or more: a resize is a restart, and a
+// small gain does not pay for one.
+constexpr double kMinGrowth = 1.5;
+
+std::string GpusText(int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); }
+
+bool HeldForAnother(const std::vector<Hold>& holds, const std::string& node, int index) {
+  for (const Hold& h : holds) {
+    auto has = [&](const NodeGpus& p) {
+      return p.node == node &&
+             std::find(p.gpu_indices.begin(), p.gpu_indices.end(), index) != p.gpu_indices.end();
+    };
+    if (h.parts.empty() ? has({h.node, h.gpu_indices})
+                        : std::any_of(h.parts.begin(), h.parts.end(), has)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool MayResize(const ElasticRun& run, const ElasticConfig& config, UnixMs now) {
+  if (run.starting) return true;
+  return !run.stopping && now - run.sized_at >= config.min_runtime_ms;
+}
+
+std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<const NodeState> nodes,
+                                 std::span<const Hold> holds, const PolicyConfig& policy,
+                                 const ElasticConfig& config, UnixMs now) {
+  std::vector<Resize> out;
+  if (runs.empty()) return out;
+  std::vector<Hold> held(holds.begin(), holds.end());
+  placement_internal::Pass pass(nodes, policy, now);
+  std::map<std::string, std::vector<size_t>> by_node;  // runs that may grow, per node
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const ElasticRun& r = runs[k];
+    if (r.gpus() < r.max_gpus && MayResize(r, config, now)) by_node[r.where.node].push_back(k);
+  }
+  for (const NodeState& node : nodes) {
+    auto it = by_node.find(node.name);
+    if (it == by_node.end() || !node.accepts_new) continue;
+    std::vector<int> idle;
+    for (const GpuState& gpu : node.gpus) {
+      if (placement_internal::RoomOf(gpu, policy, now).free && pass.Allowed(gpu) &&
+          !pass.Stale(gpu) && !HeldForAnother(held, node.name, gpu.index)) {
+        idle.push_back(gpu.index);
+      }
+    }
+    // Hand them out one at a time, to the smallest job first.
+    std::map<size_t, std::vector<int>> added;
+    for (int gpu : idle) {
+      const ElasticRun* best = nullptr;
+      size_t best_k = 0;
+      for (size_t k : it->second) {
+        const ElasticRun& r = runs[k];
+        int size = r.gpus() + static_cast<int>(added[k].size());
+        if (size >= r.max_gpus) continue;
+        int best_size = best ? best->gpus() + static_cast<int>(added[best_k].size()) : 0;
+        if (!best || size < best_size || (size == best_size && r.job < best->job)) {
+          best = &r, best_k = k;
+        }
+      }
+      if (!best) break;
+      added[best_k].push_back(gpu);
+    }
+    for (auto& [k, gpus] : added) {
+      const ElasticRun& r = runs[k];
+      int to = r.gpus() + static_cast<int>(gpus.size());
+      if (gpus.empty() || (!r.starting && to < kMinGrowth * r.gpus())) continue;
+      Resize g;
+      g.job = r.job;
+      g.from_gpus = r.gpus();
+      g.to = r.where;
+      g.to.gpu_indices.insert(g.to.gpu_indices.end(), gpus.begin(), gpus.end());
+      std::sort(g.to.gpu_indices.begin(), g.to.gpu_indices.end());
+      g.reason = fmt::format("grows from {} to {} (GPU{} {} idle)", r.gpus(), GpusText(to),
+                             gpus.size() == 1 ? "" : "s", fmt::join(gpus, ", "));
+      out.push_back(std::move(g));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// One node's working copy for the shrinks of one call, and what each job there still has.
+struct ShrinkNode {
+  NodeState state;
+  std::vector<size_t> runs;  // elastic jobs here that may shrink
+};
+
+// Takes `gpu` off `job` on a copy of the node.
+void DropHolding(NodeState& node, JobId job, int gpu) {
+  for (GpuState& g : node.gpus) {
+    if (g.index != gpu) continue;
+    std::erase_if(g.holdings, [&](const Holding& h) { return h.job == job; });
+  }
+}
+
+}  // namespace
+
+std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
+                                  std::span<const NodeState> nodes,
+                                  std::span<const ElasticRun> runs, const PolicyConfig& policy,
+                                  const ElasticConfig& config, UnixMs now) {
+  std::vector<Shrink> out;
+  std::map<std::string, size_t> position;
+  for (size_t n = 0; n < nodes.size(); ++n) position[nodes[n].name] = n;
+  std::map<size_t, std::vector<size_t>> shrinkable;  // node position -> runs there
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const ElasticRun& r = runs[k];
+    auto p = position.find(r.where.node);
+    if (p == position.end() || r.starting || r.gpus() <= r.min_gpus || !MayResize(r, config, now)) {
+      continue;
+    }
+    shrinkable[p->second].push_back(k);
+  }
+  if (shrinkable.empty()) return out;
+  std::map<size_t, NodeState> changed;  // nodes earlier decisions of this call changed
+  std::set<size_t> used;                // runs already shrunk in this call
+  auto node_at = [&](size_t n) -> const NodeState& {
+    auto c = changed.find(n);
+    return c == changed.end() ? nodes[n] : c->second;
+  };
+  PolicyConfig one_job = policy;
+  one_job.aging_ms = 0;  // a probe holds nothing
+  for (const PendingJob* w : waiting) {
+    if (w->num_nodes > 1 || w->gpus <= 0) continue;
+    struct Option {
+      size_t node = 0;
+      int take = 0;  // GPUs to give up, at least
+    };
+    std::vector<Option> options;
+    for (auto& [n, ks] : shrinkable) {
+      const NodeState& node = node_at(n);
+      if (!node.accepts_new) continue;
+      int idle = 0;
+      for (const GpuState& g : node.gpus) idle += g.holdings.empty() ? 1 : 0;
+      int spare = 0;
+      for (size_t k : ks) {
+        if (!used.count(k) && runs[k].priority <= w->priority)
+          spare += runs[k].gpus() - runs[k].min_gpus;
+      }
+      int take = std::max(0, w->gpus - idle);
+      if (spare > 0 && take <= spare) options.push_back({n, std::max(take, 1)});
+    }
+    std::stable_sort(options.begin(), options.end(),
+                     [](const Option& a, const Option& b) { return a.take < b.take; });
+    for (const Option& o : options) {
+      NodeState copy = node_at(o.node);
+      std::vector<size_t> order;
+      for (size_t k : shrinkable[o.node]) {
+        if (!used.count(k) && runs[k].priority <= w->priority) order.push_back(k);
+      }
+      std::map<size_t, int> left;  // GPUs each keeps
+      for (size_t k : order) left[k] = runs[k].gpus();
+      std::optional<StartDecision> start;
+      for (int taken = 0;;) {
+        if (taken >= o.take) {
+          PlacementResult r = Place(std::span(w, 1), std::span(&copy, 1), one_job, now);
+          if (!r.starts.empty()) {
+            start = r.starts.front();
+            break;
+          }
+        }
+        // The job furthest above its min gives up its last GPU.
+        size_t pick = order.size();
+        int most = 0;
+        for (size_t i = 0; i < order.size(); ++i) {
+          size_t k = order[i];
+          int above = left[k] - runs[k].min_gpus;
+          if (above > most) most = above, pick = i;
+        }
+        if (pick == order.size()) break;
+        size_t k = order[pick];
+        --left[k];
+        DropHolding(copy, runs[k].job, runs[k].where.gpu_indices[size_t(left[k])]);
+        ++taken;
+      }
+      if (!start) continue;
+      Shrink s;
+      s.job = w->id;
+      int64_t stop = 0;
+      std::vector<std::string> texts;
+      for (size_t k : order) {
+        const ElasticRun& r = runs[k];
+        if (left[k] == r.gpus()) continue;
+        Resize d;
+        d.job = r.job;
+        d.from_gpus = r.gpus();
+        d.to = {r.where.node, {r.where.gpu_indices.begin(), r.where.gpu_indices.begin() + left[k]}};
+        d.reason =
+            fmt::format("shrinks from {} to {} for job {}", r.gpus(), GpusText(left[k]), w->id);
+        texts.push_back(
+            fmt::format("job {} shrinks from {} to {}", r.job, r.gpus(), GpusText(left[k])));
+        stop = std::max(stop, r.stop_ms);
+        used.insert(k);
+        s.resizes.push_back(std::move(d));
+      }
+      s.parts = start->parts.empty() ? std::vector<NodeGpus>{{start->node, start->gpu_indices}}
+                                     : start->parts;
+      s.ready_at = now + stop;
+      s.reason = fmt::format("will start when {}", fmt::join(texts, " and "));
+      if (stop > 0) s.reason += fmt::format(" (in {})", FormatDuration(stop));
+      // The GPUs it takes are gone for later jobs of this call.
+      for (GpuState& g : copy.gpus) {
+        for (int i : s.parts.front().gpu_indices) {
+          if (g.index == i) g.holdings.push_back({w->id, g.total_bytes, 0, true, now});
+        }
+      }
+      changed[o.node] = std::move(copy);
+      out.push_back(std::move(s));
+      break;
+    }
+  }
+  return out;
+}
+
+Hold ShrinkHold(const Shrink& s) {
+  Hold h;
+  h.job = s.job;
+  if (!s.parts.empty()) h.node = s.parts.front().node, h.gpu_indices = s.parts.front().gpu_indices;
+  h.parts = s.parts;
+  h.preempting = true;
+  return h;
+}
+
+}  // namespace trainq
