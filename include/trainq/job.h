@@ -155,7 +155,10 @@ struct JobSpec {
   std::string cwd;                   // absolute
   // The environment the job starts with: the submitter's, then --env overrides.
   EnvVars env;
-  int gpus = 1;                       // on each node; 0 = CPU job
+  int gpus = 1;  // on each node; 0 = CPU job
+  // --gpus MIN:MAX: an elastic job (docs/workflow.md, "Elastic jobs"), which runs on `gpus`
+  // (its min) to max_gpus GPUs of one node and is resized while it runs; 0: not elastic.
+  int max_gpus = 0;
   std::optional<uint64_t> mem_bytes;  // per GPU
   std::optional<double> mem_percent;  // per GPU, of its total; exclusive if neither
   int cpus = 1;                       // host CPU slots held

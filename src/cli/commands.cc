@@ -147,6 +147,7 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   TRAINQ_RETURN_IF_ERROR(CheckSubmitText(a, env, cwd));
   json body = {{"command", a.command},   {"cwd", cwd},          {"env", env}, {"gpus", a.gpus},
                {"priority", a.priority}, {"retries", a.retries}};
+  if (a.max_gpus != 0) body["max_gpus"] = a.max_gpus;
   if (a.cpus) body["cpus"] = *a.cpus;
   if (!a.name.empty()) body["name"] = a.name;
   if (!a.mem.empty()) body["mem"] = a.mem;

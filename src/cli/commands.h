@@ -18,6 +18,7 @@ namespace trainq {
 struct SubmitArgs {
   std::vector<std::string> command;
   int gpus = 1;
+  int max_gpus = 0;  // --gpus MIN:MAX: an elastic job, `gpus` its min
   std::string mem;
   std::optional<int> cpus;  // unset: 1 for a CPU job, none for a GPU job (the daemon decides)
   std::string name;

@@ -76,8 +76,11 @@ std::string RenderTable(const std::vector<std::vector<std::string>>& rows) {
 }
 
 std::string RequestSummary(const Reply& job) {
-  int64_t gpus = job.OptInt("gpus").value_or(0);
-  if (gpus == 0) return fmt::format("CPUx{}", job.OptInt("cpus").value_or(1));
+  int64_t n = job.OptInt("gpus").value_or(0);
+  if (n == 0) return fmt::format("CPUx{}", job.OptInt("cpus").value_or(1));
+  // An elastic job: its range, MIN:MAX.
+  int64_t max = job.OptInt("max_gpus").value_or(0);
+  std::string gpus = max > 0 ? fmt::format("{}:{}", n, max) : std::to_string(n);
   if (std::optional<double> pct = job.OptNum("mem_percent")) {
     return fmt::format("{}x{}%", gpus, *pct);
   }

@@ -85,6 +85,8 @@ inline constexpr auto kJobFields = std::make_tuple(
     JobField<&JobSpec::gpus>{{.name = "gpus", .sql = "gpus", .redis = "gpus", .request = "gpus",
         .shown = "gpus exclusive", .show = "asks", .signed_ = false, .why = job_fields::kUpdated,
         .change = Change::kWhileWaiting, .placement = true}},
+    JobField<&JobSpec::max_gpus>{{.name = "max_gpus", .sql = "max_gpus", .redis = "max_gpus",
+        .request = "max_gpus", .shown = "max_gpus", .show = "asks", .placement = true}},
     JobField<&JobSpec::mem_bytes>{{.name = "mem_bytes", .sql = "mem_bytes", .redis = "mem_bytes",
         .request = "mem", .shown = "mem_bytes exclusive", .show = "asks", .signed_ = false,
         .why = job_fields::kUpdated, .change = Change::kWhileWaiting, .placement = true}},

@@ -18,6 +18,7 @@ inline JobSpec FullSpec(JobId dep_a, JobId dep_b) {
   s.cwd = "/home/al ice/proj";
   s.env = {{"PATH", "/usr/bin"}, {"EMPTY", ""}, {"UNI", "日本語"}};
   s.gpus = 2;
+  s.max_gpus = 4;
   s.mem_bytes = (uint64_t{1} << 62) + 1;  // beyond double precision
   s.mem_percent = 12.5;
   s.cpus = 3;

@@ -83,6 +83,7 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "env") return Env(v);
   if (key == "mem") return Mem(v);
   if (key == "gpus") return Int(key, v, spec_.gpus);
+  if (key == "max_gpus") return Int(key, v, spec_.max_gpus);
   if (key == "cpus") {
     cpus_given_ = true;
     return Int(key, v, spec_.cpus);
@@ -549,6 +550,7 @@ json JobToJson(const Job& job) {
       {"command", s.command},
       {"cwd", s.cwd},
       {"gpus", s.gpus},
+      {"max_gpus", s.max_gpus},
       {"mem_bytes", OrNull(s.mem_bytes)},
       {"mem_percent", OrNull(s.mem_percent)},
       {"exclusive", s.exclusive()},
@@ -693,6 +695,7 @@ json SpecToJson(const JobSpec& spec) {
   if (spec.hold) out["hold"] = true;
   if (spec.interactive) out["interactive"] = true;
   if (spec.no_log) out["no_log"] = true;
+  if (spec.max_gpus != 0) out["max_gpus"] = spec.max_gpus;
   if (!spec.stop.checkpoint.empty()) out["checkpoint"] = spec.stop.checkpoint;
   return out;
 }

@@ -121,6 +121,9 @@ struct PendingJob {
   // earlier attempts received is below the threshold (or the order is off), 1 once past it.
   // Jobs of band 0 go before band 1 at equal priority, as 2D-LAS serves its first queue first.
   int service_band = 0;
+  // An elastic job (--gpus MIN:MAX): placed at `gpus`, its min, then grown toward this
+  // (src/core/elastic.h); 0: not elastic. Place itself reads only `gpus`.
+  int max_gpus = 0;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   // GPUs over all its nodes: what max_gpus_per_user counts.

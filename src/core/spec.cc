@@ -49,7 +49,38 @@ void CheckCommand(const JobSpec& spec, std::vector<FieldError>& out) {
   }
 }
 
+// An elastic job: MIN:MAX GPUs of one node, resized by restarts (docs/workflow.md).
+void CheckElastic(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
+  if (spec.max_gpus == 0) return;
+  std::string range = fmt::format("{}:{}", spec.gpus, spec.max_gpus);
+  if (spec.gpus < 1 || spec.max_gpus <= spec.gpus) {
+    out.push_back({"--gpus", fmt::format("{} is not an elastic range; expected MIN:MAX with "
+                                         "1 <= MIN < MAX, e.g. 1:4",
+                                         range)});
+  } else if (limits.max_gpus_per_node > 0 && spec.max_gpus > limits.max_gpus_per_node) {
+    out.push_back({"--gpus", fmt::format("{}: an elastic job grows on one node, and the largest "
+                                         "has {}; use at most {}:{}",
+                                         range, Plural(limits.max_gpus_per_node, "GPU"), spec.gpus,
+                                         limits.max_gpus_per_node)});
+  }
+  if (spec.num_nodes > 1) {
+    out.push_back({"--gpus", fmt::format("{} with --nodes {}: an elastic job runs on one node "
+                                         "(an elastic gang, --nodes MIN:MAX, is not supported); "
+                                         "use --nodes 1, or a fixed --gpus",
+                                         range, spec.num_nodes)});
+  }
+  if (spec.interactive) {
+    out.push_back({"--gpus", fmt::format("{}: a session cannot be resized (a resize restarts "
+                                         "the program); give a fixed --gpus",
+                                         range)});
+  }
+  if (spec.gate_pid != 0) {
+    out.push_back({"--gpus", fmt::format("{}: a gate holds a fixed set of GPUs", range)});
+  }
+}
+
 void CheckGpus(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
+  CheckElastic(spec, limits, out);
   if (spec.gpus < 0) {
     out.push_back({"--gpus", fmt::format("must be 0 (a CPU job) or more, got {}", spec.gpus)});
   } else if (spec.gpus > 0 && limits.max_gpus_per_node <= 0) {

@@ -589,7 +589,9 @@ void ClusterMode::SyncAssigned() {
     if (!stop.ok() || stop->empty()) continue;
     json doc = json::parse(*stop, nullptr, false);
     ShimControl control;
-    control.stop = "preempted";
+    // "preempted", or "resized" for an elastic job; a record without a kind is a preemption.
+    control.stop = doc.is_object() ? doc.value("kind", "preempted") : "preempted";
+    if (control.stop != "resized") control.stop = "preempted";
     control.reason = doc.is_object() ? doc.value("reason", "preempted") : "preempted";
     control.stop_in_ms = doc.is_object() ? doc.value("stop_in_ms", int64_t{0}) : 0;
     std::string message;

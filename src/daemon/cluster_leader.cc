@@ -364,7 +364,9 @@ void ClusterLeader::Resign() {
 Status ClusterLeader::Preempt(const Job& victim, const ShimControl& control) {
   return store_.RequestStop(
       victim.id, victim.attempt,
-      nlohmann::json{{"reason", control.reason}, {"stop_in_ms", control.stop_in_ms}}.dump());
+      nlohmann::json{
+          {"kind", control.stop}, {"reason", control.reason}, {"stop_in_ms", control.stop_in_ms}}
+          .dump());
 }
 
 }  // namespace trainq

@@ -134,6 +134,13 @@ void Jobs(Writer& w, const MetricsFacts& f, const DaemonCounters& c, bool per_us
   w.Family("trainq_oom_retries_total", "counter",
            "Attempts on this node that ran out of GPU memory and went back to the queue.");
   w.Sample("trainq_oom_retries_total", "", static_cast<double>(c.oom_retries));
+  w.Family("trainq_resizes_total", "counter",
+           "Resizes of elastic jobs decided by this node's scheduler, by direction.");
+  for (const char* direction : {"grow", "shrink"}) {
+    auto it = c.resizes.find(direction);
+    w.Sample("trainq_resizes_total", fmt::format("direction=\"{}\"", direction),
+             it == c.resizes.end() ? 0.0 : static_cast<double>(it->second));
+  }
   if (per_user) {
     w.Family("trainq_user_jobs", "gauge", "Jobs waiting or running, by user and state.");
     for (const auto& [key, n] : f.jobs_by_user) {

@@ -37,6 +37,8 @@ struct DaemonCounters {
   uint64_t submitted = 0;                      // jobs stored by submits made here
   std::map<std::string, uint64_t> finished{};  // by the state they ended in, here
   uint64_t oom_retries = 0;  // attempts that ran out of GPU memory here and went back
+  // Elastic jobs' resizes decided here (a scheduling node), by direction: "grow", "shrink".
+  std::map<std::string, uint64_t> resizes{};
   // Seconds from a job's queueing to its attempt's start, observed where the start is decided.
   Histogram queue_wait{
       {1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200}};

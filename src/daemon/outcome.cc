@@ -188,6 +188,12 @@ AttemptEnd Stopped(const OutcomeInput& in, const ExitRecord& rec, UnixMs ended) 
     end.job_reason = fmt::format("requeued: {}", rec.stop_reason);
     return end;
   }
+  // An elastic job's resize: back in the queue at once, its new GPUs held for it.
+  if (rec.stop == "resized") {
+    end.job_state = JobState::kQueued;
+    end.job_reason = rec.stop_reason + note;
+    return end;
+  }
   end.job_reason =
       fmt::format("{}{}; not queued again (submit with --requeue for that)", rec.stop_reason, note);
   return end;

@@ -83,6 +83,7 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.nodes_allowed = spec.nodes_allowed;
   p.nodes_excluded = spec.nodes_excluded;
   p.num_nodes = spec.num_nodes;
+  p.max_gpus = spec.max_gpus;
   p.gpu_type = spec.gpu_type;
   p.constraints = spec.constraints;
   if (spec.container.on()) {
@@ -100,6 +101,7 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
 
 Status Scheduler::RefreshWaiting() {
   if (!waiting_stale_) return Status::Ok();
+  elastic_seen_ = true;  // a requeued elastic job, or one running since a restart
   ListQuery query;
   query.states = {JobState::kQueued};
   query.with_env = false;  // the policy needs the requests; a started job is read in full
@@ -148,6 +150,7 @@ void Scheduler::Submitted(const std::vector<JobSpec>& specs, const std::vector<J
                           UnixMs now) {
   for (size_t i = 0; i < specs.size(); ++i) {
     recent_.Add(PendingOf(0, specs[i], 0, 0, 0));  // the workload mix counts every request
+    if (specs[i].max_gpus > 0) elastic_seen_ = true;
     // A job with dependencies may have been stored blocked or cancelled: the store knows.
     if (specs[i].has_deps()) {
       waiting_stale_ = true;
@@ -170,6 +173,7 @@ void Scheduler::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, U
 void Scheduler::Queued(const Job& job, UnixMs now) {
   // A job held while it was blocked stays held once its dependencies are met.
   PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, now, job.not_before);
+  if (job.spec.max_gpus > 0) elastic_seen_ = true;
   if (job.not_before >= kHeldNotBefore) p.held_by = HeldBy(job.reason);
   p.service_band = ServiceBand(AttainedGpuMs(job), config_.attained_service_ms);
   waiting_.emplace(job.id, std::move(p));
@@ -179,6 +183,7 @@ void Scheduler::Queued(const Job& job, UnixMs now) {
 void Scheduler::Left(JobId id) {
   waiting_.erase(id);
   reasons_.erase(id);
+  resizing_.erase(id);
 }
 
 void Scheduler::Requeued(JobId id) {
@@ -195,6 +200,7 @@ void Scheduler::NoteWaiting(JobId id) {
   waiting_.erase(id);  // a requeued job comes back with its new queued_at and backoff
   if (job->state != JobState::kQueued) return;
   PendingJob p = PendingOf(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
+  if (job->spec.max_gpus > 0) elastic_seen_ = true;
   if (job->not_before >= kHeldNotBefore) p.held_by = HeldBy(job->reason);
   p.service_band = ServiceBand(AttainedGpuMs(*job), config_.attained_service_ms);
   waiting_.emplace(id, std::move(p));
@@ -230,6 +236,7 @@ void Scheduler::SchedulePass() {
   if (waiting_.empty()) {
     FairShareNow(now);  // attempts that ended are folded in while they are known
     holds_.clear();
+    GrowRunning(Policy(), now);  // idle GPUs nobody waits for
     ArmWakeup(now);
     return;
   }
@@ -240,15 +247,21 @@ void Scheduler::SchedulePass() {
   // The index keeps the order: no sort of the whole queue on each pass.
   std::vector<const PendingJob*> ordered = waiting_.Ordered(usage);
   std::vector<std::pair<JobId, std::string>> throttled = ThrottleGroups(ordered);
-  PlacementResult result = PlaceOrdered(ordered, nodes, policy, now, holds_);
+  std::vector<PendingJob> resized;  // resized jobs as they wait: at their new size
+  std::vector<Hold> holds = holds_;
+  PrepareResizes(nodes, ordered, resized, holds, now);
+  PlacementResult result = PlaceOrdered(ordered, nodes, policy, now, holds);
   for (auto& [id, reason] : throttled) {
     result.waiting.push_back({id, static_cast<uint32_t>(result.reason_texts.size())});
     result.reason_texts.push_back(std::move(reason));
   }
   std::vector<PendingJob> may_preempt = MayPreempt(result, ordered, now);
   holds_ = std::move(result.holds);
+  GrowAtStart(result.starts, nodes, holds_, policy, now);
+  for (const StartDecision& d : result.starts) resizing_.erase(d.job);
   StartDecided(result.starts, now);
   Preempt(may_preempt, nodes, policy, usage, now, result);
+  GrowRunning(policy, now);
   waiting_jobs_ = static_cast<int64_t>(waiting_.size());
   WriteReasons(result);
   if (counters_)
@@ -441,7 +454,7 @@ std::vector<RunningJob> Scheduler::RunningForPreemption(std::map<JobId, Job>* jo
     }
     r.stop_ms = (job.spec.stop.signal > 0 ? job.spec.stop.lead_ms : 0) + config_.grace_ms;
     auto live = agent_.live().find(job.id);
-    r.stopping = stopping.count(job.id) > 0 ||
+    r.stopping = stopping.count(job.id) > 0 || resizing_.count(job.id) > 0 ||
                  (live != agent_.live().end() &&
                   (live->second.cancel_requested || !live->second.stop_requested.empty()));
     if (a->parts.empty()) {
@@ -471,6 +484,27 @@ void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
   for (const PendingJob& job : candidates) {
     if (!preempting_.count(job.id)) ready.push_back(job);
   }
+  // The GPUs as this pass's starts left them: a preemptor must not plan on one just taken.
+  // Read only when something may be decided on them.
+  std::vector<NodeState> after_starts;
+  bool read_after = false;
+  auto free_now = [&]() -> const std::vector<NodeState>& {
+    if (result.starts.empty()) return nodes;
+    if (!read_after) {
+      after_starts = site_->PassNodes();
+      HoldAdded(after_starts, now);
+      read_after = true;
+    }
+    return after_starts;
+  };
+  // Elastic jobs shrink first: a shrunk job runs on, a preempted one does not.
+  if (!ready.empty()) {
+    std::map<JobId, Job> elastic_jobs;
+    std::vector<ElasticRun> elastic = ElasticRunning(&elastic_jobs, now);
+    if (!elastic.empty()) {
+      ready = ShrinkFor(std::move(ready), elastic, elastic_jobs, free_now(), policy, now);
+    }
+  }
   std::map<JobId, Job> jobs;
   std::vector<RunningJob> running;
   if (!ready.empty()) running = RunningForPreemption(&jobs, now);
@@ -478,11 +512,7 @@ void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
                                      [](const RunningJob& r) { return r.preemptible; });
   std::vector<Preemption> decisions;
   if (any_preemptible) {
-    // The GPUs as this pass's starts left them: a preemptor must not plan on one just taken.
-    std::vector<NodeState> after_starts;
-    if (!result.starts.empty()) after_starts = site_->PassNodes();
-    decisions = ChoosePreemptions(std::span<const PendingJob>(ready),
-                                  result.starts.empty() ? nodes : after_starts, running, policy,
+    decisions = ChoosePreemptions(std::span<const PendingJob>(ready), free_now(), running, policy,
                                   PreemptSettings(), usage, now);
     // A preemptible job too young to stop now may be one later: a pass is due then.
     // So may one the thrash guard spares, once it is no longer spared.
@@ -541,7 +571,11 @@ void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
     if (it == preempting_.end()) continue;
     const Preempting& p = it->second;
     std::string text =
-        p.ready_at > now
+        p.shrink ? (p.ready_at > now
+                        ? fmt::format("will start when {}, in {}: the GPUs are held for this job",
+                                      p.victims_text, FormatDuration(p.ready_at - now))
+                        : fmt::format("will start when {}: waiting for it to stop", p.victims_text))
+        : p.ready_at > now
             ? fmt::format("will preempt {} in {}: its GPUs are held for this job", p.victims_text,
                           FormatDuration(p.ready_at - now))
             : fmt::format("preempting {}: waiting for its processes to end", p.victims_text);
@@ -656,6 +690,10 @@ void Scheduler::ArmWakeup(UnixMs now) {
   if (site_->Places() && preempt_wakeup_ > now &&
       (next_wakeup_ == 0 || preempt_wakeup_ < next_wakeup_)) {
     next_wakeup_ = preempt_wakeup_;
+  }
+  if (site_->Places() && elastic_wakeup_ > now &&
+      (next_wakeup_ == 0 || elastic_wakeup_ < next_wakeup_)) {
+    next_wakeup_ = elastic_wakeup_;
   }
   if (next_wakeup_ == 0) {
     wakeup_timer_.cancel();

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/elastic.h"
 #include "src/core/fair_share.h"
 #include "src/core/placement.h"
 #include "src/core/preemption.h"
@@ -159,6 +160,30 @@ class Scheduler {
   std::vector<RunningJob> RunningForPreemption(std::map<JobId, Job>* jobs, UnixMs now);
   PreemptConfig PreemptSettings() const;
 
+  // Elastic jobs (docs/workflow.md, "Elastic jobs"; the decisions are src/core/elastic.h's;
+  // scheduler_elastic.cc). A resize is a stop ("resized") and a restart at the new size.
+  ElasticConfig ElasticSettings() const { return {config_.min_runtime_ms}; }
+  // Before a pass: resizes past their time are dropped; the GPUs a growing job adds count as
+  // its own in `nodes` while it stops; a resized job that waits asks for its new size
+  // (a copy in `storage`, put in its place in `ordered`) on GPUs held for it (`holds`).
+  void PrepareResizes(std::vector<NodeState>& nodes, std::vector<const PendingJob*>& ordered,
+                      std::vector<PendingJob>& storage, std::vector<Hold>& holds, UnixMs now);
+  void HoldAdded(std::vector<NodeState>& nodes, UnixMs now) const;
+  // The idle GPUs of its node go with an elastic job a pass starts (ChooseGrowth).
+  void GrowAtStart(std::vector<StartDecision>& starts, const std::vector<NodeState>& nodes,
+                   const std::vector<Hold>& holds, const PolicyConfig& policy, UnixMs now);
+  // The elastic jobs running now (read from the store), with their jobs.
+  std::vector<ElasticRun> ElasticRunning(std::map<JobId, Job>* jobs, UnixMs now);
+  // Shrinks elastic jobs for `ready` before anything is preempted (ChooseShrinks); returns
+  // the jobs still without room.
+  std::vector<PendingJob> ShrinkFor(std::vector<PendingJob> ready,
+                                    const std::vector<ElasticRun>& runs, std::map<JobId, Job>& jobs,
+                                    const std::vector<NodeState>& nodes, const PolicyConfig& policy,
+                                    UnixMs now);
+  // Running elastic jobs grow into idle GPUs no waiting job can use; sets elastic_wakeup_.
+  void GrowRunning(const PolicyConfig& policy, UnixMs now);
+  bool BeginResize(const Job& job, const Resize& d, UnixMs now);
+
   boost::asio::io_context& io_;
   Store& store_;
   const Clock& clock_;
@@ -206,9 +231,22 @@ class Scheduler {
     std::string victims_text;  // "job 12 (bob, priority 0)"
     UnixMs ready_at = 0;
     UnixMs give_up_at = 0;  // past this the hold goes: the victims did not stop
+    bool shrink = false;    // the "victims" are elastic jobs shrinking, not stopping
   };
   std::map<JobId, Preempting> preempting_;
   UnixMs preempt_wakeup_ = 0;  // when time alone may change a preemption; 0: never
+  // Resizes under way, by job: the GPUs it restarts on (held for it), those it adds (kept from
+  // other jobs while it stops) and when the resize is given up (it did not stop or restart).
+  struct Resizing {
+    NodeGpus to;
+    std::vector<int> added;
+    UnixMs give_up_at = 0;
+  };
+  std::map<JobId, Resizing> resizing_;
+  UnixMs elastic_wakeup_ = 0;  // when an elastic job may next resize; 0: none
+  // Whether an elastic job may be running: cleared when none is found, set by whatever may
+  // bring one (a submit, a queueing, a reload), so a queue without them lists nothing more.
+  bool elastic_seen_ = true;
   // The last workload_window GPU requests submitted: the mix FGD placement expects. Kept in
   // memory only; after a restart it fills again from new submits.
   RecentRequests recent_;

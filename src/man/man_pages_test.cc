@@ -83,7 +83,7 @@ TEST(ManPagesTest, TrainqListsEveryOptionOfACommandAsItsParserHasIt) {
     EXPECT_GT(options, 0) << path;
   }
   std::string submit = CommandPart(page, "submit");
-  EXPECT_THAT(submit, HasSubstr(".TP\n\\fB\\-\\-gpus\\fR \\fIINT\\fR\n"));
+  EXPECT_THAT(submit, HasSubstr(".TP\n\\fB\\-\\-gpus\\fR \\fIN|MIN:MAX\\fR\n"));
   EXPECT_THAT(submit, HasSubstr(".TP\n\\fB\\-\\-mem\\fR \\fITEXT\\fR\nGPU memory per GPU"));
   EXPECT_THAT(submit, HasSubstr("Also \\fBtrainq add\\fR."));
   EXPECT_THAT(CommandPart(page, "logs"), HasSubstr("\\fB\\-f\\fR, \\fB\\-\\-follow\\fR"));

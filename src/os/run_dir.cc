@@ -385,8 +385,8 @@ Result<ShimControl> ReadShimControl(const std::string& run_dir) {
   f.Int("signal", c.signal);
   f.Bool("batch_only", c.batch_only);
   TRAINQ_RETURN_IF_ERROR(f.status());
-  if ((c.stop != "" && c.stop != "preempted" && c.stop != "requeued") || c.signal < 0 ||
-      c.signal > 64 || c.stop_in_ms < 0) {
+  if ((c.stop != "" && c.stop != "preempted" && c.stop != "requeued" && c.stop != "resized") ||
+      c.signal < 0 || c.signal > 64 || c.stop_in_ms < 0) {
     return Status::Invalid(ControlPath(run_dir) +
                            ": stop, signal, stop_in_ms: preempted, requeued or \"\"; a signal "
                            "number; a time, not negative");

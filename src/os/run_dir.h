@@ -165,7 +165,8 @@ struct ExitRecord {
 // each new one once.
 struct ShimControl {
   int64_t seq = 0;
-  // Stop the job: "preempted" (the warning signal now, the stop stop_in_ms later) or
+  // Stop the job: "preempted" (the warning signal now, the stop stop_in_ms later),
+  // "resized" (the same, for an elastic job that restarts at another size at once) or
   // "requeued" (asked by the job itself: stopped at once); "": no stop.
   std::string stop;
   std::string reason;  // what the exit record carries ("preempted by job 31 (priority 100)")

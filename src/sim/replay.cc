@@ -287,7 +287,7 @@ bool Replayer::Futile() const {
 
 void Replayer::Pass(int64_t now) {
   if (waiting_.empty()) {
-    if (Resizes()) GrowStep(now);  // idle GPUs nobody waits for
+    if (Resizes()) GrowStep(now, /*starting=*/false);  // idle GPUs nobody waits for
     return;
   }
   bool futile = Futile();
@@ -401,8 +401,11 @@ void Replayer::TrainqPass(int64_t now) {
   PlacementResult r = Place(jobs, PassNodes(storage), config_, now, usage_, holds_);
   holds_ = std::move(r.holds);
   ApplyStarts(r.starts, now);
+  // As the daemon's pass: a job starts with its node's idle GPUs, then the jobs left waiting
+  // shrink elastic jobs or preempt, then running elastic jobs grow into what is still idle.
+  if (Resizes()) GrowStep(now, /*starting=*/true);
   if (options_.preempt || Resizes()) PreemptStep(&r, now);
-  if (Resizes()) GrowStep(now);
+  if (Resizes()) GrowStep(now, /*starting=*/false);
 }
 
 void Replayer::ApplyStarts(const std::vector<StartDecision>& starts, int64_t now) {

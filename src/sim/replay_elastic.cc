@@ -83,16 +83,15 @@ std::vector<const PendingJob*> Replayer::ShrinkFor(std::vector<const PendingJob*
   return ready;
 }
 
-void Replayer::GrowStep(int64_t now) {
+void Replayer::GrowStep(int64_t now, bool starting) {
   std::vector<ElasticRun> runs = ElasticRuns(now);
+  std::erase_if(runs, [&](const ElasticRun& e) { return e.starting != starting; });
   if (runs.empty()) return;
   std::vector<NodeState> storage;
   std::vector<Resize> grows =
       ChooseGrowth(runs, PassNodes(storage), holds_, config_, {options_.min_runtime_ms}, now);
   for (const Resize& d : grows) {
     size_t i = size_t(d.job - 1);
-    bool starting = std::any_of(runs.begin(), runs.end(),
-                                [&](const ElasticRun& e) { return e.job == d.job && e.starting; });
     if (starting) {
       GrowAtStart(i, d, now);
     } else {

@@ -123,7 +123,8 @@ class Replayer {
   double SpeedAt(size_t i, int gpus) const;
   std::vector<ElasticRun> ElasticRuns(int64_t now) const;
   std::vector<const PendingJob*> ShrinkFor(std::vector<const PendingJob*> ready, int64_t now);
-  void GrowStep(int64_t now);
+  // Growth of the jobs this pass started (`starting`), or of those running before it.
+  void GrowStep(int64_t now, bool starting);
   void GrowAtStart(size_t i, const Resize& d, int64_t now);
   void BeginResize(size_t i, const Resize& d, int64_t now);
   void EndResize(size_t i, int64_t now);

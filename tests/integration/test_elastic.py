@@ -1,0 +1,97 @@
+"""Elastic jobs as docs/workflow.md shows them ("Elastic jobs"): a real torchrun job of
+examples/elastic_train.py (gloo, Debian's torch) submitted with --gpus 1:2 runs on both GPUs,
+shrinks to one for a job that arrives, grows back when that job ended, and its steps join up
+across the three attempts with the same global batch at each size. The CLI's range and its
+refusals."""
+import json
+import os
+import shutil
+
+from conftest import gpu, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "elastic_train.py"))
+
+
+def docs_command():
+    """The sh -c line of docs/workflow.md's elastic example."""
+    text = open(os.path.join(HERE, "..", "..", "docs", "workflow.md")).read()
+    section = text[text.index("## Elastic jobs"):]
+    start = section.index("```sh\n") + 6
+    block = section[start:section.index("\n```", start)]
+    assert block.startswith("trainq submit --gpus 1:4 -- sh -c '"), block
+    return block.split("sh -c '", 1)[1].rstrip("'").replace("\\\n", " ")
+
+
+def progress(tq):
+    path = tq.path("progress.jsonl")
+    return [json.loads(line) for line in open(path).read().splitlines()] if os.path.exists(
+        path) else []
+
+
+def test_an_elastic_torchrun_job_shrinks_for_another_and_grows_back(make_trainq):
+    torchrun = shutil.which("torchrun")
+    assert torchrun, "torchrun is missing: scripts/deps.sh test installs python3-torch"
+    tq = make_trainq(gpus=[gpu(0), gpu(1)], min_runtime="4s")
+    line = docs_command()
+    # The docs' command, plus the --redirects/--tee workaround for Debian's torch 1.13 on
+    # Python 3.11 (see test_cluster.py), a shorter run and the example's path from here.
+    line = line.replace("torchrun --standalone",
+                        f"{torchrun} --redirects 9:1 --tee 9:1 --standalone")
+    line = line.replace("examples/elastic_train.py --steps 5000",
+                        f"{TRAIN} --steps 150 --step-time 0.1")
+    assert TRAIN in line and "--redirects" in line, line
+    job_id = tq.submit("--gpus", "1:2", cmd=["sh", "-c", line])
+    show = tq.run("show", str(job_id)).stdout
+    assert "asks:        1:2xwhole" in show, show
+
+    def attempt_training(n):
+        def reached():
+            job = tq.show(job_id)
+            if len(job["attempts"]) < n or job["attempts"][n - 1]["state"] != "running":
+                return None
+            path = job["attempts"][n - 1]["log_path"]
+            return os.path.exists(path) and "processes, accumulation" in open(path).read()
+        wait_for(reached, timeout=90, what=f"attempt {n} of job {job_id} to train")
+
+    attempt_training(1)
+    assert tq.show(job_id)["attempts"][0]["gpu_indices"] == [0, 1]
+    # Another job wants a GPU: past min_runtime (4s), the elastic job gives one up.
+    other = tq.submit("--gpus", "1", cmd=["sleep", "6"])
+    attempt_training(2)
+    job = tq.show(job_id)
+    assert job["attempts"][0]["end_reason"].startswith(
+        f"resized: shrinks from 2 to 1 GPU for job {other}"), job["attempts"][0]
+    assert job["attempts"][1]["gpu_indices"] == [0]
+    tq.wait_state(other, "succeeded", timeout=60)
+    # The other job ended: the idle GPU goes back to the elastic job.
+    attempt_training(3)
+    job = tq.wait_state(job_id, ("succeeded", "failed", "cancelled"), timeout=120)
+    logs = tq.run("logs", str(job_id)).stdout
+    assert job["state"] == "succeeded", (job["reason"], logs)
+    assert [a["gpu_indices"] for a in job["attempts"]] == [[0, 1], [0], [0, 1]]
+    assert job["attempts"][1]["end_reason"].startswith(
+        "resized: grows from 1 to 2 GPUs (GPU 1 idle)"), job["attempts"][1]
+    runs = progress(tq)
+    assert [(r["world"], r["accumulation"], r["restarts"]) for r in runs] == [
+        (2, 2, "0"), (1, 4, "1"), (2, 2, "2")], runs
+    assert runs[0]["first"] == 0 and runs[-1]["last"] == 150, runs
+    for before, after in zip(runs, runs[1:]):
+        assert after["first"] == before["last"] and before["ended"] == "stopped", runs
+
+
+def test_the_range_is_shown_and_bad_ranges_exit_2_naming_gpus(make_trainq):
+    tq = make_trainq(gpus=[gpu(0), gpu(1)])
+    for bad, says in [("2:1", "2:1 is not an elastic range"),
+                      ("1:x", "'1:x' is not valid; expected a count"),
+                      ("1:8", "use at most 1:2"),
+                      (":2", "expected a count")]:
+        out = tq.run("submit", "--gpus", bad, "--", "true", check=False)
+        assert out.returncode == 2, (bad, out.stdout, out.stderr)
+        assert "--gpus" in out.stderr and says in out.stderr, (bad, out.stderr)
+    assert tq.ls() == []
+    job_id = tq.submit("--gpus", "1:2", "--mem", "10GiB", cmd=["sleep", "30"])
+    job = tq.show(job_id)
+    assert (job["gpus"], job["max_gpus"]) == (1, 2)
+    assert "1:2x10.0 GiB" in tq.run("show", str(job_id)).stdout
+    tq.run("cancel", str(job_id))
