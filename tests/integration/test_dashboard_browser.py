@@ -76,6 +76,23 @@ def test_the_page_shows_jobs_reasons_gpus_and_a_chart(served, browser):
     tq.run("cancel", str(running), str(waiting), str(late))
 
 
+def test_an_elastic_jobs_page_shows_its_range_and_its_resizes(served, browser):
+    tq, port = served
+    job = tq.submit("--gpus", "1:2", "--name", "elastic-ft", cmd=["sleep", "600"])
+    tq.wait_state(job, "running")
+    url = tq.run("dashboard", "--no-open").stdout.strip()
+    browser.go(url)  # the token, kept for the tab
+    browser.wait(f"document.querySelector('#queue [data-job=\"{job}\"]') !== null",
+                 what="the job's row")
+    browser.go(url.split("#")[0] + f"#job={job}")
+    browser.wait("(document.querySelector('#job-view') || {}).innerText?.includes('elastic-ft')",
+                 what="the job's page")
+    text = browser.eval("document.querySelector('#job-view').innerText")
+    assert "1–2× whole (elastic)" in text and "0 resizes" in text, text
+    assert browser.errors == [], browser.errors
+    tq.run("cancel", str(job))
+
+
 def test_without_a_token_the_page_asks_for_one_and_shows_no_job(served, browser):
     tq, port = served
     tq.submit("--gpus", "1", "--name", "secret-run", cmd=["sleep", "600"])

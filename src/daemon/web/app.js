@@ -77,7 +77,9 @@ function asks(j) {
   const r = req(j), g = r.gpus ?? 0;
   const mem = r.mem_bytes ?? r.mem ?? null;
   let each = typeof mem === 'number' ? fmtBytes(mem) : mem ? String(mem) : r.mem_percent ? r.mem_percent + ' %' : g ? 'whole' : '';
-  let s = g ? `${g}× ${each}` : 'no GPU';
+  // An elastic job (--gpus MIN:MAX) shows its range.
+  let s = g ? `${r.max_gpus ? g + '–' + r.max_gpus : g}× ${each}` : 'no GPU';
+  if (r.max_gpus) s += ' (elastic)';
   if ((r.num_nodes || 1) > 1) s = `${r.num_nodes} nodes × ${s}`;
   return s;
 }
@@ -87,6 +89,7 @@ function peak(j) {
   return p;
 }
 const oomRetries = (j) => (j.attempts || []).filter((a, i, all) => a.oom && i < all.length - 1).length;
+const resizes = (j) => (j.attempts || []).filter((a) => /^resized: /.test(a.end_reason || '')).length;
 const nodeLosses = (j) => (j.attempts || []).filter((a) => /node\b.*\blost/i.test(a.end_reason || '')).length;
 // A job cancelled before it started has no attempt: its end comes from an event or from acct.
 const endedAt = (j) => ms(lastAttempt(j)?.ended_at) ?? ms(j.ended_at) ?? S.acctEnd.get(j.id) ?? null;
@@ -961,7 +964,7 @@ async function loadJob(J) {
   }
 }
 const kv = (k, v) => v === '' || v == null ? '' : `<dt>${esc(k)}</dt><dd>${v}</dd>`;
-const SHOWN = new Set(['id', 'name', 'state', 'reason', 'user', 'command', 'cwd', 'gpus', 'mem_bytes', 'mem_percent', 'num_nodes', 'priority', 'retries',
+const SHOWN = new Set(['id', 'name', 'state', 'reason', 'user', 'command', 'cwd', 'gpus', 'max_gpus', 'mem_bytes', 'mem_percent', 'num_nodes', 'priority', 'retries',
   'submitted_at', 'attempts', 'cpus', 'attempt', 'time_limit_ms', 'mem_limit_bytes', 'shm_size_bytes', 'record', 'request', 'env', 'not_before', 'held', 'after', 'after_any']);
 function other(v) {
   if (v == null || v === false || v === '' || (Array.isArray(v) && !v.length) || (typeof v === 'object' && !Object.keys(v).length)) return '';
@@ -983,7 +986,8 @@ function renderJob(J) {
   for (const src of [j, j.request || {}]) for (const [k, v] of Object.entries(src)) if (!SHOWN.has(k)) spec += kv(k.replace(/_/g, ' '), other(v));
   if (j.record) for (const [k, v] of Object.entries(j.record)) spec += kv(k.replace(/_/g, ' '), other(v));
   const counts = `<span>${atts.length} attempt${atts.length === 1 ? '' : 's'}</span><span>${oomRetries(j)} OOM retr${oomRetries(j) === 1 ? 'y' : 'ies'}</span>`
-    + `<span>${nodeLosses(j)} node loss${nodeLosses(j) === 1 ? '' : 'es'}</span>`;
+    + `<span>${nodeLosses(j)} node loss${nodeLosses(j) === 1 ? '' : 'es'}</span>`
+    + (r.max_gpus ? `<span>${resizes(j)} resize${resizes(j) === 1 ? '' : 's'}</span>` : '');
   const attRows = atts.map((a) => {
     const st = ms(a.started_at), en = ms(a.ended_at);
     return `<tr>${N(a.n ?? '')}<td>${stateTag(a.state || '')}</td><td>${esc(a.parts && a.parts.length ? a.parts.map((p) => p.node).join(', ') : a.node || '–')}</td>`
