@@ -1,13 +1,15 @@
 """Elastic jobs as docs/workflow.md shows them ("Elastic jobs"): a real torchrun job of
 examples/elastic_train.py (gloo, Debian's torch) submitted with --gpus 1:2 runs on both GPUs,
 shrinks to one for a job that arrives, grows back when that job ended, and its steps join up
-across the three attempts with the same global batch at each size. The CLI's range and its
+across the three attempts with the same global batch at each size. On the documented
+cluster, a resize the leader decides reaches the node that runs the job. The CLI's range and its
 refusals."""
 import json
 import os
 import shutil
 
 from conftest import gpu, wait_for
+from doc_cluster import doc_cluster  # noqa: F401 (the fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "elastic_train.py"))
@@ -95,3 +97,33 @@ def test_the_range_is_shown_and_bad_ranges_exit_2_naming_gpus(make_trainq):
     assert (job["gpus"], job["max_gpus"]) == (1, 2)
     assert "1:2x10.0 GiB" in tq.run("show", str(job_id)).stdout
     tq.run("cancel", str(job_id))
+
+
+def test_on_the_documented_cluster_a_job_on_another_node_shrinks(doc_cluster):
+    """The cluster as docs/cluster.md sets it up (shared TLS nodes, the cluster key, the docs'
+    ACL), as the ordinary user ada on gpu1: her elastic job runs on gpu2, and the leader's
+    resize reaches it through the store's stop request."""
+    c = doc_cluster(config={"min_runtime": "2s"})
+    for node in c.nodes.values():
+        with open(node.gpu_file, "w") as f:
+            json.dump({"gpus": [gpu(0), gpu(1)], "usage_dir": node.usage_dir}, f)
+    c.start()
+    gpu1 = c.nodes["gpu1"]
+    job_id = gpu1.submit_as("ada", "--gpus", "1:2", "--node", "gpu2", cmd=["sleep", "600"])
+
+    def running(n):
+        def reached():
+            j = gpu1.show(job_id)
+            return j if len(j["attempts"]) == n and j["state"] == "running" else None
+        return wait_for(reached, timeout=60, what=f"attempt {n} of job {job_id} to run")
+
+    job = running(1)
+    assert job["attempts"][0]["node"] == "gpu2" and job["attempts"][0]["gpu_indices"] == [0, 1]
+    other = gpu1.submit_as("ada", "--gpus", "1", "--node", "gpu2", cmd=["sleep", "600"])
+    job = running(2)
+    assert job["attempts"][0]["end_reason"].startswith(
+        f"resized: shrinks from 2 to 1 GPU for job {other}"), (job["attempts"][0], c.logs())
+    assert job["attempts"][1]["node"] == "gpu2" and job["attempts"][1]["gpu_indices"] == [0]
+    wait_for(lambda: gpu1.show(other)["state"] == "running", timeout=30, what="the other job")
+    assert gpu1.show(other)["attempts"][0]["gpu_indices"] == [1]
+    gpu1.trainq_as("ada", "cancel", str(job_id), str(other), check=0)
