@@ -14,8 +14,9 @@ under torchrun, DistributedDataParallel, and
   * the samples of a step decided by the step alone, so the data a step sees does not
     depend on how many processes share it.
 
-  trainq submit --gpus 1:4 -- sh -c 'exec torchrun --standalone \\
-      --nproc_per_node "$TRAINQ_NUM_GPUS" examples/elastic_train.py --steps 5000'
+  trainq submit --gpus 1:4 -- torchrun examples/elastic_train.py --steps 5000
+
+(torchrun reads the number of processes and a private port from the variables trainq sets.)
 
 Each attempt appends one line to --progress (rank 0): its attempt, restart count, size,
 accumulation and the steps it ran.

@@ -114,8 +114,11 @@ Result<std::pair<std::string, std::string>> ParseEnvAssignment(const std::string
 Result<int64_t> ParseTimeLimit(std::string_view text);
 
 // A multi-GPU attempt (gpus > 1) needs a MASTER_PORT for its ranks to meet on.
-// So does a job over several nodes (--nodes), whose nodes meet on node 0's.
-inline bool NeedsMasterPort(const JobSpec& spec) { return spec.gpus > 1 || spec.num_nodes > 1; }
+// So does a job over several nodes (--nodes), whose nodes meet on node 0's, and an elastic
+// job at every size, so that its launcher (torchrun) reads the same variables on 1 GPU.
+inline bool NeedsMasterPort(const JobSpec& spec) {
+  return spec.gpus > 1 || spec.max_gpus > 1 || spec.num_nodes > 1;
+}
 
 struct AttemptEnvInput {
   JobId job = 0;

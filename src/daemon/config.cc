@@ -724,7 +724,9 @@ const std::vector<Option>& Options() {
           "a large job (several nodes, or half a node's GPUs or more) waiting past "
           "`aging_limit` may also preempt preemptible jobs of other users",
           Bool(&Config::preempt_for_aging)),
-      Row("min_runtime", "10m", false, "an attempt that has run less than this is never preempted",
+      Row("min_runtime", "10m", false,
+          "an attempt that has run less than this is never preempted, nor resized (an elastic "
+          "job keeps its size at least this long)",
           Duration(&Config::min_runtime_ms)),
       Row("preempt_spare", "1h", false,
           "a job preempted twice in a row is not preempted again for this long",

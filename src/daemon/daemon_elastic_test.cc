@@ -22,31 +22,10 @@ using Var = std::pair<std::string, std::string>;
 
 class ElasticTest : public DaemonTest {
  protected:
-  // The attempt ends as its shim ends the stop the daemon asked for.
-  void EndStopped(JobId id, int attempt) {
-    Result<ShimControl> control = ReadShimControl(RunDir(id, attempt));
-    ASSERT_TRUE(control.ok()) << "job " << id << " was asked nothing";
-    ExitRecord rec;
-    rec.signal = SIGTERM;
-    rec.stop = control->stop;
-    rec.stop_reason = control->reason;
-    rec.started_at = rec.ended_at = clock_.Now();
-    ASSERT_TRUE(shims_.Exit(RunDir(id, attempt), rec));
-    Loop();
-  }
-  void Finish(JobId id, int attempt) {
-    ExitRecord rec = Exited(0);
-    rec.started_at = rec.ended_at = clock_.Now();
-    ASSERT_TRUE(shims_.Exit(RunDir(id, attempt), rec));
-    Loop();
-  }
   std::vector<Var> Env(JobId id, int attempt) {
     Result<RunSpec> spec = ReadRunSpec(RunDir(id, attempt));
     EXPECT_TRUE(spec.ok()) << "job " << id << " attempt " << attempt << " did not start";
     return spec.ok() ? spec->env : std::vector<Var>{};
-  }
-  std::string Reason(JobId id) {
-    return json::parse(Call("GET", "/v1/jobs/" + std::to_string(id)).body)["reason"];
   }
 };
 
@@ -89,6 +68,9 @@ TEST_F(ElasticTest, AJobOf1To2GpusStartsOnTwoShrinksForAJobAndGrowsBackAfterIt) 
   EXPECT_THAT(Env(elastic, 2), Contains(Var("CUDA_VISIBLE_DEVICES", "0")));
   EXPECT_THAT(Env(elastic, 2), Contains(Var("TRAINQ_NUM_GPUS", "1")));
   EXPECT_THAT(Env(elastic, 2), Contains(Var("TRAINQ_RESTART_COUNT", "1")));
+  // torchrun's variables at the new size, a private port on 1 GPU too.
+  EXPECT_THAT(Env(elastic, 2), Contains(Var("PET_NPROC_PER_NODE", "1")));
+  ASSERT_NE(Get(elastic).attempts[1].master_port, 0);
   EXPECT_EQ(Get(one).state, JobState::kRunning);
   EXPECT_EQ(Get(one).attempts[0].gpu_indices, std::vector<int>{1});
 

@@ -20,29 +20,7 @@ constexpr int64_t kMinute = 60 * 1000;
 
 class PreemptTest : public DaemonTest {
  protected:
-  // The job's running attempt ends as its shim ends a stop the daemon asked for.
-  void EndStopped(JobId id, int attempt) {
-    Result<ShimControl> control = ReadShimControl(RunDir(id, attempt));
-    ASSERT_TRUE(control.ok()) << "job " << id << " was asked nothing";
-    ExitRecord rec;
-    rec.signal = SIGTERM;
-    rec.stop = control->stop;
-    rec.stop_reason = control->reason;
-    rec.started_at = rec.ended_at = clock_.Now();
-    ASSERT_TRUE(shims_.Exit(RunDir(id, attempt), rec));
-    Loop();
-  }
   bool Asked(JobId id, int attempt) { return ReadShimControl(RunDir(id, attempt)).ok(); }
-  std::string Reason(JobId id) {
-    HttpResponse r = Call("GET", "/v1/jobs/" + std::to_string(id));
-    return json::parse(r.body)["reason"].get<std::string>();
-  }
-  void Finish(JobId id, int attempt) {
-    ExitRecord rec = Exited(0);
-    rec.started_at = rec.ended_at = clock_.Now();
-    ASSERT_TRUE(shims_.Exit(RunDir(id, attempt), rec));
-    Loop();
-  }
 };
 
 // The youngest attempt goes first (least work lost); one job frees exactly what is needed, so

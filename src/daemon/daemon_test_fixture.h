@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -175,6 +177,31 @@ class DaemonTest : public ::testing::Test {
   }
   std::string RunDir(JobId id, int attempt) {
     return paths_.runs + "/" + std::to_string(id) + "/" + std::to_string(attempt);
+  }
+
+  // The attempt ends as its shim ends the stop the daemon asked for (a preemption, a resize).
+  void EndStopped(JobId id, int attempt) {
+    Result<ShimControl> control = ReadShimControl(RunDir(id, attempt));
+    ASSERT_TRUE(control.ok()) << "job " << id << " was asked nothing";
+    ExitRecord rec;
+    rec.signal = SIGTERM;
+    rec.stop = control->stop;
+    rec.stop_reason = control->reason;
+    rec.started_at = rec.ended_at = clock_.Now();
+    ASSERT_TRUE(shims_.Exit(RunDir(id, attempt), rec));
+    Loop();
+  }
+  // The attempt exits 0 now.
+  void Finish(JobId id, int attempt) {
+    ExitRecord rec = Exited(0);
+    rec.started_at = rec.ended_at = clock_.Now();
+    ASSERT_TRUE(shims_.Exit(RunDir(id, attempt), rec));
+    Loop();
+  }
+  // The job's reason as the API gives it.
+  std::string Reason(JobId id) {
+    HttpResponse r = Call("GET", "/v1/jobs/" + std::to_string(id));
+    return nlohmann::json::parse(r.body)["reason"].get<std::string>();
   }
 
   // Moves the clock to the daemon's next wake-up and lets its timer fire.
