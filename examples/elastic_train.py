@@ -50,6 +50,10 @@ def main():
                    help="the signal to save on: the stop's SIGTERM, or --signal USR1's warning")
     p.add_argument("--progress", default="progress.jsonl")
     args = p.parse_args()
+    # First: a stop that comes while the processes meet or load is not lost.
+    stop = []
+    signal.signal(signal.SIGTERM if args.on == "term" else signal.SIGUSR1,
+                  lambda *_: stop.append(True))
 
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo")
@@ -78,10 +82,6 @@ def main():
     if rank == 0:
         print(f"attempt {attempt} (restart count {restarts}): {world} processes, accumulation "
               f"{accumulation}, starting at step {step}", flush=True)
-
-    stop = []
-    signal.signal(signal.SIGTERM if args.on == "term" else signal.SIGUSR1,
-                  lambda *_: stop.append(True))
 
     def finish(ended):
         if rank == 0:

@@ -63,13 +63,16 @@ def test_an_elastic_torchrun_job_shrinks_for_another_and_grows_back(make_trainq)
 
     attempt_training(1)
     assert tq.show(job_id)["attempts"][0]["gpu_indices"] == [0, 1]
-    # Another job wants a GPU: past min_runtime (4s), the elastic job gives one up.
-    other = tq.submit("--gpus", "1", cmd=["sleep", "6"])
+    # Another job wants a GPU: past min_runtime (4s), the elastic job gives one up. The other
+    # job runs until the test has seen the elastic job train on one GPU.
+    go = tq.path("go")
+    other = tq.submit("--gpus", "1", cmd=["sh", "-c", f"until [ -e {go} ]; do sleep 0.1; done"])
     attempt_training(2)
     job = tq.show(job_id)
     assert job["attempts"][0]["end_reason"].startswith(
         f"resized: shrinks from 2 to 1 GPU for job {other}"), job["attempts"][0]
     assert job["attempts"][1]["gpu_indices"] == [0]
+    open(go, "w").close()
     tq.wait_state(other, "succeeded", timeout=60)
     # The other job ended: the idle GPU goes back to the elastic job.
     attempt_training(3)
