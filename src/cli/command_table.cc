@@ -18,28 +18,28 @@ namespace {
 
 Client& ClientOf(Invocation& inv) { return *inv.client; }
 
+// --gpus N, or MIN:MAX for an elastic job; the daemon judges the numbers (ValidateSpec).
+void ReadGpus(const std::string& text, SubmitArgs& a) {
+  auto number = [&](std::string_view part) {
+    int n = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
+    if (ec != std::errc() || end != part.data() + part.size() || part.empty()) {
+      throw CLI::ValidationError("--gpus", "'" + text +
+                                               "' is not valid; expected a count (2; 0 = CPU "
+                                               "job) or an elastic range MIN:MAX (1:4)");
+    }
+    return n;
+  };
+  std::string_view all(text);
+  size_t colon = all.find(':');
+  a.gpus = number(all.substr(0, colon));
+  a.max_gpus = colon == std::string_view::npos ? 0 : number(all.substr(colon + 1));
+}
+
 // The options of `submit`, which `run` takes too.
 void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option_function<std::string>(
-       "--gpus",
-       [&a](const std::string& text) {
-         // N, or MIN:MAX for an elastic job; the daemon judges the numbers (ValidateSpec).
-         size_t colon = text.find(':');
-         auto number = [&](std::string_view part) {
-           int n = 0;
-           auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
-           if (ec != std::errc() || end != part.data() + part.size() || part.empty()) {
-             throw CLI::ValidationError(
-                 "--gpus", "'" + text +
-                               "' is not valid; expected a count (2; 0 = CPU job) or an elastic "
-                               "range MIN:MAX (1:4)");
-           }
-           return n;
-         };
-         std::string_view all(text);
-         a.gpus = number(all.substr(0, colon));
-         a.max_gpus = colon == std::string::npos ? 0 : number(all.substr(colon + 1));
-       },
+       "--gpus", [&a](const std::string& text) { ReadGpus(text, a); },
        "GPUs on one node, or on each with --nodes (0 = CPU job); MIN:MAX: an elastic job that "
        "runs on MIN to MAX GPUs of one node, resized as GPUs free up or are needed")
       ->type_name("N|MIN:MAX");

@@ -25,7 +25,7 @@ constexpr double kMinGrowth = 1.5;
 
 std::string GpusText(int n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); }
 
-bool HeldForAnother(const std::vector<Hold>& holds, const std::string& node, int index) {
+bool HeldForAnother(std::span<const Hold> holds, const std::string& node, int index) {
   for (const Hold& h : holds) {
     auto has = [&](const NodeGpus& p) {
       return p.node == node &&
@@ -51,7 +51,6 @@ std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<con
                                  const ElasticConfig& config, UnixMs now) {
   std::vector<Resize> out;
   if (runs.empty()) return out;
-  std::vector<Hold> held(holds.begin(), holds.end());
   placement_internal::Pass pass(nodes, policy, now);
   std::map<std::string, std::vector<size_t>> by_node;  // runs that may grow, per node
   for (size_t k = 0; k < runs.size(); ++k) {
@@ -64,7 +63,7 @@ std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<con
     std::vector<int> idle;
     for (const GpuState& gpu : node.gpus) {
       if (placement_internal::RoomOf(gpu, policy, now).free && pass.Allowed(gpu) &&
-          !pass.Stale(gpu) && !HeldForAnother(held, node.name, gpu.index)) {
+          !pass.Stale(gpu) && !HeldForAnother(holds, node.name, gpu.index)) {
         idle.push_back(gpu.index);
       }
     }
@@ -121,6 +120,71 @@ void DropHolding(NodeState& node, JobId job, int gpu) {
 
 }  // namespace
 
+namespace {
+
+// Tries to start `w` on `node` (a copy, changed in place) by taking GPUs from the elastic jobs
+// `order` (positions in `runs`), at least `take` of them, the job furthest above its min
+// first. On success the copy holds `w` where it will start and has the given-up GPUs free.
+std::optional<Shrink> ShrinkOnNode(NodeState& node, const PendingJob& w,
+                                   std::span<const size_t> order, std::span<const ElasticRun> runs,
+                                   int take, const PolicyConfig& probe, UnixMs now) {
+  std::map<size_t, int> left;  // GPUs each keeps
+  for (size_t k : order) left[k] = runs[k].gpus();
+  std::optional<StartDecision> start;
+  for (int taken = 0; !start;) {
+    if (taken >= take) {
+      PlacementResult r = Place(std::span(&w, 1), std::span(&node, 1), probe, now);
+      if (!r.starts.empty()) {
+        start = r.starts.front();
+        break;
+      }
+    }
+    // The job furthest above its min gives up its last GPU.
+    size_t pick = order.size();
+    int most = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      int above = left[order[i]] - runs[order[i]].min_gpus;
+      if (above > most) most = above, pick = i;
+    }
+    if (pick == order.size()) return std::nullopt;
+    size_t k = order[pick];
+    --left[k];
+    DropHolding(node, runs[k].job, runs[k].where.gpu_indices[size_t(left[k])]);
+    ++taken;
+  }
+  Shrink s;
+  s.job = w.id;
+  int64_t stop = 0;
+  std::vector<std::string> texts;
+  for (size_t k : order) {
+    const ElasticRun& r = runs[k];
+    if (left[k] == r.gpus()) continue;
+    Resize d;
+    d.job = r.job;
+    d.from_gpus = r.gpus();
+    d.to = {r.where.node, {r.where.gpu_indices.begin(), r.where.gpu_indices.begin() + left[k]}};
+    d.reason = fmt::format("shrinks from {} to {} for job {}", r.gpus(), GpusText(left[k]), w.id);
+    texts.push_back(
+        fmt::format("job {} shrinks from {} to {}", r.job, r.gpus(), GpusText(left[k])));
+    stop = std::max(stop, r.stop_ms);
+    s.resizes.push_back(std::move(d));
+  }
+  s.parts = start->parts.empty() ? std::vector<NodeGpus>{{start->node, start->gpu_indices}}
+                                 : start->parts;
+  s.ready_at = now + stop;
+  s.reason = fmt::format("will start when {}", fmt::join(texts, " and "));
+  if (stop > 0) s.reason += fmt::format(" (in {})", FormatDuration(stop));
+  // The GPUs it takes are gone for later jobs of the same call.
+  for (GpuState& g : node.gpus) {
+    for (int i : s.parts.front().gpu_indices) {
+      if (g.index == i) g.holdings.push_back({w.id, g.total_bytes, 0, true, now});
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
                                   std::span<const NodeState> nodes,
                                   std::span<const ElasticRun> runs, const PolicyConfig& policy,
@@ -139,99 +203,48 @@ std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
   }
   if (shrinkable.empty()) return out;
   std::map<size_t, NodeState> changed;  // nodes earlier decisions of this call changed
-  std::set<size_t> used;                // runs already shrunk in this call
+  std::set<JobId> used;                 // jobs already shrunk in this call
   auto node_at = [&](size_t n) -> const NodeState& {
     auto c = changed.find(n);
     return c == changed.end() ? nodes[n] : c->second;
   };
-  PolicyConfig one_job = policy;
-  one_job.aging_ms = 0;  // a probe holds nothing
+  PolicyConfig probe = policy;
+  probe.aging_ms = 0;  // a probe holds nothing
   for (const PendingJob* w : waiting) {
     if (w->num_nodes > 1 || w->gpus <= 0) continue;
+    // Per node, the jobs that may give GPUs to `w` and how many it needs at least.
     struct Option {
       size_t node = 0;
-      int take = 0;  // GPUs to give up, at least
+      int take = 0;
+      std::vector<size_t> order;
     };
     std::vector<Option> options;
     for (auto& [n, ks] : shrinkable) {
       const NodeState& node = node_at(n);
       if (!node.accepts_new) continue;
-      int idle = 0;
-      for (const GpuState& g : node.gpus) idle += g.holdings.empty() ? 1 : 0;
+      Option o{n, 0, {}};
       int spare = 0;
       for (size_t k : ks) {
-        if (!used.count(k) && runs[k].priority <= w->priority)
-          spare += runs[k].gpus() - runs[k].min_gpus;
+        if (used.count(runs[k].job) || runs[k].priority > w->priority) continue;
+        o.order.push_back(k);
+        spare += runs[k].gpus() - runs[k].min_gpus;
       }
+      int idle = 0;
+      for (const GpuState& g : node.gpus) idle += g.holdings.empty() ? 1 : 0;
       int take = std::max(0, w->gpus - idle);
-      if (spare > 0 && take <= spare) options.push_back({n, std::max(take, 1)});
+      if (spare == 0 || take > spare) continue;
+      o.take = std::max(take, 1);
+      options.push_back(std::move(o));
     }
     std::stable_sort(options.begin(), options.end(),
                      [](const Option& a, const Option& b) { return a.take < b.take; });
     for (const Option& o : options) {
       NodeState copy = node_at(o.node);
-      std::vector<size_t> order;
-      for (size_t k : shrinkable[o.node]) {
-        if (!used.count(k) && runs[k].priority <= w->priority) order.push_back(k);
-      }
-      std::map<size_t, int> left;  // GPUs each keeps
-      for (size_t k : order) left[k] = runs[k].gpus();
-      std::optional<StartDecision> start;
-      for (int taken = 0;;) {
-        if (taken >= o.take) {
-          PlacementResult r = Place(std::span(w, 1), std::span(&copy, 1), one_job, now);
-          if (!r.starts.empty()) {
-            start = r.starts.front();
-            break;
-          }
-        }
-        // The job furthest above its min gives up its last GPU.
-        size_t pick = order.size();
-        int most = 0;
-        for (size_t i = 0; i < order.size(); ++i) {
-          size_t k = order[i];
-          int above = left[k] - runs[k].min_gpus;
-          if (above > most) most = above, pick = i;
-        }
-        if (pick == order.size()) break;
-        size_t k = order[pick];
-        --left[k];
-        DropHolding(copy, runs[k].job, runs[k].where.gpu_indices[size_t(left[k])]);
-        ++taken;
-      }
-      if (!start) continue;
-      Shrink s;
-      s.job = w->id;
-      int64_t stop = 0;
-      std::vector<std::string> texts;
-      for (size_t k : order) {
-        const ElasticRun& r = runs[k];
-        if (left[k] == r.gpus()) continue;
-        Resize d;
-        d.job = r.job;
-        d.from_gpus = r.gpus();
-        d.to = {r.where.node, {r.where.gpu_indices.begin(), r.where.gpu_indices.begin() + left[k]}};
-        d.reason =
-            fmt::format("shrinks from {} to {} for job {}", r.gpus(), GpusText(left[k]), w->id);
-        texts.push_back(
-            fmt::format("job {} shrinks from {} to {}", r.job, r.gpus(), GpusText(left[k])));
-        stop = std::max(stop, r.stop_ms);
-        used.insert(k);
-        s.resizes.push_back(std::move(d));
-      }
-      s.parts = start->parts.empty() ? std::vector<NodeGpus>{{start->node, start->gpu_indices}}
-                                     : start->parts;
-      s.ready_at = now + stop;
-      s.reason = fmt::format("will start when {}", fmt::join(texts, " and "));
-      if (stop > 0) s.reason += fmt::format(" (in {})", FormatDuration(stop));
-      // The GPUs it takes are gone for later jobs of this call.
-      for (GpuState& g : copy.gpus) {
-        for (int i : s.parts.front().gpu_indices) {
-          if (g.index == i) g.holdings.push_back({w->id, g.total_bytes, 0, true, now});
-        }
-      }
+      std::optional<Shrink> s = ShrinkOnNode(copy, *w, o.order, runs, o.take, probe, now);
+      if (!s) continue;
+      for (const Resize& d : s->resizes) used.insert(d.job);
       changed[o.node] = std::move(copy);
-      out.push_back(std::move(s));
+      out.push_back(std::move(*s));
       break;
     }
   }
