@@ -186,6 +186,10 @@ struct JobSpec {
   // --nodes: a gang of this many nodes, each giving `gpus` GPUs (and `cpus`, `mem` per GPU),
   // started all at once or not at all.
   int num_nodes = 1;
+  // --nodes MIN:MAX: an elastic gang (docs/workflow.md, "Elastic gangs"), which starts on
+  // `num_nodes` (its min) to max_nodes nodes and grows by parts that join its torchrun
+  // rendezvous while it runs; 0: a fixed count.
+  int max_nodes = 0;
   // What its GPUs and nodes must be (docs/scheduling.md, "GPU types and node features"): a
   // GPU model or node label (--gpu-type a100; "": any) and node features, each clause "a" or
   // "a|b" (any of them), all of which hold (--constraint ib&nvlink).
@@ -249,6 +253,9 @@ struct AttemptPart {
   std::vector<std::string> gpu_uuids;
   std::string run_dir;
   std::string log_path;
+  // A part an elastic gang grew by while it ran (ClusterStore::AddPart): when; 0: placed with
+  // the attempt.
+  UnixMs added_at = 0;
 };
 
 // One execution of a job. Attempts are numbered from 1.

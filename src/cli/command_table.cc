@@ -18,28 +18,31 @@ namespace {
 
 Client& ClientOf(Invocation& inv) { return *inv.client; }
 
-// --gpus N, or MIN:MAX for an elastic job; the daemon judges the numbers (ValidateSpec).
-void ReadGpus(const std::string& text, SubmitArgs& a) {
+// --gpus or --nodes: N, or MIN:MAX for an elastic job (`max` 0 for N); the daemon judges the
+// numbers (ValidateSpec). `form` names the accepted forms in the refusal.
+void ReadRange(const char* option, const char* form, const std::string& text, int& min, int& max) {
   auto number = [&](std::string_view part) {
     int n = 0;
     auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
     if (ec != std::errc() || end != part.data() + part.size() || part.empty()) {
-      throw CLI::ValidationError("--gpus", "'" + text +
-                                               "' is not valid; expected a count (2; 0 = CPU "
-                                               "job) or an elastic range MIN:MAX (1:4)");
+      throw CLI::ValidationError(option, "'" + text + "' is not valid; expected " + form);
     }
     return n;
   };
   std::string_view all(text);
   size_t colon = all.find(':');
-  a.gpus = number(all.substr(0, colon));
-  a.max_gpus = colon == std::string_view::npos ? 0 : number(all.substr(colon + 1));
+  min = number(all.substr(0, colon));
+  max = colon == std::string_view::npos ? 0 : number(all.substr(colon + 1));
 }
 
 // The options of `submit`, which `run` takes too.
 void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option_function<std::string>(
-       "--gpus", [&a](const std::string& text) { ReadGpus(text, a); },
+       "--gpus",
+       [&a](const std::string& text) {
+         ReadRange("--gpus", "a count (2; 0 = CPU job) or an elastic range MIN:MAX (1:4)", text,
+                   a.gpus, a.max_gpus);
+       },
        "GPUs on one node, or on each with --nodes (0 = CPU job); MIN:MAX: an elastic job that "
        "runs on MIN to MAX GPUs of one node, resized as GPUs free up or are needed")
       ->type_name("N|MIN:MAX");
@@ -79,8 +82,16 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option("--exclude-node", a.exclude_nodes,
                 "never run on these nodes: NAME[,NAME...] (Slurm's -x)")
       ->allow_extra_args(false);
-  s->add_option("--nodes,-N", a.num_nodes,
-                "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none)");
+  s->add_option_function<std::string>(
+       "--nodes,-N",
+       [&a](const std::string& text) {
+         ReadRange("--nodes", "a node count (2) or an elastic range MIN:MAX (1:4)", text,
+                   a.num_nodes, a.max_nodes);
+       },
+       "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none); MIN:MAX: "
+       "an elastic gang for torchrun's rendezvous, started on MIN to MAX nodes and grown by "
+       "nodes that join it while it runs")
+      ->type_name("N|MIN:MAX");
   s->add_option("--gpu-type", a.gpu_type,
                 "only GPUs of this model or label: a100, h100, \"rtx 4090\" (words of the model "
                 "name, any case; or a node's gpu_type label)");

@@ -173,6 +173,7 @@ Result<json> SubmitBody(const SubmitArgs& a) {
   if (!nodes.empty()) body["nodes"] = std::move(nodes);
   if (!exclude.empty()) body["exclude_nodes"] = std::move(exclude);
   if (a.num_nodes != 1) body["num_nodes"] = a.num_nodes;
+  if (a.max_nodes != 0) body["max_nodes"] = a.max_nodes;
   if (!a.gpu_type.empty()) body["gpu_type"] = a.gpu_type;
   if (!a.constraints.empty()) body["constraints"] = a.constraints;
   if (!a.image.empty()) body["image"] = ImageArgument(a.image, cwd);

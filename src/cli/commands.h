@@ -35,6 +35,7 @@ struct SubmitArgs {
   std::vector<std::string> nodes;          // --node NAME[,NAME]: each value a comma list
   std::vector<std::string> exclude_nodes;  // --exclude-node NAME[,NAME]
   int num_nodes = 1;                       // --nodes, -N
+  int max_nodes = 0;                       // --nodes MIN:MAX: an elastic gang, num_nodes its min
   std::string gpu_type;                    // --gpu-type: checked by the daemon
   std::vector<std::string> constraints;    // --constraint, -C (repeatable: all of them)
   std::string image;                       // --image: a name, or an archive (made absolute)

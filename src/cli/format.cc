@@ -377,7 +377,10 @@ std::string JobDetails(const Reply& job, int64_t now_ms) {
     for (const Reply& r : features) shown.push_back(TerminalSafe(r.AsStr()));
     line("constraint", fmt::format("{}", fmt::join(shown, "&")));
   }
-  if (int64_t n = job.OptInt("num_nodes").value_or(1); n > 1) {
+  if (int64_t max = job.OptInt("max_nodes").value_or(0); max > 0) {
+    line("gang", fmt::format("{} to {} nodes (elastic), the GPUs above on each",
+                             job.OptInt("num_nodes").value_or(1), max));
+  } else if (int64_t n = job.OptInt("num_nodes").value_or(1); n > 1) {
     line("gang", fmt::format("{} nodes, the GPUs above on each", n));
   }
   if (std::optional<int64_t> group = job.OptInt("group")) {

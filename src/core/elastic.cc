@@ -39,6 +39,13 @@ bool HeldForAnother(std::span<const Hold> holds, const std::string& node, int in
   return false;
 }
 
+// A GPU that no job uses or is held for: what growth may take (ChooseGrowth).
+bool Idle(const GpuState& gpu, const std::string& node, const placement_internal::Pass& pass,
+          std::span<const Hold> holds, const PolicyConfig& policy, UnixMs now) {
+  return placement_internal::RoomOf(gpu, policy, now).free && pass.Allowed(gpu) &&
+         !pass.Stale(gpu) && !HeldForAnother(holds, node, gpu.index);
+}
+
 }  // namespace
 
 bool MayResize(const ElasticRun& run, const ElasticConfig& config, UnixMs now) {
@@ -62,10 +69,7 @@ std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<con
     if (it == by_node.end() || !node.accepts_new) continue;
     std::vector<int> idle;
     for (const GpuState& gpu : node.gpus) {
-      if (placement_internal::RoomOf(gpu, policy, now).free && pass.Allowed(gpu) &&
-          !pass.Stale(gpu) && !HeldForAnother(holds, node.name, gpu.index)) {
-        idle.push_back(gpu.index);
-      }
+      if (Idle(gpu, node.name, pass, holds, policy, now)) idle.push_back(gpu.index);
     }
     // Hand them out one at a time, to the smallest job first.
     std::map<size_t, std::vector<int>> added;
@@ -247,6 +251,89 @@ std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
       out.push_back(std::move(*s));
       break;
     }
+  }
+  return out;
+}
+
+std::vector<GangGrowth> ChooseGangGrowth(std::span<const GangRun> runs,
+                                         std::span<const NodeState> nodes,
+                                         std::span<const Hold> holds, const PolicyConfig& policy,
+                                         const ElasticConfig& config, UnixMs now) {
+  std::vector<GangGrowth> out;
+  std::vector<size_t> growing;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const GangRun& r = runs[k];
+    bool may = r.starting || (!r.stopping && now - r.sized_at >= config.min_runtime_ms);
+    if (may && r.nodes() < r.shape.max_nodes) growing.push_back(k);
+  }
+  if (growing.empty()) return out;
+  // The nodes with only their idle GPUs open: a GPU anything uses or is held for is taken.
+  placement_internal::Pass pass(nodes, policy, now);
+  std::vector<NodeState> idle(nodes.begin(), nodes.end());
+  for (NodeState& node : idle) {
+    for (GpuState& gpu : node.gpus) {
+      if (!Idle(gpu, node.name, pass, holds, policy, now)) {
+        gpu.holdings.push_back({0, gpu.total_bytes, std::nullopt, true, now});
+      }
+    }
+  }
+  // A part is one more job of its user on that node: only the GPU limit counts against it.
+  PolicyConfig probe_policy = policy;
+  probe_policy.max_jobs_per_user = 0;
+  std::map<size_t, std::vector<NodeGpus>> added;
+  std::set<size_t> full;  // no node takes another part of it
+  while (full.size() < growing.size()) {
+    size_t best = SIZE_MAX;
+    for (size_t k : growing) {
+      if (full.count(k)) continue;
+      int size = runs[k].nodes() + static_cast<int>(added[k].size());
+      int best_size =
+          best == SIZE_MAX ? 0 : runs[best].nodes() + static_cast<int>(added[best].size());
+      if (size >= runs[k].shape.max_nodes) {
+        full.insert(k);
+      } else if (best == SIZE_MAX || size < best_size ||
+                 (size == best_size && runs[k].shape.id < runs[best].shape.id)) {
+        best = k;
+      }
+    }
+    if (best == SIZE_MAX) break;
+    PendingJob probe = runs[best].shape;
+    probe.num_nodes = 1;
+    probe.max_nodes = 0;
+    probe.queued_at = probe.submitted_at = now;  // never aged: a probe holds nothing
+    probe.not_before = 0;
+    for (const NodeGpus& part : runs[best].parts) probe.nodes_excluded.push_back(part.node);
+    for (const NodeGpus& part : added[best]) probe.nodes_excluded.push_back(part.node);
+    PlacementResult r = Place(std::span(&probe, 1), idle, probe_policy, now);
+    if (r.starts.empty()) {
+      full.insert(best);
+      continue;
+    }
+    const StartDecision& d = r.starts.front();
+    added[best].push_back({d.node, d.gpu_indices});
+    for (NodeState& node : idle) {
+      if (node.name != d.node) continue;
+      for (GpuState& gpu : node.gpus) {
+        if (std::find(d.gpu_indices.begin(), d.gpu_indices.end(), gpu.index) !=
+            d.gpu_indices.end()) {
+          gpu.holdings.push_back({probe.id, gpu.total_bytes, std::nullopt, true, now});
+        }
+      }
+    }
+  }
+  for (auto& [k, parts] : added) {
+    const GangRun& r = runs[k];
+    int to = r.nodes() + static_cast<int>(parts.size());
+    if (parts.empty() || (!r.starting && to < kMinGrowth * r.nodes())) continue;
+    std::vector<std::string> names;
+    for (const NodeGpus& part : parts) names.push_back(part.node);
+    GangGrowth g;
+    g.job = r.shape.id;
+    g.from_nodes = r.nodes();
+    g.added = std::move(parts);
+    g.reason = fmt::format("grows from {} to {} node{} ({} idle)", r.nodes(), to,
+                           to == 1 ? "" : "s", fmt::join(names, ", "));
+    out.push_back(std::move(g));
   }
   return out;
 }

@@ -89,4 +89,40 @@ std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
 // The hold that keeps the GPUs `s` frees for its job until it starts (Hold::preempting).
 Hold ShrinkHold(const Shrink& s);
 
+// An elastic gang (--nodes MIN:MAX) as its growth sees it: placed by this pass, or running.
+// It grows by whole parts, each a node's share of its request, that join its rendezvous: no
+// restart of the parts it has (torchrun restarts their workers at the new world size).
+struct GangRun {
+  // One part's request (gpus, memory, cpus and host memory per node, where it may go, GPU type
+  // and constraints, user, priority); its num_nodes is not read.
+  PendingJob shape;
+  std::vector<NodeGpus> parts;  // where it runs, in rank order
+  bool starting = false;        // as ElasticRun::starting
+  UnixMs sized_at = 0;          // when it started, or last grew
+  bool stopping = false;
+
+  int nodes() const { return static_cast<int>(parts.size()); }
+};
+
+// The parts one gang grows by.
+struct GangGrowth {
+  JobId job = 0;
+  std::vector<NodeGpus> added;  // on nodes it has no part on, in the order they are added
+  int from_nodes = 0;
+  // "grows from 1 to 2 nodes (gpu2 idle)".
+  std::string reason;
+};
+
+// The growth of elastic gangs in this pass, after Place decided its starts (`nodes` count
+// them, `holds` are the pass's): a node where Place would start one more part of a gang on
+// idle GPUs only (as ChooseGrowth's: no holding, no foreign process, open, fresh, not held for
+// another job, the node accepting new jobs), and that the gang has no part on, goes to the gang
+// with the fewest nodes that may grow (MayResize's rule, below its max_nodes), lower job id
+// first, one node at a time. A starting gang takes them with it; a running one grows only to
+// at least 1.5 times its node count, as a running elastic job does.
+std::vector<GangGrowth> ChooseGangGrowth(std::span<const GangRun> runs,
+                                         std::span<const NodeState> nodes,
+                                         std::span<const Hold> holds, const PolicyConfig& policy,
+                                         const ElasticConfig& config, UnixMs now);
+
 }  // namespace trainq

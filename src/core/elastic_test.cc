@@ -230,5 +230,117 @@ TEST(ElasticShrink, ANodeWithIdleGpusNeedsFewerTakenAndGangsAreLeftToPreemption)
   EXPECT_THAT(ChooseShrinks(waiting, nodes, runs, {}, kConfig, kNow), IsEmpty());
 }
 
+// An elastic gang of `gpus` whole GPUs per node, MIN:MAX nodes, on `parts` (node names, GPU 0
+// to gpus-1 of each), last sized `ran_ms` ago.
+GangRun Gang(JobId job, int gpus, int min, int max, std::vector<std::string> parts,
+             int64_t ran_ms = 60 * kMin) {
+  GangRun g;
+  g.shape = Waiting(job, gpus);
+  g.shape.num_nodes = min;
+  g.shape.max_nodes = max;
+  for (std::string& node : parts) {
+    std::vector<int> gpu_indices(static_cast<size_t>(gpus));
+    for (int i = 0; i < gpus; ++i) gpu_indices[size_t(i)] = i;
+    g.parts.push_back({std::move(node), std::move(gpu_indices)});
+  }
+  g.sized_at = kNow - ran_ms;
+  return g;
+}
+
+std::vector<std::string> AddedNodes(const GangGrowth& g) {
+  std::vector<std::string> out;
+  for (const NodeGpus& part : g.added) out.push_back(part.node);
+  return out;
+}
+
+TEST(ElasticGangGrowth, AGangThatStartsTakesNodesWhoseGpusAreIdleUpToItsMax) {
+  std::vector<NodeState> nodes = {Node("a", 2), Node("b", 2), Node("c", 2), Node("d", 2),
+                                  Node("e", 2)};
+  Take(nodes[0], 1, {0, 1});     // its first part, being started
+  Take(nodes[1], 9, {0});        // b has one GPU of another job: no room for a 2-GPU part
+  nodes[3].accepts_new = false;  // d is drained
+  GangRun g = Gang(1, 2, 1, 3, {"a"});
+  g.starting = true;
+  std::vector<GangGrowth> got = ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].job, 1u);
+  EXPECT_EQ(got[0].from_nodes, 1);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("c", "e"));
+  EXPECT_THAT(got[0].added[0].gpu_indices, ElementsAre(0, 1));
+  EXPECT_EQ(got[0].reason, "grows from 1 to 3 nodes (c, e idle)");
+
+  // At its max it takes no more; a node held for another job is not idle.
+  g.shape.max_nodes = 2;
+  got = ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("c"));
+  std::vector<Hold> holds = {{7, "c", {1}, {}}};
+  got = ChooseGangGrowth(std::span(&g, 1), nodes, holds, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("e"));
+}
+
+TEST(ElasticGangGrowth, ARunningGangGrowsAfterMinRuntimeByHalfItsNodesOrMore) {
+  std::vector<NodeState> nodes = {Node("a", 1), Node("b", 1), Node("c", 1), Node("d", 1),
+                                  Node("e", 1)};
+  Take(nodes[0], 1, {0});
+  Take(nodes[1], 1, {0});
+  // Ran 10 minutes at its size of 2 nodes: it waits for min_runtime.
+  GangRun g = Gang(1, 1, 1, 4, {"a", "b"}, 10 * kMin);
+  EXPECT_THAT(ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow), IsEmpty());
+  g.sized_at = kNow - 30 * kMin;
+  std::vector<GangGrowth> got = ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("c", "d"));  // to 4, its max
+  // One idle node would take it from 2 to 3: 1.5 times, enough.
+  Take(nodes[3], 9, {0});
+  Take(nodes[4], 9, {0});
+  got = ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("c"));
+  // From 3 nodes, one more is not worth the workers' restart.
+  g = Gang(1, 1, 1, 4, {"a", "b", "c"});
+  Take(nodes[2], 1, {0});
+  nodes[3].gpus[0].holdings.clear();
+  EXPECT_THAT(ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow), IsEmpty());
+  // Nor does a gang that is stopping grow.
+  g = Gang(1, 1, 1, 4, {"a", "b"});
+  g.stopping = true;
+  EXPECT_THAT(ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow), IsEmpty());
+}
+
+TEST(ElasticGangGrowth, TheGangWithFewestNodesGrowsFirstAndEachNodeGoesOnce) {
+  std::vector<NodeState> nodes = {Node("a", 1), Node("b", 1), Node("c", 1),
+                                  Node("d", 1), Node("e", 1), Node("f", 1)};
+  Take(nodes[0], 1, {0});
+  Take(nodes[1], 1, {0});
+  Take(nodes[2], 2, {0});
+  std::vector<GangRun> gangs = {Gang(1, 1, 1, 8, {"a", "b"}), Gang(2, 1, 1, 8, {"c"})};
+  gangs[0].starting = gangs[1].starting = true;
+  std::vector<GangGrowth> got = ChooseGangGrowth(gangs, nodes, {}, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 2u);
+  // d goes to job 2 (1 node), e to job 1 (2 against 2: the lower id), f to job 2.
+  EXPECT_EQ(got[0].job, 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("e"));
+  EXPECT_EQ(got[1].job, 2u);
+  EXPECT_THAT(AddedNodes(got[1]), ElementsAre("d", "f"));
+}
+
+TEST(ElasticGangGrowth, APartGoesOnlyWhereTheJobMayGo) {
+  std::vector<NodeState> nodes = {Node("a", 1), Node("b", 1), Node("c", 1)};
+  Take(nodes[0], 1, {0});
+  GangRun g = Gang(1, 1, 1, 3, {"a"});
+  g.starting = true;
+  g.shape.nodes_excluded = {"b"};
+  std::vector<GangGrowth> got = ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("c"));
+  g.shape.nodes_excluded.clear();
+  g.shape.nodes_allowed = {"a", "b"};
+  got = ChooseGangGrowth(std::span(&g, 1), nodes, {}, {}, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("b"));
+}
+
 }  // namespace
 }  // namespace trainq

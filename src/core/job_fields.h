@@ -128,6 +128,8 @@ inline constexpr auto kJobFields = std::make_tuple(
         .placement = true}},
     JobField<&JobSpec::num_nodes>{{.name = "num_nodes", .sql = "num_nodes",
         .redis = "num_nodes", .request = "num_nodes", .shown = "num_nodes", .show = "gang", .placement = true}},
+    JobField<&JobSpec::max_nodes>{{.name = "max_nodes", .sql = "max_nodes",
+        .redis = "max_nodes", .request = "max_nodes", .shown = "max_nodes", .show = "gang", .placement = true}},
     JobField<&JobSpec::gpu_type>{{.name = "gpu_type", .sql = "gpu_type", .redis = "gpu_type",
         .request = "gpu_type", .shown = "gpu_type", .show = "gpu type", .signed_ = false,
         .why = job_fields::kUpdated, .change = Change::kWhileWaiting, .placement = true}},

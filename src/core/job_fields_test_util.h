@@ -34,6 +34,7 @@ inline JobSpec FullSpec(JobId dep_a, JobId dep_b) {
   s.nodes_allowed = {"gpu1", "gpu2.lab"};
   s.nodes_excluded = {"gpu_3"};
   s.num_nodes = 2;
+  s.max_nodes = 3;
   s.gpu_type = "a100";
   s.constraints = {"ib", "nvlink|pcie"};
   s.container = {.image = "docker.io/library/python:3.11",

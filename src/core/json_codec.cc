@@ -101,6 +101,7 @@ void SpecReader::Field(const std::string& key, const json& v) {
   if (key == "nodes") return Names(key, v, spec_.nodes_allowed);
   if (key == "exclude_nodes") return Names(key, v, spec_.nodes_excluded);
   if (key == "num_nodes") return Int(key, v, spec_.num_nodes);
+  if (key == "max_nodes") return Int(key, v, spec_.max_nodes);
   if (key == "gpu_type") return GpuType(v);
   if (key == "constraints") return Constraints(v);
   if (key == "transfers") return Transfers(v);
@@ -514,7 +515,10 @@ json AttemptUsageJson(const AttemptUsage& u) {
 json AttemptToJson(const Attempt& a) {
   json parts = json::array();
   for (const AttemptPart& p : a.parts) {
-    parts.push_back({{"node", p.node}, {"gpu_indices", p.gpu_indices}, {"log_path", p.log_path}});
+    parts.push_back({{"node", p.node},
+                     {"gpu_indices", p.gpu_indices},
+                     {"log_path", p.log_path},
+                     {"added_at", TimeOrNull(p.added_at)}});
   }
   return json{{"parts", std::move(parts)},
               {"n", a.n},
@@ -572,6 +576,7 @@ json JobToJson(const Job& job) {
       {"nodes", s.nodes_allowed},
       {"exclude_nodes", s.nodes_excluded},
       {"num_nodes", s.num_nodes},
+      {"max_nodes", s.max_nodes},
       {"gpu_type", s.gpu_type.empty() ? json(nullptr) : json(s.gpu_type)},
       {"constraints", s.constraints},
       {"transfers", TransfersJson(s.transfers)},
@@ -669,6 +674,7 @@ json SpecToJson(const JobSpec& spec) {
   if (!spec.nodes_allowed.empty()) out["nodes"] = spec.nodes_allowed;
   if (!spec.nodes_excluded.empty()) out["exclude_nodes"] = spec.nodes_excluded;
   if (spec.num_nodes != 1) out["num_nodes"] = spec.num_nodes;
+  if (spec.max_nodes != 0) out["max_nodes"] = spec.max_nodes;
   if (!spec.gpu_type.empty()) out["gpu_type"] = spec.gpu_type;
   if (!spec.constraints.empty()) out["constraints"] = spec.constraints;
   if (!spec.transfers.empty()) out["transfers"] = TransfersJson(spec.transfers);

@@ -188,6 +188,7 @@ TEST(JobToJsonTest, EveryKeyAndNoEnvironment) {
                                             "nodes",
                                             "exclude_nodes",
                                             "num_nodes",
+                                            "max_nodes",
                                             "attempts",
                                             "group",
                                             "group_limit",

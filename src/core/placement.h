@@ -124,6 +124,9 @@ struct PendingJob {
   // An elastic job (--gpus MIN:MAX): placed at `gpus`, its min, then grown toward this
   // (src/core/elastic.h); 0: not elastic. Place itself reads only `gpus`.
   int max_gpus = 0;
+  // An elastic gang (--nodes MIN:MAX): placed on `num_nodes`, its min, then grown by nodes
+  // toward this (ChooseGangGrowth); 0: a fixed count. Place itself reads only `num_nodes`.
+  int max_nodes = 0;
 
   bool exclusive() const { return gpus > 0 && !mem_bytes && !mem_percent; }
   // GPUs over all its nodes: what max_gpus_per_user counts.

@@ -63,10 +63,10 @@ void CheckElastic(const JobSpec& spec, const SpecLimits& limits, std::vector<Fie
                                          range, Plural(limits.max_gpus_per_node, "GPU"), spec.gpus,
                                          limits.max_gpus_per_node)});
   }
-  if (spec.num_nodes > 1) {
-    out.push_back({"--gpus", fmt::format("{} with --nodes {}: an elastic job runs on one node "
-                                         "(an elastic gang, --nodes MIN:MAX, is not supported); "
-                                         "use --nodes 1, or a fixed --gpus",
+  if (spec.num_nodes > 1 || spec.max_nodes > 0) {
+    out.push_back({"--gpus", fmt::format("{} with --nodes {}: an elastic job grows in GPUs on one "
+                                         "node or in nodes (--nodes MIN:MAX with a fixed --gpus), "
+                                         "not both",
                                          range, spec.num_nodes)});
   }
   if (spec.interactive) {
@@ -76,6 +76,42 @@ void CheckElastic(const JobSpec& spec, const SpecLimits& limits, std::vector<Fie
   }
   if (spec.gate_pid != 0) {
     out.push_back({"--gpus", fmt::format("{}: a gate holds a fixed set of GPUs", range)});
+  }
+}
+
+// An elastic gang: MIN:MAX nodes of `gpus` GPUs each, grown by parts that join its torchrun
+// rendezvous (docs/workflow.md, "Elastic gangs").
+void CheckElasticGang(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
+  if (spec.max_nodes == 0) return;
+  std::string range = fmt::format("{}:{}", spec.num_nodes, spec.max_nodes);
+  if (spec.num_nodes < 1 || spec.max_nodes <= spec.num_nodes || spec.max_nodes > kMaxNumNodes) {
+    out.push_back({"--nodes", fmt::format("{} is not an elastic range; expected MIN:MAX with "
+                                          "1 <= MIN < MAX <= {}, e.g. 1:4",
+                                          range, kMaxNumNodes)});
+  } else if (spec.gpus < 1) {
+    out.push_back({"--nodes", fmt::format("{}: an elastic gang needs GPUs on each node: give "
+                                          "--gpus 1 or more",
+                                          range)});
+  } else if (spec.max_nodes > limits.max_nodes) {
+    out.push_back(
+        {"--nodes", limits.max_nodes <= 1
+                        ? fmt::format("{}: an elastic gang grows over nodes, and this is one "
+                                      "machine (docs/cluster.md); use --gpus MIN:MAX to grow on "
+                                      "one node",
+                                      range)
+                        : fmt::format("{}: the cluster has {} nodes; use at most {}:{}", range,
+                                      limits.max_nodes, spec.num_nodes, limits.max_nodes)});
+  }
+  if (spec.interactive) {
+    out.push_back({"--nodes", fmt::format("{}: a session runs on one node", range)});
+  }
+  if (spec.gate_pid != 0) {
+    out.push_back({"--nodes", fmt::format("{}: a gate holds a fixed set of GPUs", range)});
+  }
+  if (spec.slurm_env) {
+    out.push_back({"--nodes", fmt::format("{}: a batch script's steps are laid out over its "
+                                          "nodes when it starts; give a fixed node count",
+                                          range)});
   }
 }
 
@@ -403,6 +439,7 @@ void CheckNodes(const JobSpec& spec, const SpecLimits& limits, std::vector<Field
                                           "as many nodes as --nodes asks for",
                                           spec.num_nodes, spec.nodes_allowed.size())});
   }
+  CheckElasticGang(spec, limits, out);
 }
 
 void CheckHostMem(const JobSpec& spec, const SpecLimits& limits, std::vector<FieldError>& out) {
@@ -709,6 +746,27 @@ void SetNodeVars(Env& env, const AttemptEnvInput& in) {
   SetVar(env, "WORLD_SIZE", std::to_string(in.num_nodes * in.gpu_indices.size()));
 }
 
+// An elastic gang's part (--nodes MIN:MAX): torchrun's dynamic rendezvous instead of fixed ranks.
+// Part 0's agent hosts the c10d store on MASTER_PORT of its node (is_host, so no agent guesses
+// from host names); a part added later joins the running rendezvous, and the agents restart their
+// workers at the new world size. Ranks come from the rendezvous, so none is set; last_call is
+// short because trainq starts every placed part at once.
+void SetRendezvousVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in,
+                       const std::string& addr, const std::string& port) {
+  std::string nodes = std::to_string(in.num_nodes);
+  SetVar(env, "PET_NNODES", fmt::format("{}:{}", spec.num_nodes, spec.max_nodes));
+  SetVar(env, "PET_RDZV_BACKEND", "c10d");
+  SetVar(env, "PET_RDZV_ENDPOINT", fmt::format("{}:{}", addr, port));
+  SetVar(env, "PET_RDZV_ID", fmt::format("trainq-{}-{}", in.job, in.attempt));
+  SetVar(env, "PET_RDZV_CONF",
+         fmt::format("is_host={},last_call_timeout=5", in.node_rank == 0 ? "true" : "false"));
+  Unset(env, "PET_NODE_RANK");
+  SetVar(env, "TRAINQ_NUM_NODES", nodes);
+  SetVar(env, "TRAINQ_NODE_RANK", std::to_string(in.node_rank));
+  SetVar(env, "TRAINQ_MIN_NODES", std::to_string(spec.num_nodes));
+  SetVar(env, "TRAINQ_MAX_NODES", std::to_string(spec.max_nodes));
+}
+
 // What Slurm 22.05 sets for a batch script (one task per node; the reference Slurm's own
 // variables are in tests/integration/data/slurm_reference_env.md), from the attempt. Those
 // fixed at submit (SLURM_SUBMIT_DIR, SLURM_ARRAY_TASK_COUNT, SLURM_CPUS_PER_TASK, ...) come
@@ -831,7 +889,11 @@ std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& 
   SetVar(env, "PET_MASTER_PORT", port);
   SetVar(env, "PET_NPROC_PER_NODE", std::to_string(in.gpu_indices.size()));
   SetVar(env, "PET_NNODES", "1");
-  if (in.num_nodes > 1) SetNodeVars(env, in);
+  if (spec.max_nodes > 0) {
+    SetRendezvousVars(env, spec, in, addr, port);
+  } else if (in.num_nodes > 1) {
+    SetNodeVars(env, in);
+  }
   return env;
 }
 

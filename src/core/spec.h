@@ -116,8 +116,11 @@ Result<int64_t> ParseTimeLimit(std::string_view text);
 // A multi-GPU attempt (gpus > 1) needs a MASTER_PORT for its ranks to meet on.
 // So does a job over several nodes (--nodes), whose nodes meet on node 0's, and an elastic
 // job at every size, so that its launcher (torchrun) reads the same variables on 1 GPU.
+// An elastic job (docs/workflow.md, "Elastic jobs"): a GPU range on one node or a node range.
+inline bool IsElastic(const JobSpec& spec) { return spec.max_gpus > 0 || spec.max_nodes > 0; }
+
 inline bool NeedsMasterPort(const JobSpec& spec) {
-  return spec.gpus > 1 || spec.max_gpus > 1 || spec.num_nodes > 1;
+  return spec.gpus > 1 || spec.max_gpus > 1 || spec.num_nodes > 1 || spec.max_nodes > 1;
 }
 
 struct AttemptEnvInput {

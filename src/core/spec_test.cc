@@ -500,6 +500,43 @@ TEST(BuildAttemptEnvTest, AMultiNodeJobWithOneGpuPerNodeIsDistributed) {
   EXPECT_EQ(env["TRAINQ_NODE_RANK"], "0");
 }
 
+// An elastic gang's parts meet in torchrun's rendezvous, hosted by part 0: no fixed ranks.
+TEST(BuildAttemptEnvTest, AnElasticGangsPartsGetTorchrunsRendezvousInsteadOfRanks) {
+  JobSpec spec;
+  spec.gpus = 2;
+  spec.num_nodes = 1;
+  spec.max_nodes = 4;
+  spec.env = {{"PET_NODE_RANK", "5"}, {"PET_RDZV_CONF", "is_host=true"}};
+  AttemptEnvInput in{.job = 9,
+                     .attempt = 3,
+                     .gpu_indices = {0, 1},
+                     .gpu_uuids = {},
+                     .master_port = 29610,
+                     .node_rank = 0,
+                     .num_nodes = 1,
+                     .master_addr = "gpu01.lab"};
+  auto env = AsMap(BuildAttemptEnv(spec, in));
+  const std::pair<const char*, const char*> want[] = {
+      {"PET_NNODES", "1:4"},
+      {"PET_RDZV_BACKEND", "c10d"},
+      {"PET_RDZV_ENDPOINT", "gpu01.lab:29610"},
+      {"PET_RDZV_ID", "trainq-9-3"},
+      {"PET_RDZV_CONF", "is_host=true,last_call_timeout=5"},
+      {"PET_NPROC_PER_NODE", "2"},
+      {"TRAINQ_NUM_NODES", "1"},
+      {"TRAINQ_MIN_NODES", "1"},
+      {"TRAINQ_MAX_NODES", "4"}};
+  for (const auto& [key, value] : want) EXPECT_EQ(env[key], value) << key;
+  EXPECT_EQ(env.count("PET_NODE_RANK"), 0u);
+  // A part added later: the same rendezvous, joined rather than hosted.
+  in.node_rank = 2;
+  in.num_nodes = 3;
+  env = AsMap(BuildAttemptEnv(spec, in));
+  EXPECT_EQ(env["PET_RDZV_CONF"], "is_host=false,last_call_timeout=5");
+  EXPECT_EQ(env["PET_RDZV_ENDPOINT"], "gpu01.lab:29610");
+  EXPECT_EQ(env["TRAINQ_NODE_RANK"], "2");
+}
+
 TEST(BuildAttemptEnvTest, SingleNodeJobsGetNoNodeVariables) {
   JobSpec spec;
   spec.gpus = 2;
@@ -608,6 +645,39 @@ TEST(ValidateSpecTest, NodeListsAndGangs) {
   spec.nodes_allowed = {std::string(kMaxNodeNameBytes, 'a')};
   spec.num_nodes = 1;
   EXPECT_THAT(ValidateSpec(spec, kLimits, kDir), IsEmpty());
+}
+
+TEST(ValidateSpecTest, ElasticGangsNameNodesAndTheAcceptedRange) {
+  const SpecLimits cluster{.max_gpus_per_node = 4, .max_cpu_slots = 16, .max_nodes = 8};
+  JobSpec spec = GoodSpec();
+  spec.gpus = 2;
+  spec.num_nodes = 1;
+  spec.max_nodes = 4;
+  EXPECT_THAT(ValidateSpec(spec, cluster, kDir), IsEmpty());
+  auto says = [&](const JobSpec& s, const SpecLimits& limits) {
+    std::vector<FieldError> errors = ValidateSpec(s, limits, kDir);
+    std::string all;
+    for (const FieldError& e : errors) all += e.field + ": " + e.message + "\n";
+    return all;
+  };
+  JobSpec bad = spec;
+  bad.max_nodes = 1;
+  EXPECT_THAT(says(bad, cluster), HasSubstr("--nodes: 1:1 is not an elastic range"));
+  bad = spec;
+  bad.max_nodes = 9;
+  EXPECT_THAT(says(bad, cluster),
+              HasSubstr("--nodes: 1:9: the cluster has 8 nodes; use at most 1:8"));
+  const SpecLimits one{.max_gpus_per_node = 4, .max_cpu_slots = 16, .max_nodes = 1};
+  EXPECT_THAT(says(spec, one), HasSubstr("this is one machine"));
+  bad = spec;
+  bad.max_gpus = 4;
+  EXPECT_THAT(says(bad, cluster), HasSubstr("--gpus: 2:4 with --nodes 1"));
+  bad = spec;
+  bad.interactive = true;
+  EXPECT_THAT(says(bad, cluster), HasSubstr("--nodes: 1:4: a session runs on one node"));
+  bad = spec;
+  bad.slurm_env = true;
+  EXPECT_THAT(says(bad, cluster), HasSubstr("a batch script's steps"));
 }
 
 TEST(ValidateSpecTest, BadNodeListsAndGangsNameTheirField) {

@@ -252,6 +252,44 @@ Result<int> ClusterLeader::TakePortOn(JobId job, const NodeRecord& node) {
   return Status::Unavailable(reason.second);
 }
 
+// A part of attempt `n` of job `job` on `want`: its GPUs' uuids and a run dir on that node.
+Result<AttemptPart> ClusterLeader::PartOn(JobId job, int n, const NodeGpus& want) const {
+  auto on = view_.records.find(want.node);
+  if (on == view_.records.end()) return Status::NotFound("node " + want.node + " is not known");
+  AttemptPart part;
+  part.node = want.node;
+  part.gpu_indices = want.gpu_indices;
+  for (const NodeState& ns : view_.nodes) {
+    if (ns.name != want.node) continue;
+    for (int index : want.gpu_indices) {
+      for (const GpuState& g : ns.gpus) {
+        if (g.index == index) part.gpu_uuids.push_back(g.uuid);
+      }
+    }
+  }
+  part.run_dir = fmt::format("{}/{}/{}", on->second.runs_dir, job, n);
+  part.log_path = LogPath(part.run_dir);
+  return part;
+}
+
+Status ClusterLeader::AddParts(const Job& job, std::span<const NodeGpus> wanted) {
+  const Attempt* a = job.current();
+  if (a == nullptr || a->parts.empty()) {
+    return Status::Invalid(fmt::format("job {} has no running gang to grow", job.id));
+  }
+  std::vector<AttemptPart> parts = a->parts;
+  for (const NodeGpus& want : wanted) {
+    Result<AttemptPart> part = PartOn(job.id, a->n, want);
+    if (!part.ok()) return part.status();
+    part->added_at = p_.clock->Now();
+    TRAINQ_RETURN_IF_ERROR(store_.AddPart(job.id, a->n, parts, *part));
+    spdlog::info("job {} attempt {}: part {} on node {} (GPUs [{}]) joins its rendezvous", job.id,
+                 a->n, parts.size(), part->node, fmt::join(part->gpu_indices, ","));
+    parts.push_back(std::move(*part));
+  }
+  return Status::Ok();
+}
+
 Status ClusterLeader::Place(const Job& job, const StartDecision& d) {
   auto rec = view_.records.find(d.node);
   if (rec == view_.records.end()) return Status::NotFound("node " + d.node + " is not known");
@@ -262,22 +300,9 @@ Status ClusterLeader::Place(const Job& job, const StartDecision& d) {
   std::vector<NodeGpus> wanted = d.parts;
   if (wanted.empty()) wanted.push_back({d.node, d.gpu_indices});
   for (const NodeGpus& want : wanted) {
-    auto on = view_.records.find(want.node);
-    if (on == view_.records.end()) return Status::NotFound("node " + want.node + " is not known");
-    AttemptPart part;
-    part.node = want.node;
-    part.gpu_indices = want.gpu_indices;
-    for (const NodeState& ns : view_.nodes) {
-      if (ns.name != want.node) continue;
-      for (int index : want.gpu_indices) {
-        for (const GpuState& g : ns.gpus) {
-          if (g.index == index) part.gpu_uuids.push_back(g.uuid);
-        }
-      }
-    }
-    part.run_dir = fmt::format("{}/{}/{}", on->second.runs_dir, job.id, n);
-    part.log_path = LogPath(part.run_dir);
-    parts.push_back(std::move(part));
+    Result<AttemptPart> part = PartOn(job.id, n, want);
+    if (!part.ok()) return part.status();
+    parts.push_back(std::move(*part));
   }
   Placement p;
   p.node = parts[0].node;
@@ -287,7 +312,8 @@ Status ClusterLeader::Place(const Job& job, const StartDecision& d) {
   p.cpus = d.cpus;
   p.run_dir = parts[0].run_dir;
   p.log_path = parts[0].log_path;
-  if (parts.size() > 1) {
+  // An elastic gang keeps its parts from the first, one node included: it may grow.
+  if (parts.size() > 1 || job.spec.max_nodes > 0) {
     p.parts = std::move(parts);
     p.master_addr = node.address;
   }

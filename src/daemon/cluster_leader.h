@@ -54,6 +54,7 @@ class ClusterLeader final : public Scheduler::Site {
   Status Place(const Job& job, const StartDecision& decision) override;
   // Through the store: each node running a part of the victim stops it (SyncAssigned).
   Status Preempt(const Job& victim, const ShimControl& control) override;
+  Status AddParts(const Job& job, std::span<const NodeGpus> parts) override;
   bool ReadsLastAttempt() const override { return true; }
 
   // Takes or renews the lease and reads the nodes (every node does, so that a new leader
@@ -80,6 +81,7 @@ class ClusterLeader final : public Scheduler::Site {
   // A MASTER_PORT of `node`'s range that no active attempt there holds, now held in the view;
   // kUnavailable (and the job's reason set) when every one is.
   Result<int> TakePortOn(JobId job, const NodeRecord& node);
+  Result<AttemptPart> PartOn(JobId job, int n, const NodeGpus& want) const;
 
   Parts p_;
   ClusterStore& store_;

@@ -67,6 +67,8 @@ constexpr auto kReasonWriteGap = std::chrono::milliseconds(100);
 // Queued jobs read from the store at a time when the index is read anew.
 constexpr int kWaitingPage = 10000;
 
+}  // namespace
+
 PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
                      UnixMs not_before) {
   PendingJob p;
@@ -84,6 +86,7 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.nodes_excluded = spec.nodes_excluded;
   p.num_nodes = spec.num_nodes;
   p.max_gpus = spec.max_gpus;
+  p.max_nodes = spec.max_nodes;
   p.gpu_type = spec.gpu_type;
   p.constraints = spec.constraints;
   if (spec.container.on()) {
@@ -96,8 +99,6 @@ PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs 
   p.group_limit = spec.group_limit;
   return p;
 }
-
-}  // namespace
 
 Status Scheduler::RefreshWaiting() {
   if (!waiting_stale_) return Status::Ok();
@@ -150,7 +151,7 @@ void Scheduler::Submitted(const std::vector<JobSpec>& specs, const std::vector<J
                           UnixMs now) {
   for (size_t i = 0; i < specs.size(); ++i) {
     recent_.Add(PendingOf(0, specs[i], 0, 0, 0));  // the workload mix counts every request
-    if (specs[i].max_gpus > 0) elastic_seen_ = true;
+    if (IsElastic(specs[i])) elastic_seen_ = true;
     // A job with dependencies may have been stored blocked or cancelled: the store knows.
     if (specs[i].has_deps()) {
       waiting_stale_ = true;
@@ -173,7 +174,7 @@ void Scheduler::AddWaiting(JobId id, const JobSpec& spec, UnixMs submitted_at, U
 void Scheduler::Queued(const Job& job, UnixMs now) {
   // A job held while it was blocked stays held once its dependencies are met.
   PendingJob p = PendingOf(job.id, job.spec, job.submitted_at, now, job.not_before);
-  if (job.spec.max_gpus > 0) elastic_seen_ = true;
+  if (IsElastic(job.spec)) elastic_seen_ = true;
   if (job.not_before >= kHeldNotBefore) p.held_by = HeldBy(job.reason);
   p.service_band = ServiceBand(AttainedGpuMs(job), config_.attained_service_ms);
   waiting_.emplace(job.id, std::move(p));
@@ -200,7 +201,7 @@ void Scheduler::NoteWaiting(JobId id) {
   waiting_.erase(id);  // a requeued job comes back with its new queued_at and backoff
   if (job->state != JobState::kQueued) return;
   PendingJob p = PendingOf(id, job->spec, job->submitted_at, job->queued_at, job->not_before);
-  if (job->spec.max_gpus > 0) elastic_seen_ = true;
+  if (IsElastic(job->spec)) elastic_seen_ = true;
   if (job->not_before >= kHeldNotBefore) p.held_by = HeldBy(job->reason);
   p.service_band = ServiceBand(AttainedGpuMs(*job), config_.attained_service_ms);
   waiting_.emplace(id, std::move(p));

@@ -34,6 +34,10 @@
 
 namespace trainq {
 
+// What the placement policy reads of a job: its request, its user and its times.
+PendingJob PendingOf(JobId id, const JobSpec& spec, UnixMs submitted_at, UnixMs queued_at,
+                     UnixMs not_before);
+
 // An attempt running now, as fair share counts it.
 struct RunningUse {
   std::string user;
@@ -61,6 +65,12 @@ class Scheduler {
     // Stops a running attempt for a preemption: `control` (a "preempted" stop, its reason and
     // lead) goes to the attempt's node, here or another.
     virtual Status Preempt(const Job& victim, const ShimControl& control) = 0;
+    // An elastic gang grows: `parts` join its running attempt, in order (a cluster's leader
+    // writes each for that node's agent to start). One machine runs no gang.
+    virtual Status AddParts(const Job& job, std::span<const NodeGpus> parts) {
+      (void)job, (void)parts;
+      return Status::Invalid("a gang grows only in a cluster");
+    }
     // Whether a waiting job's attempts are read with it (a cluster: it may wait for a lost
     // node's word).
     virtual bool ReadsLastAttempt() const = 0;
@@ -169,18 +179,22 @@ class Scheduler {
   void PrepareResizes(std::vector<NodeState>& nodes, std::vector<const PendingJob*>& ordered,
                       std::vector<PendingJob>& storage, std::vector<Hold>& holds, UnixMs now);
   void HoldAdded(std::vector<NodeState>& nodes, UnixMs now) const;
-  // The idle GPUs of its node go with an elastic job a pass starts (ChooseGrowth).
+  // The idle GPUs of its node go with an elastic job a pass starts (ChooseGrowth), and the
+  // idle nodes with an elastic gang (ChooseGangGrowth).
   void GrowAtStart(std::vector<StartDecision>& starts, const std::vector<NodeState>& nodes,
                    const std::vector<Hold>& holds, const PolicyConfig& policy, UnixMs now);
-  // The elastic jobs running now (read from the store), with their jobs.
-  std::vector<ElasticRun> ElasticRunning(std::map<JobId, Job>* jobs, UnixMs now);
+  // The elastic jobs running now (read from the store), with their jobs; the elastic gangs
+  // among them go to `gangs` when given.
+  std::vector<ElasticRun> ElasticRunning(std::map<JobId, Job>* jobs, UnixMs now,
+                                         std::vector<GangRun>* gangs = nullptr);
   // Shrinks elastic jobs for `ready` before anything is preempted (ChooseShrinks); returns
   // the jobs still without room.
   std::vector<PendingJob> ShrinkFor(std::vector<PendingJob> ready,
                                     const std::vector<ElasticRun>& runs, std::map<JobId, Job>& jobs,
                                     const std::vector<NodeState>& nodes, const PolicyConfig& policy,
                                     UnixMs now);
-  // Running elastic jobs grow into idle GPUs no waiting job can use; sets elastic_wakeup_.
+  // Running elastic jobs grow into idle GPUs no waiting job can use, and elastic gangs by
+  // parts on idle nodes; sets elastic_wakeup_.
   void GrowRunning(const PolicyConfig& policy, UnixMs now);
   bool BeginResize(const Job& job, const Resize& d, UnixMs now);
 

@@ -63,8 +63,18 @@ void Scheduler::GrowAtStart(std::vector<StartDecision>& starts, const std::vecto
                             const std::vector<Hold>& holds, const PolicyConfig& policy,
                             UnixMs now) {
   std::vector<ElasticRun> runs;
+  std::vector<GangRun> gangs;
   for (const StartDecision& d : starts) {
     const PendingJob* p = waiting_.find(d.job);
+    if (p != nullptr && p->max_nodes > p->num_nodes) {
+      GangRun g;
+      g.shape = *p;
+      g.parts = d.parts;
+      if (g.parts.empty()) g.parts.push_back({d.node, d.gpu_indices});
+      g.starting = true;
+      gangs.push_back(std::move(g));
+      continue;
+    }
     if (p == nullptr || p->max_gpus <= static_cast<int>(d.gpu_indices.size()) ||
         d.parts.size() > 1 || resizing_.count(d.job)) {
       continue;
@@ -78,7 +88,7 @@ void Scheduler::GrowAtStart(std::vector<StartDecision>& starts, const std::vecto
     r.starting = true;
     runs.push_back(std::move(r));
   }
-  if (runs.empty()) return;
+  if (runs.empty() && gangs.empty()) return;
   elastic_seen_ = true;
   // The nodes as this pass's starts leave them.
   std::vector<NodeState> after = nodes;
@@ -106,9 +116,19 @@ void Scheduler::GrowAtStart(std::vector<StartDecision>& starts, const std::vecto
       spdlog::info("job {}: starts on {} GPUs: {}", d.job, d.gpu_indices.size(), g.reason);
     }
   }
+  for (const GangGrowth& g :
+       ChooseGangGrowth(gangs, after, holds, policy, ElasticSettings(), now)) {
+    for (StartDecision& d : starts) {
+      if (d.job != g.job) continue;
+      if (d.parts.empty()) d.parts.push_back({d.node, d.gpu_indices});
+      d.parts.insert(d.parts.end(), g.added.begin(), g.added.end());
+      spdlog::info("job {}: starts on {} nodes: {}", d.job, d.parts.size(), g.reason);
+    }
+  }
 }
 
-std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, UnixMs now) {
+std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, UnixMs now,
+                                                  std::vector<GangRun>* gangs) {
   std::vector<ElasticRun> out;
   if (!elastic_seen_) return out;
   ListQuery query;
@@ -123,10 +143,34 @@ std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, Un
   std::set<JobId> victims;
   for (const auto& [preemptor, p] : preempting_) victims.insert(p.victims.begin(), p.victims.end());
   bool queued_elastic = false;
-  for (const auto& [id, p] : waiting_) queued_elastic = queued_elastic || p.max_gpus > 0;
+  for (const auto& [id, p] : waiting_) {
+    queued_elastic = queued_elastic || p.max_gpus > 0 || p.max_nodes > 0;
+  }
+  bool running_gang = false;
   for (Job& job : *active) {
     const Attempt* a = job.current();
-    if (job.spec.max_gpus <= 0 || a == nullptr || a->parts.size() > 1) continue;
+    if (a == nullptr) continue;
+    bool stopping = victims.count(job.id) > 0 || resizing_.count(job.id) > 0;
+    if (auto live = agent_.live().find(job.id); live != agent_.live().end()) {
+      stopping = stopping || live->second.cancel_requested || !live->second.stop_requested.empty();
+    }
+    if (job.spec.max_nodes > 0) {
+      running_gang = true;
+      if (gangs == nullptr) continue;
+      GangRun g;
+      g.shape = PendingOf(job.id, job.spec, job.submitted_at, job.queued_at, 0);
+      g.sized_at = a->started_at > 0 ? a->started_at : now;
+      for (const AttemptPart& part : a->parts) {
+        g.parts.push_back({part.node, part.gpu_indices});
+        g.sized_at = std::max(g.sized_at, part.added_at);
+      }
+      if (g.parts.empty()) g.parts.push_back({a->node, a->gpu_indices});
+      g.stopping = stopping;
+      gangs->push_back(std::move(g));
+      if (jobs != nullptr) jobs->emplace(job.id, job);
+      continue;
+    }
+    if (job.spec.max_gpus <= 0 || a->parts.size() > 1) continue;
     ElasticRun r;
     r.job = job.id;
     r.priority = job.spec.priority;
@@ -134,16 +178,13 @@ std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, Un
     r.max_gpus = job.spec.max_gpus;
     r.where = {a->node, a->gpu_indices};
     r.sized_at = a->started_at > 0 ? a->started_at : now;
-    auto live = agent_.live().find(job.id);
-    r.stopping = victims.count(job.id) > 0 || resizing_.count(job.id) > 0 ||
-                 (live != agent_.live().end() &&
-                  (live->second.cancel_requested || !live->second.stop_requested.empty()));
+    r.stopping = stopping;
     r.stop_ms = (job.spec.stop.signal > 0 ? job.spec.stop.lead_ms : 0) + config_.grace_ms;
     out.push_back(std::move(r));
     if (jobs != nullptr) jobs->emplace(job.id, std::move(job));
   }
   // None running and none waiting: nothing to list again until one is submitted or queued.
-  if (out.empty() && !queued_elastic) elastic_seen_ = false;
+  if (out.empty() && !running_gang && !queued_elastic) elastic_seen_ = false;
   return out;
 }
 
@@ -211,14 +252,19 @@ std::vector<PendingJob> Scheduler::ShrinkFor(std::vector<PendingJob> ready,
 void Scheduler::GrowRunning(const PolicyConfig& policy, UnixMs now) {
   elastic_wakeup_ = 0;
   std::map<JobId, Job> jobs;
-  std::vector<ElasticRun> runs = ElasticRunning(&jobs, now);
-  if (runs.empty()) return;
+  std::vector<GangRun> gangs;
+  std::vector<ElasticRun> runs = ElasticRunning(&jobs, now, &gangs);
+  if (runs.empty() && gangs.empty()) return;
   // A job not yet past min_runtime at its size may resize then: a pass is due.
-  for (const ElasticRun& r : runs) {
-    UnixMs at = r.sized_at + config_.min_runtime_ms;
-    if (!r.stopping && at > now && (elastic_wakeup_ == 0 || at < elastic_wakeup_)) {
+  auto wake = [&](UnixMs sized_at, bool stopping) {
+    UnixMs at = sized_at + config_.min_runtime_ms;
+    if (!stopping && at > now && (elastic_wakeup_ == 0 || at < elastic_wakeup_)) {
       elastic_wakeup_ = at;
     }
+  };
+  for (const ElasticRun& r : runs) wake(r.sized_at, r.stopping);
+  for (const GangRun& g : gangs) {
+    if (g.nodes() < g.shape.max_nodes) wake(g.sized_at, g.stopping);
   }
   for (const auto& [id, r] : resizing_) {
     if (elastic_wakeup_ == 0 || r.give_up_at < elastic_wakeup_) elastic_wakeup_ = r.give_up_at;
@@ -228,6 +274,18 @@ void Scheduler::GrowRunning(const PolicyConfig& policy, UnixMs now) {
   for (const Resize& g : ChooseGrowth(runs, nodes, holds_, policy, ElasticSettings(), now)) {
     auto job = jobs.find(g.job);
     if (job != jobs.end()) BeginResize(job->second, g, now);
+  }
+  for (const GangGrowth& g :
+       ChooseGangGrowth(gangs, nodes, holds_, policy, ElasticSettings(), now)) {
+    auto job = jobs.find(g.job);
+    if (job == jobs.end()) continue;
+    if (Status st = site_->AddParts(job->second, g.added); !st.ok()) {
+      spdlog::warn("job {}: growing: {}", g.job, st.message());
+      continue;
+    }
+    if (counters_) ++counters_->resizes["grow"];
+    spdlog::info("job {}: {}; the new part{} join{} its rendezvous", g.job, g.reason,
+                 g.added.size() == 1 ? "" : "s", g.added.size() == 1 ? "s" : "");
   }
 }
 

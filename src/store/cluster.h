@@ -108,6 +108,13 @@ class ClusterStore : public Store {
   virtual Status RequestStop(JobId id, int attempt, const std::string& stop) = 0;
   // The stop requested for that attempt; "" for none.
   virtual Result<std::string> StopRequested(JobId id, int attempt) = 0;
+  // An elastic gang grows (docs/workflow.md, "Elastic gangs"): `added` becomes the last part
+  // of attempt `attempt` of job `id`, starting or running, whose parts must still be on the
+  // nodes of `before`, in order; publishes "placed NODE" for its node, whose agent starts it.
+  // Leader-fenced. kConflict when the attempt is no longer current and active, or its parts
+  // changed meanwhile.
+  virtual Status AddPart(JobId id, int attempt, std::span<const AttemptPart> before,
+                         const AttemptPart& added) = 0;
 
   // Subscribes to the cluster's events on a connection of its own. `on_event` runs on a
   // thread the subscription owns (post it to your loop), once per event, and once with

@@ -212,6 +212,11 @@ class FaultyClusterStore final : public Faulty<ClusterStore> {
     if (Status st = Take("StopRequested"); !st.ok()) return st;
     return inner_->StopRequested(id, attempt);
   }
+  Status AddPart(JobId id, int attempt, std::span<const AttemptPart> before,
+                 const AttemptPart& added) override {
+    if (Status st = Take("AddPart"); !st.ok()) return st;
+    return inner_->AddPart(id, attempt, before, added);
+  }
   std::unique_ptr<EventSubscription> Subscribe(
       std::function<void(const std::string& event)> on_event) override {
     return inner_->Subscribe(std::move(on_event));

@@ -135,3 +135,78 @@ def test_on_the_documented_cluster_a_job_on_another_node_shrinks(doc_cluster):
     wait_for(lambda: gpu1.show(other)["state"] == "running", timeout=30, what="the other job")
     assert gpu1.show(other)["attempts"][0]["gpu_indices"] == [1]
     gpu1.trainq_as("ada", "cancel", str(job_id), str(other), check=0)
+
+
+def test_an_elastic_gang_grows_by_a_node_that_joins_its_torchrun_rendezvous(doc_cluster):
+    """The issue's two-node test on the documented cluster (shared TLS nodes, the cluster key,
+    the docs' ACL), as the ordinary user ada: a `--nodes 1:2` torchrun job (gloo, Debian's
+    torch) of examples/elastic_train.py starts on the one node that is free, and when the other
+    frees up the leader adds a part there that joins the running rendezvous. torchrun restarts
+    the workers at world size 2, the steps go on from the checkpoint, and it is still attempt 1."""
+    import subprocess
+    torchrun = shutil.which("torchrun")
+    assert torchrun, "torchrun is missing: scripts/deps.sh test installs python3-torch"
+    c = doc_cluster(config={"min_runtime": "2s"})
+    for node in c.nodes.values():
+        with open(node.gpu_file, "w") as f:
+            json.dump({"gpus": [gpu(0)], "usage_dir": node.usage_dir}, f)
+    c.start()
+    gpu1 = c.nodes["gpu1"]
+    ada = gpu1.people["ada"]
+    work = os.path.join(gpu1.work, "elastic")  # where both nodes' parts run and checkpoint
+    os.mkdir(work)
+    subprocess.run(["chown", f"{ada.pw_uid}:{ada.pw_gid}", work], check=True)
+    # gpu2 is busy at first: the gang starts on gpu1 alone.
+    go = os.path.join(work, "go")
+    busy = gpu1.submit_as("ada", "--gpus", "1", "--node", "gpu2", "--cwd", work,
+                          cmd=["sh", "-c", f"until [ -e {go} ]; do sleep 0.1; done"])
+    wait_for(lambda: gpu1.show(busy)["state"] == "running", timeout=30, what="gpu2 to be busy")
+    cmd = [torchrun, "--redirects", "9:1", "--tee", "9:1", TRAIN, "--steps", "120",
+           "--step-time", "0.1"]
+    job_id = gpu1.submit_as("ada", "--nodes", "1:2", "--gpus", "1", "--cwd", work, cmd=cmd)
+    shown = gpu1.trainq_as("ada", "show", str(job_id), check=0).stdout
+    assert "1 to 2 nodes (elastic)" in shown, shown
+
+    def logs():
+        return gpu1.trainq_as("ada", "logs", str(job_id), check=None).stdout
+
+    def training(world):
+        try:
+            wait_for(lambda: f"{world} processes, accumulation" in logs(), timeout=120,
+                     what=f"job {job_id} to train on {world} processes")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\njob: {gpu1.show(job_id)}\nlogs:\n{logs()[-3000:]}\n"
+                                 f"{c.logs()}") from None
+
+    training(1)
+    job = gpu1.show(job_id)
+    assert [p["node"] for p in job["attempts"][0]["parts"]] == ["gpu1"], job
+    # gpu2 frees up: past min_runtime (2s) the leader adds a part there, torchrun's agents
+    # meet it in a new rendezvous round and restart their workers on 2 processes.
+    open(go, "w").close()
+    training(2)
+    job = wait_for(lambda: (lambda j: j if j["state"] in ("succeeded", "failed") else None)(
+        gpu1.show(job_id)), timeout=180, what=f"job {job_id} to end")
+    assert job["state"] == "succeeded", (job, logs()[-3000:], c.logs())
+    assert len(job["attempts"]) == 1, job["attempts"]
+    parts = job["attempts"][0]["parts"]
+    assert [p["node"] for p in parts] == ["gpu1", "gpu2"], parts
+    assert parts[0]["added_at"] is None and parts[1]["added_at"], parts
+    runs = [json.loads(line) for line in open(os.path.join(work, "progress.jsonl"))]
+    assert [(r["world"], r["accumulation"], r["restarts"]) for r in runs] == [
+        (1, 4, "0"), (2, 2, "0")], runs
+    assert runs[0]["first"] == 0 and runs[0]["ended"] == "stopped", runs
+    assert runs[1]["first"] == runs[0]["last"] and runs[1]["last"] == 120, runs
+
+
+def test_a_gang_range_is_shown_and_bad_ranges_exit_2_naming_nodes(make_trainq):
+    tq = make_trainq(gpus=[gpu(0)])
+    for bad, says in [("2:1", "2:1 is not an elastic range"),
+                      ("1:x", "'1:x' is not valid; expected a node count"),
+                      ("1:2", "this is one machine")]:
+        out = tq.run("submit", "--nodes", bad, "--gpus", "1", "--", "true", check=False)
+        assert out.returncode == 2, (bad, out.stdout, out.stderr)
+        assert "--nodes" in out.stderr and says in out.stderr, (bad, out.stderr)
+    out = tq.run("submit", "--nodes", "1:2", "--gpus", "1:2", "--", "true", check=False)
+    assert out.returncode == 2 and "not both" in out.stderr, out.stderr
+    assert tq.ls() == []

@@ -591,6 +591,32 @@ TEST_F(GangStoreTest, OnePartFailingEndsTheWholeAttemptOnEveryNode) {
       HasCode(store_->FinishAttempt(id, 1, PartEnd(0, JobState::kCancelled)), Code::kConflict));
 }
 
+TEST_F(GangStoreTest, AnElasticGangGrowsByAPartThatItsNodeSeesAndWhoseEndCounts) {
+  JobId id = StartGang();
+  ASSERT_TRUE(IsOk(store_->MarkRunning(id, 1, 42, 43, kT0)));
+  std::vector<AttemptPart> before = Fetch(id).attempts[0].parts;
+  AttemptPart added{"gpu3", {0}, {"GPU-e"}, "/s3/runs/1/1", "/s3/runs/1/1/output.log", kT0 + 500};
+  ASSERT_TRUE(IsOk(store_->AddPart(id, 1, before, added)));
+  const Attempt a = Fetch(id).attempts[0];
+  ASSERT_EQ(a.parts.size(), 3u);
+  EXPECT_EQ(a.parts[2].node, "gpu3");
+  EXPECT_EQ(a.parts[2].gpu_uuids, (std::vector<std::string>{"GPU-e"}));
+  EXPECT_EQ(a.parts[2].added_at, kT0 + 500);
+  EXPECT_EQ(a.parts[0].added_at, 0);
+  EXPECT_THAT(ActiveIds("gpu3"), ElementsAre(id));
+  // Parts that changed meanwhile, or an attempt no longer current: refused, nothing written.
+  EXPECT_TRUE(HasCode(store_->AddPart(id, 1, before, added), Code::kConflict));
+  EXPECT_TRUE(HasCode(store_->AddPart(id, 2, a.parts, added), Code::kConflict));
+  EXPECT_EQ(Fetch(id).attempts[0].parts.size(), 3u);
+  // Parts 0 and 1 started when the gang had two: the attempt succeeds only once the third has.
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(id, 1, PartEnd(0, JobState::kSucceeded))));
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(id, 1, PartEnd(1, JobState::kSucceeded))));
+  EXPECT_EQ(Fetch(id).state, JobState::kRunning);
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(id, 1, PartEnd(2, JobState::kSucceeded))));
+  EXPECT_EQ(Fetch(id).state, JobState::kSucceeded);
+  EXPECT_TRUE(ActiveIds("gpu3").empty());
+}
+
 TEST_F(GangStoreTest, LosingAnyPartsNodeRequeuesTheGang) {
   ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu1"))));
   ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu2"))));

@@ -254,6 +254,7 @@ Result<Attempt> ReadAttempt(const redisReply* hash) {
       part.gpu_uuids = p.value("gpu_uuids", std::vector<std::string>{});
       part.run_dir = p.value("run_dir", "");
       part.log_path = p.value("log_path", "");
+      part.added_at = p.value("added_at", UnixMs{0});
       a.parts.push_back(std::move(part));
     }
   }

@@ -292,24 +292,40 @@ Result<std::vector<Job>> RedisStore::Dependents(JobId id) {
 
 // --- Transitions: each one script ---
 
-Status RedisStore::StartAttempt(JobId id, int expected_attempt, const Placement& p, UnixMs now) {
-  // A gang's parts: JSON for readers, and their nodes as a list the scripts walk (node names
-  // hold no comma: ValidNodeName).
-  std::string parts, part_nodes;
-  if (!p.parts.empty()) {
-    nlohmann::json doc = nlohmann::json::array();
-    std::vector<std::string> nodes;
-    for (const AttemptPart& part : p.parts) {
-      doc.push_back({{"node", part.node},
-                     {"gpu_indices", part.gpu_indices},
-                     {"gpu_uuids", part.gpu_uuids},
-                     {"run_dir", part.run_dir},
-                     {"log_path", part.log_path}});
-      nodes.push_back(part.node);
-    }
-    parts = doc.dump();
-    part_nodes = fmt::format("{}", fmt::join(nodes, ","));
+namespace {
+
+// A gang's parts: JSON for readers, and their nodes as a list the scripts walk (node names
+// hold no comma: ValidNodeName). Both "" for none.
+std::pair<std::string, std::string> PartsFields(std::span<const AttemptPart> parts) {
+  if (parts.empty()) return {};
+  nlohmann::json doc = nlohmann::json::array();
+  std::vector<std::string> nodes;
+  for (const AttemptPart& part : parts) {
+    doc.push_back({{"node", part.node},
+                   {"gpu_indices", part.gpu_indices},
+                   {"gpu_uuids", part.gpu_uuids},
+                   {"run_dir", part.run_dir},
+                   {"log_path", part.log_path}});
+    if (part.added_at > 0) doc.back()["added_at"] = part.added_at;
+    nodes.push_back(part.node);
   }
+  return {doc.dump(), fmt::format("{}", fmt::join(nodes, ","))};
+}
+
+}  // namespace
+
+Status RedisStore::AddPart(JobId id, int attempt, std::span<const AttemptPart> before,
+                           const AttemptPart& added) {
+  std::vector<AttemptPart> after(before.begin(), before.end());
+  after.push_back(added);
+  auto [parts, part_nodes] = PartsFields(after);
+  return Acked(RunStatus(
+      AddPartScript(),
+      {fence_, Num(id), Num(attempt), PartsFields(before).second, part_nodes, parts, added.node}));
+}
+
+Status RedisStore::StartAttempt(JobId id, int expected_attempt, const Placement& p, UnixMs now) {
+  auto [parts, part_nodes] = PartsFields(p.parts);
   return Acked(RunStatus(
       StartScript(),
       {fence_, Num(id), Num(expected_attempt), FromCsv(Move::kStart),

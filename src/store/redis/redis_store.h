@@ -71,6 +71,8 @@ class RedisStore final : public ClusterStore {
   Status RequestCancel(JobId id, int attempt, const std::string& by) override;
   Result<std::optional<std::string>> CancelRequested(JobId id, int attempt) override;
   Status RequestStop(JobId id, int attempt, const std::string& stop) override;
+  Status AddPart(JobId id, int attempt, std::span<const AttemptPart> before,
+                 const AttemptPart& added) override;
   Result<std::string> StopRequested(JobId id, int attempt) override;
   std::unique_ptr<EventSubscription> Subscribe(
       std::function<void(const std::string& event)> on_event) override;

@@ -197,6 +197,26 @@ end
 return {'ok'}
 )lua";
 
+// ARGV: fence, id, attempt, the part nodes it has (comma-separated), the part nodes and
+// parts (JSON) it gets, the added part's node. An elastic gang grows by a part that joins it.
+constexpr char kAddPart[] = R"lua(
+local err = fenced(ARGV[1])
+if err then return err end
+local id, n = ARGV[2], ARGV[3]
+err = cas(id, set_of('starting,running'), n, 'starting or running with attempt ' .. n)
+if err then return err end
+local a = ak(id, n)
+local had = redis.call('HGET', a, 'part_nodes') or ''
+if had ~= ARGV[4] then
+  return {'conflict', 'job ' .. id .. ' attempt ' .. n .. ' runs on "' .. had .. '", not "' ..
+          ARGV[4] .. '"'}
+end
+redis.call('HSET', a, 'part_nodes', ARGV[5], 'parts', ARGV[6])
+redis.call('ZADD', P .. 'active:' .. ARGV[7], id, id)
+event('placed ' .. ARGV[7])
+return {'ok'}
+)lua";
+
 // ARGV: id, attempt, from states, expected text, pid, pid_start_ticks
 constexpr char kRun[] = R"lua(
 local id, n = ARGV[1], ARGV[2]
@@ -238,6 +258,8 @@ if tonumber(ARGV[17]) > 0 then
   redis.call('HINCRBY', P .. 'bytes', redis.call('HGET', jk(id), 'user'), ARGV[17])
 end
 local parts = tonumber(ARGV[15])
+-- A gang's part counts the parts stored now: an elastic gang may have grown since it started.
+if tonumber(ARGV[14]) >= 0 then parts = #nodes_of(a) end
 if parts > 1 and ARGV[9] == 'succeeded' then
   redis.call('SADD', a .. ':done', ARGV[14])
   if redis.call('SCARD', a .. ':done') < parts then return {'ok'} end
@@ -597,6 +619,7 @@ TRAINQ_SCRIPT(SubmitScript, "submit", kSubmit)
 TRAINQ_SCRIPT(ReadJobsScript, "read_jobs", kReadJobs, true)
 TRAINQ_SCRIPT(ListScript, "list", kList, true)
 TRAINQ_SCRIPT(StartScript, "start", kStart)
+TRAINQ_SCRIPT(AddPartScript, "add_part", kAddPart)
 TRAINQ_SCRIPT(RunScript, "run", kRun)
 TRAINQ_SCRIPT(FinishScript, "finish", kFinish)
 TRAINQ_SCRIPT(PeakScript, "peak", kPeak)
@@ -627,7 +650,7 @@ std::vector<const LuaScript*> AllScripts() {
       &RequeueScript(),       &MoveWaitingScript(),  &SetReasonsScript(),   &AddTokenScript(),
       &RevokeTokenScript(),   &HeartbeatScript(),    &SetDrainedScript(),   &RemoveNodeScript(),
       &AcquireLeaderScript(), &ResignLeaderScript(), &MarkNodeLostScript(), &RequestCancelScript(),
-      &ForgetScript(),        &FootprintScript(),    &UsageScript()};
+      &ForgetScript(),        &FootprintScript(),    &UsageScript(),        &AddPartScript()};
 }
 
 }  // namespace trainq::redis

@@ -13,6 +13,7 @@ const LuaScript& SubmitScript();
 const LuaScript& ReadJobsScript();
 const LuaScript& ListScript();
 const LuaScript& StartScript();
+const LuaScript& AddPartScript();
 const LuaScript& RunScript();
 const LuaScript& FinishScript();
 const LuaScript& PeakScript();

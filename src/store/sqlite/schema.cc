@@ -225,13 +225,18 @@ constexpr char kSchemaV19[] = R"sql(
 ALTER TABLE jobs ADD COLUMN max_gpus INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 20: elastic gangs' largest node count (JobSpec::max_nodes; 0: a fixed count).
+constexpr char kSchemaV20[] = R"sql(
+ALTER TABLE jobs ADD COLUMN max_nodes INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 constexpr char kWriterKey[] = "written_by";
 
 constexpr Migration kMigrations[] = {
     {1, kSchemaV1},   {2, kSchemaV2},   {3, kSchemaV3},   {4, kSchemaV4},   {5, kSchemaV5},
     {6, kSchemaV6},   {7, kSchemaV7},   {8, kSchemaV8},   {9, kSchemaV9},   {10, kSchemaV10},
     {11, kSchemaV11}, {12, kSchemaV12}, {13, kSchemaV13}, {14, kSchemaV14}, {15, kSchemaV15},
-    {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19},
+    {16, kSchemaV16}, {17, kSchemaV17}, {18, kSchemaV18}, {19, kSchemaV19}, {20, kSchemaV20},
 };
 
 bool HasSchemaInfo(Db& db) {
