@@ -548,9 +548,11 @@ struct JobLog {
   std::vector<AttemptLog> continued;
 };
 
-// Whether an attempt that ended so was stopped to run again: its log goes on in the next.
+// Whether an attempt that ended so was stopped to run again: its log goes on in the next (an
+// elastic job's resize is such a restart too).
 bool Requeued(std::string_view end_reason) {
-  return end_reason.starts_with("requeued by ") || end_reason.starts_with("preempted by job ");
+  return end_reason.starts_with("requeued by ") || end_reason.starts_with("preempted by job ") ||
+         end_reason.starts_with("resized: ");
 }
 
 Result<JobLog> ReadJobLog(const json& doc, int64_t n) {

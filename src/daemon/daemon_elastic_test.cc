@@ -121,7 +121,8 @@ TEST_F(ElasticTest, ARangeThatIsNoRangeOrCannotBeHonouredIsRefusedAndNothingStor
            {{{"gpus", 2}, {"max_gpus", 2}}, "--gpus: 2:2 is not an elastic range"},
            {{{"gpus", 0}, {"max_gpus", 2}}, "--gpus: 0:2 is not an elastic range"},
            {{{"gpus", 1}, {"max_gpus", 4}}, "the largest has 2 GPUs; use at most 1:2"},
-           {{{"gpus", 1}, {"max_gpus", 2}, {"num_nodes", 2}}, "is not supported"},
+           {{{"gpus", 1}, {"max_gpus", 2}, {"num_nodes", 2}}, "in GPUs on one node or in nodes"},
+           {{{"gpus", 1}, {"num_nodes", 1}, {"max_nodes", 2}}, "this is one machine"},
        }) {
     body["command"] = {"train"};
     body["cwd"] = dir_;

@@ -79,6 +79,8 @@ def test_an_elastic_torchrun_job_shrinks_for_another_and_grows_back(make_trainq)
     job = tq.wait_state(job_id, ("succeeded", "failed", "cancelled"), timeout=120)
     logs = tq.run("logs", str(job_id)).stdout
     assert job["state"] == "succeeded", (job["reason"], logs)
+    # The log goes on across the resizes, as across a requeue: every size's lines are in it.
+    assert logs.count("processes, accumulation") == 3, logs
     assert [a["gpu_indices"] for a in job["attempts"]] == [[0, 1], [0], [0, 1]]
     assert job["attempts"][1]["end_reason"].startswith(
         "resized: grows from 1 to 2 GPUs (GPU 1 idle)"), job["attempts"][1]
