@@ -189,10 +189,50 @@ std::optional<Shrink> ShrinkOnNode(NodeState& node, const PendingJob& w,
 
 }  // namespace
 
+namespace {
+
+// Tries to start `w` on the node of a part an elastic gang gives up (`node`, a copy, changed
+// in place: the gang's holdings go, `w`'s come).
+std::optional<Shrink> ShrinkGangOnNode(NodeState& node, const PendingJob& w, const GangRun& g,
+                                       size_t part, const PolicyConfig& probe, UnixMs now) {
+  for (GpuState& gpu : node.gpus) {
+    std::erase_if(gpu.holdings, [&](const Holding& h) { return h.job == g.shape.id; });
+  }
+  PlacementResult placed = Place(std::span(&w, 1), std::span(&node, 1), probe, now);
+  if (placed.starts.empty()) return std::nullopt;
+  const StartDecision& d = placed.starts.front();
+  int to = g.nodes() - 1;
+  Resize z;
+  z.job = g.shape.id;
+  z.from_gpus = g.shape.gpus;
+  z.from_nodes = g.nodes();
+  z.to_parts = g.parts;
+  z.to_parts.erase(z.to_parts.begin() + static_cast<std::ptrdiff_t>(part));
+  z.to = z.to_parts.front();
+  std::string sizes = fmt::format("from {} to {} node{}", g.nodes(), to, to == 1 ? "" : "s");
+  z.reason = fmt::format("shrinks {} for job {} (it gives up {})", sizes, w.id, node.name);
+  Shrink s;
+  s.job = w.id;
+  s.resizes.push_back(std::move(z));
+  s.parts = d.parts.empty() ? std::vector<NodeGpus>{{d.node, d.gpu_indices}} : d.parts;
+  s.ready_at = now + g.stop_ms;
+  s.reason = fmt::format("will start when job {} shrinks {}", g.shape.id, sizes);
+  if (g.stop_ms > 0) s.reason += fmt::format(" (in {})", FormatDuration(g.stop_ms));
+  for (GpuState& gpu : node.gpus) {
+    for (int i : s.parts.front().gpu_indices) {
+      if (gpu.index == i) gpu.holdings.push_back({w.id, gpu.total_bytes, 0, true, now});
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
                                   std::span<const NodeState> nodes,
                                   std::span<const ElasticRun> runs, const PolicyConfig& policy,
-                                  const ElasticConfig& config, UnixMs now) {
+                                  const ElasticConfig& config, UnixMs now,
+                                  std::span<const GangRun> gangs) {
   std::vector<Shrink> out;
   std::map<std::string, size_t> position;
   for (size_t n = 0; n < nodes.size(); ++n) position[nodes[n].name] = n;
@@ -205,7 +245,20 @@ std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
     }
     shrinkable[p->second].push_back(k);
   }
-  if (shrinkable.empty()) return out;
+  // Gangs that may give up a node, the furthest above its min first.
+  std::vector<size_t> gang_order;
+  for (size_t k = 0; k < gangs.size(); ++k) {
+    const GangRun& g = gangs[k];
+    if (!g.starting && !g.stopping && g.nodes() > g.shape.num_nodes &&
+        now - g.sized_at >= config.min_runtime_ms) {
+      gang_order.push_back(k);
+    }
+  }
+  std::stable_sort(gang_order.begin(), gang_order.end(), [&](size_t a, size_t b) {
+    return gangs[a].nodes() - gangs[a].shape.num_nodes >
+           gangs[b].nodes() - gangs[b].shape.num_nodes;
+  });
+  if (shrinkable.empty() && gang_order.empty()) return out;
   std::map<size_t, NodeState> changed;  // nodes earlier decisions of this call changed
   std::set<JobId> used;                 // jobs already shrunk in this call
   auto node_at = [&](size_t n) -> const NodeState& {
@@ -242,6 +295,7 @@ std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
     }
     std::stable_sort(options.begin(), options.end(),
                      [](const Option& a, const Option& b) { return a.take < b.take; });
+    bool served = false;
     for (const Option& o : options) {
       NodeState copy = node_at(o.node);
       std::optional<Shrink> s = ShrinkOnNode(copy, *w, o.order, runs, o.take, probe, now);
@@ -249,7 +303,24 @@ std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
       for (const Resize& d : s->resizes) used.insert(d.job);
       changed[o.node] = std::move(copy);
       out.push_back(std::move(*s));
+      served = true;
       break;
+    }
+    for (size_t k : gang_order) {
+      const GangRun& g = gangs[k];
+      if (served) break;
+      if (used.count(g.shape.id) || g.shape.priority > w->priority) continue;
+      for (size_t part = g.parts.size(); part-- > 0 && !served;) {
+        auto p = position.find(g.parts[part].node);
+        if (p == position.end() || !node_at(p->second).accepts_new) continue;
+        NodeState copy = node_at(p->second);
+        std::optional<Shrink> s = ShrinkGangOnNode(copy, *w, g, part, probe, now);
+        if (!s) continue;
+        used.insert(g.shape.id);
+        changed[p->second] = std::move(copy);
+        out.push_back(std::move(*s));
+        served = true;
+      }
     }
   }
   return out;

@@ -40,13 +40,32 @@ struct ElasticConfig {
 };
 
 // One job's new size: `to` is a subset of ElasticRun::where when it shrinks, a superset when
-// it grows.
+// it grows. An elastic gang that shrinks restarts on `to_parts` (its parts but one; `to` is
+// their first), from `from_nodes` nodes.
 struct Resize {
   JobId job = 0;
   NodeGpus to;
   int from_gpus = 0;
+  std::vector<NodeGpus> to_parts{};
+  int from_nodes = 0;
   // "grows from 1 to 2 GPUs (GPU 1 was idle)", "shrinks from 4 to 2 GPUs for job 31".
   std::string reason;
+};
+
+// An elastic gang (--nodes MIN:MAX) as its growth sees it: placed by this pass, or running.
+// It grows by whole parts, each a node's share of its request, that join its rendezvous: no
+// restart of the parts it has (torchrun restarts their workers at the new world size).
+struct GangRun {
+  // One part's request (gpus, memory, cpus and host memory per node, where it may go, GPU type
+  // and constraints, user, priority); its num_nodes is not read.
+  PendingJob shape;
+  std::vector<NodeGpus> parts;  // where it runs, in rank order
+  bool starting = false;        // as ElasticRun::starting
+  UnixMs sized_at = 0;          // when it started, or last grew
+  bool stopping = false;
+  int64_t stop_ms = 0;  // as ElasticRun::stop_ms
+
+  int nodes() const { return static_cast<int>(parts.size()); }
 };
 
 // A waiting job that starts where shrinking elastic jobs free GPUs: preemption's decision
@@ -76,33 +95,22 @@ std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<con
                                  const ElasticConfig& config, UnixMs now);
 
 // Shrinks before preemption: for each of `waiting` (the jobs a pass left waiting for GPUs, in
-// placement order; gangs are left to preemption), the fewest GPUs taken from elastic jobs of no
-// higher priority that may resize, toward their min, on one node, such that Place starts it
-// there (judged on a copy of the node without them). A job larger than its min gives up GPUs
-// first, the one with the most above its min first. Jobs are served in order: GPUs an earlier
-// one takes are gone for later ones, and a job shrinks once per call.
+// placement order; waiting gangs are left to preemption), the fewest GPUs taken from elastic
+// jobs of no higher priority that may resize, toward their min, on one node, such that Place
+// starts it there (judged on a copy of the node without them). A job larger than its min gives
+// up GPUs first, the one with the most above its min first. Failing that, an elastic gang of
+// `gangs` above its min nodes (no higher priority, past min_runtime, not stopping) gives up the
+// node of one part, its last part first, the gang furthest above its min first: it restarts on
+// the others (a departed part would be a failure to torchrun's agents). Jobs are served in
+// order: GPUs an earlier one takes are gone for later ones, and a job shrinks once per call.
 std::vector<Shrink> ChooseShrinks(std::span<const PendingJob* const> waiting,
                                   std::span<const NodeState> nodes,
                                   std::span<const ElasticRun> runs, const PolicyConfig& policy,
-                                  const ElasticConfig& config, UnixMs now);
+                                  const ElasticConfig& config, UnixMs now,
+                                  std::span<const GangRun> gangs = {});
 
 // The hold that keeps the GPUs `s` frees for its job until it starts (Hold::preempting).
 Hold ShrinkHold(const Shrink& s);
-
-// An elastic gang (--nodes MIN:MAX) as its growth sees it: placed by this pass, or running.
-// It grows by whole parts, each a node's share of its request, that join its rendezvous: no
-// restart of the parts it has (torchrun restarts their workers at the new world size).
-struct GangRun {
-  // One part's request (gpus, memory, cpus and host memory per node, where it may go, GPU type
-  // and constraints, user, priority); its num_nodes is not read.
-  PendingJob shape;
-  std::vector<NodeGpus> parts;  // where it runs, in rank order
-  bool starting = false;        // as ElasticRun::starting
-  UnixMs sized_at = 0;          // when it started, or last grew
-  bool stopping = false;
-
-  int nodes() const { return static_cast<int>(parts.size()); }
-};
 
 // The parts one gang grows by.
 struct GangGrowth {

@@ -342,5 +342,81 @@ TEST(ElasticGangGrowth, APartGoesOnlyWhereTheJobMayGo) {
   EXPECT_THAT(AddedNodes(got[0]), ElementsAre("b"));
 }
 
+TEST(ElasticGangShrink, AGangAboveItsMinGivesUpItsLastPartsNodeAndRestartsOnTheRest) {
+  std::vector<NodeState> nodes = {Node("a", 1), Node("b", 1), Node("c", 1)};
+  Take(nodes[0], 1, {0});
+  Take(nodes[1], 1, {0});
+  Take(nodes[2], 1, {0});
+  GangRun g = Gang(1, 1, 1, 3, {"a", "b", "c"});
+  g.stop_ms = 70 * 1000;
+  PendingJob w = Waiting(5, 1);
+  const PendingJob* waiting[] = {&w};
+  std::vector<Shrink> got = ChooseShrinks(waiting, nodes, {}, {}, kConfig, kNow, std::span(&g, 1));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].job, 5u);
+  ASSERT_EQ(got[0].parts.size(), 1u);
+  EXPECT_EQ(got[0].parts[0].node, "c");
+  EXPECT_EQ(got[0].ready_at, kNow + 70 * 1000);
+  EXPECT_EQ(got[0].reason, "will start when job 1 shrinks from 3 to 2 nodes (in 1m10s)");
+  ASSERT_EQ(got[0].resizes.size(), 1u);
+  const Resize& z = got[0].resizes[0];
+  EXPECT_EQ(z.job, 1u);
+  EXPECT_EQ(z.from_nodes, 3);
+  ASSERT_EQ(z.to_parts.size(), 2u);
+  EXPECT_EQ(z.to_parts[0].node, "a");
+  EXPECT_EQ(z.to_parts[1].node, "b");
+  EXPECT_EQ(z.to.node, "a");
+  EXPECT_EQ(z.reason, "shrinks from 3 to 2 nodes for job 5 (it gives up c)");
+  Hold h = ShrinkHold(got[0]);
+  EXPECT_TRUE(h.preempting);
+  EXPECT_EQ(h.node, "c");
+
+  // Two waiting jobs: the gang shrinks once per call.
+  PendingJob w2 = Waiting(6, 1);
+  const PendingJob* two[] = {&w, &w2};
+  got = ChooseShrinks(two, nodes, {}, {}, kConfig, kNow, std::span(&g, 1));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].job, 5u);
+}
+
+TEST(ElasticGangShrink, NotAtItsMinNorBeforeMinRuntimeNorForALowerPriority) {
+  std::vector<NodeState> nodes = {Node("a", 1), Node("b", 1)};
+  Take(nodes[0], 1, {0});
+  Take(nodes[1], 1, {0});
+  PendingJob w = Waiting(5, 1);
+  const PendingJob* waiting[] = {&w};
+  GangRun g = Gang(1, 1, 2, 3, {"a", "b"});  // at its min, 2
+  EXPECT_THAT(ChooseShrinks(waiting, nodes, {}, {}, kConfig, kNow, std::span(&g, 1)), IsEmpty());
+  g = Gang(1, 1, 1, 3, {"a", "b"}, 10 * kMin);  // 10 minutes at its size
+  EXPECT_THAT(ChooseShrinks(waiting, nodes, {}, {}, kConfig, kNow, std::span(&g, 1)), IsEmpty());
+  g = Gang(1, 1, 1, 3, {"a", "b"});
+  g.shape.priority = 1;  // above the waiting job's
+  EXPECT_THAT(ChooseShrinks(waiting, nodes, {}, {}, kConfig, kNow, std::span(&g, 1)), IsEmpty());
+  g.shape.priority = 0;
+  g.stopping = true;
+  EXPECT_THAT(ChooseShrinks(waiting, nodes, {}, {}, kConfig, kNow, std::span(&g, 1)), IsEmpty());
+  g.stopping = false;
+  std::vector<Shrink> got = ChooseShrinks(waiting, nodes, {}, {}, kConfig, kNow, std::span(&g, 1));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].parts[0].node, "b");
+  EXPECT_EQ(got[0].reason, "will start when job 1 shrinks from 2 to 1 node");
+}
+
+TEST(ElasticGangShrink, AJobOnOneNodeThatCanShrinkIsAskedBeforeAGang) {
+  std::vector<NodeState> nodes = {Node("a", 2), Node("b", 1)};
+  Take(nodes[0], 2, {0, 1});
+  Take(nodes[1], 1, {0});
+  std::vector<ElasticRun> runs = {Elastic(2, 1, 2, "a", {0, 1})};
+  GangRun g = Gang(1, 1, 1, 2, {"c", "b"});
+  PendingJob w = Waiting(5, 1);
+  const PendingJob* waiting[] = {&w};
+  std::vector<Shrink> got =
+      ChooseShrinks(waiting, nodes, runs, {}, kConfig, kNow, std::span(&g, 1));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].resizes.size(), 1u);
+  EXPECT_EQ(got[0].resizes[0].job, 2u);
+  EXPECT_TRUE(got[0].resizes[0].to_parts.empty());
+}
+
 }  // namespace
 }  // namespace trainq

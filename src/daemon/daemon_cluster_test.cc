@@ -597,5 +597,76 @@ TEST_F(DaemonClusterTest, GangRunsOnePartPerNodeAndAFailedPartStopsTheOther) {
   EXPECT_EQ(job.attempts[0].exit_code, 1);  // the failed part's end, not the stopped one's
 }
 
+// An elastic gang (--nodes 1:2): it starts on the one node that is free; when the other frees
+// up, the leader adds a part there that joins its rendezvous, with no restart of the first. A
+// job that needs that node later has the gang restart on the first node alone.
+TEST_F(DaemonClusterTest, AnElasticGangGrowsByAPartThatJoinsAndShrinksByARestart) {
+  Node& a = AddNode("node-a", {Gpu(0)});
+  Node& b = AddNode("node-b", {Gpu(0)});
+  a.config.min_runtime_ms = b.config.min_runtime_ms = 0;
+  Start(a);
+  Start(b);
+  JobId busy = Submit(a, {{"gpus", 1}, {"nodes", {"node-b"}}});
+  ASSERT_TRUE(Eventually([&] { return Get(busy).state == JobState::kRunning; }));
+  JobId id = Submit(a, {{"gpus", 1}, {"num_nodes", 1}, {"max_nodes", 2}});
+  ASSERT_TRUE(Eventually([&] { return Get(id).state == JobState::kRunning; })) << Get(id).reason;
+  Job job = Get(id);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  ASSERT_EQ(job.attempts[0].parts.size(), 1u);
+  EXPECT_EQ(job.attempts[0].parts[0].node, "node-a");
+  std::map<std::string, std::string> env0 = EnvOf(a.RunDir(id, 1));
+  EXPECT_EQ(env0["PET_NNODES"], "1:2");
+  EXPECT_EQ(env0["PET_RDZV_BACKEND"], "c10d");
+  EXPECT_EQ(env0["PET_RDZV_ENDPOINT"],
+            "addr-node-a:" + std::to_string(job.attempts[0].master_port));
+  EXPECT_EQ(env0["PET_RDZV_CONF"], "is_host=true,last_call_timeout=5");
+
+  // node-b frees up: a part joins there; node-a's part runs on, unsignalled.
+  ASSERT_TRUE(b.shims.Exit(b.RunDir(busy, 1), Exited(0)));
+  ASSERT_TRUE(Eventually([&] { return b.Shim(id, 1) != nullptr; })) << Get(id).reason;
+  job = Get(id);
+  ASSERT_EQ(job.attempts.size(), 1u);
+  ASSERT_EQ(job.attempts[0].parts.size(), 2u);
+  EXPECT_EQ(job.attempts[0].parts[1].node, "node-b");
+  EXPECT_GT(job.attempts[0].parts[1].added_at, 0);
+  std::map<std::string, std::string> env1 = EnvOf(b.RunDir(id, 1));
+  EXPECT_EQ(env1["PET_RDZV_ENDPOINT"], env0["PET_RDZV_ENDPOINT"]);
+  EXPECT_EQ(env1["PET_RDZV_ID"], env0["PET_RDZV_ID"]);
+  EXPECT_EQ(env1["PET_RDZV_CONF"], "is_host=false,last_call_timeout=5");
+  EXPECT_EQ(env1["TRAINQ_NODE_RANK"], "1");
+  EXPECT_TRUE(a.Shim(id, 1)->signals.empty());
+
+  // A job that needs node-b: both of the gang's parts are told to stop ("resized", through
+  // their shims' control), and it restarts on node-a alone as attempt 2 while the other job
+  // runs on node-b.
+  JobId other = Submit(a, {{"gpus", 1}, {"nodes", {"node-b"}}});
+  ASSERT_TRUE(Eventually([&] {
+    return ReadShimControl(a.RunDir(id, 1)).ok() && ReadShimControl(b.RunDir(id, 1)).ok();
+  })) << Get(other).reason;
+  for (Node* n : {&a, &b}) {
+    Result<ShimControl> control = ReadShimControl(n->RunDir(id, 1));
+    ASSERT_TRUE(control.ok());
+    EXPECT_EQ(control->stop, "resized");
+    ExitRecord stopped;
+    stopped.started_at = stopped.ended_at = kT0;
+    stopped.signal = SIGTERM;
+    stopped.stop = control->stop;
+    stopped.stop_reason = control->reason;
+    ASSERT_TRUE(n->shims.Exit(n->RunDir(id, 1), stopped));
+  }
+  ASSERT_TRUE(Eventually([&] {
+    return Get(other).state == JobState::kRunning && Get(id).attempts.size() == 2 &&
+           Get(id).state == JobState::kRunning;
+  })) << Get(id).reason
+      << " / " << Get(other).reason;
+  job = Get(id);
+  EXPECT_EQ(job.attempts[0].end_reason, "resized: shrinks from 2 to 1 node for job " +
+                                            std::to_string(other) + " (it gives up node-b)");
+  ASSERT_EQ(job.attempts[1].parts.size(), 1u);
+  EXPECT_EQ(job.attempts[1].parts[0].node, "node-a");
+  EXPECT_EQ(EnvOf(a.RunDir(id, 2))["TRAINQ_RESTART_COUNT"], "1");
+  EXPECT_EQ(Get(other).attempts[0].node, "node-b");
+}
+
 }  // namespace
 }  // namespace trainq

@@ -501,9 +501,10 @@ void Scheduler::Preempt(const std::vector<PendingJob>& candidates,
   // Elastic jobs shrink first: a shrunk job runs on, a preempted one does not.
   if (!ready.empty()) {
     std::map<JobId, Job> elastic_jobs;
-    std::vector<ElasticRun> elastic = ElasticRunning(&elastic_jobs, now);
-    if (!elastic.empty()) {
-      ready = ShrinkFor(std::move(ready), elastic, elastic_jobs, free_now(), policy, now);
+    std::vector<GangRun> gangs;
+    std::vector<ElasticRun> elastic = ElasticRunning(&elastic_jobs, now, &gangs);
+    if (!elastic.empty() || !gangs.empty()) {
+      ready = ShrinkFor(std::move(ready), elastic, gangs, elastic_jobs, free_now(), policy, now);
     }
   }
   std::map<JobId, Job> jobs;

@@ -190,7 +190,8 @@ class Scheduler {
   // Shrinks elastic jobs for `ready` before anything is preempted (ChooseShrinks); returns
   // the jobs still without room.
   std::vector<PendingJob> ShrinkFor(std::vector<PendingJob> ready,
-                                    const std::vector<ElasticRun>& runs, std::map<JobId, Job>& jobs,
+                                    const std::vector<ElasticRun>& runs,
+                                    const std::vector<GangRun>& gangs, std::map<JobId, Job>& jobs,
                                     const std::vector<NodeState>& nodes, const PolicyConfig& policy,
                                     UnixMs now);
   // Running elastic jobs grow into idle GPUs no waiting job can use, and elastic gangs by
@@ -251,10 +252,12 @@ class Scheduler {
   UnixMs preempt_wakeup_ = 0;  // when time alone may change a preemption; 0: never
   // Resizes under way, by job: the GPUs it restarts on (held for it), those it adds (kept from
   // other jobs while it stops) and when the resize is given up (it did not stop or restart).
+  // A gang that shrinks restarts on `parts` (`to` their first).
   struct Resizing {
     NodeGpus to;
     std::vector<int> added;
     UnixMs give_up_at = 0;
+    std::vector<NodeGpus> parts{};
   };
   std::map<JobId, Resizing> resizing_;
   UnixMs elastic_wakeup_ = 0;  // when an elastic job may next resize; 0: none

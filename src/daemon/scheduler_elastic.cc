@@ -52,10 +52,16 @@ void Scheduler::PrepareResizes(std::vector<NodeState>& nodes,
     auto r = resizing_.find(p->id);
     if (r == resizing_.end()) continue;
     storage.push_back(*p);
-    storage.back().gpus = static_cast<int>(r->second.to.gpu_indices.size());
+    const std::vector<NodeGpus>& parts = r->second.parts;
+    if (parts.empty()) {
+      storage.back().gpus = static_cast<int>(r->second.to.gpu_indices.size());
+    } else {
+      storage.back().num_nodes = static_cast<int>(parts.size());  // a gang that shrank
+    }
     p = &storage.back();
     std::erase_if(holds, [&](const Hold& h) { return h.job == r->first; });
-    holds.push_back({r->first, r->second.to.node, r->second.to.gpu_indices, {r->second.to}, true});
+    holds.push_back({r->first, r->second.to.node, r->second.to.gpu_indices,
+                     parts.empty() ? std::vector<NodeGpus>{r->second.to} : parts, true});
   }
 }
 
@@ -66,7 +72,7 @@ void Scheduler::GrowAtStart(std::vector<StartDecision>& starts, const std::vecto
   std::vector<GangRun> gangs;
   for (const StartDecision& d : starts) {
     const PendingJob* p = waiting_.find(d.job);
-    if (p != nullptr && p->max_nodes > p->num_nodes) {
+    if (p != nullptr && p->max_nodes > p->num_nodes && !resizing_.count(d.job)) {
       GangRun g;
       g.shape = *p;
       g.parts = d.parts;
@@ -166,6 +172,7 @@ std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, Un
       }
       if (g.parts.empty()) g.parts.push_back({a->node, a->gpu_indices});
       g.stopping = stopping;
+      g.stop_ms = (job.spec.stop.signal > 0 ? job.spec.stop.lead_ms : 0) + config_.grace_ms;
       gangs->push_back(std::move(g));
       if (jobs != nullptr) jobs->emplace(job.id, job);
       continue;
@@ -199,6 +206,7 @@ bool Scheduler::BeginResize(const Job& job, const Resize& d, UnixMs now) {
   }
   Resizing& r = resizing_[job.id];
   r.to = d.to;
+  r.parts = d.to_parts;
   r.added.clear();
   const Attempt* a = job.current();
   for (int g : d.to.gpu_indices) {
@@ -208,7 +216,8 @@ bool Scheduler::BeginResize(const Job& job, const Resize& d, UnixMs now) {
     }
   }
   r.give_up_at = now + control.stop_in_ms + config_.grace_ms + kResizeSlackMs;
-  bool grow = static_cast<int>(d.to.gpu_indices.size()) > d.from_gpus;
+  bool grow = d.to_parts.empty() ? static_cast<int>(d.to.gpu_indices.size()) > d.from_gpus
+                                 : static_cast<int>(d.to_parts.size()) > d.from_nodes;
   if (counters_) ++counters_->resizes[grow ? "grow" : "shrink"];
   spdlog::info("job {}: {}; stopping it in {}", job.id, control.reason,
                FormatDuration(control.stop_in_ms));
@@ -217,12 +226,14 @@ bool Scheduler::BeginResize(const Job& job, const Resize& d, UnixMs now) {
 
 std::vector<PendingJob> Scheduler::ShrinkFor(std::vector<PendingJob> ready,
                                              const std::vector<ElasticRun>& runs,
+                                             const std::vector<GangRun>& gangs,
                                              std::map<JobId, Job>& jobs,
                                              const std::vector<NodeState>& nodes,
                                              const PolicyConfig& policy, UnixMs now) {
   std::vector<const PendingJob*> asking;
   for (const PendingJob& p : ready) asking.push_back(&p);
-  std::vector<Shrink> shrinks = ChooseShrinks(asking, nodes, runs, policy, ElasticSettings(), now);
+  std::vector<Shrink> shrinks =
+      ChooseShrinks(asking, nodes, runs, policy, ElasticSettings(), now, gangs);
   std::set<JobId> served;
   for (const Shrink& s : shrinks) {
     Preempting p;
@@ -233,10 +244,11 @@ std::vector<PendingJob> Scheduler::ShrinkFor(std::vector<PendingJob> ready,
       auto job = jobs.find(d.job);
       if (job == jobs.end() || !BeginResize(job->second, d, now)) continue;
       p.victims.push_back(d.job);
-      size_t to = d.to.gpu_indices.size();
-      p.victims_text +=
-          fmt::format("{}job {} shrinks from {} to {} GPU{}", p.victims_text.empty() ? "" : " and ",
-                      d.job, d.from_gpus, to, to == 1 ? "" : "s");
+      bool gang = !d.to_parts.empty();
+      size_t to = gang ? d.to_parts.size() : d.to.gpu_indices.size();
+      p.victims_text += fmt::format(
+          "{}job {} shrinks from {} to {} {}{}", p.victims_text.empty() ? "" : " and ", d.job,
+          gang ? d.from_nodes : d.from_gpus, to, gang ? "node" : "GPU", to == 1 ? "" : "s");
     }
     if (p.victims.empty()) continue;
     spdlog::info("job {}: {}", s.job, s.reason);

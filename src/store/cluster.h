@@ -97,7 +97,8 @@ class ClusterStore : public Store {
   virtual Result<std::vector<Job>> ActiveOn(const std::string& node) = 0;
 
   // Asks the node running attempt `attempt` of job `id` to stop it (a cancel the user `by`
-  // made on another node): keeps `by` as the attempt's cancel and publishes "cancel NODE JOB".
+  // made on another node): keeps `by` as the attempt's cancel and publishes "cancel NODE JOB" for
+  // every node of its parts.
   // kConflict when the attempt is not current and active.
   virtual Status RequestCancel(JobId id, int attempt, const std::string& by) = 0;
   // Who asked to cancel that attempt ("" when not known); nullopt: no cancel was asked.

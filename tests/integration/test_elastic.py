@@ -143,8 +143,10 @@ def test_an_elastic_gang_grows_by_a_node_that_joins_its_torchrun_rendezvous(doc_
     """The issue's two-node test on the documented cluster (shared TLS nodes, the cluster key,
     the docs' ACL), as the ordinary user ada: a `--nodes 1:2` torchrun job (gloo, Debian's
     torch) of examples/elastic_train.py starts on the one node that is free, and when the other
-    frees up the leader adds a part there that joins the running rendezvous. torchrun restarts
-    the workers at world size 2, the steps go on from the checkpoint, and it is still attempt 1."""
+    frees up the leader adds a part there that joins the running rendezvous: torchrun restarts
+    the workers at world size 2, the steps go on from the checkpoint, and it is still attempt 1.
+    A job that needs the second node then has the gang shrink (a restart on the first node,
+    attempt 2), and once that job ended the gang grows again within attempt 2."""
     import subprocess
     torchrun = shutil.which("torchrun")
     assert torchrun, "torchrun is missing: scripts/deps.sh test installs python3-torch"
@@ -163,42 +165,61 @@ def test_an_elastic_gang_grows_by_a_node_that_joins_its_torchrun_rendezvous(doc_
     busy = gpu1.submit_as("ada", "--gpus", "1", "--node", "gpu2", "--cwd", work,
                           cmd=["sh", "-c", f"until [ -e {go} ]; do sleep 0.1; done"])
     wait_for(lambda: gpu1.show(busy)["state"] == "running", timeout=30, what="gpu2 to be busy")
-    cmd = [torchrun, "--redirects", "9:1", "--tee", "9:1", TRAIN, "--steps", "120",
+    steps = 900
+    cmd = [torchrun, "--redirects", "9:1", "--tee", "9:1", TRAIN, "--steps", str(steps),
            "--step-time", "0.1"]
     job_id = gpu1.submit_as("ada", "--nodes", "1:2", "--gpus", "1", "--cwd", work, cmd=cmd)
     shown = gpu1.trainq_as("ada", "show", str(job_id), check=0).stdout
     assert "1 to 2 nodes (elastic)" in shown, shown
 
-    def logs():
-        return gpu1.trainq_as("ada", "logs", str(job_id), check=None).stdout
+    def logs(attempt=None):
+        more = ("--attempt", str(attempt)) if attempt else ()
+        return gpu1.trainq_as("ada", "logs", str(job_id), *more, check=None).stdout
 
-    def training(world):
+    def training(world, attempt):
         try:
-            wait_for(lambda: f"{world} processes, accumulation" in logs(), timeout=120,
-                     what=f"job {job_id} to train on {world} processes")
+            wait_for(lambda: f"{world} processes, accumulation" in logs(attempt), timeout=120,
+                     what=f"attempt {attempt} of job {job_id} to train on {world} processes")
         except AssertionError as e:
             raise AssertionError(f"{e}\njob: {gpu1.show(job_id)}\nlogs:\n{logs()[-3000:]}\n"
                                  f"{c.logs()}") from None
 
-    training(1)
-    job = gpu1.show(job_id)
-    assert [p["node"] for p in job["attempts"][0]["parts"]] == ["gpu1"], job
+    def nodes_of(attempt):
+        return [p["node"] for p in gpu1.show(job_id)["attempts"][attempt - 1]["parts"]]
+
+    training(1, 1)
+    assert nodes_of(1) == ["gpu1"]
     # gpu2 frees up: past min_runtime (2s) the leader adds a part there, torchrun's agents
     # meet it in a new rendezvous round and restart their workers on 2 processes.
     open(go, "w").close()
-    training(2)
+    training(2, 1)
+    assert nodes_of(1) == ["gpu1", "gpu2"]
+    # A job that needs gpu2: the gang gives it up, restarting on gpu1 (attempt 2).
+    go2 = os.path.join(work, "go2")
+    other = gpu1.submit_as("ada", "--gpus", "1", "--node", "gpu2", "--cwd", work,
+                           cmd=["sh", "-c", f"until [ -e {go2} ]; do sleep 0.1; done"])
+    training(1, 2)
+    job = gpu1.show(job_id)
+    assert job["attempts"][0]["end_reason"].startswith(
+        f"resized: shrinks from 2 to 1 node for job {other} (it gives up gpu2)"), job["attempts"]
+    assert nodes_of(2) == ["gpu1"]
+    wait_for(lambda: gpu1.show(other)["state"] == "running", timeout=30, what="the other job")
+    # It ends: the gang grows again, within attempt 2.
+    open(go2, "w").close()
+    training(2, 2)
     job = wait_for(lambda: (lambda j: j if j["state"] in ("succeeded", "failed") else None)(
-        gpu1.show(job_id)), timeout=180, what=f"job {job_id} to end")
+        gpu1.show(job_id)), timeout=240, what=f"job {job_id} to end")
     assert job["state"] == "succeeded", (job, logs()[-3000:], c.logs())
-    assert len(job["attempts"]) == 1, job["attempts"]
-    parts = job["attempts"][0]["parts"]
+    assert len(job["attempts"]) == 2, job["attempts"]
+    parts = job["attempts"][1]["parts"]
     assert [p["node"] for p in parts] == ["gpu1", "gpu2"], parts
     assert parts[0]["added_at"] is None and parts[1]["added_at"], parts
     runs = [json.loads(line) for line in open(os.path.join(work, "progress.jsonl"))]
     assert [(r["world"], r["accumulation"], r["restarts"]) for r in runs] == [
-        (1, 4, "0"), (2, 2, "0")], runs
-    assert runs[0]["first"] == 0 and runs[0]["ended"] == "stopped", runs
-    assert runs[1]["first"] == runs[0]["last"] and runs[1]["last"] == 120, runs
+        (1, 4, "0"), (2, 2, "0"), (1, 4, "1"), (2, 2, "1")], runs
+    assert runs[0]["first"] == 0 and runs[-1]["last"] == steps, runs
+    for before, after in zip(runs, runs[1:]):
+        assert after["first"] == before["last"] and before["ended"] == "stopped", runs
 
 
 def test_a_gang_range_is_shown_and_bad_ranges_exit_2_naming_nodes(make_trainq):

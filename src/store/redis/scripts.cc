@@ -599,7 +599,8 @@ else
   local by = ARGV[4] or ''
   redis.call('HSET', a, 'cancel', by == '' and '1' or by)
 end
-event('cancel ' .. redis.call('HGET', a, 'node') .. ' ' .. id)
+-- Every part's node: a gang's parts stop together, each after the job's warning.
+for _, node in ipairs(nodes_of(a)) do event('cancel ' .. node .. ' ' .. id) end
 return {'ok'}
 )lua";
 
