@@ -1024,18 +1024,20 @@ Result<json> SlurmBody(Client& client, const SbatchOptions& o, const std::string
   env["SLURM_SUBMIT_HOST"] = HostName();
   // What srun reads to lay out its tasks (and what Slurm gives the script): fixed at submit.
   if (o.cpus_per_task) env["SLURM_CPUS_PER_TASK"] = std::to_string(*o.cpus_per_task);
-  if (o.ntasks || o.ntasks_per_node) {
+  // A node range's are set when it starts, from the nodes it got (SetSlurmVars).
+  if ((o.ntasks || o.ntasks_per_node) && !o.max_nodes) {
     env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = std::to_string(alloc->ntasks);
   }
   if (o.ntasks_per_node) env["SLURM_NTASKS_PER_NODE"] = std::to_string(*o.ntasks_per_node);
   if (o.gpus_per_task) env["SLURM_GPUS_PER_TASK"] = std::to_string(*o.gpus_per_task);
-  env["SLURM_TASKS_PER_NODE"] = CompressCounts(alloc->tasks_per_node);
+  if (!o.max_nodes) env["SLURM_TASKS_PER_NODE"] = CompressCounts(alloc->tasks_per_node);
   (*body)["name"] = name;
   (*body)["gpus"] = alloc->gpus_per_node;  // as in Slurm, no GPU unless asked
   if (!o.mem_per_gpu.empty() && alloc->gpus_per_node > 0) (*body)["mem"] = o.mem_per_gpu;
   if (alloc->cpus_per_node > 0) (*body)["cpus"] = alloc->cpus_per_node;
   if (o.time_limit_ms) (*body)["time"] = fmt::format("{}ms", *o.time_limit_ms);
   if (o.nodes || alloc->nodes > 1) (*body)["num_nodes"] = alloc->nodes;
+  if (o.max_nodes) (*body)["max_nodes"] = *o.max_nodes;
   if (!o.nodelist.empty()) (*body)["nodes"] = o.nodelist;
   if (!o.exclude.empty()) (*body)["exclude_nodes"] = o.exclude;
   if (!o.gpu_type.empty() && alloc->gpus_per_node > 0) (*body)["gpu_type"] = o.gpu_type;

@@ -48,6 +48,18 @@ bool Idle(const GpuState& gpu, const std::string& node, const placement_internal
 
 }  // namespace
 
+void HoldOn(std::span<NodeState> nodes, const NodeGpus& part, const Holding& h) {
+  for (NodeState& node : nodes) {
+    if (node.name != part.node) continue;
+    for (GpuState& gpu : node.gpus) {
+      if (std::find(part.gpu_indices.begin(), part.gpu_indices.end(), gpu.index) !=
+          part.gpu_indices.end()) {
+        gpu.holdings.push_back(h);
+      }
+    }
+  }
+}
+
 bool MayResize(const ElasticRun& run, const ElasticConfig& config, UnixMs now) {
   if (run.starting) return true;
   return !run.stopping && now - run.sized_at >= config.min_runtime_ms;
@@ -382,15 +394,8 @@ std::vector<GangGrowth> ChooseGangGrowth(std::span<const GangRun> runs,
     }
     const StartDecision& d = r.starts.front();
     added[best].push_back({d.node, d.gpu_indices});
-    for (NodeState& node : idle) {
-      if (node.name != d.node) continue;
-      for (GpuState& gpu : node.gpus) {
-        if (std::find(d.gpu_indices.begin(), d.gpu_indices.end(), gpu.index) !=
-            d.gpu_indices.end()) {
-          gpu.holdings.push_back({probe.id, gpu.total_bytes, std::nullopt, true, now});
-        }
-      }
-    }
+    // Whole GPUs: a part of a job that shares GPUs still takes these from other gangs.
+    HoldOn(idle, added[best].back(), {probe.id, 0, std::nullopt, true, now});
   }
   for (auto& [k, parts] : added) {
     const GangRun& r = runs[k];

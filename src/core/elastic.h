@@ -79,6 +79,9 @@ struct Shrink {
   std::string reason;
 };
 
+// Adds `h` to each GPU of `part` in `nodes`: a decision of this pass counted before the next.
+void HoldOn(std::span<NodeState> nodes, const NodeGpus& part, const Holding& h);
+
 // Whether a running attempt may change size now: past min_runtime_ms at this size and not
 // stopping. A starting job may always grow.
 bool MayResize(const ElasticRun& run, const ElasticConfig& config, UnixMs now);

@@ -153,12 +153,19 @@ std::string Dependency(const std::string& v, SbatchOptions& out) {
 }
 
 std::string Nodes(const std::string& v, SbatchOptions& out) {
-  std::string first = v.substr(0, v.find('-'));
-  if (first.size() != v.size()) {
-    out.warnings.push_back(fmt::format(
-        "--nodes={}: a range of node counts is not honoured; the job takes exactly {}", v, first));
+  constexpr char kForm[] = "a node count or a range MIN-MAX, e.g. 2 or 1-4";
+  size_t dash = v.find('-');
+  if (std::string bad = SetCount(v.substr(0, dash), out.nodes, 1, kForm); !bad.empty()) {
+    return bad;
   }
-  return SetCount(first, out.nodes, 1, "a node count, e.g. 2");
+  out.max_nodes.reset();
+  if (dash == std::string::npos) return "";
+  if (std::string bad = SetCount(v.substr(dash + 1), out.max_nodes, 1, kForm); !bad.empty()) {
+    return bad;
+  }
+  if (*out.max_nodes < *out.nodes) return kForm;
+  if (*out.max_nodes == *out.nodes) out.max_nodes.reset();  // 2-2: exactly 2
+  return "";
 }
 
 Apply Text(std::string SbatchOptions::*field) {
@@ -396,6 +403,12 @@ Result<SbatchAllocation> AllocationOf(const SbatchOptions& o) {
     auto it = o.origin.find(std::string(name));
     return it == o.origin.end() ? std::string("--") + std::string(name) : it->second;
   };
+  if (o.max_nodes && (o.ntasks || o.gpus_total)) {
+    return Status::Invalid(
+        fmt::format("{} with {}: a node range is laid out per node when the job starts; give "
+                    "--ntasks-per-node and --gpus-per-node instead",
+                    from("nodes"), o.ntasks ? from("ntasks") : from("gpus")));
+  }
   if (o.nodes) {
     a.nodes = *o.nodes;
   } else if (o.ntasks && o.ntasks_per_node) {

@@ -33,18 +33,21 @@ struct SbatchOptions {
   std::vector<int64_t> after_any;        // --dependency=afterany:ID[:ID...]
   std::string output;                    // --output, -o: a pattern (%j %A %a %x %u %N %%)
   std::string error;                     // --error, -e
-  std::optional<int> nodes;              // --nodes, -N
-  std::optional<int> cpus_per_task;      // --cpus-per-task, -c
-  std::optional<int> ntasks;             // --ntasks, -n: srun's tasks in the allocation
-  std::optional<int> ntasks_per_node;    // --ntasks-per-node
-  std::optional<int> gpus_per_task;      // --gpus-per-task
-  std::string chdir;                     // --chdir, -D
-  std::vector<std::string> nodelist;     // --nodelist, -w
-  std::vector<std::string> exclude;      // --exclude, -x
-  std::string mail_user;                 // --mail-user
-  std::string signal;                    // --signal, as ParseSignalOption takes it
-  std::optional<bool> requeue;           // --requeue, --no-requeue
-  bool hold = false;                     // --hold, -H: submitted held (scontrol release)
+  std::optional<int> nodes;              // --nodes, -N (a range's min)
+  // --nodes=MIN-MAX: Slurm allocates MIN to MAX nodes when the job starts; trainq starts it on
+  // as many as have its GPUs then (an elastic gang that grows only at its start).
+  std::optional<int> max_nodes;
+  std::optional<int> cpus_per_task;    // --cpus-per-task, -c
+  std::optional<int> ntasks;           // --ntasks, -n: srun's tasks in the allocation
+  std::optional<int> ntasks_per_node;  // --ntasks-per-node
+  std::optional<int> gpus_per_task;    // --gpus-per-task
+  std::string chdir;                   // --chdir, -D
+  std::vector<std::string> nodelist;   // --nodelist, -w
+  std::vector<std::string> exclude;    // --exclude, -x
+  std::string mail_user;               // --mail-user
+  std::string signal;                  // --signal, as ParseSignalOption takes it
+  std::optional<bool> requeue;         // --requeue, --no-requeue
+  bool hold = false;                   // --hold, -H: submitted held (scontrol release)
   // trainq's own lines, "#TRAINQ --stage SRC[:DST]", "#TRAINQ --collect PATTERN",
   // "#TRAINQ --collect-to DIR" (docs/cluster.md): what travels with the job.
   std::vector<std::string> stage;

@@ -8,6 +8,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr char kScript[] = R"(#!/bin/bash
 #SBATCH --job-name=resnet
@@ -201,6 +202,37 @@ TEST(SbatchTest, TheAllocationOfTasksGpusAndCpusAsSlurmReadsIt) {
   a = AllocationOf(uneven);
   ASSERT_TRUE(a.ok());
   EXPECT_THAT(a->tasks_per_node, ElementsAre(2, 1));
+}
+
+// Slurm's node range: MIN to MAX nodes, decided when the job starts; laid out per node.
+TEST(SbatchTest, ANodeRangeIsKeptAndNeedsPerNodeCounts) {
+  SbatchOptions o;
+  ASSERT_TRUE(ReadSbatchScript("#!/bin/sh\n#SBATCH -N 1-4 --ntasks-per-node=2\n", o).ok());
+  EXPECT_EQ(o.nodes, 1);
+  EXPECT_EQ(o.max_nodes, 4);
+  EXPECT_THAT(o.warnings, IsEmpty());
+  Result<SbatchAllocation> a = AllocationOf(o);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->nodes, 1);
+  EXPECT_THAT(a->tasks_per_node, ElementsAre(2));
+  SbatchOptions same;
+  ASSERT_TRUE(ReadSbatchScript("#!/bin/sh\n#SBATCH --nodes=2-2\n", same).ok());
+  EXPECT_EQ(same.nodes, 2);
+  EXPECT_FALSE(same.max_nodes);  // exactly 2
+  for (const char* bad : {"#!/bin/sh\n#SBATCH --nodes=3-2\n", "#!/bin/sh\n#SBATCH --nodes=1-\n",
+                          "#!/bin/sh\n#SBATCH --nodes=0-2\n"}) {
+    SbatchOptions b;
+    Status st = ReadSbatchScript(bad, b);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_THAT(st.message(), HasSubstr("a node count or a range MIN-MAX")) << bad;
+  }
+  SbatchOptions total;
+  ASSERT_TRUE(ReadSbatchScript("#!/bin/sh\n#SBATCH -N 1-2\n#SBATCH --ntasks=4\n", total).ok());
+  a = AllocationOf(total);
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(),
+              HasSubstr("#SBATCH line 2: --nodes=1-2 with #SBATCH line 3: --ntasks=4: a node "
+                        "range is laid out per node"));
 }
 
 TEST(SbatchTest, OptionsThatDisagreeAreRefusedNamingTheirLines) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <string_view>
@@ -107,11 +108,6 @@ void CheckElasticGang(const JobSpec& spec, const SpecLimits& limits, std::vector
   }
   if (spec.gate_pid != 0) {
     out.push_back({"--nodes", fmt::format("{}: a gate holds a fixed set of GPUs", range)});
-  }
-  if (spec.slurm_env) {
-    out.push_back({"--nodes", fmt::format("{}: a batch script's steps are laid out over its "
-                                          "nodes when it starts; give a fixed node count",
-                                          range)});
   }
 }
 
@@ -800,9 +796,21 @@ void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
   SetVar(env, "SLURM_CPUS_ON_NODE", cpus);
   SetVar(env, "SLURM_JOB_CPUS_PER_NODE",
          CompressCounts(std::vector<int>(in.num_nodes, std::max(1, spec.cpus))));
-  // sbatch writes the tasks per node it laid out; a job from elsewhere runs one per node.
+  // sbatch writes the tasks per node it laid out; a job from elsewhere runs one per node, and
+  // a node range's --ntasks-per-node on each of the nodes it got.
   if (!given("SLURM_TASKS_PER_NODE")) {
-    SetVar(env, "SLURM_TASKS_PER_NODE", CompressCounts(std::vector<int>(in.num_nodes, 1)));
+    int per = 1;
+    for (const auto& [key, value] : env) {
+      int n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (key == "SLURM_NTASKS_PER_NODE" && ec == std::errc() && n > 0) per = n;
+    }
+    SetVar(env, "SLURM_TASKS_PER_NODE", CompressCounts(std::vector<int>(in.num_nodes, per)));
+    if (spec.max_nodes > 0 && given("SLURM_NTASKS_PER_NODE")) {
+      for (const char* key : {"SLURM_NTASKS", "SLURM_NPROCS"}) {
+        SetVar(env, key, std::to_string(in.num_nodes * per));
+      }
+    }
   }
   SetVar(env, "SLURM_PRIO_PROCESS", "0");
   SetVar(env, "SLURM_NODE_ALIASES", "(null)");
@@ -889,7 +897,8 @@ std::vector<std::pair<std::string, std::string>> BuildAttemptEnv(const JobSpec& 
   SetVar(env, "PET_MASTER_PORT", port);
   SetVar(env, "PET_NPROC_PER_NODE", std::to_string(in.gpu_indices.size()));
   SetVar(env, "PET_NNODES", "1");
-  if (spec.max_nodes > 0) {
+  // A batch script's range is Slurm's: the nodes it starts on are its own, with fixed ranks.
+  if (spec.max_nodes > 0 && !spec.slurm_env) {
     SetRendezvousVars(env, spec, in, addr, port);
   } else if (in.num_nodes > 1) {
     SetNodeVars(env, in);

@@ -537,6 +537,32 @@ TEST(BuildAttemptEnvTest, AnElasticGangsPartsGetTorchrunsRendezvousInsteadOfRank
   EXPECT_EQ(env["TRAINQ_NODE_RANK"], "2");
 }
 
+// A batch script's node range is Slurm's: fixed ranks on the nodes it got, its tasks laid out
+// per node then.
+TEST(BuildAttemptEnvTest, ABatchScriptsNodeRangeGetsTheLayoutOfTheNodesItGot) {
+  JobSpec spec;
+  spec.gpus = 1;
+  spec.num_nodes = 1;
+  spec.max_nodes = 3;
+  spec.slurm_env = true;
+  spec.env = {{"SLURM_NTASKS_PER_NODE", "2"}};
+  auto env = AsMap(BuildAttemptEnv(spec, {.job = 4,
+                                          .attempt = 1,
+                                          .gpu_indices = {0},
+                                          .gpu_uuids = {},
+                                          .master_port = 29700,
+                                          .node_rank = 1,
+                                          .num_nodes = 2,
+                                          .master_addr = "gpu01",
+                                          .node_names = {"gpu01", "gpu02"}}));
+  EXPECT_EQ(env["SLURM_NNODES"], "2");
+  EXPECT_EQ(env["SLURM_TASKS_PER_NODE"], "2(x2)");
+  EXPECT_EQ(env["SLURM_NTASKS"], "4");
+  EXPECT_EQ(env["PET_NODE_RANK"], "1");
+  EXPECT_EQ(env["PET_NNODES"], "2");
+  EXPECT_EQ(env.count("PET_RDZV_BACKEND"), 0u);
+}
+
 TEST(BuildAttemptEnvTest, SingleNodeJobsGetNoNodeVariables) {
   JobSpec spec;
   spec.gpus = 2;
@@ -675,9 +701,9 @@ TEST(ValidateSpecTest, ElasticGangsNameNodesAndTheAcceptedRange) {
   bad = spec;
   bad.interactive = true;
   EXPECT_THAT(says(bad, cluster), HasSubstr("--nodes: 1:4: a session runs on one node"));
-  bad = spec;
-  bad.slurm_env = true;
-  EXPECT_THAT(says(bad, cluster), HasSubstr("a batch script's steps"));
+  JobSpec batch = spec;  // a batch script's range (#SBATCH --nodes=1-4) is Slurm's
+  batch.slurm_env = true;
+  EXPECT_THAT(ValidateSpec(batch, cluster, kDir), IsEmpty());
 }
 
 TEST(ValidateSpecTest, BadNodeListsAndGangsNameTheirField) {

@@ -312,8 +312,9 @@ Status ClusterLeader::Place(const Job& job, const StartDecision& d) {
   p.cpus = d.cpus;
   p.run_dir = parts[0].run_dir;
   p.log_path = parts[0].log_path;
-  // An elastic gang keeps its parts from the first, one node included: it may grow.
-  if (parts.size() > 1 || job.spec.max_nodes > 0) {
+  // An elastic gang keeps its parts from the first, one node included: it may grow (a batch
+  // script's range does not: its nodes are fixed once it starts).
+  if (parts.size() > 1 || (job.spec.max_nodes > 0 && !job.spec.slurm_env)) {
     p.parts = std::move(parts);
     p.master_addr = node.address;
   }

@@ -103,15 +103,7 @@ void Scheduler::GrowAtStart(std::vector<StartDecision>& starts, const std::vecto
     std::vector<NodeGpus> parts = d.parts;
     if (parts.empty()) parts.push_back({d.node, d.gpu_indices});
     for (const NodeGpus& part : parts) {
-      for (NodeState& node : after) {
-        if (node.name != part.node) continue;
-        for (GpuState& gpu : node.gpus) {
-          if (std::find(part.gpu_indices.begin(), part.gpu_indices.end(), gpu.index) !=
-              part.gpu_indices.end()) {
-            gpu.holdings.push_back({d.job, d.reserved_bytes, std::nullopt, false, now});
-          }
-        }
-      }
+      HoldOn(after, part, {d.job, d.reserved_bytes, std::nullopt, false, now});
     }
   }
   for (const Resize& g : ChooseGrowth(runs, after, holds, policy, ElasticSettings(), now)) {
@@ -160,6 +152,8 @@ std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, Un
     if (auto live = agent_.live().find(job.id); live != agent_.live().end()) {
       stopping = stopping || live->second.cancel_requested || !live->second.stop_requested.empty();
     }
+    // A batch script's node range is Slurm's: decided when it starts, never resized.
+    if (job.spec.max_nodes > 0 && job.spec.slurm_env) continue;
     if (job.spec.max_nodes > 0) {
       running_gang = true;
       if (gangs == nullptr) continue;

@@ -107,3 +107,38 @@ def test_output_larger_than_the_daemons_window_arrives_whole_and_in_order(doc_cl
     assert "first node" in lines and "srun rc=0" in lines, where
     numbers = [line for line in lines if re.fullmatch(r"\d+", line)]
     assert numbers == [str(i) for i in range(1, BIG_LINES + 1)], where
+
+
+# Slurm's node range: as many of 1 to 2 nodes as are free when it starts, two tasks on each.
+RANGE = """#!/bin/bash
+#SBATCH -N 1-2
+#SBATCH --ntasks-per-node=2
+#SBATCH --gres=gpu:1
+#SBATCH -o range-%j.txt
+echo "nodes $SLURM_NNODES tasks $SLURM_NTASKS per node $SLURM_TASKS_PER_NODE"
+srun -l bash -c 'echo "rank $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME"'
+"""
+
+
+def test_a_node_range_starts_on_the_nodes_free_then_as_slurm_allocates_it(doc_cluster):
+    c = doc_cluster()
+    c.start()
+    job_id, job, first = run_script(c, "range.sbatch", RANGE)
+    out = read(first.work, f"range-{job_id}.txt")
+    where = f"{out}\n{job['attempts']}\n{c.logs()}"
+    assert job["state"] == "succeeded", where
+    assert sorted(job["attempts"][0]["nodes"]) == ["gpu1", "gpu2"], where
+    assert "nodes 2 tasks 4 per node 2(x2)" in out, where
+    assert sorted(l.split(": ", 1)[1].split(" on ")[0] for l in out.splitlines()
+                  if " of " in l) == [f"rank {r} of 4" for r in range(4)], where
+    # gpu2 busy: it starts on gpu1 alone, with that node's layout, and stays there.
+    go = os.path.join(first.work, "go")
+    busy = int(first.trainq_as("ada", "submit", "--gpus", "1", "--node", "gpu2", "--", "sh", "-c",
+                               f"until [ -e {go} ]; do sleep 0.1; done", check=0).stdout)
+    wait_for(lambda: show(first, busy)["state"] == "running", timeout=30, what="gpu2 busy")
+    job_id, job, first = run_script(c, "range.sbatch", RANGE)
+    out = read(first.work, f"range-{job_id}.txt")
+    open(go, "w").close()
+    assert job["state"] == "succeeded", (out, job["attempts"])
+    assert job["attempts"][0]["nodes"] == ["gpu1"], job["attempts"]
+    assert "nodes 1 tasks 2 per node 2" in out, out
