@@ -463,6 +463,15 @@ std::string ExplainGpus(const Reply& doc) {
 std::string ExplainReport(const Reply& doc) {
   std::string out = fmt::format("job {}: {}\n", doc.Text("job"), doc.Text("state"));
   out += fmt::format("reason: {}\n", doc.Text("reason"));
+  // An elastic job's resizes, one line each.
+  if (doc.Has("resizes")) {
+    std::vector<Reply> list = doc.ArrayOr("resizes");
+    out += list.empty() ? "resizes: none\n" : "resizes:\n";
+    for (const Reply& r : list) {
+      out += fmt::format("  attempt {}, {}: {}\n", r.Text("attempt"), r.OptStr("at").value_or("-"),
+                         r.Text("what"));
+    }
+  }
   if (!doc.BoolOr("waiting", false)) return out;
   out += fmt::format("position: {} in line ({} ahead)\n", doc.Text("position"), doc.Text("ahead"));
   Reply fs = doc.Object("fair_share");

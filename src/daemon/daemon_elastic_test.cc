@@ -56,6 +56,10 @@ TEST_F(ElasticTest, AJobOf1To2GpusStartsOnTwoShrinksForAJobAndGrowsBackAfterIt) 
           "will start when job {} shrinks from 2 to 1 GPU, in 40s: the GPUs are held for this job",
           elastic)));
   EXPECT_EQ(Get(one).state, JobState::kQueued);
+  // explain says the same of the waiting job.
+  json why = json::parse(Call("GET", fmt::format("/v1/jobs/{}/explain", one)).body);
+  EXPECT_THAT(why["reason"].get<std::string>(),
+              StartsWith(fmt::format("will start when job {} shrinks from 2 to 1 GPU", elastic)));
 
   // Its stop carried out, it is queued and restarted at once on the GPU it kept, and the
   // other job takes the one it gave up.
@@ -91,6 +95,15 @@ TEST_F(ElasticTest, AJobOf1To2GpusStartsOnTwoShrinksForAJobAndGrowsBackAfterIt) 
   EXPECT_EQ(e.state, JobState::kRunning);
   EXPECT_EQ(e.attempts[2].gpu_indices, (std::vector<int>{0, 1}));
   EXPECT_THAT(Env(elastic, 3), Contains(Var("TRAINQ_RESTART_COUNT", "2")));
+
+  // explain lists both resizes, oldest first.
+  json resizes =
+      json::parse(Call("GET", fmt::format("/v1/jobs/{}/explain", elastic)).body)["resizes"];
+  ASSERT_EQ(resizes.size(), 2u) << resizes.dump();
+  EXPECT_EQ(resizes[0]["attempt"], 1);
+  EXPECT_EQ(resizes[0]["what"], fmt::format("shrinks from 2 to 1 GPU for job {}", one));
+  EXPECT_EQ(resizes[1]["attempt"], 2);
+  EXPECT_EQ(resizes[1]["what"], "grows from 1 to 2 GPUs (GPU 1 idle)");
 
   std::string metrics = Call("GET", "/metrics").body;
   EXPECT_THAT(metrics, HasSubstr("trainq_resizes_total{direction=\"grow\"} 1"));

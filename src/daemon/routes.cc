@@ -267,9 +267,31 @@ json HoldJson(const Hold& h) {
   return {{"job", h.job}, {"node", h.node}, {"gpus", h.gpu_indices}, {"preempting", h.preempting}};
 }
 
+// An elastic job's resizes (docs/workflow.md, "Elastic jobs"), oldest first: each part an
+// elastic gang grew by, and each attempt a resize ended.
+json ResizesJson(const Job& job) {
+  json out = json::array();
+  for (const Attempt& a : job.attempts) {
+    for (size_t r = 0; r < a.parts.size(); ++r) {
+      if (a.parts[r].added_at == 0) continue;
+      out.push_back({{"attempt", a.n},
+                     {"at", FormatTime(a.parts[r].added_at)},
+                     {"what", fmt::format("grew by part {} on {}, which joined its rendezvous", r,
+                                          a.parts[r].node)}});
+    }
+    constexpr std::string_view kResized = "resized: ";
+    if (!a.end_reason.starts_with(kResized)) continue;
+    out.push_back({{"attempt", a.n},
+                   {"at", a.ended_at ? json(FormatTime(*a.ended_at)) : json(nullptr)},
+                   {"what", a.end_reason.substr(kResized.size())}});
+  }
+  return out;
+}
+
 // GET /v1/jobs/ID/explain: the numbers behind a waiting job's reason.
 json ExplainJson(const Job& job, const Explanation& e, int64_t half_life_ms) {
   json doc = {{"job", job.id}, {"state", StateName(job.state)}, {"waiting", e.waiting}};
+  if (IsElastic(job.spec)) doc["resizes"] = ResizesJson(job);
   if (!e.waiting) {
     doc["reason"] = job.reason;
     return doc;
@@ -1231,7 +1253,8 @@ void Routes::Explain(RouteContext& c) {
     // a victim.
     if (const std::string* live = c.d.scheduler->LiveReason(job.id);
         live != nullptr &&
-        (live->starts_with("will preempt ") || live->starts_with("preempting "))) {
+        (live->starts_with("will preempt ") || live->starts_with("preempting ") ||
+         live->starts_with("will start when job "))) {
       doc["reason"] = *live;
     }
     Result<std::vector<PreemptCandidate>> candidates = c.d.scheduler->ExplainPreemption(job.id);

@@ -81,6 +81,10 @@ def test_an_elastic_torchrun_job_shrinks_for_another_and_grows_back(make_trainq)
     assert job["state"] == "succeeded", (job["reason"], logs)
     # The log goes on across the resizes, as across a requeue: every size's lines are in it.
     assert logs.count("processes, accumulation") == 3, logs
+    # explain lists the resizes.
+    explained = tq.run("explain", str(job_id)).stdout
+    assert f"attempt 1, " in explained and f"shrinks from 2 to 1 GPU for job {other}" in explained
+    assert "grows from 1 to 2 GPUs (GPU 1 idle)" in explained, explained
     assert [a["gpu_indices"] for a in job["attempts"]] == [[0, 1], [0], [0, 1]]
     assert job["attempts"][1]["end_reason"].startswith(
         "resized: grows from 1 to 2 GPUs (GPU 1 idle)"), job["attempts"][1]
@@ -214,6 +218,11 @@ def test_an_elastic_gang_grows_by_a_node_that_joins_its_torchrun_rendezvous(doc_
     parts = job["attempts"][1]["parts"]
     assert [p["node"] for p in parts] == ["gpu1", "gpu2"], parts
     assert parts[0]["added_at"] is None and parts[1]["added_at"], parts
+    explained = gpu1.trainq_as("ada", "explain", str(job_id), check=0).stdout
+    lines = [l.split(": ", 1)[1] for l in explained.splitlines() if l.startswith("  attempt ")]
+    assert lines == ["grew by part 1 on gpu2, which joined its rendezvous",
+                     f"shrinks from 2 to 1 node for job {other} (it gives up gpu2)",
+                     "grew by part 1 on gpu2, which joined its rendezvous"], explained
     runs = [json.loads(line) for line in open(os.path.join(work, "progress.jsonl"))]
     assert [(r["world"], r["accumulation"], r["restarts"]) for r in runs] == [
         (1, 4, "0"), (2, 2, "0"), (1, 4, "1"), (2, 2, "1")], runs
