@@ -1019,25 +1019,34 @@ Result<json> SlurmBody(Client& client, const SbatchOptions& o, const std::string
   TRAINQ_RETURN_IF_ERROR(ApplySnapshot(client, a, *body));
   Result<SbatchAllocation> alloc = AllocationOf(o);
   if (!alloc.ok()) return alloc.status();
+  // A node range (#SBATCH --nodes=MIN-MAX) is an elastic gang that grows only at its start;
+  // a job without GPUs on each node is no gang, and takes MIN nodes as before.
+  bool range = o.max_nodes && alloc->gpus_per_node > 0;
+  if (o.max_nodes && !range) {
+    std::fprintf(stderr,
+                 "trainq: warning: --nodes=%d-%d: a range needs GPUs on each node (--gres, "
+                 "--gpus-per-node); this job takes exactly %d node%s\n",
+                 alloc->nodes, *o.max_nodes, alloc->nodes, alloc->nodes == 1 ? "" : "s");
+  }
   json& env = (*body)["env"];
   env["SLURM_SUBMIT_DIR"] = CurrentDirectory();
   env["SLURM_SUBMIT_HOST"] = HostName();
   // What srun reads to lay out its tasks (and what Slurm gives the script): fixed at submit.
   if (o.cpus_per_task) env["SLURM_CPUS_PER_TASK"] = std::to_string(*o.cpus_per_task);
   // A node range's are set when it starts, from the nodes it got (SetSlurmVars).
-  if ((o.ntasks || o.ntasks_per_node) && !o.max_nodes) {
+  if ((o.ntasks || o.ntasks_per_node) && !range) {
     env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = std::to_string(alloc->ntasks);
   }
   if (o.ntasks_per_node) env["SLURM_NTASKS_PER_NODE"] = std::to_string(*o.ntasks_per_node);
   if (o.gpus_per_task) env["SLURM_GPUS_PER_TASK"] = std::to_string(*o.gpus_per_task);
-  if (!o.max_nodes) env["SLURM_TASKS_PER_NODE"] = CompressCounts(alloc->tasks_per_node);
+  if (!range) env["SLURM_TASKS_PER_NODE"] = CompressCounts(alloc->tasks_per_node);
   (*body)["name"] = name;
   (*body)["gpus"] = alloc->gpus_per_node;  // as in Slurm, no GPU unless asked
   if (!o.mem_per_gpu.empty() && alloc->gpus_per_node > 0) (*body)["mem"] = o.mem_per_gpu;
   if (alloc->cpus_per_node > 0) (*body)["cpus"] = alloc->cpus_per_node;
   if (o.time_limit_ms) (*body)["time"] = fmt::format("{}ms", *o.time_limit_ms);
   if (o.nodes || alloc->nodes > 1) (*body)["num_nodes"] = alloc->nodes;
-  if (o.max_nodes) (*body)["max_nodes"] = *o.max_nodes;
+  if (range) (*body)["max_nodes"] = *o.max_nodes;
   if (!o.nodelist.empty()) (*body)["nodes"] = o.nodelist;
   if (!o.exclude.empty()) (*body)["exclude_nodes"] = o.exclude;
   if (!o.gpu_type.empty() && alloc->gpus_per_node > 0) (*body)["gpu_type"] = o.gpu_type;
@@ -1172,6 +1181,12 @@ int CmdSalloc(Client& client, const SbatchArgs& args) {
   if (!at.ok()) return Fail(at.status());
   for (const std::string& w : o.warnings) {
     std::fprintf(stderr, "trainq salloc: warning: %s\n", TerminalSafe(w).c_str());
+  }
+  if (o.max_nodes && o.nodes) {
+    // A session does not wait for nodes to grow into: it takes the range's MIN.
+    std::fprintf(stderr, "trainq salloc: warning: --nodes=%d-%d: an allocation takes exactly %d\n",
+                 *o.nodes, *o.max_nodes, *o.nodes);
+    o.max_nodes.reset();
   }
   if (!o.array.empty()) {
     return Fail(Status::Invalid(

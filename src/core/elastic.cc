@@ -48,9 +48,11 @@ bool Idle(const GpuState& gpu, const std::string& node, const placement_internal
 
 }  // namespace
 
-void HoldOn(std::span<NodeState> nodes, const NodeGpus& part, const Holding& h) {
+void HoldOn(std::span<NodeState> nodes, const NodeGpus& part, const Holding& h,
+            const std::string& user) {
   for (NodeState& node : nodes) {
     if (node.name != part.node) continue;
+    if (!user.empty()) node.use_by_user[user].gpus += static_cast<int>(part.gpu_indices.size());
     for (GpuState& gpu : node.gpus) {
       if (std::find(part.gpu_indices.begin(), part.gpu_indices.end(), gpu.index) !=
           part.gpu_indices.end()) {
@@ -71,6 +73,13 @@ std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<con
   std::vector<Resize> out;
   if (runs.empty()) return out;
   placement_internal::Pass pass(nodes, policy, now);
+  std::map<std::string, int> user_gpus;  // for max_gpus_per_user: what each user holds
+  for (const NodeState& node : nodes) {
+    for (const auto& [user, use] : node.use_by_user) user_gpus[user] += use.gpus;
+  }
+  auto at_cap = [&](const ElasticRun& r) {
+    return policy.max_gpus_per_user > 0 && user_gpus[r.user] >= policy.max_gpus_per_user;
+  };
   std::map<std::string, std::vector<size_t>> by_node;  // runs that may grow, per node
   for (size_t k = 0; k < runs.size(); ++k) {
     const ElasticRun& r = runs[k];
@@ -91,7 +100,7 @@ std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<con
       for (size_t k : it->second) {
         const ElasticRun& r = runs[k];
         int size = r.gpus() + static_cast<int>(added[k].size());
-        if (size >= r.max_gpus) continue;
+        if (size >= r.max_gpus || at_cap(r)) continue;
         int best_size = best ? best->gpus() + static_cast<int>(added[best_k].size()) : 0;
         if (!best || size < best_size || (size == best_size && r.job < best->job)) {
           best = &r, best_k = k;
@@ -99,6 +108,7 @@ std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<con
       }
       if (!best) break;
       added[best_k].push_back(gpu);
+      ++user_gpus[best->user];
     }
     for (auto& [k, gpus] : added) {
       const ElasticRun& r = runs[k];
@@ -394,8 +404,9 @@ std::vector<GangGrowth> ChooseGangGrowth(std::span<const GangRun> runs,
     }
     const StartDecision& d = r.starts.front();
     added[best].push_back({d.node, d.gpu_indices});
-    // Whole GPUs: a part of a job that shares GPUs still takes these from other gangs.
-    HoldOn(idle, added[best].back(), {probe.id, 0, std::nullopt, true, now});
+    // Whole GPUs: a part of a job that shares GPUs still takes these from other gangs. Its user
+    // holds them, for the next probe's max_gpus_per_user.
+    HoldOn(idle, added[best].back(), {probe.id, 0, std::nullopt, true, now}, probe.user);
   }
   for (auto& [k, parts] : added) {
     const GangRun& r = runs[k];

@@ -19,6 +19,7 @@ namespace trainq {
 struct ElasticRun {
   JobId job = 0;
   int priority = 0;
+  std::string user{};  // whose: growth stays within max_gpus_per_user
   int min_gpus = 1;
   int max_gpus = 1;
   NodeGpus where;  // the node and GPUs it holds (or is about to start on)
@@ -79,8 +80,10 @@ struct Shrink {
   std::string reason;
 };
 
-// Adds `h` to each GPU of `part` in `nodes`: a decision of this pass counted before the next.
-void HoldOn(std::span<NodeState> nodes, const NodeGpus& part, const Holding& h);
+// Adds `h` to each GPU of `part` in `nodes`, and the GPUs to `user`'s use there (when not ""):
+// a decision of this pass counted before the next.
+void HoldOn(std::span<NodeState> nodes, const NodeGpus& part, const Holding& h,
+            const std::string& user = "");
 
 // Whether a running attempt may change size now: past min_runtime_ms at this size and not
 // stopping. A starting job may always grow.
@@ -90,7 +93,8 @@ bool MayResize(const ElasticRun& run, const ElasticConfig& config, UnixMs now);
 // pass's): each node's idle GPUs (no holding, no foreign process, no more than
 // whole_max_used_bytes used, open by the device allowlist and pauses, fresh facts, not held for
 // another job, on a node that accepts new jobs) go one at a time to the elastic job there with
-// the fewest GPUs that may grow (MayResize, below its max), lower job id first. A job that
+// the fewest GPUs that may grow (MayResize, below its max, its user below max_gpus_per_user
+// with the nodes' use_by_user and what this call adds), lower job id first. A job that
 // starts takes them with it; a running one grows only to at least twice its size, because
 // every resize costs it a restart. GPUs are added in index order.
 std::vector<Resize> ChooseGrowth(std::span<const ElasticRun> runs, std::span<const NodeState> nodes,

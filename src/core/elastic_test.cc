@@ -418,5 +418,41 @@ TEST(ElasticGangShrink, AJobOnOneNodeThatCanShrinkIsAskedBeforeAGang) {
   EXPECT_TRUE(got[0].resizes[0].to_parts.empty());
 }
 
+// Growth stays within max_gpus_per_user: what the user holds on every node, and what the same
+// call gives.
+TEST(ElasticGrowth, AUsersGrowthStopsAtMaxGpusPerUser) {
+  std::vector<NodeState> nodes = {Node("a", 4), Node("b", 1)};
+  Take(nodes[0], 1, {0});
+  nodes[0].use_by_user["ada"].gpus = 1;
+  Take(nodes[1], 2, {0});
+  nodes[1].use_by_user["ada"].gpus = 1;  // another job of hers
+  ElasticRun r = Starting(Elastic(1, 1, 4, "a", {0}));
+  r.user = "ada";
+  PolicyConfig capped;
+  capped.max_gpus_per_user = 3;
+  std::vector<Resize> got = ChooseGrowth(std::span(&r, 1), nodes, {}, capped, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(To(got[0]), ElementsAre(0, 1));  // 2 held, 1 more reaches 3
+  r.user = "bob";
+  got = ChooseGrowth(std::span(&r, 1), nodes, {}, capped, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(To(got[0]), ElementsAre(0, 1, 2, 3));  // bob holds none yet: up to his 3 more
+}
+
+TEST(ElasticGangGrowth, AGangGrowsOnlyWithinMaxGpusPerUser) {
+  std::vector<NodeState> nodes = {Node("a", 2), Node("b", 2), Node("c", 2), Node("d", 2)};
+  Take(nodes[0], 1, {0, 1});
+  nodes[0].use_by_user["ada"].gpus = 2;
+  GangRun g = Gang(1, 2, 1, 4, {"a"});
+  g.shape.user = "ada";
+  g.starting = true;
+  PolicyConfig capped;
+  capped.max_gpus_per_user = 6;
+  std::vector<GangGrowth> got =
+      ChooseGangGrowth(std::span(&g, 1), nodes, {}, capped, kConfig, kNow);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_THAT(AddedNodes(got[0]), ElementsAre("b", "c"));  // 2 + 2 + 2 = 6, not 8
+}
+
 }  // namespace
 }  // namespace trainq

@@ -93,7 +93,8 @@ void CheckElasticGang(const JobSpec& spec, const SpecLimits& limits, std::vector
     out.push_back({"--nodes", fmt::format("{}: an elastic gang needs GPUs on each node: give "
                                           "--gpus 1 or more",
                                           range)});
-  } else if (spec.max_nodes > limits.max_nodes) {
+  } else if (spec.max_nodes > limits.max_nodes && !spec.slurm_env) {
+    // (A batch script's range is Slurm's: it takes the nodes there are, MIN at least.)
     out.push_back(
         {"--nodes", limits.max_nodes <= 1
                         ? fmt::format("{}: an elastic gang grows over nodes, and this is one "

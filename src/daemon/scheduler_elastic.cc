@@ -20,6 +20,16 @@ namespace {
 // How long after its stop should be over a resize is given up: as a preemption's.
 constexpr int64_t kResizeSlackMs = 60 * 1000;
 
+// The GPUs of `g.to` not in `before`: what a growth adds (Resize::to is all of them).
+NodeGpus Added(const Resize& g, const std::vector<int>& before) {
+  NodeGpus out{g.to.node, {}};
+  for (int gpu : g.to.gpu_indices) {
+    if (std::find(before.begin(), before.end(), gpu) == before.end())
+      out.gpu_indices.push_back(gpu);
+  }
+  return out;
+}
+
 }  // namespace
 
 void Scheduler::HoldAdded(std::vector<NodeState>& nodes, UnixMs now) const {
@@ -88,6 +98,7 @@ void Scheduler::GrowAtStart(std::vector<StartDecision>& starts, const std::vecto
     ElasticRun r;
     r.job = d.job;
     r.priority = p->priority;
+    r.user = p->user;
     r.min_gpus = p->gpus;
     r.max_gpus = p->max_gpus;
     r.where = {d.node, d.gpu_indices};
@@ -102,17 +113,24 @@ void Scheduler::GrowAtStart(std::vector<StartDecision>& starts, const std::vecto
   for (const StartDecision& d : starts) {
     std::vector<NodeGpus> parts = d.parts;
     if (parts.empty()) parts.push_back({d.node, d.gpu_indices});
+    const PendingJob* p = waiting_.find(d.job);
     for (const NodeGpus& part : parts) {
-      HoldOn(after, part, {d.job, d.reserved_bytes, std::nullopt, false, now});
+      HoldOn(after, part, {d.job, d.reserved_bytes, std::nullopt, false, now},
+             p != nullptr ? p->user : "");
     }
   }
   for (const Resize& g : ChooseGrowth(runs, after, holds, policy, ElasticSettings(), now)) {
+    NodeGpus added;
     for (StartDecision& d : starts) {
       if (d.job != g.job) continue;
+      added = Added(g, d.gpu_indices);
       d.gpu_indices = g.to.gpu_indices;
       if (!d.parts.empty()) d.parts[0].gpu_indices = g.to.gpu_indices;
       spdlog::info("job {}: starts on {} GPUs: {}", d.job, d.gpu_indices.size(), g.reason);
     }
+    // The GPUs it grew into are gone for the gangs below.
+    const PendingJob* p = waiting_.find(g.job);
+    HoldOn(after, added, {g.job, 0, std::nullopt, true, now}, p != nullptr ? p->user : "");
   }
   for (const GangGrowth& g :
        ChooseGangGrowth(gangs, after, holds, policy, ElasticSettings(), now)) {
@@ -175,6 +193,7 @@ std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, Un
     ElasticRun r;
     r.job = job.id;
     r.priority = job.spec.priority;
+    r.user = job.spec.user;
     r.min_gpus = job.spec.gpus;
     r.max_gpus = job.spec.max_gpus;
     r.where = {a->node, a->gpu_indices};
@@ -279,7 +298,11 @@ void Scheduler::GrowRunning(const PolicyConfig& policy, UnixMs now) {
   HoldAdded(nodes, now);
   for (const Resize& g : ChooseGrowth(runs, nodes, holds_, policy, ElasticSettings(), now)) {
     auto job = jobs.find(g.job);
-    if (job != jobs.end()) BeginResize(job->second, g, now);
+    if (job == jobs.end() || !BeginResize(job->second, g, now)) continue;
+    // The GPUs it grows into are its own while it restarts: not for a gang's part.
+    const Attempt* a = job->second.current();
+    HoldOn(nodes, Added(g, a != nullptr ? a->gpu_indices : std::vector<int>{}),
+           {g.job, 0, std::nullopt, true, now}, job->second.spec.user);
   }
   for (const GangGrowth& g :
        ChooseGangGrowth(gangs, nodes, holds_, policy, ElasticSettings(), now)) {

@@ -325,6 +325,25 @@ def test_sbatch_names_array_tasks_and_refuses_an_output_folder_that_is_missing(t
         in p.stderr, p.stderr
 
 
+def test_a_node_range_on_one_machine_runs_there_and_one_without_gpus_takes_its_min(tq):
+    """#SBATCH --nodes=MIN-MAX as Slurm allocates it: the nodes free when it starts, here the
+    one machine, laid out then; a range without GPUs on each node is no gang (a warning)."""
+    with open(tq.path("range.sh"), "w") as f:
+        f.write("#!/bin/bash\n#SBATCH -N 1-4 --ntasks-per-node=2 --gres=gpu:1\n"
+                "echo \"nodes $SLURM_NNODES tasks $SLURM_NTASKS per node $SLURM_TASKS_PER_NODE\"\n")
+    p = tq.run("sbatch", "--parsable", "range.sh")
+    assert "warning" not in p.stderr, p.stderr
+    job_id = int(p.stdout.strip().split(";")[0])
+    assert tq.run("wait", str(job_id), timeout=60).returncode == 0
+    assert open(tq.path(f"slurm-{job_id}.out")).read() == "nodes 1 tasks 2 per node 2\n"
+    assert (tq.show(job_id)["num_nodes"], tq.show(job_id)["max_nodes"]) == (1, 4)
+    with open(tq.path("cpu.sh"), "w") as f:
+        f.write("#!/bin/bash\n#SBATCH -N 1-2\ntrue\n")
+    p = tq.run("sbatch", "--parsable", "cpu.sh")
+    assert "--nodes=1-2: a range needs GPUs on each node" in p.stderr, p.stderr
+    assert tq.show(int(p.stdout.strip().split(";")[0]))["max_nodes"] == 0
+
+
 def test_srun_outside_an_sbatch_job_says_so(tq):
     srun = os.path.join(os.path.dirname(trainq_binary()), "slurm", "srun")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}

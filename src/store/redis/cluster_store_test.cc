@@ -617,6 +617,29 @@ TEST_F(GangStoreTest, AnElasticGangGrowsByAPartThatItsNodeSeesAndWhoseEndCounts)
   EXPECT_TRUE(ActiveIds("gpu3").empty());
 }
 
+// A gang whose parts are ending, or that is asked to stop or cancel, takes no new part: it
+// would wait on a part that joins a rendezvous nobody hosts any more.
+TEST_F(GangStoreTest, AGangThatIsEndingOrStoppingGetsNoNewPart) {
+  AttemptPart added{"gpu3", {0}, {"GPU-e"}, "/s3/runs/1/1", "/s3/runs/1/1/output.log", kT0 + 500};
+  JobId done = StartGang();
+  ASSERT_TRUE(IsOk(store_->MarkRunning(done, 1, 42, 43, kT0)));
+  ASSERT_TRUE(IsOk(store_->FinishAttempt(done, 1, PartEnd(0, JobState::kSucceeded))));
+  EXPECT_TRUE(
+      HasCode(store_->AddPart(done, 1, Fetch(done).attempts[0].parts, added), Code::kConflict));
+  JobId stopped = StartGang();
+  ASSERT_TRUE(IsOk(store_->RequestStop(stopped, 1, "{}")));
+  EXPECT_TRUE(HasCode(store_->AddPart(stopped, 1, Fetch(stopped).attempts[0].parts, added),
+                      Code::kConflict));
+  JobId cancelled = StartGang();
+  ASSERT_TRUE(IsOk(store_->RequestCancel(cancelled, 1, "ada")));
+  EXPECT_TRUE(HasCode(store_->AddPart(cancelled, 1, Fetch(cancelled).attempts[0].parts, added),
+                      Code::kConflict));
+  for (JobId id : {done, stopped, cancelled}) {
+    EXPECT_EQ(Fetch(id).attempts[0].parts.size(), 2u);
+    EXPECT_TRUE(ActiveIds("gpu3").empty());
+  }
+}
+
 TEST_F(GangStoreTest, LosingAnyPartsNodeRequeuesTheGang) {
   ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu1"))));
   ASSERT_TRUE(IsOk(store_->Heartbeat(Node("gpu2"))));

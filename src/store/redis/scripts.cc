@@ -206,6 +206,11 @@ local id, n = ARGV[2], ARGV[3]
 err = cas(id, set_of('starting,running'), n, 'starting or running with attempt ' .. n)
 if err then return err end
 local a = ak(id, n)
+-- A part that has ended (its gang is finishing), a cancel or a stop under way: no new part.
+if redis.call('EXISTS', a .. ':done') == 1 or redis.call('HEXISTS', a, 'cancel') == 1 or
+   redis.call('HEXISTS', a, 'stop') == 1 then
+  return {'conflict', 'job ' .. id .. ' attempt ' .. n .. ' is ending or being stopped'}
+end
 local had = redis.call('HGET', a, 'part_nodes') or ''
 if had ~= ARGV[4] then
   return {'conflict', 'job ' .. id .. ' attempt ' .. n .. ' runs on "' .. had .. '", not "' ..
