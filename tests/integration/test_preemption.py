@@ -74,7 +74,10 @@ def test_a_job_that_saves_on_sigusr1_and_requeues_itself_resumes_under_its_id(tq
 
 # Hugging Face Trainer's way: SIGTERM saves and exits; a requeue from outside (the job's
 # owner) stops it with SIGTERM at once, and it is queued again whatever its exit code.
-def test_a_job_that_saves_on_sigterm_is_requeued_from_outside_and_resumes(tq):
+def test_a_job_that_saves_on_sigterm_is_requeued_from_outside_and_resumes(make_trainq):
+    # It saves at its next step once SIGTERM comes: the grace is an upper bound, long enough
+    # for a loaded machine (1s was not, and SIGKILL then left no exit code).
+    tq = make_trainq(grace_period="10s")
     job_id = resumable(tq, on="term")
     wait_until_training(tq, job_id)
     out = tq.run("requeue", str(job_id)).stdout
