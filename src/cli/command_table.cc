@@ -20,32 +20,36 @@ Client& ClientOf(Invocation& inv) { return *inv.client; }
 
 // --gpus or --nodes: N, or MIN:MAX for an elastic job (`max` 0 for N); the daemon judges the
 // numbers (ValidateSpec). `form` names the accepted forms in the refusal.
-void ReadRange(const char* option, const char* form, const std::string& text, int& min, int& max) {
-  auto number = [&](std::string_view part) {
-    int n = 0;
-    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
-    if (ec != std::errc() || end != part.data() + part.size() || part.empty()) {
-      throw CLI::ValidationError(option, "'" + text + "' is not valid; expected " + form);
-    }
-    return n;
-  };
-  std::string_view all(text);
-  size_t colon = all.find(':');
-  min = number(all.substr(0, colon));
-  max = colon == std::string_view::npos ? 0 : number(all.substr(colon + 1));
+void AddRangeOption(CLI::App* s, const char* names, const char* option, const char* form,
+                    const char* help, int& min, int& max) {
+  s->add_option_function<std::string>(
+       names,
+       [option, form, &min, &max](const std::string& text) {
+         auto number = [&](std::string_view part) {
+           int n = 0;
+           auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
+           if (ec != std::errc() || end != part.data() + part.size() || part.empty()) {
+             throw CLI::ValidationError(option, "'" + text + "' is not valid; expected " + form);
+           }
+           return n;
+         };
+         std::string_view all(text);
+         size_t colon = all.find(':');
+         min = number(all.substr(0, colon));
+         max = colon == std::string_view::npos ? 0 : number(all.substr(colon + 1));
+       },
+       help)
+      ->type_name("N|MIN:MAX");
 }
 
 // The options of `submit`, which `run` takes too.
 void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
-  s->add_option_function<std::string>(
-       "--gpus",
-       [&a](const std::string& text) {
-         ReadRange("--gpus", "a count (2; 0 = CPU job) or an elastic range MIN:MAX (1:4)", text,
-                   a.gpus, a.max_gpus);
-       },
-       "GPUs on one node, or on each with --nodes (0 = CPU job); MIN:MAX: an elastic job that "
-       "runs on MIN to MAX GPUs of one node, resized as GPUs free up or are needed")
-      ->type_name("N|MIN:MAX");
+  AddRangeOption(s, "--gpus", "--gpus",
+                 "a count (2; 0 = CPU job) or an elastic range MIN:MAX (1:4)",
+                 "GPUs on one node, or on each with --nodes (0 = CPU job); MIN:MAX: an elastic "
+                 "job that runs on MIN to MAX GPUs of one node, resized as GPUs free up or are "
+                 "needed",
+                 a.gpus, a.max_gpus);
   s->add_option("--mem", a.mem,
                 "GPU memory per GPU: 20GiB, 20G, 512MiB, 20GB, 40% (default: whole GPUs)");
   s->add_option("--cpus", a.cpus,
@@ -82,16 +86,11 @@ void AddSubmitOptions(CLI::App* s, SubmitArgs& a) {
   s->add_option("--exclude-node", a.exclude_nodes,
                 "never run on these nodes: NAME[,NAME...] (Slurm's -x)")
       ->allow_extra_args(false);
-  s->add_option_function<std::string>(
-       "--nodes,-N",
-       [&a](const std::string& text) {
-         ReadRange("--nodes", "a node count (2) or an elastic range MIN:MAX (1:4)", text,
-                   a.num_nodes, a.max_nodes);
-       },
-       "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none); MIN:MAX: "
-       "an elastic gang for torchrun's rendezvous, started on MIN to MAX nodes and grown by "
-       "nodes that join it while it runs")
-      ->type_name("N|MIN:MAX");
+  AddRangeOption(s, "--nodes,-N", "--nodes", "a node count (2) or an elastic range MIN:MAX (1:4)",
+                 "a job over N nodes at once, --gpus GPUs on each (a gang: all start or none); "
+                 "MIN:MAX: an elastic gang for torchrun's rendezvous, started on MIN to MAX nodes "
+                 "and grown by nodes that join it while it runs",
+                 a.num_nodes, a.max_nodes);
   s->add_option("--gpu-type", a.gpu_type,
                 "only GPUs of this model or label: a100, h100, \"rtx 4090\" (words of the model "
                 "name, any case; or a node's gpu_type label)");

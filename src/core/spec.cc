@@ -801,10 +801,12 @@ void SetSlurmVars(Env& env, const JobSpec& spec, const AttemptEnvInput& in) {
   // a node range's --ntasks-per-node on each of the nodes it got.
   if (!given("SLURM_TASKS_PER_NODE")) {
     int per = 1;
-    for (const auto& [key, value] : env) {
+    auto it = std::find_if(env.begin(), env.end(),
+                           [](const auto& kv) { return kv.first == "SLURM_NTASKS_PER_NODE"; });
+    if (it != env.end()) {
       int n = 0;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (key == "SLURM_NTASKS_PER_NODE" && ec == std::errc() && n > 0) per = n;
+      auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), n);
+      if (ec == std::errc() && n > 0) per = n;
     }
     SetVar(env, "SLURM_TASKS_PER_NODE", CompressCounts(std::vector<int>(in.num_nodes, per)));
     if (spec.max_nodes > 0 && given("SLURM_NTASKS_PER_NODE")) {

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "src/core/duration.h"
+#include "src/core/spec.h"
 #include "src/daemon/scheduler.h"
 
 namespace trainq {
@@ -165,7 +166,7 @@ std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, Un
   bool running_gang = false;
   for (Job& job : *active) {
     const Attempt* a = job.current();
-    if (a == nullptr) continue;
+    if (a == nullptr || !IsElastic(job.spec)) continue;
     bool stopping = victims.count(job.id) > 0 || resizing_.count(job.id) > 0;
     if (auto live = agent_.live().find(job.id); live != agent_.live().end()) {
       stopping = stopping || live->second.cancel_requested || !live->second.stop_requested.empty();
@@ -189,7 +190,7 @@ std::vector<ElasticRun> Scheduler::ElasticRunning(std::map<JobId, Job>* jobs, Un
       if (jobs != nullptr) jobs->emplace(job.id, job);
       continue;
     }
-    if (job.spec.max_gpus <= 0 || a->parts.size() > 1) continue;
+    if (a->parts.size() > 1) continue;
     ElasticRun r;
     r.job = job.id;
     r.priority = job.spec.priority;
